@@ -1,0 +1,255 @@
+/* ir.h: vitc's graph IR.
+ *
+ * A graph is a list of nodes in topological order over a table of values
+ * (tensors).  Every value has an element type and a shape whose dimensions are
+ * static except for a symbolic batch: each dimension is k * B^e (e is 0 for a
+ * plain number, 1 for "k times the batch").  Nodes are small fixed-size structs:
+ * an op from ops.def, inputs and outputs by value index, inline attributes and
+ * their provenance (the ONNX node's name and op_type).
+ *
+ * All memory of a graph lives in one arena, released with ir_graph_free(). */
+#ifndef VITC_IR_H
+#define VITC_IR_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define IR_MAX_RANK 8
+#define VAR 0x7fff /* variadic arity in ops.def */
+
+/* ---- status codes, shared by every layer and the CLI's exit codes ---- */
+enum { VITC_OK = 0, VITC_CHECK_FAILED = 1, VITC_BAD_INPUT = 2, VITC_INTERNAL = 3 };
+
+/* ---- op, dtype and attribute tables (X-macros) ---- */
+enum { OPF_ELEMWISE = 1, OPF_FUSED = 2 };
+
+typedef enum {
+#define OP(id, name, mi, ma, mo, mao, fl) IR_OP_##id,
+#include "ir/ops.def"
+#undef OP
+    IR_OP_COUNT
+} ir_op;
+
+typedef struct {
+    const char *name; /* ONNX op_type, or the printed name of a fused op */
+    int16_t min_in, max_in, min_out, max_out;
+    unsigned flags;
+} ir_op_info;
+
+extern const ir_op_info ir_op_table[IR_OP_COUNT];
+const char *ir_op_name(ir_op op);
+/* The op for an ONNX op_type in the default domain; -1 if unsupported. */
+int ir_op_from_onnx(const char *op_type);
+
+typedef enum {
+#define DT(id, code, size, name) IR_##id,
+#include "ir/dtypes.def"
+#undef DT
+    IR_DTYPE_COUNT
+} ir_dtype;
+
+const char *ir_dtype_name(ir_dtype t);
+size_t ir_dtype_size(ir_dtype t);
+int ir_dtype_onnx_code(ir_dtype t);
+/* The dtype for an ONNX TensorProto.DataType code; -1 if unsupported. */
+int ir_dtype_from_onnx(int code);
+int ir_dtype_is_float(ir_dtype t);
+
+typedef enum {
+#define AT(id, name) IR_ATTR_##id,
+#include "ir/attrs.def"
+#undef AT
+    IR_ATTR_COUNT
+} ir_attr_id;
+
+const char *ir_attr_name(ir_attr_id a);
+int ir_attr_from_onnx(const char *name); /* -1 if unknown */
+
+/* ---- arena: one per graph, freed in one call ---- */
+typedef struct ir_arena ir_arena;
+ir_arena *ir_arena_new(void);
+void ir_arena_free(ir_arena *a);
+/* Zeroed memory; NULL only when the system is out of memory or n overflows. */
+void *ir_alloc(ir_arena *a, size_t n);
+void *ir_alloc_array(ir_arena *a, size_t count, size_t size);
+char *ir_strdup(ir_arena *a, const char *s);
+char *ir_strndup(ir_arena *a, const char *s, size_t n);
+
+/* ---- overflow-checked size arithmetic ---- */
+/* Each returns 0 on success and 1 on overflow (out unchanged then). */
+int ir_mul_ovf(int64_t a, int64_t b, int64_t *out);
+int ir_add_ovf(int64_t a, int64_t b, int64_t *out);
+
+/* ---- diagnostics ---- */
+/* Errors go to `out` as "FILE: node 'NAME' (OpType): message" lines; the
+ * first non-OK status is kept.  Several errors can be reported before a
+ * caller gives up, so that every unsupported node is listed at once. */
+typedef struct {
+    FILE *out;        /* NULL: stderr */
+    const char *file; /* model path, for messages */
+    int status;       /* first error status, VITC_OK if none */
+    int nerrors;
+} vitc_diag;
+
+struct ir_node;
+void vitc_diag_init(vitc_diag *d, const char *file);
+int vitc_error(vitc_diag *d, int status, const struct ir_node *n, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+int vitc_verror(vitc_diag *d, int status, const struct ir_node *n, const char *fmt, va_list ap);
+/* Error for a node known only by its ONNX name and op_type (during import). */
+int vitc_error_at(vitc_diag *d, int status, const char *node_name, const char *op_type,
+                  const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+/* ---- symbolic dimensions: k * B^e ---- */
+typedef struct {
+    int64_t k;
+    int32_t e;
+} ir_dim;
+
+static inline ir_dim ir_dim_const(int64_t k) { ir_dim d = {k, 0}; return d; }
+static inline ir_dim ir_dim_batch(int64_t k) { ir_dim d = {k, 1}; return d; }
+static inline int ir_dim_eq(ir_dim a, ir_dim b) { return a.k == b.k && (a.e == b.e || a.k == 0); }
+/* The dimension's value at a concrete batch; -1 on overflow. */
+int64_t ir_dim_eval(ir_dim d, int64_t batch);
+/* Formats "197", "B", "197*B" or "3*B^2" into buf; returns buf. */
+char *ir_dim_str(ir_dim d, char *buf, size_t n);
+
+/* ---- values (tensors of the graph) ---- */
+typedef enum {
+    IR_VAL_NODE = 0, /* produced by a node */
+    IR_VAL_INPUT,    /* graph input */
+    IR_VAL_CONST     /* initializer or folded constant: data holds the payload */
+} ir_val_kind;
+
+typedef struct ir_value {
+    const char *name;
+    ir_val_kind kind;
+    ir_dtype dtype;
+    int rank; /* -1: not yet inferred */
+    ir_dim dims[IR_MAX_RANK];
+    int producer;     /* node index, -1 for inputs and constants */
+    void *data;       /* IR_VAL_CONST: little-endian payload of nbytes */
+    size_t nbytes;
+    ir_dim *symval;   /* small integer tensors whose values are known at compile
+                         time in terms of the batch (shape arithmetic); nsymval
+                         entries, NULL when unknown */
+    int nsymval;
+} ir_value;
+
+/* ---- attributes ---- */
+typedef enum { IR_AT_INT, IR_AT_FLOAT, IR_AT_INTS, IR_AT_FLOATS, IR_AT_STRING, IR_AT_TENSOR } ir_attr_kind;
+
+typedef struct {
+    ir_attr_id id;
+    ir_attr_kind kind;
+    int64_t i;
+    float f;
+    int n;          /* ints/floats count; string length */
+    int64_t *ints;
+    float *floats;
+    const char *s;  /* NUL-terminated */
+    int tensor;     /* IR_AT_TENSOR: index of an IR_VAL_CONST value */
+} ir_attr;
+
+/* ---- nodes ---- */
+typedef struct ir_node {
+    ir_op op;
+    int ninputs, noutputs;
+    int *inputs;  /* value indices; -1 for an omitted optional input */
+    int *outputs; /* value indices; -1 for an omitted optional output */
+    int nattrs;
+    ir_attr *attrs;
+    const char *name;    /* provenance: ONNX node name ("" if none) */
+    const char *op_type; /* provenance: ONNX op_type, or the pass that made it */
+} ir_node;
+
+/* ---- graph ---- */
+typedef struct ir_graph {
+    ir_arena *arena;
+    const char *path; /* model file, for messages */
+    int64_t opset;    /* default-domain opset */
+    ir_value *values;
+    int nvalues, cap_values;
+    ir_node *nodes;
+    int nnodes, cap_nodes;
+    int *inputs;  /* graph inputs (non-initializer), value indices */
+    int ninputs;
+    int *outputs; /* graph outputs, value indices */
+    int noutputs;
+} ir_graph;
+
+ir_graph *ir_graph_new(const char *path);
+void ir_graph_free(ir_graph *g);
+/* Adds a value and returns its index, or -1 when out of memory. */
+int ir_add_value(ir_graph *g, const char *name, ir_val_kind kind, ir_dtype dtype);
+/* Adds a node; inputs/outputs/attrs are copied into the arena.  Returns its index or -1. */
+int ir_add_node(ir_graph *g, ir_op op, const char *name, const char *op_type, int ninputs,
+                const int *inputs, int noutputs, const int *outputs, int nattrs, const ir_attr *attrs);
+/* Adds a constant value with a copy of data; returns its index or -1. */
+int ir_add_const(ir_graph *g, const char *name, ir_dtype dtype, int rank, const int64_t *dims,
+                 const void *data, size_t nbytes);
+/* Index of the value named name, or -1 (linear search; for tools and tests). */
+int ir_find_value(const ir_graph *g, const char *name);
+
+const ir_attr *ir_attr_get(const ir_node *n, ir_attr_id id);
+int64_t ir_attr_int(const ir_node *n, ir_attr_id id, int64_t dflt);
+float ir_attr_float(const ir_node *n, ir_attr_id id, float dflt);
+/* Optional input i of n: its value index, or -1 when absent or omitted. */
+int ir_input(const ir_node *n, int i);
+
+/* Element count of a value at a concrete batch; -1 on overflow or unknown rank. */
+int64_t ir_value_numel(const ir_value *v, int64_t batch);
+/* 1 if the value's shape does not depend on the batch. */
+int ir_value_is_static(const ir_value *v);
+
+/* ---- concrete tensors (interpreter, .npy files, test data) ---- */
+typedef struct {
+    ir_dtype dtype;
+    int rank;
+    int64_t dims[IR_MAX_RANK];
+    void *data; /* malloc'ed, owned by the tensor */
+} ir_tensor;
+
+int64_t ir_tensor_numel(const ir_tensor *t);
+size_t ir_tensor_nbytes(const ir_tensor *t);
+/* Allocates zeroed data for the given shape; returns 0 or VITC_BAD_INPUT on
+ * overflow / absurd size, VITC_INTERNAL when out of memory. */
+int ir_tensor_alloc(ir_tensor *t, ir_dtype dtype, int rank, const int64_t *dims);
+void ir_tensor_free(ir_tensor *t);
+/* Element i as a double / written from a double (any dtype). */
+double ir_tensor_get(const ir_tensor *t, int64_t i);
+void ir_tensor_set(ir_tensor *t, int64_t i, double v);
+/* Element i of an integer or bool tensor as int64 (exact). */
+int64_t ir_tensor_get_i64(const ir_tensor *t, int64_t i);
+void ir_tensor_set_i64(ir_tensor *t, int64_t i, int64_t v);
+/* Raw-element conversions for half types. */
+float ir_f16_to_f32(uint16_t h);
+uint16_t ir_f32_to_f16(float f);
+float ir_bf16_to_f32(uint16_t h);
+uint16_t ir_f32_to_bf16(float f);
+
+/* .npy files (numpy's format, version 1-3, little-endian, C order). */
+int ir_npy_read(const char *path, ir_tensor *t, vitc_diag *d);
+int ir_npy_write(const char *path, const ir_tensor *t, vitc_diag *d);
+
+/* max |a - b| / max |b| over two tensors of equal shape (any float dtype). */
+double ir_rel_error(const ir_tensor *out, const ir_tensor *ref);
+
+/* ---- graph-level passes that belong to the IR ---- */
+/* Checks structural invariants (indices in range, topological order, arity,
+ * one producer per value, ranks inferred).  Reports through d; returns status. */
+int ir_verify(const ir_graph *g, vitc_diag *d);
+/* Infers dtype and shape of every node output, in terms of the batch, and the
+ * compile-time values of shape arithmetic (symval).  Returns status. */
+int ir_infer_shapes(ir_graph *g, vitc_diag *d);
+
+/* Printers. */
+void ir_print_text(const ir_graph *g, FILE *f);
+void ir_print_dot(const ir_graph *g, FILE *f);
+void ir_print_stats(const ir_graph *g, FILE *f);
+/* One value's type as "f32[B,197,768]" into buf. */
+char *ir_value_type_str(const ir_value *v, char *buf, size_t n);
+
+#endif
