@@ -1,0 +1,27 @@
+/* onnx_impl.h: what the frontend's files share; nothing outside frontend/
+ * includes this (it pulls in the generated protobuf-c header). */
+#ifndef VITC_ONNX_IMPL_H
+#define VITC_ONNX_IMPL_H
+
+#include "frontend/onnx.h"
+#include "onnx.pb-c.h"
+
+typedef struct {
+    ir_dtype dtype;
+    int rank;
+    int64_t dims[IR_MAX_RANK];
+    int64_t numel;
+    size_t nbytes;
+} onnx_tensor_info;
+
+/* Checks a TensorProto's type and dims (no negatives, no overflow, bounded
+ * size) and fills info.  what names the tensor in messages. */
+int onnx_tensor_shape(const Onnx__TensorProto *t, onnx_tensor_info *info, const char *what, vitc_diag *d);
+/* Decodes its payload (raw, typed or external) into out (info->nbytes bytes).
+ * model_dir anchors external data; NULL refuses it. */
+int onnx_tensor_data(const Onnx__TensorProto *t, const onnx_tensor_info *info, const char *model_dir,
+                     void *out, const char *what, vitc_diag *d);
+/* Reads a whole regular file of at most max bytes. */
+int onnx_read_file(const char *path, size_t max, unsigned char **buf, size_t *len, vitc_diag *d);
+
+#endif

@@ -1,0 +1,461 @@
+/* onnx_import.c: ModelProto -> ir_graph.
+ *
+ * Walks the model once: opset imports, initializers, graph inputs (the first
+ * dimension may be symbolic: the batch), then nodes in order.  Constant nodes
+ * become constant values.  Each node's op_type is looked up in the op table
+ * once; every unsupported node, attribute or reference is reported (all of
+ * them, not just the first) before the import fails. */
+#include "frontend/onnx_impl.h"
+
+#include <libgen.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- name -> value index, open addressing over the arena ---- */
+typedef struct {
+    const char **keys;
+    int *vals;
+    size_t cap, count;
+} name_map;
+
+static uint64_t hash_str(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    while (*s)
+        h = (h ^ (unsigned char)*s++) * 1099511628211ull;
+    return h;
+}
+
+static int map_init(name_map *m, ir_arena *a, size_t expect)
+{
+    m->cap = 64;
+    while (m->cap < expect * 2 + 16)
+        m->cap *= 2;
+    m->count = 0;
+    m->keys = ir_alloc_array(a, m->cap, sizeof(char *));
+    m->vals = ir_alloc_array(a, m->cap, sizeof(int));
+    return m->keys && m->vals ? 0 : -1;
+}
+
+static int map_get(const name_map *m, const char *k)
+{
+    for (size_t i = hash_str(k) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
+        if (!m->keys[i])
+            return -1;
+        if (strcmp(m->keys[i], k) == 0)
+            return m->vals[i];
+    }
+}
+
+/* Inserts k (stored by pointer: it must outlive the map). */
+static void map_put(name_map *m, const char *k, int v)
+{
+    size_t i = hash_str(k) & (m->cap - 1);
+    while (m->keys[i] && strcmp(m->keys[i], k) != 0)
+        i = (i + 1) & (m->cap - 1);
+    if (!m->keys[i])
+        m->count++;
+    m->keys[i] = k;
+    m->vals[i] = v;
+}
+
+typedef struct {
+    ir_graph *g;
+    vitc_diag *d;
+    name_map names;
+    const char *model_dir; /* for external data; NULL refuses it */
+} importer;
+
+/* Adds a constant value from a TensorProto. */
+static int import_tensor(importer *im, const Onnx__TensorProto *t, const char *name, const char *what)
+{
+    onnx_tensor_info info;
+    if (onnx_tensor_shape(t, &info, what, im->d))
+        return -1;
+    int id = ir_add_const(im->g, name, info.dtype, info.rank, info.dims, NULL, 0);
+    if (id < 0)
+        goto oom;
+    ir_value *v = &im->g->values[id];
+    v->data = ir_alloc(im->g->arena, info.nbytes ? info.nbytes : 1);
+    if (!v->data)
+        goto oom;
+    v->nbytes = info.nbytes;
+    if (onnx_tensor_data(t, &info, im->model_dir, v->data, what, im->d))
+        return -1;
+    return id;
+oom:
+    vitc_error(im->d, VITC_INTERNAL, NULL, "%s: out of memory", what);
+    return -1;
+}
+
+/* Defines a graph-level name, refusing duplicates. */
+static int define(importer *im, const char *name, int id, const char *node, const char *op_type)
+{
+    if (map_get(&im->names, name) >= 0) {
+        if (op_type)
+            vitc_error_at(im->d, VITC_BAD_INPUT, node, op_type, "output '%s' is already defined earlier", name);
+        else
+            vitc_error(im->d, VITC_BAD_INPUT, NULL, "tensor name '%s' is defined twice", name);
+        return -1;
+    }
+    map_put(&im->names, im->g->values[id].name, id);
+    return 0;
+}
+
+/* Graph input: element type and shape; dim 0 may be symbolic (the batch). */
+static int import_input(importer *im, const Onnx__ValueInfoProto *vi)
+{
+    const char *name = vi->name ? vi->name : "";
+    const Onnx__TypeProto *tp = vi->type;
+    if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !tp->tensor_type)
+        return vitc_error(im->d, VITC_BAD_INPUT, NULL, "graph input '%s' is not a tensor", name);
+    const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
+    int dt = tt->has_elem_type ? ir_dtype_from_onnx(tt->elem_type) : -1;
+    if (dt < 0)
+        return vitc_error(im->d, VITC_BAD_INPUT, NULL, "graph input '%s' has an unsupported element type %d", name,
+                          (int)tt->elem_type);
+    if (!tt->shape)
+        return vitc_error(im->d, VITC_BAD_INPUT, NULL, "graph input '%s' has no shape", name);
+    if (tt->shape->n_dim > IR_MAX_RANK)
+        return vitc_error(im->d, VITC_BAD_INPUT, NULL, "graph input '%s' has rank %zu, more than %d", name,
+                          tt->shape->n_dim, IR_MAX_RANK);
+    int id = ir_add_value(im->g, name, IR_VAL_INPUT, (ir_dtype)dt);
+    if (id < 0)
+        return vitc_error(im->d, VITC_INTERNAL, NULL, "out of memory");
+    ir_value *v = &im->g->values[id];
+    v->rank = (int)tt->shape->n_dim;
+    for (int i = 0; i < v->rank; i++) {
+        const Onnx__TensorShapeProto__Dimension *dim = tt->shape->dim[i];
+        int known = dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
+        if (known && dim->dim_value >= 0 && dim->dim_value <= ((int64_t)1 << 31)) {
+            v->dims[i] = ir_dim_const(dim->dim_value);
+        } else if (known) {
+            return vitc_error(im->d, VITC_BAD_INPUT, NULL, "graph input '%s': dimension %d is %lld", name, i,
+                              (long long)dim->dim_value);
+        } else if (i == 0) {
+            v->dims[i] = ir_dim_batch(1); /* symbolic or unset: the batch */
+        } else {
+            return vitc_error(im->d, VITC_BAD_INPUT, NULL,
+                              "graph input '%s': dimension %d is symbolic ('%s'); only the first (batch) "
+                              "dimension may be", name, i,
+                              dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM ? dim->dim_param : "?");
+        }
+    }
+    if (define(im, v->name, id, NULL, NULL))
+        return VITC_BAD_INPUT;
+    im->g->inputs[im->g->ninputs++] = id;
+    return VITC_OK;
+}
+
+/* Converts one attribute; returns 0, or -1 after reporting. */
+static int import_attr(importer *im, const Onnx__NodeProto *np, const Onnx__AttributeProto *ap, ir_attr *out)
+{
+    const char *node = np->name ? np->name : "", *op = np->op_type;
+    int id = ir_attr_from_onnx(ap->name ? ap->name : "");
+    if (id < 0) {
+        vitc_error_at(im->d, VITC_BAD_INPUT, node, op, "unsupported attribute '%s'", ap->name ? ap->name : "");
+        return -1;
+    }
+    memset(out, 0, sizeof *out);
+    out->id = (ir_attr_id)id;
+    out->tensor = -1;
+    ir_arena *a = im->g->arena;
+    switch (ap->type) {
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT:
+        out->kind = IR_AT_INT;
+        out->i = ap->i;
+        return 0;
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT:
+        out->kind = IR_AT_FLOAT;
+        out->f = ap->f;
+        return 0;
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS:
+        if (ap->n_ints > 4096)
+            break;
+        out->kind = IR_AT_INTS;
+        out->n = (int)ap->n_ints;
+        out->ints = ir_alloc_array(a, ap->n_ints + 1, sizeof(int64_t));
+        if (!out->ints)
+            goto oom;
+        memcpy(out->ints, ap->ints, ap->n_ints * sizeof(int64_t));
+        return 0;
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS:
+        if (ap->n_floats > 4096)
+            break;
+        out->kind = IR_AT_FLOATS;
+        out->n = (int)ap->n_floats;
+        out->floats = ir_alloc_array(a, ap->n_floats + 1, sizeof(float));
+        if (!out->floats)
+            goto oom;
+        memcpy(out->floats, ap->floats, ap->n_floats * sizeof(float));
+        return 0;
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING:
+        if (ap->s.len > 4096)
+            break;
+        out->kind = IR_AT_STRING;
+        out->n = (int)ap->s.len;
+        out->s = ir_strndup(a, (const char *)ap->s.data, ap->s.len);
+        if (!out->s)
+            goto oom;
+        if (strlen(out->s) != ap->s.len)
+            break;
+        return 0;
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR: {
+        if (!ap->t)
+            break;
+        char what[256];
+        snprintf(what, sizeof what, "node '%s' (%s): attribute '%s'", node, op, ap->name);
+        out->kind = IR_AT_TENSOR;
+        out->tensor = import_tensor(im, ap->t, ap->name, what);
+        return out->tensor < 0 ? -1 : 0;
+    }
+    default:
+        break;
+    }
+    vitc_error_at(im->d, VITC_BAD_INPUT, node, op, "attribute '%s' has an unsupported type or size", ap->name);
+    return -1;
+oom:
+    vitc_error(im->d, VITC_INTERNAL, NULL, "out of memory");
+    return -1;
+}
+
+/* Constant node -> constant value named by its output. */
+static int import_constant(importer *im, const Onnx__NodeProto *np, const ir_attr *attrs, int nattrs)
+{
+    const char *node = np->name ? np->name : "";
+    if (np->n_output != 1 || nattrs != 1) {
+        vitc_error_at(im->d, VITC_BAD_INPUT, node, np->op_type, "a Constant needs one output and one value attribute");
+        return -1;
+    }
+    const char *name = np->output[0];
+    const ir_attr *at = &attrs[0];
+    int id = -1;
+    int64_t n = at->n;
+    switch (at->id) {
+    case IR_ATTR_VALUE:
+        if (at->kind != IR_AT_TENSOR)
+            break;
+        /* Rename the attribute's constant after the output. */
+        id = at->tensor;
+        im->g->values[id].name = ir_strdup(im->g->arena, name);
+        break;
+    case IR_ATTR_VALUE_FLOAT: id = ir_add_const(im->g, name, IR_F32, 0, NULL, &at->f, sizeof(float)); break;
+    case IR_ATTR_VALUE_INT: id = ir_add_const(im->g, name, IR_I64, 0, NULL, &at->i, sizeof(int64_t)); break;
+    case IR_ATTR_VALUE_FLOATS:
+        id = ir_add_const(im->g, name, IR_F32, 1, &n, at->floats, (size_t)n * sizeof(float));
+        break;
+    case IR_ATTR_VALUE_INTS:
+        id = ir_add_const(im->g, name, IR_I64, 1, &n, at->ints, (size_t)n * sizeof(int64_t));
+        break;
+    default: break;
+    }
+    if (id < 0) {
+        vitc_error_at(im->d, VITC_BAD_INPUT, node, np->op_type, "unsupported Constant attribute '%s'",
+                      ir_attr_name(at->id));
+        return -1;
+    }
+    return define(im, im->g->values[id].name, id, node, np->op_type);
+}
+
+/* "2", "1 to 3" or "1 or more". */
+static const char *arity_str(char *buf, size_t n, int lo, int hi)
+{
+    if (hi == VAR)
+        snprintf(buf, n, "%d or more", lo);
+    else if (lo == hi)
+        snprintf(buf, n, "%d", lo);
+    else
+        snprintf(buf, n, "%d to %d", lo, hi);
+    return buf;
+}
+
+/* One node: op lookup, arity, attributes, input references, outputs. */
+static void import_node(importer *im, const Onnx__NodeProto *np)
+{
+    const char *node = np->name ? np->name : "", *op_type = np->op_type ? np->op_type : "";
+    vitc_diag *d = im->d;
+    int before = d->nerrors;
+    if (np->domain && *np->domain && strcmp(np->domain, "ai.onnx") != 0) {
+        vitc_error_at(d, VITC_BAD_INPUT, node, op_type, "unsupported operator domain '%s'", np->domain);
+        return;
+    }
+    int op = ir_op_from_onnx(op_type);
+    if (op < 0) {
+        vitc_error_at(d, VITC_BAD_INPUT, node, op_type, "unsupported operator");
+        return;
+    }
+    const ir_op_info *info = &ir_op_table[op];
+    if ((int)np->n_input < info->min_in || (info->max_in != VAR && (int)np->n_input > info->max_in) ||
+        (int)np->n_output < info->min_out || (info->max_out != VAR && (int)np->n_output > info->max_out) ||
+        np->n_input > 1024 || np->n_output > 1024 || np->n_attribute > 64) {
+        char in[32], out[32];
+        vitc_error_at(d, VITC_BAD_INPUT, node, op_type, "has %zu inputs and %zu outputs; %s takes %s inputs and %s outputs",
+                      np->n_input, np->n_output, info->name, arity_str(in, sizeof in, info->min_in, info->max_in),
+                      arity_str(out, sizeof out, info->min_out, info->max_out));
+        return;
+    }
+    ir_attr attrs[64];
+    int nattrs = 0;
+    for (size_t i = 0; i < np->n_attribute; i++) {
+        const Onnx__AttributeProto *ap = np->attribute[i];
+        if (ap->ref_attr_name && *ap->ref_attr_name) {
+            vitc_error_at(d, VITC_BAD_INPUT, node, op_type, "attribute references (function bodies) are not supported");
+            continue;
+        }
+        if (import_attr(im, np, ap, &attrs[nattrs]) == 0)
+            nattrs++;
+    }
+    if (d->nerrors != before)
+        return;
+    if (op == IR_OP_CONSTANT) {
+        import_constant(im, np, attrs, nattrs);
+        return;
+    }
+    int inputs[1024], outputs[1024];
+    for (size_t i = 0; i < np->n_input; i++) {
+        const char *in = np->input[i];
+        if (!in || !*in) {
+            inputs[i] = -1;
+            continue;
+        }
+        inputs[i] = map_get(&im->names, in);
+        if (inputs[i] < 0)
+            vitc_error_at(d, VITC_BAD_INPUT, node, op_type,
+                          "input '%s' is not a graph input, an initializer or the output of an earlier node", in);
+    }
+    for (size_t i = 0; i < np->n_output; i++) {
+        const char *out = np->output[i];
+        outputs[i] = -1;
+        if (!out || !*out)
+            continue;
+        if (map_get(&im->names, out) >= 0) {
+            vitc_error_at(d, VITC_BAD_INPUT, node, op_type, "output '%s' is already defined earlier", out);
+            continue;
+        }
+        int id = ir_add_value(im->g, out, IR_VAL_NODE, IR_F32);
+        if (id < 0) {
+            vitc_error(d, VITC_INTERNAL, NULL, "out of memory");
+            return;
+        }
+        map_put(&im->names, im->g->values[id].name, id);
+        outputs[i] = id;
+    }
+    if (d->nerrors != before)
+        return;
+    if (ir_add_node(im->g, (ir_op)op, node, op_type, (int)np->n_input, inputs, (int)np->n_output, outputs,
+                    nattrs, attrs) < 0)
+        vitc_error(d, VITC_INTERNAL, NULL, "out of memory");
+}
+
+static int import_opsets(importer *im, const Onnx__ModelProto *m)
+{
+    int64_t opset = -1;
+    for (size_t i = 0; i < m->n_opset_import; i++) {
+        const Onnx__OperatorSetIdProto *o = m->opset_import[i];
+        if (!o->domain || !*o->domain || strcmp(o->domain, "ai.onnx") == 0)
+            opset = o->version;
+    }
+    if (opset < 0)
+        return vitc_error(im->d, VITC_BAD_INPUT, NULL, "the model imports no default-domain (ai.onnx) opset");
+    if (opset < ONNX_MIN_OPSET || opset > ONNX_MAX_OPSET)
+        return vitc_error(im->d, VITC_BAD_INPUT, NULL, "opset %lld is not supported (vitc reads opsets %d to %d)",
+                          (long long)opset, ONNX_MIN_OPSET, ONNX_MAX_OPSET);
+    im->g->opset = opset;
+    return VITC_OK;
+}
+
+static ir_graph *import_model(const Onnx__ModelProto *m, const char *path, const char *model_dir, vitc_diag *d)
+{
+    if (!m->graph) {
+        vitc_error(d, VITC_BAD_INPUT, NULL, "the model has no graph");
+        return NULL;
+    }
+    const Onnx__GraphProto *gp = m->graph;
+    ir_graph *g = ir_graph_new(path);
+    if (!g) {
+        vitc_error(d, VITC_INTERNAL, NULL, "out of memory");
+        return NULL;
+    }
+    importer im = {.g = g, .d = d, .model_dir = model_dir};
+    size_t expect = gp->n_initializer + gp->n_input + gp->n_node * 2;
+    g->inputs = ir_alloc_array(g->arena, gp->n_input + 1, sizeof(int));
+    g->outputs = ir_alloc_array(g->arena, gp->n_output + 1, sizeof(int));
+    if (map_init(&im.names, g->arena, expect) || !g->inputs || !g->outputs) {
+        vitc_error(d, VITC_INTERNAL, NULL, "out of memory");
+        goto fail;
+    }
+    if (import_opsets(&im, m))
+        goto fail;
+    if (gp->n_sparse_initializer)
+        vitc_error(d, VITC_BAD_INPUT, NULL, "sparse initializers are not supported");
+    for (size_t i = 0; i < gp->n_initializer; i++) {
+        const Onnx__TensorProto *t = gp->initializer[i];
+        const char *name = t->name ? t->name : "";
+        char what[300];
+        snprintf(what, sizeof what, "initializer '%.256s'", name);
+        if (!*name) {
+            vitc_error(d, VITC_BAD_INPUT, NULL, "an initializer has no name");
+            continue;
+        }
+        int id = import_tensor(&im, t, name, what);
+        if (id >= 0)
+            define(&im, g->values[id].name, id, NULL, NULL);
+    }
+    for (size_t i = 0; i < gp->n_input; i++) {
+        const char *name = gp->input[i]->name ? gp->input[i]->name : "";
+        if (map_get(&im.names, name) >= 0 && g->values[map_get(&im.names, name)].kind == IR_VAL_CONST)
+            continue; /* an initializer listed as an input (old-style default) */
+        import_input(&im, gp->input[i]);
+    }
+    if (d->status)
+        goto fail;
+    for (size_t i = 0; i < gp->n_node; i++)
+        import_node(&im, gp->node[i]);
+    for (size_t i = 0; i < gp->n_output; i++) {
+        const char *name = gp->output[i]->name ? gp->output[i]->name : "";
+        int id = map_get(&im.names, name);
+        if (id < 0 && !d->status)
+            vitc_error(d, VITC_BAD_INPUT, NULL, "graph output '%s' is not produced by any node", name);
+        g->outputs[g->noutputs++] = id;
+    }
+    if (gp->n_output == 0)
+        vitc_error(d, VITC_BAD_INPUT, NULL, "the graph has no outputs");
+    if (d->status)
+        goto fail;
+    return g;
+fail:
+    ir_graph_free(g);
+    return NULL;
+}
+
+ir_graph *onnx_import_buffer(const void *buf, size_t len, const char *path, vitc_diag *d)
+{
+    Onnx__ModelProto *m = onnx__model_proto__unpack(NULL, len, buf);
+    if (!m) {
+        vitc_error(d, VITC_BAD_INPUT, NULL, "not a valid ONNX model (the protobuf does not parse)");
+        return NULL;
+    }
+    char dir[PATH_MAX];
+    const char *model_dir = NULL;
+    if (path && strlen(path) < sizeof dir) {
+        strcpy(dir, path);
+        model_dir = dirname(dir);
+    }
+    ir_graph *g = import_model(m, path, model_dir, d);
+    onnx__model_proto__free_unpacked(m, NULL);
+    return g;
+}
+
+ir_graph *onnx_import_file(const char *path, vitc_diag *d)
+{
+    if (!d->file)
+        d->file = path;
+    unsigned char *buf;
+    size_t len;
+    if (onnx_read_file(path, (size_t)INT32_MAX, &buf, &len, d))
+        return NULL;
+    ir_graph *g = onnx_import_buffer(buf, len, path, d);
+    free(buf);
+    return g;
+}
