@@ -1,0 +1,978 @@
+/* shape.c: shape and type inference with a symbolic batch.
+ *
+ * Every node output gets an element type and dimensions of the form k * B^e.
+ * Small integer tensors whose values are known at compile time (constants, and
+ * everything computed from Shape: the Shape -> Gather -> Unsqueeze -> Concat ->
+ * Reshape chains of torch exports) carry those values in symval, so a Reshape
+ * whose target is computed at run time still gets a static shape in terms of
+ * the batch.  A shape that would depend on data is an error naming the node. */
+#include "ir/ir.h"
+
+#include <limits.h>
+#include <math.h>
+#include <string.h>
+
+#define SYMVAL_MAX 64 /* longest integer tensor whose values are tracked */
+
+typedef struct {
+    ir_graph *g;
+    vitc_diag *d;
+    const ir_node *n;
+} ctx;
+
+#define FAIL(c, ...) return vitc_error((c)->d, VITC_BAD_INPUT, (c)->n, __VA_ARGS__)
+
+static char *dimstr(ir_dim d, char *buf) { return ir_dim_str(d, buf, 48); }
+
+/* ---- symbolic integer arithmetic; each returns 0 when not representable ---- */
+static int sym_mul(ir_dim a, ir_dim b, ir_dim *r)
+{
+    if (ir_mul_ovf(a.k, b.k, &r->k))
+        return 0;
+    r->e = r->k == 0 ? 0 : a.e + b.e;
+    return r->e <= 4;
+}
+
+static int sym_div(ir_dim a, ir_dim b, ir_dim *r)
+{
+    if (b.k == 0 || a.e < b.e || a.k % b.k != 0)
+        return 0;
+    r->k = a.k / b.k;
+    r->e = r->k == 0 ? 0 : a.e - b.e;
+    return 1;
+}
+
+static int sym_add(ir_dim a, ir_dim b, int sign, ir_dim *r)
+{
+    if (a.k != 0 && b.k != 0 && a.e != b.e)
+        return 0;
+    if (ir_add_ovf(a.k, sign * b.k, &r->k))
+        return 0;
+    r->e = r->k == 0 ? 0 : (a.k ? a.e : b.e);
+    return 1;
+}
+
+static int is_static(ir_dim d) { return d.e == 0 || d.k == 0; }
+static int is_one(ir_dim d) { return d.k == 1 && d.e == 0; }
+
+/* Known values of an integer value (from its constant data or symval). */
+static const ir_dim *known(ctx *c, int id, int *count)
+{
+    if (id < 0)
+        return NULL;
+    ir_value *v = &c->g->values[id];
+    if (v->symval) {
+        *count = v->nsymval;
+        return v->symval;
+    }
+    if (v->kind != IR_VAL_CONST || (v->dtype != IR_I64 && v->dtype != IR_I32))
+        return NULL;
+    size_t es = ir_dtype_size(v->dtype), n = v->nbytes / es;
+    if (n > SYMVAL_MAX)
+        return NULL;
+    ir_dim *s = ir_alloc_array(c->g->arena, n + 1, sizeof(ir_dim));
+    if (!s)
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        int64_t x = v->dtype == IR_I64 ? ((int64_t *)v->data)[i] : ((int32_t *)v->data)[i];
+        s[i] = ir_dim_const(x);
+    }
+    v->symval = s;
+    v->nsymval = (int)n;
+    *count = (int)n;
+    return s;
+}
+
+/* Known values that must also be static numbers; -1 when unknown or symbolic. */
+static int known_ints(ctx *c, int id, int64_t *out, int max)
+{
+    int n;
+    const ir_dim *s = known(c, id, &n);
+    if (!s || n > max)
+        return -1;
+    for (int i = 0; i < n; i++) {
+        if (!is_static(s[i]))
+            return -1;
+        out[i] = s[i].k;
+    }
+    return n;
+}
+
+static ir_value *in(ctx *c, int i) { return &c->g->values[c->n->inputs[i]]; }
+
+static ir_value *out_set(ctx *c, int i, ir_dtype dt, int rank, const ir_dim *dims)
+{
+    if (i >= c->n->noutputs || c->n->outputs[i] < 0)
+        return NULL;
+    ir_value *v = &c->g->values[c->n->outputs[i]];
+    v->dtype = dt;
+    v->rank = rank;
+    memcpy(v->dims, dims, (size_t)rank * sizeof(ir_dim));
+    v->symval = NULL;
+    v->nsymval = 0;
+    return v;
+}
+
+static void set_symval(ctx *c, ir_value *v, const ir_dim *vals, int n)
+{
+    if (!v || n > SYMVAL_MAX)
+        return;
+    v->symval = ir_alloc_array(c->g->arena, (size_t)n + 1, sizeof(ir_dim));
+    if (v->symval) {
+        memcpy(v->symval, vals, (size_t)n * sizeof(ir_dim));
+        v->nsymval = n;
+    }
+}
+
+/* Normalises axis a for rank r; -1 if out of range. */
+static int norm_axis(int64_t a, int r)
+{
+    if (a < -r || a >= (r ? r : 1))
+        return -1;
+    return (int)(a < 0 ? a + r : a);
+}
+
+static int64_t numel_static(const ir_value *v)
+{
+    int64_t n = 1;
+    for (int i = 0; i < v->rank; i++)
+        if (!is_static(v->dims[i]) || ir_mul_ovf(n, v->dims[i].k, &n))
+            return -1;
+    return n;
+}
+
+/* Multidirectional (numpy) broadcast of a and b into r (r may alias a or b). */
+static int broadcast(ctx *c, const ir_dim *a, int ra, const ir_dim *b, int rb, ir_dim *out, int *rr)
+{
+    int n = ra > rb ? ra : rb;
+    ir_dim r[IR_MAX_RANK];
+    for (int i = 0; i < n; i++) {
+        ir_dim x = i < n - ra ? ir_dim_const(1) : a[i - (n - ra)];
+        ir_dim y = i < n - rb ? ir_dim_const(1) : b[i - (n - rb)];
+        if (ir_dim_eq(x, y) || is_one(y))
+            r[i] = x;
+        else if (is_one(x))
+            r[i] = y;
+        else {
+            char s1[48], s2[48];
+            FAIL(c, "shapes cannot be broadcast together: dimension %d is %s in one input and %s in another", i,
+                 dimstr(x, s1), dimstr(y, s2));
+        }
+    }
+    memcpy(out, r, (size_t)n * sizeof(ir_dim));
+    *rr = n;
+    return VITC_OK;
+}
+
+/* Element-wise ops: broadcast all inputs; values folded for integer math. */
+static int infer_elementwise(ctx *c)
+{
+    const ir_node *n = c->n;
+    ir_dim dims[IR_MAX_RANK];
+    int rank = 0, first = -1;
+    for (int i = 0; i < n->ninputs; i++) {
+        if (n->inputs[i] < 0)
+            continue;
+        ir_value *v = in(c, i);
+        if (first < 0) {
+            first = i;
+            rank = v->rank;
+            memcpy(dims, v->dims, (size_t)rank * sizeof(ir_dim));
+        } else if (broadcast(c, dims, rank, v->dims, v->rank, dims, &rank)) {
+            return VITC_BAD_INPUT;
+        }
+    }
+    ir_dtype dt = in(c, 0)->dtype;
+    switch (n->op) {
+    case IR_OP_EQUAL: case IR_OP_LESS: case IR_OP_GREATER: case IR_OP_NOT: case IR_OP_AND: case IR_OP_OR:
+        dt = IR_BOOL;
+        break;
+    case IR_OP_WHERE: dt = in(c, 1)->dtype; break;
+    case IR_OP_CAST_LIKE: dt = in(c, 1)->dtype; break;
+    case IR_OP_CAST: {
+        int t = ir_dtype_from_onnx((int)ir_attr_int(n, IR_ATTR_TO, -1));
+        if (t < 0)
+            FAIL(c, "Cast to an unsupported type (to=%lld)", (long long)ir_attr_int(n, IR_ATTR_TO, -1));
+        dt = (ir_dtype)t;
+        break;
+    }
+    default: break;
+    }
+    /* Same-type rule for arithmetic and comparisons. */
+    int same = n->op == IR_OP_ADD || n->op == IR_OP_SUB || n->op == IR_OP_MUL || n->op == IR_OP_DIV ||
+               n->op == IR_OP_MOD ||
+               n->op == IR_OP_EQUAL || n->op == IR_OP_LESS || n->op == IR_OP_GREATER || n->op == IR_OP_MAX ||
+               n->op == IR_OP_MIN;
+    for (int i = 1; same && i < n->ninputs; i++)
+        if (n->inputs[i] >= 0 && in(c, i)->dtype != in(c, 0)->dtype)
+            FAIL(c, "input %d is %s but input 0 is %s", i, ir_dtype_name(in(c, i)->dtype),
+                 ir_dtype_name(in(c, 0)->dtype));
+    if (n->op == IR_OP_WHERE && in(c, 1)->dtype != in(c, 2)->dtype)
+        FAIL(c, "Where branches differ in type (%s vs %s)", ir_dtype_name(in(c, 1)->dtype),
+             ir_dtype_name(in(c, 2)->dtype));
+    ir_value *o = out_set(c, 0, dt, rank, dims);
+
+    /* Values: integer arithmetic on known small tensors (shape arithmetic). */
+    int64_t cnt = numel_static(o);
+    if (cnt < 0 || cnt > SYMVAL_MAX || dt == IR_F32 || dt == IR_F64 || dt == IR_F16 || dt == IR_BF16)
+        return VITC_OK;
+    int na = 0, nb = 0, nc = 0;
+    const ir_dim *a = known(c, n->inputs[0], &na);
+    const ir_dim *b = n->ninputs > 1 ? known(c, n->inputs[1], &nb) : NULL;
+    const ir_dim *cc = n->ninputs > 2 ? known(c, n->inputs[2], &nc) : NULL;
+    if (!a || (n->ninputs > 1 && !b) || (n->ninputs > 2 && !cc) || in(c, 0)->rank > 1 ||
+        (n->ninputs > 1 && in(c, 1)->rank > 1))
+        return VITC_OK;
+    ir_dim r[SYMVAL_MAX];
+    for (int i = 0; i < cnt; i++) {
+        ir_dim x = a[na == 1 ? 0 : i], y = b ? b[nb == 1 ? 0 : i] : x;
+        int ok = 1;
+        switch (n->op) {
+        case IR_OP_ADD: ok = sym_add(x, y, 1, &r[i]); break;
+        case IR_OP_SUB: ok = sym_add(x, y, -1, &r[i]); break;
+        case IR_OP_MUL: ok = sym_mul(x, y, &r[i]); break;
+        case IR_OP_DIV: ok = sym_div(x, y, &r[i]); break;
+        case IR_OP_MOD:
+            /* Python-style (sign of the divisor) unless fmod; numbers only. */
+            ok = is_static(x) && is_static(y) && y.k != 0;
+            if (ok) {
+                int64_t m = x.k % y.k;
+                if (!ir_attr_int(n, IR_ATTR_FMOD, 0) && m != 0 && ((m < 0) != (y.k < 0)))
+                    m += y.k;
+                r[i] = ir_dim_const(m);
+            }
+            break;
+        case IR_OP_CAST: case IR_OP_CAST_LIKE: r[i] = x; break;
+        case IR_OP_EQUAL:
+            if (is_static(x) && is_static(y))
+                r[i] = ir_dim_const(x.k == y.k);
+            else if (ir_dim_eq(x, y))
+                r[i] = ir_dim_const(1);
+            else if ((!is_static(x) && x.k > 0 && is_static(y) && y.k <= 0) ||
+                     (!is_static(y) && y.k > 0 && is_static(x) && x.k <= 0))
+                r[i] = ir_dim_const(0); /* k*B^e with k > 0 is positive */
+            else
+                ok = 0;
+            break;
+        case IR_OP_WHERE: {
+            ir_dim z = cc[nc == 1 ? 0 : i];
+            if (!is_static(x))
+                ok = 0;
+            else
+                r[i] = x.k ? y : z;
+            break;
+        }
+        default: ok = 0; break;
+        }
+        if (!ok)
+            return VITC_OK;
+    }
+    set_symval(c, o, r, (int)cnt);
+    return VITC_OK;
+}
+
+static int infer_matmul(ctx *c)
+{
+    ir_value *a = in(c, 0), *b = in(c, 1);
+    if (a->rank < 1 || b->rank < 1)
+        FAIL(c, "MatMul operands must have rank >= 1");
+    ir_dim ad[IR_MAX_RANK + 1], bd[IR_MAX_RANK + 1], r[IR_MAX_RANK];
+    int ra = a->rank, rb = b->rank;
+    memcpy(ad, a->dims, (size_t)ra * sizeof(ir_dim));
+    memcpy(bd, b->dims, (size_t)rb * sizeof(ir_dim));
+    if (ra == 1) { ad[1] = ad[0]; ad[0] = ir_dim_const(1); ra = 2; }
+    if (rb == 1) { bd[1] = ir_dim_const(1); rb = 2; }
+    char s1[48], s2[48];
+    if (!ir_dim_eq(ad[ra - 1], bd[rb - 2]))
+        FAIL(c, "MatMul inner dimensions differ: %s vs %s", dimstr(ad[ra - 1], s1), dimstr(bd[rb - 2], s2));
+    if (a->dtype != b->dtype)
+        FAIL(c, "MatMul operands differ in type (%s vs %s)", ir_dtype_name(a->dtype), ir_dtype_name(b->dtype));
+    int rr;
+    if (broadcast(c, ad, ra - 2, bd, rb - 2, r, &rr))
+        return VITC_BAD_INPUT;
+    if (a->rank > 1)
+        r[rr++] = ad[ra - 2];
+    if (b->rank > 1)
+        r[rr++] = bd[rb - 1];
+    out_set(c, 0, a->dtype, rr, r);
+    return VITC_OK;
+}
+
+static int infer_gemm(ctx *c)
+{
+    ir_value *a = in(c, 0), *b = in(c, 1);
+    if (a->rank != 2 || b->rank != 2)
+        FAIL(c, "Gemm operands must be 2-D, got ranks %d and %d", a->rank, b->rank);
+    int ta = ir_attr_int(c->n, IR_ATTR_TRANS_A, 0) != 0, tb = ir_attr_int(c->n, IR_ATTR_TRANS_B, 0) != 0;
+    ir_dim m = a->dims[ta], ka = a->dims[1 - ta], kb = b->dims[tb], nn = b->dims[1 - tb];
+    char s1[48], s2[48];
+    if (!ir_dim_eq(ka, kb))
+        FAIL(c, "Gemm inner dimensions differ: %s vs %s", dimstr(ka, s1), dimstr(kb, s2));
+    ir_dim r[2] = {m, nn};
+    if (c->n->ninputs > 2 && c->n->inputs[2] >= 0) {
+        ir_dim t[IR_MAX_RANK];
+        int rt;
+        if (broadcast(c, r, 2, in(c, 2)->dims, in(c, 2)->rank, t, &rt) || rt != 2 || !ir_dim_eq(t[0], m) ||
+            !ir_dim_eq(t[1], nn))
+            FAIL(c, "Gemm bias does not broadcast to the output");
+    }
+    out_set(c, 0, a->dtype, 2, r);
+    return VITC_OK;
+}
+
+/* Shape: output [rank] (or [end-start]); values = the input's dims. */
+static int infer_shape_op(ctx *c)
+{
+    ir_value *x = in(c, 0);
+    int r = x->rank;
+    int64_t s = ir_attr_int(c->n, IR_ATTR_START, 0), e = ir_attr_int(c->n, IR_ATTR_END, r);
+    if (s < 0) s += r;
+    if (e < 0) e += r;
+    s = s < 0 ? 0 : s > r ? r : s;
+    e = e < 0 ? 0 : e > r ? r : e;
+    int64_t len = e > s ? e - s : 0;
+    ir_dim d = ir_dim_const(len);
+    ir_value *o = out_set(c, 0, IR_I64, 1, &d);
+    set_symval(c, o, x->dims + s, (int)len);
+    return VITC_OK;
+}
+
+static int infer_reshape(ctx *c)
+{
+    ir_value *x = in(c, 0);
+    int n;
+    const ir_dim *t = known(c, c->n->inputs[1], &n);
+    if (!t)
+        FAIL(c, "the target shape is computed from data, not from shapes; vitc needs it at compile time");
+    if (n > IR_MAX_RANK)
+        FAIL(c, "target rank %d exceeds %d", n, IR_MAX_RANK);
+    int allowzero = ir_attr_int(c->n, IR_ATTR_ALLOWZERO, 0) != 0;
+    ir_dim r[IR_MAX_RANK];
+    int infer = -1;
+    ir_dim known_prod = ir_dim_const(1), total = ir_dim_const(1);
+    for (int i = 0; i < x->rank; i++)
+        if (!sym_mul(total, x->dims[i], &total))
+            FAIL(c, "element count overflows");
+    for (int i = 0; i < n; i++) {
+        r[i] = t[i];
+        if (is_static(t[i]) && t[i].k == 0 && !allowzero) {
+            if (i >= x->rank)
+                FAIL(c, "target dimension %d is 0 (copy) but the input has rank %d", i, x->rank);
+            r[i] = x->dims[i];
+        } else if (is_static(t[i]) && t[i].k == -1) {
+            if (infer >= 0)
+                FAIL(c, "more than one -1 in the target shape");
+            infer = i;
+            continue;
+        } else if (t[i].k < 0) {
+            FAIL(c, "target dimension %d is negative (%lld)", i, (long long)t[i].k);
+        }
+        if (!sym_mul(known_prod, r[i], &known_prod))
+            FAIL(c, "element count overflows");
+    }
+    char s1[48], s2[48];
+    if (infer >= 0) {
+        if (!sym_div(total, known_prod, &r[infer]))
+            FAIL(c, "cannot infer the -1 dimension: %s elements do not divide by %s", dimstr(total, s1),
+                 dimstr(known_prod, s2));
+    } else if (!ir_dim_eq(total, known_prod)) {
+        FAIL(c, "the input has %s elements but the target shape holds %s", dimstr(total, s1),
+             dimstr(known_prod, s2));
+    }
+    ir_value *o = out_set(c, 0, x->dtype, n, r);
+    if (x->symval)
+        set_symval(c, o, x->symval, x->nsymval);
+    return VITC_OK;
+}
+
+/* Axes from input idx if present, else from the axes attribute. -1: none given. */
+static int get_axes(ctx *c, int idx, int64_t *axes)
+{
+    if (ir_input(c->n, idx) >= 0) {
+        int n = known_ints(c, c->n->inputs[idx], axes, IR_MAX_RANK);
+        if (n < 0)
+            return -2;
+        return n;
+    }
+    const ir_attr *a = ir_attr_get(c->n, IR_ATTR_AXES);
+    if (!a)
+        return -1;
+    if (a->kind != IR_AT_INTS || a->n > IR_MAX_RANK)
+        return -2;
+    memcpy(axes, a->ints, (size_t)a->n * sizeof(int64_t));
+    return a->n;
+}
+
+static int infer_unsqueeze(ctx *c)
+{
+    ir_value *x = in(c, 0);
+    int64_t axes[IR_MAX_RANK];
+    int na = get_axes(c, 1, axes);
+    if (na < 0)
+        FAIL(c, "axes must be known at compile time");
+    int r = x->rank + na;
+    if (r > IR_MAX_RANK)
+        FAIL(c, "result rank %d exceeds %d", r, IR_MAX_RANK);
+    int mark[IR_MAX_RANK] = {0};
+    for (int i = 0; i < na; i++) {
+        int a = norm_axis(axes[i], r);
+        if (a < 0 || mark[a])
+            FAIL(c, "axis %lld is out of range or repeated", (long long)axes[i]);
+        mark[a] = 1;
+    }
+    ir_dim d[IR_MAX_RANK];
+    for (int i = 0, j = 0; i < r; i++)
+        d[i] = mark[i] ? ir_dim_const(1) : x->dims[j++];
+    ir_value *o = out_set(c, 0, x->dtype, r, d);
+    if (x->symval && x->rank <= 1)
+        set_symval(c, o, x->symval, x->nsymval);
+    return VITC_OK;
+}
+
+static int infer_squeeze(ctx *c)
+{
+    ir_value *x = in(c, 0);
+    int64_t axes[IR_MAX_RANK];
+    int na = get_axes(c, 1, axes);
+    if (na == -2)
+        FAIL(c, "axes must be known at compile time");
+    int mark[IR_MAX_RANK] = {0};
+    for (int i = 0; i < na; i++) {
+        int a = norm_axis(axes[i], x->rank);
+        if (a < 0 || !is_one(x->dims[a]))
+            FAIL(c, "axis %lld is out of range or not of size 1", (long long)axes[i]);
+        mark[a] = 1;
+    }
+    if (na < 0)
+        for (int i = 0; i < x->rank; i++)
+            mark[i] = is_one(x->dims[i]);
+    ir_dim d[IR_MAX_RANK];
+    int r = 0;
+    for (int i = 0; i < x->rank; i++)
+        if (!mark[i])
+            d[r++] = x->dims[i];
+    ir_value *o = out_set(c, 0, x->dtype, r, d);
+    if (x->symval && r <= 1)
+        set_symval(c, o, x->symval, x->nsymval);
+    return VITC_OK;
+}
+
+static int infer_concat(ctx *c)
+{
+    ir_value *x = in(c, 0);
+    int axis = norm_axis(ir_attr_int(c->n, IR_ATTR_AXIS, 0), x->rank);
+    if (axis < 0 || !ir_attr_get(c->n, IR_ATTR_AXIS))
+        FAIL(c, "axis is missing or out of range");
+    ir_dim d[IR_MAX_RANK];
+    memcpy(d, x->dims, sizeof d);
+    ir_dim vals[SYMVAL_MAX];
+    int nvals = 0, values_known = x->rank == 1;
+    for (int i = 0; i < c->n->ninputs; i++) {
+        ir_value *v = in(c, i);
+        if (v->rank != x->rank || v->dtype != x->dtype)
+            FAIL(c, "input %d is %s of rank %d; input 0 is %s of rank %d", i, ir_dtype_name(v->dtype), v->rank,
+                 ir_dtype_name(x->dtype), x->rank);
+        for (int k = 0; k < x->rank; k++) {
+            char s1[48], s2[48];
+            if (k != axis && !ir_dim_eq(v->dims[k], x->dims[k]))
+                FAIL(c, "input %d has dimension %d of %s, input 0 of %s", i, k, dimstr(v->dims[k], s1),
+                     dimstr(x->dims[k], s2));
+        }
+        if (i && !sym_add(d[axis], v->dims[axis], 1, &d[axis]))
+            FAIL(c, "the concatenated dimension mixes batch and non-batch sizes");
+        int nk;
+        const ir_dim *kv = values_known ? known(c, c->n->inputs[i], &nk) : NULL;
+        if (!kv || nvals + nk > SYMVAL_MAX)
+            values_known = 0;
+        else {
+            memcpy(vals + nvals, kv, (size_t)nk * sizeof(ir_dim));
+            nvals += nk;
+        }
+    }
+    ir_value *o = out_set(c, 0, x->dtype, x->rank, d);
+    if (values_known)
+        set_symval(c, o, vals, nvals);
+    return VITC_OK;
+}
+
+static int infer_gather(ctx *c)
+{
+    ir_value *x = in(c, 0), *idx = in(c, 1);
+    int axis = norm_axis(ir_attr_int(c->n, IR_ATTR_AXIS, 0), x->rank);
+    if (axis < 0)
+        FAIL(c, "axis is out of range");
+    if (idx->dtype != IR_I64 && idx->dtype != IR_I32)
+        FAIL(c, "indices must be int32 or int64");
+    int r = x->rank - 1 + idx->rank;
+    if (r > IR_MAX_RANK)
+        FAIL(c, "result rank exceeds %d", IR_MAX_RANK);
+    ir_dim d[IR_MAX_RANK];
+    int k = 0;
+    for (int i = 0; i < axis; i++)
+        d[k++] = x->dims[i];
+    for (int i = 0; i < idx->rank; i++)
+        d[k++] = idx->dims[i];
+    for (int i = axis + 1; i < x->rank; i++)
+        d[k++] = x->dims[i];
+    ir_value *o = out_set(c, 0, x->dtype, r, d);
+    /* Values: gathering entries of a known 1-D tensor. */
+    int nx, ni;
+    const ir_dim *xv = x->rank == 1 ? known(c, c->n->inputs[0], &nx) : NULL;
+    int64_t iv[SYMVAL_MAX];
+    ni = xv ? known_ints(c, c->n->inputs[1], iv, SYMVAL_MAX) : -1;
+    if (xv && ni >= 0) {
+        ir_dim vals[SYMVAL_MAX];
+        for (int i = 0; i < ni; i++) {
+            int64_t j = iv[i] < 0 ? iv[i] + nx : iv[i];
+            if (j < 0 || j >= nx)
+                FAIL(c, "index %lld is out of range for %d entries", (long long)iv[i], nx);
+            vals[i] = xv[j];
+        }
+        set_symval(c, o, vals, ni);
+    }
+    return VITC_OK;
+}
+
+/* Slice bound clamp per ONNX: start/end adjusted for negatives and clamped. */
+static int64_t clamp_bound(int64_t v, int64_t dim, int64_t lo, int64_t hi)
+{
+    if (v < 0)
+        v = v < -dim ? -1 : v + dim; /* tentative, then clamp */
+    if (v < lo)
+        v = lo;
+    if (v > hi)
+        v = hi;
+    return v;
+}
+
+static int infer_slice(ctx *c)
+{
+    ir_value *x = in(c, 0);
+    int64_t st[IR_MAX_RANK], en[IR_MAX_RANK], ax[IR_MAX_RANK], sp[IR_MAX_RANK];
+    int n = known_ints(c, c->n->inputs[1], st, IR_MAX_RANK);
+    int m = known_ints(c, c->n->inputs[2], en, IR_MAX_RANK);
+    if (n < 0 || m != n)
+        FAIL(c, "starts and ends must be known numbers at compile time, of equal length");
+    if (ir_input(c->n, 3) >= 0) {
+        if (known_ints(c, c->n->inputs[3], ax, IR_MAX_RANK) != n)
+            FAIL(c, "axes must be known at compile time and match starts");
+    } else {
+        for (int i = 0; i < n; i++)
+            ax[i] = i;
+    }
+    if (ir_input(c->n, 4) >= 0) {
+        if (known_ints(c, c->n->inputs[4], sp, IR_MAX_RANK) != n)
+            FAIL(c, "steps must be known at compile time and match starts");
+    } else {
+        for (int i = 0; i < n; i++)
+            sp[i] = 1;
+    }
+    ir_dim d[IR_MAX_RANK];
+    memcpy(d, x->dims, sizeof d);
+    int64_t lo_idx[IR_MAX_RANK] = {0}, step_of[IR_MAX_RANK];
+    int sliced[IR_MAX_RANK] = {0};
+    for (int i = 0; i < IR_MAX_RANK; i++)
+        step_of[i] = 1;
+    for (int i = 0; i < n; i++) {
+        int a = norm_axis(ax[i], x->rank);
+        if (a < 0 || sliced[a])
+            FAIL(c, "axis %lld is out of range or repeated", (long long)ax[i]);
+        if (sp[i] == 0)
+            FAIL(c, "step is 0");
+        sliced[a] = 1;
+        ir_dim dim = x->dims[a];
+        if (!is_static(dim)) {
+            /* The batch axis may only be taken whole. */
+            if (sp[i] == 1 && st[i] == 0 && en[i] >= INT32_MAX)
+                continue;
+            FAIL(c, "slicing the batch dimension is not supported");
+        }
+        int64_t D = dim.k, s, e;
+        if (sp[i] > 0) {
+            s = clamp_bound(st[i], D, 0, D);
+            e = clamp_bound(en[i], D, 0, D);
+        } else {
+            s = clamp_bound(st[i], D, -1, D - 1);
+            e = clamp_bound(en[i], D, -1, D - 1);
+        }
+        int64_t len = sp[i] > 0 ? (e > s ? (e - s + sp[i] - 1) / sp[i] : 0)
+                                : (s > e ? (s - e + (-sp[i]) - 1) / (-sp[i]) : 0);
+        d[a] = ir_dim_const(len);
+        lo_idx[a] = s;
+        step_of[a] = sp[i];
+    }
+    ir_value *o = out_set(c, 0, x->dtype, x->rank, d);
+    int nx;
+    const ir_dim *xv = x->rank == 1 ? known(c, c->n->inputs[0], &nx) : NULL;
+    if (xv && is_static(d[0])) {
+        ir_dim vals[SYMVAL_MAX];
+        for (int64_t i = 0; i < d[0].k; i++)
+            vals[i] = xv[lo_idx[0] + i * step_of[0]];
+        set_symval(c, o, vals, (int)d[0].k);
+    }
+    return VITC_OK;
+}
+
+static int infer_transpose(ctx *c)
+{
+    ir_value *x = in(c, 0);
+    const ir_attr *p = ir_attr_get(c->n, IR_ATTR_PERM);
+    ir_dim d[IR_MAX_RANK];
+    int seen[IR_MAX_RANK] = {0};
+    if (p && (p->kind != IR_AT_INTS || p->n != x->rank))
+        FAIL(c, "perm has %d entries for a rank-%d input", p->n, x->rank);
+    for (int i = 0; i < x->rank; i++) {
+        int64_t j = p ? p->ints[i] : x->rank - 1 - i;
+        if (j < 0 || j >= x->rank || seen[j])
+            FAIL(c, "perm is not a permutation of 0..%d", x->rank - 1);
+        seen[j] = 1;
+        d[i] = x->dims[j];
+    }
+    out_set(c, 0, x->dtype, x->rank, d);
+    return VITC_OK;
+}
+
+static int infer_reduce(ctx *c)
+{
+    ir_value *x = in(c, 0);
+    int64_t axes[IR_MAX_RANK];
+    int na = get_axes(c, 1, axes);
+    if (na == -2)
+        FAIL(c, "axes must be known at compile time");
+    int keep = ir_attr_int(c->n, IR_ATTR_KEEPDIMS, 1) != 0;
+    int mark[IR_MAX_RANK] = {0};
+    if (na <= 0) {
+        if (na == 0 && ir_attr_int(c->n, IR_ATTR_NOOP_WITH_EMPTY_AXES, 0)) {
+            out_set(c, 0, x->dtype, x->rank, x->dims);
+            return VITC_OK;
+        }
+        for (int i = 0; i < x->rank; i++)
+            mark[i] = 1;
+    }
+    for (int i = 0; i < na; i++) {
+        int a = norm_axis(axes[i], x->rank);
+        if (a < 0)
+            FAIL(c, "axis %lld is out of range", (long long)axes[i]);
+        mark[a] = 1;
+    }
+    ir_dim d[IR_MAX_RANK];
+    int r = 0;
+    for (int i = 0; i < x->rank; i++)
+        if (!mark[i])
+            d[r++] = x->dims[i];
+        else if (keep)
+            d[r++] = ir_dim_const(1);
+    out_set(c, 0, x->dtype, r, d);
+    return VITC_OK;
+}
+
+static int infer_split(ctx *c)
+{
+    ir_value *x = in(c, 0);
+    int axis = norm_axis(ir_attr_int(c->n, IR_ATTR_AXIS, 0), x->rank);
+    if (axis < 0)
+        FAIL(c, "axis is out of range");
+    ir_dim D = x->dims[axis];
+    int no = c->n->noutputs;
+    int64_t sizes[SYMVAL_MAX];
+    if (no > SYMVAL_MAX)
+        FAIL(c, "too many outputs");
+    if (!is_static(D))
+        FAIL(c, "splitting the batch dimension is not supported");
+    if (ir_input(c->n, 1) >= 0) {
+        if (known_ints(c, c->n->inputs[1], sizes, SYMVAL_MAX) != no)
+            FAIL(c, "split sizes must be known at compile time, one per output");
+    } else {
+        int64_t parts = ir_attr_int(c->n, IR_ATTR_NUM_OUTPUTS, no);
+        if (parts != no || no <= 0)
+            FAIL(c, "num_outputs is %lld but the node has %d outputs", (long long)parts, no);
+        int64_t chunk = (D.k + no - 1) / no;
+        for (int i = 0; i < no; i++) {
+            int64_t left = D.k - chunk * i;
+            sizes[i] = left < chunk ? (left > 0 ? left : 0) : chunk;
+        }
+        if (!ir_attr_get(c->n, IR_ATTR_NUM_OUTPUTS) && D.k % no)
+            FAIL(c, "dimension %lld does not split into %d equal parts", (long long)D.k, no);
+    }
+    int64_t sum = 0;
+    for (int i = 0; i < no; i++) {
+        if (sizes[i] < 0)
+            FAIL(c, "negative split size");
+        sum += sizes[i];
+    }
+    if (sum != D.k)
+        FAIL(c, "split sizes add up to %lld, not %lld", (long long)sum, (long long)D.k);
+    for (int i = 0; i < no; i++) {
+        ir_dim d[IR_MAX_RANK];
+        memcpy(d, x->dims, sizeof d);
+        d[axis] = ir_dim_const(sizes[i]);
+        out_set(c, i, x->dtype, x->rank, d);
+    }
+    return VITC_OK;
+}
+
+static int infer_expand(ctx *c)
+{
+    ir_value *x = in(c, 0);
+    int n;
+    const ir_dim *s = known(c, c->n->inputs[1], &n);
+    if (!s || n > IR_MAX_RANK)
+        FAIL(c, "the target shape must be known at compile time");
+    ir_dim d[IR_MAX_RANK];
+    int r;
+    if (broadcast(c, x->dims, x->rank, s, n, d, &r))
+        return VITC_BAD_INPUT;
+    out_set(c, 0, x->dtype, r, d);
+    return VITC_OK;
+}
+
+static int infer_constant_of_shape(ctx *c)
+{
+    int n;
+    const ir_dim *s = known(c, c->n->inputs[0], &n);
+    if (!s || n > IR_MAX_RANK)
+        FAIL(c, "the shape must be known at compile time");
+    const ir_attr *a = ir_attr_get(c->n, IR_ATTR_VALUE);
+    ir_dtype dt = IR_F32;
+    if (a && a->kind == IR_AT_TENSOR)
+        dt = c->g->values[a->tensor].dtype;
+    for (int i = 0; i < n; i++)
+        if (s[i].k < 0)
+            FAIL(c, "dimension %d is negative", i);
+    ir_value *o = out_set(c, 0, dt, n, s);
+    int64_t cnt = numel_static(o);
+    if (a && a->kind == IR_AT_TENSOR && (dt == IR_I64 || dt == IR_I32) && cnt >= 0 && cnt <= SYMVAL_MAX && n <= 1) {
+        int nv;
+        const ir_dim *v = known(c, a->tensor, &nv);
+        ir_dim vals[SYMVAL_MAX];
+        for (int i = 0; v && nv == 1 && i < cnt; i++)
+            vals[i] = v[0];
+        if (v && nv == 1)
+            set_symval(c, o, vals, (int)cnt);
+    }
+    return VITC_OK;
+}
+
+/* A scalar float constant's value; 0 if the value is not a float constant. */
+static int const_float(ctx *c, int id, double *out)
+{
+    const ir_value *v = &c->g->values[id];
+    if (v->kind != IR_VAL_CONST || !ir_dtype_is_float(v->dtype) || v->nbytes != ir_dtype_size(v->dtype))
+        return 0;
+    ir_tensor t = {.dtype = v->dtype, .rank = 0, .data = v->data};
+    *out = ir_tensor_get(&t, 0);
+    return 1;
+}
+
+static int infer_range(ctx *c)
+{
+    int64_t s, l, dl, len;
+    double fs, fl, fd;
+    if (known_ints(c, c->n->inputs[0], &s, 1) == 1 && known_ints(c, c->n->inputs[1], &l, 1) == 1 &&
+        known_ints(c, c->n->inputs[2], &dl, 1) == 1) {
+        if (dl == 0)
+            FAIL(c, "delta is 0");
+        len = dl > 0 ? (l - s + dl - 1) / dl : (s - l + (-dl) - 1) / (-dl);
+    } else if (const_float(c, c->n->inputs[0], &fs) && const_float(c, c->n->inputs[1], &fl) &&
+               const_float(c, c->n->inputs[2], &fd)) {
+        if (fd == 0 || !isfinite((fl - fs) / fd) || fabs((fl - fs) / fd) > 1e9)
+            FAIL(c, "delta is 0 or the range is not finite");
+        len = (int64_t)ceil((fl - fs) / fd);
+        s = l = dl = 0;
+    } else {
+        FAIL(c, "start, limit and delta must be known at compile time");
+    }
+    if (len < 0)
+        len = 0;
+    ir_dim d = ir_dim_const(len);
+    ir_value *o = out_set(c, 0, in(c, 0)->dtype, 1, &d);
+    if (len <= SYMVAL_MAX && !ir_dtype_is_float(in(c, 0)->dtype)) {
+        ir_dim vals[SYMVAL_MAX];
+        for (int64_t i = 0; i < len; i++)
+            vals[i] = ir_dim_const(s + i * dl);
+        set_symval(c, o, vals, (int)len);
+    }
+    return VITC_OK;
+}
+
+static int infer_flatten(ctx *c)
+{
+    ir_value *x = in(c, 0);
+    int64_t a = ir_attr_int(c->n, IR_ATTR_AXIS, 1);
+    if (a < 0)
+        a += x->rank;
+    if (a < 0 || a > x->rank)
+        FAIL(c, "axis is out of range");
+    ir_dim d[2] = {ir_dim_const(1), ir_dim_const(1)};
+    for (int i = 0; i < x->rank; i++)
+        if (!sym_mul(d[i >= a], x->dims[i], &d[i >= a]))
+            FAIL(c, "element count overflows");
+    out_set(c, 0, x->dtype, 2, d);
+    return VITC_OK;
+}
+
+static int infer_conv(ctx *c)
+{
+    ir_value *x = in(c, 0), *w = in(c, 1);
+    int sp = x->rank - 2;
+    if (sp < 1 || sp > 3 || w->rank != x->rank)
+        FAIL(c, "Conv expects (N, C, spatial...) input and a weight of the same rank");
+    const ir_attr *st = ir_attr_get(c->n, IR_ATTR_STRIDES), *pd = ir_attr_get(c->n, IR_ATTR_PADS),
+                  *dl = ir_attr_get(c->n, IR_ATTR_DILATIONS);
+    int64_t group = ir_attr_int(c->n, IR_ATTR_GROUP, 1);
+    const ir_attr *ap = ir_attr_get(c->n, IR_ATTR_AUTO_PAD);
+    int same = ap && ap->kind == IR_AT_STRING && strncmp(ap->s, "SAME_", 5) == 0;
+    if (ap && ap->kind == IR_AT_STRING && !same && strcmp(ap->s, "NOTSET") != 0 && strcmp(ap->s, "VALID") != 0)
+        FAIL(c, "auto_pad '%s' is not supported", ap->s);
+    if (!is_static(x->dims[1]) || group <= 0 || x->dims[1].k != w->dims[1].k * group)
+        FAIL(c, "input has %lld channels; weight expects %lld x group %lld", (long long)x->dims[1].k,
+             (long long)w->dims[1].k, (long long)group);
+    ir_dim d[IR_MAX_RANK];
+    d[0] = x->dims[0];
+    d[1] = w->dims[0];
+    for (int i = 0; i < sp; i++) {
+        int64_t in_ = x->dims[2 + i].k, k = w->dims[2 + i].k;
+        int64_t s = st && st->n > i ? st->ints[i] : 1, di = dl && dl->n > i ? dl->ints[i] : 1;
+        int64_t p0 = pd && pd->n == 2 * sp ? pd->ints[i] : 0, p1 = pd && pd->n == 2 * sp ? pd->ints[i + sp] : 0;
+        if (!is_static(x->dims[2 + i]) || s <= 0 || di <= 0 || p0 < 0 || p1 < 0)
+            FAIL(c, "bad spatial size, stride, dilation or padding");
+        int64_t eff = di * (k - 1) + 1, span = in_ + p0 + p1 - eff;
+        if (same) { /* SAME_UPPER/LOWER: output = ceil(input / stride) */
+            d[2 + i] = ir_dim_const((in_ + s - 1) / s);
+            continue;
+        }
+        if (span < 0)
+            FAIL(c, "kernel %lld does not fit input %lld", (long long)k, (long long)in_);
+        d[2 + i] = ir_dim_const(span / s + 1);
+    }
+    out_set(c, 0, x->dtype, x->rank, d);
+    return VITC_OK;
+}
+
+/* Einsum "ab,bc->ac": each letter's size from the operands. */
+static int infer_einsum(ctx *c)
+{
+    const ir_attr *eq = ir_attr_get(c->n, IR_ATTR_EQUATION);
+    if (!eq || eq->kind != IR_AT_STRING)
+        FAIL(c, "missing equation");
+    ir_dim size[128];
+    int seen[128] = {0}, count[128] = {0};
+    const char *p = eq->s;
+    int op = 0, dim = 0;
+    for (; *p && !(p[0] == '-' && p[1] == '>'); p++) {
+        unsigned char ch = (unsigned char)*p;
+        if (ch == ' ')
+            continue;
+        if (ch == ',') {
+            if (op >= c->n->ninputs || dim != in(c, op)->rank)
+                FAIL(c, "operand %d has rank %d, the equation gives it %d letters", op,
+                     op < c->n->ninputs ? in(c, op)->rank : -1, dim);
+            op++;
+            dim = 0;
+            continue;
+        }
+        if (ch == '.')
+            FAIL(c, "ellipsis in Einsum equations is not supported");
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z')) || op >= c->n->ninputs ||
+            dim >= in(c, op)->rank)
+            FAIL(c, "equation '%s' does not match the operands", eq->s);
+        ir_dim s = in(c, op)->dims[dim++];
+        if (seen[ch] && !ir_dim_eq(size[ch], s) && !is_one(s) && !is_one(size[ch]))
+            FAIL(c, "letter '%c' has two different sizes", ch);
+        if (!seen[ch] || is_one(size[ch]))
+            size[ch] = s;
+        seen[ch] = 1;
+        count[ch]++;
+    }
+    if (op != c->n->ninputs - 1 || dim != in(c, op)->rank)
+        FAIL(c, "equation '%s' does not match the %d operands", eq->s, c->n->ninputs);
+    ir_dim d[IR_MAX_RANK];
+    int r = 0;
+    if (*p) {
+        for (p += 2; *p; p++) {
+            unsigned char ch = (unsigned char)*p;
+            if (ch == ' ')
+                continue;
+            if (ch >= 128 || !seen[ch] || r >= IR_MAX_RANK)
+                FAIL(c, "output letter '%c' is not in any operand", ch);
+            d[r++] = size[ch];
+        }
+    } else {
+        for (int ch = 0; ch < 128; ch++)
+            if (seen[ch] && count[ch] == 1 && r < IR_MAX_RANK)
+                d[r++] = size[ch];
+    }
+    out_set(c, 0, in(c, 0)->dtype, r, d);
+    return VITC_OK;
+}
+
+static int infer_layernorm(ctx *c)
+{
+    ir_value *x = in(c, 0);
+    int axis = norm_axis(ir_attr_int(c->n, IR_ATTR_AXIS, -1), x->rank);
+    if (axis < 0)
+        FAIL(c, "axis is out of range");
+    out_set(c, 0, x->dtype, x->rank, x->dims);
+    ir_dim d[IR_MAX_RANK];
+    for (int i = 0; i < x->rank; i++)
+        d[i] = i < axis ? x->dims[i] : ir_dim_const(1);
+    out_set(c, 1, IR_F32, x->rank, d);
+    out_set(c, 2, IR_F32, x->rank, d);
+    return VITC_OK;
+}
+
+static int infer_node(ctx *c)
+{
+    const ir_node *n = c->n;
+    for (int i = 0; i < n->ninputs; i++)
+        if (n->inputs[i] >= 0 && c->g->values[n->inputs[i]].rank < 0)
+            FAIL(c, "input %d ('%s') has no inferred shape", i, c->g->values[n->inputs[i]].name);
+    if (ir_op_table[n->op].flags & OPF_ELEMWISE)
+        return infer_elementwise(c);
+    switch (n->op) {
+    case IR_OP_MATMUL: return infer_matmul(c);
+    case IR_OP_GEMM: return infer_gemm(c);
+    case IR_OP_SHAPE: return infer_shape_op(c);
+    case IR_OP_RESHAPE: return infer_reshape(c);
+    case IR_OP_UNSQUEEZE: return infer_unsqueeze(c);
+    case IR_OP_SQUEEZE: return infer_squeeze(c);
+    case IR_OP_CONCAT: return infer_concat(c);
+    case IR_OP_GATHER: return infer_gather(c);
+    case IR_OP_SLICE: return infer_slice(c);
+    case IR_OP_TRANSPOSE: return infer_transpose(c);
+    case IR_OP_REDUCE_MAX: case IR_OP_REDUCE_MEAN: case IR_OP_REDUCE_SUM: return infer_reduce(c);
+    case IR_OP_SPLIT: return infer_split(c);
+    case IR_OP_EXPAND: return infer_expand(c);
+    case IR_OP_CONSTANT_OF_SHAPE: return infer_constant_of_shape(c);
+    case IR_OP_RANGE: return infer_range(c);
+    case IR_OP_FLATTEN: return infer_flatten(c);
+    case IR_OP_CONV: return infer_conv(c);
+    case IR_OP_EINSUM: return infer_einsum(c);
+    case IR_OP_LAYERNORM: return infer_layernorm(c);
+    case IR_OP_SOFTMAX: case IR_OP_BATCHNORM: case IR_OP_IDENTITY: case IR_OP_DROPOUT: {
+        ir_value *x = in(c, 0);
+        if (n->op == IR_OP_SOFTMAX && norm_axis(ir_attr_int(n, IR_ATTR_AXIS, -1), x->rank) < 0)
+            FAIL(c, "axis is out of range");
+        if (n->op == IR_OP_BATCHNORM && (x->rank < 2 || ir_attr_int(n, IR_ATTR_TRAINING_MODE, 0)))
+            FAIL(c, "BatchNormalization needs rank >= 2 and inference mode");
+        ir_value *o = out_set(c, 0, x->dtype, x->rank, x->dims);
+        if (o && x->symval)
+            set_symval(c, o, x->symval, x->nsymval);
+        out_set(c, 1, IR_BOOL, x->rank, x->dims); /* Dropout's mask */
+        return VITC_OK;
+    }
+    default:
+        return vitc_error(c->d, VITC_INTERNAL, n, "no shape rule for %s", ir_op_name(n->op));
+    }
+}
+
+int ir_infer_shapes(ir_graph *g, vitc_diag *d)
+{
+    ctx c = {.g = g, .d = d};
+    int status = VITC_OK;
+    for (int i = 0; i < g->nnodes && status == VITC_OK; i++) {
+        c.n = &g->nodes[i];
+        status = infer_node(&c);
+    }
+    return status;
+}
