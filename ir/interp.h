@@ -1,0 +1,29 @@
+/* interp.h: the reference interpreter.
+ *
+ * Plain, op-by-op loops over concrete tensors, accumulating reductions and
+ * matmuls in double.  It is the ground truth that `vitc compare`, the fusion
+ * tests and the backends are checked against, so it favours being obviously
+ * right over being fast.  It runs any graph the IR can hold: imported ONNX ops
+ * and, as passes add them, fused ops. */
+#ifndef VITC_INTERP_H
+#define VITC_INTERP_H
+
+#include "ir/ir.h"
+
+/* Called after each node with each of its outputs (value index and tensor).
+ * The tensor is owned by the interpreter; copy it to keep it. */
+typedef void (*ir_interp_observer)(void *ctx, const ir_graph *g, int node, int value,
+                                   const ir_tensor *t);
+
+/* Runs g.  inputs: one tensor per graph input, in g->inputs order; their shapes
+ * must match the graph's with one batch size (checked).  outputs: g->noutputs
+ * tensors, filled here and owned by the caller (ir_tensor_free).  observer may
+ * be NULL.  Returns VITC_OK, or a status with a message through d that names
+ * the node. */
+int ir_interpret(const ir_graph *g, const ir_tensor *inputs, ir_tensor *outputs,
+                 ir_interp_observer observer, void *ctx, vitc_diag *d);
+
+/* 1 if the interpreter implements n (op and the attribute values it uses). */
+int ir_interp_supports(const ir_graph *g, const ir_node *n);
+
+#endif
