@@ -1,0 +1,181 @@
+/* test_cli.c: the vitc command line as a user meets it: --help, --version,
+ * dump in its three forms on every fixture, and the corpus of broken and
+ * hostile models, each of which must exit 2 with a message naming the file
+ * (and the node where there is one), never crash. */
+#include "testutil.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static tu_fixture fixtures[64];
+static int nfixtures;
+
+static void test_help_and_version(void **state)
+{
+    char *out, *err;
+    const char *help[] = {"--help", NULL};
+    assert_int_equal(tu_run_vitc(help, &out, &err), 0);
+    assert_non_null(strstr(out, "vitc dump MODEL.onnx"));
+    assert_non_null(strstr(out, "Exit codes"));
+    free(out), free(err);
+    const char *ver[] = {"--version", NULL};
+    assert_int_equal(tu_run_vitc(ver, &out, &err), 0);
+    assert_true(strncmp(out, "vitc ", 5) == 0);
+    free(out), free(err);
+    const char *bad[] = {"dump", "--format", "png", "x.onnx", NULL};
+    assert_int_equal(tu_run_vitc(bad, &out, &err), 2);
+    assert_non_null(strstr(err, "--format must be"));
+    free(out), free(err);
+    const char *unknown[] = {"frobnicate", NULL};
+    assert_int_equal(tu_run_vitc(unknown, &out, &err), 2);
+    free(out), free(err);
+}
+
+/* --stats: "OpType count" lines, sorted by op type, adding up to the node
+ * count that the text dump reports. */
+static void test_dump_stats_every_fixture(void **state)
+{
+    assert_true(nfixtures >= 15);
+    for (int i = 0; i < nfixtures; i++) {
+        char path[8192], rel[4096], *out, *err;
+        snprintf(rel, sizeof rel, "tests/models/%.95s", fixtures[i].model);
+        tu_path(path, sizeof path, rel);
+        const char *args[] = {"dump", path, "--stats", NULL};
+        int rc = tu_run_vitc(args, &out, &err);
+        if (rc != 0)
+            fail_msg("%s: dump --stats exited %d: %s", fixtures[i].model, rc, err);
+        char prev[64] = "", op[64];
+        int count, total = 0, lines = 0;
+        for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
+            if (sscanf(line, "%63s %d", op, &count) != 2 || count <= 0)
+                fail_msg("%s: bad stats line '%s'", fixtures[i].model, line);
+            if (strcmp(prev, op) >= 0)
+                fail_msg("%s: stats not sorted: '%s' after '%s'", fixtures[i].model, op, prev);
+            strcpy(prev, op);
+            total += count;
+            lines++;
+        }
+        free(out), free(err);
+        const char *text[] = {"dump", path, NULL};
+        assert_int_equal(tu_run_vitc(text, &out, &err), 0);
+        int nodes = -1;
+        char *p = strstr(out, "  opset ");
+        assert_non_null(p);
+        assert_int_equal(sscanf(strstr(p, "opset "), "opset %*d %d nodes", &nodes), 1);
+        if (nodes != total)
+            fail_msg("%s: stats add up to %d nodes, text dump says %d", fixtures[i].model, total, nodes);
+        assert_true(lines >= 5);
+        free(out), free(err);
+    }
+}
+
+/* The dot output is a graph Graphviz accepts. */
+static void test_dump_dot_renders(void **state)
+{
+    if (system("command -v dot > /dev/null 2>&1") != 0)
+        skip(); /* Graphviz's `dot` is not installed (setup.sh installs it) */
+    for (int i = 0; i < nfixtures; i++) {
+        char path[8192], rel[4096], dir[256], dotfile[300], cmd[9000], *out, *err;
+        snprintf(rel, sizeof rel, "tests/models/%.95s", fixtures[i].model);
+        tu_path(path, sizeof path, rel);
+        const char *args[] = {"dump", path, "--format", "dot", NULL};
+        assert_int_equal(tu_run_vitc(args, &out, &err), 0);
+        assert_non_null(tu_tmpdir(dir, sizeof dir));
+        snprintf(dotfile, sizeof dotfile, "%s/g.dot", dir);
+        FILE *f = fopen(dotfile, "w");
+        fputs(out, f);
+        fclose(f);
+        snprintf(cmd, sizeof cmd, "dot -Tsvg '%s' -o '%s/g.svg' 2>'%s/err' && test -s '%s/g.svg'", dotfile, dir,
+                 dir, dir);
+        int rc = system(cmd);
+        if (rc != 0)
+            fail_msg("%s: Graphviz rejected the dot output (rc %d)", fixtures[i].model, rc);
+        tu_rmtree(dir);
+        free(out), free(err);
+    }
+}
+
+/* Every file in tests/data/broken: exit 2, the file named, the expected fragment. */
+static void test_broken_models_exit_2(void **state)
+{
+    char manifest[4096];
+    FILE *f = fopen(tu_path(manifest, sizeof manifest, "tests/data/broken/EXPECT.tsv"), "r");
+    assert_non_null(f);
+    char line[1024];
+    int n = 0;
+    assert_non_null(fgets(line, sizeof line, f));
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = 0;
+        char *tab = strchr(line, '\t');
+        assert_non_null(tab);
+        *tab = 0;
+        char rel[2048], path[8192], *out, *err;
+        snprintf(rel, sizeof rel, "tests/data/broken/%s", line);
+        tu_path(path, sizeof path, rel);
+        const char *args[] = {"dump", path, NULL};
+        int rc = tu_run_vitc(args, &out, &err);
+        if (rc != 2)
+            fail_msg("%s: exit %d, expected 2; stderr: %s", line, rc, err);
+        if (!strstr(err, path))
+            fail_msg("%s: the message does not name the file: %s", line, err);
+        if (!strstr(err, tab + 1))
+            fail_msg("%s: expected '%s' in: %s", line, tab + 1, err);
+        if (strcmp(line, "unsupported-ops.onnx") == 0 && !strstr(err, "node 'mish0' (Mish)"))
+            fail_msg("every unsupported node must be listed at once: %s", err);
+        free(out), free(err);
+        n++;
+    }
+    fclose(f);
+    assert_true(n >= 25);
+    print_message("%d broken models rejected with exit 2\n", n);
+}
+
+/* run on the reference interpreter writes NAME.npy and nothing elsewhere. */
+static void test_run_writes_outputs(void **state)
+{
+    char model[4096], input[4096], dir[256], *out, *err;
+    tu_path(model, sizeof model, "tests/models/timm-ts17.onnx");
+    tu_path(input, sizeof input, "tests/models/timm.b3.input.npy");
+    assert_non_null(tu_tmpdir(dir, sizeof dir));
+    const char *args[] = {"run", model, "--input", input, "--output-dir", dir, NULL};
+    int rc = tu_run_vitc(args, &out, &err);
+    if (rc != 0)
+        fail_msg("run exited %d: %s", rc, err);
+    char path[512];
+    snprintf(path, sizeof path, "%s/output.npy", dir);
+    vitc_diag d;
+    vitc_diag_init(&d, path);
+    ir_tensor got, ref;
+    assert_int_equal(ir_npy_read(path, &got, &d), 0);
+    tu_path(input, sizeof input, "tests/models/timm.b3.output.npy");
+    assert_int_equal(ir_npy_read(input, &ref, &d), 0);
+    double e = ir_rel_error(&got, &ref);
+    if (!(e <= 1e-5))
+        fail_msg("vitc run output differs from PyTorch by %g", e);
+    ir_tensor_free(&got), ir_tensor_free(&ref);
+    free(out), free(err);
+    /* A wrong input shape is a clear error, exit 2. */
+    tu_path(input, sizeof input, "tests/models/einops.b1.input.npy");
+    tu_path(model, sizeof model, "tests/models/face_ln-ts17.onnx");
+    const char *bad[] = {"run", model, "--input", input, "--output-dir", dir, NULL};
+    rc = tu_run_vitc(bad, &out, &err);
+    if (rc != 2 || !strstr(err, "expected"))
+        fail_msg("wrong input shape: exit %d, stderr %s", rc, err);
+    free(out), free(err);
+    tu_rmtree(dir);
+}
+
+int main(void)
+{
+    nfixtures = tu_fixtures(fixtures, 64);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_help_and_version),
+        cmocka_unit_test(test_dump_stats_every_fixture),
+        cmocka_unit_test(test_dump_dot_renders),
+        cmocka_unit_test(test_broken_models_exit_2),
+        cmocka_unit_test(test_run_writes_outputs),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,648 @@
+/* test_interp.c: the reference interpreter and the concrete-tensor helpers on
+ * small hand-built graphs, for what ONNX's own node tests (Debian's onnx
+ * 1.12) do not cover: Gelu (opset 20), the Einsum forms attention uses,
+ * LayerNormalization over a non-last axis, BatchNormalization on (N, C, L),
+ * Split's num_outputs, exact int64 Slice, half-type rounding, and the errors
+ * a user sees (a bad Reshape, an input of the wrong shape). */
+#include "testutil.h"
+
+#include "ir/interp.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- building graphs ---- */
+
+static ir_graph *new_graph(int64_t opset)
+{
+    ir_graph *g = ir_graph_new("test.onnx");
+    assert_non_null(g);
+    g->opset = opset;
+    g->inputs = ir_alloc_array(g->arena, 16, sizeof(int));
+    g->outputs = ir_alloc_array(g->arena, 16, sizeof(int));
+    assert_non_null(g->inputs);
+    assert_non_null(g->outputs);
+    return g;
+}
+
+/* A graph input; dims[i] < 0 means -dims[i] times the batch. */
+static int add_input(ir_graph *g, const char *name, ir_dtype dt, int rank, const int64_t *dims)
+{
+    int v = ir_add_value(g, name, IR_VAL_INPUT, dt);
+    assert_true(v >= 0);
+    g->values[v].rank = rank;
+    for (int i = 0; i < rank; i++)
+        g->values[v].dims[i] = dims[i] < 0 ? ir_dim_batch(-dims[i]) : ir_dim_const(dims[i]);
+    g->inputs[g->ninputs++] = v;
+    return v;
+}
+
+static int add_i64_const(ir_graph *g, const char *name, int n, const int64_t *vals)
+{
+    int64_t dims[1] = {n};
+    int v = ir_add_const(g, name, IR_I64, 1, dims, vals, (size_t)n * sizeof(int64_t));
+    assert_true(v >= 0);
+    return v;
+}
+
+static int add_value(ir_graph *g, const char *name)
+{
+    int v = ir_add_value(g, name, IR_VAL_NODE, IR_F32);
+    assert_true(v >= 0);
+    return v;
+}
+
+static void mark_output(ir_graph *g, int v) { g->outputs[g->noutputs++] = v; }
+
+static ir_attr attr_int(ir_attr_id id, int64_t i)
+{
+    ir_attr a = {.id = id, .kind = IR_AT_INT, .i = i, .tensor = -1};
+    return a;
+}
+
+static ir_attr attr_float(ir_attr_id id, float f)
+{
+    ir_attr a = {.id = id, .kind = IR_AT_FLOAT, .f = f, .tensor = -1};
+    return a;
+}
+
+static ir_attr attr_str(ir_attr_id id, const char *s)
+{
+    ir_attr a = {.id = id, .kind = IR_AT_STRING, .s = s, .n = (int)strlen(s), .tensor = -1};
+    return a;
+}
+
+static int add_node(ir_graph *g, ir_op op, const char *name, int nin, const int *in, int nout, const int *out,
+                    int nattrs, const ir_attr *attrs)
+{
+    int n = ir_add_node(g, op, name, ir_op_name(op), nin, in, nout, out, nattrs, attrs);
+    assert_true(n >= 0);
+    return n;
+}
+
+/* ---- tensors ---- */
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+
+static float rnd(void) /* deterministic, in [-1, 1) */
+{
+    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((double)(rng_state >> 11) / (double)(1ull << 53) * 2 - 1);
+}
+
+static ir_tensor f32_tensor(int rank, const int64_t *dims, const float *vals)
+{
+    ir_tensor t;
+    assert_int_equal(ir_tensor_alloc(&t, IR_F32, rank, dims), VITC_OK);
+    int64_t n = ir_tensor_numel(&t);
+    for (int64_t i = 0; i < n; i++)
+        ir_tensor_set(&t, i, vals ? vals[i] : rnd());
+    return t;
+}
+
+/* Runs g; diagnostics go to a memstream returned in *msg (free it). */
+static int run(const ir_graph *g, const ir_tensor *in, ir_tensor *out, char **msg)
+{
+    size_t len;
+    char *text = NULL;
+    FILE *mem = open_memstream(&text, &len);
+    vitc_diag d;
+    vitc_diag_init(&d, "test.onnx");
+    d.out = mem;
+    int st = ir_interpret(g, in, out, NULL, NULL, &d);
+    fclose(mem);
+    if (msg)
+        *msg = text;
+    else
+        free(text);
+    return st;
+}
+
+static void run_ok(const ir_graph *g, const ir_tensor *in, ir_tensor *out)
+{
+    char *msg;
+    int st = run(g, in, out, &msg);
+    if (st)
+        fail_msg("the interpreter failed with status %d: %s", st, msg);
+    free(msg);
+}
+
+/* |got - want| <= atol + rtol |want| everywhere, printing the first miss. */
+static void expect_close(const char *what, const ir_tensor *got, const double *want, int64_t n, double atol,
+                         double rtol)
+{
+    assert_int_equal(ir_tensor_numel(got), n);
+    for (int64_t i = 0; i < n; i++) {
+        double x = ir_tensor_get(got, i);
+        if (!(fabs(x - want[i]) <= atol + rtol * fabs(want[i])))
+            fail_msg("%s: element %lld is %.9g, expected %.9g (|diff| %.3g > %.3g)", what, (long long)i, x, want[i],
+                     fabs(x - want[i]), atol + rtol * fabs(want[i]));
+    }
+}
+
+static void expect_dims(const char *what, const ir_tensor *t, int rank, const int64_t *dims)
+{
+    int ok = t->rank == rank;
+    for (int i = 0; ok && i < rank; i++)
+        ok = t->dims[i] == dims[i];
+    if (!ok)
+        fail_msg("%s: rank %d [%lld,%lld,%lld,...], expected rank %d [%lld,%lld,%lld,...]", what, t->rank,
+                 (long long)(t->rank > 0 ? t->dims[0] : -1), (long long)(t->rank > 1 ? t->dims[1] : -1),
+                 (long long)(t->rank > 2 ? t->dims[2] : -1), rank, (long long)(rank > 0 ? dims[0] : -1),
+                 (long long)(rank > 1 ? dims[1] : -1), (long long)(rank > 2 ? dims[2] : -1));
+}
+
+/* ---- Gelu ---- */
+
+static void test_gelu_exact_and_tanh_match_their_formulas(void **state)
+{
+    (void)state;
+    ir_graph *g = new_graph(20);
+    int64_t dims[1] = {121};
+    int x = add_input(g, "x", IR_F32, 1, dims), y1 = add_value(g, "y_exact"), y2 = add_value(g, "y_tanh");
+    ir_attr none = attr_str(IR_ATTR_APPROXIMATE, "none"), tanh_ = attr_str(IR_ATTR_APPROXIMATE, "tanh");
+    add_node(g, IR_OP_GELU, "gelu_exact", 1, &x, 1, &y1, 1, &none);
+    add_node(g, IR_OP_GELU, "gelu_tanh", 1, &x, 1, &y2, 1, &tanh_);
+    mark_output(g, y1);
+    mark_output(g, y2);
+    float xs[121];
+    double e1[121], e2[121];
+    for (int i = 0; i < 121; i++) {
+        xs[i] = (float)(i - 60) / 10.0f; /* -6 .. 6 */
+        double v = xs[i];
+        e1[i] = v * 0.5 * (1.0 + erf(v / sqrt(2.0)));
+        e2[i] = 0.5 * v * (1.0 + tanh(sqrt(2.0 / 3.14159265358979323846) * (v + 0.044715 * pow(v, 3))));
+    }
+    ir_tensor in = f32_tensor(1, dims, xs), out[2];
+    run_ok(g, &in, out);
+    expect_close("Gelu approximate=none", &out[0], e1, 121, 1e-7, 1e-6);
+    expect_close("Gelu approximate=tanh", &out[1], e2, 121, 1e-7, 1e-6);
+    ir_tensor_free(&in);
+    ir_tensor_free(&out[0]);
+    ir_tensor_free(&out[1]);
+    ir_graph_free(g);
+}
+
+/* ---- Einsum ---- */
+
+/* Runs a two-operand Einsum of a (rank 4) and b (rank 4). */
+static ir_tensor run_einsum2(const char *eq, const int64_t *da, const int64_t *db, ir_tensor *a, ir_tensor *b)
+{
+    ir_graph *g = new_graph(17);
+    int ins[2] = {add_input(g, "a", IR_F32, 4, da), add_input(g, "b", IR_F32, 4, db)}, y = add_value(g, "y");
+    ir_attr e = attr_str(IR_ATTR_EQUATION, eq);
+    add_node(g, IR_OP_EINSUM, "einsum", 2, ins, 1, &y, 1, &e);
+    mark_output(g, y);
+    assert_true(ir_interp_supports(g, &g->nodes[0]));
+    *a = f32_tensor(4, da, NULL);
+    *b = f32_tensor(4, db, NULL);
+    ir_tensor in[2] = {*a, *b}, out;
+    run_ok(g, in, &out);
+    ir_graph_free(g);
+    return out;
+}
+
+static float at4(const ir_tensor *t, int64_t i, int64_t j, int64_t k, int64_t l)
+{
+    return (float)ir_tensor_get(t, ((i * t->dims[1] + j) * t->dims[2] + k) * t->dims[3] + l);
+}
+
+static void test_einsum_attention_scores_bhqd_bhkd_match_a_naive_loop(void **state)
+{
+    (void)state;
+    enum { B = 2, H = 3, Q = 4, K = 5, D = 6 };
+    int64_t da[4] = {B, H, Q, D}, db[4] = {B, H, K, D}, want_dims[4] = {B, H, Q, K};
+    ir_tensor a, b, out = run_einsum2("bhqd,bhkd->bhqk", da, db, &a, &b);
+    expect_dims("bhqd,bhkd->bhqk", &out, 4, want_dims);
+    double want[B * H * Q * K];
+    for (int i = 0; i < B; i++)
+        for (int h = 0; h < H; h++)
+            for (int q = 0; q < Q; q++)
+                for (int k = 0; k < K; k++) {
+                    double s = 0;
+                    for (int d = 0; d < D; d++)
+                        s += (double)at4(&a, i, h, q, d) * at4(&b, i, h, k, d);
+                    want[((i * H + h) * Q + q) * K + k] = s;
+                }
+    expect_close("bhqd,bhkd->bhqk", &out, want, B * H * Q * K, 1e-7, 1e-6);
+    ir_tensor_free(&a);
+    ir_tensor_free(&b);
+    ir_tensor_free(&out);
+}
+
+static void test_einsum_attention_values_bhal_bhlv_match_a_naive_loop(void **state)
+{
+    (void)state;
+    enum { B = 2, H = 3, A = 4, L = 5, V = 6 };
+    int64_t da[4] = {B, H, A, L}, db[4] = {B, H, L, V}, want_dims[4] = {B, H, A, V};
+    ir_tensor a, b, out = run_einsum2("bhal,bhlv->bhav", da, db, &a, &b);
+    expect_dims("bhal,bhlv->bhav", &out, 4, want_dims);
+    double want[B * H * A * V];
+    for (int i = 0; i < B; i++)
+        for (int h = 0; h < H; h++)
+            for (int x = 0; x < A; x++)
+                for (int v = 0; v < V; v++) {
+                    double s = 0;
+                    for (int l = 0; l < L; l++)
+                        s += (double)at4(&a, i, h, x, l) * at4(&b, i, h, l, v);
+                    want[((i * H + h) * A + x) * V + v] = s;
+                }
+    expect_close("bhal,bhlv->bhav", &out, want, B * H * A * V, 1e-7, 1e-6);
+    ir_tensor_free(&a);
+    ir_tensor_free(&b);
+    ir_tensor_free(&out);
+}
+
+static void test_einsum_implicit_output_and_diagonal(void **state)
+{
+    (void)state;
+    /* "ij,jk" (implicit: "->ik") is a matrix product; "ii->i" a diagonal. */
+    ir_graph *g = new_graph(17);
+    int64_t da[2] = {2, 3}, db[2] = {3, 2};
+    int ins[2] = {add_input(g, "a", IR_F32, 2, da), add_input(g, "b", IR_F32, 2, db)};
+    int y = add_value(g, "y"), diag = add_value(g, "diag");
+    ir_attr e1 = attr_str(IR_ATTR_EQUATION, "ij,jk"), e2 = attr_str(IR_ATTR_EQUATION, "ii->i");
+    add_node(g, IR_OP_EINSUM, "matmul", 2, ins, 1, &y, 1, &e1);
+    add_node(g, IR_OP_EINSUM, "diagonal", 1, &y, 1, &diag, 1, &e2);
+    mark_output(g, y);
+    mark_output(g, diag);
+    float av[6] = {1, 2, 3, 4, 5, 6}, bv[6] = {7, 8, 9, 10, 11, 12};
+    ir_tensor in[2] = {f32_tensor(2, da, av), f32_tensor(2, db, bv)}, out[2];
+    run_ok(g, in, out);
+    double want[4] = {58, 64, 139, 154}, want_diag[2] = {58, 154};
+    int64_t d22[2] = {2, 2}, d2[1] = {2};
+    expect_dims("ij,jk", &out[0], 2, d22);
+    expect_close("ij,jk", &out[0], want, 4, 0, 0);
+    expect_dims("ii->i", &out[1], 1, d2);
+    expect_close("ii->i", &out[1], want_diag, 2, 0, 0);
+    for (int i = 0; i < 2; i++) {
+        ir_tensor_free(&in[i]);
+        ir_tensor_free(&out[i]);
+    }
+    ir_graph_free(g);
+}
+
+static void test_einsum_with_ellipsis_is_reported_unsupported(void **state)
+{
+    (void)state;
+    ir_graph *g = new_graph(17);
+    int64_t da[2] = {2, 3};
+    int x = add_input(g, "a", IR_F32, 2, da), y = add_value(g, "y");
+    ir_attr e = attr_str(IR_ATTR_EQUATION, "...ij->...ji");
+    add_node(g, IR_OP_EINSUM, "einsum_ellipsis", 1, &x, 1, &y, 1, &e);
+    mark_output(g, y);
+    assert_false(ir_interp_supports(g, &g->nodes[0]));
+    ir_tensor in = f32_tensor(2, da, NULL), out;
+    char *msg;
+    assert_int_equal(run(g, &in, &out, &msg), VITC_BAD_INPUT);
+    if (!strstr(msg, "einsum_ellipsis"))
+        fail_msg("the message does not name the node: %s", msg);
+    free(msg);
+    ir_tensor_free(&in);
+    ir_graph_free(g);
+}
+
+/* ---- normalisations ---- */
+
+static void test_layernorm_over_axis_1_of_a_rank3_input(void **state)
+{
+    (void)state;
+    enum { N = 2, C = 3, L = 4 };
+    ir_graph *g = new_graph(17);
+    int64_t dx[3] = {N, C, L}, ds[2] = {C, L};
+    int x = add_input(g, "x", IR_F32, 3, dx), s = add_input(g, "scale", IR_F32, 2, ds),
+        b = add_input(g, "bias", IR_F32, 2, ds);
+    int ins[3] = {x, s, b}, outs[3] = {add_value(g, "y"), add_value(g, "mean"), add_value(g, "inv_std")};
+    ir_attr at[2] = {attr_int(IR_ATTR_AXIS, 1), attr_float(IR_ATTR_EPSILON, 1e-3f)};
+    add_node(g, IR_OP_LAYERNORM, "ln", 3, ins, 3, outs, 2, at);
+    for (int i = 0; i < 3; i++)
+        mark_output(g, outs[i]);
+    ir_tensor in[3] = {f32_tensor(3, dx, NULL), f32_tensor(2, ds, NULL), f32_tensor(2, ds, NULL)}, out[3];
+    run_ok(g, in, out);
+    double want[N * C * L], wmean[N], winv[N];
+    for (int n = 0; n < N; n++) {
+        double mean = 0, var = 0;
+        for (int j = 0; j < C * L; j++)
+            mean += ir_tensor_get(&in[0], n * C * L + j);
+        mean /= C * L;
+        for (int j = 0; j < C * L; j++)
+            var += pow(ir_tensor_get(&in[0], n * C * L + j) - mean, 2);
+        var /= C * L;
+        double inv = 1 / sqrt(var + (double)1e-3f);
+        for (int j = 0; j < C * L; j++)
+            want[n * C * L + j] =
+                (ir_tensor_get(&in[0], n * C * L + j) - mean) * inv * ir_tensor_get(&in[1], j) + ir_tensor_get(&in[2], j);
+        wmean[n] = mean;
+        winv[n] = inv;
+    }
+    int64_t dstat[3] = {N, 1, 1};
+    expect_dims("LayerNormalization Y", &out[0], 3, dx);
+    expect_close("LayerNormalization Y", &out[0], want, N * C * L, 1e-6, 1e-6);
+    expect_dims("LayerNormalization Mean", &out[1], 3, dstat);
+    expect_close("LayerNormalization Mean", &out[1], wmean, N, 1e-7, 1e-6);
+    expect_dims("LayerNormalization InvStdDev", &out[2], 3, dstat);
+    expect_close("LayerNormalization InvStdDev", &out[2], winv, N, 1e-7, 1e-6);
+    for (int i = 0; i < 3; i++) {
+        ir_tensor_free(&in[i]);
+        ir_tensor_free(&out[i]);
+    }
+    ir_graph_free(g);
+}
+
+static void test_batchnorm_inference_on_n_c_l(void **state)
+{
+    (void)state;
+    enum { N = 2, C = 3, L = 5 };
+    ir_graph *g = new_graph(15);
+    int64_t dx[3] = {N, C, L}, dc[1] = {C};
+    int ins[5] = {add_input(g, "x", IR_F32, 3, dx), add_input(g, "scale", IR_F32, 1, dc),
+                  add_input(g, "b", IR_F32, 1, dc), add_input(g, "mean", IR_F32, 1, dc),
+                  add_input(g, "var", IR_F32, 1, dc)};
+    int y = add_value(g, "y");
+    ir_attr eps = attr_float(IR_ATTR_EPSILON, 1e-2f);
+    add_node(g, IR_OP_BATCHNORM, "bn", 5, ins, 1, &y, 1, &eps);
+    mark_output(g, y);
+    float var[C] = {0.5f, 1.5f, 2.0f};
+    ir_tensor in[5] = {f32_tensor(3, dx, NULL), f32_tensor(1, dc, NULL), f32_tensor(1, dc, NULL),
+                       f32_tensor(1, dc, NULL), f32_tensor(1, dc, var)},
+              out;
+    run_ok(g, in, &out);
+    double want[N * C * L];
+    for (int n = 0; n < N; n++)
+        for (int c = 0; c < C; c++)
+            for (int l = 0; l < L; l++) {
+                int i = (n * C + c) * L + l;
+                want[i] = (ir_tensor_get(&in[0], i) - ir_tensor_get(&in[3], c)) /
+                              sqrt(ir_tensor_get(&in[4], c) + (double)1e-2f) * ir_tensor_get(&in[1], c) +
+                          ir_tensor_get(&in[2], c);
+            }
+    expect_dims("BatchNormalization", &out, 3, dx);
+    expect_close("BatchNormalization", &out, want, N * C * L, 1e-6, 1e-6);
+    for (int i = 0; i < 5; i++)
+        ir_tensor_free(&in[i]);
+    ir_tensor_free(&out);
+    ir_graph_free(g);
+}
+
+/* ---- data movement ---- */
+
+static void test_split_num_outputs_gives_equal_chunks_and_a_smaller_last(void **state)
+{
+    (void)state;
+    ir_graph *g = new_graph(18);
+    int64_t dx[2] = {2, 7};
+    int x = add_input(g, "x", IR_F32, 2, dx), outs[3] = {add_value(g, "a"), add_value(g, "b"), add_value(g, "c")};
+    ir_attr at[2] = {attr_int(IR_ATTR_AXIS, 1), attr_int(IR_ATTR_NUM_OUTPUTS, 3)};
+    add_node(g, IR_OP_SPLIT, "split", 1, &x, 3, outs, 2, at);
+    for (int i = 0; i < 3; i++)
+        mark_output(g, outs[i]);
+    float xv[14];
+    for (int i = 0; i < 14; i++)
+        xv[i] = (float)i;
+    ir_tensor in = f32_tensor(2, dx, xv), out[3];
+    run_ok(g, &in, out);
+    int64_t sizes[3] = {3, 3, 1}, first[3] = {0, 3, 6};
+    for (int k = 0; k < 3; k++) {
+        int64_t want_dims[2] = {2, sizes[k]};
+        double want[6];
+        for (int r = 0; r < 2; r++)
+            for (int j = 0; j < sizes[k]; j++)
+                want[r * sizes[k] + j] = r * 7 + first[k] + j;
+        char what[32];
+        snprintf(what, sizeof what, "Split output %d", k);
+        expect_dims(what, &out[k], 2, want_dims);
+        expect_close(what, &out[k], want, 2 * sizes[k], 0, 0);
+        ir_tensor_free(&out[k]);
+    }
+    ir_tensor_free(&in);
+    ir_graph_free(g);
+}
+
+static void test_slice_reverses_int64_exactly_with_extreme_ends(void **state)
+{
+    (void)state;
+    /* starts INT64_MAX, ends INT64_MIN, step -1: the whole axis reversed. */
+    ir_graph *g = new_graph(13);
+    int64_t dx[1] = {4}, st[1] = {INT64_MAX}, en[1] = {INT64_MIN}, ax[1] = {0}, sp[1] = {-1};
+    int ins[5] = {add_input(g, "x", IR_I64, 1, dx), add_i64_const(g, "starts", 1, st), add_i64_const(g, "ends", 1, en),
+                  add_i64_const(g, "axes", 1, ax), add_i64_const(g, "steps", 1, sp)};
+    int y = ir_add_value(g, "y", IR_VAL_NODE, IR_I64);
+    add_node(g, IR_OP_SLICE, "reverse", 5, ins, 1, &y, 0, NULL);
+    mark_output(g, y);
+    int64_t vals[4] = {((int64_t)1 << 53) + 1, -3, INT64_MAX, INT64_MIN + 1};
+    ir_tensor in, out;
+    assert_int_equal(ir_tensor_alloc(&in, IR_I64, 1, dx), VITC_OK);
+    memcpy(in.data, vals, sizeof vals);
+    run_ok(g, &in, &out);
+    assert_int_equal(out.dtype, IR_I64);
+    expect_dims("Slice reversed", &out, 1, dx);
+    for (int i = 0; i < 4; i++)
+        if (ir_tensor_get_i64(&out, i) != vals[3 - i])
+            fail_msg("Slice reversed: element %d is %lld, expected %lld", i, (long long)ir_tensor_get_i64(&out, i),
+                     (long long)vals[3 - i]);
+    ir_tensor_free(&in);
+    ir_tensor_free(&out);
+    ir_graph_free(g);
+}
+
+/* ---- errors ---- */
+
+static void test_reshape_with_wrong_element_count_is_bad_input_naming_the_node(void **state)
+{
+    (void)state;
+    ir_graph *g = new_graph(17);
+    int64_t dx[2] = {2, 3}, shape[2] = {4, 2};
+    int ins[2] = {add_input(g, "x", IR_F32, 2, dx), add_i64_const(g, "shape", 2, shape)}, y = add_value(g, "y");
+    add_node(g, IR_OP_RESHAPE, "my_reshape", 2, ins, 1, &y, 0, NULL);
+    mark_output(g, y);
+    ir_tensor in = f32_tensor(2, dx, NULL), out;
+    char *msg;
+    int st = run(g, &in, &out, &msg);
+    if (st != VITC_BAD_INPUT || !strstr(msg, "node 'my_reshape' (Reshape)") || !strstr(msg, "6 elements") ||
+        !strstr(msg, "8 elements"))
+        fail_msg("status %d (expected %d), message: %s", st, VITC_BAD_INPUT, msg);
+    assert_null(out.data);
+    free(msg);
+    ir_tensor_free(&in);
+    ir_graph_free(g);
+}
+
+/* x: f32[B,3,4] -> Relu -> y, for the input checks. */
+static ir_graph *batched_relu(void)
+{
+    ir_graph *g = new_graph(17);
+    int64_t dx[3] = {-1, 3, 4};
+    int x = add_input(g, "x", IR_F32, 3, dx), y = add_value(g, "y");
+    add_node(g, IR_OP_RELU, "relu", 1, &x, 1, &y, 0, NULL);
+    mark_output(g, y);
+    return g;
+}
+
+static void test_input_of_the_wrong_shape_is_bad_input(void **state)
+{
+    (void)state;
+    ir_graph *g = batched_relu();
+    int64_t dx[3] = {2, 3, 5};
+    ir_tensor in = f32_tensor(3, dx, NULL), out;
+    char *msg;
+    int st = run(g, &in, &out, &msg);
+    if (st != VITC_BAD_INPUT || !strstr(msg, "input 'x': expected f32[B,3,4], got f32[2,3,5]"))
+        fail_msg("status %d (expected %d), message: %s", st, VITC_BAD_INPUT, msg);
+    free(msg);
+    ir_tensor_free(&in);
+    ir_tensor in64;
+    assert_int_equal(ir_tensor_alloc(&in64, IR_F64, 3, (int64_t[3]){2, 3, 4}), VITC_OK);
+    st = run(g, &in64, &out, &msg);
+    if (st != VITC_BAD_INPUT || !strstr(msg, "expected f32[B,3,4], got f64[2,3,4]"))
+        fail_msg("status %d (expected %d), message: %s", st, VITC_BAD_INPUT, msg);
+    free(msg);
+    ir_tensor_free(&in64);
+    ir_graph_free(g);
+}
+
+/* Counts the outputs it is shown (Relu's only output, 'y'). */
+static void count_outputs(void *ctx, const ir_graph *g, int node, int value, const ir_tensor *t)
+{
+    (void)t;
+    assert_int_equal(node, 0);
+    assert_string_equal(g->values[value].name, "y");
+    ++*(int *)ctx;
+}
+
+static void test_batch_comes_from_the_input_and_the_observer_sees_each_output(void **state)
+{
+    (void)state;
+    ir_graph *g = batched_relu();
+    int64_t dx[3] = {5, 3, 4};
+    ir_tensor in = f32_tensor(3, dx, NULL), out;
+    vitc_diag d;
+    vitc_diag_init(&d, "test.onnx");
+    int seen = 0;
+    assert_int_equal(ir_interpret(g, &in, &out, count_outputs, &seen, &d), VITC_OK);
+    assert_int_equal(seen, 1);
+    expect_dims("Relu at batch 5", &out, 3, dx);
+    for (int64_t i = 0; i < 60; i++) {
+        double x = ir_tensor_get(&in, i), y = ir_tensor_get(&out, i);
+        if (y != (x < 0 ? 0 : x))
+            fail_msg("Relu element %lld: %g -> %g", (long long)i, x, y);
+    }
+    ir_tensor_free(&in);
+    ir_tensor_free(&out);
+    ir_graph_free(g);
+}
+
+/* ---- tensor helpers ---- */
+
+static void test_half_conversions_round_to_nearest_even(void **state)
+{
+    (void)state;
+    static const struct {
+        float f;
+        uint16_t h;
+    } f16[] = {
+        {1.0f, 0x3c00},           {-2.0f, 0xc000},           {65504.0f, 0x7bff},
+        {65519.0f, 0x7bff},       {65520.0f, 0x7c00},        {1e10f, 0x7c00},
+        {0x1p-24f, 0x0001},       {0x1p-25f, 0x0000},        {0x1.8p-25f, 0x0001},
+        {0x1p-14f, 0x0400},       {1.0f + 0x1p-11f, 0x3c00}, {1.0f + 0x3p-11f, 0x3c02},
+        {-0.0f, 0x8000},          {INFINITY, 0x7c00},        {0x1.ffep-15f, 0x0400}, /* a tie: rounds to the even smallest normal */
+    };
+    for (size_t i = 0; i < sizeof f16 / sizeof f16[0]; i++)
+        if (ir_f32_to_f16(f16[i].f) != f16[i].h)
+            fail_msg("f32 %a -> f16 0x%04x, expected 0x%04x", f16[i].f, ir_f32_to_f16(f16[i].f), f16[i].h);
+    static const struct {
+        float f;
+        uint16_t h;
+    } bf16[] = {
+        {1.0f, 0x3f80}, {1.0f + 0x1p-8f, 0x3f80}, {1.0f + 0x3p-8f, 0x3f82}, {-3.0f, 0xc040}, {0x1.fffffep127f, 0x7f80},
+    };
+    for (size_t i = 0; i < sizeof bf16 / sizeof bf16[0]; i++)
+        if (ir_f32_to_bf16(bf16[i].f) != bf16[i].h)
+            fail_msg("f32 %a -> bf16 0x%04x, expected 0x%04x", bf16[i].f, ir_f32_to_bf16(bf16[i].f), bf16[i].h);
+    uint16_t nan16 = ir_f32_to_f16(NAN), nanb = ir_f32_to_bf16(NAN);
+    if ((nan16 & 0x7c00) != 0x7c00 || !(nan16 & 0x3ff) || !isnan(ir_f16_to_f32(nan16)))
+        fail_msg("NaN -> f16 0x%04x is not a NaN", nan16);
+    if (!isnan(ir_bf16_to_f32(nanb)))
+        fail_msg("NaN -> bf16 0x%04x is not a NaN", nanb);
+    /* Every finite half value survives the round trip through f32. */
+    for (uint32_t h = 0; h < 0x10000; h++) {
+        if ((h & 0x7c00) != 0x7c00 && ir_f32_to_f16(ir_f16_to_f32((uint16_t)h)) != h)
+            fail_msg("f16 0x%04x -> %a -> 0x%04x", h, ir_f16_to_f32((uint16_t)h), ir_f32_to_f16(ir_f16_to_f32((uint16_t)h)));
+        if ((h & 0x7f80) != 0x7f80 && ir_f32_to_bf16(ir_bf16_to_f32((uint16_t)h)) != h)
+            fail_msg("bf16 0x%04x -> %a -> 0x%04x", h, ir_bf16_to_f32((uint16_t)h),
+                     ir_f32_to_bf16(ir_bf16_to_f32((uint16_t)h)));
+    }
+}
+
+static void test_tensor_alloc_refuses_huge_or_overflowing_shapes(void **state)
+{
+    (void)state;
+    ir_tensor t;
+    int64_t huge[2] = {1 << 20, 1 << 20}, ovf[3] = {INT64_MAX / 2, 3, 1}, neg[1] = {-1};
+    assert_int_equal(ir_tensor_alloc(&t, IR_F32, 2, huge), VITC_BAD_INPUT);
+    assert_int_equal(ir_tensor_alloc(&t, IR_F32, 3, ovf), VITC_BAD_INPUT);
+    assert_int_equal(ir_tensor_alloc(&t, IR_F32, 1, neg), VITC_BAD_INPUT);
+    int64_t ok[2] = {3, 0};
+    assert_int_equal(ir_tensor_alloc(&t, IR_F16, 2, ok), VITC_OK);
+    assert_int_equal(ir_tensor_numel(&t), 0);
+    assert_int_equal(ir_tensor_nbytes(&t), 0);
+    ir_tensor_free(&t);
+}
+
+static void test_tensor_get_set_every_dtype_and_rel_error(void **state)
+{
+    (void)state;
+    int64_t dims[1] = {3};
+    for (int dt = 0; dt < IR_DTYPE_COUNT; dt++) {
+        ir_tensor t;
+        assert_int_equal(ir_tensor_alloc(&t, (ir_dtype)dt, 1, dims), VITC_OK);
+        ir_tensor_set(&t, 0, 1.0);
+        ir_tensor_set_i64(&t, 1, 1);
+        if (ir_tensor_get(&t, 0) != 1.0 || ir_tensor_get_i64(&t, 1) != 1 || ir_tensor_get(&t, 2) != 0)
+            fail_msg("%s: got %g, %lld, %g; expected 1, 1, 0", ir_dtype_name((ir_dtype)dt), ir_tensor_get(&t, 0),
+                     (long long)ir_tensor_get_i64(&t, 1), ir_tensor_get(&t, 2));
+        ir_tensor_free(&t);
+    }
+    ir_tensor a, b;
+    assert_int_equal(ir_tensor_alloc(&a, IR_I8, 1, dims), VITC_OK);
+    ir_tensor_set_i64(&a, 0, 300); /* wraps, as numpy does */
+    ir_tensor_set(&a, 1, -2.7);    /* truncates toward zero */
+    assert_int_equal(ir_tensor_get_i64(&a, 0), 44);
+    assert_int_equal(ir_tensor_get_i64(&a, 1), -2);
+    ir_tensor_free(&a);
+    float av[3] = {1, 2, 3.5f}, bv[3] = {1, 2, 4};
+    a = f32_tensor(1, dims, av);
+    b = f32_tensor(1, dims, bv);
+    double e = ir_rel_error(&a, &b);
+    if (e != 0.125)
+        fail_msg("rel error %g, expected 0.125", e);
+    ir_tensor_set(&a, 0, NAN);
+    e = ir_rel_error(&a, &b);
+    if (!isinf(e))
+        fail_msg("rel error with a NaN is %g, expected inf", e);
+    ir_tensor_free(&a);
+    ir_tensor_free(&b);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_gelu_exact_and_tanh_match_their_formulas),
+        cmocka_unit_test(test_einsum_attention_scores_bhqd_bhkd_match_a_naive_loop),
+        cmocka_unit_test(test_einsum_attention_values_bhal_bhlv_match_a_naive_loop),
+        cmocka_unit_test(test_einsum_implicit_output_and_diagonal),
+        cmocka_unit_test(test_einsum_with_ellipsis_is_reported_unsupported),
+        cmocka_unit_test(test_layernorm_over_axis_1_of_a_rank3_input),
+        cmocka_unit_test(test_batchnorm_inference_on_n_c_l),
+        cmocka_unit_test(test_split_num_outputs_gives_equal_chunks_and_a_smaller_last),
+        cmocka_unit_test(test_slice_reverses_int64_exactly_with_extreme_ends),
+        cmocka_unit_test(test_reshape_with_wrong_element_count_is_bad_input_naming_the_node),
+        cmocka_unit_test(test_input_of_the_wrong_shape_is_bad_input),
+        cmocka_unit_test(test_batch_comes_from_the_input_and_the_observer_sees_each_output),
+        cmocka_unit_test(test_half_conversions_round_to_nearest_even),
+        cmocka_unit_test(test_tensor_alloc_refuses_huge_or_overflowing_shapes),
+        cmocka_unit_test(test_tensor_get_set_every_dtype_and_rel_error),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
