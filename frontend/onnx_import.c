@@ -71,7 +71,8 @@ typedef struct {
 static int import_tensor(importer *im, const Onnx__TensorProto *t, const char *name, const char *what)
 {
     onnx_tensor_info info;
-    if (onnx_tensor_shape(t, &info, what, im->d))
+    if (onnx_tensor_shape(t, &info, what, im->d) ||
+        onnx_tensor_data(t, &info, im->model_dir, NULL, what, im->d)) /* before allocating */
         return -1;
     int id = ir_add_const(im->g, name, info.dtype, info.rank, info.dims, NULL, 0);
     if (id < 0)
@@ -148,12 +149,37 @@ static int import_input(importer *im, const Onnx__ValueInfoProto *vi)
     return VITC_OK;
 }
 
+/* A graph input that names an initializer (ONNX's old-style default value)
+ * must declare the initializer's type and shape, where it declares them. */
+static void check_input_init(importer *im, const Onnx__ValueInfoProto *vi, const ir_value *init)
+{
+    const Onnx__TypeProto *tp = vi->type;
+    if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !tp->tensor_type)
+        return;
+    const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
+    int same = !tt->has_elem_type || ir_dtype_from_onnx(tt->elem_type) == (int)init->dtype;
+    if (tt->shape && same) {
+        same = tt->shape->n_dim == (size_t)init->rank;
+        for (int i = 0; same && i < init->rank; i++) {
+            const Onnx__TensorShapeProto__Dimension *dim = tt->shape->dim[i];
+            same = dim->value_case != ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE ||
+                   dim->dim_value == init->dims[i].k;
+        }
+    }
+    if (!same) {
+        char t[256];
+        vitc_error(im->d, VITC_BAD_INPUT, NULL,
+                   "graph input '%s' does not match the initializer of that name (%s): type or shape differ",
+                   init->name, ir_value_type_str(init, t, sizeof t));
+    }
+}
+
 /* Converts one attribute; returns 0, or -1 after reporting. */
 static int import_attr(importer *im, const Onnx__NodeProto *np, const Onnx__AttributeProto *ap, ir_attr *out)
 {
     const char *node = np->name ? np->name : "", *op = np->op_type;
     int id = ir_attr_from_onnx(ap->name ? ap->name : "");
-    if (id < 0) {
+    if (id < 0 || id >= IR_ATTR_ACTIVATION) { /* unknown, or one only fused ops carry */
         vitc_error_at(im->d, VITC_BAD_INPUT, node, op, "unsupported attribute '%s'", ap->name ? ap->name : "");
         return -1;
     }
@@ -178,7 +204,8 @@ static int import_attr(importer *im, const Onnx__NodeProto *np, const Onnx__Attr
         out->ints = ir_alloc_array(a, ap->n_ints + 1, sizeof(int64_t));
         if (!out->ints)
             goto oom;
-        memcpy(out->ints, ap->ints, ap->n_ints * sizeof(int64_t));
+        if (ap->n_ints) /* ints is NULL when there are none */
+            memcpy(out->ints, ap->ints, ap->n_ints * sizeof(int64_t));
         return 0;
     case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS:
         if (ap->n_floats > 4096)
@@ -188,14 +215,15 @@ static int import_attr(importer *im, const Onnx__NodeProto *np, const Onnx__Attr
         out->floats = ir_alloc_array(a, ap->n_floats + 1, sizeof(float));
         if (!out->floats)
             goto oom;
-        memcpy(out->floats, ap->floats, ap->n_floats * sizeof(float));
+        if (ap->n_floats)
+            memcpy(out->floats, ap->floats, ap->n_floats * sizeof(float));
         return 0;
     case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING:
         if (ap->s.len > 4096)
             break;
         out->kind = IR_AT_STRING;
         out->n = (int)ap->s.len;
-        out->s = ir_strndup(a, (const char *)ap->s.data, ap->s.len);
+        out->s = ir_strndup(a, ap->s.len ? (const char *)ap->s.data : "", ap->s.len);
         if (!out->s)
             goto oom;
         if (strlen(out->s) != ap->s.len)
@@ -220,11 +248,48 @@ oom:
     return -1;
 }
 
+/* The kind ONNX gives each attribute vitc reads. */
+static ir_attr_kind attr_kind(ir_attr_id id)
+{
+    switch (id) {
+    case IR_ATTR_ALPHA: case IR_ATTR_BETA: case IR_ATTR_EPSILON: case IR_ATTR_MOMENTUM:
+    case IR_ATTR_VALUE_FLOAT: case IR_ATTR_RATIO:
+        return IR_AT_FLOAT;
+    case IR_ATTR_AXES: case IR_ATTR_DILATIONS: case IR_ATTR_KERNEL_SHAPE: case IR_ATTR_PADS: case IR_ATTR_PERM:
+    case IR_ATTR_SPLIT: case IR_ATTR_STRIDES: case IR_ATTR_VALUE_INTS:
+        return IR_AT_INTS;
+    case IR_ATTR_VALUE_FLOATS: return IR_AT_FLOATS;
+    case IR_ATTR_APPROXIMATE: case IR_ATTR_AUTO_PAD: case IR_ATTR_EQUATION: return IR_AT_STRING;
+    case IR_ATTR_VALUE: return IR_AT_TENSOR;
+    default: return IR_AT_INT;
+    }
+}
+
+/* Refuses an attribute of the wrong kind or one given twice: either would
+ * otherwise be silently replaced by its default. */
+static int check_attr(importer *im, const Onnx__NodeProto *np, const ir_attr *attrs, int nattrs, const ir_attr *a)
+{
+    static const char *const kinds[] = {"an int", "a float", "ints", "floats", "a string", "a tensor"};
+    const char *node = np->name ? np->name : "";
+    if (a->kind != attr_kind(a->id)) {
+        vitc_error_at(im->d, VITC_BAD_INPUT, node, np->op_type, "attribute '%s' must be %s, not %s",
+                      ir_attr_name(a->id), kinds[attr_kind(a->id)], kinds[a->kind]);
+        return -1;
+    }
+    for (int i = 0; i < nattrs; i++)
+        if (attrs[i].id == a->id) {
+            vitc_error_at(im->d, VITC_BAD_INPUT, node, np->op_type, "attribute '%s' is given twice",
+                          ir_attr_name(a->id));
+            return -1;
+        }
+    return 0;
+}
+
 /* Constant node -> constant value named by its output. */
 static int import_constant(importer *im, const Onnx__NodeProto *np, const ir_attr *attrs, int nattrs)
 {
     const char *node = np->name ? np->name : "";
-    if (np->n_output != 1 || nattrs != 1) {
+    if (np->n_output != 1 || nattrs != 1 || !np->output[0] || !*np->output[0]) {
         vitc_error_at(im->d, VITC_BAD_INPUT, node, np->op_type, "a Constant needs one output and one value attribute");
         return -1;
     }
@@ -303,7 +368,7 @@ static void import_node(importer *im, const Onnx__NodeProto *np)
             vitc_error_at(d, VITC_BAD_INPUT, node, op_type, "attribute references (function bodies) are not supported");
             continue;
         }
-        if (import_attr(im, np, ap, &attrs[nattrs]) == 0)
+        if (import_attr(im, np, ap, &attrs[nattrs]) == 0 && check_attr(im, np, attrs, nattrs, &attrs[nattrs]) == 0)
             nattrs++;
     }
     if (d->nerrors != before)
@@ -317,6 +382,8 @@ static void import_node(importer *im, const Onnx__NodeProto *np)
         const char *in = np->input[i];
         if (!in || !*in) {
             inputs[i] = -1;
+            if ((int)i < info->min_in) /* only optional inputs may be left out */
+                vitc_error_at(d, VITC_BAD_INPUT, node, op_type, "input %zu is required but its name is empty", i);
             continue;
         }
         inputs[i] = map_get(&im->names, in);
@@ -327,6 +394,8 @@ static void import_node(importer *im, const Onnx__NodeProto *np)
     for (size_t i = 0; i < np->n_output; i++) {
         const char *out = np->output[i];
         outputs[i] = -1;
+        if ((!out || !*out) && (int)i < info->min_out)
+            vitc_error_at(d, VITC_BAD_INPUT, node, op_type, "output %zu is required but its name is empty", i);
         if (!out || !*out)
             continue;
         if (map_get(&im->names, out) >= 0) {
@@ -378,7 +447,11 @@ static ir_graph *import_model(const Onnx__ModelProto *m, const char *path, const
         return NULL;
     }
     importer im = {.g = g, .d = d, .model_dir = model_dir};
-    size_t expect = gp->n_initializer + gp->n_input + gp->n_node * 2;
+    /* Every name the map can receive: it never fills up (a full open-addressing
+     * table would make lookups loop forever). */
+    size_t expect = gp->n_initializer + gp->n_input + gp->n_node;
+    for (size_t i = 0; i < gp->n_node; i++)
+        expect += gp->node[i]->n_output;
     g->inputs = ir_alloc_array(g->arena, gp->n_input + 1, sizeof(int));
     g->outputs = ir_alloc_array(g->arena, gp->n_output + 1, sizeof(int));
     if (map_init(&im.names, g->arena, expect) || !g->inputs || !g->outputs) {
@@ -404,8 +477,11 @@ static ir_graph *import_model(const Onnx__ModelProto *m, const char *path, const
     }
     for (size_t i = 0; i < gp->n_input; i++) {
         const char *name = gp->input[i]->name ? gp->input[i]->name : "";
-        if (map_get(&im.names, name) >= 0 && g->values[map_get(&im.names, name)].kind == IR_VAL_CONST)
-            continue; /* an initializer listed as an input (old-style default) */
+        if (map_get(&im.names, name) >= 0 && g->values[map_get(&im.names, name)].kind == IR_VAL_CONST) {
+            /* an initializer listed as an input (old-style default) */
+            check_input_init(&im, gp->input[i], &g->values[map_get(&im.names, name)]);
+            continue;
+        }
         import_input(&im, gp->input[i]);
     }
     if (d->status)
@@ -431,6 +507,8 @@ fail:
 
 ir_graph *onnx_import_buffer(const void *buf, size_t len, const char *path, vitc_diag *d)
 {
+    if (onnx_check_nesting(buf, len, &onnx__model_proto__descriptor, d))
+        return NULL;
     Onnx__ModelProto *m = onnx__model_proto__unpack(NULL, len, buf);
     if (!m) {
         vitc_error(d, VITC_BAD_INPUT, NULL, "not a valid ONNX model (the protobuf does not parse)");

@@ -126,7 +126,7 @@ static int read_external(const Onnx__TensorProto *t, const char *model_dir, void
         status = vitc_error(d, VITC_BAD_INPUT, NULL,
                             "%s: external data '%s' is %lld bytes; offset %lld + %zu bytes lies outside it", what,
                             location, (long long)st.st_size, (long long)offset, nbytes);
-    } else {
+    } else if (out) { /* out NULL: the checks only */
         size_t done = 0;
         while (done < nbytes) {
             ssize_t r = pread(fd, (char *)out + done, nbytes - done, (off_t)(offset + (int64_t)done));
@@ -173,7 +173,7 @@ int onnx_tensor_data(const Onnx__TensorProto *t, const onnx_tensor_info *info, c
         if (t->raw_data.len != info->nbytes)
             return vitc_error(d, VITC_BAD_INPUT, NULL, "%s: raw_data has %zu bytes but its shape needs %zu",
                               what, t->raw_data.len, info->nbytes);
-        if (info->nbytes)
+        if (info->nbytes && out)
             memcpy(out, t->raw_data.data, info->nbytes);
         return VITC_OK;
     }
@@ -189,7 +189,9 @@ int onnx_tensor_data(const Onnx__TensorProto *t, const onnx_tensor_info *info, c
     if (have != n)
         return vitc_error(d, VITC_BAD_INPUT, NULL, "%s: %s has %zu elements but its shape needs %zu", what, field,
                           have, n);
-    copy_typed(info->dtype, out, n, t->int32_data, t->int64_data, t->float_data, t->double_data, t->uint64_data);
+    if (out)
+        copy_typed(info->dtype, out, n, t->int32_data, t->int64_data, t->float_data, t->double_data,
+                   t->uint64_data);
     return VITC_OK;
 }
 
@@ -241,6 +243,8 @@ int onnx_read_tensor_file(const char *path, ir_tensor *out, vitc_diag *d)
     unsigned char *buf;
     size_t len;
     int st = onnx_read_file(path, (size_t)INT32_MAX, &buf, &len, &local);
+    if (st == VITC_OK && (st = onnx_check_nesting(buf, len, &onnx__tensor_proto__descriptor, &local)))
+        free(buf);
     if (st == VITC_OK) {
         Onnx__TensorProto *t = onnx__tensor_proto__unpack(NULL, len, buf);
         free(buf);
@@ -249,6 +253,8 @@ int onnx_read_tensor_file(const char *path, ir_tensor *out, vitc_diag *d)
         } else {
             onnx_tensor_info info;
             st = onnx_tensor_shape(t, &info, "tensor", &local);
+            if (st == VITC_OK) /* the payload is there before its memory is */
+                st = onnx_tensor_data(t, &info, NULL, NULL, "tensor", &local);
             if (st == VITC_OK)
                 st = ir_tensor_alloc(out, info.dtype, info.rank, info.dims);
             if (st == VITC_OK)

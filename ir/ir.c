@@ -128,7 +128,7 @@ void *ir_alloc_array(ir_arena *a, size_t count, size_t size)
 char *ir_strndup(ir_arena *a, const char *s, size_t n)
 {
     char *p = ir_alloc(a, n + 1);
-    if (p)
+    if (p && n)
         memcpy(p, s, n);
     return p;
 }

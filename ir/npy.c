@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static const struct {
     const char *descr;
@@ -107,6 +108,17 @@ int ir_npy_read(const char *path, ir_tensor *t, vitc_diag *d)
     if (parse_header(header, t, &local))
         goto out;
     ir_tensor shape = *t;
+    /* A regular file must hold the data before its memory is allocated. */
+    struct stat sb;
+    long pos = ftell(f);
+    int64_t need = (int64_t)ir_dtype_size(shape.dtype);
+    for (int i = 0; i < shape.rank && need >= 0; i++)
+        if (ir_mul_ovf(need, shape.dims[i], &need))
+            need = -1;
+    if (pos >= 0 && fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode) && need != (int64_t)sb.st_size - pos) {
+        vitc_error(&local, VITC_BAD_INPUT, NULL, "data size does not match the header's shape");
+        goto out;
+    }
     if ((st = ir_tensor_alloc(t, shape.dtype, shape.rank, shape.dims)) != VITC_OK) {
         vitc_error(&local, st, NULL, "array of this shape is too large");
         goto out;

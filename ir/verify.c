@@ -29,6 +29,8 @@ int ir_verify(const ir_graph *g, vitc_diag *d)
                        n->noutputs, info->name);
         for (int k = 0; k < n->ninputs; k++) {
             int v = n->inputs[k];
+            if (v == -1 && k < info->min_in)
+                vitc_error(d, VITC_INTERNAL, n, "required input %d is missing", k);
             if (v == -1)
                 continue;
             if (v < 0 || v >= g->nvalues)
