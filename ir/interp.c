@@ -300,6 +300,15 @@ int ir_interp_supports(const ir_graph *g, const ir_node *n)
     case IR_OP_SQRT: case IR_OP_SQUEEZE: case IR_OP_SUB: case IR_OP_TANH: case IR_OP_TRANSPOSE:
     case IR_OP_UNSQUEEZE: case IR_OP_WHERE:
         return 1;
+    case IR_OP_LINEAR: {
+        int64_t act = ir_attr_int(n, IR_ATTR_ACTIVATION, 0);
+        return act >= 0 && act <= 4;
+    }
+    case IR_OP_ATTENTION: {
+        int64_t layout = ir_attr_int(n, IR_ATTR_QKV_LAYOUT, 0);
+        return (layout == 0 || layout == 1) && ir_attr_int(n, IR_ATTR_HEADS, 0) > 0 &&
+               ir_attr_int(n, IR_ATTR_HEAD_SIZE, 0) > 0;
+    }
     }
     return 0;
 }
@@ -343,9 +352,42 @@ static ik_kernel kernel_for(ir_op op)
     case IR_OP_SOFTMAX: return ik_softmax;
     case IR_OP_LAYERNORM: return ik_layernorm;
     case IR_OP_BATCHNORM: return ik_batchnorm;
+    case IR_OP_LINEAR: return ik_linear;
+    case IR_OP_ATTENTION: return ik_attention;
     case IR_OP_CONSTANT: case IR_OP_COUNT: return NULL;
     }
     return NULL;
+}
+
+/* ---- one node on its own ---- */
+
+int ir_interp_node(const ir_graph *g, const ir_node *n, const ir_tensor *in, ir_tensor *out, int64_t batch,
+                   vitc_diag *d)
+{
+    const ir_op_info *info = &ir_op_table[n->op];
+    const ir_tensor *ins[n->ninputs + 1];
+    for (int j = 0; j < n->noutputs; j++)
+        memset(&out[j], 0, sizeof out[j]);
+    for (int j = 0; j < n->ninputs; j++)
+        ins[j] = n->inputs[j] >= 0 ? &in[j] : NULL;
+    ik_ctx c = {.g = g, .n = n, .d = d, .batch = batch, .in = ins, .nin = n->ninputs, .out = out};
+    ik_kernel k = kernel_for(n->op);
+    if (!k || !ir_interp_supports(g, n))
+        return ik_fail(&c, VITC_BAD_INPUT, "not supported by the reference interpreter");
+    if (n->ninputs < info->min_in || (info->max_in != VAR && n->ninputs > info->max_in) || n->noutputs < 1 ||
+        (info->max_out != VAR && n->noutputs > info->max_out))
+        return ik_fail(&c, VITC_INTERNAL, "has %d inputs and %d outputs", n->ninputs, n->noutputs);
+    for (int j = 0; j < info->min_in; j++)
+        if (!ins[j])
+            return ik_fail(&c, VITC_BAD_INPUT, "input %d is required", j);
+    int st = k(&c);
+    for (int j = 0; j < n->noutputs && st == VITC_OK; j++)
+        if (n->outputs[j] >= 0 && !out[j].data)
+            st = ik_fail(&c, VITC_INTERNAL, "output %d was not computed", j);
+    if (st != VITC_OK)
+        for (int j = 0; j < n->noutputs; j++)
+            ir_tensor_free(&out[j]);
+    return st;
 }
 
 /* ---- the driver ---- */

@@ -26,4 +26,11 @@ int ir_interpret(const ir_graph *g, const ir_tensor *inputs, ir_tensor *outputs,
 /* 1 if the interpreter implements n (op and the attribute values it uses). */
 int ir_interp_supports(const ir_graph *g, const ir_node *n);
 
+/* Runs the single node n of g on concrete inputs (in[i] for n->inputs[i];
+ * entries of omitted inputs are ignored), at the given batch (for attributes
+ * and constants that depend on it).  Fills out[0 .. n->noutputs-1], owned by
+ * the caller (ir_tensor_free) on success.  Constant folding uses it. */
+int ir_interp_node(const ir_graph *g, const ir_node *n, const ir_tensor *in, ir_tensor *out, int64_t batch,
+                   vitc_diag *d);
+
 #endif

@@ -365,6 +365,8 @@ int ik_slice(ik_ctx *c)
         int64_t s = ik_in(c, 4) ? steps[k] : 1, d = x->dims[a], b = starts[k], e = ends[k];
         if (s == 0)
             return ik_fail(c, VITC_BAD_INPUT, "step %d is 0", k);
+        if (s > d || s < -d) /* takes one element, as a step of d does; keeps s * stride in range */
+            s = s > 0 ? (d > 0 ? d : 1) : (d > 0 ? -d : -1);
         if (b < 0)
             b += d;
         if (e < 0)
@@ -376,7 +378,7 @@ int ik_slice(ik_ctx *c)
         } else {
             b = b < 0 ? 0 : b > d - 1 ? d - 1 : b;
             e = e < -1 ? -1 : e > d - 1 ? d - 1 : e;
-            dims[a] = b > e ? (b - e - 1) / -s + 1 : 0;
+            dims[a] = d > 0 && b > e ? (b - e - 1) / -s + 1 : 0; /* an empty axis stays empty */
         }
         first[a] = b;
         step[a] = s;

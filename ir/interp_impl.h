@@ -102,6 +102,9 @@ int ik_layernorm(ik_ctx *c);
 int ik_batchnorm(ik_ctx *c);
 /* interp_einsum.c */
 int ik_einsum(ik_ctx *c);
+/* interp_fused.c: ops that passes create */
+int ik_linear(ik_ctx *c);
+int ik_attention(ik_ctx *c);
 /* Parses an Einsum equation; 0 if it is one the interpreter runs (no "...").
  * On failure writes the reason into why. */
 typedef struct {

@@ -170,7 +170,13 @@ static int infer_elementwise(ctx *c)
     const ir_node *n = c->n;
     ir_dim dims[IR_MAX_RANK];
     int rank = 0, first = -1;
-    for (int i = 0; i < n->ninputs; i++) {
+    /* CastLike takes only the type of its second input, not its shape; Clip's
+     * bounds are scalars that do not shape the output. */
+    int shaped = n->op == IR_OP_CAST_LIKE || n->op == IR_OP_CLIP ? 1 : n->ninputs;
+    for (int i = 1; n->op == IR_OP_CLIP && i < n->ninputs; i++)
+        if (n->inputs[i] >= 0 && numel_static(in(c, i)) != 1)
+            FAIL(c, "Clip's %s must be a single value", i == 1 ? "min" : "max");
+    for (int i = 0; i < shaped; i++) {
         if (n->inputs[i] < 0)
             continue;
         ir_value *v = in(c, i);
@@ -213,7 +219,7 @@ static int infer_elementwise(ctx *c)
     ir_value *o = out_set(c, 0, dt, rank, dims);
 
     /* Values: integer arithmetic on known small tensors (shape arithmetic). */
-    int64_t cnt = numel_static(o);
+    int64_t cnt = o ? numel_static(o) : -1; /* o is NULL when the output is omitted */
     if (cnt < 0 || cnt > SYMVAL_MAX || dt == IR_F32 || dt == IR_F64 || dt == IR_F16 || dt == IR_BF16)
         return VITC_OK;
     int na = 0, nb = 0, nc = 0;
@@ -223,6 +229,8 @@ static int infer_elementwise(ctx *c)
     if (!a || (n->ninputs > 1 && !b) || (n->ninputs > 2 && !cc) || in(c, 0)->rank > 1 ||
         (n->ninputs > 1 && in(c, 1)->rank > 1))
         return VITC_OK;
+    if ((na != 1 && na != cnt) || (b && nb != 1 && nb != cnt) || (cc && nc != 1 && nc != cnt))
+        return VITC_OK; /* e.g. Where's third input broadcasting from rank 2: not tracked */
     ir_dim r[SYMVAL_MAX];
     for (int i = 0; i < cnt; i++) {
         ir_dim x = a[na == 1 ? 0 : i], y = b ? b[nb == 1 ? 0 : i] : x;
@@ -443,7 +451,7 @@ static int infer_squeeze(ctx *c)
             FAIL(c, "axis %lld is out of range or not of size 1", (long long)axes[i]);
         mark[a] = 1;
     }
-    if (na < 0)
+    if (na <= 0) /* no axes or an empty list: every dimension of size 1 (as the interpreter) */
         for (int i = 0; i < x->rank; i++)
             mark[i] = is_one(x->dims[i]);
     ir_dim d[IR_MAX_RANK];
@@ -461,8 +469,8 @@ static int infer_concat(ctx *c)
 {
     ir_value *x = in(c, 0);
     int axis = norm_axis(ir_attr_int(c->n, IR_ATTR_AXIS, 0), x->rank);
-    if (axis < 0 || !ir_attr_get(c->n, IR_ATTR_AXIS))
-        FAIL(c, "axis is missing or out of range");
+    if (axis < 0 || !ir_attr_get(c->n, IR_ATTR_AXIS) || x->rank < 1)
+        FAIL(c, "axis is missing or out of range (or the inputs are scalars)");
     ir_dim d[IR_MAX_RANK];
     memcpy(d, x->dims, sizeof d);
     ir_dim vals[SYMVAL_MAX];
@@ -499,10 +507,16 @@ static int infer_gather(ctx *c)
 {
     ir_value *x = in(c, 0), *idx = in(c, 1);
     int axis = norm_axis(ir_attr_int(c->n, IR_ATTR_AXIS, 0), x->rank);
-    if (axis < 0)
-        FAIL(c, "axis is out of range");
+    if (axis < 0 || x->rank < 1)
+        FAIL(c, "axis is out of range (or the data is a scalar)");
     if (idx->dtype != IR_I64 && idx->dtype != IR_I32)
         FAIL(c, "indices must be int32 or int64");
+    int64_t ci[SYMVAL_MAX];
+    int nci = is_static(x->dims[axis]) ? known_ints(c, c->n->inputs[1], ci, SYMVAL_MAX) : -1;
+    for (int i = 0; i < nci; i++) /* constant indices are checked now */
+        if (ci[i] < -x->dims[axis].k || ci[i] >= x->dims[axis].k)
+            FAIL(c, "index %lld is out of range for dimension %d of size %lld", (long long)ci[i], axis,
+                 (long long)x->dims[axis].k);
     int r = x->rank - 1 + idx->rank;
     if (r > IR_MAX_RANK)
         FAIL(c, "result rank exceeds %d", IR_MAX_RANK);
@@ -588,18 +602,20 @@ static int infer_slice(ctx *c)
             FAIL(c, "slicing the batch dimension is not supported");
         }
         int64_t D = dim.k, s, e;
-        if (sp[i] > 0) {
+        /* A step longer than the dimension takes one element, as D does; the
+         * clamp keeps the arithmetic below (and -step) from overflowing. */
+        int64_t step = sp[i] > D ? (D > 0 ? D : 1) : sp[i] < -D ? (D > 0 ? -D : -1) : sp[i];
+        if (step > 0) {
             s = clamp_bound(st[i], D, 0, D);
             e = clamp_bound(en[i], D, 0, D);
-        } else {
-            s = clamp_bound(st[i], D, -1, D - 1);
+        } else { /* ONNX: start in [0, D-1], end in [-1, D-1] */
+            s = clamp_bound(st[i], D, 0, D - 1);
             e = clamp_bound(en[i], D, -1, D - 1);
         }
-        int64_t len = sp[i] > 0 ? (e > s ? (e - s + sp[i] - 1) / sp[i] : 0)
-                                : (s > e ? (s - e + (-sp[i]) - 1) / (-sp[i]) : 0);
+        int64_t len = step > 0 ? (e > s ? (e - s - 1) / step + 1 : 0) : (s > e ? (s - e - 1) / -step + 1 : 0);
         d[a] = ir_dim_const(len);
         lo_idx[a] = s;
-        step_of[a] = sp[i];
+        step_of[a] = step;
     }
     ir_value *o = out_set(c, 0, x->dtype, x->rank, d);
     int nx;
@@ -642,7 +658,8 @@ static int infer_reduce(ctx *c)
     int keep = ir_attr_int(c->n, IR_ATTR_KEEPDIMS, 1) != 0;
     int mark[IR_MAX_RANK] = {0};
     if (na <= 0) {
-        if (na == 0 && ir_attr_int(c->n, IR_ATTR_NOOP_WITH_EMPTY_AXES, 0)) {
+        /* no axes, or an empty list: the identity when noop_with_empty_axes */
+        if (ir_attr_int(c->n, IR_ATTR_NOOP_WITH_EMPTY_AXES, 0)) {
             out_set(c, 0, x->dtype, x->rank, x->dims);
             return VITC_OK;
         }
@@ -670,8 +687,8 @@ static int infer_split(ctx *c)
 {
     ir_value *x = in(c, 0);
     int axis = norm_axis(ir_attr_int(c->n, IR_ATTR_AXIS, 0), x->rank);
-    if (axis < 0)
-        FAIL(c, "axis is out of range");
+    if (axis < 0 || x->rank < 1)
+        FAIL(c, "axis is out of range (or the input is a scalar)");
     ir_dim D = x->dims[axis];
     int no = c->n->noutputs;
     int64_t sizes[SYMVAL_MAX];
@@ -718,6 +735,9 @@ static int infer_expand(ctx *c)
     const ir_dim *s = known(c, c->n->inputs[1], &n);
     if (!s || n > IR_MAX_RANK)
         FAIL(c, "the target shape must be known at compile time");
+    for (int i = 0; i < n; i++)
+        if (s[i].k < 0)
+            FAIL(c, "target dimension %d is negative (%lld)", i, (long long)s[i].k);
     ir_dim d[IR_MAX_RANK];
     int r;
     if (broadcast(c, x->dims, x->rank, s, n, d, &r))
@@ -740,7 +760,7 @@ static int infer_constant_of_shape(ctx *c)
         if (s[i].k < 0)
             FAIL(c, "dimension %d is negative", i);
     ir_value *o = out_set(c, 0, dt, n, s);
-    int64_t cnt = numel_static(o);
+    int64_t cnt = o ? numel_static(o) : -1; /* o is NULL when the output is omitted */
     if (a && a->kind == IR_AT_TENSOR && (dt == IR_I64 || dt == IR_I32) && cnt >= 0 && cnt <= SYMVAL_MAX && n <= 1) {
         int nv;
         const ir_dim *v = known(c, a->tensor, &nv);
@@ -770,14 +790,20 @@ static int infer_range(ctx *c)
     double fs, fl, fd;
     if (known_ints(c, c->n->inputs[0], &s, 1) == 1 && known_ints(c, c->n->inputs[1], &l, 1) == 1 &&
         known_ints(c, c->n->inputs[2], &dl, 1) == 1) {
+        int64_t diff;
         if (dl == 0)
             FAIL(c, "delta is 0");
-        len = dl > 0 ? (l - s + dl - 1) / dl : (s - l + (-dl) - 1) / (-dl);
+        if (__builtin_sub_overflow(l, s, &diff))
+            FAIL(c, "limit - start overflows");
+        /* ceil(diff / dl) when they have one sign, without negating either */
+        len = dl > 0 ? (diff > 0 ? (diff - 1) / dl + 1 : 0) : (diff < 0 ? (diff + 1) / dl + 1 : 0);
     } else if (const_float(c, c->n->inputs[0], &fs) && const_float(c, c->n->inputs[1], &fl) &&
                const_float(c, c->n->inputs[2], &fd)) {
-        if (fd == 0 || !isfinite((fl - fs) / fd) || fabs((fl - fs) / fd) > 1e9)
+        /* in the input's precision, as the interpreter counts */
+        double cnt = in(c, 0)->dtype == IR_F32 ? ceilf(((float)fl - (float)fs) / (float)fd) : ceil((fl - fs) / fd);
+        if (fd == 0 || !isfinite(cnt) || fabs(cnt) > 1e9)
             FAIL(c, "delta is 0 or the range is not finite");
-        len = (int64_t)ceil((fl - fs) / fd);
+        len = (int64_t)cnt;
         s = l = dl = 0;
     } else {
         FAIL(c, "start, limit and delta must be known at compile time");
@@ -912,12 +938,61 @@ static int infer_layernorm(ctx *c)
     int axis = norm_axis(ir_attr_int(c->n, IR_ATTR_AXIS, -1), x->rank);
     if (axis < 0)
         FAIL(c, "axis is out of range");
+    int64_t stash = ir_attr_int(c->n, IR_ATTR_STASH_TYPE, 1); /* Mean and InvStdDev are of this type */
+    int sdt = stash > 0 && stash < 1000 ? ir_dtype_from_onnx((int)stash) : -1;
+    if (sdt < 0 || !ir_dtype_is_float((ir_dtype)sdt))
+        FAIL(c, "stash_type %lld is not a float type", (long long)stash);
     out_set(c, 0, x->dtype, x->rank, x->dims);
     ir_dim d[IR_MAX_RANK];
     for (int i = 0; i < x->rank; i++)
         d[i] = i < axis ? x->dims[i] : ir_dim_const(1);
-    out_set(c, 1, IR_F32, x->rank, d);
-    out_set(c, 2, IR_F32, x->rank, d);
+    out_set(c, 1, (ir_dtype)sdt, x->rank, d);
+    out_set(c, 2, (ir_dtype)sdt, x->rank, d);
+    return VITC_OK;
+}
+
+/* Linear (fused): x [..., K] @ W [K, N] -> [..., N]; bias [N], residual
+ * broadcasting to the output. */
+static int infer_linear(ctx *c)
+{
+    ir_value *x = in(c, 0), *w = in(c, 1);
+    char s1[48], s2[48];
+    if (x->rank < 1 || w->rank != 2)
+        FAIL(c, "Linear needs x of rank >= 1 and a 2-D W, got ranks %d and %d", x->rank, w->rank);
+    if (!ir_dim_eq(x->dims[x->rank - 1], w->dims[0]))
+        FAIL(c, "Linear inner dimensions differ: %s vs %s", dimstr(x->dims[x->rank - 1], s1), dimstr(w->dims[0], s2));
+    ir_dim r[IR_MAX_RANK];
+    memcpy(r, x->dims, (size_t)x->rank * sizeof(ir_dim));
+    r[x->rank - 1] = w->dims[1];
+    if (c->n->ninputs > 2 && c->n->inputs[2] >= 0 &&
+        (in(c, 2)->rank != 1 || !ir_dim_eq(in(c, 2)->dims[0], w->dims[1])))
+        FAIL(c, "Linear bias must be [%s]", dimstr(w->dims[1], s1));
+    if (c->n->ninputs > 3 && c->n->inputs[3] >= 0) {
+        ir_dim t[IR_MAX_RANK];
+        int rt;
+        if (broadcast(c, r, x->rank, in(c, 3)->dims, in(c, 3)->rank, t, &rt))
+            return VITC_BAD_INPUT;
+        for (int i = 0; i < rt; i++)
+            if (rt != x->rank || !ir_dim_eq(t[i], r[i]))
+                FAIL(c, "Linear residual does not broadcast to the output");
+    }
+    out_set(c, 0, x->dtype, x->rank, r);
+    return VITC_OK;
+}
+
+/* Attention (fused): qkv [B, N, 3*H*D] -> [B, N, H*D]. */
+static int infer_attention(ctx *c)
+{
+    ir_value *x = in(c, 0);
+    int64_t h = ir_attr_int(c->n, IR_ATTR_HEADS, 0), hd = ir_attr_int(c->n, IR_ATTR_HEAD_SIZE, 0);
+    char s1[48];
+    if (h < 1 || hd < 1 || h > 65536 || hd > 65536)
+        FAIL(c, "Attention needs positive heads and head_size, got %lld and %lld", (long long)h, (long long)hd);
+    if (x->rank != 3 || !ir_dim_eq(x->dims[2], ir_dim_const(3 * h * hd)))
+        FAIL(c, "Attention input must be [B, N, %lld], last dimension is %s", (long long)(3 * h * hd),
+             x->rank > 0 ? dimstr(x->dims[x->rank - 1], s1) : "missing");
+    ir_dim r[3] = {x->dims[0], x->dims[1], ir_dim_const(h * hd)};
+    out_set(c, 0, x->dtype, 3, r);
     return VITC_OK;
 }
 
@@ -949,6 +1024,8 @@ static int infer_node(ctx *c)
     case IR_OP_CONV: return infer_conv(c);
     case IR_OP_EINSUM: return infer_einsum(c);
     case IR_OP_LAYERNORM: return infer_layernorm(c);
+    case IR_OP_LINEAR: return infer_linear(c);
+    case IR_OP_ATTENTION: return infer_attention(c);
     case IR_OP_SOFTMAX: case IR_OP_BATCHNORM: case IR_OP_IDENTITY: case IR_OP_DROPOUT: {
         ir_value *x = in(c, 0);
         if (n->op == IR_OP_SOFTMAX && norm_axis(ir_attr_int(n, IR_ATTR_AXIS, -1), x->rank) < 0)
@@ -966,6 +1043,22 @@ static int infer_node(ctx *c)
     }
 }
 
+/* Refuses an output that would hold more than 4 GiB for one image (batch 1):
+ * no stage after this one has to guard its size arithmetic against it. */
+static int check_output_sizes(ctx *c)
+{
+    for (int k = 0; k < c->n->noutputs; k++) {
+        if (c->n->outputs[k] < 0)
+            continue;
+        const ir_value *v = &c->g->values[c->n->outputs[k]];
+        int64_t bytes = (int64_t)ir_dtype_size(v->dtype);
+        for (int i = 0; i < v->rank; i++)
+            if (ir_mul_ovf(bytes, v->dims[i].k, &bytes) || bytes > ((int64_t)4 << 30))
+                FAIL(c, "output '%s' would hold more than 4 GiB for one image", v->name);
+    }
+    return VITC_OK;
+}
+
 int ir_infer_shapes(ir_graph *g, vitc_diag *d)
 {
     ctx c = {.g = g, .d = d};
@@ -973,6 +1066,8 @@ int ir_infer_shapes(ir_graph *g, vitc_diag *d)
     for (int i = 0; i < g->nnodes && status == VITC_OK; i++) {
         c.n = &g->nodes[i];
         status = infer_node(&c);
+        if (status == VITC_OK)
+            status = check_output_sizes(&c);
     }
     return status;
 }

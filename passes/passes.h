@@ -1,8 +1,17 @@
-/* passes.h: graph-to-graph passes and the pipeline that orders them. */
+/* passes.h: graph-to-graph passes and the pipeline that orders them.
+ *
+ * The pipeline (pipeline.c) canonicalises an imported graph (constant and
+ * shape folding, no-op removal, view chains, patch-embedding Conv, BatchNorm)
+ * and then fuses what a ViT is made of into the ops at the end of ops.def
+ * (Linear, Attention) and into LayerNormalization and Gelu.  Every pass keeps
+ * the graph's shapes inferred and its outputs' names, and the graph is
+ * verified after each pass. */
 #ifndef VITC_PASSES_H
 #define VITC_PASSES_H
 
 #include "ir/ir.h"
+
+#include <stdio.h>
 
 typedef struct {
     const char *name; /* for dumps and --dump-after, never for lookup */
@@ -18,8 +27,56 @@ int pass_run_pipeline(ir_graph *g, pass_hook hook, void *ctx, vitc_diag *d);
 /* The pipeline's passes, in order; *count gets their number. */
 const pass_def *pass_pipeline(int *count);
 
-/* The passes. */
+/* ---- what the fusions did: --explain-fusion ----
+ * While a pipeline runs with a collector, every pattern matcher records each
+ * candidate that did not fuse (its anchor node and the first condition that
+ * failed) and counts the ones that did.  After the run, only candidates whose
+ * anchor node is still in the graph are kept (a later pass may have fused it
+ * after all), one entry per pass and node. */
+typedef struct pass_explain pass_explain;
+pass_explain *pass_explain_new(void);
+void pass_explain_free(pass_explain *e);
+/* Number of candidates that did not fuse. */
+int pass_explain_misses(const pass_explain *e);
+/* Prints "PASS: N fused" lines, then one line per miss:
+ * "PASS: node 'NAME' (OpType): reason". */
+void pass_explain_print(const pass_explain *e, FILE *f);
+
+/* ---- running the pipeline with options ---- */
+typedef struct {
+    pass_hook hook;        /* after each pass, may be NULL */
+    void *hook_ctx;
+    pass_explain *explain; /* NULL: candidates are not recorded */
+} pass_options;
+
+/* pass_run_pipeline with options; opt may be NULL. */
+int pass_run(ir_graph *g, const pass_options *opt, vitc_diag *d);
+
+/* ---- --dump-after=PASS|all ----
+ * A hook that prints the graph (ir_print_text) to out after the pass named
+ * `which`, or after every pass when `which` is "all", each dump headed by
+ * "# after PASS".  Set ctx to a pass_dump. */
+typedef struct {
+    const char *which;
+    FILE *out;
+    int dumped; /* how many dumps were printed */
+} pass_dump;
+void pass_dump_hook(void *ctx, const char *pass, const ir_graph *g);
+/* 1 if name is "all" or the name of a pass of the pipeline. */
+int pass_name_known(const char *name);
+
+/* ---- the passes, in pipeline order (see pipeline.c) ---- */
 int pass_fold_shapes(ir_graph *g, vitc_diag *d);
+int pass_fold_constants(ir_graph *g, vitc_diag *d);
+int pass_simplify(ir_graph *g, vitc_diag *d);
+int pass_patchify(ir_graph *g, vitc_diag *d);
+int pass_fuse_linear(ir_graph *g, vitc_diag *d);
+int pass_fold_batchnorm(ir_graph *g, vitc_diag *d);
+int pass_fuse_layernorm(ir_graph *g, vitc_diag *d);
+int pass_fuse_gelu(ir_graph *g, vitc_diag *d);
+int pass_merge_qkv(ir_graph *g, vitc_diag *d);
+int pass_fuse_attention(ir_graph *g, vitc_diag *d);
+int pass_fuse_epilogue(ir_graph *g, vitc_diag *d);
 int pass_dce(ir_graph *g, vitc_diag *d);
 
 #endif

@@ -1,0 +1,175 @@
+/* interp_fused.c: the interpreter's kernels for the ops only passes create
+ * (Linear and Attention, specified at the end of ops.def).  They follow the
+ * rest of the interpreter: operands read into double, every sum accumulated
+ * in double, each result rounded once to the output dtype.  They exist so
+ * that a fused graph can be checked against the graph it came from, pass by
+ * pass, with the same reference. */
+#include "ir/interp_impl.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static double activate(double y, int64_t act)
+{
+    switch (act) {
+    case 1: return 0.5 * y * (1 + erf(y / sqrt(2)));
+    case 2: return 0.5 * y * (1 + tanh(sqrt(2 / 3.14159265358979323846) * (y + 0.044715 * y * y * y)));
+    case 3: return y > 0 ? y : 0;
+    case 4: return y < 0 ? 0 : y > 6 ? 6 : y;
+    default: return y;
+    }
+}
+
+/* y[..., N] = act(x[..., K] @ W[K, N] + bias[N]) + residual, the residual
+ * broadcasting to y's shape. */
+int ik_linear(ik_ctx *c)
+{
+    const ir_tensor *X = c->in[0], *W = c->in[1], *Bias = ik_in(c, 2), *R = ik_in(c, 3);
+    const ir_tensor *all[4] = {X, W, Bias, R};
+    int st = ik_same_dtype(c, 4, all);
+    if (st)
+        return st;
+    if (!ir_dtype_is_float(X->dtype))
+        return ik_fail(c, VITC_BAD_INPUT, "Linear takes float tensors, not %s", ir_dtype_name(X->dtype));
+    int64_t act = ir_attr_int(c->n, IR_ATTR_ACTIVATION, 0);
+    if (act < 0 || act > 4)
+        return ik_fail(c, VITC_BAD_INPUT, "activation %lld is not one of 0..4", (long long)act);
+    if (X->rank < 1 || W->rank != 2 || W->dims[0] != X->dims[X->rank - 1]) {
+        char a[160], b[160];
+        return ik_fail(c, VITC_BAD_INPUT, "x %s and W %s do not multiply (W must be [K, N])",
+                       ik_dims_str(X->rank, X->dims, a, sizeof a), ik_dims_str(W->rank, W->dims, b, sizeof b));
+    }
+    int64_t K = W->dims[0], N = W->dims[1], M = 1, dims[IR_MAX_RANK];
+    for (int i = 0; i < X->rank - 1; i++) {
+        M *= X->dims[i];
+        dims[i] = X->dims[i];
+    }
+    dims[X->rank - 1] = N;
+    if (Bias && (Bias->rank != 1 || Bias->dims[0] != N))
+        return ik_fail(c, VITC_BAD_INPUT, "the bias must be [%lld], not %s", (long long)N,
+                       ik_type_str(Bias, (char[160]){0}, 160));
+    int64_t rs[IR_MAX_RANK] = {0};
+    if (R) {
+        int ok = R->rank <= X->rank;
+        for (int i = 0; ok && i < R->rank; i++)
+            ok = R->dims[i] == 1 || R->dims[i] == dims[X->rank - R->rank + i];
+        if (!ok) {
+            char a[160], b[160];
+            return ik_fail(c, VITC_BAD_INPUT, "the residual %s does not broadcast to the output %s",
+                           ik_dims_str(R->rank, R->dims, a, sizeof a), ik_dims_str(X->rank, dims, b, sizeof b));
+        }
+        ik_bcast_strides(R->rank, R->dims, X->rank, dims, rs);
+    }
+    if ((st = ik_alloc(c, &c->out[0], X->dtype, X->rank, dims)))
+        return st;
+    double *w = ik_load_f64(c, W), *b = w && Bias ? ik_load_f64(c, Bias) : NULL;
+    int loaded = w && (!Bias || b);
+    double *row = loaded ? malloc((size_t)(K ? K : 1) * sizeof *row) : NULL;
+    double *acc = row ? malloc((size_t)(N ? N : 1) * sizeof *acc) : NULL;
+    if (!acc) {
+        st = loaded ? ik_fail(c, VITC_INTERNAL, "out of memory") : c->d->status;
+        free(w);
+        free(b);
+        free(row);
+        return st;
+    }
+    ik_iter it;
+    ik_iter_init(&it, X->rank, dims);
+    ik_iter_add(&it, rs, 0);
+    for (int64_t m = 0; m < M; m++) {
+        for (int64_t k = 0; k < K; k++)
+            row[k] = ir_tensor_get(X, m * K + k);
+        for (int64_t j = 0; j < N; j++)
+            acc[j] = b ? b[j] : 0;
+        for (int64_t k = 0; k < K; k++) {
+            const double *wk = w + k * N;
+            for (int64_t j = 0; j < N; j++)
+                acc[j] += row[k] * wk[j];
+        }
+        for (int64_t j = 0; j < N; j++, ik_iter_next(&it)) {
+            double y = activate(acc[j], act);
+            if (R)
+                y += ir_tensor_get(R, it.off[0]);
+            ir_tensor_set(&c->out[0], m * N + j, y);
+        }
+    }
+    free(w);
+    free(b);
+    free(row);
+    free(acc);
+    return VITC_OK;
+}
+
+/* out[b, n, h*D + d] = sum_m P[b,h,n,m] * V[b,h,m,d] with
+ * P = softmax_m(scale * sum_d Q[b,h,n,d] K[b,h,m,d]) * post_scale, where
+ * Q, K, V are read out of the packed qkv[B, N, 3*H*D] by qkv_layout. */
+int ik_attention(ik_ctx *c)
+{
+    const ir_tensor *X = c->in[0];
+    if (!ir_dtype_is_float(X->dtype))
+        return ik_fail(c, VITC_BAD_INPUT, "Attention takes float tensors, not %s", ir_dtype_name(X->dtype));
+    int64_t H = ir_attr_int(c->n, IR_ATTR_HEADS, 0), D = ir_attr_int(c->n, IR_ATTR_HEAD_SIZE, 0);
+    int64_t layout = ir_attr_int(c->n, IR_ATTR_QKV_LAYOUT, 0);
+    double scale = ir_attr_float(c->n, IR_ATTR_SCALE, 1.0f), post = ir_attr_float(c->n, IR_ATTR_POST_SCALE, 1.0f);
+    if (H < 1 || D < 1 || H > 65536 || D > 65536 || (layout != 0 && layout != 1))
+        return ik_fail(c, VITC_BAD_INPUT, "heads %lld, head_size %lld and qkv_layout %lld are not valid", (long long)H,
+                       (long long)D, (long long)layout);
+    if (X->rank != 3 || X->dims[2] != 3 * H * D)
+        return ik_fail(c, VITC_BAD_INPUT, "qkv must be [B, N, %lld] (3 x %lld heads x %lld), not %s",
+                       (long long)(3 * H * D), (long long)H, (long long)D, ik_type_str(X, (char[160]){0}, 160));
+    int64_t Bn = X->dims[0], N = X->dims[1], HD = H * D, dims[3] = {Bn, N, HD};
+    int st = ik_alloc(c, &c->out[0], X->dtype, 3, dims);
+    if (st)
+        return st;
+    /* Element (which, h, d) of token n sits at index which*HD + h*D + d
+     * (layout 0) or (h*D + d)*3 + which (layout 1) of the last axis. */
+    int64_t sw = layout ? 1 : HD, sh = layout ? 3 * D : D, sd = layout ? 3 : 1;
+    double *x = ik_load_f64(c, X);
+    double *q = x ? malloc((size_t)(3 * N * D) * sizeof *q) : NULL, *p = q ? malloc((size_t)N * sizeof *p) : NULL;
+    double *o = p ? malloc((size_t)D * sizeof *o) : NULL;
+    if (!o) {
+        st = x ? ik_fail(c, VITC_INTERNAL, "out of memory") : c->d->status;
+        free(x);
+        free(q);
+        free(p);
+        return st;
+    }
+    double *k = q + N * D, *v = k + N * D;
+    for (int64_t b = 0; b < Bn; b++)
+        for (int64_t h = 0; h < H; h++) {
+            const double *xb = x + b * N * 3 * HD;
+            for (int64_t n = 0; n < N; n++)
+                for (int64_t d = 0; d < D; d++) {
+                    const double *e = xb + n * 3 * HD + h * sh + d * sd;
+                    q[n * D + d] = e[0];
+                    k[n * D + d] = e[sw];
+                    v[n * D + d] = e[2 * sw];
+                }
+            for (int64_t n = 0; n < N; n++) {
+                double mx = -INFINITY, sum = 0;
+                for (int64_t m = 0; m < N; m++) {
+                    double s = 0;
+                    for (int64_t d = 0; d < D; d++)
+                        s += q[n * D + d] * k[m * D + d];
+                    p[m] = s * scale;
+                    mx = p[m] > mx || isnan(p[m]) ? p[m] : mx;
+                }
+                for (int64_t m = 0; m < N; m++)
+                    sum += (p[m] = exp(p[m] - mx));
+                memset(o, 0, (size_t)D * sizeof *o);
+                for (int64_t m = 0; m < N; m++) {
+                    double pm = p[m] / sum * post;
+                    for (int64_t d = 0; d < D; d++)
+                        o[d] += pm * v[m * D + d];
+                }
+                for (int64_t d = 0; d < D; d++)
+                    ir_tensor_set(&c->out[0], (b * N + n) * HD + h * D + d, o[d]);
+            }
+        }
+    free(x);
+    free(q);
+    free(p);
+    free(o);
+    return VITC_OK;
+}

@@ -1,0 +1,47 @@
+/* attn.h: the attention matcher that merge-qkv (qkv.c) and fuse-attention
+ * (attention.c) share, private to passes/.
+ *
+ * attention = pv(Softmax(scores(Q * a, K * b) * s) * p, V) followed by the
+ *   head merge, where scores is MatMul(Q, K^T) or an Einsum contracting the
+ *   head size, pv is MatMul(P, V) or an Einsum contracting the keys, and
+ *   a, b, s, p are optional scalar factors (Mul or Div by constants).
+ *
+ * Every operand is described in canonical order: Q as (batch..., i, d), K as
+ * (batch..., j, d), V as (batch..., j, e) and the result O as
+ * (batch..., i, e); perm[c] is the operand's dimension holding canonical
+ * dimension c. */
+#ifndef VITC_PASSES_ATTN_H
+#define VITC_PASSES_ATTN_H
+
+#include "passes/rewrite.h"
+
+typedef struct {
+    const ir_node *softmax, *scores, *pv;
+    int q, k, v, o;     /* operand values (scalar factors stripped) and pv's output */
+    int rank;           /* of every operand */
+    int qperm[IR_MAX_RANK], kperm[IR_MAX_RANK], vperm[IR_MAX_RANK], operm[IR_MAX_RANK];
+    double scale;       /* every factor before the softmax */
+    double post_scale;  /* every factor after it */
+} attn_skel;
+
+/* Matches the skeleton at a Softmax: 1 when it matched, 0 when the Softmax
+ * is no attention candidate, -1 with the first failed condition in why. */
+int attn_skeleton(const ir_graph *g, const ir_node *softmax, attn_skel *s, char *why, size_t nwhy);
+/* The views of Q, K and V (traced through data movement), permuted into
+ * canonical order.  0, or -1 with the reason. */
+int attn_views(const ir_graph *g, const attn_skel *s, view *q, view *k, view *v, char *why, size_t nwhy);
+
+/* How Q, K and V sit in one packed projection qkv [B, N, 3*H*D]. */
+typedef struct {
+    int root;                 /* the packed tensor */
+    int layout;               /* qkv_layout of ops.def */
+    int64_t heads, head_size, tokens;
+    int nbatch_sub[IR_MAX_RANK]; /* for each canonical batch dim of Q: its sub-axes ... */
+    int is_head[IR_MAX_RANK][VIEW_MAX_SUB]; /* ... each the image index (0) or the head (1) */
+} attn_layout;
+
+/* Checks that q, k, v read one packed tensor as heads; 0, or -1 with the reason. */
+int attn_layout_of(const ir_graph *g, const view *q, const view *k, const view *v, attn_layout *L, char *why,
+                   size_t nwhy);
+
+#endif

@@ -1,0 +1,325 @@
+/* attn_match.c: recognising attention (attn.h).
+ *
+ * The skeleton (scores, Softmax, probabilities @ V, scalar factors) is
+ * matched on the ops themselves; where Q, K and V come from is decided on
+ * their views (view.c), so that every exporter's way of splitting heads out
+ * of a packed projection -- timm's reshape/permute/unbind, einops's
+ * "(h d qkv)", torchvision's in_proj with batch-folded heads -- is recognised
+ * by what it computes, not by how it is spelled. */
+#include "passes/attn.h"
+
+#include <ctype.h>
+#include <string.h>
+
+#define MISS(...) return (snprintf(why, nwhy, __VA_ARGS__), -1)
+
+/* Strips scalar factors (Mul by a constant, Div by a constant) off v,
+ * multiplying them into *f. */
+static int strip_factors(const ir_graph *g, int v, double *f)
+{
+    for (;;) {
+        const ir_node *n = rw_producer(g, v);
+        int o;
+        double c;
+        if (!n || (n->op != IR_OP_MUL && n->op != IR_OP_DIV) || !rw_scalar_operand(g, n, &o, &c) ||
+            (n->op == IR_OP_DIV && n->inputs[0] != o) || c == 0)
+            return v;
+        *f *= n->op == IR_OP_MUL ? c : 1 / c;
+        v = o;
+    }
+}
+
+/* An Einsum equation "t0,t1->out" without spaces; 0 when it is one. */
+static int parse_einsum(const ir_node *n, char t[2][IR_MAX_RANK + 1], char out[IR_MAX_RANK + 1])
+{
+    const ir_attr *a = ir_attr_get(n, IR_ATTR_EQUATION);
+    if (!a || a->kind != IR_AT_STRING || n->ninputs != 2)
+        return -1;
+    char buf[64];
+    size_t len = 0;
+    for (const char *p = a->s; *p; p++)
+        if (!isspace((unsigned char)*p)) {
+            if (len + 1 >= sizeof buf)
+                return -1;
+            buf[len++] = *p;
+        }
+    buf[len] = 0;
+    char *arrow = strstr(buf, "->"), *comma = strchr(buf, ',');
+    if (!arrow || !comma || comma > arrow)
+        return -1;
+    *arrow = *comma = 0;
+    const char *parts[3] = {buf, comma + 1, arrow + 2};
+    char *dst[3] = {t[0], t[1], out};
+    for (int i = 0; i < 3; i++) {
+        size_t l = strlen(parts[i]);
+        if (l > IR_MAX_RANK)
+            return -1;
+        for (size_t j = 0; j < l; j++)
+            if (!isalpha((unsigned char)parts[i][j]) || strchr(parts[i] + j + 1, parts[i][j]))
+                return -1;
+        memcpy(dst[i], parts[i], l + 1);
+    }
+    return 0;
+}
+
+/* Positions in term of the letters of want (length n); 0 if all found. */
+static int positions(const char *term, const char *want, int n, int *perm)
+{
+    if ((int)strlen(term) != n)
+        return -1;
+    for (int c = 0; c < n; c++) {
+        const char *p = strchr(term, want[c]);
+        if (!p)
+            return -1;
+        perm[c] = (int)(p - term);
+    }
+    return 0;
+}
+
+/* scores = MatMul(Q, K^T) | Einsum("..id,..jd->..ij") with i, j, d anywhere in the terms */
+static int match_scores(const ir_graph *g, const ir_node *n, attn_skel *s, char *why, size_t nwhy)
+{
+    int r = g->values[n->outputs[0]].rank;
+    s->rank = r;
+    if (r < 2)
+        MISS("the scores have rank %d", r);
+    if (n->op == IR_OP_MATMUL) {
+        const ir_value *a = &g->values[n->inputs[0]], *b = &g->values[n->inputs[1]];
+        if (a->rank != r || b->rank != r)
+            MISS("Q @ K^T broadcasts (ranks %d and %d)", a->rank, b->rank);
+        for (int c = 0; c < r; c++) {
+            s->qperm[c] = c;
+            s->kperm[c] = c < r - 2 ? c : c == r - 2 ? r - 1 : r - 2;
+        }
+        s->q = n->inputs[0];
+        s->k = n->inputs[1];
+        return 0;
+    }
+    char t[2][IR_MAX_RANK + 1], out[IR_MAX_RANK + 1], want[IR_MAX_RANK + 1];
+    if (parse_einsum(n, t, out) || (int)strlen(out) != r)
+        MISS("the scores Einsum is not of the form \"..id,..jd->..ij\"");
+    char i = out[r - 2], j = out[r - 1], d = 0;
+    for (const char *p = t[0]; *p; p++)
+        if (strchr(t[1], *p) && !strchr(out, *p))
+            d = d ? '?' : *p;
+    int qi = strchr(t[0], i) ? 0 : 1;
+    if (!d || d == '?' || !strchr(t[qi], i) || !strchr(t[1 - qi], j))
+        MISS("the scores Einsum \"%s,%s->%s\" does not contract one head-size axis", t[0], t[1], out);
+    memcpy(want, out, (size_t)r);
+    want[r - 1] = d;
+    if (positions(t[qi], want, r, s->qperm))
+        MISS("the scores Einsum's Q term \"%s\" is not the batch axes, the queries and the head size", t[qi]);
+    want[r - 2] = j;
+    if (positions(t[1 - qi], want, r, s->kperm))
+        MISS("the scores Einsum's K term \"%s\" is not the batch axes, the keys and the head size", t[1 - qi]);
+    s->q = n->inputs[qi];
+    s->k = n->inputs[1 - qi];
+    return 0;
+}
+
+/* pv = MatMul(P, V) | Einsum("..ij,..je->..ie") with P's letters in P's order */
+static int match_pv(const ir_graph *g, const ir_node *n, int p, attn_skel *s, char *why, size_t nwhy)
+{
+    int r = s->rank;
+    if (r < 2 || r > IR_MAX_RANK)
+        MISS("the probabilities have rank %d", r);
+    if (n->op == IR_OP_MATMUL) {
+        if (n->inputs[0] != p || g->values[n->inputs[1]].rank != r)
+            MISS("the probabilities are not the left operand of a MatMul with V of rank %d", r);
+        for (int c = 0; c < r; c++)
+            s->vperm[c] = s->operm[c] = c;
+        s->v = n->inputs[1];
+        return 0;
+    }
+    char t[2][IR_MAX_RANK + 1], out[IR_MAX_RANK + 1], want[IR_MAX_RANK + 1];
+    int pi = n->inputs[0] == p ? 0 : 1;
+    if (parse_einsum(n, t, out) || n->inputs[pi] != p || (int)strlen(t[pi]) != r || (int)strlen(out) != r)
+        MISS("the probabilities Einsum is not of the form \"..ij,..je->..ie\"");
+    const char *pt = t[pi], *vt = t[1 - pi];
+    char j = pt[r - 1], e = 0;
+    for (const char *c = vt; *c; c++)
+        if (!strchr(pt, *c))
+            e = e ? '?' : *c;
+    if (!e || e == '?' || strchr(out, j))
+        MISS("the probabilities Einsum \"%s,%s->%s\" does not contract the keys", t[0], t[1], out);
+    memcpy(want, pt, (size_t)r);
+    want[r - 1] = e;
+    want[r - 2] = j;
+    if (positions(vt, want, r, s->vperm))
+        MISS("the V term \"%s\" of the probabilities Einsum is not the batch axes, the keys and the head size", vt);
+    want[r - 2] = pt[r - 2];
+    if (positions(out, want, r, s->operm))
+        MISS("the result \"%s\" of the probabilities Einsum is not the batch axes, the queries and the head size", out);
+    s->v = n->inputs[1 - pi];
+    return 0;
+}
+
+int attn_skeleton(const ir_graph *g, const ir_node *sm, attn_skel *s, char *why, size_t nwhy)
+{
+    memset(s, 0, sizeof *s);
+    s->softmax = sm;
+    s->scale = s->post_scale = 1;
+    const ir_value *x = &g->values[sm->inputs[0]];
+    int in = strip_factors(g, sm->inputs[0], &s->scale);
+    const ir_node *sc = rw_producer(g, in);
+    if (!sc || (sc->op != IR_OP_MATMUL && sc->op != IR_OP_EINSUM) || rw_is_const(g, sc->inputs[0]) ||
+        rw_is_const(g, sc->inputs[sc->ninputs - 1]))
+        MISS("the Softmax's input is %s%s, not a product of two computed tensors (Q K^T)", sc ? "produced by " : "",
+             sc ? ir_op_name(sc->op) : "not computed by a node");
+    int axis = rw_axis(ir_attr_int(sm, IR_ATTR_AXIS, -1), x->rank);
+    if (axis != x->rank - 1)
+        MISS("Softmax axis is %lld, not the last axis", (long long)ir_attr_int(sm, IR_ATTR_AXIS, -1));
+    s->scores = sc;
+    if (match_scores(g, sc, s, why, nwhy))
+        return -1;
+    if (rw_uses(g, in) != 1 || rw_uses(g, sm->inputs[0]) != 1)
+        MISS("the scores have other readers");
+    double qf = 1, kf = 1;
+    s->q = strip_factors(g, s->q, &qf);
+    s->k = strip_factors(g, s->k, &kf);
+    s->scale *= qf * kf;
+    /* probabilities: Softmax -> scalar factors -> pv */
+    int p = sm->outputs[0];
+    for (;;) {
+        const ir_node *u = rw_only_user(g, p);
+        int o;
+        double c;
+        if (!u) {
+            if (rw_is_graph_output(g, p))
+                MISS("the probabilities are a graph output");
+            MISS("the probabilities have %d readers", rw_uses(g, p));
+        }
+        if ((u->op == IR_OP_MUL || (u->op == IR_OP_DIV && u->inputs[0] == p)) && rw_scalar_operand(g, u, &o, &c) &&
+            o == p && c != 0) {
+            s->post_scale *= u->op == IR_OP_MUL ? c : 1 / c;
+            p = u->outputs[0];
+            continue;
+        }
+        if (u->op != IR_OP_MATMUL && u->op != IR_OP_EINSUM)
+            MISS("the probabilities are read by %s '%s', not multiplied by V", ir_op_name(u->op), u->name);
+        s->pv = u;
+        break;
+    }
+    if (match_pv(g, s->pv, p, s, why, nwhy))
+        return -1;
+    const ir_node *vs = rw_producer(g, s->v);
+    int o;
+    double c;
+    if (vs && (vs->op == IR_OP_MUL || vs->op == IR_OP_DIV) && rw_scalar_operand(g, vs, &o, &c))
+        MISS("V is scaled by %s '%s'; the scale must be on Q, K, the scores or the probabilities",
+             ir_op_name(vs->op), vs->name);
+    s->o = s->pv->outputs[0];
+    return 1;
+}
+
+/* The canonical view of operand v: its traced view with dims permuted. */
+static int canonical(const ir_graph *g, int v, const int *perm, int rank, view *out, const char *what, char *why,
+                     size_t nwhy)
+{
+    view w;
+    char sub[256];
+    if (view_trace(g, v, -1, &w, sub, sizeof sub))
+        MISS("%s cannot be followed to a projection: %s", what, sub);
+    if (w.rank != rank)
+        MISS("%s has rank %d", what, w.rank);
+    *out = w;
+    for (int c = 0; c < rank; c++) {
+        out->nsub[c] = w.nsub[perm[c]];
+        memcpy(out->sub[c], w.sub[perm[c]], sizeof out->sub[c]);
+    }
+    return 0;
+}
+
+int attn_views(const ir_graph *g, const attn_skel *s, view *q, view *k, view *v, char *why, size_t nwhy)
+{
+    if (canonical(g, s->q, s->qperm, s->rank, q, "Q", why, nwhy) ||
+        canonical(g, s->k, s->kperm, s->rank, k, "K", why, nwhy) ||
+        canonical(g, s->v, s->vperm, s->rank, v, "V", why, nwhy))
+        return -1;
+    return 0;
+}
+
+static int same_subs(const view *a, const view *b)
+{
+    if (a->rank != b->rank)
+        return 0;
+    for (int i = 0; i < a->rank; i++) {
+        if (a->nsub[i] != b->nsub[i])
+            return 0;
+        for (int j = 0; j < a->nsub[i]; j++)
+            if (!ir_dim_eq(a->sub[i][j].size, b->sub[i][j].size) || !ir_dim_eq(a->sub[i][j].stride, b->sub[i][j].stride))
+                return 0;
+    }
+    return 1;
+}
+
+int attn_layout_of(const ir_graph *g, const view *q, const view *k, const view *v, attn_layout *L, char *why,
+                   size_t nwhy)
+{
+    memset(L, 0, sizeof *L);
+    if (q->root != k->root || q->root != v->root)
+        MISS("Q, K and V are read from different tensors ('%s', '%s', '%s'), not from one projection",
+             g->values[q->root].name, g->values[k->root].name, g->values[v->root].name);
+    const ir_value *r = &g->values[q->root];
+    char t[128];
+    if (r->rank != 3 || r->dims[1].e || r->dims[2].e)
+        MISS("Q, K and V are read from '%s' of type %s, not from a [B, N, 3*H*D] projection", r->name,
+             ir_value_type_str(r, t, sizeof t));
+    ir_dim Bd = r->dims[0];
+    int64_t N = r->dims[1].k, C = r->dims[2].k;
+    int nb = q->rank - 2;
+    ir_dim bstride = ir_dim_const(N * C);
+    /* rows: all N tokens; columns: one head's D features */
+    if (q->nsub[nb] != 1 || !ir_dim_eq(q->sub[nb][0].size, ir_dim_const(N)) ||
+        !ir_dim_eq(q->sub[nb][0].stride, ir_dim_const(C)))
+        MISS("Q's rows are not the %lld tokens of '%s'", (long long)N, r->name);
+    if (q->nsub[nb + 1] != 1 || q->sub[nb + 1][0].size.e || q->sub[nb + 1][0].stride.e)
+        MISS("Q's columns are not one head of '%s'", r->name);
+    int64_t D = q->sub[nb + 1][0].size.k, sd = q->sub[nb + 1][0].stride.k, H = 1, sh = 0;
+    int seen_b = 0, seen_h = 0;
+    for (int c = 0; c < nb; c++) {
+        L->nbatch_sub[c] = q->nsub[c];
+        for (int j = 0; j < q->nsub[c]; j++) {
+            view_sub s = q->sub[c][j];
+            if (!seen_b && !seen_h && ir_dim_eq(s.size, Bd) && ir_dim_eq(s.stride, bstride)) {
+                seen_b = 1;
+                L->is_head[c][j] = 0;
+            } else if (!seen_h && !s.size.e && !s.stride.e) {
+                seen_h = 1;
+                H = s.size.k;
+                sh = s.stride.k;
+                L->is_head[c][j] = 1;
+            } else {
+                MISS("Q's batch axes are not (image, head) of '%s'", r->name);
+            }
+        }
+    }
+    if (!seen_b && !(Bd.e == 0 && Bd.k == 1))
+        MISS("Q's batch axes do not include the images of '%s'", r->name);
+    if (C != 3 * H * D)
+        MISS("'%s' has %lld features, not 3 x %lld heads x %lld", r->name, (long long)C, (long long)H, (long long)D);
+    int64_t off[3];
+    if (sd == 1 && (H == 1 || sh == D)) {
+        L->layout = 0;
+        off[0] = 0, off[1] = H * D, off[2] = 2 * H * D;
+    } else if (sd == 3 && (H == 1 || sh == 3 * D)) {
+        L->layout = 1;
+        off[0] = 0, off[1] = 1, off[2] = 2;
+    } else {
+        MISS("the heads of '%s' are laid out neither as [3][H][D] nor as [H][D][3]", r->name);
+    }
+    const view *qkv[3] = {q, k, v};
+    const char *names[3] = {"Q", "K", "V"};
+    for (int i = 0; i < 3; i++) {
+        if (!same_subs(qkv[i], q))
+            MISS("%s is not read with the same heads and tokens as Q", names[i]);
+        if (qkv[i]->base != off[i])
+            MISS("%s is not part %d of the packed projection '%s' (it starts at element %lld)", names[i], i + 1,
+                 r->name, (long long)qkv[i]->base);
+    }
+    L->root = q->root;
+    L->heads = H;
+    L->head_size = D;
+    L->tokens = N;
+    return 0;
+}

@@ -1,0 +1,229 @@
+/* layernorm.c: fuse-layernorm, the decomposed LayerNorm of TorchScript
+ * exports at opset < 17 becomes one LayerNormalization node, which keeps its
+ * epsilon and its axis.  (From opset 17 the exporters emit
+ * LayerNormalization themselves; it is kept as it is.)
+ *
+ * The anchor is the ReduceMean computing the mean; a ReduceMean that no
+ * Sub(x, mean) reads (a mean-pool) is not a candidate. */
+#include "passes/rewrite.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    const ir_node *mean, *sub, *square, *var, *add_eps, *sqrt, *recip, *norm, *mul, *add;
+    int x, axis, gamma, beta;
+    double eps;
+} ln_match;
+
+/* Axes of a ReduceMean (attribute or input) as the first of a trailing
+ * range [axis, rank); -1 with the axes in text otherwise. */
+static int trailing_axis(const ir_graph *g, const ir_node *n, int rank, char *text, size_t ntext)
+{
+    int64_t axes[IR_MAX_RANK];
+    int na = 0;
+    if (ir_input(n, 1) >= 0) {
+        int64_t cnt;
+        double *v = rw_const_f64(g, n->inputs[1], &cnt);
+        if (!v || cnt > IR_MAX_RANK) {
+            free(v);
+            snprintf(text, ntext, "axes that are not a constant");
+            return -1;
+        }
+        for (int64_t i = 0; i < cnt; i++)
+            axes[na++] = (int64_t)v[i];
+        free(v);
+    } else {
+        const ir_attr *a = ir_attr_get(n, IR_ATTR_AXES);
+        for (int i = 0; a && i < a->n && i < IR_MAX_RANK; i++)
+            axes[na++] = a->ints[i];
+    }
+    size_t off = (size_t)snprintf(text, ntext, "[");
+    int seen[IR_MAX_RANK] = {0}, lo = rank;
+    for (int i = 0; i < na; i++) {
+        int a = rw_axis(axes[i], rank);
+        if (off < ntext)
+            off += (size_t)snprintf(text + off, ntext - off, "%s%lld", i ? "," : "", (long long)axes[i]);
+        if (a < 0)
+            return -1;
+        seen[a] = 1;
+        lo = a < lo ? a : lo;
+    }
+    if (off < ntext)
+        snprintf(text + off, ntext - off, "]");
+    if (na == 0)
+        return -1;
+    for (int i = lo; i < rank; i++)
+        if (!seen[i])
+            return -1;
+    return lo;
+}
+
+/* The only reader of v if it has op (any of two); NULL otherwise. */
+static const ir_node *only(const ir_graph *g, int v, ir_op a, ir_op b)
+{
+    const ir_node *u = rw_only_user(g, v);
+    return u && (u->op == a || u->op == b) ? u : NULL;
+}
+
+/* A constant usable as Scale/B over the normalised dims [axis, rank) of x. */
+static int affine_const(const ir_graph *g, int c, const ir_value *x, int axis)
+{
+    if (c < 0 || !rw_is_const(g, c) || g->values[c].dtype != x->dtype)
+        return 0;
+    const ir_value *v = &g->values[c];
+    if (v->rank > x->rank)
+        return 0;
+    for (int i = 0; i < v->rank; i++) {
+        int xi = x->rank - v->rank + i;
+        if (xi < axis ? v->dims[i].k != 1 : !ir_dim_eq(v->dims[i], x->dims[xi]))
+            return 0;
+    }
+    return 1;
+}
+
+/* layernorm = Add(Mul(Div(d, Sqrt(Add(ReduceMean(Pow(d, 2)), eps))), gamma), beta)
+ *   d = Sub(x, ReduceMean(x))
+ * Pow(d, 2) may be Mul(d, d); Div(d, s) may be Mul(d, Reciprocal(s)); Mul by
+ * gamma and Add of beta take either operand order and are optional. */
+static int match(const ir_graph *g, const ir_node *mean, ln_match *m, char *why, size_t nwhy)
+{
+    memset(m, 0, sizeof *m);
+    m->gamma = m->beta = -1;
+    m->mean = mean;
+    m->x = mean->inputs[0];
+    int mv = mean->outputs[0];
+    const ir_node *users[4];
+    int nu = rw_users(g, mv, users, 4);
+    for (int i = 0; i < nu && i < 4 && !m->sub; i++)
+        if (users[i]->op == IR_OP_SUB && users[i]->inputs[0] == m->x && users[i]->inputs[1] == mv)
+            m->sub = users[i];
+    if (!m->sub)
+        return 0; /* not a normalisation (e.g. a mean-pool) */
+#define MISS(...) return (snprintf(why, nwhy, __VA_ARGS__), -1)
+    const ir_value *xv = &g->values[m->x];
+    char axes[96];
+    if (xv->dtype != IR_F32)
+        MISS("only float32 normalisations are fused, this one is %s", ir_dtype_name(xv->dtype));
+    if ((m->axis = trailing_axis(g, mean, xv->rank, axes, sizeof axes)) < 0)
+        MISS("ReduceMean is over axes %s, not the trailing axes of a rank-%d input", axes, xv->rank);
+    for (int i = m->axis; i < xv->rank; i++)
+        if (xv->dims[i].e && xv->dims[i].k)
+            MISS("the normalised axes include the batch");
+    if (ir_attr_int(mean, IR_ATTR_KEEPDIMS, 1) != 1)
+        MISS("ReduceMean has keepdims=0");
+    if (rw_uses(g, mv) != 1)
+        MISS("the mean has %d readers besides the Sub", rw_uses(g, mv) - 1);
+    int d = m->sub->outputs[0];
+    nu = rw_users(g, d, users, 4);
+    if (nu != 2 || rw_is_graph_output(g, d))
+        MISS("x - mean has %d readers, not 2 (the square and the division)", nu);
+    for (int i = 0; i < nu; i++) {
+        const ir_node *u = users[i];
+        double e;
+        if ((u->op == IR_OP_POW && u->inputs[0] == d && rw_scalar(g, u->inputs[1], &e) && e == 2) ||
+            (u->op == IR_OP_MUL && u->inputs[0] == d && u->inputs[1] == d))
+            m->square = u;
+        else if ((u->op == IR_OP_DIV && u->inputs[0] == d) || u->op == IR_OP_MUL)
+            m->norm = u;
+        else if (u->op == IR_OP_POW)
+            MISS("x - mean is raised to a power other than 2");
+    }
+    if (!m->square || !m->norm)
+        MISS("x - mean is not both squared and divided by the standard deviation");
+    if (!(m->var = only(g, m->square->outputs[0], IR_OP_REDUCE_MEAN, IR_OP_REDUCE_MEAN)))
+        MISS("the square is not averaged by one ReduceMean");
+    char axes2[96];
+    if (trailing_axis(g, m->var, xv->rank, axes2, sizeof axes2) != m->axis ||
+        ir_attr_int(m->var, IR_ATTR_KEEPDIMS, 1) != 1)
+        MISS("the variance is over axes %s, the mean over %s", axes2, axes);
+    const ir_node *after = rw_only_user(g, m->var->outputs[0]);
+    if (after && after->op == IR_OP_SQRT) {
+        const ir_node *add = rw_only_user(g, after->outputs[0]);
+        if (add && add->op == IR_OP_ADD)
+            MISS("epsilon is added after the square root (sqrt(var) + eps), not inside it");
+        MISS("there is no epsilon added to the variance");
+    }
+    if (!after || after->op != IR_OP_ADD || !rw_scalar(g, rw_other_input(after, m->var->outputs[0]), &m->eps))
+        MISS("the variance is not followed by Add of a constant epsilon");
+    m->add_eps = after;
+    if (!(m->sqrt = only(g, after->outputs[0], IR_OP_SQRT, IR_OP_SQRT)))
+        MISS("var + eps is not followed by Sqrt");
+    int s = m->sqrt->outputs[0];
+    if (m->norm->op == IR_OP_DIV) {
+        if (m->norm->inputs[1] != s)
+            MISS("x - mean is divided by something other than the standard deviation");
+    } else {
+        int r = rw_other_input(m->norm, d);
+        const ir_node *rc = rw_def(g, r, IR_OP_RECIPROCAL);
+        if (!rc || rc->inputs[0] != s || rw_uses(g, s) != 1 || rw_uses(g, r) != 1)
+            MISS("x - mean is multiplied by something other than 1 / standard deviation");
+        m->recip = rc;
+    }
+    if (rw_uses(g, s) != 1)
+        MISS("the standard deviation has other readers");
+    int y = m->norm->outputs[0];
+    const ir_node *u = rw_only_user(g, y);
+    if (u && u->op == IR_OP_MUL && affine_const(g, rw_other_input(u, y), xv, m->axis)) {
+        m->mul = u;
+        m->gamma = rw_other_input(u, y);
+        y = u->outputs[0];
+        u = rw_only_user(g, y);
+    }
+    if (u && u->op == IR_OP_ADD && affine_const(g, rw_other_input(u, y), xv, m->axis)) {
+        m->add = u;
+        m->beta = rw_other_input(u, y);
+    }
+#undef MISS
+    return 1;
+}
+
+/* A constant of shape x.dims[axis:] with c's data (ones when c < 0). */
+static int param(ir_graph *g, int c, const ir_value *x, int axis, const char *name, const char *suffix)
+{
+    int64_t dims[IR_MAX_RANK], n = 1;
+    for (int i = axis; i < x->rank; i++)
+        n *= (dims[i - axis] = x->dims[i].k);
+    if (c >= 0 && g->values[c].rank == x->rank - axis)
+        return c;
+    float *f = malloc(sizeof(float) * (size_t)(n ? n : 1));
+    if (!f)
+        return -1;
+    if (c >= 0)
+        memcpy(f, g->values[c].data, sizeof(float) * (size_t)n);
+    for (int64_t i = 0; c < 0 && i < n; i++)
+        f[i] = 1;
+    int r = rw_const_f32(g, name, suffix, x->rank - axis, dims, f);
+    free(f);
+    return r;
+}
+
+int pass_fuse_layernorm(ir_graph *g, vitc_diag *d)
+{
+    int changed = 0;
+    for (int i = 0; i < g->nnodes; i++) {
+        const ir_node *n = &g->nodes[i];
+        if (n->op != IR_OP_REDUCE_MEAN)
+            continue;
+        ln_match m;
+        char why[256];
+        int r = match(g, n, &m, why, sizeof why);
+        if (r < 0)
+            rw_miss(g, n, "%s", why);
+        if (r <= 0)
+            continue;
+        const ir_node *root = m.add ? m.add : m.mul ? m.mul : m.norm;
+        int ri = rw_index(g, root), out = root->outputs[0], mi = rw_index(g, m.mean);
+        const char *name = rw_fused_name(g, m.mean, root);
+        const ir_value xv = g->values[m.x];
+        int in[3] = {m.x, param(g, m.gamma, &xv, m.axis, name, "/scale"), -1};
+        if (in[1] < 0 || (m.beta >= 0 && (in[2] = param(g, m.beta, &xv, m.axis, name, "/bias")) < 0))
+            return vitc_error(d, VITC_INTERNAL, &g->nodes[mi], "out of memory");
+        ir_attr at[2] = {rw_attr_int(IR_ATTR_AXIS, m.axis - xv.rank), rw_attr_float(IR_ATTR_EPSILON, (float)m.eps)};
+        if (rw_set_node(g, ri, IR_OP_LAYERNORM, name, "LayerNorm(decomposed)", in[2] >= 0 ? 3 : 2, in, 1, &out, 2, at))
+            return vitc_error(d, VITC_INTERNAL, &g->nodes[mi], "out of memory");
+        rw_hit();
+        changed = 1;
+    }
+    return changed ? rw_finish(g, d) : VITC_OK;
+}

@@ -1,0 +1,157 @@
+/* linear.c: fuse-linear, a matrix product with a constant weight becomes a
+ * Linear node (ops.def), with its bias.
+ *
+ * TorchScript exports nn.Linear as MatMul(x, W^T-initializer) + Add(bias),
+ * the dynamo exporter the same with the operands swapped in the Add, and
+ * both use Gemm(transB=1) for rank-2 inputs.  Linear always takes W as
+ * [K, N]; a transposed or alpha-scaled Gemm weight is rewritten as such. */
+#include "passes/rewrite.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* The bias Add reading MatMul output y, if it adds a constant [N] (or
+ * [1, .., 1, N]); its constant in *bias. */
+static const ir_node *bias_add(const ir_graph *g, int y, int64_t N, int *bias)
+{
+    const ir_node *a = rw_only_user(g, y);
+    if (!a || a->op != IR_OP_ADD)
+        return NULL;
+    int b = rw_other_input(a, y);
+    if (b < 0 || b == y || !rw_is_const(g, b) || g->values[b].dtype != IR_F32)
+        return NULL;
+    const ir_value *bv = &g->values[b];
+    if (bv->rank < 1 || bv->rank > g->values[y].rank || !ir_dim_eq(bv->dims[bv->rank - 1], ir_dim_const(N)) ||
+        rw_numel(bv) != N)
+        return NULL;
+    *bias = b;
+    return a;
+}
+
+/* A [N] constant with the data of bias (any shape of N elements), scaled. */
+static int bias_vector(ir_graph *g, int bias, double scale, const char *name)
+{
+    const ir_value *bv = &g->values[bias];
+    if (bv->rank == 1 && scale == 1)
+        return bias;
+    int64_t n;
+    double *v = rw_const_f64(g, bias, &n);
+    float *f = v ? malloc(sizeof(float) * (size_t)(n ? n : 1)) : NULL;
+    int r = -1;
+    if (f) {
+        for (int64_t i = 0; i < n; i++)
+            f[i] = (float)(v[i] * scale);
+        r = rw_const_f32(g, name, "/bias", 1, &n, f);
+    }
+    free(v);
+    free(f);
+    return r;
+}
+
+/* W [K, N] for a Gemm weight B (transposed when transB) scaled by alpha. */
+static int gemm_weight(ir_graph *g, int b, int trans, double alpha, const char *name)
+{
+    if (!trans && alpha == 1)
+        return b;
+    int64_t d[2], n;
+    rw_static_dims(&g->values[b], d);
+    int64_t K = trans ? d[1] : d[0], N = trans ? d[0] : d[1], dims[2] = {K, N};
+    double *v = rw_const_f64(g, b, &n);
+    float *f = v ? malloc(sizeof(float) * (size_t)(K * N > 0 ? K * N : 1)) : NULL;
+    int r = -1;
+    if (f) {
+        for (int64_t k = 0; k < K; k++)
+            for (int64_t j = 0; j < N; j++)
+                f[k * N + j] = (float)(alpha * v[trans ? j * K + k : k * N + j]);
+        r = rw_const_f32(g, name, "/weight", 2, dims, f);
+    }
+    free(v);
+    free(f);
+    return r;
+}
+
+/* linear = Add(MatMul(x, W), bias) | Add(bias, MatMul(x, W)) | MatMul(x, W)
+ * with W a constant [K, N] and bias a constant of N elements. */
+static int match_matmul(ir_graph *g, int ni)
+{
+    const ir_node *n = &g->nodes[ni];
+    int x = n->inputs[0], w = n->inputs[1], y = n->outputs[0];
+    if (!rw_is_const(g, w) || rw_is_const(g, x))
+        return 0; /* a product of two computed tensors (attention) is not a Linear */
+    const ir_value *wv = &g->values[w], *xv = &g->values[x];
+    if (wv->rank != 2) {
+        rw_miss(g, n, "the constant weight has rank %d, not 2", wv->rank);
+        return 0;
+    }
+    if (wv->dtype != IR_F32 || xv->dtype != IR_F32) {
+        rw_miss(g, n, "only float32 products become Linear, this one is %s", ir_dtype_name(xv->dtype));
+        return 0;
+    }
+    if (xv->rank < 1) {
+        rw_miss(g, n, "the input is a scalar");
+        return 0;
+    }
+    int bias = -1;
+    const ir_node *add = bias_add(g, y, wv->dims[1].k, &bias);
+    const ir_node *root = add ? add : n;
+    const char *name = rw_fused_name(g, n, root);
+    int in[3] = {x, w, -1};
+    if (add && (in[2] = bias_vector(g, bias, 1, name)) < 0)
+        return -1;
+    root = add ? add : &g->nodes[ni];
+    int out = root->outputs[0];
+    if (rw_set_node(g, rw_index(g, root), IR_OP_LINEAR, name, add ? "MatMul+Add" : "MatMul", add ? 3 : 2, in, 1,
+                    &out, 0, NULL))
+        return -1;
+    rw_hit();
+    return 1;
+}
+
+/* linear = Gemm(x, B, C) with B a constant, transA = 0, and C a constant of
+ * N elements (or none): W = alpha * (transB ? B^T : B), bias = beta * C. */
+static int match_gemm(ir_graph *g, int ni)
+{
+    const ir_node *n = &g->nodes[ni];
+    int x = n->inputs[0], b = n->inputs[1], c = ir_input(n, 2);
+    if (!rw_is_const(g, b) || rw_is_const(g, x))
+        return 0;
+    if (ir_attr_int(n, IR_ATTR_TRANS_A, 0)) {
+        rw_miss(g, n, "transA=1: the input is transposed");
+        return 0;
+    }
+    if (g->values[b].dtype != IR_F32 || g->values[x].dtype != IR_F32) {
+        rw_miss(g, n, "only float32 products become Linear, this one is %s", ir_dtype_name(g->values[x].dtype));
+        return 0;
+    }
+    int tb = ir_attr_int(n, IR_ATTR_TRANS_B, 0) != 0;
+    double alpha = ir_attr_float(n, IR_ATTR_ALPHA, 1.0f), beta = ir_attr_float(n, IR_ATTR_BETA, 1.0f);
+    int64_t N = g->values[n->outputs[0]].dims[1].k;
+    if (c >= 0 && (!rw_is_const(g, c) || g->values[c].dtype != IR_F32 || g->values[c].rank < 1 ||
+                   rw_numel(&g->values[c]) != N ||
+                   !ir_dim_eq(g->values[c].dims[g->values[c].rank - 1], ir_dim_const(N)))) {
+        rw_miss(g, n, "C is not a constant bias of %lld elements", (long long)N);
+        return 0;
+    }
+    const char *name = n->name;
+    int in[3] = {x, gemm_weight(g, b, tb, alpha, name), -1};
+    if (in[1] < 0 || (c >= 0 && beta != 0 && (in[2] = bias_vector(g, c, beta, name)) < 0))
+        return -1;
+    n = &g->nodes[ni];
+    int out = n->outputs[0];
+    if (rw_set_node(g, ni, IR_OP_LINEAR, name, "Gemm", in[2] >= 0 ? 3 : 2, in, 1, &out, 0, NULL))
+        return -1;
+    rw_hit();
+    return 1;
+}
+
+int pass_fuse_linear(ir_graph *g, vitc_diag *d)
+{
+    int changed = 0;
+    for (int i = 0; i < g->nnodes; i++) {
+        int r = g->nodes[i].op == IR_OP_MATMUL ? match_matmul(g, i) : g->nodes[i].op == IR_OP_GEMM ? match_gemm(g, i) : 0;
+        if (r < 0)
+            return vitc_error(d, VITC_INTERNAL, &g->nodes[i], "out of memory");
+        changed |= r;
+    }
+    return changed ? rw_finish(g, d) : VITC_OK;
+}

@@ -1,0 +1,169 @@
+/* memplan.c: activation memory planning by liveness (see memplan.h).
+ *
+ * Buffers are intervals in time (node indices) with a size; two buffers whose
+ * intervals intersect must not share bytes.  Placing the biggest first, each
+ * buffer goes at the lowest aligned offset that fits between the buffers
+ * already placed that are alive at the same time.  This is the classic greedy
+ * for the offline dynamic storage allocation problem; on transformer graphs,
+ * where the same few shapes repeat layer after layer, it lands at or near the
+ * peak of live memory. */
+#include "passes/memplan.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    int64_t size, start, end, offset;
+    int id; /* value index, or -(node + 1) for a node's scratch */
+} buf;
+
+static int by_size_desc(const void *pa, const void *pb)
+{
+    const buf *a = pa, *b = pb;
+    if (a->size != b->size)
+        return a->size > b->size ? -1 : 1;
+    if (a->start != b->start)
+        return a->start < b->start ? -1 : 1;
+    return a->id < b->id ? -1 : a->id > b->id;
+}
+
+static int by_offset(const void *pa, const void *pb)
+{
+    const buf *a = *(const buf *const *)pa, *b = *(const buf *const *)pb;
+    return a->offset < b->offset ? -1 : a->offset > b->offset;
+}
+
+static int64_t align_up(int64_t x) { return (x + PASS_MEMPLAN_ALIGN - 1) / PASS_MEMPLAN_ALIGN * PASS_MEMPLAN_ALIGN; }
+
+/* The value whose storage v shares, following chains of views. */
+static int root_of(const pass_memplan_req *r, int nv, int v)
+{
+    for (int hops = 0; r->alias_of && v >= 0 && v < nv && r->alias_of[v] >= 0 && hops < nv; hops++)
+        v = r->alias_of[v];
+    return v;
+}
+
+/* Bytes of v at the largest batch, rounded up to the alignment; -1 on overflow. */
+static int64_t value_bytes(const ir_value *v, int64_t batch)
+{
+    int64_t n = ir_value_numel(v, batch), bytes;
+    if (n < 0 || ir_mul_ovf(n, (int64_t)ir_dtype_size(v->dtype), &bytes) || bytes > INT64_MAX / 2)
+        return -1;
+    return align_up(bytes);
+}
+
+/* First-fit: the lowest offset where b fits between the placed buffers that
+ * are alive with it (live[], sorted by offset). */
+static int64_t first_fit(const buf *b, buf **live, int nlive)
+{
+    int64_t off = 0;
+    for (int i = 0; i < nlive; i++) {
+        if (live[i]->offset >= off + b->size)
+            break;
+        int64_t end = live[i]->offset + live[i]->size;
+        if (end > off)
+            off = end;
+    }
+    return off;
+}
+
+int pass_memplan(const ir_graph *g, const pass_memplan_req *req, pass_memplan_result *out, vitc_diag *d)
+{
+    memset(out, 0, sizeof *out);
+    int nv = g->nvalues, nn = g->nnodes;
+    out->offset = malloc(sizeof(int64_t) * ((size_t)nv + 1));
+    out->scratch_offset = malloc(sizeof(int64_t) * ((size_t)nn + 1));
+    buf *bufs = malloc(sizeof(buf) * ((size_t)nv + (size_t)nn + 1));
+    buf **live = malloc(sizeof(buf *) * ((size_t)nv + (size_t)nn + 1));
+    int *slot = malloc(sizeof(int) * ((size_t)nv + 1)); /* value -> its entry in bufs */
+    if (!out->offset || !out->scratch_offset || !bufs || !live || !slot) {
+        free(bufs), free(live), free(slot);
+        pass_memplan_free(out);
+        return vitc_error(d, VITC_INTERNAL, NULL, "out of memory planning the workspace");
+    }
+    int nb = 0, st = VITC_OK;
+    for (int v = 0; v < nv; v++) {
+        out->offset[v] = -1;
+        slot[v] = -1;
+        if (!req->in_workspace[v] || root_of(req, nv, v) != v)
+            continue;
+        const ir_value *val = &g->values[v];
+        int64_t size = value_bytes(val, req->max_batch);
+        if (size < 0) {
+            st = vitc_error(d, VITC_BAD_INPUT, val->producer >= 0 ? &g->nodes[val->producer] : NULL,
+                            "the size of '%s' at batch %lld overflows", val->name, (long long)req->max_batch);
+            break;
+        }
+        int p = val->producer >= 0 && val->producer < nn ? val->producer : 0;
+        int64_t t = req->runs_at ? req->runs_at[p] : p;
+        bufs[nb] = (buf){.size = size, .start = t, .end = t, .offset = 0, .id = v};
+        slot[v] = nb++;
+    }
+    /* Lifetimes: extend each buffer to its last reader, through views. */
+    for (int i = 0; i < nn && st == VITC_OK; i++) {
+        const ir_node *n = &g->nodes[i];
+        int64_t t = req->runs_at ? req->runs_at[i] : i;
+        for (int k = 0; k < n->ninputs; k++) {
+            int r = root_of(req, nv, n->inputs[k]);
+            if (r >= 0 && r < nv && slot[r] >= 0 && bufs[slot[r]].end < t)
+                bufs[slot[r]].end = t;
+        }
+    }
+    for (int k = 0; k < g->noutputs; k++) {
+        int r = root_of(req, nv, g->outputs[k]);
+        if (r >= 0 && r < nv && slot[r] >= 0)
+            bufs[slot[r]].end = nn;
+    }
+    for (int i = 0; i < nn; i++) {
+        out->scratch_offset[i] = -1;
+        if (req->scratch && req->scratch[i] > 0) {
+            if (req->scratch[i] > INT64_MAX / 4) {
+                st = vitc_error(d, VITC_BAD_INPUT, &g->nodes[i], "its scratch memory size overflows");
+                break;
+            }
+            bufs[nb++] = (buf){.size = align_up(req->scratch[i]), .start = i, .end = i, .id = -(i + 1)};
+        }
+    }
+    if (st != VITC_OK) {
+        free(bufs), free(live), free(slot);
+        pass_memplan_free(out);
+        return st;
+    }
+
+    qsort(bufs, (size_t)nb, sizeof *bufs, by_size_desc);
+    uint64_t total = 0, sum = 0;
+    for (int i = 0; i < nb; i++) {
+        int nlive = 0;
+        for (int j = 0; j < i; j++)
+            if (bufs[j].start <= bufs[i].end && bufs[i].start <= bufs[j].end)
+                live[nlive++] = &bufs[j];
+        qsort(live, (size_t)nlive, sizeof *live, by_offset);
+        bufs[i].offset = first_fit(&bufs[i], live, nlive);
+        uint64_t end = (uint64_t)bufs[i].offset + (uint64_t)bufs[i].size;
+        total = end > total ? end : total;
+        sum += (uint64_t)bufs[i].size;
+    }
+    for (int i = 0; i < nb; i++) {
+        if (bufs[i].id >= 0)
+            out->offset[bufs[i].id] = bufs[i].offset;
+        else
+            out->scratch_offset[-bufs[i].id - 1] = bufs[i].offset;
+    }
+    for (int v = 0; v < nv; v++) { /* views report their root's buffer */
+        int r = root_of(req, nv, v);
+        if (r != v && r >= 0 && r < nv)
+            out->offset[v] = out->offset[r];
+    }
+    out->total = total;
+    out->unplanned = sum;
+    out->nbuffers = nb;
+    free(bufs), free(live), free(slot);
+    return VITC_OK;
+}
+
+void pass_memplan_free(pass_memplan_result *r)
+{
+    free(r->offset);
+    free(r->scratch_offset);
+    r->offset = r->scratch_offset = NULL;
+}

@@ -1,0 +1,130 @@
+/* patchify.c: the patch-embedding Conv (kernel = stride = patch, no padding,
+ * no dilation, one group) becomes a reshape into patches plus a Linear:
+ *
+ *   x [B, C, H, W] -> (Slice to [.., Ho*p, Wo*q] when p, q do not divide H, W)
+ *     -> Reshape [B, C, Ho, p, Wo, q] -> Transpose [B, Ho, Wo, C, p, q]
+ *     -> Reshape [B, Ho*Wo, C*p*q] -> Linear(W [C*p*q, O], bias)
+ *     -> Reshape [B, Ho, Wo, O] -> Transpose [B, O, Ho, Wo]  (the Conv's output)
+ *
+ * The tail usually meets the exporter's own Reshape/Transpose to tokens and
+ * cancels in the next simplify, leaving Linear output [B, tokens, O]. */
+#include "passes/rewrite.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int ints_are(const ir_node *n, ir_attr_id id, int count, int64_t v)
+{
+    const ir_attr *a = ir_attr_get(n, id);
+    if (!a)
+        return 1;
+    if (a->kind != IR_AT_INTS || a->n != count)
+        return 0;
+    for (int i = 0; i < count; i++)
+        if (a->ints[i] != v)
+            return 0;
+    return 1;
+}
+
+/* conv_patchify = Conv(x, W, b) with kernel_shape = strides, pads 0, dilations 1, group 1 */
+static int match(ir_graph *g, int ni)
+{
+    const ir_node *n = &g->nodes[ni];
+    int x = n->inputs[0], w = n->inputs[1], b = ir_input(n, 2), y = n->outputs[0];
+    const ir_value *xv = &g->values[x], *wv = &g->values[w];
+    if (xv->rank != 4 || wv->rank != 4)
+        return 0; /* 1-D convolutions are not patch embeddings */
+    int64_t wd[4], kin[2] = {wv->dims[2].k, wv->dims[3].k};
+    const ir_attr *st = ir_attr_get(n, IR_ATTR_STRIDES);
+    if (!st || st->kind != IR_AT_INTS || st->n != 2 || st->ints[0] != kin[0] || st->ints[1] != kin[1]) {
+        rw_miss(g, n, "the strides are not the kernel size %lldx%lld (not a patch embedding)", (long long)kin[0],
+                (long long)kin[1]);
+        return 0;
+    }
+    const ir_attr *ap = ir_attr_get(n, IR_ATTR_AUTO_PAD);
+    if (!ints_are(n, IR_ATTR_PADS, 4, 0) || (ap && ap->kind == IR_AT_STRING && strcmp(ap->s, "NOTSET") != 0 &&
+                                             strcmp(ap->s, "VALID") != 0)) {
+        rw_miss(g, n, "the Conv pads its input");
+        return 0;
+    }
+    if (!ints_are(n, IR_ATTR_DILATIONS, 2, 1) || ir_attr_int(n, IR_ATTR_GROUP, 1) != 1) {
+        rw_miss(g, n, "the Conv is dilated or grouped");
+        return 0;
+    }
+    if (!rw_is_const(g, w) || (b >= 0 && !rw_is_const(g, b)) || wv->dtype != IR_F32 || xv->dtype != IR_F32) {
+        rw_miss(g, n, "the weight or bias is not a float32 constant");
+        return 0;
+    }
+    int64_t xd[4];
+    if (!rw_static_dims(wv, wd) || xv->dims[2].e || xv->dims[3].e || xv->dims[1].e) {
+        rw_miss(g, n, "the image size depends on the batch");
+        return 0;
+    }
+    xd[1] = xv->dims[1].k;
+    xd[2] = xv->dims[2].k;
+    xd[3] = xv->dims[3].k;
+    int64_t O = wd[0], C = wd[1], p = wd[2], q = wd[3];
+    if (p < 1 || q < 1 || O < 1 || C != xd[1] || xd[2] < p || xd[3] < q)
+        return 0; /* malformed; the interpreter reports it */
+    int64_t Ho = xd[2] / p, Wo = xd[3] / q, K = C * p * q;
+    const char *name = n->name;
+    /* Wm[(c*p + i)*q + j, o] = W[o, c, i, j] */
+    int64_t cnt, mdims[2] = {K, O};
+    double *wt = rw_const_f64(g, w, &cnt);
+    float *wm = wt ? malloc(sizeof(float) * (size_t)(K * O)) : NULL;
+    if (!wm) {
+        free(wt);
+        return -1;
+    }
+    for (int64_t o = 0; o < O; o++)
+        for (int64_t k = 0; k < K; k++)
+            wm[k * O + o] = (float)wt[o * K + k];
+    int wmat = rw_const_f32(g, name, "/weight", 2, mdims, wm);
+    free(wt);
+    free(wm);
+    if (wmat < 0)
+        return -1;
+    int cur = x;
+    ir_dim B = xv->dims[0];
+    if (Ho * p != xd[2] || Wo * q != xd[3]) { /* the Conv ignores the last rows and columns */
+        int64_t s[2] = {0, 0}, e[2] = {Ho * p, Wo * q}, ax[2] = {2, 3};
+        int in[4] = {cur, rw_const_i64(g, name, "/starts", 2, s), rw_const_i64(g, name, "/ends", 2, e),
+                     rw_const_i64(g, name, "/axes", 2, ax)};
+        int out = rw_new_value(g, name, "/cropped", IR_F32);
+        if (in[1] < 0 || in[2] < 0 || in[3] < 0 || out < 0 ||
+            rw_add_node(g, IR_OP_SLICE, name, "Slice", 4, in, out, 0, NULL) < 0)
+            return -1;
+        cur = out;
+    }
+    ir_dim d6[6] = {B, ir_dim_const(C), ir_dim_const(Ho), ir_dim_const(p), ir_dim_const(Wo), ir_dim_const(q)};
+    ir_dim d3[3] = {B, ir_dim_const(Ho * Wo), ir_dim_const(K)};
+    ir_dim d4[4] = {B, ir_dim_const(Ho), ir_dim_const(Wo), ir_dim_const(O)};
+    int64_t perm6[6] = {0, 2, 4, 1, 3, 5}, perm4[4] = {0, 3, 1, 2};
+    if ((cur = rw_reshape(g, cur, 6, d6, name, -1)) < 0 || (cur = rw_transpose(g, cur, 6, perm6, name, -1)) < 0 ||
+        (cur = rw_reshape(g, cur, 3, d3, name, -1)) < 0)
+        return -1;
+    int tokens = rw_new_value(g, name, "/tokens", IR_F32);
+    if (tokens < 0)
+        return -1;
+    int in[3] = {cur, wmat, b};
+    if (rw_set_node(g, ni, IR_OP_LINEAR, name, "Conv", b >= 0 ? 3 : 2, in, 1, &tokens, 0, NULL))
+        return -1;
+    if ((cur = rw_reshape(g, tokens, 4, d4, name, -1)) < 0 || rw_transpose(g, cur, 4, perm4, name, y) < 0)
+        return -1;
+    rw_hit();
+    return 1;
+}
+
+int pass_patchify(ir_graph *g, vitc_diag *d)
+{
+    int changed = 0;
+    for (int i = 0; i < g->nnodes; i++) {
+        if (g->nodes[i].op != IR_OP_CONV)
+            continue;
+        int r = match(g, i);
+        if (r < 0)
+            return vitc_error(d, VITC_INTERNAL, &g->nodes[i], "out of memory");
+        changed |= r;
+    }
+    return changed ? rw_finish(g, d) : VITC_OK;
+}

@@ -1,0 +1,147 @@
+/* rewrite.h: what the passes share, private to passes/.
+ *
+ * - Reading the graph: producers, consumers, constants and their values.
+ * - Changing it: a fused node overwrites the root node of its pattern in
+ *   place (so it keeps the root's output value, and with it the graph
+ *   output's name); new nodes are appended and rw_finish() puts the graph
+ *   back in order (dead nodes removed, topological order, shapes inferred).
+ * - Views (view.c): the index map of a chain of data-movement ops
+ *   (Reshape, Transpose, Squeeze, Unsqueeze, Flatten, Slice, Split, Gather
+ *   of a constant index) back to the tensor it reads, as strided sub-axes.
+ * - Explanations (explain.c): rw_miss / rw_hit, recorded in the collector of
+ *   the pipeline run, if any. */
+#ifndef VITC_PASSES_REWRITE_H
+#define VITC_PASSES_REWRITE_H
+
+#include "passes/passes.h"
+
+/* ---- reading the graph ---- */
+
+/* The node producing value v, or NULL for inputs, constants and -1. */
+const ir_node *rw_producer(const ir_graph *g, int v);
+/* The producer of v if it is an op; NULL otherwise. */
+const ir_node *rw_def(const ir_graph *g, int v, ir_op op);
+/* Node index of a node pointer into g->nodes. */
+int rw_index(const ir_graph *g, const ir_node *n);
+/* How many times v is read: node inputs plus graph outputs. */
+int rw_uses(const ir_graph *g, int v);
+int rw_is_graph_output(const ir_graph *g, int v);
+/* The node reading v when v has exactly one use and it is a node; else NULL. */
+const ir_node *rw_only_user(const ir_graph *g, int v);
+/* Up to max nodes reading v (each once); returns the count of such nodes. */
+int rw_users(const ir_graph *g, int v, const ir_node **users, int max);
+/* 1 if v is a constant whose values do not depend on the batch. */
+int rw_is_const(const ir_graph *g, int v);
+/* The value of a constant with exactly one element (any number dtype). */
+int rw_scalar(const ir_graph *g, int v, double *out);
+/* Every element of a plain constant as double, malloc'ed; NULL if v is not one. */
+double *rw_const_f64(const ir_graph *g, int v, int64_t *count);
+/* For a binary node with one scalar-constant input and one computed one:
+ * the computed input and the constant; 0 otherwise (also for n == NULL). */
+int rw_scalar_operand(const ir_graph *g, const ir_node *n, int *other, double *c);
+/* The other input of a binary node n, given one of them; -1 if neither. */
+int rw_other_input(const ir_node *n, int v);
+/* Number of elements of a value whose shape is static; -1 otherwise. */
+int64_t rw_numel(const ir_value *v);
+/* The static dims of a value into dims; 0 if some dimension depends on the batch. */
+int rw_static_dims(const ir_value *v, int64_t *dims);
+/* Normalised axis, or -1 when out of range. */
+int rw_axis(int64_t axis, int rank);
+/* |a - b| <= tol * |b| */
+int rw_close(double a, double b, double tol);
+
+/* ---- changing the graph ---- */
+
+/* Makes every node input reading `from` read `to`.  Refuses (returns 0, and
+ * changes nothing) when `from` is a graph output; 1 otherwise. */
+int rw_replace_uses(ir_graph *g, int from, int to);
+/* Overwrites node ni with a new op, inputs, outputs and attributes (copied
+ * into the arena).  Values it no longer produces lose their producer. */
+int rw_set_node(ir_graph *g, int ni, ir_op op, const char *name, const char *op_type, int nin, const int *in,
+                int nout, const int *out, int nattrs, const ir_attr *attrs);
+/* Appends a node with one output; returns the node index or -1. */
+int rw_add_node(ir_graph *g, ir_op op, const char *name, const char *op_type, int nin, const int *in, int out,
+                int nattrs, const ir_attr *attrs);
+/* A new node-produced value named base + suffix (made unique); -1 when out of memory. */
+int rw_new_value(ir_graph *g, const char *base, const char *suffix, ir_dtype dt);
+/* New constants; -1 when out of memory. */
+int rw_const_f32(ir_graph *g, const char *base, const char *suffix, int rank, const int64_t *dims,
+                 const float *data);
+int rw_const_i64(ir_graph *g, const char *base, const char *suffix, int n, const int64_t *vals);
+/* A Reshape target for dims: -1 stands for the one dimension that depends on
+ * the batch; -1 (no value) if more than one does. */
+int rw_shape_const(ir_graph *g, const char *base, int rank, const ir_dim *dims);
+/* Appends Reshape(x) -> a new value (or into `out` when out >= 0); returns the value or -1. */
+int rw_reshape(ir_graph *g, int x, int rank, const ir_dim *dims, const char *name, int out);
+/* Appends Transpose(x, perm) -> a new value (or `out`); returns the value or -1. */
+int rw_transpose(ir_graph *g, int x, int rank, const int64_t *perm, const char *name, int out);
+/* Removes nodes no output needs, restores topological order and producers,
+ * and infers shapes again.  Every pass that rewrites calls it before returning. */
+int rw_finish(ir_graph *g, vitc_diag *d);
+/* The name a fused node gets: the longest common "/"-prefix of the names of
+ * the first and last node of the pattern (torch's module path), else last's. */
+const char *rw_fused_name(ir_graph *g, const ir_node *first, const ir_node *last);
+
+/* Attribute constructors. */
+ir_attr rw_attr_int(ir_attr_id id, int64_t v);
+ir_attr rw_attr_float(ir_attr_id id, float v);
+ir_attr rw_attr_ints(ir_graph *g, ir_attr_id id, int n, const int64_t *v);
+
+/* ---- explanations ---- */
+
+/* A candidate anchored at n did not fuse, for the reason given.  Also usable
+ * with n == NULL for graph-level notes (ignored then). */
+void rw_miss(const ir_graph *g, const ir_node *n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* A candidate fused. */
+void rw_hit(void);
+/* Set by the pipeline around each pass (explain.c). */
+void rw_explain_begin(pass_explain *e, const char *pass);
+void rw_explain_end(const ir_graph *g);
+
+/* ---- views ---- */
+
+enum { VIEW_MAX_SUB = 8 };
+typedef struct {
+    ir_dim size;
+    ir_dim stride; /* in elements of the root tensor */
+} view_sub;
+
+/* Dimension i of the viewed tensor enumerates its sub-axes sub[i][0..nsub[i])
+ * in row-major order (a dimension of size 1 has none).  Element (i0, i1, ..)
+ * is root element base + sum over sub-axes of index * stride.  Sizes and
+ * strides are k * B^e like every dimension of the IR. */
+typedef struct {
+    int root; /* value index of the tensor read */
+    int64_t base;
+    int rank;
+    int nsub[IR_MAX_RANK];
+    view_sub sub[IR_MAX_RANK][VIEW_MAX_SUB];
+} view;
+
+/* The identity view of value v. */
+int view_identity(const ir_graph *g, int v, view *out, char *why, size_t nwhy);
+/* Walks from v up through data-movement ops while their input is not
+ * `stop` (-1: walk as far as possible), and returns v's view of the value
+ * where it stopped.  0 on success; otherwise the reason in why. */
+int view_trace(const ir_graph *g, int v, int stop, view *out, char *why, size_t nwhy);
+/* 1 if n is a data-movement op that view_trace walks through. */
+int view_is_movement(const ir_graph *g, const ir_node *n);
+/* Merges adjacent sub-axes that are contiguous and drops those of size 1. */
+void view_normalize(view *w);
+/* The size of dimension i (product of its sub-axes). */
+ir_dim view_dim(const view *w, int i);
+/* 1 if w is exactly the identity view of its root. */
+int view_is_identity(const ir_graph *g, const view *w);
+/* 1 if w reads all of its root's elements in row-major order (a Reshape of it). */
+int view_is_reshape(const ir_graph *g, const view *w);
+/* 1 if w reads every element of its root exactly once (a permutation). */
+int view_is_permutation(const ir_graph *g, const view *w);
+/* Appends the nodes (Reshape, Transpose, Reshape) that compute w from its
+ * root, the last one producing value `out`.  Only permutations can be
+ * emitted; returns 0 on success. */
+int view_emit(ir_graph *g, const view *w, int out, const char *name);
+/* Applies data-movement node n, whose input 0 has view `in`, for its output
+ * number k; 0 on success. */
+int view_apply(const ir_graph *g, const ir_node *n, int k, const view *in, view *out, char *why, size_t nwhy);
+
+#endif

@@ -1,0 +1,280 @@
+/* simplify.c: local canonicalisation, run three times in the pipeline.
+ *
+ * - No-ops go: Identity, inference Dropout, Cast to the same type, Reshape /
+ *   Squeeze / Unsqueeze / Flatten / Expand to the same shape, Transpose by
+ *   the identity, a full Slice, a one-input Concat; outputs nothing reads
+ *   (LayerNormalization's statistics, Dropout's mask).
+ * - A chain of data-movement ops that computes its input unchanged goes, and
+ *   one that only reshapes becomes a single Reshape (view.c decides).
+ * - A Transpose feeding a reduction with keepdims=0 is absorbed into the
+ *   reduction's axes when the kept axes stay in order (einops's mean-pool).
+ * - A Linear whose input is a row permutation of a tensor (torch's
+ *   MultiheadAttention works on (L, B, E)) is computed on that tensor and the
+ *   permutation moved after it; then the permutation usually meets its
+ *   inverse and the chain goes. */
+#include "passes/rewrite.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int same_shape(const ir_value *a, const ir_value *b)
+{
+    if (a->rank != b->rank || a->rank < 0)
+        return 0;
+    for (int i = 0; i < a->rank; i++)
+        if (!ir_dim_eq(a->dims[i], b->dims[i]))
+            return 0;
+    return 1;
+}
+
+static int identity_perm(const ir_node *n, int rank)
+{
+    const ir_attr *p = ir_attr_get(n, IR_ATTR_PERM);
+    if (!p)
+        return rank <= 1;
+    for (int i = 0; i < p->n; i++)
+        if (p->ints[i] != i)
+            return 0;
+    return 1;
+}
+
+/* The input a no-op node passes through unchanged, or -1. */
+static int noop_input(const ir_graph *g, const ir_node *n)
+{
+    int x = ir_input(n, 0), y = n->noutputs > 0 ? n->outputs[0] : -1;
+    if (x < 0 || y < 0 || g->values[x].dtype != g->values[y].dtype || !same_shape(&g->values[x], &g->values[y]))
+        return -1;
+    for (int k = 1; k < n->noutputs; k++)
+        if (n->outputs[k] >= 0 && rw_uses(g, n->outputs[k]) > 0)
+            return -1; /* Dropout's mask is read */
+    switch (n->op) {
+    case IR_OP_IDENTITY: case IR_OP_RESHAPE: case IR_OP_SQUEEZE: case IR_OP_UNSQUEEZE: case IR_OP_FLATTEN:
+    case IR_OP_EXPAND: case IR_OP_SLICE: case IR_OP_CAST:
+        return x;
+    case IR_OP_DROPOUT: {
+        const ir_value *tm = ir_input(n, 2) >= 0 ? &g->values[n->inputs[2]] : NULL;
+        if (tm && (!rw_is_const(g, n->inputs[2]) || tm->nbytes < 1 || ((const unsigned char *)tm->data)[0] != 0))
+            return -1;
+        return x;
+    }
+    case IR_OP_TRANSPOSE:
+        return identity_perm(n, g->values[x].rank) ? x : -1;
+    case IR_OP_CONCAT:
+        return n->ninputs == 1 ? x : -1;
+    default:
+        return -1;
+    }
+}
+
+/* ReduceX(Transpose(x, perm), axes A, keepdims=0) -> ReduceX(x, perm[A]) when
+ * the axes that stay keep their order. */
+static int absorb_transpose(ir_graph *g, int ni)
+{
+    const ir_node *n = &g->nodes[ni];
+    if (n->op != IR_OP_REDUCE_MEAN && n->op != IR_OP_REDUCE_SUM && n->op != IR_OP_REDUCE_MAX)
+        return 0;
+    const ir_node *t = rw_def(g, ir_input(n, 0), IR_OP_TRANSPOSE);
+    if (!t || ir_attr_int(n, IR_ATTR_KEEPDIMS, 1) != 0)
+        return 0;
+    int rank = g->values[t->outputs[0]].rank;
+    const ir_attr *p = ir_attr_get(t, IR_ATTR_PERM);
+    if (!p || p->n != rank)
+        return 0;
+    int64_t axes[IR_MAX_RANK];
+    int na = 0, axes_input = ir_input(n, 1) >= 0;
+    if (axes_input) {
+        int64_t cnt;
+        double *v = rw_const_f64(g, n->inputs[1], &cnt);
+        if (!v)
+            return 0;
+        for (int64_t i = 0; i < cnt && i < IR_MAX_RANK; i++)
+            axes[na++] = (int64_t)v[i];
+        free(v);
+    } else {
+        const ir_attr *a = ir_attr_get(n, IR_ATTR_AXES);
+        if (!a || a->n > IR_MAX_RANK)
+            return 0;
+        for (int i = 0; i < a->n; i++)
+            axes[na++] = a->ints[i];
+    }
+    int reduced[IR_MAX_RANK] = {0};
+    for (int i = 0; i < na; i++) {
+        int a = rw_axis(axes[i], rank);
+        if (a < 0)
+            return 0;
+        reduced[a] = 1;
+    }
+    if (na == 0)
+        return 0;
+    int64_t last = -1, newaxes[IR_MAX_RANK];
+    for (int i = 0; i < rank; i++) {
+        if (reduced[i])
+            continue;
+        if (p->ints[i] < last)
+            return 0; /* the kept axes would come out in another order */
+        last = p->ints[i];
+    }
+    for (int i = 0; i < na; i++)
+        newaxes[i] = p->ints[rw_axis(axes[i], rank)];
+    int in[2] = {t->inputs[0], -1}, nin = 1;
+    ir_attr attrs[n->nattrs + 1];
+    int nat = 0;
+    for (int i = 0; i < n->nattrs; i++)
+        if (n->attrs[i].id != IR_ATTR_AXES)
+            attrs[nat++] = n->attrs[i];
+    if (axes_input) {
+        if ((in[1] = rw_const_i64(g, n->name, "/axes", na, newaxes)) < 0)
+            return -1;
+        nin = 2;
+    } else {
+        attrs[nat] = rw_attr_ints(g, IR_ATTR_AXES, na, newaxes);
+        if (!attrs[nat++].ints)
+            return -1;
+    }
+    n = &g->nodes[ni];
+    int out = n->outputs[0];
+    return rw_set_node(g, ni, n->op, n->name, n->op_type, nin, in, 1, &out, nat, attrs) ? -1 : 1;
+}
+
+/* Linear(rows permuted out of S) -> the permutation applied to Linear(S). */
+static int sink_through_linear(ir_graph *g, int ni)
+{
+    const ir_node *n = &g->nodes[ni];
+    if (n->op != IR_OP_LINEAR || ir_input(n, 3) >= 0)
+        return 0;
+    int x = n->inputs[0], y = n->outputs[0];
+    view w;
+    char why[256];
+    if (!rw_producer(g, x) || !view_is_movement(g, rw_producer(g, x)) || view_trace(g, x, -1, &w, why, sizeof why))
+        return 0;
+    const ir_value *s = &g->values[w.root], *wt = &g->values[n->inputs[1]];
+    int last = w.rank - 1;
+    if (w.root == x || s->rank < 1 || last < 0 || wt->rank != 2 || view_is_reshape(g, &w) ||
+        !view_is_permutation(g, &w) || w.nsub[last] != 1 || !ir_dim_eq(w.sub[last][0].stride, ir_dim_const(1)) ||
+        !ir_dim_eq(w.sub[last][0].size, s->dims[s->rank - 1]))
+        return 0;
+    ir_dim K = wt->dims[0], N = wt->dims[1];
+    view w2 = w;
+    w2.sub[last][0].size = N;
+    for (int i = 0; i < last; i++)
+        for (int j = 0; j < w2.nsub[i]; j++) { /* strides in rows of K -> rows of N */
+            ir_dim t = w2.sub[i][j].stride;
+            if (t.e != 0 || K.k <= 0 || t.k % K.k != 0)
+                return 0;
+            w2.sub[i][j].stride = ir_dim_const(t.k / K.k * N.k);
+        }
+    int rows = rw_new_value(g, n->name, "/rows", g->values[y].dtype);
+    if (rows < 0)
+        return -1;
+    n = &g->nodes[ni];
+    int in[4];
+    memcpy(in, n->inputs, sizeof(int) * (size_t)n->ninputs);
+    in[0] = w.root;
+    if (rw_set_node(g, ni, n->op, n->name, n->op_type, n->ninputs, in, 1, &rows, n->nattrs, n->attrs))
+        return -1;
+    w2.root = rows;
+    g->values[rows].rank = s->rank; /* the shape view_emit needs; rw_finish infers it again */
+    memcpy(g->values[rows].dims, s->dims, sizeof s->dims);
+    g->values[rows].dims[s->rank - 1] = N;
+    return view_emit(g, &w2, y, g->nodes[ni].name) ? -1 : 2;
+}
+
+/* Graph output y (of node ni) equals value r: r's producer computes y
+ * directly (keeping the output's name) and ni loses its output.  0 when r is
+ * not computed by a node. */
+static int produce_directly(ir_graph *g, int ni, int r)
+{
+    const ir_node *p = rw_producer(g, r);
+    int y = g->nodes[ni].outputs[0];
+    if (!p || p->noutputs != 1 || rw_is_graph_output(g, r))
+        return 0;
+    int dead = rw_new_value(g, g->nodes[ni].name, "/unused", g->values[y].dtype);
+    if (dead < 0)
+        return -1;
+    for (int i = 0; i < g->nnodes; i++) /* readers of r read y, which is the same tensor */
+        for (int k = 0; k < g->nodes[i].ninputs; k++)
+            if (g->nodes[i].inputs[k] == r)
+                g->nodes[i].inputs[k] = y;
+    ir_node *nn = &g->nodes[ni];
+    nn->outputs[0] = dead;
+    g->values[dead].producer = ni;
+    ir_node *pn = &g->nodes[rw_index(g, p)];
+    pn->outputs[0] = y;
+    g->values[y].producer = rw_index(g, p);
+    g->values[r].producer = -1;
+    return 1;
+}
+
+/* Chains of data movement: identity -> gone; a plain reshape -> one Reshape. */
+static int simplify_chain(ir_graph *g, int ni)
+{
+    const ir_node *n = &g->nodes[ni];
+    if (!view_is_movement(g, n) || n->noutputs != 1 || n->inputs[0] < 0)
+        return 0;
+    int y = n->outputs[0], x = n->inputs[0];
+    view w;
+    char why[256];
+    if (view_trace(g, y, -1, &w, why, sizeof why))
+        return 0;
+    if (view_is_identity(g, &w))
+        return rw_is_graph_output(g, y) ? produce_directly(g, ni, w.root) : rw_replace_uses(g, y, w.root);
+    if (rw_is_graph_output(g, y))
+        return 0;
+    if (w.root == x || !view_is_reshape(g, &w))
+        return 0; /* a single op already, or more than a reshape */
+    const ir_value *v = &g->values[y];
+    int shape = rw_shape_const(g, n->name, v->rank, v->dims);
+    if (shape < 0)
+        return 0;
+    int in[2] = {w.root, shape};
+    n = &g->nodes[ni];
+    return rw_set_node(g, ni, IR_OP_RESHAPE, n->name, n->op_type, 2, in, 1, &y, 0, NULL) ? -1 : 1;
+}
+
+/* LayerNormalization's Mean and InvStdDev and Dropout's mask, when nothing
+ * reads them, are not computed. */
+static int trim_outputs(ir_graph *g, int ni)
+{
+    ir_node *n = &g->nodes[ni];
+    if ((n->op != IR_OP_LAYERNORM && n->op != IR_OP_DROPOUT) || n->noutputs < 2)
+        return 0;
+    for (int k = 1; k < n->noutputs; k++)
+        if (n->outputs[k] >= 0 && rw_uses(g, n->outputs[k]) > 0)
+            return 0;
+    for (int k = 1; k < n->noutputs; k++)
+        if (n->outputs[k] >= 0)
+            g->values[n->outputs[k]].producer = -1;
+    n->noutputs = 1;
+    return 1;
+}
+
+int pass_simplify(ir_graph *g, vitc_diag *d)
+{
+    int changed = 0, again = 1;
+    for (int round = 0; again && round < 10000; round++) {
+        again = 0;
+        for (int i = 0; i < g->nnodes && !again; i++) {
+            const ir_node *n = &g->nodes[i];
+            int r = 0, x = noop_input(g, n);
+            if (x >= 0)
+                r = rw_replace_uses(g, n->outputs[0], x);
+            if (!r)
+                r = simplify_chain(g, i);
+            if (!r)
+                r = absorb_transpose(g, i);
+            if (!r)
+                r = sink_through_linear(g, i);
+            if (!r)
+                r = trim_outputs(g, i);
+            if (r < 0)
+                return vitc_error(d, VITC_INTERNAL, &g->nodes[i], "out of memory");
+            if (r > 0) {
+                again = changed = 1;
+                int st = rw_finish(g, d);
+                if (st)
+                    return st;
+            }
+        }
+    }
+    return changed ? rw_finish(g, d) : VITC_OK;
+}

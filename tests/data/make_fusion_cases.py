@@ -1,0 +1,176 @@
+#!/usr/bin/env python3
+"""Writes the small models of tests/data/fusion/: patterns the fusion passes
+must recognise beyond the fixtures, and near misses they must leave alone.
+
+Each near miss differs from a fusible pattern in one condition, and
+`vitc dump FILE --explain-fusion` must name that condition.  EXPECT.tsv
+lists, per file, op counts the optimised graph must have and a fragment of
+the explanation ("-" where every candidate fuses).  Every model is checked
+with ONNX Runtime here, so each is a valid model computing what it says.
+
+    .venv/bin/python tests/data/make_fusion_cases.py   # needs onnx, onnxruntime, numpy
+"""
+import os
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+
+HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fusion")
+N, C, H, D = 5, 8, 2, 4  # tokens, width, heads, head size
+EXPECT = []
+rng = np.random.default_rng(20240611)
+
+
+class Graph:
+    """A tiny builder: every op returns its output name."""
+
+    def __init__(self):
+        self.nodes, self.inits, self.count = [], [], 0
+
+    def const(self, value, name=None):
+        self.count += 1
+        name = name or "c%d" % self.count
+        self.inits.append(numpy_helper.from_array(np.asarray(value, dtype=np.float32
+                                                             if np.asarray(value).dtype.kind == "f" else np.int64),
+                                                  name))
+        return name
+
+    def op(self, op_type, inputs, name, **attrs):
+        out = name + "_out"
+        self.nodes.append(helper.make_node(op_type, inputs, [out], name=name, **attrs))
+        return out
+
+    def linear(self, x, k, n, name):
+        w = self.const(rng.standard_normal((k, n)) / np.sqrt(k), name + ".weight")
+        b = self.const(0.1 * rng.standard_normal(n), name + ".bias")
+        return self.op("Add", [self.op("MatMul", [x, w], name + "/MatMul"), b], name + "/Add")
+
+    def model(self, out, in_shape, out_shape, opset=17):
+        g = helper.make_graph(self.nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, in_shape)],
+                              [helper.make_tensor_value_info(out, TensorProto.FLOAT, out_shape)], self.inits)
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+        m.ir_version = 8
+        onnx.checker.check_model(m)
+        return m
+
+
+def attention(g, x, *, softmax_axis=-1, scale_on="q", separate=False, q_extra_reader=False):
+    """timm's attention on x [B, N, C]: packed qkv (or three Linears), q * D^-0.5,
+    softmax(q k^T) v, heads merged, output [B, N, C]."""
+    if separate:
+        heads = []
+        for part in "qkv":
+            p = g.linear(x, C, C, "attn/" + part)
+            r = g.op("Reshape", [p, g.const([-1, N, H, D])], "attn/%s/Reshape" % part)
+            heads.append(g.op("Transpose", [r], "attn/%s/Transpose" % part, perm=[0, 2, 1, 3]))
+        q, k, v = heads
+    else:
+        qkv = g.linear(x, C, 3 * C, "attn/qkv")
+        r = g.op("Reshape", [qkv, g.const([-1, N, 3, H, D])], "attn/Reshape")
+        t = g.op("Transpose", [r], "attn/Transpose", perm=[2, 0, 3, 1, 4])
+        q, k, v = (g.op("Gather", [t, g.const(np.int64(i))], "attn/Gather_%d" % i, axis=0) for i in range(3))
+    scale = g.const(np.float32(D ** -0.5))
+    if scale_on == "q":
+        q = g.op("Mul", [q, scale], "attn/Mul")
+    else:
+        v = g.op("Mul", [v, scale], "attn/Mul")
+    kt = g.op("Transpose", [k], "attn/Transpose_1", perm=[0, 1, 3, 2])
+    s = g.op("MatMul", [q, kt], "attn/MatMul")
+    p = g.op("Softmax", [s], "attn/Softmax", axis=softmax_axis)
+    o = g.op("MatMul", [p, v], "attn/MatMul_1")
+    o = g.op("Transpose", [o], "attn/Transpose_2", perm=[0, 2, 1, 3])
+    o = g.op("Reshape", [o, g.const([-1, N, C])], "attn/Reshape_1")
+    o = g.linear(o, C, C, "attn/proj")
+    if q_extra_reader:
+        o = g.op("Add", [o, "attn/q/Add_out"], "attn/AddQ")
+    return o
+
+
+def layernorm(g, x, *, axes=(-1,), eps_inside=True, reciprocal=False):
+    """The decomposed LayerNorm of TorchScript exports at opset < 17."""
+    mean = g.op("ReduceMean", [x], "ln/ReduceMean", axes=list(axes))
+    d = g.op("Sub", [x, mean], "ln/Sub")
+    sq = g.op("Mul", [d, d], "ln/Square") if reciprocal else g.op("Pow", [d, g.const(np.float32(2))], "ln/Pow")
+    var = g.op("ReduceMean", [sq], "ln/ReduceMean_1", axes=list(axes))
+    eps = g.const(np.float32(1e-5))
+    if eps_inside:
+        std = g.op("Sqrt", [g.op("Add", [var, eps], "ln/Add")], "ln/Sqrt")
+    else:
+        std = g.op("Add", [g.op("Sqrt", [var], "ln/Sqrt"), eps], "ln/Add")
+    if reciprocal:
+        n = g.op("Mul", [d, g.op("Reciprocal", [std], "ln/Reciprocal")], "ln/Mul_r")
+    else:
+        n = g.op("Div", [d, std], "ln/Div")
+    n = g.op("Mul", [n, g.const(1 + 0.1 * rng.standard_normal(C))], "ln/Mul")
+    return g.op("Add", [n, g.const(0.1 * rng.standard_normal(C))], "ln/Add_1")
+
+
+def gelu(g, x, *, divisor=np.sqrt(2), tanh=False):
+    if tanh:
+        cube = g.op("Pow", [x, g.const(np.float32(3))], "act/Pow")
+        inner = g.op("Add", [x, g.op("Mul", [g.const(np.float32(0.044715)), cube], "act/Mul_c")], "act/Add_c")
+        t = g.op("Tanh", [g.op("Mul", [g.const(np.float32(np.sqrt(2 / np.pi))), inner], "act/Mul_s")], "act/Tanh")
+        a = g.op("Add", [g.const(np.float32(1)), t], "act/Add")
+        return g.op("Mul", [g.op("Mul", [x, g.const(np.float32(0.5))], "act/Mul_h"), a], "act/Mul")
+    e = g.op("Erf", [g.op("Div", [x, g.const(np.float32(divisor))], "act/Div")], "act/Erf")
+    a = g.op("Add", [e, g.const(np.float32(1))], "act/Add")
+    return g.op("Mul", [g.op("Mul", [x, a], "act/Mul"), g.const(np.float32(0.5))], "act/Mul_1")
+
+
+def save(name, m, ops, explain):
+    path = os.path.join(HERE, name)
+    with open(path, "wb") as f:
+        f.write(m.SerializeToString())
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    shape = [2 if isinstance(d, str) else d for d in
+             [dim.dim_param or dim.dim_value for dim in m.graph.input[0].type.tensor_type.shape.dim]]
+    y = sess.run(None, {"x": rng.standard_normal(shape).astype(np.float32)})[0]
+    assert np.all(np.isfinite(y)), name
+    EXPECT.append((name, ops, explain))
+
+
+def main():
+    os.makedirs(HERE, exist_ok=True)
+    tok, vec = ["B", N, C], ["B", C]
+
+    # ---- patterns that must fuse ----
+    g = Graph()
+    save("attention_separate_qkv.onnx", g.model(attention(g, "x", separate=True), tok, tok),
+         "Attention=1 Softmax=0 MatMul=0 Linear=2", "-")
+    g = Graph()
+    save("layernorm_reciprocal.onnx", g.model(layernorm(g, "x", reciprocal=True), tok, tok),
+         "LayerNormalization=1 ReduceMean=0 Sqrt=0 Reciprocal=0", "-")
+    g = Graph()
+    save("gelu_tanh.onnx", g.model(gelu(g, "x", tanh=True), vec, vec), "Gelu=1 Tanh=0 Pow=0", "-")
+
+    # ---- near misses: each must not fuse, and say why ----
+    g = Graph()
+    save("near_layernorm_wrong_axis.onnx", g.model(layernorm(g, "x", axes=(1,)), tok, tok),
+         "LayerNormalization=0 ReduceMean=2", "ReduceMean is over axes [1], not the trailing axes")
+    g = Graph()
+    save("near_layernorm_eps_outside_sqrt.onnx", g.model(layernorm(g, "x", eps_inside=False), tok, tok),
+         "LayerNormalization=0 Sqrt=1", "epsilon is added after the square root")
+    g = Graph()
+    save("near_softmax_not_last_axis.onnx", g.model(attention(g, "x", softmax_axis=2), tok, tok),
+         "Attention=0 Softmax=1", "Softmax axis is 2, not the last axis")
+    g = Graph()
+    save("near_scale_on_v.onnx", g.model(attention(g, "x", scale_on="v"), tok, tok),
+         "Attention=0 Softmax=1", "V is scaled by Mul 'attn/Mul'")
+    g = Graph()
+    save("near_q_projection_second_reader.onnx",
+         g.model(attention(g, "x", separate=True, q_extra_reader=True), tok, tok),
+         "Attention=0 Softmax=1", "the Q projection 'attn/q' has 2 readers")
+    g = Graph()
+    save("near_gelu_other_constant.onnx", g.model(gelu(g, "x", divisor=1.5), vec, vec),
+         "Gelu=0 Erf=1", "Erf's input is x / 1.5, not x / sqrt(2)")
+
+    with open(os.path.join(HERE, "EXPECT.tsv"), "w") as f:
+        f.write("# file\top counts after the passes\texplanation fragment (- : none)\n")
+        for row in EXPECT:
+            f.write("\t".join(row) + "\n")
+
+
+if __name__ == "__main__":
+    main()
