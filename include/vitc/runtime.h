@@ -1,0 +1,143 @@
+/* vitc/runtime.h: loading and running a model compiled by vitc.
+ *
+ *   vitc_model *m;  vitc_context *c;
+ *   if (vitc_model_load("vit.so", &m)) { fprintf(stderr, "%s\n", vitc_last_error()); ... }
+ *   vitc_context_create(m, 0, &c);            // 0 threads: all cores
+ *   vitc_tensor in = {.dtype = VITC_DTYPE_F32, .rank = 4, .dims = {8, 3, 224, 224}, .data = pixels};
+ *   vitc_tensor out = {.dtype = VITC_DTYPE_F32, .rank = 2, .dims = {8, 1000}, .data = logits};
+ *   vitc_run(c, &in, 1, &out, 1);
+ *
+ * Every function returns a status; on failure vitc_last_error() (per thread)
+ * says what was wrong.  Nothing here aborts on bad arguments.  A model may be
+ * run from several contexts on several threads at once; one context is used
+ * by one thread at a time. */
+#ifndef VITC_RUNTIME_H
+#define VITC_RUNTIME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define VITC_API __attribute__((visibility("default")))
+#else
+#define VITC_API
+#endif
+
+typedef enum {
+    VITC_STATUS_OK = 0,
+    VITC_STATUS_INVALID_ARGUMENT, /* NULL pointer, bad count, unknown name */
+    VITC_STATUS_LOAD_FAILED,      /* file missing, not a vitc model, external weights bad */
+    VITC_STATUS_ABI_MISMATCH,     /* compiled by an incompatible vitc */
+    VITC_STATUS_SHAPE_MISMATCH,   /* a tensor's rank or dims differ from the model's */
+    VITC_STATUS_DTYPE_MISMATCH,
+    VITC_STATUS_BATCH_OUT_OF_RANGE, /* batch < 1 or above the compiled limit */
+    VITC_STATUS_OUT_OF_MEMORY,
+    VITC_STATUS_NO_DEVICE,        /* a CUDA model where no GPU or driver is usable */
+    VITC_STATUS_INTERNAL
+} vitc_status;
+
+typedef enum { VITC_DTYPE_F32 = 1, VITC_DTYPE_I64 = 7 } vitc_dtype; /* ONNX codes */
+
+#define VITC_MAX_RANK 8
+
+typedef struct {
+    const char *name;     /* NULL: matched by position */
+    int32_t dtype;        /* vitc_dtype */
+    int32_t rank;
+    int64_t dims[VITC_MAX_RANK];
+    void *data;           /* inputs are only read */
+} vitc_tensor;
+
+/* A model's input or output: dims[i] times the batch where is_batch[i]. */
+typedef struct {
+    const char *name;
+    int32_t dtype, rank;
+    int64_t dims[VITC_MAX_RANK];
+    uint8_t is_batch[VITC_MAX_RANK];
+} vitc_tensor_info;
+
+typedef struct vitc_model vitc_model;
+typedef struct vitc_context vitc_context;
+
+VITC_API vitc_status vitc_model_load(const char *path, vitc_model **out);
+VITC_API void vitc_model_free(vitc_model *m);
+VITC_API int vitc_model_num_inputs(const vitc_model *m);
+VITC_API int vitc_model_num_outputs(const vitc_model *m);
+VITC_API vitc_status vitc_model_input(const vitc_model *m, int i, vitc_tensor_info *info);
+VITC_API vitc_status vitc_model_output(const vitc_model *m, int i, vitc_tensor_info *info);
+VITC_API int64_t vitc_model_max_batch(const vitc_model *m);
+VITC_API const char *vitc_model_target(const vitc_model *m);   /* "cpu" or "cuda" */
+VITC_API const char *vitc_model_compiler_version(const vitc_model *m);
+
+/* Everything else the model's descriptor says, for tools such as `vitc inspect`.
+ * Strings belong to the model (valid until vitc_model_free); "" when unset. */
+typedef struct {
+    int abi_version;
+    const char *compiler_version;
+    const char *target;           /* "cpu" or "cuda" */
+    const char *triple, *cpu, *features;
+    const char *source;           /* the ONNX file it was compiled from */
+    int64_t max_batch;
+    uint64_t workspace_bytes;     /* per context */
+    uint64_t weights_bytes;
+    const char *weights_file;     /* external weights beside the .so, NULL when embedded */
+    uint64_t weights_fnv1a;
+    int nkernels;
+    const char *const *kernel_names;
+} vitc_model_details;
+
+VITC_API vitc_status vitc_model_get_details(const vitc_model *m, vitc_model_details *out);
+
+/* What a CUDA model carries besides the above (INVALID_ARGUMENT for a CPU
+ * model): its precision, one code image per GPU target ("sm_80", "sm_90"
+ * CUBINs run on those architectures, "compute_90" PTX is compiled by the
+ * driver for later ones), its kernels and launches, device memory per context. */
+#define VITC_MAX_CUDA_IMAGES 8
+typedef struct {
+    const char *precision;        /* "fp32", "tf32", "fp16" or "bf16" */
+    int nimages;
+    struct {
+        char target[16];          /* "sm_80", "sm_90a", "compute_90" */
+        const char *kind;         /* "cubin" or "ptx" */
+        uint64_t bytes;
+    } images[VITC_MAX_CUDA_IMAGES];
+    int nfunctions, nlaunches;
+    uint64_t workspace_bytes;     /* device memory per context */
+} vitc_cuda_details;
+
+VITC_API vitc_status vitc_model_cuda_details(const vitc_model *m, vitc_cuda_details *out);
+
+/* The CUDA device CUDA models run on (VITC_CUDA_DEVICE, default 0): its
+ * name and architecture (major * 10 + minor, 90 for an H100).  NO_DEVICE,
+ * with the reason in vitc_last_error(), where the driver (libcuda, loaded at
+ * run time) or a device is missing.  name or arch may be NULL. */
+VITC_API vitc_status vitc_cuda_device(char *name, size_t len, int *arch);
+
+/* nthreads 0: one per online core, or VITC_NUM_THREADS when that is set to
+ * 1..1024.  The calling thread is one of them: nthreads - 1 workers start
+ * here, sleep when idle and stop in vitc_context_free.  Each context owns its
+ * workspace (the model's planned activation memory).  Free every context of a
+ * model before the model. */
+VITC_API vitc_status vitc_context_create(vitc_model *m, int nthreads, vitc_context **out);
+VITC_API void vitc_context_free(vitc_context *c);
+/* Threads the context runs on, the caller's included (-1 for NULL). */
+VITC_API int vitc_context_num_threads(const vitc_context *c);
+
+/* Runs the model.  The batch is read from the inputs; every input and output
+ * is checked against the model (count, names if given, dtype, rank, dims,
+ * one batch size from 1 to the compiled limit) before anything runs. */
+VITC_API vitc_status vitc_run(vitc_context *c, const vitc_tensor *inputs, int ninputs, vitc_tensor *outputs,
+                     int noutputs);
+
+VITC_API const char *vitc_status_string(vitc_status s);
+/* The message of this thread's last failed call ("" if none). */
+VITC_API const char *vitc_last_error(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

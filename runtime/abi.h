@@ -1,0 +1,148 @@
+/* abi.h: the contract between a compiled model (.so) and the runtime that
+ * loads it.  A model .so exports one symbol, VITC_ABI_SYMBOL, a const
+ * vitc_abi_model; the runtime dlopens the file, checks abi_version and size,
+ * and calls run() with the buffers it planned.  Bump VITC_ABI_VERSION (and the
+ * symbol's suffix) on any change to these structs. */
+#ifndef VITC_ABI_H
+#define VITC_ABI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define VITC_ABI_VERSION 1
+#define VITC_ABI_SYMBOL "vitc_model_v1"
+#define VITC_ABI_MAX_RANK 8
+
+/* One input or output.  Dimension i is dims[i], times the batch when bit i of
+ * batch_mask is set. */
+typedef struct {
+    const char *name;
+    int32_t dtype; /* ONNX TensorProto.DataType code: 1 = float32 */
+    int32_t rank;
+    int64_t dims[VITC_ABI_MAX_RANK];
+    uint32_t batch_mask;
+} vitc_abi_tensor;
+
+/* Work split: fn(arg, begin, end) over disjoint ranges covering [0, n). */
+typedef void (*vitc_abi_task)(void *arg, int64_t begin, int64_t end);
+/* Runs fn over [0, n) on the pool's threads (the caller's included) and
+ * returns when every range is done.  Provided by the runtime. */
+typedef void (*vitc_abi_parallel_for)(void *pool, int64_t n, vitc_abi_task fn, void *arg);
+
+typedef struct {
+    int64_t batch;               /* 1 .. max_batch, checked by the runtime */
+    const void *const *inputs;   /* in descriptor order, shapes checked */
+    void *const *outputs;        /* in descriptor order, caller-owned */
+    void *workspace;             /* workspace_bytes, 64-byte aligned, per context */
+    const void *weights;         /* the weights blob, 64-byte aligned */
+    void *pool;
+    vitc_abi_parallel_for parallel_for;
+    int32_t nthreads;            /* threads in the pool, the caller's included */
+} vitc_abi_call;
+
+typedef struct {
+    uint32_t abi_version;        /* VITC_ABI_VERSION */
+    uint32_t size;               /* sizeof(vitc_abi_model) */
+    const char *vitc_version;    /* version of the vitc that compiled it */
+    const char *target;          /* "cpu" or "cuda" */
+    const char *triple, *cpu, *features;
+    const char *source;          /* the ONNX file's name (no directory) */
+    int32_t ninputs, noutputs;
+    const vitc_abi_tensor *inputs, *outputs;
+    int64_t max_batch;
+    uint64_t workspace_bytes;    /* activation memory at max_batch; valid for any batch */
+    const void *weights;         /* embedded weights, or NULL when external */
+    uint64_t weights_bytes;
+    const char *weights_file;    /* external weights: a file name beside the .so, else NULL */
+    uint64_t weights_fnv1a;      /* FNV-1a 64 of the weights, checked for external files */
+    int32_t (*run)(const vitc_abi_call *call); /* 0 on success */
+    int32_t nkernels;            /* for `vitc inspect` */
+    const char *const *kernel_names;
+    /* Fields added after the first release of ABI version 1: a descriptor
+     * whose size ends before one of them is read as having it NULL. */
+    const struct vitc_cuda_plan *cuda_plan; /* target "cuda": how to run it; NULL for "cpu" */
+} vitc_abi_model;
+
+/* Bytes of the descriptor as first released: the runtime accepts any size
+ * from here up to sizeof(vitc_abi_model). */
+#define VITC_ABI_MODEL_BASE_SIZE (offsetof(vitc_abi_model, cuda_plan))
+
+/* ---- CUDA models ----
+ * A CUDA model's run() only reports VITC_STATUS_NO_DEVICE: the runtime
+ * executes the plan itself (runtime/cuda_exec.c).  It loads the code image
+ * that fits the device, uploads the weights blob once, gives each context
+ * one device workspace of workspace_bytes, and per batch captures the
+ * launches, in order, into a CUDA graph that it replays.  Graph inputs are
+ * copied from the caller's arrays to the workspace and outputs back, as the
+ * descriptor's dtypes, at the offsets in inputs[] and outputs[].
+ *
+ * Sizes that depend on the batch B are polynomials c[0] + c[1] B + c[2] B^2
+ * + c[3] B^3.  Every kernel takes one by-value argument of
+ * VITC_CUDA_MAX_ARGS 8-byte slots (struct vk_args in the device library),
+ * filled from the launch's args in order; unused slots are zero. */
+#define VITC_CUDA_PLAN_VERSION 1
+#define VITC_CUDA_MAX_ARGS 16
+
+typedef struct {
+    int64_t c[4];
+} vitc_cuda_poly;
+
+enum {
+    VITC_CUDA_ARG_WORKSPACE = 1, /* device pointer: workspace + value (bytes) */
+    VITC_CUDA_ARG_WEIGHTS = 2,   /* device pointer: weights + value (bytes) */
+    VITC_CUDA_ARG_INT = 3        /* the integer value */
+};
+
+typedef struct {
+    int32_t kind;
+    int32_t reserved;
+    vitc_cuda_poly value;        /* evaluated at the batch */
+} vitc_cuda_arg;
+
+typedef struct {
+    int32_t function;            /* index into the plan's functions */
+    uint32_t block;              /* threads per block (x only) */
+    uint32_t shared_bytes;       /* dynamic shared memory */
+    uint32_t reserved;
+    vitc_cuda_poly grid[3];      /* blocks along x, y, z: ceil(grid[i](B) / grid_div[i]) */
+    int64_t grid_div[3];
+    int64_t min_batch, max_batch; /* the launch belongs to batches in this range */
+    int32_t nargs;
+    const vitc_cuda_arg *args;
+} vitc_cuda_launch;
+
+enum { VITC_CUDA_IMAGE_CUBIN = 1, VITC_CUDA_IMAGE_PTX = 2 };
+
+typedef struct {
+    int32_t kind;                /* VITC_CUDA_IMAGE_* */
+    int32_t arch;                /* 80, 90, ...: sm_XX for a CUBIN, compute_XX for PTX */
+    int32_t arch_specific;       /* 1: sm_XXa, runs on that exact architecture only */
+    int32_t reserved;
+    const void *data;            /* PTX is NUL-terminated */
+    uint64_t bytes;
+} vitc_cuda_image;
+
+enum { VITC_CUDA_SPACE_WORKSPACE = 1, VITC_CUDA_SPACE_WEIGHTS = 2 };
+
+typedef struct {
+    int32_t space;               /* VITC_CUDA_SPACE_* */
+    int32_t reserved;
+    uint64_t offset;             /* bytes */
+} vitc_cuda_io;
+
+typedef struct vitc_cuda_plan {
+    uint32_t version;            /* VITC_CUDA_PLAN_VERSION */
+    uint32_t size;               /* sizeof(vitc_cuda_plan) */
+    const char *precision;       /* "fp32", "tf32", "fp16" or "bf16" */
+    int32_t nimages;
+    const vitc_cuda_image *images;
+    int32_t nfunctions;
+    const char *const *functions; /* kernel entry names, in every image */
+    int32_t nlaunches;
+    const vitc_cuda_launch *launches;
+    const vitc_cuda_io *inputs;  /* per descriptor input: where the host array goes */
+    const vitc_cuda_io *outputs; /* per descriptor output: where it is read back from */
+    uint64_t workspace_bytes;    /* device memory per context, valid for every batch */
+} vitc_cuda_plan;
+
+#endif

@@ -1,0 +1,262 @@
+/* loader.c: opening a compiled model.  dlopens the .so, finds its
+ * descriptor (VITC_ABI_SYMBOL), checks the ABI version, the size and the
+ * sanity of every field before anything else trusts it, and brings the
+ * weights into 64-byte aligned memory: embedded ones in place, external ones
+ * read from the file beside the .so and checked against their size and
+ * FNV-1a checksum. */
+#include "runtime/rt_cuda.h"
+#include "runtime/rt_impl.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define RT_MAX_TENSORS 4096 /* inputs or outputs a sane descriptor has */
+
+void *rt_aligned_alloc(uint64_t n)
+{
+    uint64_t rounded = (n + 63) & ~(uint64_t)63;
+    if (rounded < n || rounded > SIZE_MAX)
+        return NULL;
+    void *p = NULL;
+    if (posix_memalign(&p, 64, rounded ? (size_t)rounded : 64) != 0)
+        return NULL;
+    return p;
+}
+
+uint64_t rt_fnv1a64(const void *data, uint64_t n)
+{
+    const unsigned char *b = data;
+    uint64_t h = 14695981039346656037ull;
+    for (uint64_t i = 0; i < n; i++) {
+        h ^= b[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+size_t rt_dtype_size(int32_t dtype)
+{
+    switch (dtype) {
+    case 1: return 4;  /* float32 */
+    case 2: return 1;  /* uint8 */
+    case 3: return 1;  /* int8 */
+    case 6: return 4;  /* int32 */
+    case 7: return 8;  /* int64 */
+    case 9: return 1;  /* bool */
+    case 10: return 2; /* float16 */
+    case 11: return 8; /* double */
+    case 16: return 2; /* bfloat16 */
+    }
+    return 0;
+}
+
+const char *rt_dtype_name(int32_t dtype)
+{
+    switch (dtype) {
+    case 1: return "float32";
+    case 2: return "uint8";
+    case 3: return "int8";
+    case 6: return "int32";
+    case 7: return "int64";
+    case 9: return "bool";
+    case 10: return "float16";
+    case 11: return "float64";
+    case 16: return "bfloat16";
+    }
+    return "unknown";
+}
+
+/* A descriptor's tensor list is usable: names, known dtypes, ranks and
+ * non-negative dims, batch bits only on existing dims.  Returns 0 if so. */
+static int check_tensors(const char *path, const char *what, const vitc_abi_tensor *t, int32_t n)
+{
+    if (n < 0 || n > RT_MAX_TENSORS || (n > 0 && !t))
+        return rt_fail(VITC_STATUS_LOAD_FAILED, "%s: malformed model descriptor: %d %s", path, n, what);
+    for (int32_t i = 0; i < n; i++) {
+        if (!t[i].name || t[i].rank < 0 || t[i].rank > VITC_ABI_MAX_RANK || !rt_dtype_size(t[i].dtype) ||
+            (t[i].batch_mask >> t[i].rank) != 0)
+            return rt_fail(VITC_STATUS_LOAD_FAILED, "%s: malformed model descriptor: %s %d", path, what, i);
+        for (int k = 0; k < t[i].rank; k++)
+            if (t[i].dims[k] < 0)
+                return rt_fail(VITC_STATUS_LOAD_FAILED, "%s: malformed model descriptor: %s '%s' has dim %lld",
+                               path, what, t[i].name, (long long)t[i].dims[k]);
+    }
+    return 0;
+}
+
+/* The descriptor of the .so behind handle, checked; NULL after recording why. */
+static const vitc_abi_model *find_descriptor(void *handle, const char *path, vitc_status *st)
+{
+    const vitc_abi_model *abi = dlsym(handle, VITC_ABI_SYMBOL);
+    if (!abi) {
+        /* A model of another ABI version exports the symbol with its own suffix. */
+        for (int v = 0; v < 64; v++) {
+            char sym[32];
+            snprintf(sym, sizeof sym, "vitc_model_v%d", v);
+            if (v != VITC_ABI_VERSION && dlsym(handle, sym)) {
+                *st = rt_fail(VITC_STATUS_ABI_MISMATCH,
+                              "%s: compiled for vitc model ABI %d; this runtime reads ABI %d (recompile the model)",
+                              path, v, VITC_ABI_VERSION);
+                return NULL;
+            }
+        }
+        *st = rt_fail(VITC_STATUS_LOAD_FAILED, "%s: not a vitc model (no symbol %s)", path, VITC_ABI_SYMBOL);
+        return NULL;
+    }
+    if (abi->abi_version != VITC_ABI_VERSION || abi->size < VITC_ABI_MODEL_BASE_SIZE ||
+        abi->size > sizeof(vitc_abi_model)) {
+        *st = rt_fail(VITC_STATUS_ABI_MISMATCH,
+                      "%s: model ABI version %u (descriptor of %u bytes); this runtime reads version %d (%zu to %zu bytes)",
+                      path, abi->abi_version, abi->size, VITC_ABI_VERSION, (size_t)VITC_ABI_MODEL_BASE_SIZE,
+                      sizeof(vitc_abi_model));
+        return NULL;
+    }
+    if (!abi->target || (strcmp(abi->target, "cpu") != 0 && strcmp(abi->target, "cuda") != 0)) {
+        *st = rt_fail(VITC_STATUS_ABI_MISMATCH, "%s: unknown target '%s'", path, abi->target ? abi->target : "(null)");
+        return NULL;
+    }
+    *st = VITC_STATUS_LOAD_FAILED;
+    if (!abi->run || abi->max_batch < 1 || (abi->nkernels > 0 && !abi->kernel_names) || abi->nkernels < 0) {
+        rt_fail(VITC_STATUS_LOAD_FAILED, "%s: malformed model descriptor (run, max_batch or kernel list)", path);
+        return NULL;
+    }
+    if (check_tensors(path, "inputs", abi->inputs, abi->ninputs) ||
+        check_tensors(path, "outputs", abi->outputs, abi->noutputs))
+        return NULL;
+    if (!abi->weights_file && abi->weights_bytes > 0 && !abi->weights) {
+        rt_fail(VITC_STATUS_LOAD_FAILED, "%s: malformed model descriptor: %llu bytes of weights but none embedded",
+                path, (unsigned long long)abi->weights_bytes);
+        return NULL;
+    }
+    *st = VITC_STATUS_OK;
+    return abi;
+}
+
+/* Reads the external weights file named by the descriptor, from the .so's
+ * directory, into m->weights_owned, checking size and checksum. */
+static vitc_status load_external_weights(vitc_model *m)
+{
+    const vitc_abi_model *abi = m->abi;
+    const char *name = abi->weights_file;
+    if (!*name || strchr(name, '/') || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+        return rt_fail(VITC_STATUS_LOAD_FAILED, "%s: weights file '%s' is not a plain file name", m->path, name);
+    const char *slash = strrchr(m->path, '/');
+    size_t dirlen = slash ? (size_t)(slash - m->path) + 1 : 0;
+    size_t plen = dirlen + strlen(name) + 1;
+    char *wpath = malloc(plen);
+    if (!wpath)
+        return rt_fail(VITC_STATUS_OUT_OF_MEMORY, "out of memory");
+    memcpy(wpath, m->path, dirlen);
+    strcpy(wpath + dirlen, name);
+
+    vitc_status st = VITC_STATUS_OK;
+    FILE *f = fopen(wpath, "rb");
+    struct stat sb;
+    if (!f) {
+        st = rt_fail(VITC_STATUS_LOAD_FAILED, "%s: cannot open its weights file %s: %s", m->path, wpath,
+                     strerror(errno));
+    } else if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        st = rt_fail(VITC_STATUS_LOAD_FAILED, "%s: weights file %s is not a regular file", m->path, wpath);
+    } else if ((uint64_t)sb.st_size != abi->weights_bytes) {
+        st = rt_fail(VITC_STATUS_LOAD_FAILED, "%s: weights file %s has %lld bytes; the model expects %llu", m->path,
+                     wpath, (long long)sb.st_size, (unsigned long long)abi->weights_bytes);
+    } else if (!(m->weights_owned = rt_aligned_alloc(abi->weights_bytes))) {
+        st = rt_fail(VITC_STATUS_OUT_OF_MEMORY, "%s: out of memory for %llu bytes of weights", m->path,
+                     (unsigned long long)abi->weights_bytes);
+    } else if (abi->weights_bytes && fread(m->weights_owned, 1, (size_t)abi->weights_bytes, f) != abi->weights_bytes) {
+        st = rt_fail(VITC_STATUS_LOAD_FAILED, "%s: short read of weights file %s", m->path, wpath);
+    } else {
+        uint64_t h = rt_fnv1a64(m->weights_owned, abi->weights_bytes);
+        if (h != abi->weights_fnv1a)
+            st = rt_fail(VITC_STATUS_LOAD_FAILED,
+                         "%s: weights file %s does not belong to this model (FNV-1a %016llx, expected %016llx)",
+                         m->path, wpath, (unsigned long long)h, (unsigned long long)abi->weights_fnv1a);
+    }
+    if (f)
+        fclose(f);
+    free(wpath);
+    if (st == VITC_STATUS_OK)
+        m->weights = m->weights_owned;
+    return st;
+}
+
+/* Embedded weights are used in place when 64-byte aligned, else copied. */
+static vitc_status place_embedded_weights(vitc_model *m)
+{
+    const vitc_abi_model *abi = m->abi;
+    if (((uintptr_t)abi->weights & 63) == 0) {
+        m->weights = abi->weights;
+        return VITC_STATUS_OK;
+    }
+    if (!(m->weights_owned = rt_aligned_alloc(abi->weights_bytes)))
+        return rt_fail(VITC_STATUS_OUT_OF_MEMORY, "%s: out of memory for %llu bytes of weights", m->path,
+                       (unsigned long long)abi->weights_bytes);
+    if (abi->weights_bytes)
+        memcpy(m->weights_owned, abi->weights, (size_t)abi->weights_bytes);
+    m->weights = m->weights_owned;
+    return VITC_STATUS_OK;
+}
+
+VITC_API vitc_status vitc_model_load(const char *path, vitc_model **out)
+{
+    if (out)
+        *out = NULL;
+    if (!path || !out)
+        return rt_fail(VITC_STATUS_INVALID_ARGUMENT, "vitc_model_load: %s is NULL", path ? "out" : "path");
+    struct stat sb;
+    if (stat(path, &sb) != 0)
+        return rt_fail(VITC_STATUS_LOAD_FAILED, "%s: %s", path, strerror(errno));
+    if (!S_ISREG(sb.st_mode))
+        return rt_fail(VITC_STATUS_LOAD_FAILED, "%s: not a regular file", path);
+
+    vitc_model *m = calloc(1, sizeof *m);
+    /* dlopen searches the library path for a name without '/': say "./". */
+    size_t len = strlen(path);
+    char *dlpath = m ? malloc(len + 3) : NULL;
+    if (m)
+        m->path = malloc(len + 1);
+    if (!m || !dlpath || !m->path) {
+        free(dlpath);
+        vitc_model_free(m);
+        return rt_fail(VITC_STATUS_OUT_OF_MEMORY, "out of memory");
+    }
+    memcpy(m->path, path, len + 1);
+    snprintf(dlpath, len + 3, "%s%s", strchr(path, '/') ? "" : "./", path);
+    dlerror();
+    m->handle = dlopen(dlpath, RTLD_NOW | RTLD_LOCAL);
+    free(dlpath);
+    if (!m->handle) {
+        const char *why = dlerror();
+        vitc_status st = rt_fail(VITC_STATUS_LOAD_FAILED, "%s: cannot load: %s", path, why ? why : "dlopen failed");
+        vitc_model_free(m);
+        return st;
+    }
+    vitc_status st;
+    m->abi = find_descriptor(m->handle, path, &st);
+    if (st == VITC_STATUS_OK)
+        st = m->abi->weights_file ? load_external_weights(m) : place_embedded_weights(m);
+    if (st == VITC_STATUS_OK && strcmp(m->abi->target, "cuda") == 0)
+        st = rt_cuda_model_load(m);
+    if (st != VITC_STATUS_OK) {
+        vitc_model_free(m);
+        return st;
+    }
+    *out = m;
+    return VITC_STATUS_OK;
+}
+
+VITC_API void vitc_model_free(vitc_model *m)
+{
+    if (!m)
+        return;
+    rt_cuda_model_free(m);
+    free(m->weights_owned);
+    if (m->handle)
+        dlclose(m->handle);
+    free(m->path);
+    free(m);
+}

@@ -1,0 +1,61 @@
+/* rt_impl.h: the runtime's private structures, shared by its files (loader,
+ * checks, thread pool, errors) and never seen by users of vitc/runtime.h. */
+#ifndef VITC_RT_IMPL_H
+#define VITC_RT_IMPL_H
+
+#include "runtime/abi.h"
+#include "vitc/runtime.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define RT_HIDDEN __attribute__((visibility("hidden")))
+
+struct vitc_model {
+    void *handle;                 /* dlopen handle of the .so */
+    const vitc_abi_model *abi;    /* its descriptor, inside the .so */
+    const void *weights;          /* 64-byte aligned: embedded, or weights_owned */
+    void *weights_owned;          /* malloc'ed copy (external file, or realigned), else NULL */
+    char *path;                   /* as given, for messages */
+    const vitc_cuda_plan *cuda_plan; /* target "cuda": the checked plan, else NULL */
+    struct rt_cuda_model *cuda;   /* its device state (cuda_exec.c), NULL for CPU models */
+};
+
+typedef struct rt_pool rt_pool;
+
+struct vitc_context {
+    vitc_model *model;
+    void *workspace;              /* abi->workspace_bytes, 64-byte aligned */
+    rt_pool *pool;
+    int nthreads;
+    /* per descriptor entry, filled by each vitc_run (no allocation per run) */
+    const vitc_tensor **in_slots, **out_slots;
+    const void **in_ptrs;
+    void **out_ptrs;
+    struct rt_cuda_ctx *cuda;     /* CUDA models: stream, device workspace, graphs */
+};
+
+/* ---- errors (error.c) ---- */
+/* Records a formatted message as this thread's last error and returns s. */
+RT_HIDDEN vitc_status rt_fail(vitc_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- thread pool (pool.c) ---- */
+/* A pool of nthreads - 1 workers; the thread that calls rt_parallel_for is the
+ * nth.  NULL when a thread or the memory could not be had (error recorded). */
+RT_HIDDEN rt_pool *rt_pool_new(int nthreads);
+RT_HIDDEN void rt_pool_free(rt_pool *p);
+/* vitc_abi_parallel_for: fn over disjoint ranges covering [0, n), on every
+ * thread of the pool; returns when all are done.  Called from inside a task
+ * it runs the whole range on the calling thread. */
+RT_HIDDEN void rt_parallel_for(void *pool, int64_t n, vitc_abi_task fn, void *arg);
+
+/* ---- memory and checksums (loader.c) ---- */
+/* 64-byte aligned allocation of at least n bytes (n may be 0); NULL when out of memory. */
+RT_HIDDEN void *rt_aligned_alloc(uint64_t n);
+/* FNV-1a, 64-bit, of n bytes. */
+RT_HIDDEN uint64_t rt_fnv1a64(const void *data, uint64_t n);
+/* Bytes per element of an ONNX dtype code; 0 if the runtime does not know it. */
+RT_HIDDEN size_t rt_dtype_size(int32_t dtype);
+RT_HIDDEN const char *rt_dtype_name(int32_t dtype);
+
+#endif

@@ -1,0 +1,236 @@
+/* run.c: contexts and vitc_run.  A context owns what one running model
+ * needs besides the shared, read-only model: the activation workspace that
+ * the compiler planned (workspace_bytes, valid for every batch) and a thread
+ * pool.  vitc_run checks every argument against the descriptor before the
+ * model's code sees it, so a compiled model never runs on a buffer of the
+ * wrong size. */
+#include "runtime/rt_cuda.h"
+#include "runtime/rt_impl.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define RT_MAX_THREADS 1024
+
+static int default_threads(void)
+{
+    const char *env = getenv("VITC_NUM_THREADS");
+    if (env && *env) {
+        char *end;
+        long n = strtol(env, &end, 10);
+        if (!*end && n >= 1 && n <= RT_MAX_THREADS)
+            return (int)n;
+    }
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > RT_MAX_THREADS ? RT_MAX_THREADS : (int)n;
+}
+
+VITC_API vitc_status vitc_context_create(vitc_model *m, int nthreads, vitc_context **out)
+{
+    if (out)
+        *out = NULL;
+    if (!m || !out)
+        return rt_fail(VITC_STATUS_INVALID_ARGUMENT, "vitc_context_create: %s is NULL", m ? "out" : "model");
+    if (nthreads < 0 || nthreads > RT_MAX_THREADS)
+        return rt_fail(VITC_STATUS_INVALID_ARGUMENT, "vitc_context_create: %d threads (0 for one per core, at most %d)",
+                       nthreads, RT_MAX_THREADS);
+    vitc_context *c = calloc(1, sizeof *c);
+    if (!c)
+        return rt_fail(VITC_STATUS_OUT_OF_MEMORY, "out of memory");
+    c->model = m;
+    c->nthreads = m->cuda_plan ? 1 : nthreads ? nthreads : default_threads(); /* a GPU model runs on its stream */
+    size_t nin = (size_t)m->abi->ninputs + 1, nout = (size_t)m->abi->noutputs + 1;
+    c->in_slots = calloc(nin, sizeof *c->in_slots);
+    c->out_slots = calloc(nout, sizeof *c->out_slots);
+    c->in_ptrs = calloc(nin, sizeof *c->in_ptrs);
+    c->out_ptrs = calloc(nout, sizeof *c->out_ptrs);
+    c->workspace = m->cuda_plan ? NULL : rt_aligned_alloc(m->abi->workspace_bytes);
+    if (!c->in_slots || !c->out_slots || !c->in_ptrs || !c->out_ptrs || (!c->workspace && !m->cuda_plan)) {
+        vitc_context_free(c);
+        return rt_fail(VITC_STATUS_OUT_OF_MEMORY, "%s: out of memory for a context (%llu bytes of workspace)", m->path,
+                       (unsigned long long)m->abi->workspace_bytes);
+    }
+    if (m->cuda_plan) { /* its workspace is device memory: cuda_exec.c */
+        vitc_status st = rt_cuda_context_create(c);
+        if (st != VITC_STATUS_OK) {
+            char why[1024];
+            snprintf(why, sizeof why, "%s", vitc_last_error());
+            vitc_context_free(c);
+            return rt_fail(st, "%s", why);
+        }
+    } else if (!(c->pool = rt_pool_new(c->nthreads))) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", vitc_last_error());
+        vitc_context_free(c);
+        return rt_fail(VITC_STATUS_OUT_OF_MEMORY, "%s: %s", m->path, why);
+    }
+    *out = c;
+    return VITC_STATUS_OK;
+}
+
+VITC_API void vitc_context_free(vitc_context *c)
+{
+    if (!c)
+        return;
+    rt_cuda_context_free(c);
+    rt_pool_free(c->pool);
+    free(c->workspace);
+    free(c->in_slots);
+    free(c->out_slots);
+    free(c->in_ptrs);
+    free(c->out_ptrs);
+    free(c);
+}
+
+VITC_API int vitc_context_num_threads(const vitc_context *c)
+{
+    return c ? c->nthreads : (rt_fail(VITC_STATUS_INVALID_ARGUMENT, "vitc_context_num_threads: context is NULL"), -1);
+}
+
+/* "[B,4]" for a descriptor entry (at batch 0: symbolic) or "[2,4]". */
+static const char *shape_str(const vitc_abi_tensor *t, char *buf, size_t n)
+{
+    size_t k = (size_t)snprintf(buf, n, "[");
+    for (int i = 0; i < t->rank && k < n; i++) {
+        int batch = (t->batch_mask >> i) & 1;
+        if (batch && t->dims[i] == 1)
+            k += (size_t)snprintf(buf + k, n - k, "%sB", i ? "," : "");
+        else
+            k += (size_t)snprintf(buf + k, n - k, "%s%lld%s", i ? "," : "", (long long)t->dims[i], batch ? "*B" : "");
+    }
+    if (k < n)
+        snprintf(buf + k, n - k, "]");
+    return buf;
+}
+
+static const char *given_str(const vitc_tensor *t, char *buf, size_t n)
+{
+    size_t k = (size_t)snprintf(buf, n, "[");
+    for (int i = 0; i < t->rank && i < VITC_MAX_RANK && k < n; i++)
+        k += (size_t)snprintf(buf + k, n - k, "%s%lld", i ? "," : "", (long long)t->dims[i]);
+    if (k < n)
+        snprintf(buf + k, n - k, "]");
+    return buf;
+}
+
+/* Matches the caller's tensors to the descriptor's entries: by name where a
+ * name is given, else by position.  slots[j] gets the tensor for entry j. */
+static vitc_status match(const vitc_model *m, const char *what, const vitc_abi_tensor *decl, int ndecl,
+                         const vitc_tensor *given, int ngiven, const vitc_tensor **slots)
+{
+    if (ngiven != ndecl)
+        return rt_fail(VITC_STATUS_INVALID_ARGUMENT, "%s: the model has %d %s; %d given", m->path, ndecl, what, ngiven);
+    if (ndecl > 0 && !given)
+        return rt_fail(VITC_STATUS_INVALID_ARGUMENT, "%s: %s is NULL", m->path, what);
+    for (int j = 0; j < ndecl; j++)
+        slots[j] = NULL;
+    for (int i = 0; i < ngiven; i++) {
+        int j = i;
+        if (given[i].name) {
+            for (j = 0; j < ndecl && strcmp(decl[j].name, given[i].name) != 0; j++)
+                ;
+            if (j == ndecl)
+                return rt_fail(VITC_STATUS_INVALID_ARGUMENT, "%s: the model has no %.*s named '%s'", m->path,
+                               (int)strlen(what) - 1, what, given[i].name);
+        }
+        if (slots[j])
+            return rt_fail(VITC_STATUS_INVALID_ARGUMENT, "%s: %.*s '%s' is given twice", m->path, (int)strlen(what) - 1,
+                           what, decl[j].name);
+        slots[j] = &given[i];
+    }
+    return VITC_STATUS_OK;
+}
+
+/* Checks one tensor against its entry; *batch is the batch seen so far
+ * (0 if none yet) and is set from the first batch dimension met. */
+static vitc_status check_tensor(const vitc_model *m, const char *what, const vitc_abi_tensor *decl,
+                                const vitc_tensor *t, int64_t *batch)
+{
+    char want[256], got[256];
+    if (!t->data)
+        return rt_fail(VITC_STATUS_INVALID_ARGUMENT, "%s: %s '%s': data is NULL", m->path, what, decl->name);
+    if (t->dtype != decl->dtype)
+        return rt_fail(VITC_STATUS_DTYPE_MISMATCH, "%s: %s '%s' has dtype %s (%d); the model expects %s (%d)", m->path,
+                       what, decl->name, rt_dtype_name(t->dtype), t->dtype, rt_dtype_name(decl->dtype), decl->dtype);
+    if (t->rank != decl->rank)
+        return rt_fail(VITC_STATUS_SHAPE_MISMATCH, "%s: %s '%s' has rank %d; the model expects %s", m->path, what,
+                       decl->name, t->rank, shape_str(decl, want, sizeof want));
+    for (int k = 0; k < decl->rank; k++) {
+        int64_t d = t->dims[k], w = decl->dims[k];
+        if (!((decl->batch_mask >> k) & 1)) {
+            if (d != w)
+                return rt_fail(VITC_STATUS_SHAPE_MISMATCH, "%s: %s '%s' has shape %s; the model expects %s", m->path,
+                               what, decl->name, given_str(t, got, sizeof got), shape_str(decl, want, sizeof want));
+            continue;
+        }
+        if (w == 0) { /* 0 * B: only 0 fits, and it says nothing about B */
+            if (d != 0)
+                return rt_fail(VITC_STATUS_SHAPE_MISMATCH, "%s: %s '%s' has shape %s; the model expects %s", m->path,
+                               what, decl->name, given_str(t, got, sizeof got), shape_str(decl, want, sizeof want));
+            continue;
+        }
+        if (d < 0 || d % w != 0)
+            return rt_fail(VITC_STATUS_SHAPE_MISMATCH,
+                           "%s: %s '%s' has shape %s; the model expects %s (dim %d a multiple of %lld)", m->path, what,
+                           decl->name, given_str(t, got, sizeof got), shape_str(decl, want, sizeof want), k,
+                           (long long)w);
+        int64_t b = d / w;
+        if (*batch == 0) {
+            if (b < 1 || b > m->abi->max_batch)
+                return rt_fail(VITC_STATUS_BATCH_OUT_OF_RANGE,
+                               "%s: %s '%s' has shape %s: batch %lld; the model runs batches 1 to %lld", m->path, what,
+                               decl->name, given_str(t, got, sizeof got), (long long)b,
+                               (long long)m->abi->max_batch);
+            *batch = b;
+        } else if (b != *batch) {
+            return rt_fail(VITC_STATUS_SHAPE_MISMATCH, "%s: %s '%s' has shape %s: batch %lld, but batch %lld before",
+                           m->path, what, decl->name, given_str(t, got, sizeof got), (long long)b, (long long)*batch);
+        }
+    }
+    return VITC_STATUS_OK;
+}
+
+VITC_API vitc_status vitc_run(vitc_context *c, const vitc_tensor *inputs, int ninputs, vitc_tensor *outputs,
+                              int noutputs)
+{
+    if (!c)
+        return rt_fail(VITC_STATUS_INVALID_ARGUMENT, "vitc_run: context is NULL");
+    const vitc_model *m = c->model;
+    const vitc_abi_model *a = m->abi;
+    vitc_status st = match(m, "inputs", a->inputs, a->ninputs, inputs, ninputs, c->in_slots);
+    if (st == VITC_STATUS_OK)
+        st = match(m, "outputs", a->outputs, a->noutputs, outputs, noutputs, c->out_slots);
+    int64_t batch = 0;
+    for (int j = 0; st == VITC_STATUS_OK && j < a->ninputs; j++)
+        st = check_tensor(m, "input", &a->inputs[j], c->in_slots[j], &batch);
+    for (int j = 0; st == VITC_STATUS_OK && j < a->noutputs; j++)
+        st = check_tensor(m, "output", &a->outputs[j], c->out_slots[j], &batch);
+    if (st != VITC_STATUS_OK)
+        return st;
+    for (int j = 0; j < a->ninputs; j++)
+        c->in_ptrs[j] = c->in_slots[j]->data;
+    for (int j = 0; j < a->noutputs; j++)
+        c->out_ptrs[j] = c->out_slots[j]->data;
+    if (m->cuda_plan)
+        return rt_cuda_run(c, batch ? batch : 1);
+
+    vitc_abi_call call = {
+        .batch = batch ? batch : 1,
+        .inputs = (const void *const *)c->in_ptrs,
+        .outputs = (void *const *)c->out_ptrs,
+        .workspace = c->workspace,
+        .weights = m->weights,
+        .pool = c->pool,
+        .parallel_for = rt_parallel_for,
+        .nthreads = c->nthreads,
+    };
+    int32_t r = a->run(&call);
+    if (r == 0)
+        return VITC_STATUS_OK;
+    /* A model reports a vitc_status (e.g. NO_DEVICE from a CUDA model); anything else is internal. */
+    vitc_status rs = (r > 0 && r <= VITC_STATUS_INTERNAL) ? (vitc_status)r : VITC_STATUS_INTERNAL;
+    return rt_fail(rs, "%s: the model failed at batch %lld (code %d: %s)", m->path, (long long)call.batch, (int)r,
+                   vitc_status_string(rs));
+}

@@ -1,0 +1,85 @@
+/* signature.c: what a loaded model says about itself: its inputs and
+ * outputs with the symbolic batch, limits, target and provenance, read from
+ * the descriptor that loader.c checked. */
+#include "runtime/rt_impl.h"
+
+#include <string.h>
+
+VITC_API int vitc_model_num_inputs(const vitc_model *m)
+{
+    return m ? m->abi->ninputs : (rt_fail(VITC_STATUS_INVALID_ARGUMENT, "vitc_model_num_inputs: model is NULL"), -1);
+}
+
+VITC_API int vitc_model_num_outputs(const vitc_model *m)
+{
+    return m ? m->abi->noutputs : (rt_fail(VITC_STATUS_INVALID_ARGUMENT, "vitc_model_num_outputs: model is NULL"), -1);
+}
+
+static vitc_status tensor_info(const char *fn, const vitc_model *m, int i, vitc_tensor_info *info, int outputs)
+{
+    if (!m || !info)
+        return rt_fail(VITC_STATUS_INVALID_ARGUMENT, "%s: %s is NULL", fn, m ? "info" : "model");
+    int n = outputs ? m->abi->noutputs : m->abi->ninputs;
+    if (i < 0 || i >= n)
+        return rt_fail(VITC_STATUS_INVALID_ARGUMENT, "%s: %s has %d %s; index %d is out of range", fn, m->path, n,
+                       outputs ? "outputs" : "inputs", i);
+    const vitc_abi_tensor *t = outputs ? &m->abi->outputs[i] : &m->abi->inputs[i];
+    memset(info, 0, sizeof *info);
+    info->name = t->name;
+    info->dtype = t->dtype;
+    info->rank = t->rank;
+    for (int k = 0; k < t->rank; k++) {
+        info->dims[k] = t->dims[k];
+        info->is_batch[k] = (uint8_t)((t->batch_mask >> k) & 1);
+    }
+    return VITC_STATUS_OK;
+}
+
+VITC_API vitc_status vitc_model_input(const vitc_model *m, int i, vitc_tensor_info *info)
+{
+    return tensor_info("vitc_model_input", m, i, info, 0);
+}
+
+VITC_API vitc_status vitc_model_output(const vitc_model *m, int i, vitc_tensor_info *info)
+{
+    return tensor_info("vitc_model_output", m, i, info, 1);
+}
+
+VITC_API int64_t vitc_model_max_batch(const vitc_model *m)
+{
+    return m ? m->abi->max_batch : (rt_fail(VITC_STATUS_INVALID_ARGUMENT, "vitc_model_max_batch: model is NULL"), -1);
+}
+
+VITC_API const char *vitc_model_target(const vitc_model *m)
+{
+    return m ? m->abi->target : "";
+}
+
+VITC_API const char *vitc_model_compiler_version(const vitc_model *m)
+{
+    return m && m->abi->vitc_version ? m->abi->vitc_version : "";
+}
+
+VITC_API vitc_status vitc_model_get_details(const vitc_model *m, vitc_model_details *out)
+{
+    vitc_model_details *d = out;
+    if (!m || !d)
+        return rt_fail(VITC_STATUS_INVALID_ARGUMENT, "vitc_model_get_details: %s is NULL", m ? "details" : "model");
+    const vitc_abi_model *a = m->abi;
+    memset(d, 0, sizeof *d);
+    d->abi_version = (int)a->abi_version;
+    d->compiler_version = a->vitc_version ? a->vitc_version : "";
+    d->target = a->target;
+    d->triple = a->triple ? a->triple : "";
+    d->cpu = a->cpu ? a->cpu : "";
+    d->features = a->features ? a->features : "";
+    d->source = a->source ? a->source : "";
+    d->max_batch = a->max_batch;
+    d->workspace_bytes = a->workspace_bytes;
+    d->weights_bytes = a->weights_bytes;
+    d->weights_file = a->weights_file;
+    d->weights_fnv1a = a->weights_fnv1a;
+    d->nkernels = a->nkernels;
+    d->kernel_names = a->kernel_names;
+    return VITC_STATUS_OK;
+}

@@ -1,0 +1,155 @@
+/* cli_rt.c: what `vitc run`, `vitc compare` and `vitc inspect` share about
+ * compiled models: loading one through the runtime API with the CLI's exit
+ * codes, matching .npy inputs to its inputs, and running it into ir_tensors. */
+#include "tools/cli.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int cli_rt_exit_code(vitc_status s)
+{
+    switch (s) {
+    case VITC_STATUS_OK:
+        return VITC_OK;
+    case VITC_STATUS_OUT_OF_MEMORY:
+    case VITC_STATUS_INTERNAL:
+        return VITC_INTERNAL;
+    default:
+        return VITC_BAD_INPUT;
+    }
+}
+
+int cli_rt_fail(vitc_status s)
+{
+    fprintf(stderr, "vitc: %s\n", vitc_last_error());
+    return cli_rt_exit_code(s);
+}
+
+int cli_is_onnx(const char *path)
+{
+    size_t n = strlen(path);
+    return n >= 5 && strcmp(path + n - 5, ".onnx") == 0;
+}
+
+int cli_rt_load(const char *path, vitc_model **m)
+{
+    vitc_status st = vitc_model_load(path, m);
+    return st == VITC_STATUS_OK ? VITC_OK : cli_rt_fail(st);
+}
+
+char *cli_tensor_info_str(const vitc_tensor_info *t, char *buf, size_t n)
+{
+    int dt = ir_dtype_from_onnx(t->dtype);
+    size_t k = (size_t)snprintf(buf, n, "%s[", dt >= 0 ? ir_dtype_name((ir_dtype)dt) : "?");
+    for (int i = 0; i < t->rank && k < n; i++) {
+        const char *sep = i ? "," : "";
+        if (t->is_batch[i] && t->dims[i] == 1)
+            k += (size_t)snprintf(buf + k, n - k, "%sB", sep);
+        else
+            k += (size_t)snprintf(buf + k, n - k, "%s%lld%s", sep, (long long)t->dims[i], t->is_batch[i] ? "*B" : "");
+    }
+    if (k < n)
+        snprintf(buf + k, n - k, "]");
+    return buf;
+}
+
+int cli_rt_load_inputs(const vitc_model *m, const char *path, char **specs, int nspecs, ir_tensor *inputs)
+{
+    int nin = vitc_model_num_inputs(m);
+    memset(inputs, 0, sizeof(ir_tensor) * (size_t)nin);
+    if (nspecs != nin)
+        return cli_usage_error("%s: the model has %d input%s; %d --input given", path, nin, nin == 1 ? "" : "s",
+                               nspecs);
+    for (int i = 0; i < nspecs; i++) {
+        const char *spec = specs[i], *eq = strchr(spec, '='), *file = spec;
+        int slot = i;
+        if (eq) {
+            slot = -1;
+            for (int k = 0; k < nin; k++) {
+                vitc_tensor_info info;
+                vitc_model_input(m, k, &info);
+                if (strlen(info.name) == (size_t)(eq - spec) && strncmp(info.name, spec, (size_t)(eq - spec)) == 0)
+                    slot = k;
+            }
+            if (slot < 0)
+                return cli_usage_error("%s: the model has no input named '%.*s'", path, (int)(eq - spec), spec);
+            file = eq + 1;
+        }
+        if (inputs[slot].data) {
+            vitc_tensor_info info;
+            vitc_model_input(m, slot, &info);
+            return cli_usage_error("input '%s' is given twice", info.name);
+        }
+        vitc_diag d;
+        vitc_diag_init(&d, file);
+        int st = ir_npy_read(file, &inputs[slot], &d);
+        if (st != VITC_OK)
+            return st;
+    }
+    return VITC_OK;
+}
+
+int64_t cli_rt_batch_of(const vitc_model *m, const ir_tensor *inputs)
+{
+    for (int i = 0; i < vitc_model_num_inputs(m); i++) {
+        vitc_tensor_info info;
+        vitc_model_input(m, i, &info);
+        for (int k = 0; k < info.rank && k < inputs[i].rank; k++)
+            if (info.is_batch[k] && info.dims[k] > 0)
+                return inputs[i].dims[k] % info.dims[k] ? -1 : inputs[i].dims[k] / info.dims[k];
+    }
+    return 1;
+}
+
+int cli_rt_alloc_outputs(const vitc_model *m, int64_t batch, ir_tensor *outputs)
+{
+    for (int i = 0; i < vitc_model_num_outputs(m); i++) {
+        vitc_tensor_info info;
+        vitc_model_output(m, i, &info);
+        int dt = ir_dtype_from_onnx(info.dtype);
+        if (dt < 0) {
+            fprintf(stderr, "vitc: output '%s' has dtype %d, which the tools cannot hold\n", info.name, info.dtype);
+            return VITC_BAD_INPUT;
+        }
+        int64_t dims[IR_MAX_RANK];
+        for (int k = 0; k < info.rank; k++)
+            dims[k] = info.dims[k] * (info.is_batch[k] ? batch : 1);
+        int st = ir_tensor_alloc(&outputs[i], (ir_dtype)dt, info.rank, dims);
+        if (st != VITC_OK) {
+            fprintf(stderr, "vitc: cannot allocate output '%s'\n", info.name);
+            return st;
+        }
+    }
+    return VITC_OK;
+}
+
+static void to_vitc(const ir_tensor *t, vitc_tensor *v)
+{
+    memset(v, 0, sizeof *v);
+    v->dtype = ir_dtype_onnx_code(t->dtype);
+    v->rank = t->rank;
+    for (int k = 0; k < t->rank && k < VITC_MAX_RANK; k++)
+        v->dims[k] = t->dims[k];
+    v->data = t->data;
+}
+
+int cli_rt_run(vitc_context *c, const vitc_model *m, const ir_tensor *inputs, ir_tensor *outputs)
+{
+    int nin = vitc_model_num_inputs(m), nout = vitc_model_num_outputs(m);
+    vitc_tensor *vin = calloc((size_t)nin + 1, sizeof *vin), *vout = calloc((size_t)nout + 1, sizeof *vout);
+    if (!vin || !vout) {
+        free(vin);
+        free(vout);
+        fprintf(stderr, "vitc: out of memory\n");
+        return VITC_INTERNAL;
+    }
+    for (int i = 0; i < nin; i++)
+        to_vitc(&inputs[i], &vin[i]);
+    for (int i = 0; i < nout; i++)
+        to_vitc(&outputs[i], &vout[i]);
+    vitc_status st = vitc_run(c, vin, nin, vout, nout);
+    free(vin);
+    free(vout);
+    return st == VITC_STATUS_OK ? VITC_OK : cli_rt_fail(st);
+}
