@@ -17,6 +17,7 @@ APT_PACKAGES=(
   libcmocka-dev                                 # unit tests
   libonnx-testdata                              # ONNX's own backend node tests
   graphviz                                      # renders `vitc dump --format dot` in the tests
+  libstb-dev                                    # stb_image: reads image files in examples/classify.c
   python3 python3-venv                          # test-time references (ONNX Runtime)
 )
 

@@ -1,0 +1,359 @@
+/* attention.c: the fused Attention op (ops.def): for each image and head,
+ *     O = softmax((Q K^T) * scale) * post_scale @ V
+ * reading Q, K and V straight out of the packed qkv projection (no split or
+ * transpose of qkv beforehand) and writing O with the heads merged, [B, N, H*D].
+ *
+ * A task is one (image, head, block of query rows); rows are split only when
+ * there are fewer than 3 (image, head) pairs per thread.  A task first copies
+ * K^T and V of its head and its rows of Q (each padded to whole panels) into
+ * buffers on its stack.  In qkv the rows of a head lie 3*H*D floats apart
+ * (strided by 3 more in qkv_layout 1): the copies read them once, with
+ * prefetching, and everything after reads contiguous rows that stay in L2
+ * while the query rows go by in chunks of RB rows:
+ *     S = Q_chunk @ K^T                (micro-kernel, S chunk in L1)
+ *     E = exp(scale * (S - rowmax))    (in place), rs = post_scale / rowsum
+ *     O_chunk = rs * (E @ V)           (micro-kernel, stored into out)
+ * Stack per task: D * NP + 2 * N * DP + RB * (NP + 1) floats (NP, DP: N, D
+ * rounded up to whole panels), 170 KiB for ViT-B/16 (N 197, D 64); the
+ * generator refuses shapes that would need more than ATTN_MAX_STACK. */
+#include "codegen/llvm/kern_uk.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+enum { RB_TILES = 4 };                    /* query rows per chunk: RB_TILES * MR */
+enum { PREFETCH_ROWS = 6 };               /* qkv rows prefetched ahead of a copy */
+#define ATTN_MAX_STACK (2u * 1024 * 1024) /* bytes of stack buffers per task */
+
+typedef struct {
+    int vf, nv, nr, mr, rb;
+    int64_t E, ld;            /* H*D; qkv row stride 3*H*D */
+    int64_t ks;               /* stride of d inside a head: 1 (layout 0) or 3 */
+    int64_t npn, nfn, np;     /* panels over the keys (columns of S) */
+    int remn_nv, remn_lanes, remn_cols;
+    int64_t npd, nfd, dp;     /* panels over the head dimension (columns of O) */
+    int remd_nv, remd_lanes, remd_cols;
+} attn_plan;
+
+static void panels(int64_t n, int nr, int vf, int64_t *np, int64_t *nf, int *rnv, int *rlanes, int *rcols)
+{
+    *np = (n + nr - 1) / nr;
+    *nf = n / nr;
+    *rcols = (int)(n - *nf * nr);
+    *rnv = (*rcols + vf - 1) / vf;
+    *rlanes = *rcols - (*rnv - 1) * vf;
+}
+
+static int attn_plan_make(const cg_attention_desc *d, const cg_target *t, attn_plan *p)
+{
+    memset(p, 0, sizeof *p);
+    if (!d || !t || d->tokens < 1 || d->heads < 1 || d->head_size < 1 || (d->qkv_layout != 0 && d->qkv_layout != 1) ||
+        (t->vec_floats != 4 && t->vec_floats != 8 && t->vec_floats != 16))
+        return -1;
+    p->vf = t->vec_floats;
+    kern_uk_shape(t, &p->mr, &p->nv);
+    p->nr = p->nv * p->vf;
+    p->rb = RB_TILES * p->mr;
+    p->E = d->heads * d->head_size;
+    p->ld = 3 * p->E;
+    p->ks = d->qkv_layout ? 3 : 1;
+    panels(d->tokens, p->nr, p->vf, &p->npn, &p->nfn, &p->remn_nv, &p->remn_lanes, &p->remn_cols);
+    panels(d->head_size, p->nr, p->vf, &p->npd, &p->nfd, &p->remd_nv, &p->remd_lanes, &p->remd_cols);
+    p->np = p->npn * p->nr;
+    p->dp = p->npd * p->nr;
+    double bytes = 4.0 * ((double)d->head_size * p->np + 2.0 * d->tokens * p->dp + (double)p->rb * (p->np + 1));
+    return bytes <= ATTN_MAX_STACK ? 0 : -1;
+}
+
+/* Offset of Q/K/V (which 0/1/2) of head h in a qkv row. */
+static LLVMValueRef head_offset(kern *k, const cg_attention_desc *d, const attn_plan *p, LLVMValueRef h, int which)
+{
+    if (d->qkv_layout == 0)
+        return kern_addc(k, kern_mulc(k, h, d->head_size), which * p->E);
+    return kern_addc(k, kern_mulc(k, h, 3 * d->head_size), which);
+}
+
+/* Whether scale folds into the softmax's exponent: max(scale * s) is
+ * scale * max(s) only for scale > 0. */
+static int fold_scale(const cg_attention_desc *d) { return d->scale > 0; }
+
+/* softmax(ptr S, i64 rows, ptr rs): row r of S (stride NP, N valid columns)
+ * becomes e = exp(scale * (s - max)) (scale folded here, or applied by the
+ * S product), and rs[r] = post_scale / sum(e), the factor the P @ V product
+ * applies to its row: the probabilities are never normalised in memory. */
+static LLVMValueRef emit_softmax(kern *k, const char *name, const cg_attention_desc *d, const attn_plan *p)
+{
+    LLVMBuilderRef b = k->b;
+    LLVMTypeRef params[3] = {k->ptr, k->i64, k->ptr};
+    LLVMValueRef fn = kern_func(k, name, LLVMFunctionType(k->voidt, params, 3, 0), 1);
+    LLVMValueRef S = LLVMGetParam(fn, 0);
+    int64_t nfv = d->tokens / p->vf;
+    int tail = (int)(d->tokens % p->vf);
+    LLVMValueRef ninf = kern_vconst(k, -INFINITY), zero = kern_vconst(k, 0.0f);
+    LLVMValueRef c0 = kern_i64(k, 0), cn = kern_i64(k, nfv);
+    int fold = fold_scale(d);
+
+    kern_loop R;
+    kern_for(k, &R, c0, LLVMGetParam(fn, 1), 1, 0, 0, NULL, "row");
+    LLVMValueRef row = kern_gep(k, S, kern_mulc(k, R.iv, p->np));
+    LLVMValueRef trow = kern_gepc(k, row, nfv * p->vf);
+
+    kern_loop L;
+    kern_for(k, &L, c0, cn, 1, 0, 1, &ninf, "max");
+    LLVMValueRef mx = kern_fmax(k, L.carry[0], kern_vload(k, kern_gep(k, row, kern_mulc(k, L.iv, p->vf)), k->vf, NULL));
+    kern_for_end(k, &L, &mx);
+    mx = L.carry[0];
+    if (tail)
+        mx = kern_fmax(k, mx, kern_vload(k, trow, tail, ninf));
+    LLVMValueRef m = kern_hmax(k, mx);
+    /* exponent: fma(s, scale, -scale * max) or s - max */
+    LLVMValueRef vscale = kern_vconst(k, fold ? d->scale : 1.0f);
+    LLVMValueRef vshift = kern_splat(k, LLVMBuildFNeg(b, fold ? LLVMBuildFMul(b, m, kern_f32(k, d->scale), "") : m, ""));
+
+    kern_for(k, &L, c0, cn, 1, 0, 1, &zero, "exp");
+    LLVMValueRef at = kern_gep(k, row, kern_mulc(k, L.iv, p->vf));
+    LLVMValueRef ex = kern_vexp(k, kern_fma(k, kern_vload(k, at, k->vf, NULL), vscale, vshift), 1);
+    kern_vstore(k, ex, at, k->vf);
+    LLVMValueRef sum = LLVMBuildFAdd(b, L.carry[0], ex, "");
+    kern_for_end(k, &L, &sum);
+    sum = L.carry[0];
+    if (tail) {
+        ex = kern_vexp(k, kern_fma(k, kern_vload(k, trow, tail, ninf), vscale, vshift), 1);
+        ex = LLVMBuildSelect(b, kern_lane_mask(k, tail), ex, zero, "");
+        kern_vstore(k, ex, trow, tail);
+        sum = LLVMBuildFAdd(b, sum, ex, "");
+    }
+    LLVMValueRef f = LLVMBuildFDiv(b, kern_f32(k, d->post_scale), kern_hsum(k, sum), "");
+    LLVMSetAlignment(LLVMBuildStore(b, f, kern_gep(k, LLVMGetParam(fn, 2), R.iv)), 4);
+    kern_for_end(k, &R, NULL);
+    LLVMBuildRetVoid(b);
+    return fn;
+}
+
+typedef struct {
+    const cg_attention_desc *d;
+    const attn_plan *p;
+    LLVMValueRef s_full[17], s_rem[17], o_full[17], o_rem[17], softmax;
+} attn_emit;
+
+/* Prefetches (for reading) the cache lines of n floats from p. */
+static void emit_prefetch(kern *k, LLVMValueRef p, int64_t n)
+{
+    LLVMTypeRef ty = k->ptr, fnty;
+    unsigned id = LLVMLookupIntrinsicID("llvm.prefetch", 13);
+    fnty = LLVMIntrinsicGetType(k->ctx, id, &ty, 1);
+    LLVMValueRef fn = LLVMGetIntrinsicDeclaration(k->mod, id, &ty, 1);
+    for (int64_t off = 0; off < n + 15; off += 16) {
+        LLVMValueRef args[4] = {kern_gepc(k, p, off < n ? off : n - 1), LLVMConstInt(k->i32, 0, 0),
+                                LLVMConstInt(k->i32, 3, 0), LLVMConstInt(k->i32, 1, 0)};
+        LLVMBuildCall2(k->b, fnty, fn, args, 4, "");
+    }
+}
+
+/* Copies rows of one head out of qkv into a buffer:
+ *     dst[r * drs + c * dcs] = src[r * ld + c * ks]   for r < rows, c < cols.
+ * Rows of a head lie 3*H*D floats apart, too far apart for the hardware
+ * prefetcher, so each row is prefetched PREFETCH_ROWS ahead; contiguous rows
+ * (ks 1) are read as vectors, so that many rows' misses are in flight at
+ * once, and stored as vectors or, transposed (dcs != 1), lane by lane. */
+static void emit_copy(kern *k, LLVMValueRef dst, int64_t drs, int64_t dcs, LLVMValueRef src, int64_t ld, int64_t ks,
+                      LLVMValueRef rows, int64_t cols)
+{
+    kern_loop R;
+    kern_for(k, &R, kern_i64(k, 0), rows, 1, 0, 0, NULL, "copy.r");
+    LLVMValueRef s = kern_gep(k, src, kern_mulc(k, R.iv, ld));
+    LLVMValueRef t = kern_gep(k, dst, kern_mulc(k, R.iv, drs));
+    emit_prefetch(k, kern_gepc(k, s, PREFETCH_ROWS * ld), (cols - 1) * ks + 1);
+    if (ks == 1 && cols <= 256) {
+        for (int64_t c = 0; c < cols; c += k->vf) {
+            int lanes = cols - c < k->vf ? (int)(cols - c) : k->vf;
+            LLVMValueRef x = kern_vload(k, kern_gepc(k, s, c), lanes, NULL);
+            if (dcs == 1) {
+                kern_vstore(k, x, kern_gepc(k, t, c), lanes);
+                continue;
+            }
+            for (int l = 0; l < lanes; l++) {
+                LLVMValueRef e = LLVMBuildExtractElement(k->b, x, LLVMConstInt(k->i32, (unsigned)l, 0), "");
+                LLVMSetAlignment(LLVMBuildStore(k->b, e, kern_gepc(k, t, (c + l) * dcs)), 4);
+            }
+        }
+    } else {
+        kern_loop C;
+        kern_for(k, &C, kern_i64(k, 0), kern_i64(k, cols), 1, 0, 0, NULL, "copy.c");
+        LLVMValueRef x = LLVMBuildLoad2(k->b, k->f32, kern_gep(k, s, kern_mulc(k, C.iv, ks)), "");
+        LLVMSetAlignment(x, 4);
+        LLVMSetAlignment(LLVMBuildStore(k->b, x, kern_gep(k, t, kern_mulc(k, C.iv, dcs))), 4);
+        kern_for_end(k, &C, NULL);
+    }
+    kern_for_end(k, &R, NULL);
+}
+
+/* Zeroes columns [c0, c1) of rows rows of a buffer with row stride ld. */
+static void emit_zero_cols(kern *k, LLVMValueRef buf, int64_t ld, int64_t rows, int64_t c0, int64_t c1)
+{
+    if (c0 >= c1)
+        return;
+    kern_loop R;
+    kern_for(k, &R, kern_i64(k, 0), kern_i64(k, rows), 1, 0, 0, NULL, "zero");
+    LLVMValueRef row = kern_gep(k, buf, kern_mulc(k, R.iv, ld));
+    for (int64_t c = c0; c < c1; c++)
+        LLVMSetAlignment(LLVMBuildStore(k->b, kern_f32(k, 0.0f), kern_gepc(k, row, c)), 4);
+    kern_for_end(k, &R, NULL);
+}
+
+/* The micro-kernel calls of one product over all its column panels. */
+static void emit_product(kern *k, LLVMValueRef *full, LLVMValueRef *rem, int64_t nf, int has_rem, int mr,
+                         LLVMValueRef rows, LLVMValueRef A, int64_t lda, LLVMValueRef B, LLVMValueRef C,
+                         int64_t ldc, LLVMValueRef rs, int nr, int64_t kdim)
+{
+    LLVMValueRef zero = kern_i64(k, 0), kc = kern_i64(k, kdim);
+    if (nf) {
+        kern_loop P;
+        kern_for(k, &P, zero, kern_i64(k, nf), 1, 0, 0, NULL, "panel");
+        LLVMValueRef off = kern_mulc(k, P.iv, nr);
+        kern_uk_rows(k, full, mr, zero, rows, A, lda, kern_gep(k, B, off), kern_gep(k, C, off), ldc, NULL, 0, NULL,
+                     rs, kc, NULL, NULL);
+        kern_for_end(k, &P, NULL);
+    }
+    if (has_rem)
+        kern_uk_rows(k, rem, mr, zero, rows, A, lda, kern_gepc(k, B, nf * nr), kern_gepc(k, C, nf * nr), ldc, NULL, 0,
+                     NULL, rs, kc, NULL, NULL);
+}
+
+static LLVMValueRef emit_task(kern *k, attn_emit *e, const char *name, LLVMTypeRef argsty, LLVMTypeRef cloty)
+{
+    const cg_attention_desc *d = e->d;
+    const attn_plan *p = e->p;
+    LLVMBuilderRef b = k->b;
+    int64_t N = d->tokens, D = d->head_size;
+    LLVMValueRef fn = kern_func(k, name, kern_task_type(k), 1);
+    LLVMValueRef kt = LLVMBuildArrayAlloca(b, k->f32, kern_i64(k, D * p->np), "kt");
+    LLVMValueRef sbuf = LLVMBuildArrayAlloca(b, k->f32, kern_i64(k, p->rb * p->np), "s");
+    LLVMValueRef vp = LLVMBuildArrayAlloca(b, k->f32, kern_i64(k, N * p->dp), "v");
+    LLVMValueRef qb = LLVMBuildArrayAlloca(b, k->f32, kern_i64(k, N * p->dp), "q");
+    LLVMValueRef rs = LLVMBuildArrayAlloca(b, k->f32, kern_i64(k, p->rb), "rowscale");
+    LLVMSetAlignment(kt, 64);
+    LLVMSetAlignment(sbuf, 64);
+    LLVMSetAlignment(vp, 64);
+    LLVMSetAlignment(qb, 64);
+    /* padding read by whole-vector loads, never written by the copies */
+    emit_zero_cols(k, kt, p->np, D, N, p->np);
+    emit_zero_cols(k, vp, p->dp, N, D, p->dp);
+
+    LLVMValueRef clo = LLVMGetParam(fn, 0);
+    LLVMValueRef args = kern_field(k, cloty, clo, 0, k->ptr);
+    LLVMValueRef nrb = kern_field(k, cloty, clo, 1, k->i64);
+    LLVMValueRef rbk = kern_field(k, cloty, clo, 2, k->i64);
+    LLVMValueRef qkv = kern_field(k, argsty, args, 0, k->ptr);
+    LLVMValueRef out = kern_field(k, argsty, args, 1, k->ptr);
+
+    kern_loop T;
+    kern_for(k, &T, LLVMGetParam(fn, 1), LLVMGetParam(fn, 2), 1, 0, 0, NULL, "task");
+    LLVMValueRef bh = LLVMBuildSDiv(b, T.iv, nrb, "bh");
+    LLVMValueRef rblk = LLVMBuildSub(b, T.iv, kern_mul(k, bh, nrb), "rblk");
+    LLVMValueRef img = LLVMBuildSDiv(b, bh, kern_i64(k, d->heads), "img");
+    LLVMValueRef h = LLVMBuildSub(b, bh, kern_mulc(k, img, d->heads), "head");
+    LLVMValueRef base = kern_gep(k, qkv, kern_mulc(k, img, N * p->ld));
+    LLVMValueRef q = kern_gep(k, base, head_offset(k, d, p, h, 0));
+    LLVMValueRef kk = kern_gep(k, base, head_offset(k, d, p, h, 1));
+    LLVMValueRef v = kern_gep(k, base, head_offset(k, d, p, h, 2));
+    LLVMValueRef o = kern_gep(k, out, kern_add(k, kern_mulc(k, img, N * p->E), kern_mulc(k, h, D)));
+
+    /* K^T: kt[d][j] = K[j][d]; V: vp[j][d] = V[j][d]; the task's rows of Q */
+    LLVMValueRef r0 = kern_mul(k, rblk, rbk);
+    LLVMValueRef r1 = kern_min(k, kern_i64(k, N), kern_add(k, r0, rbk));
+    emit_copy(k, kt, 1, p->np, kk, p->ld, p->ks, kern_i64(k, N), D);
+    emit_copy(k, vp, p->dp, 1, v, p->ld, p->ks, kern_i64(k, N), D);
+    emit_copy(k, qb, p->dp, 1, kern_gep(k, q, kern_mulc(k, r0, p->ld)), p->ld, p->ks, LLVMBuildSub(b, r1, r0, ""), D);
+
+    kern_loop I;
+    kern_for(k, &I, r0, r1, p->rb, 0, 0, NULL, "chunk");
+    LLVMValueRef rows = kern_min(k, kern_i64(k, p->rb), LLVMBuildSub(b, r1, I.iv, ""));
+    LLVMValueRef qrows = kern_gep(k, qb, kern_mulc(k, LLVMBuildSub(b, I.iv, r0, ""), p->dp));
+    emit_product(k, e->s_full, e->s_rem, p->nfn, p->remn_cols != 0, p->mr, rows, qrows, p->dp, kt, sbuf, p->np, NULL,
+                 p->nr, D);
+    LLVMValueRef sa[3] = {sbuf, rows, rs};
+    LLVMTypeRef smp[3] = {k->ptr, k->i64, k->ptr};
+    LLVMBuildCall2(b, LLVMFunctionType(k->voidt, smp, 3, 0), e->softmax, sa, 3, "");
+    emit_product(k, e->o_full, e->o_rem, p->nfd, p->remd_cols != 0, p->mr, rows, sbuf, p->np, vp,
+                 kern_gep(k, o, kern_mulc(k, I.iv, p->E)), p->E, rs, p->nr, N);
+    kern_for_end(k, &I, NULL);
+    kern_for_end(k, &T, NULL);
+    LLVMBuildRetVoid(b);
+    return fn;
+}
+
+static LLVMValueRef emit_driver(kern *k, const char *name, const cg_attention_desc *d, const attn_plan *p,
+                                LLVMValueRef task, LLVMTypeRef argsty, LLVMTypeRef cloty)
+{
+    LLVMBuilderRef b = k->b;
+    LLVMValueRef fn = kern_func(k, name, kern_driver_type(k), 0);
+    LLVMValueRef args = LLVMGetParam(fn, 0);
+    LLVMValueRef batch = kern_field(k, argsty, args, 2, k->i64);
+    LLVMBasicBlockRef brun = kern_block(k, "run"), bret = kern_block(k, "ret");
+    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSGT, batch, kern_i64(k, 0), ""), brun, bret);
+    LLVMPositionBuilderAtEnd(b, bret);
+    LLVMBuildRetVoid(b);
+    LLVMPositionBuilderAtEnd(b, brun);
+    LLVMValueRef nt = kern_max(k, LLVMBuildSExt(b, LLVMGetParam(fn, 3), k->i64, ""), kern_i64(k, 1));
+    LLVMValueRef bh = kern_mulc(k, batch, d->heads);
+    int64_t maxrb = (d->tokens + p->mr - 1) / p->mr;
+    LLVMValueRef nrb = kern_min(k, kern_cdiv(k, kern_mulc(k, nt, 3), bh), kern_i64(k, maxrb));
+    LLVMValueRef rbk = kern_mulc(k, kern_cdiv(k, kern_cdiv(k, kern_i64(k, d->tokens), nrb), kern_i64(k, p->mr)), p->mr);
+    nrb = kern_cdiv(k, kern_i64(k, d->tokens), rbk);
+    LLVMValueRef clo = LLVMBuildAlloca(b, cloty, "closure");
+    LLVMBuildStore(b, args, LLVMBuildStructGEP2(b, cloty, clo, 0, ""));
+    LLVMBuildStore(b, nrb, LLVMBuildStructGEP2(b, cloty, clo, 1, ""));
+    LLVMBuildStore(b, rbk, LLVMBuildStructGEP2(b, cloty, clo, 2, ""));
+    kern_call_pf(k, LLVMGetParam(fn, 2), LLVMGetParam(fn, 1), kern_mul(k, bh, nrb), task, clo);
+    LLVMBuildRetVoid(b);
+    return fn;
+}
+
+LLVMValueRef cg_attention_emit(LLVMModuleRef mod, const char *name, const cg_attention_desc *d, const cg_target *t)
+{
+    attn_plan p;
+    kern k;
+    if (!name || attn_plan_make(d, t, &p) || kern_init(&k, mod, t))
+        return NULL;
+    LLVMValueRef fn = NULL;
+    attn_emit e = {.d = d, .p = &p};
+    char tag[32], buf[256];
+    kern_target_tag(&k, tag, sizeof tag);
+    LLVMTypeRef f[3] = {k.ptr, k.ptr, k.i64};
+    LLVMTypeRef argsty = LLVMStructTypeInContext(k.ctx, f, 3, 0);
+    LLVMTypeRef c[3] = {k.ptr, k.i64, k.i64};
+    LLVMTypeRef cloty = LLVMStructTypeInContext(k.ctx, c, 3, 0);
+    union { float f; uint32_t u; } sc = {.f = d->scale}, ps = {.f = d->post_scale};
+    snprintf(buf, sizeof buf, "vitc.attention.%s.n%lld.h%lld.d%lld.l%d.s%08x.p%08x", tag, (long long)d->tokens,
+             (long long)d->heads, (long long)d->head_size, d->qkv_layout, (unsigned)sc.u, (unsigned)ps.u);
+    LLVMValueRef task = LLVMGetNamedFunction(mod, buf);
+    if (!task) {
+        /* S = Q @ K^T (times scale unless folded): A = the Q buffer, B = the K^T buffer */
+        kern_uk s = {.mr = p.mr, .nv = p.nv, .last_lanes = p.vf, .lda = p.dp, .a_ks = 1, .ldb = p.np,
+                     .ldc = p.np, .alpha = fold_scale(d) ? 1.0f : d->scale};
+        if (p.nfn && kern_uk_set(&k, &s, e.s_full))
+            goto done;
+        s.nv = p.remn_nv, s.last_lanes = p.remn_lanes;
+        if (p.remn_cols && kern_uk_set(&k, &s, e.s_rem))
+            goto done;
+        /* O = P @ V: A = P (stride NP), B = the V buffer */
+        kern_uk o = {.mr = p.mr, .nv = p.nv, .last_lanes = p.vf, .lda = p.np, .a_ks = 1, .ldb = p.dp, .ldc = p.E,
+                     .alpha = 1.0f, .row_scale = 1};
+        if (p.nfd && kern_uk_set(&k, &o, e.o_full))
+            goto done;
+        o.nv = p.remd_nv, o.last_lanes = p.remd_lanes;
+        if (p.remd_cols && kern_uk_set(&k, &o, e.o_rem))
+            goto done;
+        char smname[300];
+        snprintf(smname, sizeof smname, "%s.softmax", buf);
+        e.softmax = emit_softmax(&k, smname, d, &p);
+        task = emit_task(&k, &e, buf, argsty, cloty);
+    }
+    fn = emit_driver(&k, name, d, &p, task, argsty, cloty);
+done:
+    kern_dispose(&k);
+    return fn;
+}

@@ -1,0 +1,317 @@
+/* cg_impl.h: what the files of the LLVM CPU backend share.
+ *
+ *   llvm_backend.c  the cg_backend instance: supports(), compile() in phases
+ *   schedule.c      which nodes make kernels, which fold into others, which are
+ *                   views; where every value lives (memplan for the workspace)
+ *   module.c        the module: types, run(), kernel functions, launches, loops,
+ *                   value pointers, the weights blob and the exported descriptor
+ *   map.c           the strided loop nest every element-wise kernel is built on
+ *   emit_*.c        per-op code: element-wise groups, data movement,
+ *                   normalisations and reductions, matmuls/convolutions/attention
+ *                   (the GEMM, batched GEMM and attention kernels themselves come
+ *                   from kernels.h: gemm.c, bgemm.c, attention.c)
+ *   target.c        target machine, optimisation pipeline, object file
+ *   elf_blob.c      the embedded weights as an ELF object of their own
+ *   link.c          linking the objects into the .so and moving it into place
+ *   poly.c          sizes and strides as polynomials in the batch
+ *   vmath.c         exp, erf, tanh as vectorisable IR
+ *
+ * Generated code: run(call) calls, node by node, one kernel function per
+ * group of work, `void kernel(const vitc_abi_call *call, i64 begin, i64 end)`,
+ * directly or through call->parallel_for.  A kernel reads call->batch and
+ * finds its tensors at planned offsets in call->workspace, in call->weights,
+ * or in the caller's input and output arrays.
+ *
+ * Nothing outside codegen/llvm includes this. */
+#ifndef VITC_CG_IMPL_H
+#define VITC_CG_IMPL_H
+
+#include "codegen/backend.h"
+#include "codegen/llvm/kernels.h"
+#include "ir/ir.h"
+
+#include <llvm-c/Core.h>
+#include <llvm-c/Target.h>
+#include <llvm-c/TargetMachine.h>
+
+/* ---- sizes, strides and offsets: sum of c[e] * B^e (poly.c) ---- */
+#define CG_POLY_DEG 3
+typedef struct {
+    int64_t c[CG_POLY_DEG + 1];
+    int bad; /* overflow or too high a power of B; sticky through arithmetic */
+} cg_poly;
+
+cg_poly cg_poly_k(int64_t k);
+cg_poly cg_poly_dim(ir_dim d);
+cg_poly cg_poly_add(cg_poly a, cg_poly b);
+cg_poly cg_poly_mul(cg_poly a, cg_poly b);
+cg_poly cg_poly_scale(cg_poly a, int64_t k);
+int cg_poly_eq(cg_poly a, cg_poly b);
+/* 1 (and *k) when a does not depend on the batch. */
+int cg_poly_is_const(cg_poly a, int64_t *k);
+/* a at a concrete batch; -1 on overflow or a bad polynomial. */
+int64_t cg_poly_eval(cg_poly a, int64_t batch);
+/* Product of v's dims (its element count). */
+cg_poly cg_poly_numel(const ir_value *v);
+/* Row-major element strides of v's dims into s (v->rank entries). */
+void cg_poly_strides(const ir_value *v, cg_poly *s);
+
+/* ---- schedule (schedule.c) ---- */
+typedef enum {
+    CG_NODE_KERNEL, /* makes code */
+    CG_NODE_FUSED,  /* element-wise work computed inside the kernel of group[node] */
+    CG_NODE_ALIAS   /* its output is its input 0 under another shape (Reshape & co) */
+} cg_node_kind;
+
+typedef enum { CG_LOC_NONE, CG_LOC_INPUT, CG_LOC_OUTPUT, CG_LOC_WEIGHTS, CG_LOC_WORKSPACE } cg_loc_kind;
+
+typedef struct {
+    cg_loc_kind kind;
+    int index;      /* input / output slot */
+    int64_t offset; /* bytes into the weights blob or the workspace; -1: not yet placed */
+} cg_loc;
+
+#define CG_MAX_KPTRS 40 /* tensors one kernel reads or writes */
+
+typedef struct cg_ctx {
+    ir_graph *g;
+    const cg_options *opt;
+    vitc_diag *d;
+    int64_t max_batch;
+    cg_target target;
+    char *triple, *cpu, *features; /* of the target machine; malloc'ed */
+
+    /* schedule: per node */
+    cg_node_kind *kind;
+    int *group;            /* the kernel node that computes this node's work */
+    int64_t *scratch;      /* scratch bytes at max_batch */
+    int64_t *scratch_off;  /* planned workspace offset of that scratch */
+    int *bn_scale, *bn_shift; /* BatchNormalization folded to x*scale+shift: constant values */
+    /* schedule: per value */
+    int *nuses;            /* node input slots reading it, plus graph-output mentions */
+    int *alias_of;         /* a view's storage value, else -1 */
+    cg_loc *loc;
+    uint64_t workspace_bytes, workspace_unplanned;
+
+    /* weights blob */
+    unsigned char *blob;
+    size_t blob_len, blob_cap;
+    int blob_object; /* embedded as an object file of its own (elf_blob.c) */
+
+    /* LLVM */
+    LLVMContextRef llc;
+    LLVMModuleRef mod;
+    LLVMBuilderRef b;  /* inside the kernel being built */
+    LLVMBuilderRef rb; /* inside run() */
+    LLVMTypeRef t_i1, t_i8, t_i16, t_i32, t_i64, t_f32, t_f64, t_ptr, t_void;
+    LLVMTypeRef t_task; /* void (ptr, i64, i64) */
+    LLVMTypeRef t_pf;   /* void (ptr pool, i64 n, ptr task, ptr arg) */
+    LLVMTypeRef t_call; /* vitc_abi_call */
+    LLVMTypeRef t_driver; /* void (ptr args, ptr pool, ptr pf, i32 nthreads): kernels.h drivers */
+    LLVMValueRef run_fn, run_call, run_batch, run_pool, run_pf, run_nthreads;
+    LLVMValueRef run_closure; /* [CG_MAX_KPTRS + 1 x ptr] in run()'s frame, reused by every launch */
+    LLVMValueRef fn, fn_call, fn_batch; /* the kernel being built */
+    LLVMValueRef fn_ptr[CG_MAX_KPTRS];  /* its tensors' base pointers, from the closure */
+    LLVMBasicBlockRef fn_entry;
+    /* kernels by the key of what they compute: one function for every node
+     * that does the same work on other tensors (the layers of a ViT) */
+    struct cg_kkey *kkeys;
+    int nkkeys, capkkeys;
+
+    /* kernels.h drivers already emitted, by kind and descriptor: the layers
+     * of a transformer repeat the same few shapes */
+    struct cg_kcache *kcache;
+    int nkcache, capkcache;
+
+    /* kernels, for the descriptor */
+    char **knames;
+    int nknames, capknames;
+    int nfuncs;
+
+    /* descriptor fields another backend sets (codegen/cuda): zero for CPU models */
+    const char *abi_target;     /* NULL: "cpu" */
+    LLVMValueRef abi_cuda_plan; /* the vitc_cuda_plan global, or NULL */
+    int32_t run_status;         /* what run() returns after its kernels */
+} cg_ctx;
+
+/* Classifies nodes, folds element-wise chains, turns BatchNormalization into
+ * constants, places every value (memplan for the workspace).  Returns status. */
+int cg_schedule(cg_ctx *cg);
+void cg_schedule_free(cg_ctx *cg);
+/* The value whose storage v uses (follows views). */
+int cg_root(const cg_ctx *cg, int v);
+/* 1 if v is a constant whose values do not depend on the batch. */
+int cg_is_plain_const(const ir_graph *g, int v);
+
+/* ---- the module (module.c) ---- */
+int cg_module_begin(cg_ctx *cg);
+/* Finishes run() and adds the weights blob and the descriptor. */
+int cg_module_finish(cg_ctx *cg);
+void cg_module_free(cg_ctx *cg);
+/* A private constant C string / constant global (align 0: the type's) in the module. */
+LLVMValueRef cg_const_cstr(cg_ctx *cg, const char *s);
+LLVMValueRef cg_const_global(cg_ctx *cg, LLVMValueRef init, const char *name, unsigned align);
+
+/* Memory type of a dtype (bool as i8); NULL if the backend cannot compute on it. */
+LLVMTypeRef cg_mem_type(cg_ctx *cg, ir_dtype t);
+/* The same for bits only (any dtype, as an integer of its size). */
+LLVMTypeRef cg_raw_type(cg_ctx *cg, ir_dtype t);
+
+/* Kernels take a closure {call, p0, p1, ...}: the base pointers of their
+ * tensors are computed in run(), so that the code depends only on shapes and
+ * one function serves every node that does the same work.
+ *
+ * cg_kernel_find returns the kernel made earlier under key (noting it with
+ * label for the descriptor), or NULL; then cg_kernel_begin starts a new one
+ * reading nptrs pointers (cg->fn_ptr[i]) with the builder cg->b in its entry,
+ * cg->fn_call and cg->fn_batch loaded; cg_kernel_end finishes it and files it
+ * under key (NULL: never shared). */
+LLVMValueRef cg_kernel_find(cg_ctx *cg, const char *key, const char *label);
+LLVMValueRef cg_kernel_begin(cg_ctx *cg, const char *label, int nptrs);
+void cg_kernel_end(cg_ctx *cg, const char *key);
+void cg_kernel_keys_free(cg_ctx *cg);
+/* In run(): calls fn over [0, nitems) with the closure {call, ptrs...},
+ * through parallel_for when the work (about `work` simple operations in all)
+ * is worth splitting. */
+void cg_launch(cg_ctx *cg, LLVMValueRef fn, const LLVMValueRef *ptrs, int nptrs, cg_poly nitems, cg_poly work);
+/* Appends printf-style text to a kernel key of n bytes (start from "").  A
+ * key that does not fit becomes "!" for good: such a kernel is never shared. */
+void cg_key_add(char *key, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void cg_key_poly(char *key, size_t n, cg_poly p);
+/* Declares a kernels.h driver and calls it from run() with an args struct
+ * whose fields are the given values (all pointer- or i64-sized). */
+void cg_call_driver(cg_ctx *cg, LLVMValueRef driver, LLVMValueRef *fields, int nfields);
+
+/* A polynomial's value as i64 inside builder b (batch: the i64 batch there). */
+LLVMValueRef cg_poly_value(cg_ctx *cg, LLVMBuilderRef b, LLVMValueRef batch, cg_poly p);
+/* Base pointer of value v's storage, computed in builder b from the call. */
+LLVMValueRef cg_value_ptr(cg_ctx *cg, LLVMBuilderRef b, LLVMValueRef call, int v);
+/* Pointer to byte off of the weights blob, in builder b. */
+LLVMValueRef cg_weights_ptr(cg_ctx *cg, LLVMBuilderRef b, LLVMValueRef call, int64_t off);
+/* Records a kernel function's name and label for the descriptor. */
+void cg_note_kernel(cg_ctx *cg, const char *fname, const char *label);
+/* Base pointer of node's scratch (plus byte offset). */
+LLVMValueRef cg_scratch_ptr(cg_ctx *cg, LLVMBuilderRef b, LLVMValueRef call, int node, int64_t byte_off);
+/* The caller's buffer for graph output k. */
+LLVMValueRef cg_out_slot_ptr(cg_ctx *cg, LLVMBuilderRef b, LLVMValueRef call, int k);
+/* Pointer to element idx (i64) of type t from base. */
+LLVMValueRef cg_gep(cg_ctx *cg, LLVMBuilderRef b, LLVMTypeRef t, LLVMValueRef base, LLVMValueRef idx);
+LLVMValueRef cg_i64(cg_ctx *cg, int64_t x);
+LLVMValueRef cg_f32(cg_ctx *cg, double x);
+
+/* Weights: appends bytes (64-byte aligned), returns the offset or -1. */
+int64_t cg_weights_add(cg_ctx *cg, const void *data, size_t n);
+/* Reserves n zeroed bytes; *p points at them until the next add. */
+int64_t cg_weights_reserve(cg_ctx *cg, size_t n, void **p);
+/* Offset of constant v's data in the blob (added on first use); -1 on error. */
+int64_t cg_weights_of(cg_ctx *cg, int v);
+
+/* Counted loop [from, to) in builder b; the body goes between begin and end. */
+typedef struct {
+    LLVMValueRef iv;
+    LLVMBasicBlockRef head, body, exit;
+} cg_loop;
+void cg_loop_begin(cg_ctx *cg, LLVMBuilderRef b, cg_loop *l, LLVMValueRef from, LLVMValueRef to);
+void cg_loop_end(cg_ctx *cg, LLVMBuilderRef b, cg_loop *l);
+/* A stack slot in the current kernel's entry block (promoted to a register by -O1+). */
+LLVMValueRef cg_alloca(cg_ctx *cg, LLVMTypeRef t, const char *name);
+/* Calls an overloaded intrinsic ("llvm.sqrt") or a libm function of one/two args. */
+LLVMValueRef cg_intrinsic(cg_ctx *cg, LLVMBuilderRef b, const char *name, LLVMTypeRef t, LLVMValueRef *args, int n);
+LLVMValueRef cg_libm(cg_ctx *cg, LLVMBuilderRef b, const char *name, LLVMTypeRef t, LLVMValueRef *args, int n);
+/* exp, erf, tanh of f32 as vectorisable IR (vmath.c). */
+LLVMValueRef cg_exp_f32(cg_ctx *cg, LLVMBuilderRef b, LLVMValueRef x);
+LLVMValueRef cg_erf_f32(cg_ctx *cg, LLVMBuilderRef b, LLVMValueRef x);
+LLVMValueRef cg_tanh_f32(cg_ctx *cg, LLVMBuilderRef b, LLVMValueRef x);
+/* Float ops with reassociation allowed (for vectorised reductions). */
+LLVMValueRef cg_fadd_reassoc(LLVMBuilderRef b, LLVMValueRef x, LLVMValueRef y);
+/* Reports an error on node (or the graph if node < 0); returns the status. */
+int cg_fail(cg_ctx *cg, int status, int node, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+/* ---- strided views and the map loop nest (map.c) ---- */
+/* Elements of `value`'s storage (or of a node's scratch when value < 0)
+ * addressed as base + sum idx[i] * strides[i]. */
+typedef struct {
+    int value;        /* a graph value's storage, or -1 */
+    int scratch_node; /* else a node's scratch (plus byte_off), or -1 */
+    int out_slot;     /* else the caller's output k */
+    int64_t byte_off;
+    ir_dtype dtype;
+    int rank;
+    cg_poly dims[IR_MAX_RANK], strides[IR_MAX_RANK];
+    cg_poly base;
+} cg_view;
+
+/* The row-major view of value v in its storage. */
+cg_view cg_view_of(cg_ctx *cg, int v);
+/* The row-major view of graph output slot k (shaped as that output). */
+cg_view cg_view_out_slot(cg_ctx *cg, int k);
+/* The view's storage base pointer (without its base offset) in builder b. */
+LLVMValueRef cg_view_ptr(cg_ctx *cg, LLVMBuilderRef b, LLVMValueRef call, const cg_view *v);
+/* A row-major view of a node's scratch with the given dims. */
+cg_view cg_view_scratch(int node, int64_t byte_off, ir_dtype dt, int rank, const cg_poly *dims);
+/* v read under numpy broadcasting as the shape dims[rank]: strides 0 where it broadcasts. */
+cg_view cg_view_broadcast(const cg_view *v, int rank, const cg_poly *dims);
+
+#define CG_MAP_MAX_OPS 32
+typedef struct cg_map cg_map;
+/* Computes one element: ptrs[k] points at operand k's element (k = 0 is the
+ * output).  Returns the value to store in the output (its memory type), or
+ * NULL when the body stored it itself. */
+typedef LLVMValueRef (*cg_map_body)(cg_ctx *cg, const cg_map *m, LLVMBuilderRef b, LLVMValueRef *ptrs);
+struct cg_map {
+    const char *label;
+    int rank;
+    cg_poly dims[IR_MAX_RANK];
+    int nops;
+    cg_view op[CG_MAP_MAX_OPS]; /* each of rank `rank` with strides over dims */
+    cg_map_body body;           /* NULL: copy operand 1's bits into operand 0 */
+    const char *sig;            /* what body computes, for sharing the kernel (NULL: never) */
+    void *ud;
+    int cost;                   /* rough operations per element, for the threading decision */
+};
+/* Emits the kernel for m and its launch in run(). */
+int cg_emit_map(cg_ctx *cg, const cg_map *m, int node);
+
+/* ---- per-op code (emit_*.c): each checks support and emits a node's kernel ---- */
+int cg_elem_supports(const ir_graph *g, const ir_node *n, char *why, size_t len);
+int cg_emit_elementwise(cg_ctx *cg, int node);
+/* Copies value src into dst (a view of the same shape); node labels it. */
+int cg_emit_copy(cg_ctx *cg, int src, const cg_view *dst, int node);
+/* 1 for ops the map kernels compute element by element (and BatchNormalization). */
+int cg_is_map_op(ir_op op);
+int cg_data_supports(const ir_graph *g, const ir_node *n, char *why, size_t len);
+int cg_emit_data(cg_ctx *cg, int node);
+int cg_norm_supports(const ir_graph *g, const ir_node *n, char *why, size_t len);
+int cg_emit_norm(cg_ctx *cg, int node);
+int cg_matmul_supports(const ir_graph *g, const ir_node *n, char *why, size_t len);
+int cg_emit_matmul(cg_ctx *cg, int node);
+/* Frees the cache of kernels.h drivers. */
+void cg_kcache_free(cg_ctx *cg);
+/* Scratch bytes a node needs at max_batch (convolutions as im2col + GEMM). */
+int64_t cg_matmul_scratch(const ir_graph *g, const ir_node *n, int64_t max_batch);
+
+/* ---- target machine, optimisation, object file (target.c) ---- */
+int cg_target_create(cg_ctx *cg, LLVMTargetMachineRef *tm);
+int cg_optimize(cg_ctx *cg, LLVMTargetMachineRef tm);
+int cg_emit_object(cg_ctx *cg, LLVMTargetMachineRef tm, const char *path);
+
+/* ---- the weights as an object file (elf_blob.c) ---- */
+#define CG_WEIGHTS_SYMBOL "vitc_weights_blob"
+/* 1 if the target's objects are ELF, which cg_write_blob_object writes. */
+int cg_blob_object_supported(const cg_ctx *cg);
+/* Writes the blob as a relocatable object defining the hidden symbol. */
+int cg_write_blob_object(cg_ctx *cg, const char *path, const char *symbol);
+
+/* ---- the .so (link.c) ---- */
+/* A private directory next to the output for intermediate files. */
+int cg_tmpdir_create(cg_ctx *cg, char *dir, size_t n);
+void cg_tmpdir_remove(const char *dir);
+/* Links obj into dir/model.so, writes external weights if asked, and renames
+ * both into place.  Nothing is left at the output path on failure. */
+int cg_link_install(cg_ctx *cg, const char *dir, const char *obj);
+/* FNV-1a 64 of bytes. */
+uint64_t cg_fnv1a(const void *p, size_t n);
+/* The name of the external weights file for an output path (no directory). */
+void cg_weights_file_name(const char *output, char *buf, size_t n);
+
+#endif

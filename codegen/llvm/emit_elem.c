@@ -1,0 +1,526 @@
+/* emit_elem.c: element-wise kernels.  A kernel computes a group of
+ * element-wise nodes (schedule.c folds a chain into its last node) as one
+ * expression per element: the group's inputs are loaded with numpy
+ * broadcasting, one-element constants become immediates, and every
+ * intermediate stays in registers.  Floats are computed in their own type
+ * (f32 in f32), integers with wrapping arithmetic, bools as i1. */
+#include "codegen/llvm/cg_impl.h"
+
+#include <stdio.h>
+#include <string.h>
+
+enum { MAX_MEMBERS = 64 };
+
+typedef struct {
+    cg_ctx *cg;
+    int root;
+    int nleaves;
+    int leaf_value[CG_MAP_MAX_OPS]; /* operand k + 1 reads this value */
+    LLVMValueRef *ptrs;
+    int nmemo;
+    int memo_value[MAX_MEMBERS];
+    LLVMValueRef memo[MAX_MEMBERS];
+} group;
+
+static int is_unsigned(ir_dtype t) { return t == IR_U8 || t == IR_U16 || t == IR_U32 || t == IR_U64 || t == IR_BOOL; }
+
+/* Register type of a dtype in expressions (bool as i1). */
+static LLVMTypeRef expr_type(cg_ctx *cg, ir_dtype t) { return t == IR_BOOL ? cg->t_i1 : cg_mem_type(cg, t); }
+
+/* The value of the only element of a plain one-element constant, else NULL. */
+static LLVMValueRef scalar_const(cg_ctx *cg, int v)
+{
+    const ir_value *c = &cg->g->values[v];
+    if (!cg_is_plain_const(cg->g, v) || c->nbytes != ir_dtype_size(c->dtype) || !cg_mem_type(cg, c->dtype))
+        return NULL;
+    const unsigned char *p = c->data;
+    switch (c->dtype) {
+    case IR_F32: { float f; memcpy(&f, p, 4); return LLVMConstReal(cg->t_f32, f); }
+    case IR_F64: { double f; memcpy(&f, p, 8); return LLVMConstReal(cg->t_f64, f); }
+    case IR_BOOL: return LLVMConstInt(cg->t_i1, p[0] != 0, 0);
+    default: {
+        uint64_t x = 0;
+        memcpy(&x, p, c->nbytes); /* little-endian */
+        return LLVMConstInt(cg_mem_type(cg, c->dtype), x, 0);
+    }
+    }
+}
+
+/* 1 and *x if v is a plain one-element float constant. */
+static int const_float(const ir_graph *g, int v, double *x)
+{
+    const ir_value *c = &g->values[v];
+    if (!cg_is_plain_const(g, v) || c->nbytes != ir_dtype_size(c->dtype))
+        return 0;
+    if (c->dtype == IR_F32) {
+        float f;
+        memcpy(&f, c->data, 4);
+        *x = f;
+        return 1;
+    }
+    if (c->dtype == IR_F64) {
+        memcpy(x, c->data, 8);
+        return 1;
+    }
+    return 0;
+}
+
+/* ---- support ---- */
+
+int cg_elem_supports(const ir_graph *g, const ir_node *n, char *why, size_t len)
+{
+    for (int k = 0; k < n->ninputs; k++) {
+        int v = n->inputs[k];
+        if (v < 0) {
+            if (n->op == IR_OP_CLIP)
+                continue;
+            snprintf(why, len, "input %d is omitted", k);
+            return 0;
+        }
+        ir_dtype t = g->values[v].dtype;
+        if (t == IR_F16 || t == IR_BF16) {
+            snprintf(why, len, "%s tensors are not computed on the CPU", ir_dtype_name(t));
+            return 0;
+        }
+        if (g->values[v].kind == IR_VAL_CONST && !cg_is_plain_const(g, v)) {
+            snprintf(why, len, "input %d holds values computed from the batch", k);
+            return 0;
+        }
+    }
+    ir_dtype ot = g->values[n->outputs[0]].dtype;
+    if (ot == IR_F16 || ot == IR_BF16) {
+        snprintf(why, len, "%s tensors are not computed on the CPU", ir_dtype_name(ot));
+        return 0;
+    }
+    ir_dtype t0 = g->values[n->inputs[0]].dtype;
+    switch (n->op) {
+    case IR_OP_POW:
+        if (!ir_dtype_is_float(t0)) {
+            snprintf(why, len, "integer Pow is not supported");
+            return 0;
+        }
+        return 1;
+    case IR_OP_ERF: case IR_OP_EXP: case IR_OP_LOG: case IR_OP_SQRT: case IR_OP_TANH: case IR_OP_SIGMOID:
+    case IR_OP_RECIPROCAL: case IR_OP_GELU:
+        if (!ir_dtype_is_float(t0)) {
+            snprintf(why, len, "%s of %s tensors is not supported", ir_op_name(n->op), ir_dtype_name(t0));
+            return 0;
+        }
+        if (n->op == IR_OP_GELU) {
+            const ir_attr *a = ir_attr_get(n, IR_ATTR_APPROXIMATE);
+            if (a && (a->kind != IR_AT_STRING || (strcmp(a->s, "none") != 0 && strcmp(a->s, "tanh") != 0))) {
+                snprintf(why, len, "Gelu approximate='%s' is not supported", a->kind == IR_AT_STRING ? a->s : "?");
+                return 0;
+            }
+        }
+        return 1;
+    case IR_OP_BATCHNORM: {
+        const ir_value *x = &g->values[n->inputs[0]];
+        if (ir_attr_int(n, IR_ATTR_TRAINING_MODE, 0) != 0) {
+            snprintf(why, len, "training-mode BatchNormalization is not supported");
+            return 0;
+        }
+        if (x->dtype != IR_F32 || x->rank < 2 || x->dims[1].e != 0) {
+            snprintf(why, len, "BatchNormalization needs an f32 input [N, C, ...] with a static C");
+            return 0;
+        }
+        for (int k = 1; k < 5; k++) {
+            const ir_value *p = &g->values[n->inputs[k]];
+            if (!cg_is_plain_const(g, n->inputs[k]) || p->dtype != IR_F32 ||
+                p->nbytes != sizeof(float) * (size_t)x->dims[1].k) {
+                snprintf(why, len, "BatchNormalization's input %d must be a constant f32[%lld]", k,
+                         (long long)x->dims[1].k);
+                return 0;
+            }
+        }
+        return 1;
+    }
+    default:
+        return 1;
+    }
+}
+
+/* ---- expressions ---- */
+
+static LLVMValueRef gen(group *gr, LLVMBuilderRef b, int v);
+
+static LLVMValueRef fconst(LLVMTypeRef t, double x) { return LLVMConstReal(t, x); }
+
+/* A libm function of one argument; exp, erf and tanh of f32 are inline
+ * (vmath.c) so that their loops vectorise. */
+static LLVMValueRef call1(cg_ctx *cg, LLVMBuilderRef b, const char *f32name, const char *f64name, LLVMTypeRef t,
+                          LLVMValueRef x)
+{
+    if (t == cg->t_f32 && strcmp(f32name, "expf") == 0)
+        return cg_exp_f32(cg, b, x);
+    if (t == cg->t_f32 && strcmp(f32name, "erff") == 0)
+        return cg_erf_f32(cg, b, x);
+    if (t == cg->t_f32 && strcmp(f32name, "tanhf") == 0)
+        return cg_tanh_f32(cg, b, x);
+    return cg_libm(cg, b, t == cg->t_f32 ? f32name : f64name, t, &x, 1);
+}
+
+static LLVMValueRef intr1(cg_ctx *cg, LLVMBuilderRef b, const char *name, LLVMTypeRef t, LLVMValueRef x)
+{
+    return cg_intrinsic(cg, b, name, t, &x, 1);
+}
+
+/* Converts x (register type of `from`) to the register type of `to`. */
+static LLVMValueRef convert(cg_ctx *cg, LLVMBuilderRef b, LLVMValueRef x, ir_dtype from, ir_dtype to)
+{
+    LLVMTypeRef tt = expr_type(cg, to);
+    if (from == to)
+        return x;
+    int ff = ir_dtype_is_float(from), tf = ir_dtype_is_float(to);
+    if (ff && tf)
+        return LLVMBuildFPCast(b, x, tt, "");
+    if (to == IR_BOOL)
+        return ff ? LLVMBuildFCmp(b, LLVMRealUNE, x, LLVMConstNull(LLVMTypeOf(x)), "")
+                  : LLVMBuildICmp(b, LLVMIntNE, x, LLVMConstNull(LLVMTypeOf(x)), "");
+    if (tf)
+        return is_unsigned(from) ? LLVMBuildUIToFP(b, x, tt, "") : LLVMBuildSIToFP(b, x, tt, "");
+    if (ff) { /* truncates toward zero; saturates instead of producing poison */
+        LLVMTypeRef tys[2] = {tt, LLVMTypeOf(x)};
+        const char *name = is_unsigned(to) ? "llvm.fptoui.sat" : "llvm.fptosi.sat";
+        unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
+        LLVMValueRef f = LLVMGetIntrinsicDeclaration(cg->mod, id, tys, 2);
+        return LLVMBuildCall2(b, LLVMGlobalGetValueType(f), f, &x, 1, "");
+    }
+    return LLVMBuildIntCast2(b, x, tt, !is_unsigned(from), "");
+}
+
+static LLVMValueRef gelu(cg_ctx *cg, LLVMBuilderRef b, LLVMTypeRef t, LLVMValueRef x, int tanh_approx)
+{
+    LLVMValueRef inner;
+    if (tanh_approx) {
+        LLVMValueRef x3 = LLVMBuildFMul(b, LLVMBuildFMul(b, x, x, ""), x, "");
+        LLVMValueRef u = LLVMBuildFAdd(b, x, LLVMBuildFMul(b, fconst(t, 0.044715), x3, ""), "");
+        inner = call1(cg, b, "tanhf", "tanh", t, LLVMBuildFMul(b, fconst(t, 0.7978845608028654), u, ""));
+    } else {
+        inner = call1(cg, b, "erff", "erf", t, LLVMBuildFMul(b, x, fconst(t, 0.7071067811865476), ""));
+    }
+    LLVMValueRef h = LLVMBuildFMul(b, fconst(t, 0.5), x, "");
+    return LLVMBuildFMul(b, h, LLVMBuildFAdd(b, fconst(t, 1.0), inner, ""), "");
+}
+
+/* Integer division and remainder that never trap: x/0 is 0, x%0 is 0. */
+static LLVMValueRef safe_idiv(cg_ctx *cg, LLVMBuilderRef b, LLVMValueRef x, LLVMValueRef y, int uns, int rem)
+{
+    LLVMTypeRef t = LLVMTypeOf(x);
+    LLVMValueRef zero = LLVMConstNull(t), one = LLVMConstInt(t, 1, 0), m1 = LLVMConstAllOnes(t);
+    LLVMValueRef y0 = LLVMBuildICmp(b, LLVMIntEQ, y, zero, "");
+    LLVMValueRef ym1 = uns ? LLVMConstInt(cg->t_i1, 0, 0) : LLVMBuildICmp(b, LLVMIntEQ, y, m1, "");
+    LLVMValueRef ys = LLVMBuildSelect(b, LLVMBuildOr(b, y0, ym1, ""), one, y, "");
+    LLVMValueRef r = rem ? (uns ? LLVMBuildURem(b, x, ys, "") : LLVMBuildSRem(b, x, ys, ""))
+                         : (uns ? LLVMBuildUDiv(b, x, ys, "") : LLVMBuildSDiv(b, x, ys, ""));
+    if (!uns)
+        r = LLVMBuildSelect(b, ym1, rem ? zero : LLVMBuildSub(b, zero, x, ""), r, "");
+    return LLVMBuildSelect(b, y0, zero, r, "");
+}
+
+static LLVMValueRef pow_expr(group *gr, LLVMBuilderRef b, const ir_node *n, LLVMTypeRef t, LLVMValueRef x)
+{
+    cg_ctx *cg = gr->cg;
+    double e;
+    if (const_float(cg->g, n->inputs[1], &e)) {
+        if (e == 1)
+            return x;
+        if (e == 2)
+            return LLVMBuildFMul(b, x, x, "");
+        if (e == 3)
+            return LLVMBuildFMul(b, LLVMBuildFMul(b, x, x, ""), x, "");
+        if (e == 0.5)
+            return intr1(cg, b, "llvm.sqrt", t, x);
+        if (e == -1)
+            return LLVMBuildFDiv(b, fconst(t, 1), x, "");
+    }
+    ir_dtype et = cg->g->values[n->inputs[1]].dtype;
+    LLVMValueRef y = convert(cg, b, gen(gr, b, n->inputs[1]), et, t == cg->t_f32 ? IR_F32 : IR_F64);
+    LLVMValueRef args[2] = {x, y};
+    return cg_libm(cg, b, t == cg->t_f32 ? "powf" : "pow", t, args, 2);
+}
+
+/* The value computed by member node n, in the register type of its output. */
+static LLVMValueRef node_expr(group *gr, LLVMBuilderRef b, int node)
+{
+    cg_ctx *cg = gr->cg;
+    const ir_node *n = &cg->g->nodes[node];
+    ir_dtype it = cg->g->values[n->inputs[0]].dtype, ot = cg->g->values[n->outputs[0]].dtype;
+    LLVMTypeRef t = expr_type(cg, it);
+    int fl = ir_dtype_is_float(it), uns = is_unsigned(it);
+    LLVMValueRef x = gen(gr, b, n->inputs[0]), y = NULL;
+    if (n->ninputs > 1 && n->inputs[1] >= 0 && n->op != IR_OP_POW && n->op != IR_OP_BATCHNORM)
+        y = gen(gr, b, n->inputs[1]);
+    switch (n->op) {
+    case IR_OP_ADD: return fl ? LLVMBuildFAdd(b, x, y, "") : LLVMBuildAdd(b, x, y, "");
+    case IR_OP_SUB: return fl ? LLVMBuildFSub(b, x, y, "") : LLVMBuildSub(b, x, y, "");
+    case IR_OP_MUL: return fl ? LLVMBuildFMul(b, x, y, "") : LLVMBuildMul(b, x, y, "");
+    case IR_OP_DIV: return fl ? LLVMBuildFDiv(b, x, y, "") : safe_idiv(cg, b, x, y, uns, 0);
+    case IR_OP_MOD: {
+        LLVMValueRef r = fl ? LLVMBuildFRem(b, x, y, "") : safe_idiv(cg, b, x, y, uns, 1);
+        if (ir_attr_int(n, IR_ATTR_FMOD, 0) || uns)
+            return r;
+        /* Python's sign rule: a non-zero remainder takes the divisor's sign. */
+        LLVMValueRef z = LLVMConstNull(t), nz, diff;
+        if (fl) {
+            nz = LLVMBuildFCmp(b, LLVMRealUNE, r, z, "");
+            diff = LLVMBuildXor(b, LLVMBuildFCmp(b, LLVMRealOLT, r, z, ""), LLVMBuildFCmp(b, LLVMRealOLT, y, z, ""), "");
+        } else {
+            nz = LLVMBuildICmp(b, LLVMIntNE, r, z, "");
+            diff = LLVMBuildXor(b, LLVMBuildICmp(b, LLVMIntSLT, r, z, ""), LLVMBuildICmp(b, LLVMIntSLT, y, z, ""), "");
+        }
+        LLVMValueRef adj = fl ? LLVMBuildFAdd(b, r, y, "") : LLVMBuildAdd(b, r, y, "");
+        return LLVMBuildSelect(b, LLVMBuildAnd(b, nz, diff, ""), adj, r, "");
+    }
+    case IR_OP_POW: return pow_expr(gr, b, n, t, x);
+    case IR_OP_AND: return LLVMBuildAnd(b, x, y, "");
+    case IR_OP_OR: return LLVMBuildOr(b, x, y, "");
+    case IR_OP_NOT: return LLVMBuildNot(b, x, "");
+    case IR_OP_EQUAL: return fl ? LLVMBuildFCmp(b, LLVMRealOEQ, x, y, "") : LLVMBuildICmp(b, LLVMIntEQ, x, y, "");
+    case IR_OP_GREATER:
+        return fl ? LLVMBuildFCmp(b, LLVMRealOGT, x, y, "") : LLVMBuildICmp(b, uns ? LLVMIntUGT : LLVMIntSGT, x, y, "");
+    case IR_OP_LESS:
+        return fl ? LLVMBuildFCmp(b, LLVMRealOLT, x, y, "") : LLVMBuildICmp(b, uns ? LLVMIntULT : LLVMIntSLT, x, y, "");
+    case IR_OP_ABS:
+        if (fl)
+            return intr1(cg, b, "llvm.fabs", t, x);
+        return uns ? x : LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, x, LLVMConstNull(t), ""),
+                                         LLVMBuildSub(b, LLVMConstNull(t), x, ""), x, "");
+    case IR_OP_NEG: return fl ? LLVMBuildFNeg(b, x, "") : LLVMBuildSub(b, LLVMConstNull(t), x, "");
+    case IR_OP_RELU:
+        if (fl)
+            return LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOLT, x, LLVMConstNull(t), ""), LLVMConstNull(t), x, "");
+        return uns ? x : LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, x, LLVMConstNull(t), ""), LLVMConstNull(t), x, "");
+    case IR_OP_EXP: return call1(cg, b, "expf", "exp", t, x);
+    case IR_OP_LOG: return call1(cg, b, "logf", "log", t, x);
+    case IR_OP_ERF: return call1(cg, b, "erff", "erf", t, x);
+    case IR_OP_TANH: return call1(cg, b, "tanhf", "tanh", t, x);
+    case IR_OP_SQRT: return intr1(cg, b, "llvm.sqrt", t, x);
+    case IR_OP_RECIPROCAL: return LLVMBuildFDiv(b, fconst(t, 1), x, "");
+    case IR_OP_SIGMOID: {
+        LLVMValueRef e = call1(cg, b, "expf", "exp", t, LLVMBuildFNeg(b, x, ""));
+        return LLVMBuildFDiv(b, fconst(t, 1), LLVMBuildFAdd(b, fconst(t, 1), e, ""), "");
+    }
+    case IR_OP_GELU: {
+        const ir_attr *a = ir_attr_get(n, IR_ATTR_APPROXIMATE);
+        return gelu(cg, b, t, x, a && a->kind == IR_AT_STRING && strcmp(a->s, "tanh") == 0);
+    }
+    case IR_OP_MAX:
+    case IR_OP_MIN: {
+        int mx = n->op == IR_OP_MAX;
+        LLVMValueRef r = x;
+        for (int k = 1; k < n->ninputs; k++) {
+            LLVMValueRef z = gen(gr, b, n->inputs[k]);
+            if (fl) {
+                LLVMValueRef args[2] = {r, z};
+                r = cg_intrinsic(cg, b, mx ? "llvm.maximum" : "llvm.minimum", t, args, 2);
+            } else {
+                LLVMIntPredicate p = mx ? (uns ? LLVMIntUGE : LLVMIntSGE) : (uns ? LLVMIntULE : LLVMIntSLE);
+                r = LLVMBuildSelect(b, LLVMBuildICmp(b, p, r, z, ""), r, z, "");
+            }
+        }
+        return r;
+    }
+    case IR_OP_WHERE: {
+        LLVMValueRef z = gen(gr, b, n->inputs[2]);
+        return LLVMBuildSelect(b, x, y, z, "");
+    }
+    case IR_OP_CLIP: {
+        LLVMValueRef r = x;
+        if (n->ninputs > 1 && n->inputs[1] >= 0)
+            r = LLVMBuildSelect(b, fl ? LLVMBuildFCmp(b, LLVMRealOLT, r, y, "")
+                                      : LLVMBuildICmp(b, uns ? LLVMIntULT : LLVMIntSLT, r, y, ""), y, r, "");
+        if (n->ninputs > 2 && n->inputs[2] >= 0) {
+            LLVMValueRef hi = gen(gr, b, n->inputs[2]);
+            r = LLVMBuildSelect(b, fl ? LLVMBuildFCmp(b, LLVMRealOGT, r, hi, "")
+                                      : LLVMBuildICmp(b, uns ? LLVMIntUGT : LLVMIntSGT, r, hi, ""), hi, r, "");
+        }
+        return r;
+    }
+    case IR_OP_CAST:
+    case IR_OP_CAST_LIKE:
+        return convert(cg, b, x, it, ot);
+    case IR_OP_BATCHNORM: {
+        LLVMValueRef s = gen(gr, b, cg->bn_scale[node]), h = gen(gr, b, cg->bn_shift[node]);
+        return LLVMBuildFAdd(b, LLVMBuildFMul(b, x, s, ""), h, "");
+    }
+    default:
+        cg_fail(cg, VITC_INTERNAL, node, "is not an element-wise op");
+        return LLVMGetUndef(expr_type(cg, ot));
+    }
+}
+
+static LLVMValueRef gen(group *gr, LLVMBuilderRef b, int v)
+{
+    cg_ctx *cg = gr->cg;
+    for (int i = 0; i < gr->nmemo; i++)
+        if (gr->memo_value[i] == v)
+            return gr->memo[i];
+    LLVMValueRef r = NULL;
+    const ir_value *val = &cg->g->values[v];
+    for (int k = 0; k < gr->nleaves && !r; k++)
+        if (gr->leaf_value[k] == v) {
+            r = LLVMBuildLoad2(b, cg_mem_type(cg, val->dtype), gr->ptrs[k + 1], "");
+            if (val->dtype == IR_BOOL)
+                r = LLVMBuildICmp(b, LLVMIntNE, r, LLVMConstNull(cg->t_i8), "");
+        }
+    if (!r)
+        r = scalar_const(cg, v);
+    if (!r && val->producer >= 0)
+        r = node_expr(gr, b, val->producer);
+    if (!r) {
+        cg_fail(cg, VITC_INTERNAL, gr->root, "element-wise input '%s' has no source", val->name);
+        return LLVMGetUndef(expr_type(cg, val->dtype));
+    }
+    if (gr->nmemo < MAX_MEMBERS) {
+        gr->memo_value[gr->nmemo] = v;
+        gr->memo[gr->nmemo++] = r;
+    }
+    return r;
+}
+
+static LLVMValueRef group_body(cg_ctx *cg, const cg_map *m, LLVMBuilderRef b, LLVMValueRef *ptrs)
+{
+    group *gr = m->ud;
+    gr->ptrs = ptrs;
+    gr->nmemo = 0;
+    int out = cg->g->nodes[gr->root].outputs[0];
+    LLVMValueRef r = gen(gr, b, out);
+    if (cg->g->values[out].dtype == IR_BOOL)
+        r = LLVMBuildZExt(b, r, cg->t_i8, "");
+    return r;
+}
+
+/* 1 if value v is computed inside the group (by a member other than a leaf). */
+static int computed_inside(const cg_ctx *cg, int root, int v)
+{
+    int p = cg->g->values[v].producer;
+    return p >= 0 && p != root && cg->kind[p] == CG_NODE_FUSED && cg->group[p] == root;
+}
+
+/* Appends to sig what member node i computes: its op, dtypes, the
+ * attributes its code depends on, and where each argument comes from (a
+ * group input by position, an earlier member, or an immediate's bits), so
+ * that two groups with equal signatures (and equal loop nests) can share one
+ * kernel. */
+static void sign_arg(cg_ctx *cg, const group *gr, char *sig, size_t n, int v, const int *members, int nmembers)
+{
+    if (v < 0) {
+        cg_key_add(sig, n, "-,");
+        return;
+    }
+    for (int k = 0; k < gr->nleaves; k++)
+        if (gr->leaf_value[k] == v) {
+            cg_key_add(sig, n, "L%d,", k);
+            return;
+        }
+    const ir_value *val = &cg->g->values[v];
+    for (int j = 0; j < nmembers; j++)
+        if (val->producer == members[j]) {
+            cg_key_add(sig, n, "N%d,", j);
+            return;
+        }
+    uint64_t bits = 0;
+    if (val->kind == IR_VAL_CONST && val->nbytes <= sizeof bits)
+        memcpy(&bits, val->data, val->nbytes);
+    cg_key_add(sig, n, "C%d:%llx,", (int)val->dtype, (unsigned long long)bits);
+}
+
+static void sign_node(cg_ctx *cg, const group *gr, char *sig, size_t n, int node, const int *members, int nmembers)
+{
+    const ir_node *nd = &cg->g->nodes[node];
+    const ir_attr *a = ir_attr_get(nd, IR_ATTR_APPROXIMATE);
+    cg_key_add(sig, n, "%d.%d.%d.%d.%d(", (int)nd->op, (int)cg->g->values[nd->outputs[0]].dtype,
+               (int)cg->g->values[nd->inputs[0]].dtype, a && a->kind == IR_AT_STRING && strcmp(a->s, "tanh") == 0,
+               (int)ir_attr_int(nd, IR_ATTR_FMOD, 0));
+    int nin = nd->op == IR_OP_BATCHNORM ? 1 : nd->ninputs;
+    for (int k = 0; k < nin; k++)
+        sign_arg(cg, gr, sig, n, nd->inputs[k], members, nmembers - 1);
+    if (nd->op == IR_OP_BATCHNORM) {
+        sign_arg(cg, gr, sig, n, cg->bn_scale[node], members, nmembers - 1);
+        sign_arg(cg, gr, sig, n, cg->bn_shift[node], members, nmembers - 1);
+    }
+    cg_key_add(sig, n, ")");
+}
+
+static int add_leaf(cg_ctx *cg, group *gr, cg_map *m, int v)
+{
+    if (computed_inside(cg, gr->root, v) || scalar_const(cg, v))
+        return VITC_OK;
+    for (int k = 0; k < gr->nleaves; k++)
+        if (gr->leaf_value[k] == v)
+            return VITC_OK;
+    if (m->nops >= CG_MAP_MAX_OPS)
+        return cg_fail(cg, VITC_INTERNAL, gr->root, "too many inputs for one element-wise kernel");
+    cg_view view = cg_view_of(cg, v);
+    m->op[m->nops++] = cg_view_broadcast(&view, m->rank, m->dims);
+    gr->leaf_value[gr->nleaves++] = v;
+    return VITC_OK;
+}
+
+int cg_emit_elementwise(cg_ctx *cg, int root)
+{
+    const ir_graph *g = cg->g;
+    const ir_node *rn = &g->nodes[root];
+    group gr;
+    memset(&gr, 0, sizeof gr);
+    gr.cg = cg;
+    gr.root = root;
+    cg_map m;
+    memset(&m, 0, sizeof m);
+    int out = rn->outputs[0];
+    m.op[0] = cg_view_of(cg, out);
+    m.rank = m.op[0].rank;
+    memcpy(m.dims, m.op[0].dims, sizeof m.dims);
+    m.nops = 1;
+    char label[256], sig[1024] = "";
+    size_t ll = 0;
+    label[0] = 0;
+    int cost = 0, members[MAX_MEMBERS], nmembers = 0;
+    for (int i = 0; i <= root; i++) {
+        if (i != root && !(cg->kind[i] == CG_NODE_FUSED && cg->group[i] == root))
+            continue;
+        const ir_node *n = &g->nodes[i];
+        if (ll < sizeof label)
+            ll += (size_t)snprintf(label + ll, sizeof label - ll, "%s%s", ll ? "+" : "", ir_op_name(n->op));
+        for (int k = 0; k < n->ninputs; k++) {
+            if (n->inputs[k] < 0 || (n->op == IR_OP_BATCHNORM && k > 0))
+                continue;
+            if (add_leaf(cg, &gr, &m, n->inputs[k]))
+                return cg->d->status;
+        }
+        if (n->op == IR_OP_BATCHNORM &&
+            (add_leaf(cg, &gr, &m, cg->bn_scale[i]) || add_leaf(cg, &gr, &m, cg->bn_shift[i])))
+            return cg->d->status;
+        if (nmembers < MAX_MEMBERS)
+            members[nmembers++] = i;
+        sign_node(cg, &gr, sig, sizeof sig, i, members, nmembers);
+        cost += (n->op == IR_OP_ERF || n->op == IR_OP_EXP || n->op == IR_OP_TANH || n->op == IR_OP_GELU ||
+                 n->op == IR_OP_POW || n->op == IR_OP_LOG || n->op == IR_OP_SIGMOID) ? 20 : 1;
+    }
+    if (ll < sizeof label)
+        snprintf(label + ll, sizeof label - ll, " %s", rn->name);
+    m.label = label;
+    m.body = group_body;
+    m.sig = nmembers < MAX_MEMBERS ? sig : NULL;
+    m.ud = &gr;
+    m.cost = cost;
+    return cg_emit_map(cg, &m, root);
+}
+
+int cg_emit_copy(cg_ctx *cg, int src, const cg_view *dst, int node)
+{
+    cg_map m;
+    memset(&m, 0, sizeof m);
+    m.op[0] = *dst;
+    m.rank = dst->rank;
+    memcpy(m.dims, dst->dims, sizeof m.dims);
+    cg_view s = cg_view_of(cg, src);
+    m.op[1] = cg_view_broadcast(&s, m.rank, m.dims);
+    m.nops = 2;
+    char label[160];
+    snprintf(label, sizeof label, "Copy %s", cg->g->values[src].name);
+    m.label = label;
+    m.cost = 1;
+    return cg_emit_map(cg, &m, node);
+}

@@ -1,0 +1,242 @@
+/* gemm.c: GEMM with constant weights packed at compile time and a fused
+ * epilogue (bias, activation, residual): the kernel of every Linear node.
+ *
+ * Packed layout: W is cut into panels of NR = 2 vectors of columns; panel p
+ * holds, for every k, the NR floats W[k, p*NR .. p*NR+NR) (zeros past N), so
+ * a panel is one contiguous K x NR block and any K block of it is contiguous.
+ *
+ * Work: the driver cuts C into tasks of mc rows x (ppb panels) columns,
+ * handed to the runtime's parallel_for; mc is chosen at run time from M and
+ * the thread count so that every thread gets several tasks.  A task walks K
+ * in blocks of kc (a B micro-panel of kc x NR, 16 KiB, stays in L1 while the
+ * rows of the task go by), then panels, then rows by MR: each step is one
+ * micro-kernel call (kern_uk.h) that keeps an MR x NR tile of C in registers,
+ * reads A in place and applies the epilogue before the only store. */
+#include "codegen/llvm/kern_uk.h"
+
+#include <stdio.h>
+#include <string.h>
+
+typedef struct {
+    int vf, nv, nr, mr;
+    int64_t npanels, nfull; /* panels of nr columns; those without padding */
+    int rem_nv, rem_lanes;  /* the padded last panel, when N % nr != 0 */
+    int64_t kc, nkb;        /* K blocks */
+    int64_t ppb, nnb;       /* panels per column block; column blocks */
+    int64_t mc_max;         /* largest row block of a task */
+} gemm_plan;
+
+static int gemm_plan_make(const cg_gemm_desc *d, const cg_target *t, gemm_plan *p)
+{
+    memset(p, 0, sizeof *p);
+    if (!d || !t || d->K < 1 || d->N < 1 || d->lda < d->K || d->ldc < d->N ||
+        (d->has_residual && d->ldr != 0 && d->ldr < d->N) || d->activation < 0 || d->activation > 4 ||
+        (t->vec_floats != 4 && t->vec_floats != 8 && t->vec_floats != 16))
+        return -1;
+    p->vf = t->vec_floats;
+    kern_uk_shape(t, &p->mr, &p->nv);
+    p->nr = p->nv * p->vf;
+    p->npanels = (d->N + p->nr - 1) / p->nr;
+    p->nfull = d->N / p->nr;
+    int64_t rem = d->N - p->nfull * p->nr;
+    if (rem) {
+        p->rem_nv = (int)((rem + p->vf - 1) / p->vf);
+        p->rem_lanes = (int)(rem - (int64_t)(p->rem_nv - 1) * p->vf);
+    }
+    /* K blocks of at most 16 KiB of B micro-panel, of equal size (multiple
+     * of 4 steps) but the last.  A residual after an activation cannot be
+     * accumulated through C, so that case keeps K whole. */
+    int64_t kc_max = 16384 / (p->nr * 4);
+    p->nkb = (d->K + kc_max - 1) / kc_max;
+    if (d->has_residual && d->activation)
+        p->nkb = 1;
+    p->kc = (d->K + p->nkb - 1) / p->nkb;
+    p->kc = (p->kc + 3) / 4 * 4;
+    if (p->kc >= d->K)
+        p->kc = d->K, p->nkb = 1;
+    else
+        p->nkb = (d->K + p->kc - 1) / p->kc;
+    p->nnb = (p->npanels + 7) / 8;
+    p->ppb = (p->npanels + p->nnb - 1) / p->nnb;
+    p->nnb = (p->npanels + p->ppb - 1) / p->ppb;
+    p->mc_max = 12 * p->mr;
+    return 0;
+}
+
+size_t cg_gemm_packed_bytes(const cg_gemm_desc *d, const cg_target *t)
+{
+    gemm_plan p;
+    if (gemm_plan_make(d, t, &p))
+        return 0;
+    size_t bytes = (size_t)p.npanels * (size_t)d->K * (size_t)p.nr * sizeof(float);
+    return (bytes + 63) / 64 * 64;
+}
+
+void cg_gemm_pack(const cg_gemm_desc *d, const cg_target *t, const float *W, float *out)
+{
+    gemm_plan p;
+    if (gemm_plan_make(d, t, &p))
+        return;
+    size_t bytes = cg_gemm_packed_bytes(d, t);
+    memset(out, 0, bytes);
+    for (int64_t pn = 0; pn < p.npanels; pn++) {
+        int64_t n0 = pn * p.nr, w = d->N - n0 < p.nr ? d->N - n0 : p.nr;
+        for (int64_t k = 0; k < d->K; k++)
+            memcpy(out + (pn * d->K + k) * p.nr, W + k * d->N + n0, (size_t)w * sizeof(float));
+    }
+}
+
+/* Everything the task function's body needs while it is being emitted. */
+typedef struct {
+    const cg_gemm_desc *d;
+    const gemm_plan *p;
+    LLVMValueRef full[17], rem[17]; /* micro-kernels by rows */
+    LLVMValueRef A, W, bias, R, C;
+    LLVMValueRef m0, m1;
+} gemm_emit;
+
+/* One panel of one K block: all rows of the task. */
+static void emit_panel(kern *k, gemm_emit *e, LLVMValueRef *kernels, LLVMValueRef panel, LLVMValueRef k0,
+                       LLVMValueRef kc, LLVMValueRef first, LLVMValueRef last)
+{
+    const cg_gemm_desc *d = e->d;
+    const gemm_plan *p = e->p;
+    LLVMValueRef n0 = kern_mulc(k, panel, p->nr);
+    LLVMValueRef boff = kern_mulc(k, kern_add(k, kern_mulc(k, panel, d->K), k0), p->nr);
+    kern_uk_rows(k, kernels, p->mr, e->m0, e->m1, kern_gep(k, e->A, k0), d->lda, kern_gep(k, e->W, boff),
+                 kern_gep(k, e->C, n0), d->ldc, d->has_residual ? kern_gep(k, e->R, n0) : NULL, d->ldr,
+                 d->has_bias ? kern_gep(k, e->bias, n0) : NULL, NULL, kc, first, last);
+}
+
+/* All panels [p0, p1) of one K block. */
+static void emit_kblock(kern *k, gemm_emit *e, LLVMValueRef p0, LLVMValueRef p1, LLVMValueRef k0,
+                        LLVMValueRef kc, LLVMValueRef first, LLVMValueRef last)
+{
+    const gemm_plan *p = e->p;
+    if (p->nfull) {
+        kern_loop L;
+        kern_for(k, &L, p0, kern_min(k, p1, kern_i64(k, p->nfull)), 1, 0, 0, NULL, "panel");
+        emit_panel(k, e, e->full, L.iv, k0, kc, first, last);
+        kern_for_end(k, &L, NULL);
+    }
+    if (p->rem_nv) {
+        LLVMBasicBlockRef brem = kern_block(k, "rempanel"), bjoin = kern_block(k, "rempanel.join");
+        LLVMBuildCondBr(k->b, LLVMBuildICmp(k->b, LLVMIntEQ, p1, kern_i64(k, p->npanels), ""), brem, bjoin);
+        LLVMPositionBuilderAtEnd(k->b, brem);
+        emit_panel(k, e, e->rem, kern_i64(k, p->nfull), k0, kc, first, last);
+        LLVMBuildBr(k->b, bjoin);
+        LLVMPositionBuilderAtEnd(k->b, bjoin);
+    }
+}
+
+/* task(closure {args, nmb, mc}, begin, end): tasks t = ni * nmb + mi. */
+static LLVMValueRef emit_task(kern *k, gemm_emit *e, const char *name, LLVMTypeRef argsty, LLVMTypeRef cloty)
+{
+    const cg_gemm_desc *d = e->d;
+    const gemm_plan *p = e->p;
+    LLVMBuilderRef b = k->b;
+    LLVMValueRef fn = kern_func(k, name, kern_task_type(k), 1);
+    LLVMValueRef clo = LLVMGetParam(fn, 0);
+    LLVMValueRef args = kern_field(k, cloty, clo, 0, k->ptr);
+    LLVMValueRef nmb = kern_field(k, cloty, clo, 1, k->i64);
+    LLVMValueRef mc = kern_field(k, cloty, clo, 2, k->i64);
+    e->A = kern_field(k, argsty, args, 0, k->ptr);
+    e->W = kern_field(k, argsty, args, 1, k->ptr);
+    e->bias = kern_field(k, argsty, args, 2, k->ptr);
+    e->R = kern_field(k, argsty, args, 3, k->ptr);
+    e->C = kern_field(k, argsty, args, 4, k->ptr);
+    LLVMValueRef M = kern_field(k, argsty, args, 5, k->i64);
+
+    kern_loop T;
+    kern_for(k, &T, LLVMGetParam(fn, 1), LLVMGetParam(fn, 2), 1, 0, 0, NULL, "task");
+    LLVMValueRef ni = LLVMBuildSDiv(b, T.iv, nmb, "ni");
+    LLVMValueRef mi = LLVMBuildSub(b, T.iv, kern_mul(k, ni, nmb), "mi");
+    e->m0 = kern_mul(k, mi, mc);
+    e->m1 = kern_min(k, M, kern_add(k, e->m0, mc));
+    LLVMValueRef p0 = kern_mulc(k, ni, p->ppb);
+    LLVMValueRef p1 = kern_min(k, kern_i64(k, p->npanels), kern_addc(k, p0, p->ppb));
+    if (p->nkb == 1) {
+        emit_kblock(k, e, p0, p1, kern_i64(k, 0), kern_i64(k, d->K), NULL, NULL);
+    } else {
+        kern_loop KB;
+        kern_for(k, &KB, kern_i64(k, 0), kern_i64(k, p->nkb), 1, 0, 0, NULL, "kb");
+        LLVMValueRef k0 = kern_mulc(k, KB.iv, p->kc);
+        LLVMValueRef kc = kern_min(k, kern_i64(k, p->kc), LLVMBuildSub(b, kern_i64(k, d->K), k0, ""));
+        LLVMValueRef first = LLVMBuildICmp(b, LLVMIntEQ, KB.iv, kern_i64(k, 0), "first");
+        LLVMValueRef last = LLVMBuildICmp(b, LLVMIntEQ, KB.iv, kern_i64(k, p->nkb - 1), "last");
+        emit_kblock(k, e, p0, p1, k0, kc, first, last);
+        kern_for_end(k, &KB, NULL);
+    }
+    kern_for_end(k, &T, NULL);
+    LLVMBuildRetVoid(b);
+    return fn;
+}
+
+/* driver(args, pool, pf, nthreads): picks the row block mc and runs the tasks. */
+static LLVMValueRef emit_driver(kern *k, const char *name, const gemm_plan *p, LLVMValueRef task,
+                                LLVMTypeRef argsty, LLVMTypeRef cloty)
+{
+    LLVMBuilderRef b = k->b;
+    LLVMValueRef fn = kern_func(k, name, kern_driver_type(k), 0);
+    LLVMValueRef args = LLVMGetParam(fn, 0);
+    LLVMValueRef M = kern_field(k, argsty, args, 5, k->i64);
+    LLVMBasicBlockRef brun = kern_block(k, "run"), bret = kern_block(k, "ret");
+    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSGT, M, kern_i64(k, 0), ""), brun, bret);
+    LLVMPositionBuilderAtEnd(b, bret);
+    LLVMBuildRetVoid(b);
+    LLVMPositionBuilderAtEnd(b, brun);
+    LLVMValueRef nt = kern_max(k, LLVMBuildSExt(b, LLVMGetParam(fn, 3), k->i64, ""), kern_i64(k, 1));
+    LLVMValueRef mrb = kern_cdiv(k, M, kern_i64(k, p->mr));
+    LLVMValueRef want = kern_cdiv(k, kern_mulc(k, nt, 3), kern_i64(k, p->nnb));
+    LLVMValueRef nmb = kern_min(k, kern_max(k, kern_cdiv(k, M, kern_i64(k, p->mc_max)), want), mrb);
+    LLVMValueRef mc = kern_mulc(k, kern_cdiv(k, mrb, nmb), p->mr);
+    nmb = kern_cdiv(k, M, mc);
+    LLVMValueRef clo = LLVMBuildAlloca(b, cloty, "closure");
+    LLVMBuildStore(b, args, LLVMBuildStructGEP2(b, cloty, clo, 0, ""));
+    LLVMBuildStore(b, nmb, LLVMBuildStructGEP2(b, cloty, clo, 1, ""));
+    LLVMBuildStore(b, mc, LLVMBuildStructGEP2(b, cloty, clo, 2, ""));
+    kern_call_pf(k, LLVMGetParam(fn, 2), LLVMGetParam(fn, 1), kern_mulc(k, nmb, p->nnb), task, clo);
+    LLVMBuildRetVoid(b);
+    return fn;
+}
+
+LLVMValueRef cg_gemm_emit(LLVMModuleRef mod, const char *name, const cg_gemm_desc *d, const cg_target *t)
+{
+    gemm_plan p;
+    kern k;
+    if (!name || gemm_plan_make(d, t, &p) || kern_init(&k, mod, t))
+        return NULL;
+    LLVMValueRef fn = NULL;
+    gemm_emit e = {.d = d, .p = &p};
+    char tag[32], buf[256];
+    kern_target_tag(&k, tag, sizeof tag);
+    LLVMTypeRef f[6] = {k.ptr, k.ptr, k.ptr, k.ptr, k.ptr, k.i64};
+    LLVMTypeRef argsty = LLVMStructTypeInContext(k.ctx, f, 6, 0);
+    LLVMTypeRef c[3] = {k.ptr, k.i64, k.i64};
+    LLVMTypeRef cloty = LLVMStructTypeInContext(k.ctx, c, 3, 0);
+    /* the task depends on the description only: shared by equal layers */
+    snprintf(buf, sizeof buf, "vitc.gemm.%s.K%lld.N%lld.a%lld.c%lld.r%lld.e%d%d%d", tag, (long long)d->K,
+             (long long)d->N, (long long)d->lda, (long long)d->ldc, (long long)d->ldr, d->has_bias ? 1 : 0,
+             d->has_residual ? 1 : 0, d->activation);
+    LLVMValueRef task = LLVMGetNamedFunction(mod, buf);
+    if (!task) {
+        kern_uk s = {
+            .mr = p.mr, .nv = p.nv, .last_lanes = p.vf, .lda = d->lda, .a_ks = 1, .ldb = p.nr,
+            .ldc = d->ldc, .ldr = d->ldr, .has_bias = d->has_bias, .has_res = d->has_residual,
+            .act = d->activation, .alpha = 1.0f, .kblocked = p.nkb > 1,
+        };
+        if (p.nfull && kern_uk_set(&k, &s, e.full))
+            goto done;
+        if (p.rem_nv) {
+            s.nv = p.rem_nv;
+            s.last_lanes = p.rem_lanes;
+            if (kern_uk_set(&k, &s, e.rem))
+                goto done;
+        }
+        task = emit_task(&k, &e, buf, argsty, cloty);
+    }
+    fn = emit_driver(&k, name, &p, task, argsty, cloty);
+done:
+    kern_dispose(&k);
+    return fn;
+}

@@ -1,0 +1,105 @@
+/* kern_ir.h: the small vocabulary the kernel generators (gemm.c, bgemm.c,
+ * attention.c) build LLVM IR with: a context holding the types of one target,
+ * constants, float addressing, (masked) vector loads and stores, broadcasts,
+ * FMA, horizontal reductions, counted loops with loop-carried values, and the
+ * vector math of the epilogues (exp, erf, GELU).  Private to codegen/llvm's
+ * kernels; the rest of the backend has its own builders. */
+#ifndef VITC_KERN_IR_H
+#define VITC_KERN_IR_H
+
+#include "codegen/llvm/kernels.h"
+
+#define KERN_MAX_CARRY 64 /* loop-carried values of one loop (accumulators) */
+
+typedef struct {
+    LLVMContextRef ctx;
+    LLVMModuleRef mod;
+    LLVMBuilderRef b;
+    cg_target t;
+    int vf;                        /* floats per vector */
+    LLVMTypeRef f32, i1, i32, i64, ptr, voidt;
+    LLVMTypeRef vty;               /* <vf x float> */
+    LLVMTypeRef vmask;             /* <vf x i1> */
+} kern;
+
+/* A counted loop "for (iv = begin; cond; iv += step)" with values carried
+ * from one iteration to the next (accumulators).  Inside the body, iv and
+ * carry[] are the current values; after kern_for_end, iv is the first value
+ * that failed the condition and carry[] the values at exit. */
+typedef struct {
+    LLVMBasicBlockRef head, body, exit;
+    LLVMValueRef iv, end;
+    LLVMValueRef carry[KERN_MAX_CARRY];
+    int ncarry;
+    int64_t step;
+} kern_loop;
+
+/* Valid targets: vec_floats 4, 8 or 16 and nregs >= 16.  0 on success. */
+int kern_init(kern *k, LLVMModuleRef mod, const cg_target *t);
+void kern_dispose(kern *k);
+
+/* ---- functions ---- */
+/* Adds a function (internal linkage if internal) with an entry block and
+ * positions the builder there.  Every generated function is nounwind. */
+LLVMValueRef kern_func(kern *k, const char *name, LLVMTypeRef fnty, int internal);
+LLVMBasicBlockRef kern_block(kern *k, const char *name);
+/* The type of the kernels' drivers: void(ptr args, ptr pool, ptr pf, i32 nthreads). */
+LLVMTypeRef kern_driver_type(kern *k);
+/* The type of a task: void(ptr arg, i64 begin, i64 end). */
+LLVMTypeRef kern_task_type(kern *k);
+/* Emits pf(pool, n, task, arg): the runtime's parallel_for. */
+void kern_call_pf(kern *k, LLVMValueRef pf, LLVMValueRef pool, LLVMValueRef n, LLVMValueRef task,
+                  LLVMValueRef arg);
+
+/* ---- scalars ---- */
+LLVMValueRef kern_i64(kern *k, int64_t v);
+LLVMValueRef kern_f32(kern *k, float v);
+LLVMValueRef kern_add(kern *k, LLVMValueRef a, LLVMValueRef b);
+LLVMValueRef kern_mul(kern *k, LLVMValueRef a, LLVMValueRef b);
+LLVMValueRef kern_addc(kern *k, LLVMValueRef a, int64_t c);
+LLVMValueRef kern_mulc(kern *k, LLVMValueRef a, int64_t c);
+LLVMValueRef kern_min(kern *k, LLVMValueRef a, LLVMValueRef b); /* signed i64 */
+LLVMValueRef kern_max(kern *k, LLVMValueRef a, LLVMValueRef b);
+LLVMValueRef kern_cdiv(kern *k, LLVMValueRef a, LLVMValueRef b); /* ceil(a / b), a >= 0, b > 0 */
+/* The i64 field i of a struct of pointers and i64s behind p. */
+LLVMValueRef kern_field(kern *k, LLVMTypeRef sty, LLVMValueRef p, unsigned i, LLVMTypeRef fty);
+
+/* ---- addressing and memory (floats) ---- */
+LLVMValueRef kern_gep(kern *k, LLVMValueRef p, LLVMValueRef idx);
+LLVMValueRef kern_gepc(kern *k, LLVMValueRef p, int64_t idx);
+/* A vector at p; only the first lanes lanes are read when lanes < vf (the
+ * others are pass, or zero when pass is NULL). */
+LLVMValueRef kern_vload(kern *k, LLVMValueRef p, int lanes, LLVMValueRef pass);
+/* Stores v at p; only the first lanes lanes when lanes < vf. */
+void kern_vstore(kern *k, LLVMValueRef v, LLVMValueRef p, int lanes);
+LLVMValueRef kern_bcast(kern *k, LLVMValueRef p); /* splat of the float at p */
+LLVMValueRef kern_splat(kern *k, LLVMValueRef scalar);
+LLVMValueRef kern_vconst(kern *k, float v);
+LLVMValueRef kern_lane_mask(kern *k, int lanes); /* <vf x i1>: lane < lanes */
+
+/* ---- arithmetic (scalars or vectors alike) ---- */
+LLVMValueRef kern_fma(kern *k, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c); /* a*b + c */
+LLVMValueRef kern_fmax(kern *k, LLVMValueRef a, LLVMValueRef b);
+LLVMValueRef kern_fmin(kern *k, LLVMValueRef a, LLVMValueRef b);
+LLVMValueRef kern_hsum(kern *k, LLVMValueRef v); /* sum of the lanes */
+LLVMValueRef kern_hmax(kern *k, LLVMValueRef v); /* max of the lanes */
+
+/* ---- loops ---- */
+/* Starts a loop over iv from begin while iv < end (whole == 0) or while
+ * iv + step <= end (whole == 1, only whole steps). */
+void kern_for(kern *k, kern_loop *l, LLVMValueRef begin, LLVMValueRef end, int64_t step, int whole,
+              int ncarry, const LLVMValueRef *init, const char *name);
+void kern_for_end(kern *k, kern_loop *l, const LLVMValueRef *next);
+
+/* ---- vector math (kern_math.c) ---- */
+/* exp(x) for x in [-87, 88] within 2 ulp; clamps outside that range.
+ * nonpositive: the caller guarantees x <= 0 (up to rounding), saving the
+ * upper clamp. */
+LLVMValueRef kern_vexp(kern *k, LLVMValueRef x, int nonpositive);
+/* erf(x) within 4e-7 absolute. */
+LLVMValueRef kern_verf(kern *k, LLVMValueRef x);
+/* Applies activation act (ops.def's Linear: 0 none, 1 GELU-erf, 2 GELU-tanh,
+ * 3 ReLU, 4 ReLU6) to a vector. */
+LLVMValueRef kern_activation(kern *k, LLVMValueRef x, int act);
+
+#endif

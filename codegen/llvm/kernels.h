@@ -1,0 +1,106 @@
+/* kernels.h: generators of the compute-heavy CPU kernels, in LLVM IR built
+ * through the C API.  The LLVM backend (llvm_backend.c and friends) calls
+ * these for Linear/MatMul/Conv-as-GEMM and Attention nodes; everything else
+ * (element-wise, normalisation, data movement) it generates itself.
+ *
+ * Every generated kernel is a "driver" function that splits its work into
+ * tasks and hands them to the runtime's parallel_for:
+ *     void name(const ARGS *args, void *pool, vitc_abi_parallel_for pf, int32_t nthreads)
+ * so the caller only fills an ARGS struct (layout below, plain C structs that
+ * the caller builds in LLVM IR with the same field order) and calls it. */
+#ifndef VITC_CG_KERNELS_H
+#define VITC_CG_KERNELS_H
+
+#include <llvm-c/Core.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* What the target offers: chosen by the backend from --cpu/--features. */
+typedef struct {
+    int vec_floats; /* floats per SIMD register: 4 (SSE), 8 (AVX2), 16 (AVX-512) */
+    int nregs;      /* SIMD registers: 16 (AVX2), 32 (AVX-512) */
+    int has_fma;
+} cg_target;
+
+/* The target for an LLVM feature string ("+avx2,+fma,-avx512f,..."): 16
+ * floats and 32 registers with +avx512f, 8 and 16 with +avx, else 4 and 16
+ * (SSE); has_fma with +fma or +avx512f. */
+cg_target cg_target_from_features(const char *features);
+
+/* ---- GEMM with packed constant weights and a fused epilogue ----
+ * C[m, n] = act(sum_k A[m, k] * W[k, n] + bias[n]) + R[m, n], for m < M.
+ * K and N are compile-time constants (the weight's shape); M is known only at
+ * run time (a multiple of the batch).  activation as in ops.def's Linear. */
+typedef struct {
+    int64_t K, N;
+    int64_t lda, ldc, ldr; /* row strides, in floats, of A, C and R; ldr 0: R is one row [N] for every row */
+    int has_bias, has_residual, activation;
+} cg_gemm_desc;
+
+typedef struct {            /* ARGS of a GEMM driver */
+    const float *A;
+    const float *W;         /* packed by cg_gemm_pack */
+    const float *bias;      /* NULL if !has_bias */
+    const float *R;         /* NULL if !has_residual; may equal C (in place) */
+    float *C;               /* must not overlap A */
+    int64_t M;
+} cg_gemm_args;
+
+/* Bytes of the packed form of a K x N weight (64-byte multiple). */
+size_t cg_gemm_packed_bytes(const cg_gemm_desc *d, const cg_target *t);
+/* Packs W (K x N, row-major) into out (cg_gemm_packed_bytes bytes). */
+void cg_gemm_pack(const cg_gemm_desc *d, const cg_target *t, const float *W, float *out);
+/* Emits the driver function `name` into mod; returns it, or NULL for a
+ * description it cannot take (K or N < 1, a stride below its row, an
+ * activation outside 0..4, vec_floats not 4/8/16).  The work behind a
+ * driver (task function, micro-kernels) is internal to mod and named after
+ * the description ("vitc.gemm.*", "vitc.uk.*"), so equal layers share it:
+ * only the few-instruction driver is emitted again.  Likewise for the
+ * batched GEMM and attention below.  M <= 0 at run time does nothing. */
+LLVMValueRef cg_gemm_emit(LLVMModuleRef mod, const char *name, const cg_gemm_desc *d, const cg_target *t);
+
+/* ---- batched GEMM between activations (MatMul of two computed tensors) ----
+ * For each batch index b < batch (batch = batch_static * B at run time):
+ *     C_b[M, N] = A_b[M, K] @ op(B_b)[K, N],  op = transpose if trans_b.
+ * Element (i, j) of A_b is A[b * a_batch_stride + i * lda + j]; likewise for
+ * B and C.  Everything is static except the run-time batch count. */
+typedef struct {
+    int64_t M, N, K;
+    int64_t lda, ldb, ldc;
+    int64_t a_batch_stride, b_batch_stride, c_batch_stride;
+    int trans_b;
+    float alpha;            /* C = alpha * (A @ op(B)) */
+} cg_bgemm_desc;
+
+typedef struct {            /* ARGS of a batched-GEMM driver */
+    const float *A, *B;
+    float *C;
+    int64_t batch;
+} cg_bgemm_args;
+
+/* NULL unless every size >= 1, lda >= K, ldc >= N, ldb >= (trans_b ? K : N),
+ * batch strides >= 0 (0: one matrix for every batch index). */
+LLVMValueRef cg_bgemm_emit(LLVMModuleRef mod, const char *name, const cg_bgemm_desc *d, const cg_target *t);
+
+/* ---- fused attention (ops.def Attention) ----
+ * qkv [B, N, 3*H*D] as in qkv_layout; out [B, N, H*D]. */
+typedef struct {
+    int64_t tokens, heads, head_size;
+    int qkv_layout;
+    float scale, post_scale;
+} cg_attention_desc;
+
+typedef struct {            /* ARGS of an attention driver */
+    const float *qkv;
+    float *out;
+    int64_t batch;
+} cg_attention_args;
+
+/* Each task keeps Q, K^T and V of one head in buffers on its thread's
+ * stack: about (3 N D + 24 N) floats (170 KiB for N 197, D 64).  NULL when
+ * that would exceed 2 MiB (N above ~2400 at D 64), or for sizes < 1, a
+ * layout other than 0/1. */
+LLVMValueRef cg_attention_emit(LLVMModuleRef mod, const char *name, const cg_attention_desc *d,
+                               const cg_target *t);
+
+#endif

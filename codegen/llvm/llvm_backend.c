@@ -1,0 +1,228 @@
+/* llvm_backend.c: the CPU backend instance (codegen/backend.h).
+ *
+ * compile() runs in phases, each timed for --verbose:
+ *   check     every node supported, or every unsupported node reported at once
+ *   plan      schedule.c: views, element-wise fusion, memory plan
+ *   emit      one or more kernels per node, in node order, called from run()
+ *   optimise  LLVM's -O pipeline for the target CPU
+ *   object    machine code into a private directory next to the output
+ *   link      cc -shared, then rename into place */
+#include "codegen/llvm/cg_impl.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* Phases that end later than this after the start are reported even without
+ * --verbose, so that a long compile shows where it is. */
+#define CG_SLOW_SECONDS 3.0
+
+typedef enum { FAM_NONE, FAM_VIEW, FAM_MAP, FAM_DATA, FAM_NORM, FAM_MATMUL } op_family;
+
+static op_family family_of(ir_op op)
+{
+    switch (op) {
+    case IR_OP_RESHAPE: case IR_OP_FLATTEN: case IR_OP_SQUEEZE: case IR_OP_UNSQUEEZE: case IR_OP_IDENTITY:
+    case IR_OP_DROPOUT:
+        return FAM_VIEW;
+    case IR_OP_TRANSPOSE: case IR_OP_SLICE: case IR_OP_GATHER: case IR_OP_EXPAND: case IR_OP_CONCAT: case IR_OP_SPLIT:
+        return FAM_DATA;
+    case IR_OP_SOFTMAX: case IR_OP_LAYERNORM: case IR_OP_REDUCE_MEAN: case IR_OP_REDUCE_SUM: case IR_OP_REDUCE_MAX:
+        return FAM_NORM;
+    case IR_OP_MATMUL: case IR_OP_GEMM: case IR_OP_EINSUM: case IR_OP_LINEAR: case IR_OP_ATTENTION: case IR_OP_CONV:
+        return FAM_MATMUL;
+    default:
+        return cg_is_map_op(op) ? FAM_MAP : FAM_NONE;
+    }
+}
+
+static int llvm_supports(const ir_graph *g, const ir_node *n, char *why, size_t len)
+{
+    for (int k = 0; k < n->noutputs; k++) {
+        int v = n->outputs[k];
+        if (v < 0)
+            continue;
+        const ir_value *o = &g->values[v];
+        if (o->rank < 0) {
+            snprintf(why, len, "output '%s' has no inferred shape", o->name);
+            return 0;
+        }
+        for (int i = 0; i < o->rank; i++)
+            if (o->dims[i].e < 0 || o->dims[i].e > CG_POLY_DEG) {
+                snprintf(why, len, "output '%s' has a dimension in B^%d", o->name, o->dims[i].e);
+                return 0;
+            }
+    }
+    switch (family_of(n->op)) {
+    case FAM_VIEW:
+        if (n->op == IR_OP_DROPOUT && ir_input(n, 2) >= 0) {
+            const ir_value *tm = &g->values[n->inputs[2]];
+            if (!cg_is_plain_const(g, n->inputs[2]) || (tm->nbytes >= 1 && ((const unsigned char *)tm->data)[0])) {
+                snprintf(why, len, "training-mode Dropout is not supported");
+                return 0;
+            }
+        }
+        return 1;
+    case FAM_MAP: return cg_elem_supports(g, n, why, len);
+    case FAM_DATA: return cg_data_supports(g, n, why, len);
+    case FAM_NORM: return cg_norm_supports(g, n, why, len);
+    case FAM_MATMUL: return cg_matmul_supports(g, n, why, len);
+    case FAM_NONE: break;
+    }
+    if (n->op == IR_OP_SHAPE || n->op == IR_OP_CONSTANT_OF_SHAPE || n->op == IR_OP_RANGE)
+        snprintf(why, len, "%s is computed from shapes and should have been folded at compile time", ir_op_name(n->op));
+    else
+        snprintf(why, len, "%s is not supported by the CPU backend", ir_op_name(n->op));
+    return 0;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+typedef struct {
+    double start, last;
+    int verbose;
+} timer;
+
+static void phase_done(timer *t, const char *what)
+{
+    double now = now_s();
+    if (t->verbose || now - t->start > CG_SLOW_SECONDS)
+        fprintf(stderr, "vitc: %-40s %7.3f s\n", what, now - t->last);
+    t->last = now;
+}
+
+static int emit_node(cg_ctx *cg, int i)
+{
+    const ir_node *n = &cg->g->nodes[i];
+    switch (family_of(n->op)) {
+    case FAM_VIEW: return cg_emit_data(cg, i); /* a view that is a graph output: a copy */
+    case FAM_MAP: return cg_emit_elementwise(cg, i);
+    case FAM_DATA: return cg_emit_data(cg, i);
+    case FAM_NORM: return cg_emit_norm(cg, i);
+    case FAM_MATMUL: return cg_emit_matmul(cg, i);
+    case FAM_NONE: break;
+    }
+    return cg_fail(cg, VITC_INTERNAL, i, "has no code generator");
+}
+
+/* Graph outputs not computed in place: inputs, constants, repeated outputs. */
+static int emit_output_copies(cg_ctx *cg)
+{
+    const ir_graph *g = cg->g;
+    for (int k = 0; k < g->noutputs && cg->d->status == VITC_OK; k++) {
+        int v = g->outputs[k];
+        if (cg->loc[v].kind == CG_LOC_OUTPUT && cg->loc[v].index == k)
+            continue;
+        cg_view dst = cg_view_out_slot(cg, k);
+        cg_emit_copy(cg, v, &dst, -1);
+    }
+    return cg->d->status;
+}
+
+/* Every function but the exported descriptor's stays inside the .so. */
+static void internalize(cg_ctx *cg)
+{
+    for (LLVMValueRef f = LLVMGetFirstFunction(cg->mod); f; f = LLVMGetNextFunction(f))
+        if (!LLVMIsDeclaration(f))
+            LLVMSetLinkage(f, LLVMInternalLinkage);
+}
+
+static int emit_all(cg_ctx *cg, timer *t)
+{
+    ir_graph *g = cg->g;
+    int st = cg_schedule(cg);
+    if (st)
+        return st;
+    char msg[160];
+    int nk = 0;
+    for (int i = 0; i < g->nnodes; i++)
+        nk += cg->kind[i] == CG_NODE_KERNEL;
+    snprintf(msg, sizeof msg, "plan (%d of %d nodes make kernels)", nk, g->nnodes);
+    phase_done(t, msg);
+    if (cg->opt->verbose)
+        fprintf(stderr, "vitc: workspace %.3f MB at batch %lld (%.3f MB without reuse)\n",
+                (double)cg->workspace_bytes / 1e6, (long long)cg->max_batch, (double)cg->workspace_unplanned / 1e6);
+    for (int i = 0; i < g->nnodes && cg->d->status == VITC_OK; i++)
+        if (cg->kind[i] == CG_NODE_KERNEL)
+            emit_node(cg, i);
+    if (cg->d->status == VITC_OK)
+        emit_output_copies(cg);
+    if (cg->d->status == VITC_OK)
+        cg_module_finish(cg);
+    if (cg->d->status == VITC_OK)
+        internalize(cg);
+    snprintf(msg, sizeof msg, "emit (%d kernels, %.1f MB of weights)", cg->nknames, (double)cg->blob_len / 1e6);
+    phase_done(t, msg);
+    return cg->d->status;
+}
+
+static int llvm_compile(ir_graph *g, const cg_options *opt, vitc_diag *d)
+{
+    timer t = {.start = now_s(), .verbose = opt->verbose};
+    t.last = t.start;
+    char why[256];
+    int bad = 0;
+    for (int i = 0; i < g->nnodes; i++)
+        if (!llvm_supports(g, &g->nodes[i], why, sizeof why)) {
+            vitc_error(d, VITC_BAD_INPUT, &g->nodes[i], "not supported by the CPU backend: %s", why);
+            bad++;
+        }
+    if (bad)
+        return d->status;
+    if (opt->max_batch < 1)
+        return vitc_error(d, VITC_BAD_INPUT, NULL, "--batch must be at least 1");
+
+    cg_ctx cg;
+    memset(&cg, 0, sizeof cg);
+    cg.g = g;
+    cg.opt = opt;
+    cg.d = d;
+    cg.max_batch = opt->max_batch;
+    LLVMTargetMachineRef tm = NULL;
+    char dir[PATH_MAX] = "", obj[PATH_MAX + 16];
+    int st = cg_target_create(&cg, &tm);
+    if (st == VITC_OK) {
+        cg_module_begin(&cg);
+        LLVMTargetDataRef dl = LLVMCreateTargetDataLayout(tm);
+        LLVMSetModuleDataLayout(cg.mod, dl);
+        LLVMDisposeTargetData(dl);
+        LLVMSetTarget(cg.mod, cg.triple);
+        if (opt->verbose)
+            fprintf(stderr, "vitc: compiling %s for %s, cpu %s (%d-float vectors), -O%d, batch 1..%lld\n",
+                    opt->source ? opt->source : g->path, cg.triple, cg.cpu, cg.target.vec_floats, opt->opt_level,
+                    (long long)opt->max_batch);
+        st = emit_all(&cg, &t);
+    }
+    if (st == VITC_OK && (st = cg_optimize(&cg, tm)) == VITC_OK)
+        phase_done(&t, "optimise");
+    if (st == VITC_OK && (st = cg_tmpdir_create(&cg, dir, sizeof dir)) == VITC_OK) {
+        snprintf(obj, sizeof obj, "%s/model.o", dir);
+        if ((st = cg_emit_object(&cg, tm, obj)) == VITC_OK)
+            phase_done(&t, "object file");
+        if (st == VITC_OK && (st = cg_link_install(&cg, dir, obj)) == VITC_OK)
+            phase_done(&t, "link");
+        cg_tmpdir_remove(dir);
+    }
+    if (st == VITC_OK && opt->verbose)
+        fprintf(stderr, "vitc: wrote %s in %.3f s\n", opt->output, now_s() - t.start);
+    cg_module_free(&cg);
+    cg_schedule_free(&cg);
+    cg_kcache_free(&cg);
+    if (tm)
+        LLVMDisposeTargetMachine(tm);
+    free(cg.triple), free(cg.cpu), free(cg.features);
+    return st;
+}
+
+const cg_backend cg_llvm_backend = {
+    .name = "cpu",
+    .supports = llvm_supports,
+    .compile = llvm_compile,
+};

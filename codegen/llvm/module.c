@@ -1,0 +1,647 @@
+/* module.c: the LLVM module of a compiled model and the plumbing every
+ * emitter uses: the run() function that calls the kernels in node order,
+ * kernel functions and their launches (direct or through the runtime's
+ * parallel_for), pointers to a value's storage, counted loops, math calls,
+ * the weights blob and, at the end, the exported descriptor (runtime/abi.h). */
+#include "codegen/llvm/cg_impl.h"
+
+#include "runtime/abi.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Work below this many simple operations runs on the calling thread: handing
+ * it to the pool would cost more than it saves. */
+#define CG_PARALLEL_MIN_WORK (1 << 15)
+
+enum { CALL_BATCH, CALL_INPUTS, CALL_OUTPUTS, CALL_WORKSPACE, CALL_WEIGHTS, CALL_POOL, CALL_PF, CALL_NTHREADS };
+
+int cg_fail(cg_ctx *cg, int status, int node, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vitc_verror(cg->d, status, node >= 0 ? &cg->g->nodes[node] : NULL, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+LLVMValueRef cg_i64(cg_ctx *cg, int64_t x) { return LLVMConstInt(cg->t_i64, (unsigned long long)x, 1); }
+LLVMValueRef cg_f32(cg_ctx *cg, double x) { return LLVMConstReal(cg->t_f32, x); }
+
+LLVMTypeRef cg_mem_type(cg_ctx *cg, ir_dtype t)
+{
+    switch (t) {
+    case IR_F32: return cg->t_f32;
+    case IR_F64: return cg->t_f64;
+    case IR_I64: case IR_U64: return cg->t_i64;
+    case IR_I32: case IR_U32: return cg->t_i32;
+    case IR_I16: case IR_U16: return cg->t_i16;
+    case IR_I8: case IR_U8: case IR_BOOL: return cg->t_i8;
+    default: return NULL; /* f16, bf16: no CPU arithmetic for them here */
+    }
+}
+
+LLVMTypeRef cg_raw_type(cg_ctx *cg, ir_dtype t)
+{
+    switch (ir_dtype_size(t)) {
+    case 1: return cg->t_i8;
+    case 2: return cg->t_i16;
+    case 4: return cg->t_i32;
+    default: return cg->t_i64;
+    }
+}
+
+/* ---- the module and run() ---- */
+
+int cg_module_begin(cg_ctx *cg)
+{
+    cg->llc = LLVMContextCreate();
+    cg->mod = LLVMModuleCreateWithNameInContext("vitc_model", cg->llc);
+    cg->b = LLVMCreateBuilderInContext(cg->llc);
+    cg->rb = LLVMCreateBuilderInContext(cg->llc);
+    LLVMContextRef c = cg->llc;
+    cg->t_i1 = LLVMInt1TypeInContext(c);
+    cg->t_i8 = LLVMInt8TypeInContext(c);
+    cg->t_i16 = LLVMInt16TypeInContext(c);
+    cg->t_i32 = LLVMInt32TypeInContext(c);
+    cg->t_i64 = LLVMInt64TypeInContext(c);
+    cg->t_f32 = LLVMFloatTypeInContext(c);
+    cg->t_f64 = LLVMDoubleTypeInContext(c);
+    cg->t_ptr = LLVMPointerTypeInContext(c, 0);
+    cg->t_void = LLVMVoidTypeInContext(c);
+    LLVMTypeRef task_args[3] = {cg->t_ptr, cg->t_i64, cg->t_i64};
+    cg->t_task = LLVMFunctionType(cg->t_void, task_args, 3, 0);
+    LLVMTypeRef pf_args[4] = {cg->t_ptr, cg->t_i64, cg->t_ptr, cg->t_ptr};
+    cg->t_pf = LLVMFunctionType(cg->t_void, pf_args, 4, 0);
+    LLVMTypeRef drv_args[4] = {cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_i32};
+    cg->t_driver = LLVMFunctionType(cg->t_void, drv_args, 4, 0);
+    LLVMTypeRef call_fields[8] = {cg->t_i64, cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_i32};
+    cg->t_call = LLVMStructCreateNamed(c, "vitc_abi_call");
+    LLVMStructSetBody(cg->t_call, call_fields, 8, 0);
+
+    LLVMTypeRef run_args[1] = {cg->t_ptr};
+    cg->run_fn = LLVMAddFunction(cg->mod, "vitc_run", LLVMFunctionType(cg->t_i32, run_args, 1, 0));
+    LLVMSetLinkage(cg->run_fn, LLVMInternalLinkage);
+    LLVMPositionBuilderAtEnd(cg->rb, LLVMAppendBasicBlockInContext(c, cg->run_fn, "entry"));
+    cg->run_call = LLVMGetParam(cg->run_fn, 0);
+    LLVMValueRef f;
+    f = LLVMBuildStructGEP2(cg->rb, cg->t_call, cg->run_call, CALL_BATCH, "");
+    cg->run_batch = LLVMBuildLoad2(cg->rb, cg->t_i64, f, "batch");
+    f = LLVMBuildStructGEP2(cg->rb, cg->t_call, cg->run_call, CALL_POOL, "");
+    cg->run_pool = LLVMBuildLoad2(cg->rb, cg->t_ptr, f, "pool");
+    f = LLVMBuildStructGEP2(cg->rb, cg->t_call, cg->run_call, CALL_PF, "");
+    cg->run_pf = LLVMBuildLoad2(cg->rb, cg->t_ptr, f, "parallel_for");
+    f = LLVMBuildStructGEP2(cg->rb, cg->t_call, cg->run_call, CALL_NTHREADS, "");
+    cg->run_nthreads = LLVMBuildLoad2(cg->rb, cg->t_i32, f, "nthreads");
+    cg->run_closure = LLVMBuildAlloca(cg->rb, LLVMArrayType2(cg->t_ptr, CG_MAX_KPTRS + 1), "closure");
+    return VITC_OK;
+}
+
+void cg_module_free(cg_ctx *cg)
+{
+    if (cg->b)
+        LLVMDisposeBuilder(cg->b);
+    if (cg->rb)
+        LLVMDisposeBuilder(cg->rb);
+    if (cg->mod)
+        LLVMDisposeModule(cg->mod);
+    if (cg->llc)
+        LLVMContextDispose(cg->llc);
+    cg->b = cg->rb = NULL;
+    cg->mod = NULL;
+    cg->llc = NULL;
+    cg_kernel_keys_free(cg);
+    for (int i = 0; i < cg->nknames; i++)
+        free(cg->knames[i]);
+    free(cg->knames);
+    cg->knames = NULL;
+    cg->nknames = cg->capknames = 0;
+    free(cg->blob);
+    cg->blob = NULL;
+    cg->blob_len = cg->blob_cap = 0;
+}
+
+/* ---- kernels and launches ---- */
+
+static LLVMAttributeRef enum_attr(cg_ctx *cg, const char *name)
+{
+    return LLVMCreateEnumAttribute(cg->llc, LLVMGetEnumAttributeKindForName(name, strlen(name)), 0);
+}
+
+struct cg_kkey {
+    char *key;
+    LLVMValueRef fn;
+};
+
+LLVMValueRef cg_kernel_find(cg_ctx *cg, const char *key, const char *label)
+{
+    if (!key || !*key || *key == '!')
+        return NULL;
+    for (int i = 0; i < cg->nkkeys; i++)
+        if (strcmp(cg->kkeys[i].key, key) == 0) {
+            size_t len;
+            const char *name = LLVMGetValueName2(cg->kkeys[i].fn, &len);
+            cg_note_kernel(cg, name, label);
+            return cg->kkeys[i].fn;
+        }
+    return NULL;
+}
+
+static void kernel_remember(cg_ctx *cg, const char *key, LLVMValueRef fn)
+{
+    if (!key || !*key || *key == '!')
+        return;
+    if (cg->nkkeys == cg->capkkeys) {
+        int cap = cg->capkkeys ? 2 * cg->capkkeys : 32;
+        struct cg_kkey *k = realloc(cg->kkeys, sizeof *k * (size_t)cap);
+        if (!k)
+            return; /* not shared: still correct */
+        cg->kkeys = k;
+        cg->capkkeys = cap;
+    }
+    char *copy = strdup(key);
+    if (!copy)
+        return;
+    cg->kkeys[cg->nkkeys++] = (struct cg_kkey){copy, fn};
+}
+
+void cg_kernel_keys_free(cg_ctx *cg)
+{
+    for (int i = 0; i < cg->nkkeys; i++)
+        free(cg->kkeys[i].key);
+    free(cg->kkeys);
+    cg->kkeys = NULL;
+    cg->nkkeys = cg->capkkeys = 0;
+}
+
+void cg_key_add(char *key, size_t n, const char *fmt, ...)
+{
+    if (key[0] == '!')
+        return;
+    size_t len = strlen(key);
+    va_list ap;
+    va_start(ap, fmt);
+    int w = vsnprintf(key + len, n - len, fmt, ap);
+    va_end(ap);
+    if (w < 0 || (size_t)w >= n - len)
+        snprintf(key, n, "!"); /* too long: this kernel is not shared */
+}
+
+void cg_key_poly(char *key, size_t n, cg_poly p)
+{
+    cg_key_add(key, n, "(%lld,%lld,%lld,%lld%s)", (long long)p.c[0], (long long)p.c[1], (long long)p.c[2],
+               (long long)p.c[3], p.bad ? "!" : "");
+}
+
+LLVMValueRef cg_kernel_begin(cg_ctx *cg, const char *label, int nptrs)
+{
+    char name[64];
+    snprintf(name, sizeof name, "vitc_k%d", cg->nfuncs++);
+    cg->fn = LLVMAddFunction(cg->mod, name, cg->t_task);
+    LLVMSetLinkage(cg->fn, LLVMInternalLinkage);
+    /* run() calls each kernel once: inlining them all there would only grow
+     * run() and the compile time, the code is reached through parallel_for too */
+    LLVMAddAttributeAtIndex(cg->fn, LLVMAttributeFunctionIndex, enum_attr(cg, "noinline"));
+    LLVMAddAttributeAtIndex(cg->fn, LLVMAttributeFunctionIndex, enum_attr(cg, "nounwind"));
+    cg->fn_entry = LLVMAppendBasicBlockInContext(cg->llc, cg->fn, "entry");
+    LLVMPositionBuilderAtEnd(cg->b, cg->fn_entry);
+    LLVMValueRef clo = LLVMGetParam(cg->fn, 0);
+    cg->fn_call = LLVMBuildLoad2(cg->b, cg->t_ptr, clo, "call");
+    for (int i = 0; i < nptrs && i < CG_MAX_KPTRS; i++)
+        cg->fn_ptr[i] = LLVMBuildLoad2(cg->b, cg->t_ptr, cg_gep(cg, cg->b, cg->t_ptr, clo, cg_i64(cg, i + 1)), "");
+    if (nptrs > CG_MAX_KPTRS)
+        cg_fail(cg, VITC_INTERNAL, -1, "a kernel with %d tensors", nptrs);
+    LLVMValueRef f = LLVMBuildStructGEP2(cg->b, cg->t_call, cg->fn_call, CALL_BATCH, "");
+    cg->fn_batch = LLVMBuildLoad2(cg->b, cg->t_i64, f, "batch");
+    cg_note_kernel(cg, name, label);
+    return cg->fn;
+}
+
+void cg_kernel_end(cg_ctx *cg, const char *key)
+{
+    LLVMBuildRetVoid(cg->b);
+    kernel_remember(cg, key, cg->fn);
+}
+
+void cg_note_kernel(cg_ctx *cg, const char *fname, const char *label)
+{
+    if (cg->nknames == cg->capknames) {
+        int cap = cg->capknames ? 2 * cg->capknames : 64;
+        char **k = realloc(cg->knames, sizeof(char *) * (size_t)cap);
+        if (!k)
+            return; /* the list is informative only */
+        cg->knames = k;
+        cg->capknames = cap;
+    }
+    size_t len = strlen(fname) + strlen(label) + 2;
+    char *s = malloc(len);
+    if (s) {
+        snprintf(s, len, "%s %s", fname, label);
+        cg->knames[cg->nknames++] = s;
+    }
+}
+
+void cg_launch(cg_ctx *cg, LLVMValueRef fn, const LLVMValueRef *ptrs, int nptrs, cg_poly nitems, cg_poly work)
+{
+    LLVMBuilderRef b = cg->rb;
+    LLVMValueRef clo = cg->run_closure;
+    LLVMBuildStore(b, cg->run_call, clo);
+    for (int i = 0; i < nptrs && i < CG_MAX_KPTRS; i++)
+        LLVMBuildStore(b, ptrs[i], cg_gep(cg, b, cg->t_ptr, clo, cg_i64(cg, i + 1)));
+    LLVMValueRef n = cg_poly_value(cg, b, cg->run_batch, nitems);
+    LLVMValueRef serial_args[3] = {clo, cg_i64(cg, 0), n};
+    int64_t wk, nk;
+    int small = cg_poly_is_const(work, &wk) && wk < CG_PARALLEL_MIN_WORK;
+    if (small || (cg_poly_is_const(nitems, &nk) && nk <= 1)) {
+        LLVMBuildCall2(b, cg->t_task, fn, serial_args, 3, "");
+        return;
+    }
+    LLVMValueRef w = cg_poly_value(cg, b, cg->run_batch, work);
+    LLVMValueRef par = LLVMBuildAnd(
+        b, LLVMBuildICmp(b, LLVMIntSGT, cg->run_nthreads, LLVMConstInt(cg->t_i32, 1, 0), ""),
+        LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGE, w, cg_i64(cg, CG_PARALLEL_MIN_WORK), ""),
+                     LLVMBuildICmp(b, LLVMIntSGT, n, cg_i64(cg, 1), ""), ""),
+        "parallel");
+    LLVMBasicBlockRef bp = LLVMAppendBasicBlockInContext(cg->llc, cg->run_fn, "par");
+    LLVMBasicBlockRef bs = LLVMAppendBasicBlockInContext(cg->llc, cg->run_fn, "ser");
+    LLVMBasicBlockRef bj = LLVMAppendBasicBlockInContext(cg->llc, cg->run_fn, "next");
+    LLVMBuildCondBr(b, par, bp, bs);
+    LLVMPositionBuilderAtEnd(b, bp);
+    LLVMValueRef pargs[4] = {cg->run_pool, n, fn, clo};
+    LLVMBuildCall2(b, cg->t_pf, cg->run_pf, pargs, 4, "");
+    LLVMBuildBr(b, bj);
+    LLVMPositionBuilderAtEnd(b, bs);
+    LLVMBuildCall2(b, cg->t_task, fn, serial_args, 3, "");
+    LLVMBuildBr(b, bj);
+    LLVMPositionBuilderAtEnd(b, bj);
+}
+
+void cg_call_driver(cg_ctx *cg, LLVMValueRef driver, LLVMValueRef *fields, int nfields)
+{
+    LLVMTypeRef types[16];
+    for (int i = 0; i < nfields && i < 16; i++)
+        types[i] = LLVMTypeOf(fields[i]);
+    LLVMTypeRef st = LLVMStructTypeInContext(cg->llc, types, (unsigned)nfields, 0);
+    /* the args struct lives in run()'s entry block, one per call site */
+    LLVMBasicBlockRef cur = LLVMGetInsertBlock(cg->rb);
+    LLVMBasicBlockRef entry = LLVMGetEntryBasicBlock(cg->run_fn);
+    LLVMValueRef first = LLVMGetFirstInstruction(entry);
+    if (first)
+        LLVMPositionBuilderBefore(cg->rb, first);
+    else
+        LLVMPositionBuilderAtEnd(cg->rb, entry);
+    LLVMValueRef args = LLVMBuildAlloca(cg->rb, st, "args");
+    LLVMPositionBuilderAtEnd(cg->rb, cur);
+    for (int i = 0; i < nfields; i++)
+        LLVMBuildStore(cg->rb, fields[i], LLVMBuildStructGEP2(cg->rb, st, args, (unsigned)i, ""));
+    LLVMValueRef cargs[4] = {args, cg->run_pool, cg->run_pf, cg->run_nthreads};
+    LLVMBuildCall2(cg->rb, cg->t_driver, driver, cargs, 4, "");
+}
+
+/* ---- values, pointers, loops ---- */
+
+LLVMValueRef cg_poly_value(cg_ctx *cg, LLVMBuilderRef b, LLVMValueRef batch, cg_poly p)
+{
+    LLVMValueRef r = cg_i64(cg, p.c[0]), pw = NULL;
+    for (int e = 1; e <= CG_POLY_DEG; e++) {
+        pw = pw ? LLVMBuildMul(b, pw, batch, "") : batch;
+        if (p.c[e] != 0)
+            r = LLVMBuildAdd(b, r, LLVMBuildMul(b, cg_i64(cg, p.c[e]), pw, ""), "");
+    }
+    return r;
+}
+
+LLVMValueRef cg_gep(cg_ctx *cg, LLVMBuilderRef b, LLVMTypeRef t, LLVMValueRef base, LLVMValueRef idx)
+{
+    (void)cg;
+    return LLVMBuildInBoundsGEP2(b, t, base, &idx, 1, "");
+}
+
+static LLVMValueRef call_field(cg_ctx *cg, LLVMBuilderRef b, LLVMValueRef call, int field)
+{
+    LLVMValueRef f = LLVMBuildStructGEP2(b, cg->t_call, call, (unsigned)field, "");
+    return LLVMBuildLoad2(b, cg->t_ptr, f, "");
+}
+
+LLVMValueRef cg_value_ptr(cg_ctx *cg, LLVMBuilderRef b, LLVMValueRef call, int v)
+{
+    v = cg_root(cg, v);
+    const cg_loc *l = &cg->loc[v];
+    switch (l->kind) {
+    case CG_LOC_INPUT:
+    case CG_LOC_OUTPUT: {
+        LLVMValueRef arr = call_field(cg, b, call, l->kind == CG_LOC_INPUT ? CALL_INPUTS : CALL_OUTPUTS);
+        return LLVMBuildLoad2(b, cg->t_ptr, cg_gep(cg, b, cg->t_ptr, arr, cg_i64(cg, l->index)), "");
+    }
+    case CG_LOC_WEIGHTS: {
+        int64_t off = cg_weights_of(cg, v);
+        return cg_weights_ptr(cg, b, call, off < 0 ? 0 : off);
+    }
+    case CG_LOC_WORKSPACE:
+        return cg_gep(cg, b, cg->t_i8, call_field(cg, b, call, CALL_WORKSPACE), cg_i64(cg, l->offset));
+    case CG_LOC_NONE:
+        break;
+    }
+    cg_fail(cg, VITC_INTERNAL, cg->g->values[v].producer, "value '%s' has no storage", cg->g->values[v].name);
+    return LLVMConstNull(cg->t_ptr);
+}
+
+LLVMValueRef cg_weights_ptr(cg_ctx *cg, LLVMBuilderRef b, LLVMValueRef call, int64_t off)
+{
+    return cg_gep(cg, b, cg->t_i8, call_field(cg, b, call, CALL_WEIGHTS), cg_i64(cg, off));
+}
+
+LLVMValueRef cg_scratch_ptr(cg_ctx *cg, LLVMBuilderRef b, LLVMValueRef call, int node, int64_t byte_off)
+{
+    if (cg->scratch_off[node] < 0) {
+        cg_fail(cg, VITC_INTERNAL, node, "has no scratch memory planned");
+        return LLVMConstNull(cg->t_ptr);
+    }
+    return cg_gep(cg, b, cg->t_i8, call_field(cg, b, call, CALL_WORKSPACE),
+                  cg_i64(cg, cg->scratch_off[node] + byte_off));
+}
+
+LLVMValueRef cg_out_slot_ptr(cg_ctx *cg, LLVMBuilderRef b, LLVMValueRef call, int k)
+{
+    LLVMValueRef arr = call_field(cg, b, call, CALL_OUTPUTS);
+    return LLVMBuildLoad2(b, cg->t_ptr, cg_gep(cg, b, cg->t_ptr, arr, cg_i64(cg, k)), "");
+}
+
+void cg_loop_begin(cg_ctx *cg, LLVMBuilderRef b, cg_loop *l, LLVMValueRef from, LLVMValueRef to)
+{
+    LLVMValueRef fn = LLVMGetBasicBlockParent(LLVMGetInsertBlock(b));
+    LLVMBasicBlockRef pre = LLVMGetInsertBlock(b);
+    l->head = LLVMAppendBasicBlockInContext(cg->llc, fn, "loop");
+    l->body = LLVMAppendBasicBlockInContext(cg->llc, fn, "body");
+    l->exit = LLVMAppendBasicBlockInContext(cg->llc, fn, "done");
+    LLVMBuildBr(b, l->head);
+    LLVMPositionBuilderAtEnd(b, l->head);
+    l->iv = LLVMBuildPhi(b, cg->t_i64, "i");
+    LLVMAddIncoming(l->iv, &from, &pre, 1);
+    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, l->iv, to, ""), l->body, l->exit);
+    LLVMPositionBuilderAtEnd(b, l->body);
+}
+
+void cg_loop_end(cg_ctx *cg, LLVMBuilderRef b, cg_loop *l)
+{
+    LLVMValueRef next = LLVMBuildAdd(b, l->iv, cg_i64(cg, 1), "");
+    LLVMSetNSW(next, 1);
+    LLVMBasicBlockRef cur = LLVMGetInsertBlock(b);
+    LLVMAddIncoming(l->iv, &next, &cur, 1);
+    LLVMBuildBr(b, l->head);
+    LLVMPositionBuilderAtEnd(b, l->exit);
+}
+
+LLVMValueRef cg_alloca(cg_ctx *cg, LLVMTypeRef t, const char *name)
+{
+    LLVMBuilderRef tmp = LLVMCreateBuilderInContext(cg->llc);
+    LLVMValueRef first = LLVMGetFirstInstruction(cg->fn_entry);
+    if (first)
+        LLVMPositionBuilderBefore(tmp, first);
+    else
+        LLVMPositionBuilderAtEnd(tmp, cg->fn_entry);
+    LLVMValueRef a = LLVMBuildAlloca(tmp, t, name);
+    LLVMDisposeBuilder(tmp);
+    return a;
+}
+
+LLVMValueRef cg_intrinsic(cg_ctx *cg, LLVMBuilderRef b, const char *name, LLVMTypeRef t, LLVMValueRef *args, int n)
+{
+    unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
+    LLVMValueRef f = LLVMGetIntrinsicDeclaration(cg->mod, id, &t, 1);
+    LLVMTypeRef ft = LLVMGlobalGetValueType(f);
+    return LLVMBuildCall2(b, ft, f, args, (unsigned)n, "");
+}
+
+LLVMValueRef cg_libm(cg_ctx *cg, LLVMBuilderRef b, const char *name, LLVMTypeRef t, LLVMValueRef *args, int n)
+{
+    LLVMTypeRef params[2] = {t, t};
+    LLVMTypeRef ft = LLVMFunctionType(t, params, (unsigned)n, 0);
+    LLVMValueRef f = LLVMGetNamedFunction(cg->mod, name);
+    if (!f) {
+        f = LLVMAddFunction(cg->mod, name, ft);
+        LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex, enum_attr(cg, "nounwind"));
+    }
+    return LLVMBuildCall2(b, ft, f, args, (unsigned)n, "");
+}
+
+LLVMValueRef cg_fadd_reassoc(LLVMBuilderRef b, LLVMValueRef x, LLVMValueRef y)
+{
+    LLVMValueRef r = LLVMBuildFAdd(b, x, y, "");
+    LLVMSetFastMathFlags(r, LLVMFastMathAllowReassoc);
+    return r;
+}
+
+/* ---- the weights blob ---- */
+
+int64_t cg_weights_reserve(cg_ctx *cg, size_t n, void **p)
+{
+    size_t off = (cg->blob_len + 63) & ~(size_t)63, need = off + n;
+    if (need < off)
+        return -1;
+    if (need > cg->blob_cap) {
+        size_t cap = cg->blob_cap ? cg->blob_cap : 1 << 16;
+        while (cap < need)
+            cap = cap > SIZE_MAX / 2 ? need : cap * 2;
+        unsigned char *nb = realloc(cg->blob, cap);
+        if (!nb)
+            return -1;
+        cg->blob = nb;
+        cg->blob_cap = cap;
+    }
+    memset(cg->blob + cg->blob_len, 0, need - cg->blob_len);
+    cg->blob_len = need;
+    *p = cg->blob + off;
+    return (int64_t)off;
+}
+
+int64_t cg_weights_add(cg_ctx *cg, const void *data, size_t n)
+{
+    void *p;
+    int64_t off = cg_weights_reserve(cg, n, &p);
+    if (off >= 0 && n)
+        memcpy(p, data, n);
+    return off;
+}
+
+int64_t cg_weights_of(cg_ctx *cg, int v)
+{
+    cg_loc *l = &cg->loc[v];
+    if (l->offset >= 0)
+        return l->offset;
+    const ir_value *val = &cg->g->values[v];
+    if (val->kind != IR_VAL_CONST || !cg_is_plain_const(cg->g, v)) {
+        cg_fail(cg, VITC_BAD_INPUT, val->producer, "constant '%s' depends on the batch at run time", val->name);
+        return -1;
+    }
+    l->offset = cg_weights_add(cg, val->data, val->nbytes);
+    if (l->offset < 0)
+        cg_fail(cg, VITC_INTERNAL, -1, "out of memory for the weights (%zu bytes)", cg->blob_len);
+    return l->offset;
+}
+
+/* ---- the descriptor ---- */
+
+static LLVMValueRef cstr(cg_ctx *cg, const char *s)
+{
+    if (!s)
+        return LLVMConstNull(cg->t_ptr);
+    LLVMValueRef init = LLVMConstStringInContext2(cg->llc, s, strlen(s), 0);
+    LLVMValueRef gv = LLVMAddGlobal(cg->mod, LLVMTypeOf(init), ".str");
+    LLVMSetInitializer(gv, init);
+    LLVMSetGlobalConstant(gv, 1);
+    LLVMSetLinkage(gv, LLVMPrivateLinkage);
+    LLVMSetUnnamedAddress(gv, LLVMGlobalUnnamedAddr);
+    return gv;
+}
+
+static LLVMValueRef private_const(cg_ctx *cg, LLVMValueRef init, const char *name, unsigned align)
+{
+    LLVMValueRef gv = LLVMAddGlobal(cg->mod, LLVMTypeOf(init), name);
+    LLVMSetInitializer(gv, init);
+    LLVMSetGlobalConstant(gv, 1);
+    LLVMSetLinkage(gv, LLVMPrivateLinkage);
+    if (align)
+        LLVMSetAlignment(gv, align);
+    return gv;
+}
+
+/* The vitc_abi_tensor array for the graph's inputs or outputs. */
+static LLVMValueRef tensor_array(cg_ctx *cg, LLVMTypeRef tt, const int *vals, int n, const char *name)
+{
+    if (n == 0)
+        return LLVMConstNull(cg->t_ptr);
+    LLVMValueRef *elems = calloc((size_t)n, sizeof *elems);
+    if (!elems)
+        return NULL;
+    for (int i = 0; i < n; i++) {
+        const ir_value *v = &cg->g->values[vals[i]];
+        LLVMValueRef dims[VITC_ABI_MAX_RANK];
+        uint32_t mask = 0;
+        for (int k = 0; k < VITC_ABI_MAX_RANK; k++) {
+            int64_t d = k < v->rank ? v->dims[k].k : 0;
+            if (k < v->rank && v->dims[k].e == 1)
+                mask |= 1u << k;
+            dims[k] = cg_i64(cg, d);
+        }
+        LLVMValueRef f[5] = {cstr(cg, v->name), LLVMConstInt(cg->t_i32, (unsigned)ir_dtype_onnx_code(v->dtype), 0),
+                             LLVMConstInt(cg->t_i32, (unsigned)v->rank, 0),
+                             LLVMConstArray2(cg->t_i64, dims, VITC_ABI_MAX_RANK), LLVMConstInt(cg->t_i32, mask, 0)};
+        elems[i] = LLVMConstNamedStruct(tt, f, 5);
+    }
+    LLVMValueRef arr = LLVMConstArray2(tt, elems, (uint64_t)n);
+    free(elems);
+    return private_const(cg, arr, name, 8);
+}
+
+int cg_module_finish(cg_ctx *cg)
+{
+    LLVMBuildRet(cg->rb, LLVMConstInt(cg->t_i32, (unsigned)cg->run_status, 0));
+    const ir_graph *g = cg->g;
+    for (int k = 0; k < g->ninputs + g->noutputs; k++) {
+        const ir_value *v = &g->values[k < g->ninputs ? g->inputs[k] : g->outputs[k - g->ninputs]];
+        if (v->rank > VITC_ABI_MAX_RANK)
+            return cg_fail(cg, VITC_BAD_INPUT, -1, "'%s' has rank %d; compiled models take at most %d", v->name,
+                           v->rank, VITC_ABI_MAX_RANK);
+        /* the element types the runtime's API carries (include/vitc/runtime.h) */
+        static const ir_dtype io_types[] = {IR_F32, IR_F64, IR_F16, IR_BF16, IR_I64, IR_I32, IR_I8, IR_U8, IR_BOOL};
+        int ok = 0;
+        for (size_t t = 0; t < sizeof io_types / sizeof io_types[0]; t++)
+            ok |= v->dtype == io_types[t];
+        if (!ok)
+            return cg_fail(cg, VITC_BAD_INPUT, -1, "%s '%s' is %s; compiled models take and give f32, f64, f16, bf16, "
+                           "i64, i32, i8, u8 or bool tensors", k < g->ninputs ? "input" : "output", v->name,
+                           ir_dtype_name(v->dtype));
+        for (int i = 0; i < v->rank; i++)
+            if (v->dims[i].e > 1)
+                return cg_fail(cg, VITC_BAD_INPUT, -1,
+                               "'%s' has a dimension in a power of the batch; compiled models allow k*B only",
+                               v->name);
+    }
+
+    LLVMTypeRef tt = LLVMStructCreateNamed(cg->llc, "vitc_abi_tensor");
+    LLVMTypeRef tf[5] = {cg->t_ptr, cg->t_i32, cg->t_i32, LLVMArrayType2(cg->t_i64, VITC_ABI_MAX_RANK), cg->t_i32};
+    LLVMStructSetBody(tt, tf, 5, 0);
+    LLVMTypeRef mt = LLVMStructCreateNamed(cg->llc, "vitc_abi_model");
+    LLVMTypeRef mf[22] = {cg->t_i32, cg->t_i32, cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_ptr,
+                          cg->t_i32, cg->t_i32, cg->t_ptr, cg->t_ptr, cg->t_i64, cg->t_i64, cg->t_ptr, cg->t_i64,
+                          cg->t_ptr, cg->t_i64, cg->t_ptr, cg->t_i32, cg->t_ptr, cg->t_ptr};
+    LLVMStructSetBody(mt, mf, 22, 0);
+    LLVMTargetDataRef td = LLVMGetModuleDataLayout(cg->mod);
+    if (LLVMABISizeOfType(td, mt) != sizeof(vitc_abi_model) || LLVMABISizeOfType(td, tt) != sizeof(vitc_abi_tensor))
+        return cg_fail(cg, VITC_INTERNAL, -1, "the descriptor's layout for %s differs from runtime/abi.h", cg->triple);
+
+    LLVMValueRef ins = tensor_array(cg, tt, g->inputs, g->ninputs, "vitc_inputs");
+    LLVMValueRef outs = tensor_array(cg, tt, g->outputs, g->noutputs, "vitc_outputs");
+    if (!ins || !outs)
+        return cg_fail(cg, VITC_INTERNAL, -1, "out of memory");
+
+    LLVMValueRef *names = calloc((size_t)cg->nknames + 1, sizeof *names);
+    if (!names)
+        return cg_fail(cg, VITC_INTERNAL, -1, "out of memory");
+    for (int i = 0; i < cg->nknames; i++)
+        names[i] = cstr(cg, cg->knames[i]);
+    LLVMValueRef knames = cg->nknames
+        ? private_const(cg, LLVMConstArray2(cg->t_ptr, names, (uint64_t)cg->nknames), "vitc_kernel_names", 8)
+        : LLVMConstNull(cg->t_ptr);
+    free(names);
+
+    LLVMValueRef weights = LLVMConstNull(cg->t_ptr), wfile = LLVMConstNull(cg->t_ptr);
+    if (cg->opt->external_weights) {
+        char wname[4096];
+        cg_weights_file_name(cg->opt->output, wname, sizeof wname);
+        wfile = cstr(cg, wname);
+    } else if (cg->blob_len > 0 && cg_blob_object_supported(cg)) {
+        /* defined by the object elf_blob.c writes, joined at link time */
+        weights = LLVMAddGlobal(cg->mod, LLVMArrayType2(cg->t_i8, cg->blob_len), CG_WEIGHTS_SYMBOL);
+        LLVMSetGlobalConstant(weights, 1);
+        LLVMSetLinkage(weights, LLVMExternalLinkage);
+        LLVMSetVisibility(weights, LLVMHiddenVisibility);
+        LLVMSetAlignment(weights, 64);
+        cg->blob_object = 1;
+    } else if (cg->blob_len > 0) {
+        LLVMValueRef init = LLVMConstStringInContext2(cg->llc, (const char *)cg->blob, cg->blob_len, 1);
+        weights = private_const(cg, init, "vitc_weights", 64);
+    }
+    const char *src = cg->opt->source ? strrchr(cg->opt->source, '/') : NULL;
+    src = src ? src + 1 : cg->opt->source;
+    LLVMValueRef f[22] = {
+        LLVMConstInt(cg->t_i32, VITC_ABI_VERSION, 0),
+        LLVMConstInt(cg->t_i32, sizeof(vitc_abi_model), 0),
+        cstr(cg, VITC_VERSION),
+        cstr(cg, cg->abi_target ? cg->abi_target : "cpu"),
+        cstr(cg, cg->triple),
+        cstr(cg, cg->cpu),
+        cstr(cg, cg->features),
+        cstr(cg, src ? src : ""),
+        LLVMConstInt(cg->t_i32, (unsigned)g->ninputs, 0),
+        LLVMConstInt(cg->t_i32, (unsigned)g->noutputs, 0),
+        ins,
+        outs,
+        cg_i64(cg, cg->max_batch),
+        cg_i64(cg, (int64_t)(cg->workspace_bytes ? cg->workspace_bytes : 64)),
+        weights,
+        cg_i64(cg, (int64_t)cg->blob_len),
+        wfile,
+        LLVMConstInt(cg->t_i64, cg_fnv1a(cg->blob, cg->blob_len), 0),
+        cg->run_fn,
+        LLVMConstInt(cg->t_i32, (unsigned)cg->nknames, 0),
+        knames,
+        cg->abi_cuda_plan ? cg->abi_cuda_plan : LLVMConstNull(cg->t_ptr),
+    };
+    LLVMValueRef desc = LLVMAddGlobal(cg->mod, mt, VITC_ABI_SYMBOL);
+    LLVMSetInitializer(desc, LLVMConstNamedStruct(mt, f, 22));
+    LLVMSetGlobalConstant(desc, 1);
+    LLVMSetLinkage(desc, LLVMExternalLinkage);
+    LLVMSetVisibility(desc, LLVMDefaultVisibility);
+    return cg->d->status;
+}
+
+/* For other users of this module's descriptor (the CUDA backend's plan). */
+LLVMValueRef cg_const_cstr(cg_ctx *cg, const char *s) { return cstr(cg, s); }
+LLVMValueRef cg_const_global(cg_ctx *cg, LLVMValueRef init, const char *name, unsigned align)
+{
+    return private_const(cg, init, name, align);
+}

@@ -1,0 +1,265 @@
+/* schedule.c: decides, before any code is made, what each node becomes and
+ * where each value lives.
+ *
+ *  - Reshape, Flatten, Squeeze, Unsqueeze, Identity, inference Dropout and
+ *    Casts to the same type are views: their output shares the input's bytes.
+ *  - An element-wise node whose only reader is an element-wise node of the
+ *    same output shape is folded into that reader's kernel: chains such as the
+ *    erf GELU (Div, Erf, Add, Mul, Mul) become one loop and their
+ *    intermediates never touch memory.
+ *  - BatchNormalization (inference) becomes x * scale + shift with the two
+ *    per-channel vectors computed here, and is then just element-wise.
+ *  - Graph inputs are read from the caller's arrays, graph outputs written
+ *    straight into the caller's buffers, constants live in the weights blob,
+ *    and everything else gets a workspace offset from passes/memplan.c. */
+#include "codegen/llvm/cg_impl.h"
+
+#include "passes/memplan.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { MAX_GROUP_NODES = 32, MAX_GROUP_LEAVES = 24 };
+
+int cg_is_map_op(ir_op op) { return (ir_op_table[op].flags & OPF_ELEMWISE) || op == IR_OP_BATCHNORM; }
+
+int cg_is_plain_const(const ir_graph *g, int v)
+{
+    if (v < 0 || v >= g->nvalues || g->values[v].kind != IR_VAL_CONST)
+        return 0;
+    const ir_value *c = &g->values[v];
+    for (int i = 0; c->symval && i < c->nsymval; i++)
+        if (c->symval[i].e != 0 && c->symval[i].k != 0)
+            return 0;
+    return 1;
+}
+
+int cg_root(const cg_ctx *cg, int v)
+{
+    for (int hops = 0; v >= 0 && cg->alias_of[v] >= 0 && hops < cg->g->nvalues; hops++)
+        v = cg->alias_of[v];
+    return v;
+}
+
+/* 1 if n only renames its input 0 (same bytes, maybe another shape). */
+static int is_view_op(const cg_ctx *cg, const ir_node *n)
+{
+    const ir_graph *g = cg->g;
+    int in = ir_input(n, 0), out = n->outputs[0];
+    if (in < 0 || out < 0 || g->values[in].dtype != g->values[out].dtype)
+        return 0;
+    switch (n->op) {
+    case IR_OP_RESHAPE: case IR_OP_FLATTEN: case IR_OP_SQUEEZE: case IR_OP_UNSQUEEZE: case IR_OP_IDENTITY:
+    case IR_OP_CAST: case IR_OP_CAST_LIKE:
+        return 1;
+    case IR_OP_DROPOUT: /* the mask output, if anyone reads it, is not a view */
+        return n->noutputs < 2 || n->outputs[1] < 0 || cg->nuses[n->outputs[1]] == 0;
+    default:
+        return 0;
+    }
+}
+
+static int same_shape(const ir_value *a, const ir_value *b)
+{
+    if (a->rank != b->rank)
+        return 0;
+    for (int i = 0; i < a->rank; i++)
+        if (!ir_dim_eq(a->dims[i], b->dims[i]))
+            return 0;
+    return 1;
+}
+
+/* Per-channel scale and shift of an inference BatchNormalization, shaped
+ * [C, 1, ...] so that they broadcast against x [N, C, ...]. */
+static int fold_batchnorm(cg_ctx *cg, int node)
+{
+    ir_graph *g = cg->g;
+    ir_node n = g->nodes[node]; /* copy: adding values moves g->values */
+    const ir_value *x = &g->values[n.inputs[0]];
+    int64_t C = x->dims[1].k, dims[IR_MAX_RANK];
+    int rank = x->rank - 1;
+    dims[0] = C;
+    for (int i = 1; i < rank; i++)
+        dims[i] = 1;
+    float *scale = malloc(sizeof(float) * (size_t)C), *shift = malloc(sizeof(float) * (size_t)C);
+    if (!scale || !shift) {
+        free(scale), free(shift);
+        return cg_fail(cg, VITC_INTERNAL, node, "out of memory");
+    }
+    double eps = ir_attr_float(&n, IR_ATTR_EPSILON, 1e-5f);
+    const float *p[5];
+    for (int k = 1; k < 5; k++)
+        p[k] = g->values[n.inputs[k]].data;
+    for (int64_t c = 0; c < C; c++) {
+        double inv = 1 / sqrt((double)p[4][c] + eps), s = (double)p[1][c] * inv;
+        scale[c] = (float)s;
+        shift[c] = (float)((double)p[2][c] - (double)p[3][c] * s);
+    }
+    char name[64];
+    snprintf(name, sizeof name, "bn%d.scale", node);
+    int vs = ir_add_const(g, name, IR_F32, rank, dims, scale, sizeof(float) * (size_t)C);
+    snprintf(name, sizeof name, "bn%d.shift", node);
+    int vb = vs < 0 ? -1 : ir_add_const(g, name, IR_F32, rank, dims, shift, sizeof(float) * (size_t)C);
+    free(scale), free(shift);
+    if (vb < 0)
+        return cg_fail(cg, VITC_INTERNAL, node, "out of memory");
+    cg->bn_scale[node] = vs;
+    cg->bn_shift[node] = vb;
+    return VITC_OK;
+}
+
+/* Folds element-wise producers into their single element-wise reader,
+ * walking backwards so that a reader's group is known before its producers. */
+static void fuse_elementwise(cg_ctx *cg, const int *reader)
+{
+    ir_graph *g = cg->g;
+    int *size = calloc((size_t)g->nnodes + 1, sizeof *size), *leaves = calloc((size_t)g->nnodes + 1, sizeof *leaves);
+    if (!size || !leaves) {
+        free(size), free(leaves);
+        return; /* no fusion: still correct */
+    }
+    for (int i = g->nnodes - 1; i >= 0; i--) {
+        ir_node *n = &g->nodes[i];
+        if (cg->kind[i] != CG_NODE_KERNEL || !cg_is_map_op(n->op))
+            continue;
+        int root = cg->group[i];
+        if (root == i) {
+            size[i] = 1;
+            leaves[i] = n->ninputs;
+        }
+        int out = n->outputs[0];
+        if (n->noutputs != 1 || out < 0 || cg->nuses[out] != 1 || reader[out] < 0)
+            continue;
+        int c = reader[out];
+        int r = cg->group[c];
+        if (cg->kind[c] == CG_NODE_ALIAS || !cg_is_map_op(g->nodes[c].op))
+            continue;
+        if (!same_shape(&g->values[out], &g->values[g->nodes[c].outputs[0]]))
+            continue;
+        if (size[r] + 1 > MAX_GROUP_NODES || leaves[r] - 1 + n->ninputs > MAX_GROUP_LEAVES)
+            continue;
+        if (n->op == IR_OP_BATCHNORM && leaves[r] + 2 > MAX_GROUP_LEAVES)
+            continue;
+        cg->kind[i] = CG_NODE_FUSED;
+        cg->group[i] = r;
+        size[r]++;
+        leaves[r] += n->ninputs - 1;
+    }
+    free(size), free(leaves);
+}
+
+int cg_schedule(cg_ctx *cg)
+{
+    ir_graph *g = cg->g;
+    int nn = g->nnodes;
+    cg->kind = calloc((size_t)nn + 1, sizeof *cg->kind);
+    cg->group = malloc(sizeof(int) * ((size_t)nn + 1));
+    cg->scratch = calloc((size_t)nn + 1, sizeof *cg->scratch);
+    cg->scratch_off = calloc((size_t)nn + 1, sizeof *cg->scratch_off);
+    cg->bn_scale = malloc(sizeof(int) * ((size_t)nn + 1));
+    cg->bn_shift = malloc(sizeof(int) * ((size_t)nn + 1));
+    if (!cg->kind || !cg->group || !cg->scratch || !cg->scratch_off || !cg->bn_scale || !cg->bn_shift)
+        return cg_fail(cg, VITC_INTERNAL, -1, "out of memory");
+    for (int i = 0; i < nn; i++) {
+        cg->group[i] = i;
+        cg->bn_scale[i] = cg->bn_shift[i] = -1;
+        cg->kind[i] = CG_NODE_KERNEL;
+    }
+    /* New constants first: per-value arrays are sized after them. */
+    for (int i = 0; i < nn; i++)
+        if (g->nodes[i].op == IR_OP_BATCHNORM && fold_batchnorm(cg, i) != VITC_OK)
+            return cg->d->status;
+
+    int nv = g->nvalues;
+    cg->nuses = calloc((size_t)nv + 1, sizeof *cg->nuses);
+    cg->alias_of = malloc(sizeof(int) * ((size_t)nv + 1));
+    cg->loc = calloc((size_t)nv + 1, sizeof *cg->loc);
+    int *reader = malloc(sizeof(int) * ((size_t)nv + 1));
+    unsigned char *in_ws = calloc((size_t)nv + 1, 1);
+    int *is_output = calloc((size_t)nv + 1, sizeof(int));
+    if (!cg->nuses || !cg->alias_of || !cg->loc || !reader || !in_ws || !is_output) {
+        free(reader), free(in_ws), free(is_output);
+        return cg_fail(cg, VITC_INTERNAL, -1, "out of memory");
+    }
+    for (int v = 0; v < nv; v++) {
+        cg->alias_of[v] = -1;
+        reader[v] = -1;
+        cg->loc[v].offset = -1;
+    }
+    for (int i = 0; i < nn; i++)
+        for (int k = 0; k < g->nodes[i].ninputs; k++) {
+            int v = g->nodes[i].inputs[k];
+            if (v >= 0) {
+                cg->nuses[v]++;
+                reader[v] = i;
+            }
+        }
+    for (int k = 0; k < g->noutputs; k++) {
+        cg->nuses[g->outputs[k]]++;
+        is_output[g->outputs[k]] = 1;
+    }
+
+    for (int i = 0; i < nn; i++) {
+        ir_node *n = &g->nodes[i];
+        if (is_view_op(cg, n) && !is_output[n->outputs[0]]) {
+            cg->kind[i] = CG_NODE_ALIAS;
+            cg->alias_of[n->outputs[0]] = n->inputs[0];
+        }
+    }
+    fuse_elementwise(cg, reader);
+
+    /* Where values live. */
+    for (int k = 0; k < g->ninputs; k++)
+        cg->loc[g->inputs[k]] = (cg_loc){CG_LOC_INPUT, k, -1};
+    for (int v = 0; v < nv; v++)
+        if (g->values[v].kind == IR_VAL_CONST)
+            cg->loc[v] = (cg_loc){CG_LOC_WEIGHTS, -1, -1};
+    for (int k = 0; k < g->noutputs; k++) {
+        int v = g->outputs[k];
+        if (g->values[v].kind == IR_VAL_NODE && cg->loc[v].kind == CG_LOC_NONE)
+            cg->loc[v] = (cg_loc){CG_LOC_OUTPUT, k, -1};
+    }
+    for (int i = 0; i < nn; i++) {
+        ir_node *n = &g->nodes[i];
+        if (cg->kind[i] != CG_NODE_KERNEL)
+            continue;
+        for (int k = 0; k < n->noutputs; k++) {
+            int v = n->outputs[k];
+            if (v < 0 || cg->loc[v].kind != CG_LOC_NONE || (k > 0 && cg->nuses[v] == 0))
+                continue;
+            cg->loc[v] = (cg_loc){CG_LOC_WORKSPACE, -1, -1};
+            in_ws[v] = 1;
+        }
+        cg->scratch[i] = cg_matmul_scratch(g, n, cg->max_batch);
+    }
+
+    pass_memplan_req req = {.max_batch = cg->max_batch, .in_workspace = in_ws, .alias_of = cg->alias_of,
+                            .runs_at = cg->group, .scratch = cg->scratch};
+    pass_memplan_result plan;
+    int st = pass_memplan(g, &req, &plan, cg->d);
+    if (st == VITC_OK) {
+        for (int v = 0; v < nv; v++)
+            if (in_ws[v])
+                cg->loc[v].offset = plan.offset[v];
+        for (int i = 0; i < nn; i++)
+            cg->scratch_off[i] = plan.scratch_offset[i];
+        cg->workspace_bytes = plan.total;
+        cg->workspace_unplanned = plan.unplanned;
+        pass_memplan_free(&plan);
+    }
+    free(reader), free(in_ws), free(is_output);
+    return st;
+}
+
+void cg_schedule_free(cg_ctx *cg)
+{
+    free(cg->kind), free(cg->group), free(cg->scratch), free(cg->scratch_off);
+    free(cg->bn_scale), free(cg->bn_shift);
+    free(cg->nuses), free(cg->alias_of), free(cg->loc);
+    cg->kind = NULL;
+    cg->group = cg->bn_scale = cg->bn_shift = cg->nuses = cg->alias_of = NULL;
+    cg->scratch = cg->scratch_off = NULL;
+    cg->loc = NULL;
+}

@@ -1,0 +1,598 @@
+/* test_kernels.c: the generated compute kernels (codegen/llvm/kernels.h)
+ * against naive double-accumulating loops written here: packed GEMM with
+ * every epilogue, batched GEMM, fused attention, and the vector exp/erf the
+ * epilogues use.  Kernels are JIT-compiled for the host (kern_jit.h) and run
+ * through a parallel_for written here that hands out ragged ranges.
+ *
+ * Every operand lives in a guarded buffer that ends at an inaccessible page,
+ * so a read or write past an operand's end crashes the test; outputs are
+ * surrounded by sentinels (padding columns, a row after the last) that must
+ * survive.  Error = max |out - ref| / max |ref| <= 1e-5, printed per case. */
+#include "testutil.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <llvm-c/Analysis.h>
+
+#include "codegen/llvm/kern_ir.h"
+#include "codegen/llvm/kern_jit.h"
+#include "codegen/llvm/kernels.h"
+
+#define TOL 1e-5
+#define SENTINEL 12345.0f
+
+typedef void (*task_fn)(void *arg, int64_t begin, int64_t end);
+typedef void (*driver_fn)(const void *args, void *pool, void (*pf)(void *, int64_t, task_fn, void *), int32_t nthreads);
+
+/* Runs [0, n) as ranges of 1, 2, 3, 1, 2, 3, ... tasks, last range first:
+ * any order and any split must give the same result. */
+static void ragged_pf(void *pool, int64_t n, task_fn fn, void *arg)
+{
+    int64_t *calls = pool;
+    int64_t bounds[4096], nb = 0, at = 0;
+    for (int step = 1; at < n && nb < 4095; step = step % 3 + 1) {
+        bounds[nb++] = at;
+        at = at + step < n ? at + step : n;
+    }
+    if (at < n)
+        bounds[nb++] = at, at = n;
+    bounds[nb] = n;
+    for (int64_t i = nb - 1; i >= 0; i--) {
+        fn(arg, bounds[i], bounds[i + 1]);
+        (*calls)++;
+    }
+}
+
+/* ---- guarded buffers ---- */
+
+typedef struct {
+    void *map;
+    size_t maplen;
+    float *p;
+} guarded;
+
+/* n floats ending exactly at a PROT_NONE page (so only 4-byte aligned). */
+static float *galloc(guarded *g, size_t n)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), bytes = (n ? n : 1) * sizeof(float);
+    size_t data = (bytes + page - 1) / page * page;
+    g->maplen = data + page;
+    g->map = mmap(NULL, g->maplen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    assert_true(g->map != MAP_FAILED);
+    assert_int_equal(mprotect((char *)g->map + data, page, PROT_NONE), 0);
+    g->p = (float *)((char *)g->map + data - bytes);
+    return g->p;
+}
+
+static void gfree(guarded *g)
+{
+    if (g->map)
+        munmap(g->map, g->maplen);
+    g->map = NULL;
+}
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static float frand(void) /* uniform in [-1, 1) */
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (float)((double)(rng_state >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+static void fill(float *p, size_t n, float scale)
+{
+    for (size_t i = 0; i < n; i++)
+        p[i] = frand() * scale;
+}
+
+/* ---- a JIT per group of cases ---- */
+
+static cg_jit *jit_new(void)
+{
+    char err[512];
+    cg_jit *j = cg_jit_new(err, sizeof err);
+    if (!j)
+        fail_msg("cannot create the JIT: %s", err);
+    return j;
+}
+
+static void jit_add(cg_jit *j, LLVMModuleRef m)
+{
+    char err[4096];
+    if (cg_jit_add(j, m, "default<O2>", err, sizeof err))
+        fail_msg("%s", err);
+}
+
+static double act_ref(double y, int act)
+{
+    switch (act) {
+    case 1: return 0.5 * y * (1 + erf(y / sqrt(2)));
+    case 2: return 0.5 * y * (1 + tanh(sqrt(2 / 3.14159265358979323846) * (y + 0.044715 * y * y * y)));
+    case 3: return y > 0 ? y : 0;
+    case 4: return y < 0 ? 0 : y > 6 ? 6 : y;
+    default: return y;
+    }
+}
+
+/* ---- GEMM ---- */
+
+typedef struct {
+    int64_t M, K, N, lda, ldc;
+    int bias, res, act; /* res: 0 none, 1 separate R (ldr = N + 3), 2 in place (R == C), 3 one row broadcast */
+} gemm_case;
+
+static const gemm_case gemm_cases[] = {
+    /* odd shapes (each driver also runs at M = 1 and M = 0) */
+    {1, 1, 1, 1, 1, 1, 1, 1},          {3, 3, 3, 3, 3, 1, 1, 2},            {17, 17, 17, 17, 17, 1, 2, 3},
+    {63, 64, 65, 64, 65, 1, 1, 4},     {64, 65, 63, 70, 66, 1, 2, 1},       {197, 197, 197, 197, 197, 1, 2, 0},
+    {197, 64, 773, 64, 773, 1, 0, 1},  {19, 40, 37, 40, 37, 0, 0, 0},
+    /* K blocked (K > 256): partial sums through C, the residual read first */
+    {5, 773, 773, 773, 773, 1, 1, 0},  {197, 773, 40, 800, 41, 0, 2, 0},    {29, 520, 33, 521, 40, 1, 3, 0},
+    {29, 520, 48, 520, 48, 0, 0, 4},
+    /* an activation then a residual: K kept whole */
+    {2, 1000, 3, 1000, 3, 1, 2, 1},    {29, 520, 33, 521, 40, 1, 2, 2},
+};
+#define NGEMM (sizeof gemm_cases / sizeof gemm_cases[0])
+
+static void gemm_reference(const gemm_case *c, const float *A, const float *W, const float *bias, const float *R,
+                           int64_t ldr, double *ref)
+{
+    for (int64_t m = 0; m < c->M; m++)
+        for (int64_t n = 0; n < c->N; n++) {
+            double s = bias ? bias[n] : 0;
+            for (int64_t k = 0; k < c->K; k++)
+                s += (double)A[m * c->lda + k] * W[k * c->N + n];
+            s = act_ref(s, c->act);
+            if (R)
+                s += R[m * ldr + n];
+            ref[m * c->N + n] = s;
+        }
+}
+
+static void run_gemm_case(cg_jit *j, const cg_target *t, const gemm_case *c, const char *name, int nthreads)
+{
+    int64_t M = c->M, K = c->K, N = c->N;
+    int64_t ldr = c->res == 1 ? N + 3 : c->res == 2 ? c->ldc : 0;
+    cg_gemm_desc d = {.K = K, .N = N, .lda = c->lda, .ldc = c->ldc, .ldr = ldr, .has_bias = c->bias,
+                      .has_residual = c->res != 0, .activation = c->act};
+    guarded ga = {0}, gw = {0}, gp = {0}, gb = {0}, gr = {0}, gc = {0};
+    float *A = galloc(&ga, (size_t)(M ? (M - 1) * c->lda + K : 0));
+    float *W = galloc(&gw, (size_t)(K * N));
+    size_t pbytes = cg_gemm_packed_bytes(&d, t);
+    assert_true(pbytes > 0 && pbytes % 64 == 0);
+    float *P = galloc(&gp, pbytes / sizeof(float));
+    float *bias = c->bias ? galloc(&gb, (size_t)N) : NULL;
+    /* C has one sentinel row after the last; padding columns are sentinels too */
+    size_t csize = (size_t)(M * c->ldc + c->ldc);
+    float *C = galloc(&gc, csize);
+    float *R = NULL;
+    fill(A, (size_t)(M ? (M - 1) * c->lda + K : 0), 1.0f);
+    fill(W, (size_t)(K * N), 1.0f / sqrtf((float)K));
+    if (bias)
+        fill(bias, (size_t)N, 0.5f);
+    for (size_t i = 0; i < csize; i++)
+        C[i] = SENTINEL;
+    if (c->res == 1) {
+        R = galloc(&gr, (size_t)(M ? (M - 1) * ldr + N : 0));
+        fill(R, (size_t)(M ? (M - 1) * ldr + N : 0), 1.0f);
+    } else if (c->res == 2) {
+        for (int64_t m = 0; m < M; m++)
+            fill(C + m * c->ldc, (size_t)N, 1.0f);
+        R = C;
+    } else if (c->res == 3) {
+        R = galloc(&gr, (size_t)N);
+        fill(R, (size_t)N, 1.0f);
+    }
+    double *ref = malloc((size_t)(M * N + 1) * sizeof *ref);
+    assert_non_null(ref);
+    gemm_reference(c, A, W, bias, R, ldr, ref);
+    cg_gemm_pack(&d, t, W, P);
+
+    driver_fn fn = (driver_fn)cg_jit_lookup(j, name);
+    assert_non_null(fn);
+    cg_gemm_args args = {.A = A, .W = P, .bias = bias, .R = R, .C = C, .M = M};
+    int64_t calls = 0;
+    fn(&args, &calls, ragged_pf, nthreads);
+
+    double maxerr = 0, maxref = 0;
+    int64_t bad_sentinels = 0;
+    for (int64_t m = 0; m <= M; m++)
+        for (int64_t n = 0; n < c->ldc; n++) {
+            float got = C[m * c->ldc + n];
+            if (m == M || n >= N) {
+                bad_sentinels += got != SENTINEL;
+                continue;
+            }
+            double r = ref[m * N + n];
+            maxerr = fmax(maxerr, fabs(got - r));
+            maxref = fmax(maxref, fabs(r));
+            if (isnan(got))
+                maxerr = INFINITY;
+        }
+    double err = maxref > 0 ? maxerr / maxref : maxerr;
+    printf("  gemm M %4lld K %4lld N %4lld lda %4lld ldc %4lld bias %d res %d act %d threads %d: err %.2e (%lld ranges)\n",
+           (long long)M, (long long)K, (long long)N, (long long)c->lda, (long long)c->ldc, c->bias, c->res, c->act,
+           nthreads, err, (long long)calls);
+    if (err > TOL || bad_sentinels)
+        fail_msg("gemm %s: error %.3e > %.0e or %lld sentinels overwritten", name, err, TOL, (long long)bad_sentinels);
+    if (M == 0 && calls != 0)
+        fail_msg("gemm %s: M = 0 ran %lld task ranges", name, (long long)calls);
+    free(ref);
+    gfree(&ga), gfree(&gw), gfree(&gp), gfree(&gb), gfree(&gr), gfree(&gc);
+}
+
+static void gemm_all_cases(void **state)
+{
+    cg_jit *j = jit_new();
+    cg_target t = cg_jit_target(j);
+    printf("  host %s: %d floats per vector, %d registers, fma %d\n", cg_jit_cpu(j), t.vec_floats, t.nregs, t.has_fma);
+    LLVMModuleRef m = cg_jit_module(j, "gemm");
+    char name[64];
+    for (size_t i = 0; i < NGEMM; i++) {
+        const gemm_case *c = &gemm_cases[i];
+        int64_t ldr = c->res == 1 ? c->N + 3 : c->res == 2 ? c->ldc : 0;
+        cg_gemm_desc d = {.K = c->K, .N = c->N, .lda = c->lda, .ldc = c->ldc, .ldr = ldr, .has_bias = c->bias,
+                          .has_residual = c->res != 0, .activation = c->act};
+        snprintf(name, sizeof name, "gemm%zu", i);
+        if (!cg_gemm_emit(m, name, &d, &t))
+            fail_msg("cg_gemm_emit failed for case %zu", i);
+    }
+    jit_add(j, m);
+    for (size_t i = 0; i < NGEMM; i++) {
+        snprintf(name, sizeof name, "gemm%zu", i);
+        gemm_case c = gemm_cases[i];
+        run_gemm_case(j, &t, &c, name, i % 2 ? 4 : 1);
+        c.M = c.M > 1 ? 1 : 13;
+        run_gemm_case(j, &t, &c, name, 2);
+        c.M = 0;
+        run_gemm_case(j, &t, &c, name, 1);
+    }
+    cg_jit_free(j);
+}
+
+/* The SSE shape runs anywhere; the AVX-512 shape runs on an AVX-512 host and
+ * is only verified as IR elsewhere. */
+static void gemm_other_targets(void **state)
+{
+    cg_jit *j = jit_new();
+    cg_target host = cg_jit_target(j);
+    cg_target sse = {.vec_floats = 4, .nregs = 16, .has_fma = 0};
+    cg_target avx512 = {.vec_floats = 16, .nregs = 32, .has_fma = 1};
+    static const gemm_case c = {37, 300, 45, 300, 45, 1, 2, 1};
+    cg_gemm_desc d = {.K = c.K, .N = c.N, .lda = c.lda, .ldc = c.ldc, .ldr = c.ldc, .has_bias = 1, .has_residual = 1,
+                      .activation = c.act};
+    LLVMModuleRef m = cg_jit_module(j, "targets");
+    assert_non_null(cg_gemm_emit(m, "g_sse", &d, &sse));
+    if (host.vec_floats == 16)
+        assert_non_null(cg_gemm_emit(m, "g_avx512", &d, &avx512));
+    jit_add(j, m);
+    run_gemm_case(j, &sse, &c, "g_sse", 2);
+    if (host.vec_floats == 16) {
+        run_gemm_case(j, &avx512, &c, "g_avx512", 2);
+    } else {
+        LLVMModuleRef v = cg_jit_module(j, "avx512");
+        assert_non_null(cg_gemm_emit(v, "g_avx512", &d, &avx512));
+        char *msg = NULL;
+        int bad = LLVMVerifyModule(v, LLVMReturnStatusAction, &msg);
+        printf("  AVX-512 GEMM emitted, IR %s; not run: the host has %d-float vectors\n", bad ? "invalid" : "valid",
+               host.vec_floats);
+        if (bad)
+            fail_msg("AVX-512 GEMM: %s", msg);
+        LLVMDisposeMessage(msg);
+        LLVMDisposeModule(v);
+    }
+    cg_jit_free(j);
+}
+
+static void gemm_rejects_bad_descs(void **state)
+{
+    cg_jit *j = jit_new();
+    cg_target t = cg_jit_target(j);
+    LLVMModuleRef m = cg_jit_module(j, "bad");
+    cg_gemm_desc bad[] = {
+        {.K = 0, .N = 4, .lda = 4, .ldc = 4},
+        {.K = 4, .N = 0, .lda = 4, .ldc = 4},
+        {.K = 4, .N = 4, .lda = 3, .ldc = 4},
+        {.K = 4, .N = 4, .lda = 4, .ldc = 4, .activation = 5},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_null(cg_gemm_emit(m, "bad", &bad[i], &t));
+        assert_int_equal(cg_gemm_packed_bytes(&bad[i], &t), 0);
+    }
+    cg_target odd = {.vec_floats = 6, .nregs = 16};
+    cg_gemm_desc ok = {.K = 4, .N = 4, .lda = 4, .ldc = 4};
+    assert_null(cg_gemm_emit(m, "bad", &ok, &odd));
+    LLVMDisposeModule(m);
+    cg_jit_free(j);
+}
+
+/* ---- batched GEMM ---- */
+
+typedef struct {
+    int64_t batch, M, N, K, pad; /* pad: extra floats per row of A, B and C */
+    int trans_b, bcast_b;        /* bcast_b: b_batch_stride 0 */
+    float alpha;
+} bgemm_case;
+
+static const bgemm_case bgemm_cases[] = {
+    /* each driver also runs at batch 1 and batch 0 */
+    {12, 17, 17, 16, 0, 1, 0, 0.25f}, {12, 17, 16, 17, 0, 0, 0, 1.0f},  {3, 197, 197, 64, 0, 1, 0, 0.125f},
+    {3, 197, 64, 197, 0, 0, 0, 1.0f}, {2, 5, 7, 3, 2, 1, 0, 1.0f},      {2, 5, 7, 3, 2, 0, 1, -2.0f},
+    {2, 33, 45, 600, 3, 1, 0, 0.5f},  {2, 33, 45, 600, 3, 0, 1, 0.5f},  {5, 63, 65, 64, 1, 0, 0, 1.0f},
+};
+#define NBGEMM (sizeof bgemm_cases / sizeof bgemm_cases[0])
+
+static cg_bgemm_desc bgemm_desc_of(const bgemm_case *c)
+{
+    cg_bgemm_desc d = {.M = c->M, .N = c->N, .K = c->K, .lda = c->K + c->pad,
+                       .ldb = (c->trans_b ? c->K : c->N) + c->pad, .ldc = c->N + c->pad, .trans_b = c->trans_b,
+                       .alpha = c->alpha};
+    d.a_batch_stride = d.M * d.lda;
+    d.b_batch_stride = c->bcast_b ? 0 : (c->trans_b ? d.N : d.K) * d.ldb;
+    d.c_batch_stride = d.M * d.ldc + 5;
+    return d;
+}
+
+static void bgemm_all_cases(void **state)
+{
+    cg_jit *j = jit_new();
+    cg_target t = cg_jit_target(j);
+    LLVMModuleRef m = cg_jit_module(j, "bgemm");
+    char name[64];
+    for (size_t i = 0; i < NBGEMM; i++) {
+        cg_bgemm_desc d = bgemm_desc_of(&bgemm_cases[i]);
+        snprintf(name, sizeof name, "bgemm%zu", i);
+        if (!cg_bgemm_emit(m, name, &d, &t))
+            fail_msg("cg_bgemm_emit failed for case %zu", i);
+    }
+    jit_add(j, m);
+    for (size_t run = 0; run < 3 * NBGEMM; run++) {
+        size_t i = run / 3;
+        bgemm_case cc = bgemm_cases[i];
+        const bgemm_case *c = &cc;
+        cc.batch = run % 3 == 0 ? cc.batch : run % 3 == 1 ? 1 : 0;
+        cg_bgemm_desc d = bgemm_desc_of(c);
+        int64_t nb = c->batch;
+        size_t na = (size_t)(nb ? (nb - 1) * d.a_batch_stride + (d.M - 1) * d.lda + d.K : 0);
+        size_t rowsb = (size_t)(c->trans_b ? d.N : d.K), colsb = (size_t)(c->trans_b ? d.K : d.N);
+        size_t nbb = (size_t)(nb ? (nb - 1) * d.b_batch_stride + (int64_t)(rowsb - 1) * d.ldb + (int64_t)colsb : 0);
+        size_t nc = (size_t)(nb * d.c_batch_stride + d.c_batch_stride);
+        guarded ga = {0}, gb = {0}, gc = {0};
+        float *A = galloc(&ga, na), *B = galloc(&gb, nbb), *C = galloc(&gc, nc);
+        fill(A, na, 1.0f);
+        fill(B, nbb, 1.0f);
+        for (size_t x = 0; x < nc; x++)
+            C[x] = SENTINEL;
+        snprintf(name, sizeof name, "bgemm%zu", i);
+        driver_fn fn = (driver_fn)cg_jit_lookup(j, name);
+        assert_non_null(fn);
+        cg_bgemm_args args = {.A = A, .B = B, .C = C, .batch = nb};
+        int64_t calls = 0;
+        fn(&args, &calls, ragged_pf, (int)(run % 4) + 1);
+        double maxerr = 0, maxref = 0;
+        int64_t bad = 0;
+        for (int64_t bi = 0; bi <= nb; bi++)
+            for (int64_t x = 0; x < d.c_batch_stride; x++) {
+                int64_t r = x / d.ldc, col = x % d.ldc;
+                float got = C[bi * d.c_batch_stride + x];
+                if (bi == nb || r >= d.M || col >= d.N) {
+                    bad += got != SENTINEL;
+                    continue;
+                }
+                double s = 0;
+                for (int64_t k = 0; k < d.K; k++) {
+                    double bv = c->trans_b ? B[bi * d.b_batch_stride + col * d.ldb + k]
+                                           : B[bi * d.b_batch_stride + k * d.ldb + col];
+                    s += (double)A[bi * d.a_batch_stride + r * d.lda + k] * bv;
+                }
+                s *= c->alpha;
+                maxerr = fmax(maxerr, isnan(got) ? INFINITY : fabs(got - s));
+                maxref = fmax(maxref, fabs(s));
+            }
+        double err = maxref > 0 ? maxerr / maxref : maxerr;
+        printf("  bgemm batch %2lld M %3lld N %3lld K %3lld pad %lld trans_b %d bcast_b %d alpha %5.3f: err %.2e\n",
+               (long long)nb, (long long)d.M, (long long)d.N, (long long)d.K, (long long)c->pad, c->trans_b,
+               c->bcast_b, c->alpha, err);
+        if (err > TOL || bad || (nb == 0 && calls))
+            fail_msg("bgemm case %zu: error %.3e > %.0e or %lld sentinels overwritten", i, err, TOL, (long long)bad);
+        gfree(&ga), gfree(&gb), gfree(&gc);
+    }
+    cg_jit_free(j);
+}
+
+/* ---- attention ---- */
+
+typedef struct {
+    int64_t batch, tokens, heads, head_size;
+    int layout;
+    float post_scale;
+    float scale; /* 0: 1 / sqrt(head_size) */
+} attn_case;
+
+static const attn_case attn_cases[] = {
+    /* each driver also runs at batch 0 */
+    {1, 1, 1, 16, 0, 1.0f, 0},    {2, 1, 4, 64, 1, 1.0f, 0},   {2, 17, 4, 16, 0, 1.0f, 0},
+    {2, 17, 4, 16, 1, 0.125f, 0}, {1, 197, 12, 64, 0, 1.0f, 0}, {1, 197, 3, 64, 1, 0.5f, 0},
+    {3, 17, 1, 64, 0, 2.0f, 0},   {2, 23, 2, 20, 0, 1.0f, 0},   {1, 23, 2, 20, 1, 0.7f, 0},
+    {2, 29, 3, 24, 0, 1.0f, -0.3f},
+};
+#define NATTN (sizeof attn_cases / sizeof attn_cases[0])
+
+static float attn_scale(const attn_case *c)
+{
+    return c->scale != 0 ? c->scale : 1.0f / sqrtf((float)c->head_size);
+}
+
+static void attention_reference(const attn_case *c, const float *qkv, float scale, double *out)
+{
+    int64_t N = c->tokens, H = c->heads, D = c->head_size, E = H * D;
+    double *p = malloc((size_t)N * sizeof *p);
+    assert_non_null(p);
+    for (int64_t b = 0; b < c->batch; b++)
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t i = 0; i < N; i++) {
+#define QKV(which, tok, d)                                                                                              \
+    qkv[(b * N + (tok)) * 3 * E + (c->layout ? h * 3 * D + (d) * 3 + (which) : (which) * E + h * D + (d))]
+                double mx = -INFINITY, sum = 0;
+                for (int64_t jj = 0; jj < N; jj++) {
+                    double s = 0;
+                    for (int64_t d = 0; d < D; d++)
+                        s += (double)QKV(0, i, d) * QKV(1, jj, d);
+                    p[jj] = s * scale;
+                    mx = fmax(mx, p[jj]);
+                }
+                for (int64_t jj = 0; jj < N; jj++)
+                    sum += p[jj] = exp(p[jj] - mx);
+                for (int64_t d = 0; d < D; d++) {
+                    double o = 0;
+                    for (int64_t jj = 0; jj < N; jj++)
+                        o += p[jj] / sum * c->post_scale * QKV(2, jj, d);
+                    out[(b * N + i) * E + h * D + d] = o;
+                }
+#undef QKV
+            }
+    free(p);
+}
+
+static void attention_all_cases(void **state)
+{
+    cg_jit *j = jit_new();
+    cg_target t = cg_jit_target(j);
+    LLVMModuleRef m = cg_jit_module(j, "attention");
+    char name[64];
+    for (size_t i = 0; i < NATTN; i++) {
+        const attn_case *c = &attn_cases[i];
+        cg_attention_desc d = {.tokens = c->tokens, .heads = c->heads, .head_size = c->head_size,
+                               .qkv_layout = c->layout, .scale = attn_scale(c), .post_scale = c->post_scale};
+        snprintf(name, sizeof name, "attn%zu", i);
+        if (!cg_attention_emit(m, name, &d, &t))
+            fail_msg("cg_attention_emit failed for case %zu", i);
+    }
+    jit_add(j, m);
+    for (size_t run = 0; run < 2 * NATTN; run++) {
+        size_t i = run / 2;
+        attn_case cc = attn_cases[i];
+        const attn_case *c = &cc;
+        if (run % 2)
+            cc.batch = 0;
+        int64_t E = c->heads * c->head_size;
+        size_t nin = (size_t)(c->batch * c->tokens * 3 * E), nout = (size_t)(c->batch * c->tokens * E);
+        guarded gi = {0}, go = {0};
+        float *qkv = galloc(&gi, nin), *out = galloc(&go, nout + 1);
+        fill(qkv, nin, 2.0f);
+        for (size_t x = 0; x <= nout; x++)
+            out[x] = SENTINEL;
+        double *ref = malloc((nout + 1) * sizeof *ref);
+        assert_non_null(ref);
+        attention_reference(c, qkv, attn_scale(c), ref);
+        snprintf(name, sizeof name, "attn%zu", i);
+        driver_fn fn = (driver_fn)cg_jit_lookup(j, name);
+        assert_non_null(fn);
+        cg_attention_args args = {.qkv = qkv, .out = out, .batch = c->batch};
+        int64_t calls = 0;
+        fn(&args, &calls, ragged_pf, (int)(run % 4) + 1);
+        double maxerr = 0, maxref = 0;
+        for (size_t x = 0; x < nout; x++) {
+            maxerr = fmax(maxerr, isnan(out[x]) ? INFINITY : fabs(out[x] - ref[x]));
+            maxref = fmax(maxref, fabs(ref[x]));
+        }
+        double err = maxref > 0 ? maxerr / maxref : maxerr;
+        printf("  attention batch %lld tokens %3lld heads %2lld head_size %2lld layout %d scale %6.3f post_scale "
+               "%5.3f: err %.2e\n",
+               (long long)c->batch, (long long)c->tokens, (long long)c->heads, (long long)c->head_size, c->layout,
+               attn_scale(c), c->post_scale, err);
+        if (err > TOL || out[nout] != SENTINEL || (c->batch == 0 && calls))
+            fail_msg("attention case %zu: error %.3e > %.0e or the sentinel was overwritten", i, err, TOL);
+        free(ref);
+        gfree(&gi), gfree(&go);
+    }
+    cg_jit_free(j);
+}
+
+/* ---- vector math ---- */
+
+/* void f(const float *x, float *y, i64 n): y = op(x), n a multiple of vf. */
+static void emit_map(kern *k, const char *name, int op)
+{
+    LLVMTypeRef params[3] = {k->ptr, k->ptr, k->i64};
+    LLVMValueRef fn = kern_func(k, name, LLVMFunctionType(k->voidt, params, 3, 0), 0);
+    kern_loop L;
+    kern_for(k, &L, kern_i64(k, 0), LLVMGetParam(fn, 2), k->vf, 1, 0, NULL, "i");
+    LLVMValueRef x = kern_vload(k, kern_gep(k, LLVMGetParam(fn, 0), L.iv), k->vf, NULL);
+    LLVMValueRef y = op == 0 ? kern_vexp(k, x, 0) : op == 1 ? kern_verf(k, x) : kern_activation(k, x, op - 1);
+    kern_vstore(k, y, kern_gep(k, LLVMGetParam(fn, 1), L.iv), k->vf);
+    kern_for_end(k, &L, NULL);
+    LLVMBuildRetVoid(k->b);
+}
+
+static void vector_math_accuracy(void **state)
+{
+    cg_jit *j = jit_new();
+    cg_target t = cg_jit_target(j);
+    LLVMModuleRef m = cg_jit_module(j, "math");
+    kern k;
+    assert_int_equal(kern_init(&k, m, &t), 0);
+    static const char *names[6] = {"exp", "erf", "gelu_erf", "gelu_tanh", "relu", "relu6"};
+    for (int op = 0; op < 6; op++)
+        emit_map(&k, names[op], op);
+    kern_dispose(&k);
+    jit_add(j, m);
+    enum { N = 1 << 16 };
+    float *x = malloc(N * sizeof *x), *y = malloc(N * sizeof *y);
+    assert_true(x && y);
+    typedef void (*map_fn)(const float *, float *, int64_t);
+    for (int op = 0; op < 6; op++) {
+        float lo = op == 0 ? -87.0f : -10.0f, hi = op == 0 ? 88.0f : 10.0f;
+        for (int i = 0; i < N; i++)
+            x[i] = lo + (hi - lo) * (float)i / (N - 1);
+        map_fn f = (map_fn)cg_jit_lookup(j, names[op]);
+        assert_non_null(f);
+        f(x, y, N);
+        double worst = 0, worst_at = 0, libm_worst = 0;
+        for (int i = 0; i < N; i++) {
+            double r, e, libm = 0;
+            if (op == 0) { /* relative error, and expf's own for scale */
+                r = exp((double)x[i]);
+                e = fabs(y[i] - r) / r;
+                libm = fabs(expf(x[i]) - r) / r;
+            } else if (op == 1) { /* absolute error, and erff's own */
+                r = erf((double)x[i]);
+                e = fabs(y[i] - r);
+                libm = fabs(erff(x[i]) - r);
+            } else { /* absolute error relative to max(1, |x|) */
+                r = act_ref(x[i], op - 1);
+                e = fabs(y[i] - r) / fmax(1.0, fabs(x[i]));
+            }
+            if (!(e <= worst)) /* NaN counts as worst */
+                worst = isnan(e) ? INFINITY : e, worst_at = x[i];
+            libm_worst = fmax(libm_worst, libm);
+        }
+        double bound = op == 0 ? 3e-7 : op == 1 ? 5e-7 : 5e-7;
+        printf("  %-9s on [%g, %g]: worst error %.2e at %g (libm %.2e), bound %.0e\n", names[op], lo, hi, worst,
+               worst_at, libm_worst, bound);
+        if (!(worst <= bound))
+            fail_msg("%s: error %.3e at %g above %.0e", names[op], worst, worst_at, bound);
+    }
+    free(x);
+    free(y);
+    cg_jit_free(j);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(vector_math_accuracy),
+        cmocka_unit_test(gemm_all_cases),
+        cmocka_unit_test(gemm_other_targets),
+        cmocka_unit_test(gemm_rejects_bad_descs),
+        cmocka_unit_test(bgemm_all_cases),
+        cmocka_unit_test(attention_all_cases),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
