@@ -1,0 +1,95 @@
+/* cu_attention.c: the fused Attention op (ops.def) on the GPU.
+ *
+ * fp16/bf16 with a head size that is a multiple of 16: the tensor-core
+ * kernel (attention.cuh), 64 query rows per block, K and V of the image and
+ * head in shared memory in chunks of KC keys: all of them when they fit in
+ * CU_ATTN_SMEM bytes (197 tokens of 64 do), else the largest multiple of 64
+ * that fits.  Otherwise (fp32, tf32, other head sizes): the SIMT kernel, one
+ * query row per thread, in fp32.  Both take log2(e) folded into the scale. */
+#include "codegen/cuda/cu_impl.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define CU_ATTN_SMEM (96 * 1024)
+#define CU_ATTN_SIMT_MAX_D 128
+
+int cu_attention_supports(const ir_graph *g, const ir_node *n, char *why, size_t len)
+{
+    const ir_value *x = &g->values[n->inputs[0]];
+    int64_t H = ir_attr_int(n, IR_ATTR_HEADS, 0), D = ir_attr_int(n, IR_ATTR_HEAD_SIZE, 0);
+    int layout = (int)ir_attr_int(n, IR_ATTR_QKV_LAYOUT, 0);
+    if (x->rank != 3 || x->dims[1].e != 0 || x->dims[2].e != 0 || H < 1 || D < 1 || x->dims[2].k != 3 * H * D ||
+        (layout != 0 && layout != 1)) {
+        snprintf(why, len, "Attention input is not [images, tokens, 3*heads*head_size] with a known layout");
+        return 0;
+    }
+    if (x->dims[1].k < 1 || x->dims[1].k > (1 << 20) || H > 65535) {
+        snprintf(why, len, "Attention with %lld tokens and %lld heads", (long long)x->dims[1].k, (long long)H);
+        return 0;
+    }
+    if (D % 16 != 0 && D > CU_ATTN_SIMT_MAX_D) {
+        snprintf(why, len, "head size %lld: the CUDA attention takes multiples of 16, or at most %d", (long long)D,
+                 CU_ATTN_SIMT_MAX_D);
+        return 0;
+    }
+    return 1;
+}
+
+int cu_emit_attention(cu_ctx *c, int node)
+{
+    const ir_node *n = &c->g->nodes[node];
+    int out = n->outputs[0];
+    if (c->off[cu_root(c, out)] < 0)
+        return VITC_OK;
+    const ir_value *x = &c->g->values[n->inputs[0]];
+    int64_t N = x->dims[1].k, H = ir_attr_int(n, IR_ATTR_HEADS, 0), D = ir_attr_int(n, IR_ATTR_HEAD_SIZE, 0);
+    int layout = (int)ir_attr_int(n, IR_ATTR_QKV_LAYOUT, 0);
+    float scale = ir_attr_float(n, IR_ATTR_SCALE, 1.0f), post = ir_attr_float(n, IR_ATTR_POST_SCALE, 1.0f);
+    int tc = (c->prec == CU_FP16 || c->prec == CU_BF16) && D % 16 == 0;
+    if (!tc && D > CU_ATTN_SIMT_MAX_D)
+        return cu_fail(c, VITC_BAD_INPUT, node, "head size %lld in %s: the CUDA attention takes at most %d", (long long)D,
+                       c->prec == CU_FP32 ? "fp32" : c->prec == CU_TF32 ? "tf32" : "this precision", CU_ATTN_SIMT_MAX_D);
+    const char *t = cu_ctype(cu_sdt(c, n->inputs[0])), *to = cu_ctype(cu_sdt(c, out));
+    if (strcmp(t, to) != 0)
+        return cu_fail(c, VITC_INTERNAL, node, "attention between storage types %s and %s", t, to);
+    int64_t rows, kc = 0;
+    unsigned threads = 128, smem;
+    if (tc) {
+        int64_t rs = (D + 8) * 2, fit = (CU_ATTN_SMEM / rs - 64) / 2 / 64 * 64, all = (N + 63) / 64 * 64;
+        kc = all <= fit ? all : fit;
+        if (kc < 64)
+            return cu_fail(c, VITC_BAD_INPUT, node, "head size %lld leaves no room for keys in shared memory",
+                           (long long)D);
+        rows = 64;
+        smem = (unsigned)((64 + 2 * kc) * rs);
+    } else {
+        rows = 128;
+        smem = (unsigned)(2 * 64 * D * 4);
+    }
+    /* log2(e) folded into the scale: the kernels exponentiate in base 2 */
+    float scale_log2 = scale * 1.4426950408889634f;
+    cu_str s = {0};
+    cu_str_add(&s, "VK_KERNEL(@, %u)\n{\n", threads);
+    if (tc)
+        cu_str_add(&s, "    vk::attention_tc<%s, %lld, %d, %lld>(", t, (long long)D, layout, (long long)kc);
+    else
+        cu_str_add(&s, "    vk::attention_simt<%s, %lld, %d>(", t, (long long)D, layout);
+    char f1[48], f2[48];
+    cu_str_add(&s, "(const %s *)p.a[0], (%s *)p.a[1], %lld, %lld, %s, %s);\n}\n", t, t, (long long)N, (long long)H,
+               cu_float_lit(scale_log2, f1, sizeof f1), cu_float_lit(post, f2, sizeof f2));
+    char label[128];
+    snprintf(label, sizeof label, "attention %s N=%lld H=%lld D=%lld%s%s", tc ? "mma" : "simt", (long long)N,
+             (long long)H, (long long)D, layout ? " (h d qkv)" : "", tc && kc < (N + 63) / 64 * 64 ? " chunked" : "");
+    int f = cu_add_kernel(c, "attn", label, &s);
+    cu_str_free(&s);
+    cu_launch *l = cu_launch_new(c, f, node, threads, smem);
+    if (!l)
+        return c->d->status;
+    /* blockIdx.x: query tile + tiles * image */
+    l->grid[0] = cg_poly_scale(cg_poly_dim(x->dims[0]), (N + rows - 1) / rows);
+    l->grid[1] = cg_poly_k(H);
+    cu_arg_value(c, l, n->inputs[0]);
+    cu_arg_value(c, l, out);
+    return c->d->status;
+}

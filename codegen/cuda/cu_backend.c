@@ -1,0 +1,273 @@
+/* cu_backend.c: the CUDA backend instance (codegen/backend.h).
+ *
+ * compile() runs in phases, each timed for --verbose:
+ *   check     every node supported, or every unsupported node reported at once
+ *   plan      views, storage types, the device workspace (cu_plan.c)
+ *   generate  the kernels and launches of every node, in node order, between
+ *             the conversions of the graph's inputs and outputs
+ *   nvrtc     the program for every GPU target (cu_nvrtc.c); --emit-cuda
+ *             stops before this and writes the program instead
+ *   package   the .so (cu_package.c)
+ *
+ * Precision (--precision): fp16 by default.  fp16 and bf16 store activations
+ * and GEMM weights in 16 bits and run GEMMs and attention on tensor cores,
+ * accumulating in fp32; LayerNorm statistics, softmax and every element-wise
+ * op compute in fp32.  tf32 keeps fp32 storage with TF32 tensor-core GEMMs;
+ * fp32 is plain fp32 throughout. */
+#include "codegen/cuda/cu_impl.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef enum { K_VIEW, K_DATA, K_ELEM, K_NORM, K_LINEAR, K_ATTN, K_MISC, K_NONE } op_kind;
+
+static op_kind kind_of(const ir_graph *g, const ir_node *n)
+{
+    char why[8];
+    switch (n->op) {
+    case IR_OP_RESHAPE: case IR_OP_FLATTEN: case IR_OP_SQUEEZE: case IR_OP_UNSQUEEZE: case IR_OP_IDENTITY:
+    case IR_OP_DROPOUT:
+        return K_VIEW;
+    case IR_OP_TRANSPOSE: case IR_OP_SLICE: case IR_OP_GATHER: case IR_OP_EXPAND: case IR_OP_CONCAT: case IR_OP_SPLIT:
+        return K_DATA;
+    case IR_OP_LAYERNORM: case IR_OP_SOFTMAX: case IR_OP_REDUCE_MEAN: case IR_OP_REDUCE_SUM: case IR_OP_REDUCE_MAX:
+        return K_NORM;
+    case IR_OP_LINEAR:
+        return K_LINEAR;
+    case IR_OP_MATMUL: case IR_OP_GEMM:
+        return cu_linear_supports(g, n, why, sizeof why) ? K_LINEAR : K_MISC;
+    case IR_OP_ATTENTION:
+        return K_ATTN;
+    case IR_OP_CONV:
+        return K_MISC;
+    case IR_OP_BATCHNORM:
+        return K_ELEM;
+    default:
+        return (ir_op_table[n->op].flags & OPF_ELEMWISE) ? K_ELEM : K_NONE;
+    }
+}
+
+static int cuda_supports(const ir_graph *g, const ir_node *n, char *why, size_t len)
+{
+    for (int k = 0; k < n->noutputs; k++) {
+        int v = n->outputs[k];
+        if (v < 0)
+            continue;
+        const ir_value *o = &g->values[v];
+        if (o->rank < 0) {
+            snprintf(why, len, "output '%s' has no inferred shape", o->name);
+            return 0;
+        }
+        for (int i = 0; i < o->rank; i++)
+            if (o->dims[i].e < 0 || o->dims[i].e > 1) {
+                snprintf(why, len, "output '%s' has a dimension in B^%d (the CUDA backend takes k*B)", o->name,
+                         o->dims[i].e);
+                return 0;
+            }
+        if (o->dtype == IR_F64) {
+            snprintf(why, len, "output '%s' is f64 (the CUDA backend computes in fp32)", o->name);
+            return 0;
+        }
+        if (!cu_ctype(o->dtype)) {
+            snprintf(why, len, "output '%s' is %s", o->name, ir_dtype_name(o->dtype));
+            return 0;
+        }
+    }
+    switch (kind_of(g, n)) {
+    case K_VIEW: case K_DATA: return cu_data_supports(g, n, why, len);
+    case K_ELEM: return cu_elem_supports(g, n, why, len);
+    case K_NORM: return cu_norm_supports(g, n, why, len);
+    case K_LINEAR: return cu_linear_supports(g, n, why, len);
+    case K_ATTN: return cu_attention_supports(g, n, why, len);
+    case K_MISC: return cu_misc_supports(g, n, why, len);
+    case K_NONE: break;
+    }
+    if (n->op == IR_OP_SHAPE || n->op == IR_OP_CONSTANT_OF_SHAPE || n->op == IR_OP_RANGE || n->op == IR_OP_CONSTANT)
+        snprintf(why, len, "%s is computed from shapes and should have been folded at compile time", ir_op_name(n->op));
+    else
+        snprintf(why, len, "%s is not supported by the CUDA backend", ir_op_name(n->op));
+    return 0;
+}
+
+static int emit_node(cu_ctx *c, int i)
+{
+    const ir_node *n = &c->g->nodes[i];
+    if (n->noutputs >= 1 && n->outputs[0] >= 0 && c->alias[n->outputs[0]] >= 0)
+        return VITC_OK; /* a view (Reshape & co, a Cast between types stored alike): shares its input's bytes */
+    switch (kind_of(c->g, n)) {
+    case K_VIEW:
+    case K_DATA: return cu_emit_data(c, i);
+    case K_ELEM: return cu_emit_elem(c, i);
+    case K_NORM: return cu_emit_norm(c, i);
+    case K_LINEAR: return cu_emit_linear(c, i);
+    case K_ATTN: return cu_emit_attention(c, i);
+    case K_MISC: return cu_emit_misc(c, i);
+    case K_NONE: break;
+    }
+    return cu_fail(c, VITC_INTERNAL, i, "has no CUDA code generator");
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+typedef struct {
+    double start, last;
+    int verbose;
+} timer;
+
+static void phase_done(timer *t, const char *what)
+{
+    double now = now_s();
+    if (t->verbose || now - t->start > 3.0)
+        fprintf(stderr, "vitc: %-40s %7.3f s\n", what, now - t->last);
+    t->last = now;
+}
+
+static int parse_precision(const char *s, cu_precision *p)
+{
+    static const char *const names[4] = {"fp32", "tf32", "fp16", "bf16"};
+    for (int i = 0; i < 4; i++)
+        if (strcmp(s, names[i]) == 0) {
+            *p = (cu_precision)i;
+            return 1;
+        }
+    return 0;
+}
+
+static int write_program(cu_ctx *c, const char *text)
+{
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", c->opt->output);
+    FILE *f = fopen(tmp, "wb");
+    if (!f)
+        return cu_fail(c, VITC_BAD_INPUT, -1, "cannot write %s: %s", tmp, strerror(errno));
+    size_t n = strlen(text);
+    int ok = fwrite(text, 1, n, f) == n;
+    if (fclose(f) != 0)
+        ok = 0;
+    if (!ok || rename(tmp, c->opt->output) != 0) {
+        int e = errno;
+        remove(tmp);
+        return cu_fail(c, VITC_BAD_INPUT, -1, "cannot write %s: %s", c->opt->output, strerror(e));
+    }
+    return VITC_OK;
+}
+
+static void report_kernels(const cu_ctx *c)
+{
+    for (int i = 0; i < c->nk; i++) {
+        const cu_kernel *k = &c->k[i];
+        fprintf(stderr, "vitc:   %-12s %-56s", k->name, k->label);
+        for (int t = 0; t < CU_NTARGETS; t++)
+            fprintf(stderr, " sm_%d %3d regs %d spill", cu_target_arch[t], k->regs[t], k->spill[t]);
+        fprintf(stderr, "\n");
+    }
+}
+
+static int cuda_compile(ir_graph *g, const cg_options *opt, vitc_diag *d)
+{
+    timer t = {.start = now_s(), .verbose = opt->verbose};
+    t.last = t.start;
+    char why[256];
+    int bad = 0;
+    for (int i = 0; i < g->nnodes; i++)
+        if (!cuda_supports(g, &g->nodes[i], why, sizeof why)) {
+            vitc_error(d, VITC_BAD_INPUT, &g->nodes[i], "not supported by the CUDA backend: %s", why);
+            bad++;
+        }
+    for (int k = 0; k < g->ninputs + g->noutputs; k++) {
+        const ir_value *v = &g->values[k < g->ninputs ? g->inputs[k] : g->outputs[k - g->ninputs]];
+        if (!cu_ctype(v->dtype) || v->dtype == IR_F64) {
+            vitc_error(d, VITC_BAD_INPUT, NULL, "%s '%s' is %s, which the CUDA backend does not take",
+                       k < g->ninputs ? "input" : "output", v->name, ir_dtype_name(v->dtype));
+            bad++;
+        }
+    }
+    if (bad)
+        return d->status;
+    cu_precision prec = CU_FP16;
+    if (opt->precision && !parse_precision(opt->precision, &prec))
+        return vitc_error(d, VITC_BAD_INPUT, NULL, "--precision takes fp32, tf32, fp16 or bf16, not '%s'",
+                          opt->precision);
+    if (opt->max_batch < 1)
+        return vitc_error(d, VITC_BAD_INPUT, NULL, "--batch must be at least 1");
+
+    cu_ctx c;
+    memset(&c, 0, sizeof c);
+    c.g = g;
+    c.opt = opt;
+    c.d = d;
+    c.prec = prec;
+    c.act = prec == CU_FP16 ? IR_F16 : prec == CU_BF16 ? IR_BF16 : IR_F32;
+    c.max_batch = opt->max_batch;
+    c.cg.g = g;
+    c.cg.opt = opt;
+    c.cg.d = d;
+    c.cg.max_batch = opt->max_batch;
+    if (opt->verbose)
+        fprintf(stderr, "vitc: compiling %s for CUDA (sm_80, sm_90, PTX), %s, batch 1..%lld, NVRTC %s\n",
+                opt->source ? opt->source : g->path, opt->precision ? opt->precision : "fp16",
+                (long long)opt->max_batch, cu_nvrtc_version());
+    int st = cu_plan_storage(&c);
+    if (st == VITC_OK) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "plan (%.3f MB of device workspace at batch %lld)", (double)c.ws_bytes / 1e6,
+                 (long long)c.max_batch);
+        phase_done(&t, msg);
+        st = cu_emit_input_conversions(&c);
+    }
+    for (int i = 0; st == VITC_OK && i < g->nnodes; i++)
+        st = emit_node(&c, i);
+    if (st == VITC_OK)
+        st = cu_emit_output_conversions(&c);
+    char *program = NULL;
+    if (st == VITC_OK && !(program = cu_program_text(&c)))
+        st = cu_fail(&c, VITC_INTERNAL, -1, "out of memory");
+    if (st == VITC_OK) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "generate (%d kernels, %d launches, %.1f MB of weights)", c.nk, c.nl,
+                 (double)c.cg.blob_len / 1e6);
+        phase_done(&t, msg);
+    }
+    if (st == VITC_OK && opt->emit_source) {
+        st = write_program(&c, program);
+    } else if (st == VITC_OK) {
+        cu_image images[2 * CU_NTARGETS];
+        int nimages = 0;
+        st = cu_nvrtc_compile(&c, program, images, &nimages);
+        if (st == VITC_OK) {
+            phase_done(&t, "nvrtc (sm_80, sm_90, PTX)");
+            int spills = 0;
+            for (int i = 0; i < c.nk; i++)
+                for (int k = 0; k < CU_NTARGETS; k++)
+                    spills += c.k[i].spill[k] > 0;
+            if (opt->verbose || spills)
+                report_kernels(&c);
+            if (spills)
+                fprintf(stderr, "vitc: warning: %d kernel compilations spill registers to local memory\n", spills);
+            st = cu_package(&c, images, nimages);
+            if (st == VITC_OK)
+                phase_done(&t, "package and link");
+        }
+        cu_images_free(images, nimages);
+    }
+    if (st == VITC_OK && opt->verbose)
+        fprintf(stderr, "vitc: wrote %s in %.3f s\n", opt->output, now_s() - t.start);
+    free(program);
+    cg_module_free(&c.cg); /* the weights blob, if packaging did not get to it */
+    cu_plan_free(&c);
+    return st;
+}
+
+const cg_backend cg_cuda_backend = {
+    .name = "cuda",
+    .supports = cuda_supports,
+    .compile = cuda_compile,
+};

@@ -1,0 +1,252 @@
+/* cu_elem.c: element-wise ops (OPF_ELEMWISE in ops.def) and inference
+ * BatchNormalization on the GPU: one thread per output element (grid-stride),
+ * operands read under numpy broadcasting through per-operand strides (zero
+ * where an operand broadcasts), arithmetic in fp32 whatever the storage. */
+#include "codegen/cuda/cu_impl.h"
+
+#include <stdio.h>
+#include <string.h>
+
+enum { EW_THREADS = 256, EW_MAX_OPS = 12 };
+
+static int out_type_ok(ir_dtype t) { return t == IR_F32 || t == IR_F16 || t == IR_BF16 || t == IR_BOOL || t == IR_U8; }
+
+int cu_elem_supports(const ir_graph *g, const ir_node *n, char *why, size_t len)
+{
+    int out = n->outputs[0];
+    if (out < 0)
+        return 1;
+    const ir_value *y = &g->values[out];
+    if (!out_type_ok(y->dtype)) {
+        snprintf(why, len, "%s producing %s: element-wise ops compute in fp32 on the GPU and give float or bool",
+                 ir_op_name(n->op), ir_dtype_name(y->dtype));
+        return 0;
+    }
+    if (n->ninputs > EW_MAX_OPS) {
+        snprintf(why, len, "%s with %d inputs (at most %d)", ir_op_name(n->op), n->ninputs, EW_MAX_OPS);
+        return 0;
+    }
+    for (int k = 0; k < n->ninputs; k++) {
+        int v = n->inputs[k];
+        if (v >= 0 && !cu_ctype(g->values[v].dtype)) {
+            snprintf(why, len, "input '%s' of type %s", g->values[v].name, ir_dtype_name(g->values[v].dtype));
+            return 0;
+        }
+    }
+    if (n->op == IR_OP_BATCHNORM) {
+        const ir_value *x = &g->values[n->inputs[0]];
+        if (x->rank < 2 || x->dims[1].e != 0) {
+            snprintf(why, len, "BatchNormalization needs a static channel axis 1");
+            return 0;
+        }
+        for (int k = 1; k < 5; k++)
+            if (ir_value_numel(&g->values[n->inputs[k]], 1) != x->dims[1].k) {
+                snprintf(why, len, "BatchNormalization parameter %d is not one value per channel", k);
+                return 0;
+            }
+        if (n->noutputs > 1)
+            for (int k = 1; k < n->noutputs; k++)
+                if (n->outputs[k] >= 0) {
+                    snprintf(why, len, "training-mode BatchNormalization (running statistics outputs)");
+                    return 0;
+                }
+        return 1;
+    }
+    if (n->op == IR_OP_GELU) {
+        const ir_attr *a = ir_attr_get(n, IR_ATTR_APPROXIMATE);
+        if (a && a->s && strcmp(a->s, "none") != 0 && strcmp(a->s, "tanh") != 0) {
+            snprintf(why, len, "Gelu approximate='%s'", a->s);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* The fp32 expression of the op over v0, v1, ... into buf; NULL if unknown. */
+static const char *expr(const ir_graph *g, const ir_node *n, char *buf, size_t len)
+{
+    switch (n->op) {
+    case IR_OP_ABS: return "fabsf(v0)";
+    case IR_OP_ADD: return "v0 + v1";
+    case IR_OP_SUB: return "v0 - v1";
+    case IR_OP_MUL: return "v0 * v1";
+    case IR_OP_DIV: return "v0 / v1";
+    case IR_OP_NEG: return "-v0";
+    case IR_OP_SQRT: return "sqrtf(v0)";
+    case IR_OP_EXP: return "expf(v0)";
+    case IR_OP_LOG: return "logf(v0)";
+    case IR_OP_ERF: return "erff(v0)";
+    case IR_OP_TANH: return "tanhf(v0)";
+    case IR_OP_SIGMOID: return "1.0f / (1.0f + expf(-v0))";
+    case IR_OP_RELU: return "fmaxf(v0, 0.0f)";
+    case IR_OP_RECIPROCAL: return "1.0f / v0";
+    case IR_OP_POW: return "powf(v0, v1)";
+    case IR_OP_CAST: case IR_OP_CAST_LIKE: case IR_OP_IDENTITY: return "v0";
+    case IR_OP_EQUAL: return "(float)(v0 == v1)";
+    case IR_OP_GREATER: return "(float)(v0 > v1)";
+    case IR_OP_LESS: return "(float)(v0 < v1)";
+    case IR_OP_NOT: return "(float)(v0 == 0.0f)";
+    case IR_OP_AND: return "(float)(v0 != 0.0f && v1 != 0.0f)";
+    case IR_OP_OR: return "(float)(v0 != 0.0f || v1 != 0.0f)";
+    case IR_OP_WHERE: return "v0 != 0.0f ? v1 : v2";
+    case IR_OP_MOD:
+        return ir_attr_int(n, IR_ATTR_FMOD, 0) ? "fmodf(v0, v1)" : "v0 - floorf(v0 / v1) * v1";
+    case IR_OP_GELU: {
+        const ir_attr *a = ir_attr_get(n, IR_ATTR_APPROXIMATE);
+        return a && a->s && strcmp(a->s, "tanh") == 0 ? "vk_act<2>(v0)" : "vk_act<1>(v0)";
+    }
+    case IR_OP_CLIP: {
+        int lo = ir_input(n, 1), hi = ir_input(n, 2);
+        snprintf(buf, len, "%s%sv0%s%s", hi >= 0 ? "fminf(" : "", lo >= 0 ? "fmaxf(" : "", lo >= 0 ? ", v1)" : "",
+                 hi >= 0 ? ", v2)" : "");
+        return buf;
+    }
+    case IR_OP_MAX: case IR_OP_MIN: {
+        /* fmaxf(fmaxf(v0, v1), v2) ... */
+        size_t k = 0;
+        for (int i = 1; i < n->ninputs && k < len; i++)
+            k += (size_t)snprintf(buf + k, len - k, "%s(", n->op == IR_OP_MAX ? "fmaxf" : "fminf");
+        if (k < len)
+            k += (size_t)snprintf(buf + k, len - k, "v0");
+        for (int i = 1; i < n->ninputs && k < len; i++)
+            k += (size_t)snprintf(buf + k, len - k, ", v%d)", i);
+        return buf;
+    }
+    case IR_OP_BATCHNORM: {
+        char eps[48];
+        snprintf(buf, len, "(v0 - v3) * (v1 / sqrtf(v4 + %s)) + v2",
+                 cu_float_lit(ir_attr_float(n, IR_ATTR_EPSILON, 1e-5f), eps, sizeof eps));
+        return buf;
+    }
+    default:
+        (void)g;
+        return NULL;
+    }
+}
+
+int cu_emit_elem(cu_ctx *c, int node)
+{
+    const ir_graph *g = c->g;
+    const ir_node *n = &g->nodes[node];
+    int out = n->outputs[0];
+    if (out < 0 || (c->off[cu_root(c, out)] < 0))
+        return VITC_OK; /* nobody reads it */
+    const ir_value *y = &g->values[out];
+    char ebuf[1024];
+    const char *e = expr(g, n, ebuf, sizeof ebuf);
+    if (!e)
+        return cu_fail(c, VITC_INTERNAL, node, "no element-wise expression for %s", ir_op_name(n->op));
+    int rank = y->rank, nops = 0, opv[EW_MAX_OPS], opslot[EW_MAX_OPS];
+    cg_poly dims[IR_MAX_RANK], st[EW_MAX_OPS][IR_MAX_RANK];
+    for (int i = 0; i < rank; i++)
+        dims[i] = cg_poly_dim(y->dims[i]);
+    for (int k = 0; k < n->ninputs; k++) {
+        int v = n->inputs[k];
+        opslot[k] = -1;
+        if (v < 0)
+            continue;
+        const ir_value *x = &g->values[v];
+        cg_poly xs[IR_MAX_RANK];
+        cg_poly_strides(x, xs);
+        for (int i = 0; i < rank; i++) {
+            if (n->op == IR_OP_BATCHNORM && k > 0) { /* per channel: axis 1 */
+                st[nops][i] = cg_poly_k(i == 1 ? 1 : 0);
+                continue;
+            }
+            int j = i - (rank - x->rank);
+            int bcast = j < 0 || (x->dims[j].k == 1 && x->dims[j].e == 0 && !(y->dims[i].k == 1 && y->dims[i].e == 0));
+            st[nops][i] = bcast ? cg_poly_k(0) : xs[j];
+        }
+        opslot[k] = nops;
+        opv[nops++] = v;
+    }
+    /* merge dims contiguous for every operand (the output is row-major) */
+    cg_poly ys[IR_MAX_RANK];
+    cg_poly_strides(y, ys);
+    int r = 0;
+    cg_poly md[IR_MAX_RANK], ms[EW_MAX_OPS][IR_MAX_RANK], mys[IR_MAX_RANK];
+    for (int i = 0; i < rank; i++) {
+        int64_t one;
+        if (cg_poly_is_const(dims[i], &one) && one == 1)
+            continue;
+        int merge = r > 0;
+        for (int k = 0; merge && k < nops; k++)
+            merge = cg_poly_eq(ms[k][r - 1], cg_poly_mul(st[k][i], dims[i]));
+        if (merge) {
+            md[r - 1] = cg_poly_mul(md[r - 1], dims[i]);
+            for (int k = 0; k < nops; k++)
+                ms[k][r - 1] = st[k][i];
+            mys[r - 1] = ys[i];
+            continue;
+        }
+        md[r] = dims[i];
+        mys[r] = ys[i];
+        for (int k = 0; k < nops; k++)
+            ms[k][r] = st[k][i];
+        r++;
+    }
+    cg_poly total = cg_poly_numel(y);
+    char pe[160];
+    cu_str t = {0};
+    cu_str_add(&t, "VK_KERNEL(@, %d)\n{\n    const vk_i64 B = (vk_i64)p.a[0];\n    (void)B;\n", EW_THREADS);
+    for (int k = 0; k < nops; k++) {
+        const char *ct = cu_ctype(cu_sdt(c, opv[k]));
+        cu_str_add(&t, "    const %s *x%d = (const %s *)p.a[%d];\n", ct, k, ct, k + 1);
+    }
+    const char *ty = cu_ctype(cu_sdt(c, out));
+    cu_str_add(&t, "    %s *y = (%s *)p.a[%d];\n", ty, ty, nops + 1);
+    cu_str_add(&t, "    const vk_i64 n = %s;\n", cu_poly_expr(total, pe, sizeof pe));
+    cu_str_add(&t, "    for (vk_i64 i = (vk_i64)blockIdx.x * %d + threadIdx.x; i < n; i += (vk_i64)gridDim.x * %d) {\n",
+               EW_THREADS, EW_THREADS);
+    /* an operand laid out like the output reads at i */
+    int direct[EW_MAX_OPS], any = 0;
+    for (int k = 0; k < nops; k++) {
+        direct[k] = 1;
+        for (int i = 0; i < r; i++)
+            direct[k] &= cg_poly_eq(ms[k][i], mys[i]);
+        any |= !direct[k];
+        if (!direct[k])
+            cu_str_add(&t, "        vk_i64 o%d = 0;\n", k);
+    }
+    if (any) {
+        cu_str_add(&t, "        vk_i64 q = i, c;\n");
+        for (int i = r - 1; i >= 0; i--) {
+            if (i > 0)
+                cu_str_add(&t, "        c = q %% %s;\n        q /= %s;\n", cu_poly_expr(md[i], pe, sizeof pe),
+                           cu_poly_expr(md[i], pe, sizeof pe));
+            else
+                cu_str_add(&t, "        c = q;\n");
+            for (int k = 0; k < nops; k++) {
+                int64_t z;
+                if (!direct[k] && !(cg_poly_is_const(ms[k][i], &z) && z == 0))
+                    cu_str_add(&t, "        o%d += c * %s;\n", k, cu_poly_expr(ms[k][i], pe, sizeof pe));
+            }
+        }
+    }
+    for (int k = 0; k < n->ninputs; k++) {
+        if (opslot[k] < 0) {
+            cu_str_add(&t, "        const float v%d = 0.0f;\n", k);
+            continue;
+        }
+        int o = opslot[k];
+        if (direct[o])
+            cu_str_add(&t, "        const float v%d = vk_get(x%d + i);\n", k, o);
+        else
+            cu_str_add(&t, "        const float v%d = vk_get(x%d + o%d);\n", k, o, o);
+    }
+    cu_str_add(&t, "        vk_put(y + i, %s);\n    }\n}\n", e);
+    char label[64];
+    snprintf(label, sizeof label, "%s", ir_op_name(n->op));
+    int f = cu_add_kernel(c, "ew", label, &t);
+    cu_str_free(&t);
+    cu_launch *l = cu_launch_new(c, f, node, EW_THREADS, 0);
+    if (!l)
+        return c->d->status;
+    l->grid[0] = total;
+    l->div[0] = EW_THREADS;
+    cu_arg_int(c, l, cg_poly_dim(ir_dim_batch(1)));
+    for (int k = 0; k < nops; k++)
+        cu_arg_value(c, l, opv[k]);
+    cu_arg_value(c, l, out);
+    return c->d->status;
+}

@@ -1,0 +1,193 @@
+/* cu_impl.h: what the files of the CUDA backend share.
+ *
+ *   cu_backend.c   the cg_backend instance: supports(), compile() in phases
+ *   cu_plan.c      where every value lives (views, storage types, the device
+ *                  workspace from passes/memplan.c, host staging), kernels
+ *                  (deduplicated by their text) and launches
+ *   cu_linear.c    Linear / MatMul / Gemm with a constant weight: tensor-core
+ *                  or SIMT GEMM, the weight converted and laid out at compile time
+ *   cu_attention.c Attention
+ *   cu_norm.c      LayerNormalization, Softmax, reductions
+ *   cu_elem.c      element-wise ops (broadcasting), BatchNormalization
+ *   cu_data.c      data movement (Transpose, Slice, Concat, Split, Expand,
+ *                  Gather), and the conversions at the graph's inputs and outputs
+ *   cu_misc.c      MatMul and Gemm between activations, Conv
+ *   cu_nvrtc.c     the program through NVRTC for every target, ptxas statistics
+ *   cu_package.c   the .so: plan, images, weights and descriptor through the
+ *                  CPU backend's module, object and link steps (codegen/llvm)
+ *
+ * Generated kernels are CUDA C++ over the device library
+ * (the .cuh files of codegen/cuda/device, embedded as cu_lib_text): each is
+ *     VK_KERNEL(name, threads) { ... p.a[i] ... }
+ * reading its arguments from the 8-byte slots of vk_args in the order the
+ * launch lists them (runtime/abi.h). */
+#ifndef VITC_CU_IMPL_H
+#define VITC_CU_IMPL_H
+
+#include "codegen/backend.h"
+#include "codegen/llvm/cg_impl.h"
+#include "ir/ir.h"
+#include "runtime/abi.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+extern const char cu_lib_text[];
+
+typedef enum { CU_FP32, CU_TF32, CU_FP16, CU_BF16 } cu_precision;
+
+/* The GPU targets every program is compiled for. */
+enum { CU_NTARGETS = 2 };
+extern const int cu_target_arch[CU_NTARGETS]; /* 80, 90 */
+
+/* ---- a growable string ---- */
+typedef struct {
+    char *s;
+    size_t len, cap;
+    int oom;
+} cu_str;
+void cu_str_add(cu_str *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void cu_str_free(cu_str *b);
+
+/* ---- kernels and launches ---- */
+typedef struct {
+    char *name;      /* entry point: "vk_<kind><n>" */
+    char *label;     /* what it computes, for `vitc inspect` */
+    char *text;      /* the definition, its name as "@" */
+    int nlaunches;
+    int regs[CU_NTARGETS], spill[CU_NTARGETS], stack[CU_NTARGETS]; /* ptxas -v; -1 unknown */
+} cu_kernel;
+
+typedef struct {
+    int kind;        /* VITC_CUDA_ARG_* */
+    cg_poly v;
+} cu_arg;
+
+typedef struct {
+    int func, node;
+    unsigned block, smem;
+    cg_poly grid[3];
+    int64_t div[3];
+    int64_t min_batch, max_batch;
+    int nargs;
+    cu_arg args[VITC_CUDA_MAX_ARGS];
+} cu_launch;
+
+typedef struct cu_ctx {
+    cg_ctx cg;            /* the packaging: LLVM module, weights blob, descriptor */
+    ir_graph *g;
+    const cg_options *opt;
+    vitc_diag *d;
+    cu_precision prec;
+    ir_dtype act;         /* storage of float activations: IR_F32, IR_F16 or IR_BF16 */
+    int64_t max_batch;
+
+    /* per value */
+    int *alias;           /* a view: the value whose bytes it shares; else -1 */
+    int *nuses;           /* node input slots reading it, plus graph-output mentions */
+    ir_dtype *sdt;        /* element type as stored on the device */
+    int64_t *off;         /* root values: workspace offset (bytes), -1 if none */
+    int64_t *woff;        /* constants: weights offset as stored, -1 until used */
+    int64_t *gemm_w;      /* constants used as GEMM weights: offset of their GEMM form, -1 */
+    /* per graph input / output */
+    vitc_cuda_io *in_io, *out_io;
+    uint64_t ws_bytes, ws_unplanned;
+
+    cu_kernel *k;
+    int nk, capk;
+    cu_launch *l;
+    int nl, capl;
+} cu_ctx;
+
+/* ---- cu_plan.c ---- */
+/* Views, storage types, the workspace plan and staging; returns status. */
+int cu_plan_storage(cu_ctx *c);
+void cu_plan_free(cu_ctx *c);
+int cu_root(const cu_ctx *c, int v);
+int cu_fail(cu_ctx *c, int status, int node, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* 1 for ops whose output shares its input's bytes (when the types allow). */
+int cu_is_view_op(ir_op op);
+/* 1 if v is a constant whose values do not depend on the batch. */
+int cu_is_plain_const(const ir_graph *g, int v);
+
+/* The device library's name of a storage type ("float", "h16", ...); NULL if none. */
+const char *cu_ctype(ir_dtype t);
+/* Storage type of value v. */
+ir_dtype cu_sdt(const cu_ctx *c, int v);
+
+/* Registers a kernel (text with its name written "@"), reusing an identical
+ * one; returns its index or -1 (error reported). */
+int cu_add_kernel(cu_ctx *c, const char *kind, const char *label, const cu_str *text);
+/* A new launch of kernel func for node (grid 1x1x1, every batch); NULL on error. */
+cu_launch *cu_launch_new(cu_ctx *c, int func, int node, unsigned block, unsigned smem);
+/* Appends arguments: value v's storage (device pointer), a workspace offset,
+ * an integer polynomial in the batch. */
+void cu_arg_value(cu_ctx *c, cu_launch *l, int v);
+void cu_arg_ws(cu_ctx *c, cu_launch *l, int64_t off);
+void cu_arg_ptr(cu_ctx *c, cu_launch *l, int kind, int64_t off); /* kind: VITC_CUDA_ARG_WORKSPACE or _WEIGHTS */
+void cu_arg_int(cu_ctx *c, cu_launch *l, cg_poly p);
+/* Offset of constant v's bytes in the weights blob (added on first use); -1 on error. */
+int64_t cu_weights_of(cu_ctx *c, int v);
+
+/* f as a C float literal ("1.0f", "1e-06f", ...) into buf. */
+const char *cu_float_lit(float f, char *buf, size_t n);
+/* A polynomial in B as a C expression of the kernel's local `B` ("(17LL * B)"). */
+const char *cu_poly_expr(cg_poly p, char *buf, size_t n);
+
+/* ---- per-op generators: each checks support, and emits a node's launches ---- */
+int cu_linear_supports(const ir_graph *g, const ir_node *n, char *why, size_t len);
+int cu_emit_linear(cu_ctx *c, int node);
+/* The GEMM weight layout: W [K, N] fp32 into Wt [Np, Kp] of type t (F32, F16
+ * or BF16), transposed, zero-padded, converted rounding to nearest even. */
+void cu_pack_weight(const float *W, int64_t K, int64_t N, int64_t Kp, int64_t Np, ir_dtype t, void *out);
+int cu_attention_supports(const ir_graph *g, const ir_node *n, char *why, size_t len);
+int cu_emit_attention(cu_ctx *c, int node);
+int cu_norm_supports(const ir_graph *g, const ir_node *n, char *why, size_t len);
+int cu_emit_norm(cu_ctx *c, int node);
+int cu_elem_supports(const ir_graph *g, const ir_node *n, char *why, size_t len);
+int cu_emit_elem(cu_ctx *c, int node);
+int cu_data_supports(const ir_graph *g, const ir_node *n, char *why, size_t len);
+int cu_emit_data(cu_ctx *c, int node);
+int cu_misc_supports(const ir_graph *g, const ir_node *n, char *why, size_t len);
+int cu_emit_misc(cu_ctx *c, int node);
+
+/* ---- strided copies (cu_data.c): the workhorse of data movement ----
+ * dst[i] = src[...] over `rank` dims, each side addressed as base + sum idx
+ * * stride (elements, polynomials in B), converting between storage types. */
+typedef struct {
+    int kind;              /* VITC_CUDA_ARG_WORKSPACE or _WEIGHTS */
+    int64_t byte_off;      /* of the buffer */
+    ir_dtype t;
+    cg_poly base;          /* element offset */
+    cg_poly stride[IR_MAX_RANK];
+} cu_view;
+/* The row-major view of value v's storage. */
+cu_view cu_view_of(cu_ctx *c, int v);
+/* A row-major view of a workspace buffer of type t with the given dims. */
+cu_view cu_view_ws(int64_t byte_off, ir_dtype t, int rank, const cg_poly *dims);
+int cu_emit_copy(cu_ctx *c, int node, int rank, const cg_poly *dims, const cu_view *dst, const cu_view *src,
+                 const char *label);
+/* Graph inputs into their device buffers, outputs into their staging. */
+int cu_emit_input_conversions(cu_ctx *c);
+int cu_emit_output_conversions(cu_ctx *c);
+
+/* ---- cu_nvrtc.c ---- */
+typedef struct {
+    int kind, arch, arch_specific; /* VITC_CUDA_IMAGE_* */
+    void *data;
+    size_t bytes;
+} cu_image;
+/* Compiles the program for every target: images (CUBIN per target, plus PTX
+ * of the newest) and each kernel's registers and spills.  Returns status. */
+int cu_nvrtc_compile(cu_ctx *c, const char *program, cu_image *images, int *nimages);
+void cu_images_free(cu_image *images, int n);
+/* The NVRTC version as "13.0". */
+const char *cu_nvrtc_version(void);
+
+/* ---- cu_package.c ---- */
+int cu_package(cu_ctx *c, const cu_image *images, int nimages);
+
+/* The whole program text (library + kernels); malloc'ed, NULL when out of memory. */
+char *cu_program_text(cu_ctx *c);
+
+#endif

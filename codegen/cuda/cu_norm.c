@@ -1,0 +1,295 @@
+/* cu_norm.c: LayerNormalization, Softmax and the reductions on the GPU.
+ * LayerNormalization and Softmax are row kernels of the device library
+ * (norm.cuh: a warp per row, statistics in fp32); ReduceMean/Sum/Max are
+ * generated: one thread per output element looping over the reduced ones. */
+#include "codegen/cuda/cu_impl.h"
+
+#include <stdio.h>
+#include <string.h>
+
+enum { ROW_THREADS = 256, ROWS_PER_BLOCK = 8, RED_THREADS = 256, LN_REG_MAX = 1024 };
+
+/* The reduced axes of a Reduce* node into red[] (1 = reduced); 0 if not constant. */
+static int reduce_axes(const ir_graph *g, const ir_node *n, int *red)
+{
+    const ir_value *x = &g->values[n->inputs[0]];
+    for (int i = 0; i < x->rank; i++)
+        red[i] = 0;
+    const ir_attr *a = ir_attr_get(n, IR_ATTR_AXES);
+    int av = ir_input(n, 1), count = 0;
+    int64_t axes[IR_MAX_RANK];
+    if (a) {
+        count = a->n;
+        for (int i = 0; i < a->n && i < IR_MAX_RANK; i++)
+            axes[i] = a->ints[i];
+    } else if (av >= 0) {
+        const ir_value *v = &g->values[av];
+        if (!cu_is_plain_const(g, av) || v->dtype != IR_I64)
+            return 0;
+        count = (int)ir_value_numel(v, 1);
+        for (int i = 0; i < count && i < IR_MAX_RANK; i++)
+            axes[i] = ((const int64_t *)v->data)[i];
+    }
+    if (count > IR_MAX_RANK)
+        return 0;
+    if (count == 0) {
+        if (ir_attr_int(n, IR_ATTR_NOOP_WITH_EMPTY_AXES, 0))
+            return 1;
+        for (int i = 0; i < x->rank; i++)
+            red[i] = 1;
+        return 1;
+    }
+    for (int i = 0; i < count; i++) {
+        int64_t ax = axes[i] < 0 ? axes[i] + x->rank : axes[i];
+        if (ax < 0 || ax >= x->rank)
+            return 0;
+        red[ax] = 1;
+    }
+    return 1;
+}
+
+int cu_norm_supports(const ir_graph *g, const ir_node *n, char *why, size_t len)
+{
+    const ir_value *x = &g->values[n->inputs[0]];
+    switch (n->op) {
+    case IR_OP_LAYERNORM: {
+        int64_t axis = ir_attr_int(n, IR_ATTR_AXIS, -1);
+        if (axis < 0)
+            axis += x->rank;
+        if (axis < 0 || axis >= x->rank) {
+            snprintf(why, len, "LayerNormalization axis out of range");
+            return 0;
+        }
+        int64_t C = 1;
+        for (int i = (int)axis; i < x->rank; i++) {
+            if (x->dims[i].e != 0) {
+                snprintf(why, len, "LayerNormalization over axes that depend on the batch");
+                return 0;
+            }
+            C *= x->dims[i].k;
+        }
+        for (int k = 1; k < n->ninputs; k++)
+            if (ir_input(n, k) >= 0 && ir_value_numel(&g->values[n->inputs[k]], 1) != C) {
+                snprintf(why, len, "LayerNormalization %s is not one value per normalised element",
+                         k == 1 ? "scale" : "bias");
+                return 0;
+            }
+        for (int k = 1; k < n->noutputs; k++)
+            if (n->outputs[k] >= 0) {
+                int used = 0;
+                for (int i = 0; i < g->nnodes && !used; i++)
+                    for (int j = 0; j < g->nodes[i].ninputs; j++)
+                        used |= g->nodes[i].inputs[j] == n->outputs[k];
+                for (int j = 0; j < g->noutputs; j++)
+                    used |= g->outputs[j] == n->outputs[k];
+                if (used) {
+                    snprintf(why, len, "LayerNormalization's Mean and InvStdDev outputs are not supported");
+                    return 0;
+                }
+            }
+        return 1;
+    }
+    case IR_OP_SOFTMAX: {
+        int64_t axis = ir_attr_int(n, IR_ATTR_AXIS, g->opset >= 13 ? -1 : 1);
+        if (axis < 0)
+            axis += x->rank;
+        if (axis < 0 || axis >= x->rank) {
+            snprintf(why, len, "Softmax axis out of range");
+            return 0;
+        }
+        return 1;
+    }
+    case IR_OP_REDUCE_MEAN: case IR_OP_REDUCE_SUM: case IR_OP_REDUCE_MAX: {
+        int red[IR_MAX_RANK];
+        if (!reduce_axes(g, n, red)) {
+            snprintf(why, len, "%s needs constant axes in range", ir_op_name(n->op));
+            return 0;
+        }
+        return 1;
+    }
+    default:
+        snprintf(why, len, "%s is not a normalisation or reduction", ir_op_name(n->op));
+        return 0;
+    }
+}
+
+static int emit_layernorm(cu_ctx *c, int node)
+{
+    const ir_node *n = &c->g->nodes[node];
+    const ir_value *x = &c->g->values[n->inputs[0]];
+    int out = n->outputs[0];
+    int64_t axis = ir_attr_int(n, IR_ATTR_AXIS, -1);
+    if (axis < 0)
+        axis += x->rank;
+    int64_t C = 1;
+    for (int i = (int)axis; i < x->rank; i++)
+        C *= x->dims[i].k;
+    cg_poly rows = cg_poly_k(1);
+    for (int i = 0; i < axis; i++)
+        rows = cg_poly_mul(rows, cg_poly_dim(x->dims[i]));
+    int gv = ir_input(n, 1), bv = ir_input(n, 2);
+    const char *tx = cu_ctype(cu_sdt(c, n->inputs[0])), *ty = cu_ctype(cu_sdt(c, out));
+    const char *tg = gv >= 0 ? cu_ctype(cu_sdt(c, gv)) : "float", *tb = bv >= 0 ? cu_ctype(cu_sdt(c, bv)) : "float";
+    float eps = ir_attr_float(n, IR_ATTR_EPSILON, 1e-5f);
+    cu_str t = {0};
+    cu_str_add(&t, "VK_KERNEL(@, %d)\n{\n", ROW_THREADS);
+    if (C <= LN_REG_MAX)
+        cu_str_add(&t, "    vk::layernorm<%lld, %s, %s>(", (long long)C, gv >= 0 ? "true" : "false",
+                   bv >= 0 ? "true" : "false");
+    else
+        cu_str_add(&t, "    vk::layernorm_big<%s, %s>(", gv >= 0 ? "true" : "false", bv >= 0 ? "true" : "false");
+    cu_str_add(&t, "(const %s *)p.a[0], (const %s *)p.a[1], (const %s *)p.a[2], (%s *)p.a[3], (vk_i64)p.a[4], ", tx,
+               tg, tb, ty);
+    if (C > LN_REG_MAX)
+        cu_str_add(&t, "(vk_i64)p.a[5], ");
+    char el[48];
+    cu_str_add(&t, "%s);\n}\n", cu_float_lit(eps, el, sizeof el));
+    char label[64];
+    snprintf(label, sizeof label, "layernorm C=%lld", (long long)C);
+    int f = cu_add_kernel(c, "ln", label, &t);
+    cu_str_free(&t);
+    cu_launch *l = cu_launch_new(c, f, node, ROW_THREADS, 0);
+    if (!l)
+        return c->d->status;
+    l->grid[0] = rows;
+    l->div[0] = ROWS_PER_BLOCK;
+    cu_arg_value(c, l, n->inputs[0]);
+    if (gv >= 0)
+        cu_arg_value(c, l, gv);
+    else
+        cu_arg_int(c, l, cg_poly_k(0));
+    if (bv >= 0)
+        cu_arg_value(c, l, bv);
+    else
+        cu_arg_int(c, l, cg_poly_k(0));
+    cu_arg_value(c, l, out);
+    cu_arg_int(c, l, rows);
+    if (C > LN_REG_MAX)
+        cu_arg_int(c, l, cg_poly_k(C));
+    return c->d->status;
+}
+
+static int emit_softmax(cu_ctx *c, int node)
+{
+    const ir_node *n = &c->g->nodes[node];
+    const ir_value *x = &c->g->values[n->inputs[0]];
+    int out = n->outputs[0];
+    int64_t axis = ir_attr_int(n, IR_ATTR_AXIS, c->g->opset >= 13 ? -1 : 1);
+    if (axis < 0)
+        axis += x->rank;
+    /* opset 13+: one axis; before: the flattened trailing axes from axis on */
+    cg_poly outer = cg_poly_k(1), C = cg_poly_k(1), inner = cg_poly_k(1);
+    for (int i = 0; i < x->rank; i++) {
+        cg_poly d = cg_poly_dim(x->dims[i]);
+        if (i < axis)
+            outer = cg_poly_mul(outer, d);
+        else if (i == axis || c->g->opset < 13)
+            C = cg_poly_mul(C, d);
+        else
+            inner = cg_poly_mul(inner, d);
+    }
+    const char *tx = cu_ctype(cu_sdt(c, n->inputs[0])), *ty = cu_ctype(cu_sdt(c, out));
+    cu_str t = {0};
+    cu_str_add(&t, "VK_KERNEL(@, %d)\n{\n    vk::softmax_rows((const %s *)p.a[0], (%s *)p.a[1], (vk_i64)p.a[2], "
+                   "(vk_i64)p.a[3], (vk_i64)p.a[4]);\n}\n",
+               ROW_THREADS, tx, ty);
+    int f = cu_add_kernel(c, "softmax", "softmax", &t);
+    cu_str_free(&t);
+    cu_launch *l = cu_launch_new(c, f, node, ROW_THREADS, 0);
+    if (!l)
+        return c->d->status;
+    cg_poly rows = cg_poly_mul(outer, inner);
+    l->grid[0] = rows;
+    l->div[0] = ROWS_PER_BLOCK;
+    cu_arg_value(c, l, n->inputs[0]);
+    cu_arg_value(c, l, out);
+    cu_arg_int(c, l, rows);
+    cu_arg_int(c, l, C);
+    cu_arg_int(c, l, inner);
+    return c->d->status;
+}
+
+static int emit_reduce(cu_ctx *c, int node)
+{
+    const ir_node *n = &c->g->nodes[node];
+    const ir_value *x = &c->g->values[n->inputs[0]];
+    int out = n->outputs[0];
+    int red[IR_MAX_RANK];
+    reduce_axes(c->g, n, red);
+    cg_poly xs[IR_MAX_RANK], kept[IR_MAX_RANK], kst[IR_MAX_RANK], rd[IR_MAX_RANK], rst[IR_MAX_RANK];
+    cg_poly_strides(x, xs);
+    int nk = 0, nr = 0;
+    cg_poly nout = cg_poly_k(1), nred = cg_poly_k(1);
+    for (int i = 0; i < x->rank; i++) {
+        cg_poly d = cg_poly_dim(x->dims[i]);
+        if (red[i]) {
+            rd[nr] = d;
+            rst[nr++] = xs[i];
+            nred = cg_poly_mul(nred, d);
+        } else {
+            kept[nk] = d;
+            kst[nk++] = xs[i];
+            nout = cg_poly_mul(nout, d);
+        }
+    }
+    const char *tx = cu_ctype(cu_sdt(c, n->inputs[0])), *ty = cu_ctype(cu_sdt(c, out));
+    const char *init = n->op == IR_OP_REDUCE_MAX ? "-vk_inf()" : "0.0f";
+    char e[160];
+    cu_str t = {0};
+    cu_str_add(&t, "VK_KERNEL(@, %d)\n{\n    const vk_i64 B = (vk_i64)p.a[0];\n    (void)B;\n", RED_THREADS);
+    cu_str_add(&t, "    const %s *x = (const %s *)p.a[1];\n    %s *y = (%s *)p.a[2];\n", tx, tx, ty, ty);
+    cu_str_add(&t, "    const vk_i64 n = %s;\n", cu_poly_expr(nout, e, sizeof e));
+    cu_str_add(&t, "    const vk_i64 R = %s;\n", cu_poly_expr(nred, e, sizeof e));
+    cu_str_add(&t, "    for (vk_i64 i = (vk_i64)blockIdx.x * %d + threadIdx.x; i < n; i += (vk_i64)gridDim.x * %d) {\n",
+               RED_THREADS, RED_THREADS);
+    cu_str_add(&t, "        vk_i64 q = i, c, base = 0;\n        (void)q;\n        (void)c;\n");
+    for (int i = nk - 1; i >= 0; i--) {
+        if (i > 0)
+            cu_str_add(&t, "        c = q %% %s;\n        q /= %s;\n", cu_poly_expr(kept[i], e, sizeof e),
+                       cu_poly_expr(kept[i], e, sizeof e));
+        else
+            cu_str_add(&t, "        c = q;\n");
+        cu_str_add(&t, "        base += c * %s;\n", cu_poly_expr(kst[i], e, sizeof e));
+    }
+    cu_str_add(&t, "        float acc = %s;\n        for (vk_i64 r = 0; r < R; r++) {\n", init);
+    cu_str_add(&t, "            vk_i64 s = r, o = base;\n            (void)s;\n");
+    for (int i = nr - 1; i >= 0; i--) {
+        if (i > 0) {
+            char e2[160];
+            cu_str_add(&t, "            o += (s %% %s) * %s;\n", cu_poly_expr(rd[i], e, sizeof e),
+                       cu_poly_expr(rst[i], e2, sizeof e2));
+            cu_str_add(&t, "            s /= %s;\n", cu_poly_expr(rd[i], e, sizeof e));
+        } else
+            cu_str_add(&t, "            o += s * %s;\n", cu_poly_expr(rst[i], e, sizeof e));
+    }
+    if (n->op == IR_OP_REDUCE_MAX)
+        cu_str_add(&t, "            acc = fmaxf(acc, vk_get(x + o));\n        }\n");
+    else
+        cu_str_add(&t, "            acc += vk_get(x + o);\n        }\n");
+    if (n->op == IR_OP_REDUCE_MEAN)
+        cu_str_add(&t, "        acc /= (float)R;\n");
+    cu_str_add(&t, "        vk_put(y + i, acc);\n    }\n}\n");
+    int f = cu_add_kernel(c, "reduce", ir_op_name(n->op), &t);
+    cu_str_free(&t);
+    cu_launch *l = cu_launch_new(c, f, node, RED_THREADS, 0);
+    if (!l)
+        return c->d->status;
+    l->grid[0] = nout;
+    l->div[0] = RED_THREADS;
+    cu_arg_int(c, l, cg_poly_dim(ir_dim_batch(1)));
+    cu_arg_value(c, l, n->inputs[0]);
+    cu_arg_value(c, l, out);
+    return c->d->status;
+}
+
+int cu_emit_norm(cu_ctx *c, int node)
+{
+    const ir_node *n = &c->g->nodes[node];
+    if (n->outputs[0] < 0 || c->off[cu_root(c, n->outputs[0])] < 0)
+        return VITC_OK;
+    switch (n->op) {
+    case IR_OP_LAYERNORM: return emit_layernorm(c, node);
+    case IR_OP_SOFTMAX: return emit_softmax(c, node);
+    default: return emit_reduce(c, node);
+    }
+}

@@ -1,0 +1,273 @@
+/* cu_nvrtc.c: the generated program through NVRTC.
+ *
+ * One compile per target, in parallel: sm_80 and sm_90 CUBINs, and the PTX
+ * of the sm_90 compile for the driver to JIT on later GPUs.  Options:
+ * -lineinfo (profilers map SASS to source lines), C++17, and ptxas -v,
+ * whose report gives every kernel's registers, stack frame and spill bytes
+ * (cu_kernel.regs/stack/spill, shown by --verbose and `vitc inspect`, and
+ * checked by the tests).
+ *
+ * With VITC_NVRTC_CACHE=DIR, the images and statistics of a program are
+ * kept in DIR under a hash of the program text, the options and the NVRTC
+ * version, so compiling the same model again skips NVRTC. */
+#include "codegen/cuda/cu_impl.h"
+
+#include <nvrtc.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+const int cu_target_arch[CU_NTARGETS] = {80, 90};
+
+typedef struct {
+    const char *program;
+    int arch, want_ptx;
+    nvrtcResult rc;
+    const char *failed_call;
+    char *log, *cubin, *ptx;
+    size_t cubin_bytes, ptx_bytes;
+} job;
+
+static void *compile_one(void *p)
+{
+    job *j = p;
+    char arch[64];
+    snprintf(arch, sizeof arch, "--gpu-architecture=sm_%d", j->arch);
+    const char *opts[] = {arch, "-lineinfo", "--std=c++17", "--ptxas-options=-v", "--diag-suppress=177,550"};
+    nvrtcProgram prog;
+    j->failed_call = "nvrtcCreateProgram";
+    if ((j->rc = nvrtcCreateProgram(&prog, j->program, "vitc_model.cu", 0, NULL, NULL)) != NVRTC_SUCCESS)
+        return NULL;
+    j->failed_call = "nvrtcCompileProgram";
+    nvrtcResult rc = nvrtcCompileProgram(prog, (int)(sizeof opts / sizeof opts[0]), opts);
+    size_t ls = 0;
+    if (nvrtcGetProgramLogSize(prog, &ls) == NVRTC_SUCCESS && ls > 0 && (j->log = malloc(ls + 1))) {
+        if (nvrtcGetProgramLog(prog, j->log) != NVRTC_SUCCESS)
+            j->log[0] = 0;
+        j->log[ls] = 0;
+    }
+    j->rc = rc;
+    if (rc == NVRTC_SUCCESS) {
+        j->failed_call = "nvrtcGetCUBIN";
+        rc = nvrtcGetCUBINSize(prog, &j->cubin_bytes);
+        if (rc == NVRTC_SUCCESS && !(j->cubin = malloc(j->cubin_bytes ? j->cubin_bytes : 1)))
+            rc = NVRTC_ERROR_OUT_OF_MEMORY;
+        if (rc == NVRTC_SUCCESS)
+            rc = nvrtcGetCUBIN(prog, j->cubin);
+        if (rc == NVRTC_SUCCESS && j->want_ptx) {
+            j->failed_call = "nvrtcGetPTX";
+            rc = nvrtcGetPTXSize(prog, &j->ptx_bytes);
+            if (rc == NVRTC_SUCCESS && !(j->ptx = malloc(j->ptx_bytes ? j->ptx_bytes : 1)))
+                rc = NVRTC_ERROR_OUT_OF_MEMORY;
+            if (rc == NVRTC_SUCCESS)
+                rc = nvrtcGetPTX(prog, j->ptx);
+        }
+        j->rc = rc;
+    }
+    nvrtcDestroyProgram(&prog);
+    return NULL;
+}
+
+const char *cu_nvrtc_version(void)
+{
+    static char buf[32];
+    int major = 0, minor = 0;
+    if (nvrtcVersion(&major, &minor) != NVRTC_SUCCESS)
+        return "?";
+    snprintf(buf, sizeof buf, "%d.%d", major, minor);
+    return buf;
+}
+
+/* Reads the ptxas report of one target into the kernels' statistics. */
+static void parse_ptxas(cu_ctx *c, int target, const char *log)
+{
+    int cur = -1;
+    for (const char *line = log; line && *line;) {
+        const char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line) : strlen(line);
+        const char *q = strstr(line, "Compiling entry function '");
+        if (q && (size_t)(q - line) < len) {
+            q += strlen("Compiling entry function '");
+            const char *e = strchr(q, '\'');
+            cur = -1;
+            for (int i = 0; e && i < c->nk; i++)
+                if (strlen(c->k[i].name) == (size_t)(e - q) && strncmp(c->k[i].name, q, (size_t)(e - q)) == 0)
+                    cur = i;
+        } else if (cur >= 0) {
+            char buf[512];
+            snprintf(buf, sizeof buf, "%.*s", (int)(len < sizeof buf ? len : sizeof buf - 1), line);
+            int a, b, d;
+            const char *s;
+            if ((s = strstr(buf, "bytes stack frame")) && sscanf(buf, "ptxas . %d bytes stack frame, %d bytes spill "
+                                                                      "stores, %d bytes spill loads", &a, &b, &d) == 3) {
+                c->k[cur].stack[target] = a;
+                c->k[cur].spill[target] = b + d;
+            } else if ((s = strstr(buf, "Used ")) && sscanf(s, "Used %d registers", &a) == 1) {
+                c->k[cur].regs[target] = a;
+            }
+        }
+        line = end ? end + 1 : NULL;
+    }
+}
+
+void cu_images_free(cu_image *images, int n)
+{
+    for (int i = 0; i < n; i++)
+        free(images[i].data);
+}
+
+/* ---- the on-disk cache ---- */
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *s = p;
+    for (size_t i = 0; i < n; i++) {
+        h ^= s[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+static int cache_path(const char *program, char *path, size_t n)
+{
+    const char *dir = getenv("VITC_NVRTC_CACHE");
+    if (!dir || !*dir)
+        return 0;
+    uint64_t h = fnv(0xcbf29ce484222325ull, program, strlen(program));
+    const char *ver = cu_nvrtc_version();
+    h = fnv(h, ver, strlen(ver));
+    for (int t = 0; t < CU_NTARGETS; t++)
+        h = fnv(h, &cu_target_arch[t], sizeof(int));
+    h = fnv(h, "opts:lineinfo,c++17,v,1", 23);
+    return (size_t)snprintf(path, n, "%s/%016llx.vkc", dir, (unsigned long long)h) < n;
+}
+
+static int cache_load(cu_ctx *c, const char *path, cu_image *images, int *nimages)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return 0;
+    char magic[4];
+    int32_t ni = 0, nk = 0;
+    int ok = fread(magic, 4, 1, f) == 1 && memcmp(magic, "VKC1", 4) == 0 && fread(&ni, 4, 1, f) == 1 &&
+             fread(&nk, 4, 1, f) == 1 && ni > 0 && ni <= 8 && nk == c->nk;
+    int n = 0;
+    for (; ok && n < ni; n++) {
+        int32_t h[3];
+        uint64_t bytes;
+        ok = fread(h, 4, 3, f) == 3 && fread(&bytes, 8, 1, f) == 1 && bytes > 0 && bytes < ((uint64_t)1 << 32);
+        images[n] = (cu_image){.kind = h[0], .arch = h[1], .arch_specific = h[2]};
+        if (ok && (images[n].data = malloc((size_t)bytes)) != NULL) {
+            images[n].bytes = (size_t)bytes;
+            ok = fread(images[n].data, 1, (size_t)bytes, f) == bytes;
+        } else {
+            ok = 0;
+        }
+    }
+    for (int i = 0; ok && i < nk; i++) {
+        int32_t s[3 * CU_NTARGETS];
+        ok = fread(s, 4, 3 * CU_NTARGETS, f) == 3 * CU_NTARGETS;
+        for (int t = 0; ok && t < CU_NTARGETS; t++) {
+            c->k[i].regs[t] = s[3 * t];
+            c->k[i].stack[t] = s[3 * t + 1];
+            c->k[i].spill[t] = s[3 * t + 2];
+        }
+    }
+    fclose(f);
+    if (!ok) {
+        cu_images_free(images, n);
+        return 0;
+    }
+    *nimages = ni;
+    return 1;
+}
+
+static void cache_store(const cu_ctx *c, const char *path, const cu_image *images, int n)
+{
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
+    FILE *f = fopen(tmp, "wb");
+    if (!f)
+        return; /* the cache is an optimisation: no error */
+    int32_t ni = n, nk = c->nk;
+    int ok = fwrite("VKC1", 4, 1, f) == 1 && fwrite(&ni, 4, 1, f) == 1 && fwrite(&nk, 4, 1, f) == 1;
+    for (int i = 0; ok && i < n; i++) {
+        int32_t h[3] = {images[i].kind, images[i].arch, images[i].arch_specific};
+        uint64_t bytes = images[i].bytes;
+        ok = fwrite(h, 4, 3, f) == 3 && fwrite(&bytes, 8, 1, f) == 1 &&
+             fwrite(images[i].data, 1, images[i].bytes, f) == images[i].bytes;
+    }
+    for (int i = 0; ok && i < c->nk; i++)
+        for (int t = 0; ok && t < CU_NTARGETS; t++) {
+            int32_t s[3] = {c->k[i].regs[t], c->k[i].stack[t], c->k[i].spill[t]};
+            ok = fwrite(s, 4, 3, f) == 3;
+        }
+    if (fclose(f) != 0)
+        ok = 0;
+    if (!ok || rename(tmp, path) != 0)
+        unlink(tmp);
+}
+
+/* ---- compiling ---- */
+
+int cu_nvrtc_compile(cu_ctx *c, const char *program, cu_image *images, int *nimages)
+{
+    *nimages = 0;
+    char cpath[4096];
+    int cached = cache_path(program, cpath, sizeof cpath);
+    if (cached && cache_load(c, cpath, images, nimages))
+        return VITC_OK;
+    job jobs[CU_NTARGETS];
+    pthread_t th[CU_NTARGETS];
+    int started[CU_NTARGETS] = {0};
+    memset(jobs, 0, sizeof jobs);
+    for (int t = 0; t < CU_NTARGETS; t++) {
+        jobs[t].program = program;
+        jobs[t].arch = cu_target_arch[t];
+        jobs[t].want_ptx = t == CU_NTARGETS - 1;
+        started[t] = pthread_create(&th[t], NULL, compile_one, &jobs[t]) == 0;
+        if (!started[t])
+            compile_one(&jobs[t]);
+    }
+    for (int t = 0; t < CU_NTARGETS; t++)
+        if (started[t])
+            pthread_join(th[t], NULL);
+    int st = VITC_OK;
+    for (int t = 0; t < CU_NTARGETS; t++) {
+        job *j = &jobs[t];
+        if (j->rc != NVRTC_SUCCESS && st == VITC_OK) {
+            /* the first lines of the log name the kernel and the line */
+            char head[4096] = "";
+            if (j->log)
+                snprintf(head, sizeof head, "%s", j->log);
+            st = cu_fail(c, VITC_INTERNAL, -1, "NVRTC %s for sm_%d: %s (%s)%s%s", cu_nvrtc_version(), j->arch,
+                         nvrtcGetErrorString(j->rc), j->failed_call, *head ? ":\n" : "", head);
+        }
+        if (j->log && j->rc == NVRTC_SUCCESS)
+            parse_ptxas(c, t, j->log);
+    }
+    int n = 0;
+    for (int t = 0; st == VITC_OK && t < CU_NTARGETS; t++) {
+        images[n++] = (cu_image){VITC_CUDA_IMAGE_CUBIN, jobs[t].arch, 0, jobs[t].cubin, jobs[t].cubin_bytes};
+        jobs[t].cubin = NULL;
+    }
+    for (int t = 0; st == VITC_OK && t < CU_NTARGETS; t++)
+        if (jobs[t].ptx) {
+            images[n++] = (cu_image){VITC_CUDA_IMAGE_PTX, jobs[t].arch, 0, jobs[t].ptx, jobs[t].ptx_bytes};
+            jobs[t].ptx = NULL;
+        }
+    for (int t = 0; t < CU_NTARGETS; t++)
+        free(jobs[t].log), free(jobs[t].cubin), free(jobs[t].ptx);
+    if (st != VITC_OK) {
+        cu_images_free(images, n);
+        return st;
+    }
+    *nimages = n;
+    if (cached)
+        cache_store(c, cpath, images, n);
+    return VITC_OK;
+}

@@ -1,0 +1,247 @@
+/* attention.cuh: the Attention op of ops.def, one (query tile, head, image)
+ * per block: out = softmax((Q K^T) * scale) * post_scale @ V.
+ *
+ * qkv is [B, N, 3*H*D]: LAYOUT 0 puts its last axis as [3][H][D] (timm,
+ * torchvision), LAYOUT 1 as [H][D][3] (einops "(h d qkv)").  out is
+ * [B, N, H*D].  The softmax is computed online in fp32 (running maximum and
+ * sum per row, base-2 exponentials with log2(e) folded into the scale), so
+ * that any N works with registers bounded by the key block.
+ *
+ * attention_tc (f16/bf16, D a multiple of 16): 4 warps, 16 query rows each,
+ * 64 rows per block.  Q, and K and V in chunks of KC keys (all of them when
+ * they fit: 197 tokens x 64 fits), live in shared memory; S = Q K^T for 64
+ * keys at a time stays in mma accumulators, is turned into probabilities in
+ * registers and fed straight back as the A operand of P V.
+ *
+ * attention_simt (any type, fp32 math): one query row per thread, 128 per
+ * block, keys streamed through shared memory 64 at a time.
+ *
+ * Grid: (ceil(N / rows per block) * B, H): blockIdx.x is query tile + tiles * image,
+ * so that the batch never meets the 65535 limit of the other grid axes. */
+#ifndef VK_ATTENTION_CUH
+#define VK_ATTENTION_CUH
+
+namespace vk {
+
+/* Element (b, n, head h, d) of Q (which 0), K (1) or V (2). */
+template <int LAYOUT> VK_DEV vk_i64 qkv_index(vk_i64 row, int H, int D, int h, int d, int which)
+{
+    vk_i64 base = row * 3 * H * D;
+    if (LAYOUT == 0)
+        return base + (vk_i64)which * H * D + h * D + d;
+    return base + ((vk_i64)h * D + d) * 3 + which;
+}
+
+template <int D, int KC> struct attn_tc_smem {
+    enum { rs = (D + 8) * 2, bytes = (64 + 2 * KC) * rs };
+};
+
+/* Copies rows [r0, r0 + nrows) of Q, K or V for head h of image b into
+ * shared memory rows of rs bytes; rows at or past N become zeros. */
+template <class T, int D, int LAYOUT, int NT>
+VK_DEV void attn_load_rows(unsigned char *dst, int rs, const T *qkv, vk_i64 b, int N, int H, int h, int which, int r0,
+                           int nrows)
+{
+    if (LAYOUT == 0) {
+        enum { CH = D * 2 / 16 }; /* 16-byte chunks per row */
+        for (int c = threadIdx.x; c < nrows * CH; c += NT) {
+            int r = c / CH, ch = c % CH, n = r0 + r;
+            bool ok = n < N;
+            const T *src = qkv + qkv_index<0>(b * N + (ok ? n : 0), H, D, h, ch * 8, which);
+            vk_cp_async16(dst + r * rs + ch * 16, src, ok);
+        }
+    } else {
+        for (int c = threadIdx.x; c < nrows * D; c += NT) {
+            int r = c / D, d = c % D, n = r0 + r;
+            T *e = (T *)(dst + r * rs) + d;
+            if (n < N)
+                *e = qkv[qkv_index<1>(b * N + n, H, D, h, d, which)];
+            else
+                vk_put(e, 0.0f);
+        }
+    }
+}
+
+template <class T, int D, int LAYOUT, int KC>
+VK_DEV void attention_tc(const T *qkv, T *out, int N, int H, float scale_log2, float post_scale)
+{
+    enum { RS = attn_tc_smem<D, KC>::rs, DK = D / 16, DF = D / 8 };
+    static_assert(D % 16 == 0 && KC % 64 == 0, "D a multiple of 16, KC of 64");
+    unsigned char *Qs = vk_smem, *Ks = Qs + 64 * RS, *Vs = Ks + KC * RS;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int tiles = (N + 63) / 64, q0 = (int)(blockIdx.x % tiles) * 64, h = blockIdx.y;
+    const vk_i64 b = blockIdx.x / tiles;
+
+    attn_load_rows<T, D, LAYOUT, 128>(Qs, RS, qkv, b, N, H, h, 0, q0, 64);
+
+    vk_u32 qf[DK][4];
+    float o[DF][4], m[2], l[2];
+#pragma unroll
+    for (int j = 0; j < DF; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            o[j][e] = 0.0f;
+    m[0] = m[1] = -vk_inf();
+    l[0] = l[1] = 0.0f;
+
+    for (int c0 = 0; c0 < N; c0 += KC) {
+        __syncthreads(); /* the previous chunk is no longer read */
+        attn_load_rows<T, D, LAYOUT, 128>(Ks, RS, qkv, b, N, H, h, 1, c0, KC);
+        attn_load_rows<T, D, LAYOUT, 128>(Vs, RS, qkv, b, N, H, h, 2, c0, KC);
+        vk_cp_async_commit();
+        vk_cp_async_wait<0>();
+        __syncthreads();
+        if (c0 == 0) {
+#pragma unroll
+            for (int k = 0; k < DK; k++)
+                vk_ldsm_x4(qf[k], Qs + (warp * 16 + (lane & 15)) * RS + k * 32 + (lane >> 4) * 16);
+        }
+        for (int kb = 0; kb < KC && c0 + kb < N; kb += 64) {
+            float s[8][4];
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    s[j][e] = 0.0f;
+#pragma unroll
+            for (int k = 0; k < DK; k++)
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    vk_u32 r[4];
+                    vk_ldsm_x4(r, Ks + (kb + j * 16 + (lane & 7) + ((lane >> 4) << 3)) * RS + k * 32 +
+                                      ((lane >> 3) & 1) * 16);
+                    vk_mma(s[2 * j], qf[k], r, T());
+                    vk_mma(s[2 * j + 1], qf[k], r + 2, T());
+                }
+            /* scale, mask keys past N, row maxima over the quad sharing a row */
+            float mx[2] = {-vk_inf(), -vk_inf()};
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    int key = c0 + kb + j * 8 + (lane & 3) * 2 + (e & 1);
+                    s[j][e] = key < N ? s[j][e] * scale_log2 : -vk_inf();
+                    mx[e >> 1] = fmaxf(mx[e >> 1], s[j][e]);
+                }
+            float alpha[2], rs[2] = {0.0f, 0.0f};
+#pragma unroll
+            for (int i = 0; i < 2; i++) {
+                mx[i] = fmaxf(mx[i], vk_shfl_xor(mx[i], 1));
+                mx[i] = fmaxf(mx[i], vk_shfl_xor(mx[i], 2));
+                float mn = fmaxf(m[i], mx[i]); /* finite: key c0 + kb < N is in this block */
+                alpha[i] = vk_exp2(m[i] - mn);
+                m[i] = mn;
+            }
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    s[j][e] = vk_exp2(s[j][e] - m[e >> 1]);
+                    rs[e >> 1] += s[j][e];
+                }
+#pragma unroll
+            for (int i = 0; i < 2; i++) {
+                rs[i] += vk_shfl_xor(rs[i], 1);
+                rs[i] += vk_shfl_xor(rs[i], 2);
+                l[i] = l[i] * alpha[i] + rs[i];
+            }
+#pragma unroll
+            for (int j = 0; j < DF; j++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    o[j][e] *= alpha[e >> 1];
+            /* O += P V: the accumulators of key fragments 2k and 2k+1 are the A operand of k step k */
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                vk_u32 pa[4];
+                pa[0] = vk_pack2(s[2 * k][0], s[2 * k][1], T());
+                pa[1] = vk_pack2(s[2 * k][2], s[2 * k][3], T());
+                pa[2] = vk_pack2(s[2 * k + 1][0], s[2 * k + 1][1], T());
+                pa[3] = vk_pack2(s[2 * k + 1][2], s[2 * k + 1][3], T());
+#pragma unroll
+                for (int j = 0; j < DK; j++) {
+                    vk_u32 r[4];
+                    vk_ldsm_x4_t(r, Vs + (kb + k * 16 + (lane & 15)) * RS + j * 32 + (lane >> 4) * 16);
+                    vk_mma(o[2 * j], pa, r, T());
+                    vk_mma(o[2 * j + 1], pa, r + 2, T());
+                }
+            }
+        }
+    }
+
+    const int HD = H * D;
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        int q = q0 + warp * 16 + (lane >> 2) + i * 8;
+        if (q >= N)
+            continue;
+        float inv = post_scale / l[i];
+        T *dst = out + (b * N + q) * HD + h * D;
+#pragma unroll
+        for (int j = 0; j < DF; j++)
+            vk_put2(dst + j * 8 + (lane & 3) * 2, o[j][2 * i] * inv, o[j][2 * i + 1] * inv);
+    }
+}
+
+enum { ATTN_SIMT_ROWS = 128, ATTN_SIMT_KEYS = 64 };
+
+template <int D> struct attn_simt_smem {
+    enum { bytes = 2 * ATTN_SIMT_KEYS * D * 4 };
+};
+
+template <class T, int D, int LAYOUT>
+VK_DEV void attention_simt(const T *qkv, T *out, int N, int H, float scale_log2, float post_scale)
+{
+    float *Ks = (float *)vk_smem, *Vs = Ks + ATTN_SIMT_KEYS * D;
+    const int tiles = (N + ATTN_SIMT_ROWS - 1) / ATTN_SIMT_ROWS, h = blockIdx.y;
+    const int q = (int)(blockIdx.x % tiles) * ATTN_SIMT_ROWS + threadIdx.x;
+    const vk_i64 b = blockIdx.x / tiles;
+    const bool active = q < N;
+    float qv[D], o[D], m = -vk_inf(), l = 0.0f;
+#pragma unroll
+    for (int d = 0; d < D; d++) {
+        qv[d] = active ? vk_get(qkv + qkv_index<LAYOUT>(b * N + q, H, D, h, d, 0)) * scale_log2 : 0.0f;
+        o[d] = 0.0f;
+    }
+    for (int c0 = 0; c0 < N; c0 += ATTN_SIMT_KEYS) {
+        __syncthreads();
+        for (int c = threadIdx.x; c < ATTN_SIMT_KEYS * D; c += ATTN_SIMT_ROWS) {
+            int r = c / D, d = c % D, n = c0 + r;
+            bool ok = n < N;
+            Ks[c] = ok ? vk_get(qkv + qkv_index<LAYOUT>(b * N + n, H, D, h, d, 1)) : 0.0f;
+            Vs[c] = ok ? vk_get(qkv + qkv_index<LAYOUT>(b * N + n, H, D, h, d, 2)) : 0.0f;
+        }
+        __syncthreads();
+        int nk = N - c0 < ATTN_SIMT_KEYS ? N - c0 : ATTN_SIMT_KEYS;
+        for (int j = 0; j < nk; j++) {
+            float s = 0.0f;
+#pragma unroll
+            for (int d = 0; d < D; d++)
+                s += qv[d] * Ks[j * D + d];
+            if (s > m) {
+                float c = vk_exp2(m - s);
+                l *= c;
+#pragma unroll
+                for (int d = 0; d < D; d++)
+                    o[d] *= c;
+                m = s;
+            }
+            float pr = vk_exp2(s - m);
+            l += pr;
+#pragma unroll
+            for (int d = 0; d < D; d++)
+                o[d] += pr * Vs[j * D + d];
+        }
+    }
+    if (!active)
+        return;
+    float inv = post_scale / l;
+    T *dst = out + (b * N + q) * (vk_i64)(H * D) + h * D;
+#pragma unroll
+    for (int d = 0; d < D; d++)
+        vk_put(dst + d, o[d] * inv);
+}
+
+} /* namespace vk */
+
+#endif

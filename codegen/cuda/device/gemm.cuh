@@ -1,0 +1,248 @@
+/* gemm.cuh: C = act(A Wt^T + bias) + R, the Linear op of ops.def.
+ *
+ *   A    [M, K]  activations, row stride lda (elements), M known at run time
+ *   Wt   [Np, Kp] the weight, transposed at compile time to one row per output
+ *                column and zero-padded: Np a multiple of every BN used, Kp of BK
+ *   bias [N]     float, optional
+ *   R    [M, N]  residual, row stride ldr (0: one row [N] for every row), optional
+ *   C    [M, N]  row stride ldc; C may be R (in place), never A; its type may
+ *                differ from A's (a residual stream kept in fp32)
+ *
+ * gemm_tc runs on tensor cores: a block computes a BM x BN tile with WM x WN
+ * warps; k advances 64 bytes per stage (32 halves, or 16 floats for TF32)
+ * through a STAGES-deep cp.async pipeline, both tiles k-contiguous in shared
+ * memory with rows padded to 80 bytes so that ldmatrix is free of bank
+ * conflicts.  Each 32-byte k step is one mma per (16-row, 8-column) fragment
+ * (m16n8k16 for f16/bf16, m16n8k8 for TF32), which load through identical
+ * ldmatrix addressing.  gemm_simt is the plain fp32 FFMA version.
+ *
+ * Grid: x over M tiles (ceil(M / BM)), y over N tiles (ceil(N / BN)). */
+#ifndef VK_GEMM_CUH
+#define VK_GEMM_CUH
+
+namespace vk {
+
+enum { GEMM_BKB = 64, GEMM_RS = GEMM_BKB + 16 };
+
+template <int BM, int BN, int STAGES> struct gemm_smem {
+    enum { stage = (BM + BN) * GEMM_RS, bytes = STAGES * stage };
+};
+
+/* Epilogue for one output element pair (c, c + 1) of row r; v1 is ignored
+ * when c + 1 >= N. */
+template <int ACT, bool BIAS, bool RES, class TR, class TC>
+VK_DEV void gemm_store2(float v0, float v1, vk_i64 r, int c, int N, const float *bias, const TR *R, vk_i64 ldr,
+                        TC *C, vk_i64 ldc)
+{
+    bool two = c + 1 < N;
+    if (BIAS) {
+        v0 += bias[c];
+        if (two)
+            v1 += bias[c + 1];
+    }
+    v0 = vk_act<ACT>(v0);
+    v1 = vk_act<ACT>(v1);
+    if (RES) {
+        v0 += vk_get(R + r * ldr + c);
+        if (two)
+            v1 += vk_get(R + r * ldr + c + 1);
+    }
+    TC *dst = C + r * ldc + c;
+    if (two && ((ldc | c) & 1) == 0) {
+        vk_put2(dst, v0, v1);
+    } else {
+        vk_put(dst, v0);
+        if (two)
+            vk_put(dst + 1, v1);
+    }
+}
+
+template <class T, int BM, int BN, int WM, int WN, int STAGES, bool VEC_A, int ACT, bool BIAS, bool RES, class TR,
+          class TC>
+VK_DEV void gemm_tc(const T *A, const T *Wt, const float *bias, const TR *R, TC *C, vk_i64 M, int N, int K, int Kp,
+                    vk_i64 lda, vk_i64 ldr, vk_i64 ldc)
+{
+    enum {
+        EL = sizeof(T),
+        BK = GEMM_BKB / EL,
+        RS = GEMM_RS,
+        NT = WM * WN * 32,
+        WTM = BM / WM,
+        WTN = BN / WN,
+        MF = WTM / 16,
+        NF = WTN / 8,
+        STAGE = gemm_smem<BM, BN, STAGES>::stage
+    };
+    static_assert(WTM % 16 == 0 && WTN % 16 == 0, "warp tiles are multiples of 16");
+    static_assert(STAGES >= 2, "at least double buffering");
+
+    unsigned char *smem = vk_smem;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int wm = warp / WN, wn = warp % WN;
+    const vk_i64 m0 = (vk_i64)blockIdx.x * BM;
+    const int n0 = blockIdx.y * BN;
+    const int nkt = Kp / BK;
+    const int kbytes = K * EL;
+
+    float acc[MF][NF][4];
+#pragma unroll
+    for (int i = 0; i < MF; i++)
+#pragma unroll
+        for (int j = 0; j < NF; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                acc[i][j][e] = 0.0f;
+
+    /* Loads k tile kt into stage s: A rows past M and k past K read as zeros. */
+    auto load_stage = [&](int s, int kt) {
+        unsigned char *sa = smem + s * STAGE, *sb = sa + BM * RS;
+        for (int c = tid; c < BM * 4; c += NT) {
+            int r = c >> 2, ch = c & 3, kb = kt * GEMM_BKB + ch * 16;
+            vk_i64 row = m0 + r;
+            if (VEC_A) {
+                bool ok = row < M && kb < kbytes;
+                const unsigned char *src = (const unsigned char *)(A + (ok ? row : 0) * lda) + (ok ? kb : 0);
+                vk_cp_async16(sa + r * RS + ch * 16, src, ok);
+            } else {
+                T *dst = (T *)(sa + r * RS + ch * 16);
+                int k0 = kb / EL;
+#pragma unroll
+                for (int e = 0; e < 16 / EL; e++) {
+                    int k = k0 + e;
+                    if (row < M && k < K)
+                        dst[e] = A[row * lda + k];
+                    else
+                        vk_put(&dst[e], 0.0f);
+                }
+            }
+        }
+        for (int c = tid; c < BN * 4; c += NT) {
+            int r = c >> 2, ch = c & 3;
+            const unsigned char *src = (const unsigned char *)(Wt + (vk_i64)(n0 + r) * Kp) + kt * GEMM_BKB + ch * 16;
+            vk_cp_async16(sb + r * RS + ch * 16, src, true);
+        }
+    };
+
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; s++) {
+        if (s < nkt)
+            load_stage(s, s);
+        vk_cp_async_commit();
+    }
+
+    for (int kt = 0; kt < nkt; kt++) {
+        vk_cp_async_wait<STAGES - 2>();
+        __syncthreads();
+        /* the stage refilled here was last read in iteration kt - 1, which
+         * every thread has finished: it passed the barrier above */
+        int nt = kt + STAGES - 1;
+        if (nt < nkt)
+            load_stage(nt % STAGES, nt);
+        vk_cp_async_commit();
+
+        const unsigned char *sa = smem + (kt % STAGES) * STAGE, *sb = sa + BM * RS;
+#pragma unroll
+        for (int ks = 0; ks < 2; ks++) {
+            vk_u32 af[MF][4], bf[NF][2];
+#pragma unroll
+            for (int i = 0; i < MF; i++) {
+                vk_ldsm_x4(af[i], sa + (wm * WTM + i * 16 + (lane & 15)) * RS + ks * 32 + (lane >> 4) * 16);
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    af[i][e] = vk_frag(af[i][e], T());
+            }
+#pragma unroll
+            for (int j = 0; j < NF / 2; j++) {
+                vk_u32 r[4];
+                vk_ldsm_x4(r, sb + (wn * WTN + j * 16 + (lane & 7) + ((lane >> 4) << 3)) * RS + ks * 32 +
+                                  ((lane >> 3) & 1) * 16);
+                bf[2 * j][0] = vk_frag(r[0], T());
+                bf[2 * j][1] = vk_frag(r[1], T());
+                bf[2 * j + 1][0] = vk_frag(r[2], T());
+                bf[2 * j + 1][1] = vk_frag(r[3], T());
+            }
+#pragma unroll
+            for (int i = 0; i < MF; i++)
+#pragma unroll
+                for (int j = 0; j < NF; j++)
+                    vk_mma(acc[i][j], af[i], bf[j], T());
+        }
+    }
+    vk_cp_async_wait<0>();
+
+#pragma unroll
+    for (int i = 0; i < MF; i++)
+#pragma unroll
+        for (int j = 0; j < NF; j++) {
+            vk_i64 r = m0 + wm * WTM + i * 16 + (lane >> 2);
+            int c = n0 + wn * WTN + j * 8 + (lane & 3) * 2;
+            if (c >= N)
+                continue;
+            if (r < M)
+                gemm_store2<ACT, BIAS, RES>(acc[i][j][0], acc[i][j][1], r, c, N, bias, R, ldr, C, ldc);
+            if (r + 8 < M)
+                gemm_store2<ACT, BIAS, RES>(acc[i][j][2], acc[i][j][3], r + 8, c, N, bias, R, ldr, C, ldc);
+        }
+}
+
+/* fp32 SIMT version: 64 x 64 tiles, 256 threads, 4 x 4 outputs each, k in
+ * steps of 16.  Wt as for gemm_tc (Np a multiple of 64, Kp of 16). */
+enum { SIMT_BM = 64, SIMT_BN = 64, SIMT_BK = 16, SIMT_SMEM = 2 * SIMT_BK * (64 + 4) * 4 };
+
+template <class T, int ACT, bool BIAS, bool RES, class TR>
+VK_DEV void gemm_simt(const T *A, const T *Wt, const float *bias, const TR *R, T *C, vk_i64 M, int N, int K, int Kp,
+                      vk_i64 lda, vk_i64 ldr, vk_i64 ldc)
+{
+    enum { LS = 64 + 4 };
+    float *As = (float *)vk_smem;  /* [BK][LS]: As[k][m] */
+    float *Bs = As + SIMT_BK * LS; /* [BK][LS]: Bs[k][n] */
+    const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
+    const vk_i64 m0 = (vk_i64)blockIdx.x * SIMT_BM;
+    const int n0 = blockIdx.y * SIMT_BN;
+    float acc[4][4];
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            acc[i][j] = 0.0f;
+    for (int k0 = 0; k0 < Kp; k0 += SIMT_BK) {
+        for (int c = tid; c < SIMT_BM * SIMT_BK; c += 256) {
+            int r = c / SIMT_BK, k = c % SIMT_BK;
+            vk_i64 row = m0 + r;
+            As[k * LS + r] = row < M && k0 + k < K ? vk_get(A + row * lda + k0 + k) : 0.0f;
+            Bs[k * LS + r] = vk_get(Wt + (vk_i64)(n0 + r) * Kp + k0 + k);
+        }
+        __syncthreads();
+#pragma unroll
+        for (int k = 0; k < SIMT_BK; k++) {
+            float a[4], b[4];
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                a[i] = As[k * LS + ty * 4 + i];
+                b[i] = Bs[k * LS + tx * 4 + i];
+            }
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+#pragma unroll
+                for (int j = 0; j < 4; j++)
+                    acc[i][j] += a[i] * b[j];
+        }
+        __syncthreads();
+    }
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        vk_i64 r = m0 + ty * 4 + i;
+        if (r >= M)
+            continue;
+#pragma unroll
+        for (int j = 0; j < 4; j += 2) {
+            int c = n0 + tx * 4 + j;
+            if (c < N)
+                gemm_store2<ACT, BIAS, RES>(acc[i][j], acc[i][j + 1], r, c, N, bias, R, ldr, C, ldc);
+        }
+    }
+}
+
+} /* namespace vk */
+
+#endif

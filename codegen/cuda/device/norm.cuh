@@ -1,0 +1,110 @@
+/* norm.cuh: row-wise kernels: LayerNormalization and Softmax.
+ *
+ * layernorm: one warp per row of C elements (the normalised axes
+ * flattened), 8 rows per block; statistics in fp32 from values held in
+ * registers (two passes over registers: the mean, then the variance of the
+ * deviations).  C is a compile-time constant up to 32 * 32; layernorm_big
+ * takes any C, reading the row three times (L1/L2-cached).
+ *
+ * softmax_rows: one warp per softmax row (any axis, as outer x C x inner),
+ * fp32 throughout. */
+#ifndef VK_NORM_CUH
+#define VK_NORM_CUH
+
+namespace vk {
+
+enum { NORM_ROWS = 8 }; /* rows (warps) per block; grid ceil(rows / 8) */
+
+template <int C, bool HAS_G, bool HAS_B, class TX, class TG, class TB, class TY>
+VK_DEV void layernorm(const TX *x, const TG *g, const TB *bta, TY *y, vk_i64 rows, float eps)
+{
+    enum { PER = (C + 31) / 32 };
+    const int lane = threadIdx.x & 31;
+    const vk_i64 row = (vk_i64)blockIdx.x * NORM_ROWS + (threadIdx.x >> 5);
+    if (row >= rows)
+        return; /* a whole warp leaves: no barrier or shuffle is shared across warps */
+    const TX *xr = x + row * C;
+    float v[PER], sum = 0.0f;
+#pragma unroll
+    for (int i = 0; i < PER; i++) {
+        int c = lane + 32 * i;
+        v[i] = c < C ? vk_get(xr + c) : 0.0f;
+        sum += v[i];
+    }
+    const float mean = vk_warp_sum(sum) * (1.0f / C);
+    float sq = 0.0f;
+#pragma unroll
+    for (int i = 0; i < PER; i++) {
+        int c = lane + 32 * i;
+        float dv = c < C ? v[i] - mean : 0.0f;
+        sq += dv * dv;
+    }
+    const float rstd = vk_rsqrt(vk_warp_sum(sq) * (1.0f / C) + eps);
+    TY *yr = y + row * C;
+#pragma unroll
+    for (int i = 0; i < PER; i++) {
+        int c = lane + 32 * i;
+        if (c < C) {
+            float r = (v[i] - mean) * rstd;
+            if (HAS_G)
+                r *= vk_get(g + c);
+            if (HAS_B)
+                r += vk_get(bta + c);
+            vk_put(yr + c, r);
+        }
+    }
+}
+
+template <bool HAS_G, bool HAS_B, class TX, class TG, class TB, class TY>
+VK_DEV void layernorm_big(const TX *x, const TG *g, const TB *bta, TY *y, vk_i64 rows, vk_i64 C, float eps)
+{
+    const int lane = threadIdx.x & 31;
+    const vk_i64 row = (vk_i64)blockIdx.x * NORM_ROWS + (threadIdx.x >> 5);
+    if (row >= rows)
+        return;
+    const TX *xr = x + row * C;
+    float sum = 0.0f;
+    for (vk_i64 c = lane; c < C; c += 32)
+        sum += vk_get(xr + c);
+    const float mean = vk_warp_sum(sum) / (float)C;
+    float sq = 0.0f;
+    for (vk_i64 c = lane; c < C; c += 32) {
+        float dv = vk_get(xr + c) - mean;
+        sq += dv * dv;
+    }
+    const float rstd = vk_rsqrt(vk_warp_sum(sq) / (float)C + eps);
+    TY *yr = y + row * C;
+    for (vk_i64 c = lane; c < C; c += 32) {
+        float r = (vk_get(xr + c) - mean) * rstd;
+        if (HAS_G)
+            r *= vk_get(g + c);
+        if (HAS_B)
+            r += vk_get(bta + c);
+        vk_put(yr + c, r);
+    }
+}
+
+/* y = softmax(x) along an axis of C elements: row r (of outer * inner rows)
+ * has its elements at (r / inner) * C * inner + r % inner + c * inner. */
+template <class TX, class TY> VK_DEV void softmax_rows(const TX *x, TY *y, vk_i64 rows, vk_i64 C, vk_i64 inner)
+{
+    const int lane = threadIdx.x & 31;
+    const vk_i64 row = (vk_i64)blockIdx.x * NORM_ROWS + (threadIdx.x >> 5);
+    if (row >= rows)
+        return;
+    const vk_i64 base = (row / inner) * C * inner + row % inner;
+    float mx = -vk_inf();
+    for (vk_i64 c = lane; c < C; c += 32)
+        mx = fmaxf(mx, vk_get(x + base + c * inner));
+    mx = vk_warp_max(mx);
+    float sum = 0.0f;
+    for (vk_i64 c = lane; c < C; c += 32)
+        sum += vk_exp2((vk_get(x + base + c * inner) - mx) * VK_LOG2E);
+    const float inv = 1.0f / vk_warp_sum(sum);
+    for (vk_i64 c = lane; c < C; c += 32)
+        vk_put(y + base + c * inner, vk_exp2((vk_get(x + base + c * inner) - mx) * VK_LOG2E) * inv);
+}
+
+} /* namespace vk */
+
+#endif

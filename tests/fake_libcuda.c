@@ -1,0 +1,490 @@
+/* fake_libcuda.c: a CUDA driver for tests on machines without a GPU.
+ *
+ * Built by test_cuda_emu as libcuda.so.1 and found by the runtime's dlopen
+ * through LD_LIBRARY_PATH, it lets the runtime's CUDA executor
+ * (runtime/cuda_exec.c) run for real: driver loading, image choice, kernel
+ * lookup, the shared memory opt-in, device memory, stream capture into
+ * graphs and their replay, copies in and out, error paths.  Kernels run on
+ * the CPU emulation (tests/cuda_emu.h): a loaded image names its program
+ * ("vitc-program:<hash>", see codegen/cuda/cu_plan.c) and the emulation
+ * library compiled from that program is VITC_FAKE_CUDA_EMU_DIR/emu-<hash>.so.
+ *
+ * It checks what the hardware would refuse: calls before cuInit or without
+ * a current context, a launch asking for more than 48 KiB of dynamic shared
+ * memory without cuFuncSetAttribute, grids past CUDA's limits, copies while
+ * a stream is being captured, freeing unknown pointers.  The device is an
+ * sm_<VITC_FAKE_CUDA_ARCH> (default 90) with 132 SMs and 227 KiB of shared
+ * memory per block.  VITC_FAKE_CUDA_TRACE=FILE appends one line per module
+ * load, graph instantiation and launch of a graph, for tests to count. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define API __attribute__((visibility("default")))
+
+enum {
+    OK = 0,
+    E_INVALID_VALUE = 1,
+    E_OUT_OF_MEMORY = 2,
+    E_NOT_INITIALIZED = 3,
+    E_NO_DEVICE = 100,
+    E_INVALID_DEVICE = 101,
+    E_INVALID_IMAGE = 200,
+    E_INVALID_CONTEXT = 201,
+    E_NOT_FOUND = 500,
+    E_LAUNCH_FAILED = 719,
+    E_STREAM_CAPTURE_UNSUPPORTED = 900,
+    E_ILLEGAL_STATE = 401
+};
+
+typedef int (*emu_launch_fn)(void *fn, const unsigned *grid, const unsigned *block, unsigned long long smem,
+                             const void *args, char *err, unsigned long errlen);
+
+typedef struct module module;
+
+typedef struct {
+    void *fn;
+    module *mod;
+    unsigned grid[3], block[3], smem;
+    unsigned long long args[16];
+} launch_rec;
+
+typedef struct {
+    launch_rec *l;
+    int n, cap;
+} graph;
+
+struct module {
+    void *emu;
+    emu_launch_fn launch;
+    void *functions[256]; /* freed with the module */
+    int nfunctions;
+};
+
+typedef struct {
+    module *mod;
+    void *fn;
+    int max_smem;
+} function;
+
+typedef struct {
+    graph *capture; /* non-NULL while capturing */
+} stream;
+
+static int initialized, current;
+
+static void trace(const char *fmt, ...)
+{
+    const char *path = getenv("VITC_FAKE_CUDA_TRACE");
+    if (!path || !*path)
+        return;
+    FILE *f = fopen(path, "a");
+    if (!f)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(f, fmt, ap);
+    va_end(ap);
+    fputc('\n', f);
+    fclose(f);
+}
+
+static int arch(void)
+{
+    const char *e = getenv("VITC_FAKE_CUDA_ARCH");
+    return e && *e ? atoi(e) : 90;
+}
+
+#define NEED_INIT()                                                                                                \
+    do {                                                                                                           \
+        if (!initialized)                                                                                          \
+            return E_NOT_INITIALIZED;                                                                              \
+    } while (0)
+#define NEED_CTX()                                                                                                 \
+    do {                                                                                                           \
+        NEED_INIT();                                                                                               \
+        if (!current)                                                                                              \
+            return E_INVALID_CONTEXT;                                                                              \
+    } while (0)
+
+API int cuInit(unsigned flags)
+{
+    if (flags != 0)
+        return E_INVALID_VALUE;
+    initialized = 1;
+    return OK;
+}
+API int cuDriverGetVersion(int *v)
+{
+    *v = 13000;
+    return OK;
+}
+API int cuDeviceGetCount(int *n)
+{
+    NEED_INIT();
+    *n = 1;
+    return OK;
+}
+API int cuDeviceGet(int *dev, int ordinal)
+{
+    NEED_INIT();
+    if (ordinal != 0)
+        return E_INVALID_DEVICE;
+    *dev = 0;
+    return OK;
+}
+API int cuDeviceGetAttribute(int *v, int attr, int dev)
+{
+    NEED_INIT();
+    if (dev != 0)
+        return E_INVALID_DEVICE;
+    switch (attr) {
+    case 16: *v = 132; return OK;               /* multiprocessors */
+    case 75: *v = arch() / 10; return OK;       /* compute capability major */
+    case 76: *v = arch() % 10; return OK;       /* minor */
+    case 97: *v = 227 * 1024; return OK;        /* shared memory per block, opt-in */
+    }
+    return E_INVALID_VALUE;
+}
+API int cuDeviceGetName(char *name, int len, int dev)
+{
+    NEED_INIT();
+    snprintf(name, (size_t)len, "fake CUDA device sm_%d (CPU emulation)", arch());
+    (void)dev;
+    return OK;
+}
+API int cuDevicePrimaryCtxRetain(void **ctx, int dev)
+{
+    NEED_INIT();
+    *ctx = (void *)(uintptr_t)(0x1000 + dev);
+    return OK;
+}
+API int cuDevicePrimaryCtxRelease_v2(int dev)
+{
+    NEED_INIT();
+    (void)dev;
+    return OK;
+}
+API int cuCtxSetCurrent(void *ctx)
+{
+    NEED_INIT();
+    current = ctx != NULL;
+    return OK;
+}
+
+/* "vitc-program:<16 hex>" inside the image names its emulation library. */
+API int cuModuleLoadDataEx(module **out, const void *image, unsigned nopts, int *opts, void **vals)
+{
+    NEED_CTX();
+    (void)nopts, (void)opts, (void)vals;
+    const unsigned char *p = image;
+    int is_elf = memcmp(p, "\x7f" "ELF", 4) == 0;
+    /* a CUBIN is an ELF file; PTX is text: find its end */
+    size_t n = 0;
+    if (is_elf) {
+        uint64_t shoff;
+        uint16_t shentsize, shnum;
+        memcpy(&shoff, p + 0x28, 8);
+        memcpy(&shentsize, p + 0x3a, 2);
+        memcpy(&shnum, p + 0x3c, 2);
+        n = (size_t)(shoff + (uint64_t)shentsize * shnum);
+    } else {
+        n = strlen((const char *)p);
+    }
+    const char *tag = "vitc-program:";
+    size_t tl = strlen(tag);
+    const unsigned char *hit = NULL;
+    char decoded[64] = "";
+    for (size_t i = 0; i + tl + 16 <= n && !hit; i++)
+        if (p[i] == 'v' && memcmp(p + i, tag, tl) == 0)
+            hit = p + i + tl;
+    if (!hit && !is_elf) { /* PTX spells the string as byte values: vk_program_id[30] = {118, 105, ...} */
+        const char *q = strstr((const char *)p, "vk_program_id[");
+        q = q ? strchr(q, '{') : NULL;
+        size_t k = 0;
+        while (q && k + 1 < sizeof decoded && *q && *q != '}') {
+            q++;
+            char *end;
+            long v = strtol(q, &end, 10);
+            if (end == q)
+                break;
+            decoded[k++] = (char)v;
+            q = end;
+        }
+        decoded[k] = 0;
+        if (strncmp(decoded, tag, tl) == 0 && strlen(decoded) >= tl + 16)
+            hit = (const unsigned char *)decoded + tl;
+    }
+    if (!hit) {
+        trace("load %s without a program id", is_elf ? "cubin" : "ptx");
+        return E_INVALID_IMAGE;
+    }
+    int sm = 0;
+    if (is_elf) { /* a CUBIN's ELF flags carry its SM; SASS runs on that major, same or later minor */
+        uint32_t flags;
+        memcpy(&flags, p + 0x30, 4);
+        sm = (int)((flags >> 8) & 0xff);
+        if (sm / 10 != arch() / 10 || sm > arch()) {
+            trace("load cubin sm_%d refused on sm_%d", sm, arch());
+            return 209; /* CUDA_ERROR_NO_BINARY_FOR_GPU */
+        }
+    }
+    char path[4096];
+    const char *dir = getenv("VITC_FAKE_CUDA_EMU_DIR");
+    snprintf(path, sizeof path, "%s/emu-%.16s.so", dir ? dir : ".", (const char *)hit);
+    module *m = calloc(1, sizeof *m);
+    if (!m)
+        return E_OUT_OF_MEMORY;
+    m->emu = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!m->emu) {
+        fprintf(stderr, "fake libcuda: %s\n", dlerror());
+        free(m);
+        return E_INVALID_IMAGE;
+    }
+    m->launch = (emu_launch_fn)dlsym(m->emu, "vk_emu_launch");
+    if (is_elf)
+        trace("load cubin sm_%d %.16s", sm, (const char *)hit);
+    else
+        trace("load ptx %.16s", (const char *)hit);
+    *out = m;
+    return OK;
+}
+API int cuModuleUnload(module *m)
+{
+    NEED_CTX();
+    if (!m)
+        return E_INVALID_VALUE;
+    dlclose(m->emu);
+    for (int i = 0; i < m->nfunctions; i++)
+        free(m->functions[i]);
+    free(m);
+    return OK;
+}
+API int cuModuleGetFunction(function **out, module *m, const char *name)
+{
+    NEED_CTX();
+    void *fn = dlsym(m->emu, name);
+    if (!fn)
+        return E_NOT_FOUND;
+    if (m->nfunctions == (int)(sizeof m->functions / sizeof m->functions[0]))
+        return E_OUT_OF_MEMORY;
+    function *f = calloc(1, sizeof *f);
+    if (!f)
+        return E_OUT_OF_MEMORY;
+    f->mod = m;
+    f->fn = fn;
+    f->max_smem = 48 * 1024;
+    m->functions[m->nfunctions++] = f;
+    *out = f;
+    return OK;
+}
+API int cuFuncSetAttribute(function *f, int attr, int value)
+{
+    NEED_CTX();
+    if (attr != 8 || value < 0 || value > 227 * 1024)
+        return E_INVALID_VALUE;
+    f->max_smem = value;
+    return OK;
+}
+
+/* ---- memory ---- */
+#define MAX_ALLOCS 4096
+static void *allocs[MAX_ALLOCS];
+
+API int cuMemAlloc_v2(unsigned long long *p, size_t bytes)
+{
+    NEED_CTX();
+    if (bytes == 0)
+        return E_INVALID_VALUE;
+    void *m = NULL;
+    if (posix_memalign(&m, 256, bytes) != 0)
+        return E_OUT_OF_MEMORY;
+    memset(m, 0x5a, bytes); /* device memory starts as garbage */
+    for (int i = 0; i < MAX_ALLOCS; i++)
+        if (!allocs[i]) {
+            allocs[i] = m;
+            *p = (unsigned long long)(uintptr_t)m;
+            return OK;
+        }
+    free(m);
+    return E_OUT_OF_MEMORY;
+}
+API int cuMemFree_v2(unsigned long long p)
+{
+    NEED_CTX();
+    for (int i = 0; i < MAX_ALLOCS; i++)
+        if (allocs[i] && (uintptr_t)allocs[i] == p) {
+            free(allocs[i]);
+            allocs[i] = NULL;
+            return OK;
+        }
+    return E_INVALID_VALUE;
+}
+API int cuMemcpyHtoD_v2(unsigned long long dst, const void *src, size_t n)
+{
+    NEED_CTX();
+    memcpy((void *)(uintptr_t)dst, src, n);
+    return OK;
+}
+API int cuMemcpyHtoDAsync_v2(unsigned long long dst, const void *src, size_t n, stream *s)
+{
+    NEED_CTX();
+    if (s && s->capture)
+        return E_STREAM_CAPTURE_UNSUPPORTED;
+    memcpy((void *)(uintptr_t)dst, src, n);
+    return OK;
+}
+API int cuMemcpyDtoHAsync_v2(void *dst, unsigned long long src, size_t n, stream *s)
+{
+    NEED_CTX();
+    if (s && s->capture)
+        return E_STREAM_CAPTURE_UNSUPPORTED;
+    memcpy(dst, (const void *)(uintptr_t)src, n);
+    return OK;
+}
+
+/* ---- streams, launches, graphs ---- */
+API int cuStreamCreate(stream **s, unsigned flags)
+{
+    NEED_CTX();
+    (void)flags;
+    *s = calloc(1, sizeof **s);
+    return *s ? OK : E_OUT_OF_MEMORY;
+}
+API int cuStreamDestroy_v2(stream *s)
+{
+    NEED_CTX();
+    free(s);
+    return OK;
+}
+API int cuStreamSynchronize(stream *s)
+{
+    NEED_CTX();
+    return s && s->capture ? E_STREAM_CAPTURE_UNSUPPORTED : OK;
+}
+
+static int run_launch(const launch_rec *l)
+{
+    char err[2048];
+    if (l->mod->launch(l->fn, l->grid, l->block, l->smem, l->args, err, sizeof err) != 0) {
+        fprintf(stderr, "fake libcuda: kernel failed: %s\n", err);
+        return E_LAUNCH_FAILED;
+    }
+    return OK;
+}
+
+API int cuLaunchKernel(function *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                       unsigned smem, stream *s, void **params, void **extra)
+{
+    NEED_CTX();
+    if (extra || !params || !params[0] || gx < 1 || gy < 1 || gz < 1 || gy > 65535 || gz > 65535 || bx * by * bz > 1024 ||
+        bx * by * bz < 1)
+        return E_INVALID_VALUE;
+    if ((int)smem > f->max_smem)
+        return E_INVALID_VALUE; /* as the hardware: more than allowed without the opt-in */
+    launch_rec l = {.fn = f->fn, .mod = f->mod, .grid = {gx, gy, gz}, .block = {bx, by, bz}, .smem = smem};
+    memcpy(l.args, params[0], sizeof l.args);
+    if (s && s->capture) {
+        graph *g = s->capture;
+        if (g->n == g->cap) {
+            int cap = g->cap ? 2 * g->cap : 64;
+            launch_rec *nl = realloc(g->l, sizeof *nl * (size_t)cap);
+            if (!nl)
+                return E_OUT_OF_MEMORY;
+            g->l = nl;
+            g->cap = cap;
+        }
+        g->l[g->n++] = l;
+        return OK;
+    }
+    return run_launch(&l);
+}
+API int cuStreamBeginCapture_v2(stream *s, int mode)
+{
+    NEED_CTX();
+    if (!s || s->capture || mode < 0 || mode > 2)
+        return E_ILLEGAL_STATE;
+    s->capture = calloc(1, sizeof(graph));
+    return s->capture ? OK : E_OUT_OF_MEMORY;
+}
+API int cuStreamEndCapture(stream *s, graph **out)
+{
+    NEED_CTX();
+    if (!s || !s->capture)
+        return E_ILLEGAL_STATE;
+    *out = s->capture;
+    s->capture = NULL;
+    return OK;
+}
+API int cuGraphInstantiateWithFlags(graph **exec, graph *g, unsigned long long flags)
+{
+    NEED_CTX();
+    if (flags)
+        return E_INVALID_VALUE;
+    graph *e = calloc(1, sizeof *e);
+    if (!e || (g->n && !(e->l = malloc(sizeof *e->l * (size_t)g->n)))) {
+        free(e);
+        return E_OUT_OF_MEMORY;
+    }
+    if (g->n)
+        memcpy(e->l, g->l, sizeof *e->l * (size_t)g->n);
+    e->n = e->cap = g->n;
+    trace("instantiate %d launches", g->n);
+    *exec = e;
+    return OK;
+}
+API int cuGraphLaunch(graph *e, stream *s)
+{
+    NEED_CTX();
+    if (s && s->capture)
+        return E_ILLEGAL_STATE;
+    trace("graph launch %d", e->n);
+    for (int i = 0; i < e->n; i++) {
+        int r = run_launch(&e->l[i]);
+        if (r)
+            return r;
+    }
+    return OK;
+}
+API int cuGraphExecDestroy(graph *e)
+{
+    free(e->l);
+    free(e);
+    return OK;
+}
+API int cuGraphDestroy(graph *g)
+{
+    free(g->l);
+    free(g);
+    return OK;
+}
+/* NVRTC dlopens libcuda and asks for this internal table: say it is not
+ * supported, and it compiles without the driver's help. */
+API int cuGetExportTable(const void **table, const void *uuid)
+{
+    (void)uuid;
+    if (table)
+        *table = NULL;
+    return 801; /* CUDA_ERROR_NOT_SUPPORTED */
+}
+
+API int cuGetErrorString(int err, const char **s)
+{
+    switch (err) {
+    case OK: *s = "no error"; return OK;
+    case E_INVALID_VALUE: *s = "invalid argument"; return OK;
+    case E_OUT_OF_MEMORY: *s = "out of memory"; return OK;
+    case E_NOT_INITIALIZED: *s = "initialization error"; return OK;
+    case E_INVALID_IMAGE: *s = "device kernel image is invalid"; return OK;
+    case E_INVALID_CONTEXT: *s = "invalid device context"; return OK;
+    case E_NOT_FOUND: *s = "named symbol not found"; return OK;
+    case E_LAUNCH_FAILED: *s = "unspecified launch failure"; return OK;
+    case E_STREAM_CAPTURE_UNSUPPORTED: *s = "operation not permitted when stream is capturing"; return OK;
+    }
+    *s = "unknown error";
+    return E_INVALID_VALUE;
+}

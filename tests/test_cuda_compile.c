@@ -1,0 +1,542 @@
+/* test_cuda_compile.c: the CUDA backend without a GPU.
+ *
+ *  - every fixture in every precision compiles (NVRTC, sm_80 and sm_90
+ *    CUBINs and compute_90 PTX), the .so loads on this machine, its plan
+ *    passes the runtime's checks, `vitc inspect` lists its kernels and GPU
+ *    targets, and ptxas reports no kernel spilling registers;
+ *  - the host-side pieces: the runtime's driver-API constants against the
+ *    toolkit's cuda.h, the GEMM weight layout and its fp16/bf16 rounding
+ *    against the definition of round-to-nearest-even, float literals and
+ *    batch polynomials in generated code, the per-batch GEMM tile ranges of
+ *    a launch plan;
+ *  - what a user meets: unsupported nodes all listed at once, bad options,
+ *    --emit cuda, and `vitc run` on a machine without a GPU failing with
+ *    VITC_STATUS_NO_DEVICE and a message that says so.
+ *
+ * Numbers (the kernels run correctly) are test_cuda_emu's and, on a GPU,
+ * test_cuda_gpu's. */
+#include "testutil.h"
+
+#include <vitc/runtime.h>
+
+#ifdef VITC_HAVE_CUDA
+#include "codegen/cuda/cu_impl.h"
+#include "runtime/abi.h"
+#include "runtime/cuda_api.h"
+
+#include <cuda.h>
+#endif
+
+#include <dlfcn.h>
+#include <libgen.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifdef VITC_HAVE_CUDA
+
+/* Under AddressSanitizer every vitc this test starts is instrumented and
+ * several times slower; the three exporters of a family give the same
+ * program, so there one of them (ts17) stands for its family. */
+#if defined(__SANITIZE_ADDRESS__)
+#define SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SANITIZED 1
+#endif
+#endif
+#ifndef SANITIZED
+#define SANITIZED 0
+#endif
+
+static tu_fixture fixtures[64];
+static int nfixtures;
+static char tmpdir[4096];
+
+static const char *const precisions[4] = {"fp32", "tf32", "fp16", "bf16"};
+
+static int vitc_text(const char *const *args, char **text)
+{
+    char *out, *err;
+    int rc = tu_run_vitc(args, &out, &err);
+    size_t n = strlen(out ? out : "") + strlen(err ? err : "") + 1;
+    *text = malloc(n);
+    snprintf(*text, n, "%s%s", out ? out : "", err ? err : "");
+    free(out), free(err);
+    return rc;
+}
+
+/* ---- the driver API as the runtime declares it, against cuda.h ---- */
+
+static void test_driver_constants_match_cuda_h(void **state)
+{
+    (void)state;
+    assert_int_equal(RT_CUDA_SUCCESS, CUDA_SUCCESS);
+    assert_int_equal(RT_CUDA_ERROR_OUT_OF_MEMORY, CUDA_ERROR_OUT_OF_MEMORY);
+    assert_int_equal(RT_CUDA_ERROR_NO_DEVICE, CUDA_ERROR_NO_DEVICE);
+    assert_int_equal(RT_CUDA_ERROR_NO_BINARY_FOR_GPU, CUDA_ERROR_NO_BINARY_FOR_GPU);
+    assert_int_equal(RT_CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+    assert_int_equal(RT_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
+    assert_int_equal(RT_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
+    assert_int_equal(RT_CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+                     CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
+    assert_int_equal(RT_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES);
+    assert_int_equal(RT_CU_STREAM_NON_BLOCKING, CU_STREAM_NON_BLOCKING);
+    assert_int_equal(RT_CU_STREAM_CAPTURE_MODE_THREAD_LOCAL, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+    assert_int_equal(RT_CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER);
+    assert_int_equal(RT_CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES);
+    assert_int_equal(sizeof(CUdeviceptr), 8);
+    assert_int_equal(sizeof(CUresult), sizeof(rt_cu_result));
+    /* the exported names cuda.h's macros resolve to are the ones the runtime looks up */
+#define NAME_OF(x) #x
+#define EXPANDED(x) NAME_OF(x)
+    assert_string_equal(EXPANDED(cuMemAlloc), "cuMemAlloc_v2");
+    assert_string_equal(EXPANDED(cuMemFree), "cuMemFree_v2");
+    assert_string_equal(EXPANDED(cuStreamDestroy), "cuStreamDestroy_v2");
+    assert_string_equal(EXPANDED(cuDevicePrimaryCtxRelease), "cuDevicePrimaryCtxRelease_v2");
+    assert_string_equal(EXPANDED(cuGraphInstantiate), "cuGraphInstantiateWithFlags");
+    /* every entry point the runtime resolves has cuda.h's prototype (enum
+     * parameters as unsigned, compatible with the enums) */
+#define CHECK_PROTOTYPE(name, sym, params)                                                                         \
+    _Static_assert(__builtin_types_compatible_p(__typeof__(&sym), CUresult(*) params), #sym "'s prototype");
+    RT_CUDA_FUNCTIONS(CHECK_PROTOTYPE)
+#undef CHECK_PROTOTYPE
+}
+
+/* ---- GEMM weights: layout and rounding ---- */
+
+static double dec_f16(uint16_t h)
+{
+    int e = (h >> 10) & 31, m = h & 1023;
+    double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(1024 + m, e - 25);
+    return (h & 0x8000) ? -v : v;
+}
+
+static double dec_bf16(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* h is the nearest representable to x, ties to an even mantissa. */
+static int nearest_even(double x, uint16_t h, double (*dec)(uint16_t), double max_finite)
+{
+    if (isnan(x))
+        return isnan(dec(h));
+    double ax = fabs(x);
+    /* from the largest finite value plus half its ulp on, the result overflows */
+    if (ax >= max_finite + (dec == dec_f16 ? 16.0 : ldexp(1.0, 119)))
+        return isinf(dec(h)) && (dec(h) > 0) == (x > 0);
+    double got = dec(h);
+    if (signbit(got) != signbit(x) && x != 0)
+        return 0;
+    uint16_t up = (uint16_t)(h + 1), down = (uint16_t)(h - 1);
+    double e = fabs(got - x);
+    for (int k = 0; k < 2; k++) {
+        uint16_t o = k ? up : down;
+        double ov = dec(o);
+        if (isnan(ov) || (signbit(ov) != signbit(got)))
+            continue;
+        double eo = fabs(ov - x);
+        if (eo < e || (eo == e && (h & 1)))
+            return 0;
+    }
+    return 1;
+}
+
+static void test_weight_packing_and_rounding(void **state)
+{
+    (void)state;
+    enum { K = 70, N = 37, KP = 96, NP = 128 };
+    static float W[K * N];
+    uint64_t r = 88172645463325252ull;
+    for (int i = 0; i < K * N; i++) {
+        r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+        double u = (double)(r >> 11) / (double)(1ull << 53);
+        W[i] = (float)((u - 0.5) * pow(10.0, (double)(i % 13) - 8)); /* 1e-8 .. 1e4 */
+    }
+    const float special[] = {0.0f, -0.0f, 1.0f + 1.0f / 2048, 1.0f + 3.0f / 2048, 65504.0f, 65519.0f, 65520.0f, 70000.0f,
+                             -1e9f, 6e-8f, 3e-8f, 2.9802322e-8f, 1e-40f, 1.0f + 1.0f / 256, 1.0f + 3.0f / 256, 3.3895314e38f,
+                             NAN};
+    for (size_t i = 0; i < sizeof special / sizeof special[0]; i++)
+        W[i * 31] = special[i];
+    static uint16_t h[KP * NP], b[KP * NP];
+    static float f[KP * NP];
+    cu_pack_weight(W, K, N, KP, NP, IR_F16, h);
+    cu_pack_weight(W, K, N, KP, NP, IR_BF16, b);
+    cu_pack_weight(W, K, N, KP, NP, IR_F32, f);
+    int bad16 = 0, badb = 0, badl = 0;
+    for (int n = 0; n < NP; n++)
+        for (int k = 0; k < KP; k++) {
+            int at = n * KP + k;
+            if (n >= N || k >= K) { /* padding is zero in every type */
+                badl += h[at] != 0 || b[at] != 0 || f[at] != 0.0f;
+                continue;
+            }
+            float x = W[k * N + n];
+            badl += memcmp(&f[at], &x, 4) != 0;
+            if (!nearest_even(x, h[at], dec_f16, 65504.0)) {
+                if (bad16++ < 5)
+                    print_message("f16: %.9g -> 0x%04x (%.9g)\n", (double)x, h[at], dec_f16(h[at]));
+            }
+            if (!nearest_even(x, b[at], dec_bf16, 3.3895313892515355e38)) {
+                if (badb++ < 5)
+                    print_message("bf16: %.9g -> 0x%04x (%.9g)\n", (double)x, b[at], dec_bf16(b[at]));
+            }
+        }
+    print_message("Wt %dx%d from W %dx%d: %d layout errors, %d f16 and %d bf16 values not nearest-even "
+                  "(of %d, with ties, subnormals, overflow, NaN)\n",
+                  NP, KP, K, N, badl, bad16, badb, K * N);
+    assert_int_equal(badl, 0);
+    assert_int_equal(bad16, 0);
+    assert_int_equal(badb, 0);
+}
+
+/* ---- generated-code helpers ---- */
+
+static void test_literals_and_polynomials(void **state)
+{
+    (void)state;
+    char buf[64];
+    assert_string_equal(cu_float_lit(1.0f, buf, sizeof buf), "1.0f");
+    assert_string_equal(cu_float_lit(0.25f, buf, sizeof buf), "0.25f");
+    assert_string_equal(cu_float_lit(1e-6f, buf, sizeof buf), "9.99999997e-07f");
+    assert_string_equal(cu_float_lit(-2.0f, buf, sizeof buf), "-2.0f");
+    assert_string_equal(cu_float_lit(INFINITY, buf, sizeof buf), "__int_as_float(0x7f800000)");
+    float back = strtof(cu_float_lit(0.1f, buf, sizeof buf), NULL);
+    assert_true(back == 0.1f); /* 9 digits: every float round-trips */
+    cg_poly p = cg_poly_k(0);
+    assert_string_equal(cu_poly_expr(p, buf, sizeof buf), "0LL");
+    p = cg_poly_dim(ir_dim_batch(197));
+    assert_string_equal(cu_poly_expr(p, buf, sizeof buf), "(197LL * B)");
+    p = cg_poly_add(p, cg_poly_k(5));
+    assert_string_equal(cu_poly_expr(p, buf, sizeof buf), "(5LL + 197LL * B)");
+    p = cg_poly_mul(cg_poly_dim(ir_dim_batch(2)), cg_poly_dim(ir_dim_batch(3)));
+    assert_string_equal(cu_poly_expr(p, buf, sizeof buf), "(6LL * B * B)");
+}
+
+/* ---- every fixture, every precision ---- */
+
+/* "sm_80: R regs, S bytes spilled, T bytes stack" entries of a kernel name. */
+static int kernel_stats(const char *name, int *regs, int *spill)
+{
+    int n = 0;
+    for (const char *p = strstr(name, "sm_"); p && n < 2; p = strstr(p + 1, "sm_")) {
+        int arch, r, s, t;
+        if (sscanf(p, "sm_%d: %d regs, %d bytes spilled, %d bytes stack", &arch, &r, &s, &t) == 4) {
+            regs[n] = r;
+            spill[n] = s;
+            n++;
+        }
+    }
+    return n;
+}
+
+static void test_fixtures_compile_for_every_target(void **state)
+{
+    (void)state;
+    assert_true(nfixtures >= 15);
+    print_message("%-24s %-5s %7s %8s %8s %7s %10s %10s %10s %8s\n", "fixture", "prec", "kernels", "launches",
+                  "max regs", "spills", "sm_80", "sm_90", "ptx", "seconds");
+    int spilled = 0;
+    if (SANITIZED)
+        print_message("(sanitizer build: one exporter per family, ts17)\n");
+    for (int i = 0; i < nfixtures; i++) {
+        if (SANITIZED && strcmp(fixtures[i].exporter, "ts17") != 0)
+            continue;
+        char model[4096], rel[1024];
+        snprintf(rel, sizeof rel, "tests/models/%.95s", fixtures[i].model);
+        tu_path(model, sizeof model, rel);
+        for (int pi = 0; pi < 4; pi++) {
+            char so[8300], *text;
+            snprintf(so, sizeof so, "%.4000s/%.95s.%s.so", tmpdir, fixtures[i].model, precisions[pi]);
+            const char *args[] = {model, "--target", "cuda", "--precision", precisions[pi], "-o", so, NULL};
+            struct timespec t0, t1;
+            clock_gettime(CLOCK_MONOTONIC, &t0);
+            int rc = vitc_text(args, &text);
+            clock_gettime(CLOCK_MONOTONIC, &t1);
+            if (rc != 0)
+                fail_msg("%s %s: vitc exited %d:\n%s", fixtures[i].model, precisions[pi], rc, text);
+            free(text);
+            vitc_model *m;
+            if (vitc_model_load(so, &m) != VITC_STATUS_OK)
+                fail_msg("%s: %s", so, vitc_last_error());
+            assert_string_equal(vitc_model_target(m), "cuda");
+            vitc_cuda_details cd;
+            assert_int_equal(vitc_model_cuda_details(m, &cd), VITC_STATUS_OK);
+            assert_string_equal(cd.precision, precisions[pi]);
+            assert_int_equal(cd.nimages, 3);
+            assert_string_equal(cd.images[0].target, "sm_80");
+            assert_string_equal(cd.images[0].kind, "cubin");
+            assert_string_equal(cd.images[1].target, "sm_90");
+            assert_string_equal(cd.images[1].kind, "cubin");
+            assert_string_equal(cd.images[2].target, "compute_90");
+            assert_string_equal(cd.images[2].kind, "ptx");
+            for (int k = 0; k < 3; k++)
+                assert_true(cd.images[k].bytes > 1000);
+            assert_true(cd.nlaunches >= cd.nfunctions && cd.nfunctions > 5);
+            vitc_model_details d;
+            assert_int_equal(vitc_model_get_details(m, &d), VITC_STATUS_OK);
+            assert_int_equal(d.nkernels, cd.nfunctions);
+            int maxregs = 0, spills = 0;
+            for (int k = 0; k < d.nkernels; k++) {
+                int regs[2] = {0}, spill[2] = {0};
+                if (kernel_stats(d.kernel_names[k], regs, spill) != 2)
+                    fail_msg("%s: kernel '%s' has no ptxas report for both targets", so, d.kernel_names[k]);
+                for (int t = 0; t < 2; t++) {
+                    maxregs = regs[t] > maxregs ? regs[t] : maxregs;
+                    spills += spill[t] > 0;
+                    if (spill[t] > 0)
+                        print_message("SPILL %s: %s\n", fixtures[i].model, d.kernel_names[k]);
+                }
+            }
+            spilled += spills;
+            print_message("%-24s %-5s %7d %8d %8d %7d %10llu %10llu %10llu %8.2f\n", fixtures[i].model,
+                          precisions[pi], cd.nfunctions, cd.nlaunches, maxregs, spills,
+                          (unsigned long long)cd.images[0].bytes, (unsigned long long)cd.images[1].bytes,
+                          (unsigned long long)cd.images[2].bytes,
+                          (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
+            vitc_model_free(m);
+            if (i == 0 && pi == 2) { /* what `vitc inspect` shows of one of them */
+                const char *ia[] = {"inspect", so, NULL};
+                rc = vitc_text(ia, &text);
+                assert_int_equal(rc, 0);
+                if (!strstr(text, "target:     cuda") || !strstr(text, "sm_80 (cubin") || !strstr(text, "sm_90 (cubin") ||
+                    !strstr(text, "compute_90 (ptx") || !strstr(text, "precision fp16") || !strstr(text, "vk_gemm") ||
+                    !strstr(text, "vk_attn") || !strstr(text, "bytes spilled"))
+                    fail_msg("vitc inspect lacks the CUDA targets or kernels:\n%s", text);
+                free(text);
+            }
+            unlink(so);
+        }
+    }
+    if (spilled)
+        fail_msg("%d kernel compilations spill registers", spilled);
+}
+
+/* The GEMM tiles a plan picks per batch range: 64x64 below a full wave of
+ * 128x128 blocks, 128x128 from there, every batch covered exactly once. */
+static void test_gemm_tile_ranges_cover_every_batch(void **state)
+{
+    (void)state;
+    char model[4096], so[8300], *text;
+    tu_path(model, sizeof model, "tests/models/face_ln-ts17.onnx");
+    snprintf(so, sizeof so, "%s/face256.so", tmpdir);
+    const char *args[] = {model, "--target", "cuda", "--batch", "256", "-o", so, NULL};
+    int rc = vitc_text(args, &text);
+    if (rc != 0)
+        fail_msg("vitc exited %d:\n%s", rc, text);
+    free(text);
+    void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+    assert_non_null(h);
+    const vitc_abi_model *a = dlsym(h, VITC_ABI_SYMBOL);
+    assert_non_null(a);
+    const vitc_cuda_plan *p = a->cuda_plan;
+    int gemms = 0, split = 0;
+    for (int i = 0; i < p->nlaunches; i++) {
+        const vitc_cuda_launch *l = &p->launches[i];
+        if (strncmp(p->functions[l->function], "vk_gemm", 7) != 0)
+            continue;
+        gemms++;
+        if (l->min_batch == 1 && l->max_batch == 256)
+            continue;
+        /* a split node: the next launch takes over at max_batch + 1 */
+        assert_true(i + 1 < p->nlaunches);
+        const vitc_cuda_launch *n = &p->launches[i + 1];
+        assert_int_equal(n->min_batch, l->max_batch + 1);
+        assert_int_equal(n->max_batch, 256);
+        assert_int_equal(l->min_batch, 1);
+        assert_int_equal(l->block, 128); /* 64x64, 4 warps */
+        assert_int_equal(n->block, 256); /* 128x128, 8 warps */
+        assert_true(n->shared_bytes > 48 * 1024);
+        print_message("%s: 64x64 tiles for batch 1..%lld, 128x128 (%u bytes of shared memory) for %lld..256\n",
+                      p->functions[l->function], (long long)l->max_batch, n->shared_bytes, (long long)n->min_batch);
+        split++;
+        i++;
+    }
+    assert_true(gemms > 0);
+    assert_true(split > 0);
+    dlclose(h);
+    unlink(so);
+}
+
+/* ---- what a user meets ---- */
+
+static void test_unsupported_nodes_all_listed(void **state)
+{
+    (void)state;
+    ir_graph *g = ir_graph_new("unsupported.onnx");
+    g->opset = 18;
+    g->inputs = ir_alloc_array(g->arena, 4, sizeof(int));
+    g->outputs = ir_alloc_array(g->arena, 4, sizeof(int));
+    int x = ir_add_value(g, "x", IR_VAL_INPUT, IR_F32);
+    g->values[x].rank = 2;
+    g->values[x].dims[0] = ir_dim_batch(1);
+    g->values[x].dims[1] = ir_dim_const(4);
+    g->inputs[g->ninputs++] = x;
+    int y1 = ir_add_value(g, "y1", IR_VAL_NODE, IR_F32), y2 = ir_add_value(g, "y2", IR_VAL_NODE, IR_I64);
+    ir_attr eq = {.id = IR_ATTR_EQUATION, .kind = IR_AT_STRING, .s = "bi,bi->bi", .n = 9, .tensor = -1};
+    int in2[2] = {x, x};
+    assert_true(ir_add_node(g, IR_OP_EINSUM, "the_einsum", "Einsum", 2, in2, 1, &y1, 1, &eq) >= 0);
+    ir_attr to = {.id = IR_ATTR_TO, .kind = IR_AT_INT, .i = 7, .tensor = -1};
+    assert_true(ir_add_node(g, IR_OP_CAST, "the_cast", "Cast", 1, &x, 1, &y2, 1, &to) >= 0);
+    g->outputs[g->noutputs++] = y1;
+    g->outputs[g->noutputs++] = y2;
+    vitc_diag d;
+    vitc_diag_init(&d, "unsupported.onnx");
+    assert_int_equal(ir_infer_shapes(g, &d), 0);
+    char *buf = NULL;
+    size_t len = 0;
+    d.out = open_memstream(&buf, &len);
+    char so[8300];
+    snprintf(so, sizeof so, "%s/unsupported.so", tmpdir);
+    cg_options opt = {.output = so, .source = "unsupported.onnx", .max_batch = 4, .opt_level = 2};
+    int st = cg_cuda_backend.compile(g, &opt, &d);
+    fclose(d.out);
+    print_message("%s", buf);
+    assert_int_equal(st, VITC_BAD_INPUT);
+    assert_non_null(strstr(buf, "unsupported.onnx: node 'the_einsum' (Einsum)"));
+    assert_non_null(strstr(buf, "node 'the_cast' (Cast)"));
+    assert_non_null(strstr(buf, "not supported by the CUDA backend"));
+    assert_int_equal(access(so, F_OK), -1); /* nothing written */
+    free(buf);
+    ir_graph_free(g);
+}
+
+static void test_cli_options_and_no_device(void **state)
+{
+    (void)state;
+    char model[4096], so[8300], cu[8300], in[4096], *text;
+    tu_path(model, sizeof model, "tests/models/timm-ts17.onnx");
+    tu_path(in, sizeof in, "tests/models/timm.b1.input.npy");
+    snprintf(so, sizeof so, "%s/timm.so", tmpdir);
+    snprintf(cu, sizeof cu, "%s/timm.cu", tmpdir);
+
+    const char *bad_prec[] = {model, "--target", "cuda", "--precision", "fp8", "-o", so, NULL};
+    assert_int_equal(vitc_text(bad_prec, &text), 2);
+    assert_non_null(strstr(text, "--precision takes fp32, tf32, fp16 or bf16"));
+    free(text);
+    const char *cpu_prec[] = {model, "--precision", "fp16", "-o", so, NULL};
+    assert_int_equal(vitc_text(cpu_prec, &text), 2);
+    assert_non_null(strstr(text, "--precision applies to --target cuda"));
+    free(text);
+    const char *emit_cpu[] = {model, "--target", "cpu", "--emit", "cuda", "-o", cu, NULL};
+    assert_int_equal(vitc_text(emit_cpu, &text), 2);
+    free(text);
+    assert_int_equal(access(so, F_OK), -1);
+
+    /* --emit cuda: the program, readable, nothing compiled */
+    const char *emit[] = {model, "--emit", "cuda", "-o", cu, NULL};
+    assert_int_equal(vitc_text(emit, &text), 0);
+    free(text);
+    size_t n = 0;
+    FILE *f = fopen(cu, "r");
+    assert_non_null(f);
+    char *prog = malloc(1 << 22);
+    n = fread(prog, 1, (1 << 22) - 1, f);
+    prog[n] = 0;
+    fclose(f);
+    assert_non_null(strstr(prog, "VK_KERNEL(vk_gemm"));
+    assert_non_null(strstr(prog, "vk::attention_tc<h16"));
+    assert_non_null(strstr(prog, "vitc-program:"));
+    assert_null(strstr(prog, "\x7f" "ELF"));
+    print_message("--emit cuda: %zu bytes of CUDA C++\n", n);
+    free(prog);
+
+    /* a CUDA model where there is no GPU: loads, inspects, refuses to run */
+    const char *build[] = {model, "--target", "cuda", "-o", so, NULL};
+    assert_int_equal(vitc_text(build, &text), 0);
+    free(text);
+    char name[256];
+    int arch = 0;
+    if (vitc_cuda_device(name, sizeof name, &arch) == VITC_STATUS_OK) {
+        print_message("a CUDA device is present (%s, sm_%d): the no-device path is not exercised here\n", name, arch);
+        return;
+    }
+    char why[1024];
+    snprintf(why, sizeof why, "%s", vitc_last_error());
+    vitc_model *m;
+    assert_int_equal(vitc_model_load(so, &m), VITC_STATUS_OK);
+    vitc_context *c = NULL;
+    assert_int_equal(vitc_context_create(m, 0, &c), VITC_STATUS_NO_DEVICE);
+    assert_null(c);
+    print_message("vitc_context_create: %s\n", vitc_last_error());
+    assert_non_null(strstr(vitc_last_error(), "cannot run this CUDA model"));
+    vitc_model_free(m);
+    char outdir[8300];
+    snprintf(outdir, sizeof outdir, "%s/out", tmpdir);
+    mkdir(outdir, 0755);
+    const char *run[] = {"run", so, "--input", in, "--output-dir", outdir, NULL};
+    assert_int_equal(vitc_text(run, &text), 2);
+    print_message("vitc run without a GPU (%s): %s", why, text);
+    assert_non_null(strstr(text, "cannot run this CUDA model"));
+    free(text);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    nfixtures = tu_fixtures(fixtures, 64);
+    if (!tu_tmpdir(tmpdir, sizeof tmpdir))
+        return -1;
+    if (!getenv("VITC_NVRTC_CACHE")) { /* programs shared by fixtures and builds compile once */
+        const char *t = getenv("TMPDIR");
+        char cache[4200];
+        snprintf(cache, sizeof cache, "%s/vitc-cuda-test-cache-%ld", t && *t ? t : "/tmp", (long)getuid());
+        mkdir(cache, 0755);
+        setenv("VITC_NVRTC_CACHE", cache, 1);
+    }
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    tu_rmtree(tmpdir);
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_driver_constants_match_cuda_h),
+        cmocka_unit_test(test_weight_packing_and_rounding),
+        cmocka_unit_test(test_literals_and_polynomials),
+        cmocka_unit_test(test_fixtures_compile_for_every_target),
+        cmocka_unit_test(test_gemm_tile_ranges_cover_every_batch),
+        cmocka_unit_test(test_unsupported_nodes_all_listed),
+        cmocka_unit_test(test_cli_options_and_no_device),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
+
+#else
+
+/* Without the CUDA backend, a CUDA request is refused clearly. */
+static void test_target_cuda_refused_without_backend(void **state)
+{
+    (void)state;
+    char model[4096], *out, *err;
+    tu_path(model, sizeof model, "tests/models/timm-ts17.onnx");
+    const char *args[] = {model, "--target", "cuda", "-o", "/tmp/vitc-no-cuda.so", NULL};
+    int rc = tu_run_vitc(args, &out, &err);
+    print_message("%s", err);
+    assert_int_equal(rc, 2);
+    assert_non_null(strstr(err, "built without the CUDA backend"));
+    free(out), free(err);
+}
+
+int main(void)
+{
+    print_message("the CUDA backend is not built (no NVRTC at configure time): only the refusal is tested\n");
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_target_cuda_refused_without_backend)};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
+
+#endif

@@ -1,0 +1,219 @@
+/* test_cuda_gpu.c: the CUDA backend on a GPU.  Skips, saying why, where the
+ * runtime finds no CUDA driver or device (vitc_cuda_device).
+ *
+ * Every fixture in fp32, tf32, fp16 and bf16, compiled by `vitc --target
+ * cuda` and run through the C API at batch 1 and 3 against the reference
+ * interpreter (fp32, double accumulation), within the bars of the issue:
+ * max |out - ref| / max |ref| <= 1e-4 for fp32; <= 1e-2 with cosine >=
+ * 0.9999 for fp16 and bf16, and for tf32 (10-bit mantissa products, the same
+ * class of error).  Each batch runs twice (the second replays the captured
+ * CUDA graph) and once more in a context without graphs (VITC_CUDA_GRAPH=0):
+ * all three must agree bit for bit.  Then `vitc run` and `vitc compare` on a
+ * compiled model, as a user runs them.
+ *
+ * test_cuda_emu also runs this program on a CPU emulation of the driver
+ * (tests/fake_libcuda.c), so that it is known to work before it first meets
+ * a GPU. */
+#include "testutil.h"
+
+#include "frontend/onnx.h"
+#include "ir/interp.h"
+
+#include <vitc/runtime.h>
+
+#include <libgen.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static tu_fixture fixtures[64];
+static int nfixtures;
+static char tmpdir[4096], device[256], no_device[1024];
+static int arch;
+
+static const char *const precisions[4] = {"fp32", "tf32", "fp16", "bf16"};
+
+static double cosine(const ir_tensor *a, const ir_tensor *b)
+{
+    double ab = 0, aa = 0, bb = 0;
+    for (int64_t i = 0; i < ir_tensor_numel(a); i++) {
+        double x = ir_tensor_get(a, i), y = ir_tensor_get(b, i);
+        ab += x * y, aa += x * x, bb += y * y;
+    }
+    return aa > 0 && bb > 0 ? ab / sqrt(aa * bb) : (aa == bb ? 1.0 : 0.0);
+}
+
+static void compile(const char *model, const char *prec, const char *so)
+{
+    const char *args[] = {model, "--target", "cuda", "--precision", prec, "-o", so, NULL};
+    char *out, *err;
+    int rc = tu_run_vitc(args, &out, &err);
+    if (rc != 0)
+        fail_msg("%s (%s): vitc exited %d:\n%s%s", model, prec, rc, out, err);
+    free(out), free(err);
+}
+
+/* Runs the model once on in (one input, one output) into out (allocated here). */
+static void run_once(vitc_context *c, const ir_tensor *in, ir_tensor *out, const ir_tensor *shape_of)
+{
+    assert_int_equal(ir_tensor_alloc(out, IR_F32, shape_of->rank, shape_of->dims), 0);
+    vitc_tensor ti = {.dtype = VITC_DTYPE_F32, .rank = in->rank, .data = in->data};
+    vitc_tensor to = {.dtype = VITC_DTYPE_F32, .rank = out->rank, .data = out->data};
+    memcpy(ti.dims, in->dims, sizeof(int64_t) * (size_t)in->rank);
+    memcpy(to.dims, out->dims, sizeof(int64_t) * (size_t)out->rank);
+    vitc_status st = vitc_run(c, &ti, 1, &to, 1);
+    if (st != VITC_STATUS_OK)
+        fail_msg("vitc_run: %s", vitc_last_error());
+}
+
+static void test_fixtures_on_gpu(void **state)
+{
+    (void)state;
+    if (*no_device) {
+        print_message("skipped: no CUDA device (%s)\n", no_device);
+        skip();
+    }
+    assert_true(nfixtures >= 15);
+    print_message("device: %s (sm_%d)\n", device, arch);
+    print_message("%-24s %-5s %11s %11s %9s %9s\n", "fixture", "prec", "b1 rel err", "b3 rel err", "b1 cos", "b3 cos");
+    int failures = 0;
+    double worst[4] = {0};
+    for (int i = 0; i < nfixtures; i++) {
+        const tu_fixture *fx = &fixtures[i];
+        char model[4096], rel[1024];
+        snprintf(rel, sizeof rel, "tests/models/%.95s", fx->model);
+        tu_path(model, sizeof model, rel);
+        vitc_diag d;
+        vitc_diag_init(&d, model);
+        ir_graph *g = onnx_import_file(model, &d);
+        assert_non_null(g);
+        assert_int_equal(ir_infer_shapes(g, &d), 0);
+        ir_tensor in[2], ref[2];
+        for (int b = 0; b < 2; b++) {
+            char p[4096];
+            snprintf(rel, sizeof rel, "tests/models/%.31s.b%d.input.npy", fx->family, b ? 3 : 1);
+            assert_int_equal(ir_npy_read(tu_path(p, sizeof p, rel), &in[b], &d), 0);
+            memset(&ref[b], 0, sizeof ref[b]);
+            assert_int_equal(ir_interpret(g, &in[b], &ref[b], NULL, NULL, &d), 0);
+        }
+        ir_graph_free(g);
+        for (int pi = 0; pi < 4; pi++) {
+            char so[8400];
+            snprintf(so, sizeof so, "%.4000s/%.95s.%s.so", tmpdir, fx->model, precisions[pi]);
+            compile(model, precisions[pi], so);
+            vitc_model *m;
+            vitc_context *c, *c_nograph;
+            if (vitc_model_load(so, &m) != VITC_STATUS_OK)
+                fail_msg("%s", vitc_last_error());
+            assert_string_equal(vitc_model_target(m), "cuda");
+            if (vitc_context_create(m, 0, &c) != VITC_STATUS_OK)
+                fail_msg("%s", vitc_last_error());
+            setenv("VITC_CUDA_GRAPH", "0", 1);
+            vitc_status cs = vitc_context_create(m, 0, &c_nograph);
+            unsetenv("VITC_CUDA_GRAPH");
+            if (cs != VITC_STATUS_OK)
+                fail_msg("%s", vitc_last_error());
+            double e[2], cosv[2];
+            for (int b = 0; b < 2; b++) {
+                ir_tensor o1, o2, o3;
+                run_once(c, &in[b], &o1, &ref[b]);
+                run_once(c, &in[b], &o2, &ref[b]); /* the graph, replayed */
+                run_once(c_nograph, &in[b], &o3, &ref[b]);
+                size_t bytes = ir_tensor_nbytes(&o1);
+                if (memcmp(o1.data, o2.data, bytes) != 0 || memcmp(o1.data, o3.data, bytes) != 0)
+                    fail_msg("%s %s batch %d: replaying the graph or launching without one changed the output",
+                             fx->model, precisions[pi], b ? 3 : 1);
+                e[b] = ir_rel_error(&o1, &ref[b]);
+                cosv[b] = cosine(&o1, &ref[b]);
+                ir_tensor_free(&o1), ir_tensor_free(&o2), ir_tensor_free(&o3);
+            }
+            vitc_context_free(c_nograph);
+            vitc_context_free(c);
+            vitc_model_free(m);
+            unlink(so);
+            double tol = pi == 0 ? 1e-4 : 1e-2, ctol = pi == 0 ? 0 : 0.9999;
+            int ok = e[0] <= tol && e[1] <= tol && cosv[0] >= ctol && cosv[1] >= ctol;
+            failures += !ok;
+            for (int b = 0; b < 2; b++)
+                worst[pi] = e[b] > worst[pi] ? e[b] : worst[pi];
+            print_message("%-24s %-5s %11.3g %11.3g %9.6f %9.6f %s\n", fx->model, precisions[pi], e[0], e[1], cosv[0],
+                          cosv[1], ok ? "ok" : "FAIL");
+        }
+        for (int b = 0; b < 2; b++)
+            ir_tensor_free(&in[b]), ir_tensor_free(&ref[b]);
+    }
+    print_message("worst rel err: fp32 %.3g (bar 1e-4), tf32 %.3g, fp16 %.3g, bf16 %.3g (bar 1e-2, cosine >= 0.9999)\n",
+                  worst[0], worst[1], worst[2], worst[3]);
+    if (failures)
+        fail_msg("%d fixture/precision pairs beyond the bars", failures);
+}
+
+/* `vitc run` and `vitc compare` on a CUDA model. */
+static void test_cli_on_gpu(void **state)
+{
+    (void)state;
+    if (*no_device) {
+        print_message("skipped: no CUDA device (%s)\n", no_device);
+        skip();
+    }
+    char model[4096], so[8400], in[4096], outdir[8400];
+    tu_path(model, sizeof model, "tests/models/timm-ts17.onnx");
+    snprintf(so, sizeof so, "%s/timm.fp16.so", tmpdir);
+    compile(model, "fp16", so);
+    tu_path(in, sizeof in, "tests/models/timm.b3.input.npy");
+    snprintf(outdir, sizeof outdir, "%s/out", tmpdir);
+    mkdir(outdir, 0755);
+    const char *run[] = {"run", so, "--input", in, "--output-dir", outdir, "--repeat", "3", NULL};
+    char *out, *err;
+    int rc = tu_run_vitc(run, &out, &err);
+    print_message("vitc run: exit %d\n%s%s", rc, out, err);
+    assert_int_equal(rc, 0);
+    free(out), free(err);
+    const char *cmp[] = {"compare", model, so, "--batch", "3", NULL};
+    rc = tu_run_vitc(cmp, &out, &err);
+    print_message("vitc compare: exit %d\n%s%s", rc, out, err);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(out, "PASS"));
+    free(out), free(err);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    nfixtures = tu_fixtures(fixtures, 64);
+#ifdef VITC_HAVE_CUDA
+    if (vitc_cuda_device(device, sizeof device, &arch) != VITC_STATUS_OK)
+        snprintf(no_device, sizeof no_device, "%s", vitc_last_error());
+#else
+    snprintf(no_device, sizeof no_device, "this vitc was built without the CUDA backend (no NVRTC at configure time)");
+#endif
+    if (!tu_tmpdir(tmpdir, sizeof tmpdir))
+        return -1;
+    if (!getenv("VITC_NVRTC_CACHE")) { /* programs shared by fixtures and builds compile once */
+        const char *t = getenv("TMPDIR");
+        char cache[4200];
+        snprintf(cache, sizeof cache, "%s/vitc-cuda-test-cache-%ld", t && *t ? t : "/tmp", (long)getuid());
+        mkdir(cache, 0755);
+        setenv("VITC_NVRTC_CACHE", cache, 1);
+    }
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    tu_rmtree(tmpdir);
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fixtures_on_gpu),
+        cmocka_unit_test(test_cli_on_gpu),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
