@@ -60,6 +60,10 @@ static int match(ir_graph *g, int ni)
         rw_miss(g, n, "the image size depends on the batch");
         return 0;
     }
+    if (xv->dims[0].k == 0) { /* nothing to reshape: a -1 could not be inferred */
+        rw_miss(g, n, "the input holds no images (its batch dimension is 0)");
+        return 0;
+    }
     xd[1] = xv->dims[1].k;
     xd[2] = xv->dims[2].k;
     xd[3] = xv->dims[3].k;

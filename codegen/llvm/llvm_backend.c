@@ -49,11 +49,16 @@ static int llvm_supports(const ir_graph *g, const ir_node *n, char *why, size_t 
             snprintf(why, len, "output '%s' has no inferred shape", o->name);
             return 0;
         }
-        for (int i = 0; i < o->rank; i++)
+        for (int i = 0; i < o->rank; i++) {
             if (o->dims[i].e < 0 || o->dims[i].e > CG_POLY_DEG) {
                 snprintf(why, len, "output '%s' has a dimension in B^%d", o->name, o->dims[i].e);
                 return 0;
             }
+            if (o->dims[i].k == 0 && n->op == IR_OP_CONV) {
+                snprintf(why, len, "output '%s' is empty (dimension %d is 0)", o->name, i);
+                return 0;
+            }
+        }
     }
     switch (family_of(n->op)) {
     case FAM_VIEW:
