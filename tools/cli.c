@@ -23,34 +23,27 @@ ir_graph *cli_load_model(const char *path, int *status)
     return g;
 }
 
-int cli_load_inputs(const ir_graph *g, char **specs, int nspecs, ir_tensor *inputs)
+int cli_read_inputs(const char *path, const char *const *names, int n, char **specs, int nspecs,
+                    ir_tensor *inputs)
 {
-    memset(inputs, 0, sizeof(ir_tensor) * (size_t)g->ninputs);
-    if (nspecs != g->ninputs) {
-        cli_usage_error("%s: the model has %d input%s; %d --input given", g->path, g->ninputs,
-                        g->ninputs == 1 ? "" : "s", nspecs);
-        return VITC_BAD_INPUT;
-    }
+    memset(inputs, 0, sizeof(ir_tensor) * (size_t)n);
+    if (nspecs != n)
+        return cli_usage_error("%s: the model has %d input%s; %d --input given", path, n, n == 1 ? "" : "s",
+                               nspecs);
     for (int i = 0; i < nspecs; i++) {
-        const char *spec = specs[i], *eq = strchr(spec, '=');
+        const char *spec = specs[i], *eq = strchr(spec, '='), *file = spec;
         int slot = i;
-        const char *file = spec;
         if (eq) {
             slot = -1;
-            for (int k = 0; k < g->ninputs; k++)
-                if (strlen(g->values[g->inputs[k]].name) == (size_t)(eq - spec) &&
-                    strncmp(g->values[g->inputs[k]].name, spec, (size_t)(eq - spec)) == 0)
+            for (int k = 0; k < n; k++)
+                if (strlen(names[k]) == (size_t)(eq - spec) && strncmp(names[k], spec, (size_t)(eq - spec)) == 0)
                     slot = k;
-            if (slot < 0) {
-                cli_usage_error("%s: the model has no input named '%.*s'", g->path, (int)(eq - spec), spec);
-                return VITC_BAD_INPUT;
-            }
+            if (slot < 0)
+                return cli_usage_error("%s: the model has no input named '%.*s'", path, (int)(eq - spec), spec);
             file = eq + 1;
         }
-        if (inputs[slot].data) {
-            cli_usage_error("input '%s' is given twice", g->values[g->inputs[slot]].name);
-            return VITC_BAD_INPUT;
-        }
+        if (inputs[slot].data)
+            return cli_usage_error("input '%s' is given twice", names[slot]);
         vitc_diag d;
         vitc_diag_init(&d, file);
         int st = ir_npy_read(file, &inputs[slot], &d);
@@ -58,4 +51,14 @@ int cli_load_inputs(const ir_graph *g, char **specs, int nspecs, ir_tensor *inpu
             return st;
     }
     return VITC_OK;
+}
+
+int cli_load_inputs(const ir_graph *g, char **specs, int nspecs, ir_tensor *inputs)
+{
+    const char *names[64];
+    if (g->ninputs > 64)
+        return cli_usage_error("%s: more than 64 inputs", g->path);
+    for (int k = 0; k < g->ninputs; k++)
+        names[k] = g->values[g->inputs[k]].name;
+    return cli_read_inputs(g->path, names, g->ninputs, specs, nspecs, inputs);
 }

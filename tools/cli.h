@@ -29,6 +29,9 @@ ir_graph *cli_load_model(const char *path, int *status);
 /* --input [NAME=]FILE.npy arguments, matched to the graph's inputs by name or,
  * without names, by position.  Fills inputs[g->ninputs]; returns a status. */
 int cli_load_inputs(const ir_graph *g, char **specs, int nspecs, ir_tensor *inputs);
+/* The same for n inputs known by name (shared by the interpreter and runtime paths). */
+int cli_read_inputs(const char *path, const char *const *names, int n, char **specs, int nspecs,
+                    ir_tensor *inputs);
 
 /* ---- compiled models through the runtime API (cli_rt.c) ---- */
 #include "vitc/runtime.h"

@@ -56,38 +56,16 @@ char *cli_tensor_info_str(const vitc_tensor_info *t, char *buf, size_t n)
 
 int cli_rt_load_inputs(const vitc_model *m, const char *path, char **specs, int nspecs, ir_tensor *inputs)
 {
+    const char *names[64];
     int nin = vitc_model_num_inputs(m);
-    memset(inputs, 0, sizeof(ir_tensor) * (size_t)nin);
-    if (nspecs != nin)
-        return cli_usage_error("%s: the model has %d input%s; %d --input given", path, nin, nin == 1 ? "" : "s",
-                               nspecs);
-    for (int i = 0; i < nspecs; i++) {
-        const char *spec = specs[i], *eq = strchr(spec, '='), *file = spec;
-        int slot = i;
-        if (eq) {
-            slot = -1;
-            for (int k = 0; k < nin; k++) {
-                vitc_tensor_info info;
-                vitc_model_input(m, k, &info);
-                if (strlen(info.name) == (size_t)(eq - spec) && strncmp(info.name, spec, (size_t)(eq - spec)) == 0)
-                    slot = k;
-            }
-            if (slot < 0)
-                return cli_usage_error("%s: the model has no input named '%.*s'", path, (int)(eq - spec), spec);
-            file = eq + 1;
-        }
-        if (inputs[slot].data) {
-            vitc_tensor_info info;
-            vitc_model_input(m, slot, &info);
-            return cli_usage_error("input '%s' is given twice", info.name);
-        }
-        vitc_diag d;
-        vitc_diag_init(&d, file);
-        int st = ir_npy_read(file, &inputs[slot], &d);
-        if (st != VITC_OK)
-            return st;
+    if (nin > 64)
+        return cli_usage_error("%s: more than 64 inputs", path);
+    for (int k = 0; k < nin; k++) {
+        vitc_tensor_info info;
+        vitc_model_input(m, k, &info);
+        names[k] = info.name;
     }
-    return VITC_OK;
+    return cli_read_inputs(path, names, nin, specs, nspecs, inputs);
 }
 
 int64_t cli_rt_batch_of(const vitc_model *m, const ir_tensor *inputs)
