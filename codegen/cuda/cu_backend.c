@@ -11,9 +11,10 @@
  *
  * Precision (--precision): fp16 by default.  fp16 and bf16 store activations
  * and GEMM weights in 16 bits and run GEMMs and attention on tensor cores,
- * accumulating in fp32; LayerNorm statistics, softmax and every element-wise
- * op compute in fp32.  tf32 keeps fp32 storage with TF32 tensor-core GEMMs;
- * fp32 is plain fp32 throughout. */
+ * accumulating in fp32; the residual stream stays fp32 (as under PyTorch's
+ * autocast), and LayerNorm statistics, softmax and every element-wise op
+ * compute in fp32.  tf32 keeps fp32 storage with TF32 tensor-core GEMMs;
+ * fp32 is plain fp32 throughout (SIMT GEMM and attention). */
 #include "codegen/cuda/cu_impl.h"
 
 #include <errno.h>

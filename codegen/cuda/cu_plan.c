@@ -5,7 +5,8 @@
  *    Casts between types stored alike are views: their output shares the
  *    bytes of their input.
  *  - Float activations are stored in the precision's type (f32, or f16/bf16
- *    with fp32 arithmetic inside every kernel); constants keep their type in
+ *    with fp32 arithmetic inside every kernel), except the residual stream,
+ *    which stays fp32 in fp16/bf16 (mark_wide); constants keep their type in
  *    the weights blob (GEMM weights get a converted copy, cu_linear.c).
  *  - Node outputs and graph inputs get offsets in one device workspace from
  *    passes/memplan.c, sized at the largest batch in their stored types.
