@@ -25,6 +25,7 @@ the GPU's name and the date.
 
     python3 bench/gpu_bench.py --build build-gpu
     python3 bench/gpu_bench.py --build build-gpu --models vit_b16 --batches 64 --no-torch-compile
+    python3 bench/gpu_bench.py --build build-gpu --models vit_b16 --append   # add to an existing table
 """
 import argparse
 import ctypes
@@ -245,6 +246,8 @@ def main():
     ap.add_argument("--out", default=os.path.join(HERE, "results-gpu.md"))
     ap.add_argument("--no-torch", action="store_true", help="vitc only")
     ap.add_argument("--no-torch-compile", action="store_true", help="skip torch.compile (slow to compile)")
+    ap.add_argument("--append", action="store_true",
+                    help="add the rows to an existing --out (a run split in parts, e.g. one model per command)")
     args = ap.parse_args()
 
     vitc = Vitc(args.build)
@@ -358,7 +361,14 @@ def write_table(args, gpu, arch, torch, torch_why, peak_note, peak, rows, checks
         "| compile ms | compile img/s | vitc speed-up vs eager h2h |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    text = "\n".join(head + [format_row(r, peak) for r in rows] + ["", "Correctness:", *checks]) + "\n"
+    table = [format_row(r, peak) for r in rows]
+    if args.append and os.path.exists(args.out):
+        with open(args.out) as f:
+            old = f.read().split("\nCorrectness:\n")
+        old_checks = old[1].strip().splitlines() if len(old) > 1 else []
+        text = old[0].rstrip("\n") + "\n" + "\n".join(table) + "\n\nCorrectness:\n" + "\n".join(old_checks + checks) + "\n"
+    else:
+        text = "\n".join(head + table + ["", "Correctness:", *checks]) + "\n"
     print(text)
     with open(args.out, "w") as f:
         f.write(text)
