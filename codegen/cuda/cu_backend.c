@@ -16,6 +16,7 @@
  * compute in fp32.  tf32 keeps fp32 storage with TF32 tensor-core GEMMs;
  * fp32 is plain fp32 throughout (SIMT GEMM and attention). */
 #include "codegen/cuda/cu_impl.h"
+#include "codegen/progress.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -109,26 +110,6 @@ static int emit_node(cu_ctx *c, int i)
     case K_NONE: break;
     }
     return cu_fail(c, VITC_INTERNAL, i, "has no CUDA code generator");
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-typedef struct {
-    double start, last;
-    int verbose;
-} timer;
-
-static void phase_done(timer *t, const char *what)
-{
-    double now = now_s();
-    if (t->verbose || now - t->start > 3.0)
-        fprintf(stderr, "vitc: %-40s %7.3f s\n", what, now - t->last);
-    t->last = now;
 }
 
 static int parse_precision(const char *s, cu_precision *p)

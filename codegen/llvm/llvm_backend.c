@@ -8,6 +8,7 @@
  *   object    machine code into a private directory next to the output
  *   link      cc -shared, then rename into place */
 #include "codegen/llvm/cg_impl.h"
+#include "codegen/progress.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -17,7 +18,6 @@
 
 /* Phases that end later than this after the start are reported even without
  * --verbose, so that a long compile shows where it is. */
-#define CG_SLOW_SECONDS 3.0
 
 typedef enum { FAM_NONE, FAM_VIEW, FAM_MAP, FAM_DATA, FAM_NORM, FAM_MATMUL } op_family;
 
@@ -81,26 +81,6 @@ static int llvm_supports(const ir_graph *g, const ir_node *n, char *why, size_t 
     else
         snprintf(why, len, "%s is not supported by the CPU backend", ir_op_name(n->op));
     return 0;
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-typedef struct {
-    double start, last;
-    int verbose;
-} timer;
-
-static void phase_done(timer *t, const char *what)
-{
-    double now = now_s();
-    if (t->verbose || now - t->start > CG_SLOW_SECONDS)
-        fprintf(stderr, "vitc: %-40s %7.3f s\n", what, now - t->last);
-    t->last = now;
 }
 
 static int emit_node(cg_ctx *cg, int i)
