@@ -8,7 +8,7 @@
 
 /* ---- tables ---- */
 const ir_op_info ir_op_table[IR_OP_COUNT] = {
-#define OP(id, name, mi, ma, mo, mao, fl) [IR_OP_##id] = {name, mi, ma, mo, mao, fl},
+#define OP(id, name, mi, ma, mo, mao, fam, fl) [IR_OP_##id] = {name, mi, ma, mo, mao, fam, fl},
 #include "ir/ops.def"
 #undef OP
 };

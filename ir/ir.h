@@ -23,10 +23,20 @@
 enum { VITC_OK = 0, VITC_CHECK_FAILED = 1, VITC_BAD_INPUT = 2, VITC_INTERNAL = 3 };
 
 /* ---- op, dtype and attribute tables (X-macros) ---- */
-enum { OPF_ELEMWISE = 1, OPF_FUSED = 2 };
+enum {
+    OPF_ELEMWISE = 1 << 0,
+    OPF_FUSED = 1 << 1,
+    OPF_VIEW = 1 << 2,
+    OPF_MOVEMENT = 1 << 3,
+    OPF_FLOAT_ONLY = 1 << 4,
+    OPF_TRANSCENDENTAL = 1 << 5,
+};
+
+/* What kind of code computes an op (the family column of ops.def). */
+typedef enum { IR_FAM_VIEW, IR_FAM_DATA, IR_FAM_MAP, IR_FAM_NORM, IR_FAM_MATMUL, IR_FAM_SHAPE } ir_op_family;
 
 typedef enum {
-#define OP(id, name, mi, ma, mo, mao, fl) IR_OP_##id,
+#define OP(id, name, mi, ma, mo, mao, fam, fl) IR_OP_##id,
 #include "ir/ops.def"
 #undef OP
     IR_OP_COUNT
@@ -35,11 +45,26 @@ typedef enum {
 typedef struct {
     const char *name; /* ONNX op_type, or the printed name of a fused op */
     int16_t min_in, max_in, min_out, max_out;
+    ir_op_family family;
     unsigned flags;
 } ir_op_info;
 
 extern const ir_op_info ir_op_table[IR_OP_COUNT];
 const char *ir_op_name(ir_op op);
+static inline ir_op_family ir_op_family_of(ir_op op) { return ir_op_table[op].family; }
+/* 1 if op's row in ops.def has every flag of f. */
+static inline int ir_op_has(ir_op op, unsigned f) { return (ir_op_table[op].flags & f) == f; }
+
+/* The activation a Linear applies (its `activation` attribute), and what the
+ * interpreter, the kernels and the CUDA source compute for it. */
+typedef enum {
+    IR_ACT_NONE = 0,
+    IR_ACT_GELU_ERF = 1,  /* 0.5 x (1 + erf(x / sqrt 2)) */
+    IR_ACT_GELU_TANH = 2, /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+    IR_ACT_RELU = 3,
+    IR_ACT_RELU6 = 4,
+    IR_ACT_COUNT
+} ir_act;
 /* The op for an ONNX op_type in the default domain; -1 if unsupported. */
 int ir_op_from_onnx(const char *op_type);
 
