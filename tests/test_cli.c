@@ -75,7 +75,7 @@ static void test_dump_stats_every_fixture(void **state)
 static void test_dump_dot_renders(void **state)
 {
     if (system("command -v dot > /dev/null 2>&1") != 0)
-        skip(); /* Graphviz's `dot` is not installed (setup.sh installs it) */
+        tu_skip(); /* Graphviz's `dot` is not installed (setup.sh installs it) */
     for (int i = 0; i < nfixtures; i++) {
         char path[8192], rel[4096], dir[256], dotfile[300], cmd[9000], *out, *err;
         snprintf(rel, sizeof rel, "tests/models/%.95s", fixtures[i].model);
@@ -177,5 +177,5 @@ int main(void)
         cmocka_unit_test(test_broken_models_exit_2),
         cmocka_unit_test(test_run_writes_outputs),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return tu_run_group(tests, NULL, NULL);
 }

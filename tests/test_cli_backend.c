@@ -273,7 +273,7 @@ static void test_compiled_fixtures(void **state)
         char so[512], onnx[4096], rel[256], input[4096], ref_path[4096], family[64];
         if (compile_fixture(name, so, sizeof so) != 0) {
             printf("skipped: %s\n", compile_why);
-            skip();
+            tu_skip();
         }
         snprintf(family, sizeof family, "%.*s", (int)strcspn(name, "-"), name);
         snprintf(rel, sizeof rel, "tests/models/%s", name);
@@ -337,7 +337,7 @@ static void test_external_weights_compiled(void **state)
     char so[512], onnx[4096], input[4096], refp[4096];
     if (compile_fixture("timm-ts17.onnx", so, sizeof so) != 0) {
         printf("skipped: %s\n", compile_why);
-        skip();
+        tu_skip();
     }
     char ext[600], wfile[700], moved[720];
     snprintf(ext, sizeof ext, "%s/ext.so", compile_dir);
@@ -432,7 +432,7 @@ static void test_compiled_concurrent(void **state)
     char so[512], input[4096];
     if (compile_fixture("timm-ts17.onnx", so, sizeof so) != 0) {
         printf("skipped: %s\n", compile_why);
-        skip();
+        tu_skip();
     }
     tu_path(input, sizeof input, "tests/models/timm.b3.input.npy");
     ir_tensor in;
@@ -482,11 +482,11 @@ static void test_classify_example(void **state)
     build_path(classify, sizeof classify, "examples/classify");
     if (access(classify, X_OK) != 0) {
         printf("skipped: %s was not built (needs Debian's libstb-dev)\n", classify);
-        skip();
+        tu_skip();
     }
     if (compile_fixture("timm-ts17.onnx", so, sizeof so) != 0) {
         printf("skipped: %s\n", compile_why);
-        skip();
+        tu_skip();
     }
     tu_path(onnx, sizeof onnx, "tests/models/timm-ts17.onnx");
     tu_path(image, sizeof image, "tests/data/runtime/pattern64.png");
@@ -555,5 +555,5 @@ int main(void)
         cmocka_unit_test(test_compiled_concurrent),
         cmocka_unit_test(test_classify_example),
     };
-    return cmocka_run_group_tests(tests, NULL, teardown);
+    return tu_run_group(tests, NULL, teardown);
 }

@@ -371,23 +371,14 @@ static void test_gemm_tile_ranges_cover_every_batch(void **state)
 static void test_unsupported_nodes_all_listed(void **state)
 {
     (void)state;
-    ir_graph *g = ir_graph_new("unsupported.onnx");
-    g->opset = 18;
-    g->inputs = ir_alloc_array(g->arena, 4, sizeof(int));
-    g->outputs = ir_alloc_array(g->arena, 4, sizeof(int));
-    int x = ir_add_value(g, "x", IR_VAL_INPUT, IR_F32);
-    g->values[x].rank = 2;
-    g->values[x].dims[0] = ir_dim_batch(1);
-    g->values[x].dims[1] = ir_dim_const(4);
-    g->inputs[g->ninputs++] = x;
-    int y1 = ir_add_value(g, "y1", IR_VAL_NODE, IR_F32), y2 = ir_add_value(g, "y2", IR_VAL_NODE, IR_I64);
-    ir_attr eq = {.id = IR_ATTR_EQUATION, .kind = IR_AT_STRING, .s = "bi,bi->bi", .n = 9, .tensor = -1};
-    int in2[2] = {x, x};
-    assert_true(ir_add_node(g, IR_OP_EINSUM, "the_einsum", "Einsum", 2, in2, 1, &y1, 1, &eq) >= 0);
-    ir_attr to = {.id = IR_ATTR_TO, .kind = IR_AT_INT, .i = 7, .tensor = -1};
-    assert_true(ir_add_node(g, IR_OP_CAST, "the_cast", "Cast", 1, &x, 1, &y2, 1, &to) >= 0);
-    g->outputs[g->noutputs++] = y1;
-    g->outputs[g->noutputs++] = y2;
+    ir_graph *g = tu_graph_new("unsupported.onnx", 18);
+    int x = tu_input(g, "x", IR_F32, 2, TU_DIMS(-1, 4));
+    int y1 = tu_value(g, "y1", IR_F32), y2 = tu_value(g, "y2", IR_I64);
+    tu_node_out(g, IR_OP_EINSUM, "the_einsum", 2, TU_IN(x, x), 1, &y1, 1,
+                TU_AT(tu_str(IR_ATTR_EQUATION, "bi,bi->bi")));
+    tu_node_out(g, IR_OP_CAST, "the_cast", 1, &x, 1, &y2, 1, TU_AT(tu_int(IR_ATTR_TO, 7)));
+    tu_output(g, y1);
+    tu_output(g, y2);
     vitc_diag d;
     vitc_diag_init(&d, "unsupported.onnx");
     assert_int_equal(ir_infer_shapes(g, &d), 0);
@@ -513,7 +504,7 @@ int main(void)
         cmocka_unit_test(test_unsupported_nodes_all_listed),
         cmocka_unit_test(test_cli_options_and_no_device),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return tu_run_group(tests, setup, teardown);
 }
 
 #else
@@ -536,7 +527,7 @@ int main(void)
 {
     print_message("the CUDA backend is not built (no NVRTC at configure time): only the refusal is tested\n");
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_target_cuda_refused_without_backend)};
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return tu_run_group(tests, NULL, NULL);
 }
 
 #endif

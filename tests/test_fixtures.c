@@ -121,5 +121,5 @@ int main(void)
         cmocka_unit_test(test_interpreter_matches_pytorch),
         cmocka_unit_test(test_shapes_static_in_batch),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return tu_run_group(tests, NULL, NULL);
 }

@@ -15,122 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- building graphs ---- */
-
-static ir_graph *new_graph(void)
-{
-    ir_graph *g = ir_graph_new("test.onnx");
-    assert_non_null(g);
-    g->opset = 17;
-    g->inputs = ir_alloc_array(g->arena, 16, sizeof(int));
-    g->outputs = ir_alloc_array(g->arena, 16, sizeof(int));
-    assert_non_null(g->inputs);
-    assert_non_null(g->outputs);
-    return g;
-}
-
-/* A graph input; dims[i] < 0 means -dims[i] times the batch. */
-static int add_input(ir_graph *g, const char *name, int rank, const int64_t *dims)
-{
-    int v = ir_add_value(g, name, IR_VAL_INPUT, IR_F32);
-    assert_true(v >= 0);
-    g->values[v].rank = rank;
-    for (int i = 0; i < rank; i++)
-        g->values[v].dims[i] = dims[i] < 0 ? ir_dim_batch(-dims[i]) : ir_dim_const(dims[i]);
-    g->inputs[g->ninputs++] = v;
-    return v;
-}
-
-static uint64_t rng_state = 0x243f6a8885a308d3ull;
-
-static float rnd(void) /* deterministic, in [-1, 1) */
-{
-    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
-    return (float)((double)(rng_state >> 11) / (double)(1ull << 53) * 2 - 1);
-}
-
-/* A float constant filled with rnd() * amp (vals NULL) or vals. */
-static int add_f32_const(ir_graph *g, const char *name, int rank, const int64_t *dims, const float *vals, float amp)
-{
-    int64_t n = 1;
-    for (int i = 0; i < rank; i++)
-        n *= dims[i];
-    float *buf = malloc((size_t)(n ? n : 1) * sizeof *buf);
-    assert_non_null(buf);
-    for (int64_t i = 0; i < n; i++)
-        buf[i] = vals ? vals[i] : rnd() * amp;
-    int v = ir_add_const(g, name, IR_F32, rank, dims, buf, (size_t)n * sizeof *buf);
-    free(buf);
-    assert_true(v >= 0);
-    return v;
-}
-
-static int add_value(ir_graph *g, const char *name)
-{
-    int v = ir_add_value(g, name, IR_VAL_NODE, IR_F32);
-    assert_true(v >= 0);
-    return v;
-}
-
-static void mark_output(ir_graph *g, int v) { g->outputs[g->noutputs++] = v; }
-
-static ir_attr attr_int(ir_attr_id id, int64_t i)
-{
-    ir_attr a = {.id = id, .kind = IR_AT_INT, .i = i, .tensor = -1};
-    return a;
-}
-
-static ir_attr attr_float(ir_attr_id id, float f)
-{
-    ir_attr a = {.id = id, .kind = IR_AT_FLOAT, .f = f, .tensor = -1};
-    return a;
-}
-
-static int add_node(ir_graph *g, ir_op op, const char *name, int nin, const int *in, int nout, const int *out,
-                    int nattrs, const ir_attr *attrs)
-{
-    int n = ir_add_node(g, op, name, ir_op_name(op), nin, in, nout, out, nattrs, attrs);
-    assert_true(n >= 0);
-    return n;
-}
-
-static void infer(ir_graph *g)
-{
-    vitc_diag d;
-    vitc_diag_init(&d, "test.onnx");
-    int st = ir_infer_shapes(g, &d);
-    if (st == VITC_OK)
-        st = ir_verify(g, &d);
-    assert_int_equal(st, VITC_OK);
-}
-
 /* ---- tensors ---- */
-
-static ir_tensor f32_tensor(int rank, const int64_t *dims)
-{
-    ir_tensor t;
-    assert_int_equal(ir_tensor_alloc(&t, IR_F32, rank, dims), VITC_OK);
-    int64_t n = ir_tensor_numel(&t);
-    for (int64_t i = 0; i < n; i++)
-        ir_tensor_set(&t, i, rnd());
-    return t;
-}
-
-static void run_ok(const ir_graph *g, const ir_tensor *in, ir_tensor *out)
-{
-    size_t len;
-    char *text = NULL;
-    FILE *mem = open_memstream(&text, &len);
-    assert_non_null(mem);
-    vitc_diag d;
-    vitc_diag_init(&d, "test.onnx");
-    d.out = mem;
-    int st = ir_interpret(g, in, out, NULL, NULL, &d);
-    fclose(mem);
-    if (st)
-        fail_msg("the interpreter failed with status %d: %s", st, text);
-    free(text);
-}
 
 /* max |got - want| / max |want| <= tol, printing the numbers either way. */
 static void expect_rel(const char *what, const ir_tensor *got, const double *want, int64_t n, double tol)
@@ -174,24 +59,24 @@ static void test_linear_kernel_matches_a_loop_for_every_activation(void **state)
     (void)state;
     enum { T = 3, K = 4, N = 5, BATCH = 2 };
     for (int act = 0; act <= 4; act++) {
-        ir_graph *g = new_graph();
+        ir_graph *g = tu_graph_new("test.onnx", 17);
         int64_t xd[3] = {-1, T, K}, rd[3] = {-1, T, N}, wd[2] = {K, N}, bd[1] = {N};
-        int x = add_input(g, "x", 3, xd), r = add_input(g, "r", 3, rd);
-        int w = add_f32_const(g, "W", 2, wd, NULL, 2.0f), b = add_f32_const(g, "bias", 1, bd, NULL, 1.0f);
-        int y = add_value(g, "y");
-        ir_attr a = attr_int(IR_ATTR_ACTIVATION, act);
+        int x = tu_input(g, "x", IR_F32, 3, xd), r = tu_input(g, "r", IR_F32, 3, rd);
+        int w = tu_const_rand(g, "W", 2, wd, 2.0f), b = tu_const_rand(g, "bias", 1, bd, 1.0f);
+        int y = tu_value(g, "y", IR_F32);
+        ir_attr a = tu_int(IR_ATTR_ACTIVATION, act);
         int ins[4] = {x, w, b, r};
-        add_node(g, IR_OP_LINEAR, "fc", 4, ins, 1, &y, 1, &a);
-        mark_output(g, y);
-        infer(g);
+        tu_node_out(g, IR_OP_LINEAR, "fc", 4, ins, 1, &y, 1, &a);
+        tu_output(g, y);
+        tu_check_graph(g, "test.onnx");
         char buf[64];
         ir_value_type_str(&g->values[y], buf, sizeof buf);
         assert_string_equal(buf, "f32[B,3,5]");
         assert_true(ir_interp_supports(g, &g->nodes[0]));
 
         int64_t cxd[3] = {BATCH, T, K}, crd[3] = {BATCH, T, N};
-        ir_tensor in[2] = {f32_tensor(3, cxd), f32_tensor(3, crd)}, out;
-        run_ok(g, in, &out);
+        ir_tensor in[2] = {tu_f32_tensor(3, cxd, NULL), tu_f32_tensor(3, crd, NULL)}, out;
+        tu_interpret_ok(g, in, &out);
         double want[BATCH * T * N];
         const float *W = g->values[w].data, *B = g->values[b].data;
         for (int m = 0; m < BATCH * T; m++)
@@ -215,16 +100,16 @@ static void test_linear_kernel_matches_a_loop_for_every_activation(void **state)
 static void test_linear_kernel_without_bias_or_residual(void **state)
 {
     (void)state;
-    ir_graph *g = new_graph();
+    ir_graph *g = tu_graph_new("test.onnx", 17);
     int64_t xd[2] = {-1, 6}, wd[2] = {6, 3};
-    int x = add_input(g, "x", 2, xd), w = add_f32_const(g, "W", 2, wd, NULL, 1.0f), y = add_value(g, "y");
+    int x = tu_input(g, "x", IR_F32, 2, xd), w = tu_const_rand(g, "W", 2, wd, 1.0f), y = tu_value(g, "y", IR_F32);
     int ins[4] = {x, w, -1, -1};
-    add_node(g, IR_OP_LINEAR, "fc", 4, ins, 1, &y, 0, NULL);
-    mark_output(g, y);
-    infer(g);
+    tu_node_out(g, IR_OP_LINEAR, "fc", 4, ins, 1, &y, 0, NULL);
+    tu_output(g, y);
+    tu_check_graph(g, "test.onnx");
     int64_t cxd[2] = {4, 6};
-    ir_tensor in = f32_tensor(2, cxd), out;
-    run_ok(g, &in, &out);
+    ir_tensor in = tu_f32_tensor(2, cxd, NULL), out;
+    tu_interpret_ok(g, &in, &out);
     double want[4 * 3];
     const float *W = g->values[w].data;
     for (int m = 0; m < 4; m++)
@@ -279,23 +164,23 @@ static void ref_attention(const ir_tensor *x, int B, int N, int H, int D, int la
 static void check_attention(int layout, float scale, float post)
 {
     enum { BATCH = 2, N = 5, H = 3, D = 4 };
-    ir_graph *g = new_graph();
+    ir_graph *g = tu_graph_new("test.onnx", 17);
     int64_t xd[3] = {-1, N, 3 * H * D};
-    int x = add_input(g, "qkv", 3, xd), y = add_value(g, "y");
-    ir_attr a[5] = {attr_int(IR_ATTR_HEADS, H), attr_int(IR_ATTR_HEAD_SIZE, D), attr_float(IR_ATTR_SCALE, scale),
-                    attr_float(IR_ATTR_POST_SCALE, post), attr_int(IR_ATTR_QKV_LAYOUT, layout)};
-    add_node(g, IR_OP_ATTENTION, "attn", 1, &x, 1, &y, 5, a);
-    mark_output(g, y);
-    infer(g);
+    int x = tu_input(g, "qkv", IR_F32, 3, xd), y = tu_value(g, "y", IR_F32);
+    ir_attr a[5] = {tu_int(IR_ATTR_HEADS, H), tu_int(IR_ATTR_HEAD_SIZE, D), tu_float(IR_ATTR_SCALE, scale),
+                    tu_float(IR_ATTR_POST_SCALE, post), tu_int(IR_ATTR_QKV_LAYOUT, layout)};
+    tu_node_out(g, IR_OP_ATTENTION, "attn", 1, &x, 1, &y, 5, a);
+    tu_output(g, y);
+    tu_check_graph(g, "test.onnx");
     char buf[64];
     ir_value_type_str(&g->values[y], buf, sizeof buf);
     assert_string_equal(buf, "f32[B,5,12]");
     assert_true(ir_interp_supports(g, &g->nodes[0]));
     int64_t cxd[3] = {BATCH, N, 3 * H * D};
-    ir_tensor in = f32_tensor(3, cxd), out;
+    ir_tensor in = tu_f32_tensor(3, cxd, NULL), out;
     for (int64_t i = 0; i < ir_tensor_numel(&in); i++) /* scores large enough for the softmax to matter */
         ir_tensor_set(&in, i, 3 * ir_tensor_get(&in, i));
-    run_ok(g, &in, &out);
+    tu_interpret_ok(g, &in, &out);
     double want[BATCH * N * H * D];
     ref_attention(&in, BATCH, N, H, D, layout, scale, post, want);
     char what[96];
@@ -322,11 +207,11 @@ static void test_attention_kernel_interleaved_layout_and_post_scale_match_the_sp
 static void test_attention_with_a_wrong_width_is_a_shape_error(void **state)
 {
     (void)state;
-    ir_graph *g = new_graph();
+    ir_graph *g = tu_graph_new("test.onnx", 17);
     int64_t xd[3] = {-1, 5, 35};
-    int x = add_input(g, "qkv", 3, xd), y = add_value(g, "y");
-    ir_attr a[2] = {attr_int(IR_ATTR_HEADS, 3), attr_int(IR_ATTR_HEAD_SIZE, 4)};
-    add_node(g, IR_OP_ATTENTION, "attn_bad", 1, &x, 1, &y, 2, a);
+    int x = tu_input(g, "qkv", IR_F32, 3, xd), y = tu_value(g, "y", IR_F32);
+    ir_attr a[2] = {tu_int(IR_ATTR_HEADS, 3), tu_int(IR_ATTR_HEAD_SIZE, 4)};
+    tu_node_out(g, IR_OP_ATTENTION, "attn_bad", 1, &x, 1, &y, 2, a);
     size_t len;
     char *text = NULL;
     FILE *mem = open_memstream(&text, &len);
@@ -371,33 +256,8 @@ static int count_op(const ir_graph *g, ir_op op)
     return n;
 }
 
-/* A node with one fresh output named NAME:0; returns the output. */
-static int node(ir_graph *g, ir_op op, const char *name, int nin, const int *in, int nattrs, const ir_attr *at)
-{
-    char out[128];
-    snprintf(out, sizeof out, "%s:0", name);
-    int y = add_value(g, out);
-    add_node(g, op, name, nin, in, 1, &y, nattrs, at);
-    return y;
-}
-
-#define N1(op, name, a) node(g, op, name, 1, (int[]){a}, 0, NULL)
-#define N2(op, name, a, b) node(g, op, name, 2, (int[]){a, b}, 0, NULL)
-
-static int scalar(ir_graph *g, const char *name, float v)
-{
-    int x = ir_add_const(g, name, IR_F32, 0, NULL, &v, sizeof v);
-    assert_true(x >= 0);
-    return x;
-}
-
-static int ints_const(ir_graph *g, const char *name, int n, const int64_t *vals)
-{
-    int64_t dims[1] = {n};
-    int v = ir_add_const(g, name, IR_I64, 1, dims, vals, sizeof(int64_t) * (size_t)n);
-    assert_true(v >= 0);
-    return v;
-}
+#define N1(op, name, a) tu_node(g, op, name, IR_F32, 1, (int[]){a}, 0, NULL)
+#define N2(op, name, a, b) tu_node(g, op, name, IR_F32, 2, (int[]){a, b}, 0, NULL)
 
 /* Runs g through the reference interpreter on seeded inputs at batch 2,
  * then through the pipeline (collecting explanations), then again, and
@@ -405,7 +265,7 @@ static int ints_const(ir_graph *g, const char *name, int n, const int64_t *vals)
  * (free it). */
 static char *optimize_checked(ir_graph *g, double tol)
 {
-    infer(g);
+    tu_check_graph(g, "test.onnx");
     ir_tensor in[8], before[4], after[4];
     assert_true(g->ninputs <= 8 && g->noutputs <= 4);
     for (int i = 0; i < g->ninputs; i++) {
@@ -413,16 +273,16 @@ static char *optimize_checked(ir_graph *g, double tol)
         int64_t dims[IR_MAX_RANK];
         for (int k = 0; k < v->rank; k++)
             dims[k] = ir_dim_eval(v->dims[k], 2);
-        in[i] = f32_tensor(v->rank, dims);
+        in[i] = tu_f32_tensor(v->rank, dims, NULL);
     }
-    run_ok(g, in, before);
+    tu_interpret_ok(g, in, before);
     pass_explain *e = pass_explain_new();
     assert_non_null(e);
     pass_options o = {.explain = e};
     vitc_diag d;
     vitc_diag_init(&d, "test.onnx");
     assert_int_equal(pass_run(g, &o, &d), VITC_OK);
-    run_ok(g, in, after);
+    tu_interpret_ok(g, in, after);
     for (int k = 0; k < g->noutputs; k++) {
         double err = ir_rel_error(&after[k], &before[k]);
         print_message("output %d: optimized vs imported rel error %.3g (tolerance %.0e)\n", k, err, tol);
@@ -448,19 +308,19 @@ static char *optimize_checked(ir_graph *g, double tol)
 static void test_layernorm_decomposed_becomes_one_layernormalization(void **state)
 {
     (void)state;
-    ir_graph *g = new_graph();
+    ir_graph *g = tu_graph_new("test.onnx", 17);
     int64_t xd[3] = {-1, 3, 8}, cd[1] = {8};
-    int x = add_input(g, "x", 3, xd);
+    int x = tu_input(g, "x", IR_F32, 3, xd);
     ir_attr axes = {.id = IR_ATTR_AXES, .kind = IR_AT_INTS, .n = 1, .ints = (int64_t[]){-1}, .tensor = -1};
-    int mean = node(g, IR_OP_REDUCE_MEAN, "ln/ReduceMean", 1, &x, 1, &axes);
+    int mean = tu_node(g, IR_OP_REDUCE_MEAN, "ln/ReduceMean", IR_F32, 1, &x, 1, &axes);
     int dv = N2(IR_OP_SUB, "ln/Sub", x, mean);
-    int sq = N2(IR_OP_POW, "ln/Pow", dv, scalar(g, "two", 2));
-    int var = node(g, IR_OP_REDUCE_MEAN, "ln/ReduceMean_1", 1, &sq, 1, &axes);
-    int sd = N1(IR_OP_SQRT, "ln/Sqrt", N2(IR_OP_ADD, "ln/Add", var, scalar(g, "eps", 1e-6f)));
+    int sq = N2(IR_OP_POW, "ln/Pow", dv, tu_scalar(g, "two", 2));
+    int var = tu_node(g, IR_OP_REDUCE_MEAN, "ln/ReduceMean_1", IR_F32, 1, &sq, 1, &axes);
+    int sd = N1(IR_OP_SQRT, "ln/Sqrt", N2(IR_OP_ADD, "ln/Add", var, tu_scalar(g, "eps", 1e-6f)));
     int y = N2(IR_OP_DIV, "ln/Div", dv, sd);
-    y = N2(IR_OP_MUL, "ln/Mul", y, add_f32_const(g, "gamma", 1, cd, NULL, 1));
-    y = N2(IR_OP_ADD, "ln/Add_1", add_f32_const(g, "beta", 1, cd, NULL, 1), y);
-    mark_output(g, y);
+    y = N2(IR_OP_MUL, "ln/Mul", y, tu_const_rand(g, "gamma", 1, cd, 1));
+    y = N2(IR_OP_ADD, "ln/Add_1", tu_const_rand(g, "beta", 1, cd, 1), y);
+    tu_output(g, y);
     free(optimize_checked(g, 1e-5));
     assert_int_equal(g->nnodes, 1);
     const ir_node *n = &g->nodes[0];
@@ -477,15 +337,15 @@ static void test_layernorm_decomposed_becomes_one_layernormalization(void **stat
 static void test_gelu_erf_after_matmul_becomes_linear_with_gelu(void **state)
 {
     (void)state;
-    ir_graph *g = new_graph();
+    ir_graph *g = tu_graph_new("test.onnx", 17);
     int64_t xd[3] = {-1, 3, 6}, wd[2] = {6, 5}, bd[1] = {5};
-    int x = add_input(g, "x", 3, xd);
-    int h = N2(IR_OP_MATMUL, "fc1/MatMul", x, add_f32_const(g, "W", 2, wd, NULL, 1));
-    h = N2(IR_OP_ADD, "fc1/Add", add_f32_const(g, "b", 1, bd, NULL, 1), h);
-    int e = N1(IR_OP_ERF, "act/Erf", N2(IR_OP_MUL, "act/Mul_s", h, scalar(g, "inv_sqrt2", 0.70710678f)));
-    int a = N2(IR_OP_ADD, "act/Add", scalar(g, "one", 1), e);
-    int y = N2(IR_OP_MUL, "act/Mul", N2(IR_OP_MUL, "act/Half", h, scalar(g, "half", 0.5f)), a);
-    mark_output(g, y);
+    int x = tu_input(g, "x", IR_F32, 3, xd);
+    int h = N2(IR_OP_MATMUL, "fc1/MatMul", x, tu_const_rand(g, "W", 2, wd, 1));
+    h = N2(IR_OP_ADD, "fc1/Add", tu_const_rand(g, "b", 1, bd, 1), h);
+    int e = N1(IR_OP_ERF, "act/Erf", N2(IR_OP_MUL, "act/Mul_s", h, tu_scalar(g, "inv_sqrt2", 0.70710678f)));
+    int a = N2(IR_OP_ADD, "act/Add", tu_scalar(g, "one", 1), e);
+    int y = N2(IR_OP_MUL, "act/Mul", N2(IR_OP_MUL, "act/Half", h, tu_scalar(g, "half", 0.5f)), a);
+    tu_output(g, y);
     free(optimize_checked(g, 1e-5));
     assert_int_equal(g->nnodes, 1);
     assert_int_equal(g->nodes[0].op, IR_OP_LINEAR);
@@ -498,15 +358,15 @@ static void test_gelu_erf_after_matmul_becomes_linear_with_gelu(void **state)
 static void test_gemm_relu6_residual_becomes_one_linear(void **state)
 {
     (void)state;
-    ir_graph *g = new_graph();
+    ir_graph *g = tu_graph_new("test.onnx", 17);
     int64_t xd[2] = {-1, 6}, wd[2] = {6, 6}, bd[1] = {6};
-    int x = add_input(g, "x", 2, xd);
-    ir_attr at[3] = {attr_int(IR_ATTR_TRANS_B, 1), attr_float(IR_ATTR_ALPHA, 2.0f), attr_float(IR_ATTR_BETA, 0.5f)};
-    int h = node(g, IR_OP_GEMM, "fc", 3, (int[]){x, add_f32_const(g, "W", 2, wd, NULL, 3), add_f32_const(g, "b", 1, bd, NULL, 4)},
+    int x = tu_input(g, "x", IR_F32, 2, xd);
+    ir_attr at[3] = {tu_int(IR_ATTR_TRANS_B, 1), tu_float(IR_ATTR_ALPHA, 2.0f), tu_float(IR_ATTR_BETA, 0.5f)};
+    int h = tu_node(g, IR_OP_GEMM, "fc", IR_F32, 3, (int[]){x, tu_const_rand(g, "W", 2, wd, 3), tu_const_rand(g, "b", 1, bd, 4)},
                  3, at);
-    int c = node(g, IR_OP_CLIP, "act", 3, (int[]){h, scalar(g, "lo", 0), scalar(g, "hi", 6)}, 0, NULL);
+    int c = tu_node(g, IR_OP_CLIP, "act", IR_F32, 3, (int[]){h, tu_scalar(g, "lo", 0), tu_scalar(g, "hi", 6)}, 0, NULL);
     int y = N2(IR_OP_ADD, "residual", x, c);
-    mark_output(g, y);
+    tu_output(g, y);
     free(optimize_checked(g, 1e-5));
     assert_int_equal(g->nnodes, 1);
     const ir_node *n = &g->nodes[0];
@@ -521,12 +381,12 @@ static void test_gemm_relu6_residual_becomes_one_linear(void **state)
 static void test_clip_to_5_is_not_relu6(void **state)
 {
     (void)state;
-    ir_graph *g = new_graph();
+    ir_graph *g = tu_graph_new("test.onnx", 17);
     int64_t xd[2] = {-1, 4}, wd[2] = {4, 4};
-    int x = add_input(g, "x", 2, xd);
-    int h = N2(IR_OP_MATMUL, "fc", x, add_f32_const(g, "W", 2, wd, NULL, 3));
-    int y = node(g, IR_OP_CLIP, "act", 3, (int[]){h, scalar(g, "lo", 0), scalar(g, "hi", 5)}, 0, NULL);
-    mark_output(g, y);
+    int x = tu_input(g, "x", IR_F32, 2, xd);
+    int h = N2(IR_OP_MATMUL, "fc", x, tu_const_rand(g, "W", 2, wd, 3));
+    int y = tu_node(g, IR_OP_CLIP, "act", IR_F32, 3, (int[]){h, tu_scalar(g, "lo", 0), tu_scalar(g, "hi", 5)}, 0, NULL);
+    tu_output(g, y);
     char *text = optimize_checked(g, 1e-5);
     assert_int_equal(count_op(g, IR_OP_CLIP), 1);
     assert_non_null(strstr(text, "node 'fc' (MatMul): Clip's bounds are [0, 5], not [0, 6] (ReLU6)"));
@@ -542,34 +402,34 @@ static void test_einsum_attention_interleaved_with_scale_after_softmax(void **st
 {
     (void)state;
     enum { T = 5, H = 2, D = 4, C = 8 };
-    ir_graph *g = new_graph();
+    ir_graph *g = tu_graph_new("test.onnx", 17);
     int64_t xd[3] = {-1, T, C}, wd[2] = {C, 3 * C}, bd[1] = {3 * C};
-    int x = add_input(g, "x", 3, xd);
-    int qkv = N2(IR_OP_ADD, "qkv/Add", N2(IR_OP_MATMUL, "qkv/MatMul", x, add_f32_const(g, "Wqkv", 2, wd, NULL, 1)),
-                 add_f32_const(g, "bqkv", 1, bd, NULL, 0.1f));
-    int r = N2(IR_OP_RESHAPE, "Reshape", qkv, ints_const(g, "shape5", 5, (int64_t[]){-1, T, H, D, 3}));
+    int x = tu_input(g, "x", IR_F32, 3, xd);
+    int qkv = N2(IR_OP_ADD, "qkv/Add", N2(IR_OP_MATMUL, "qkv/MatMul", x, tu_const_rand(g, "Wqkv", 2, wd, 1)),
+                 tu_const_rand(g, "bqkv", 1, bd, 0.1f));
+    int r = N2(IR_OP_RESHAPE, "Reshape", qkv, tu_const_ints(g, "shape5", 5, (int64_t[]){-1, T, H, D, 3}));
     ir_attr perm = {.id = IR_ATTR_PERM, .kind = IR_AT_INTS, .n = 5, .ints = (int64_t[]){4, 0, 2, 1, 3}, .tensor = -1};
-    int t = node(g, IR_OP_TRANSPOSE, "Transpose", 1, &r, 1, &perm);
+    int t = tu_node(g, IR_OP_TRANSPOSE, "Transpose", IR_F32, 1, &r, 1, &perm);
     int parts[3];
     for (int i = 0; i < 3; i++) {
         char name[32];
         snprintf(name, sizeof name, "Gather_%d", i);
         int64_t idx = i;
         int iv = ir_add_const(g, name, IR_I64, 0, NULL, &idx, sizeof idx);
-        ir_attr ax = attr_int(IR_ATTR_AXIS, 0);
-        parts[i] = node(g, IR_OP_GATHER, name, 2, (int[]){t, iv}, 1, &ax);
+        ir_attr ax = tu_int(IR_ATTR_AXIS, 0);
+        parts[i] = tu_node(g, IR_OP_GATHER, name, IR_F32, 2, (int[]){t, iv}, 1, &ax);
     }
     ir_attr e1 = {.id = IR_ATTR_EQUATION, .kind = IR_AT_STRING, .s = "bhqd, bhkd -> bhqk", .n = 18, .tensor = -1};
     ir_attr e2 = {.id = IR_ATTR_EQUATION, .kind = IR_AT_STRING, .s = "bhal, bhlv -> bhav ", .n = 19, .tensor = -1};
-    int s = node(g, IR_OP_EINSUM, "Einsum", 2, (int[]){parts[0], parts[1]}, 1, &e1);
-    ir_attr last = attr_int(IR_ATTR_AXIS, -1);
-    int p = node(g, IR_OP_SOFTMAX, "Softmax", 1, &s, 1, &last);
-    p = N2(IR_OP_DIV, "Div", p, scalar(g, "sqrt_emb", 8));
-    int o = node(g, IR_OP_EINSUM, "Einsum_1", 2, (int[]){p, parts[2]}, 1, &e2);
+    int s = tu_node(g, IR_OP_EINSUM, "Einsum", IR_F32, 2, (int[]){parts[0], parts[1]}, 1, &e1);
+    ir_attr last = tu_int(IR_ATTR_AXIS, -1);
+    int p = tu_node(g, IR_OP_SOFTMAX, "Softmax", IR_F32, 1, &s, 1, &last);
+    p = N2(IR_OP_DIV, "Div", p, tu_scalar(g, "sqrt_emb", 8));
+    int o = tu_node(g, IR_OP_EINSUM, "Einsum_1", IR_F32, 2, (int[]){p, parts[2]}, 1, &e2);
     ir_attr perm2 = {.id = IR_ATTR_PERM, .kind = IR_AT_INTS, .n = 4, .ints = (int64_t[]){0, 2, 1, 3}, .tensor = -1};
-    o = node(g, IR_OP_TRANSPOSE, "Transpose_1", 1, &o, 1, &perm2);
-    o = N2(IR_OP_RESHAPE, "Reshape_1", o, ints_const(g, "shape3", 3, (int64_t[]){-1, T, C}));
-    mark_output(g, o);
+    o = tu_node(g, IR_OP_TRANSPOSE, "Transpose_1", IR_F32, 1, &o, 1, &perm2);
+    o = N2(IR_OP_RESHAPE, "Reshape_1", o, tu_const_ints(g, "shape3", 3, (int64_t[]){-1, T, C}));
+    tu_output(g, o);
     free(optimize_checked(g, 1e-5));
     assert_int_equal(count_op(g, IR_OP_ATTENTION), 1);
     assert_int_equal(count_op(g, IR_OP_SOFTMAX), 0);
@@ -591,17 +451,17 @@ static void test_einsum_attention_interleaved_with_scale_after_softmax(void **st
 static void test_batchnorm_after_linear_folds_into_its_weights(void **state)
 {
     (void)state;
-    ir_graph *g = new_graph();
+    ir_graph *g = tu_graph_new("test.onnx", 17);
     int64_t xd[2] = {-1, 6}, wd[2] = {6, 4}, cd[1] = {4};
     float var[4] = {0.5f, 1.0f, 1.5f, 2.0f};
-    int x = add_input(g, "x", 2, xd);
-    int h = N2(IR_OP_MATMUL, "fc", x, add_f32_const(g, "W", 2, wd, NULL, 1));
-    ir_attr eps = attr_float(IR_ATTR_EPSILON, 2e-5f);
-    int y = node(g, IR_OP_BATCHNORM, "bn", 5,
-                 (int[]){h, add_f32_const(g, "gamma", 1, cd, NULL, 1), add_f32_const(g, "beta", 1, cd, NULL, 1),
-                         add_f32_const(g, "mean", 1, cd, NULL, 1), add_f32_const(g, "var", 1, cd, var, 1)},
+    int x = tu_input(g, "x", IR_F32, 2, xd);
+    int h = N2(IR_OP_MATMUL, "fc", x, tu_const_rand(g, "W", 2, wd, 1));
+    ir_attr eps = tu_float(IR_ATTR_EPSILON, 2e-5f);
+    int y = tu_node(g, IR_OP_BATCHNORM, "bn", IR_F32, 5,
+                 (int[]){h, tu_const_rand(g, "gamma", 1, cd, 1), tu_const_rand(g, "beta", 1, cd, 1),
+                         tu_const_rand(g, "mean", 1, cd, 1), tu_const_f32(g, "var", 1, cd, var)},
                  1, &eps);
-    mark_output(g, y);
+    tu_output(g, y);
     free(optimize_checked(g, 1e-5));
     assert_int_equal(g->nnodes, 1);
     assert_int_equal(g->nodes[0].op, IR_OP_LINEAR);
@@ -615,14 +475,14 @@ static void test_batchnorm_after_linear_folds_into_its_weights(void **state)
 static void test_patch_conv_becomes_crop_reshape_and_linear(void **state)
 {
     (void)state;
-    ir_graph *g = new_graph();
+    ir_graph *g = tu_graph_new("test.onnx", 17);
     int64_t xd[4] = {-1, 2, 7, 7}, wd[4] = {5, 2, 3, 3}, bd[1] = {5};
-    int x = add_input(g, "x", 4, xd);
+    int x = tu_input(g, "x", IR_F32, 4, xd);
     ir_attr at[2] = {{.id = IR_ATTR_STRIDES, .kind = IR_AT_INTS, .n = 2, .ints = (int64_t[]){3, 3}, .tensor = -1},
                      {.id = IR_ATTR_KERNEL_SHAPE, .kind = IR_AT_INTS, .n = 2, .ints = (int64_t[]){3, 3}, .tensor = -1}};
-    int y = node(g, IR_OP_CONV, "conv", 3,
-                 (int[]){x, add_f32_const(g, "W", 4, wd, NULL, 1), add_f32_const(g, "b", 1, bd, NULL, 1)}, 2, at);
-    mark_output(g, y);
+    int y = tu_node(g, IR_OP_CONV, "conv", IR_F32, 3,
+                 (int[]){x, tu_const_rand(g, "W", 4, wd, 1), tu_const_rand(g, "b", 1, bd, 1)}, 2, at);
+    tu_output(g, y);
     free(optimize_checked(g, 1e-5));
     assert_int_equal(count_op(g, IR_OP_CONV), 0);
     assert_int_equal(count_op(g, IR_OP_LINEAR), 1);
@@ -637,19 +497,19 @@ static void test_patch_conv_becomes_crop_reshape_and_linear(void **state)
 static void test_view_round_trips_cancel_and_reshape_chains_collapse(void **state)
 {
     (void)state;
-    ir_graph *g = new_graph();
+    ir_graph *g = tu_graph_new("test.onnx", 17);
     int64_t xd[3] = {-1, 4, 6};
-    int x = add_input(g, "x", 3, xd);
+    int x = tu_input(g, "x", IR_F32, 3, xd);
     ir_attr p1 = {.id = IR_ATTR_PERM, .kind = IR_AT_INTS, .n = 3, .ints = (int64_t[]){1, 0, 2}, .tensor = -1};
-    int t = node(g, IR_OP_TRANSPOSE, "t1", 1, &x, 1, &p1);
-    t = N2(IR_OP_RESHAPE, "r1", t, ints_const(g, "s1", 4, (int64_t[]){4, -1, 2, 3}));
-    t = N2(IR_OP_RESHAPE, "r2", t, ints_const(g, "s2", 3, (int64_t[]){4, -1, 6}));
-    t = node(g, IR_OP_TRANSPOSE, "t2", 1, &t, 1, &p1);
+    int t = tu_node(g, IR_OP_TRANSPOSE, "t1", IR_F32, 1, &x, 1, &p1);
+    t = N2(IR_OP_RESHAPE, "r1", t, tu_const_ints(g, "s1", 4, (int64_t[]){4, -1, 2, 3}));
+    t = N2(IR_OP_RESHAPE, "r2", t, tu_const_ints(g, "s2", 3, (int64_t[]){4, -1, 6}));
+    t = tu_node(g, IR_OP_TRANSPOSE, "t2", IR_F32, 1, &t, 1, &p1);
     int y = N1(IR_OP_RELU, "relu", t);
-    int z = N2(IR_OP_RESHAPE, "r3", N2(IR_OP_RESHAPE, "r4", y, ints_const(g, "s4", 2, (int64_t[]){-1, 24})),
-               ints_const(g, "s3", 4, (int64_t[]){-1, 2, 2, 6}));
+    int z = N2(IR_OP_RESHAPE, "r3", N2(IR_OP_RESHAPE, "r4", y, tu_const_ints(g, "s4", 2, (int64_t[]){-1, 24})),
+               tu_const_ints(g, "s3", 4, (int64_t[]){-1, 2, 2, 6}));
     z = N1(IR_OP_NEG, "neg", z);
-    mark_output(g, z);
+    tu_output(g, z);
     free(optimize_checked(g, 0));
     assert_int_equal(count_op(g, IR_OP_TRANSPOSE), 0);
     assert_int_equal(count_op(g, IR_OP_RESHAPE), 1);
@@ -662,12 +522,12 @@ static void test_view_round_trips_cancel_and_reshape_chains_collapse(void **stat
 static void test_constant_arithmetic_folds(void **state)
 {
     (void)state;
-    ir_graph *g = new_graph();
+    ir_graph *g = tu_graph_new("test.onnx", 17);
     int64_t xd[2] = {-1, 3};
-    int x = add_input(g, "x", 2, xd);
-    int c = N2(IR_OP_DIV, "div", N1(IR_OP_SQRT, "sqrt", scalar(g, "sixteen", 16)), scalar(g, "two", 2));
+    int x = tu_input(g, "x", IR_F32, 2, xd);
+    int c = N2(IR_OP_DIV, "div", N1(IR_OP_SQRT, "sqrt", tu_scalar(g, "sixteen", 16)), tu_scalar(g, "two", 2));
     int y = N2(IR_OP_MUL, "mul", x, c);
-    mark_output(g, y);
+    tu_output(g, y);
     free(optimize_checked(g, 0));
     assert_int_equal(g->nnodes, 1);
     const ir_value *k = &g->values[g->nodes[0].inputs[1]];
@@ -682,12 +542,12 @@ static void test_constant_arithmetic_folds(void **state)
 static void test_unread_layernorm_statistics_are_dropped(void **state)
 {
     (void)state;
-    ir_graph *g = new_graph();
+    ir_graph *g = tu_graph_new("test.onnx", 17);
     int64_t xd[2] = {-1, 6}, cd[1] = {6};
-    int x = add_input(g, "x", 2, xd), outs[3] = {add_value(g, "y"), add_value(g, "mean"), add_value(g, "inv")};
-    int in[3] = {x, add_f32_const(g, "scale", 1, cd, NULL, 1), add_f32_const(g, "bias", 1, cd, NULL, 1)};
-    add_node(g, IR_OP_LAYERNORM, "ln", 3, in, 3, outs, 0, NULL);
-    mark_output(g, outs[0]);
+    int x = tu_input(g, "x", IR_F32, 2, xd), outs[3] = {tu_value(g, "y", IR_F32), tu_value(g, "mean", IR_F32), tu_value(g, "inv", IR_F32)};
+    int in[3] = {x, tu_const_rand(g, "scale", 1, cd, 1), tu_const_rand(g, "bias", 1, cd, 1)};
+    tu_node_out(g, IR_OP_LAYERNORM, "ln", 3, in, 3, outs, 0, NULL);
+    tu_output(g, outs[0]);
     free(optimize_checked(g, 0));
     assert_int_equal(g->nnodes, 1);
     assert_int_equal(g->nodes[0].noutputs, 1);
@@ -1020,6 +880,7 @@ static void test_cli_dump_after_and_explain_fusion(void **state)
 int main(void)
 {
     nfixtures = tu_fixtures(fixtures, 64);
+    tu_seed(0x243f6a8885a308d3ull);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_linear_kernel_matches_a_loop_for_every_activation),
         cmocka_unit_test(test_linear_kernel_without_bias_or_residual),
@@ -1041,5 +902,5 @@ int main(void)
         cmocka_unit_test(test_fixtures_through_the_cpu_backend_match_pytorch),
         cmocka_unit_test(test_cli_dump_after_and_explain_fusion),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return tu_run_group(tests, NULL, NULL);
 }

@@ -73,7 +73,7 @@ static void test_fuzz_regressions_exit_0_or_2(void **state)
     char **names;
     int n = list_files("tests/data/fuzz-regressions", ".onnx", &names);
     if (n == 0)
-        skip(); /* no model regressions recorded */
+        tu_skip(); /* no model regressions recorded */
     int refused = 0, compiled = 0, compile = have_compile();
     char dir[256], so[300];
     assert_non_null(tu_tmpdir(dir, sizeof dir));
@@ -246,5 +246,5 @@ int main(void)
         cmocka_unit_test(test_broken_models_leave_no_output),
         cmocka_unit_test(test_hostile_npy_inputs_exit_2),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return tu_run_group(tests, NULL, NULL);
 }

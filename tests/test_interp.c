@@ -13,122 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- building graphs ---- */
-
-static ir_graph *new_graph(int64_t opset)
-{
-    ir_graph *g = ir_graph_new("test.onnx");
-    assert_non_null(g);
-    g->opset = opset;
-    g->inputs = ir_alloc_array(g->arena, 16, sizeof(int));
-    g->outputs = ir_alloc_array(g->arena, 16, sizeof(int));
-    assert_non_null(g->inputs);
-    assert_non_null(g->outputs);
-    return g;
-}
-
-/* A graph input; dims[i] < 0 means -dims[i] times the batch. */
-static int add_input(ir_graph *g, const char *name, ir_dtype dt, int rank, const int64_t *dims)
-{
-    int v = ir_add_value(g, name, IR_VAL_INPUT, dt);
-    assert_true(v >= 0);
-    g->values[v].rank = rank;
-    for (int i = 0; i < rank; i++)
-        g->values[v].dims[i] = dims[i] < 0 ? ir_dim_batch(-dims[i]) : ir_dim_const(dims[i]);
-    g->inputs[g->ninputs++] = v;
-    return v;
-}
-
-static int add_i64_const(ir_graph *g, const char *name, int n, const int64_t *vals)
-{
-    int64_t dims[1] = {n};
-    int v = ir_add_const(g, name, IR_I64, 1, dims, vals, (size_t)n * sizeof(int64_t));
-    assert_true(v >= 0);
-    return v;
-}
-
-static int add_value(ir_graph *g, const char *name)
-{
-    int v = ir_add_value(g, name, IR_VAL_NODE, IR_F32);
-    assert_true(v >= 0);
-    return v;
-}
-
-static void mark_output(ir_graph *g, int v) { g->outputs[g->noutputs++] = v; }
-
-static ir_attr attr_int(ir_attr_id id, int64_t i)
-{
-    ir_attr a = {.id = id, .kind = IR_AT_INT, .i = i, .tensor = -1};
-    return a;
-}
-
-static ir_attr attr_float(ir_attr_id id, float f)
-{
-    ir_attr a = {.id = id, .kind = IR_AT_FLOAT, .f = f, .tensor = -1};
-    return a;
-}
-
-static ir_attr attr_str(ir_attr_id id, const char *s)
-{
-    ir_attr a = {.id = id, .kind = IR_AT_STRING, .s = s, .n = (int)strlen(s), .tensor = -1};
-    return a;
-}
-
-static int add_node(ir_graph *g, ir_op op, const char *name, int nin, const int *in, int nout, const int *out,
-                    int nattrs, const ir_attr *attrs)
-{
-    int n = ir_add_node(g, op, name, ir_op_name(op), nin, in, nout, out, nattrs, attrs);
-    assert_true(n >= 0);
-    return n;
-}
-
-/* ---- tensors ---- */
-
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-
-static float rnd(void) /* deterministic, in [-1, 1) */
-{
-    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
-    return (float)((double)(rng_state >> 11) / (double)(1ull << 53) * 2 - 1);
-}
-
-static ir_tensor f32_tensor(int rank, const int64_t *dims, const float *vals)
-{
-    ir_tensor t;
-    assert_int_equal(ir_tensor_alloc(&t, IR_F32, rank, dims), VITC_OK);
-    int64_t n = ir_tensor_numel(&t);
-    for (int64_t i = 0; i < n; i++)
-        ir_tensor_set(&t, i, vals ? vals[i] : rnd());
-    return t;
-}
-
-/* Runs g; diagnostics go to a memstream returned in *msg (free it). */
-static int run(const ir_graph *g, const ir_tensor *in, ir_tensor *out, char **msg)
-{
-    size_t len;
-    char *text = NULL;
-    FILE *mem = open_memstream(&text, &len);
-    vitc_diag d;
-    vitc_diag_init(&d, "test.onnx");
-    d.out = mem;
-    int st = ir_interpret(g, in, out, NULL, NULL, &d);
-    fclose(mem);
-    if (msg)
-        *msg = text;
-    else
-        free(text);
-    return st;
-}
-
-static void run_ok(const ir_graph *g, const ir_tensor *in, ir_tensor *out)
-{
-    char *msg;
-    int st = run(g, in, out, &msg);
-    if (st)
-        fail_msg("the interpreter failed with status %d: %s", st, msg);
-    free(msg);
-}
-
 /* |got - want| <= atol + rtol |want| everywhere, printing the first miss. */
 static void expect_close(const char *what, const ir_tensor *got, const double *want, int64_t n, double atol,
                          double rtol)
@@ -159,14 +43,14 @@ static void expect_dims(const char *what, const ir_tensor *t, int rank, const in
 static void test_gelu_exact_and_tanh_match_their_formulas(void **state)
 {
     (void)state;
-    ir_graph *g = new_graph(20);
+    ir_graph *g = tu_graph_new("test.onnx", 20);
     int64_t dims[1] = {121};
-    int x = add_input(g, "x", IR_F32, 1, dims), y1 = add_value(g, "y_exact"), y2 = add_value(g, "y_tanh");
-    ir_attr none = attr_str(IR_ATTR_APPROXIMATE, "none"), tanh_ = attr_str(IR_ATTR_APPROXIMATE, "tanh");
-    add_node(g, IR_OP_GELU, "gelu_exact", 1, &x, 1, &y1, 1, &none);
-    add_node(g, IR_OP_GELU, "gelu_tanh", 1, &x, 1, &y2, 1, &tanh_);
-    mark_output(g, y1);
-    mark_output(g, y2);
+    int x = tu_input(g, "x", IR_F32, 1, dims), y1 = tu_value(g, "y_exact", IR_F32), y2 = tu_value(g, "y_tanh", IR_F32);
+    ir_attr none = tu_str(IR_ATTR_APPROXIMATE, "none"), tanh_ = tu_str(IR_ATTR_APPROXIMATE, "tanh");
+    tu_node_out(g, IR_OP_GELU, "gelu_exact", 1, &x, 1, &y1, 1, &none);
+    tu_node_out(g, IR_OP_GELU, "gelu_tanh", 1, &x, 1, &y2, 1, &tanh_);
+    tu_output(g, y1);
+    tu_output(g, y2);
     float xs[121];
     double e1[121], e2[121];
     for (int i = 0; i < 121; i++) {
@@ -175,8 +59,8 @@ static void test_gelu_exact_and_tanh_match_their_formulas(void **state)
         e1[i] = v * 0.5 * (1.0 + erf(v / sqrt(2.0)));
         e2[i] = 0.5 * v * (1.0 + tanh(sqrt(2.0 / 3.14159265358979323846) * (v + 0.044715 * pow(v, 3))));
     }
-    ir_tensor in = f32_tensor(1, dims, xs), out[2];
-    run_ok(g, &in, out);
+    ir_tensor in = tu_f32_tensor(1, dims, xs), out[2];
+    tu_interpret_ok(g, &in, out);
     expect_close("Gelu approximate=none", &out[0], e1, 121, 1e-7, 1e-6);
     expect_close("Gelu approximate=tanh", &out[1], e2, 121, 1e-7, 1e-6);
     ir_tensor_free(&in);
@@ -190,16 +74,16 @@ static void test_gelu_exact_and_tanh_match_their_formulas(void **state)
 /* Runs a two-operand Einsum of a (rank 4) and b (rank 4). */
 static ir_tensor run_einsum2(const char *eq, const int64_t *da, const int64_t *db, ir_tensor *a, ir_tensor *b)
 {
-    ir_graph *g = new_graph(17);
-    int ins[2] = {add_input(g, "a", IR_F32, 4, da), add_input(g, "b", IR_F32, 4, db)}, y = add_value(g, "y");
-    ir_attr e = attr_str(IR_ATTR_EQUATION, eq);
-    add_node(g, IR_OP_EINSUM, "einsum", 2, ins, 1, &y, 1, &e);
-    mark_output(g, y);
+    ir_graph *g = tu_graph_new("test.onnx", 17);
+    int ins[2] = {tu_input(g, "a", IR_F32, 4, da), tu_input(g, "b", IR_F32, 4, db)}, y = tu_value(g, "y", IR_F32);
+    ir_attr e = tu_str(IR_ATTR_EQUATION, eq);
+    tu_node_out(g, IR_OP_EINSUM, "einsum", 2, ins, 1, &y, 1, &e);
+    tu_output(g, y);
     assert_true(ir_interp_supports(g, &g->nodes[0]));
-    *a = f32_tensor(4, da, NULL);
-    *b = f32_tensor(4, db, NULL);
+    *a = tu_f32_tensor(4, da, NULL);
+    *b = tu_f32_tensor(4, db, NULL);
     ir_tensor in[2] = {*a, *b}, out;
-    run_ok(g, in, &out);
+    tu_interpret_ok(g, in, &out);
     ir_graph_free(g);
     return out;
 }
@@ -259,18 +143,18 @@ static void test_einsum_implicit_output_and_diagonal(void **state)
 {
     (void)state;
     /* "ij,jk" (implicit: "->ik") is a matrix product; "ii->i" a diagonal. */
-    ir_graph *g = new_graph(17);
+    ir_graph *g = tu_graph_new("test.onnx", 17);
     int64_t da[2] = {2, 3}, db[2] = {3, 2};
-    int ins[2] = {add_input(g, "a", IR_F32, 2, da), add_input(g, "b", IR_F32, 2, db)};
-    int y = add_value(g, "y"), diag = add_value(g, "diag");
-    ir_attr e1 = attr_str(IR_ATTR_EQUATION, "ij,jk"), e2 = attr_str(IR_ATTR_EQUATION, "ii->i");
-    add_node(g, IR_OP_EINSUM, "matmul", 2, ins, 1, &y, 1, &e1);
-    add_node(g, IR_OP_EINSUM, "diagonal", 1, &y, 1, &diag, 1, &e2);
-    mark_output(g, y);
-    mark_output(g, diag);
+    int ins[2] = {tu_input(g, "a", IR_F32, 2, da), tu_input(g, "b", IR_F32, 2, db)};
+    int y = tu_value(g, "y", IR_F32), diag = tu_value(g, "diag", IR_F32);
+    ir_attr e1 = tu_str(IR_ATTR_EQUATION, "ij,jk"), e2 = tu_str(IR_ATTR_EQUATION, "ii->i");
+    tu_node_out(g, IR_OP_EINSUM, "matmul", 2, ins, 1, &y, 1, &e1);
+    tu_node_out(g, IR_OP_EINSUM, "diagonal", 1, &y, 1, &diag, 1, &e2);
+    tu_output(g, y);
+    tu_output(g, diag);
     float av[6] = {1, 2, 3, 4, 5, 6}, bv[6] = {7, 8, 9, 10, 11, 12};
-    ir_tensor in[2] = {f32_tensor(2, da, av), f32_tensor(2, db, bv)}, out[2];
-    run_ok(g, in, out);
+    ir_tensor in[2] = {tu_f32_tensor(2, da, av), tu_f32_tensor(2, db, bv)}, out[2];
+    tu_interpret_ok(g, in, out);
     double want[4] = {58, 64, 139, 154}, want_diag[2] = {58, 154};
     int64_t d22[2] = {2, 2}, d2[1] = {2};
     expect_dims("ij,jk", &out[0], 2, d22);
@@ -287,16 +171,16 @@ static void test_einsum_implicit_output_and_diagonal(void **state)
 static void test_einsum_with_ellipsis_is_reported_unsupported(void **state)
 {
     (void)state;
-    ir_graph *g = new_graph(17);
+    ir_graph *g = tu_graph_new("test.onnx", 17);
     int64_t da[2] = {2, 3};
-    int x = add_input(g, "a", IR_F32, 2, da), y = add_value(g, "y");
-    ir_attr e = attr_str(IR_ATTR_EQUATION, "...ij->...ji");
-    add_node(g, IR_OP_EINSUM, "einsum_ellipsis", 1, &x, 1, &y, 1, &e);
-    mark_output(g, y);
+    int x = tu_input(g, "a", IR_F32, 2, da), y = tu_value(g, "y", IR_F32);
+    ir_attr e = tu_str(IR_ATTR_EQUATION, "...ij->...ji");
+    tu_node_out(g, IR_OP_EINSUM, "einsum_ellipsis", 1, &x, 1, &y, 1, &e);
+    tu_output(g, y);
     assert_false(ir_interp_supports(g, &g->nodes[0]));
-    ir_tensor in = f32_tensor(2, da, NULL), out;
+    ir_tensor in = tu_f32_tensor(2, da, NULL), out;
     char *msg;
-    assert_int_equal(run(g, &in, &out, &msg), VITC_BAD_INPUT);
+    assert_int_equal(tu_interpret(g, &in, &out, &msg), VITC_BAD_INPUT);
     if (!strstr(msg, "einsum_ellipsis"))
         fail_msg("the message does not name the node: %s", msg);
     free(msg);
@@ -310,17 +194,17 @@ static void test_layernorm_over_axis_1_of_a_rank3_input(void **state)
 {
     (void)state;
     enum { N = 2, C = 3, L = 4 };
-    ir_graph *g = new_graph(17);
+    ir_graph *g = tu_graph_new("test.onnx", 17);
     int64_t dx[3] = {N, C, L}, ds[2] = {C, L};
-    int x = add_input(g, "x", IR_F32, 3, dx), s = add_input(g, "scale", IR_F32, 2, ds),
-        b = add_input(g, "bias", IR_F32, 2, ds);
-    int ins[3] = {x, s, b}, outs[3] = {add_value(g, "y"), add_value(g, "mean"), add_value(g, "inv_std")};
-    ir_attr at[2] = {attr_int(IR_ATTR_AXIS, 1), attr_float(IR_ATTR_EPSILON, 1e-3f)};
-    add_node(g, IR_OP_LAYERNORM, "ln", 3, ins, 3, outs, 2, at);
+    int x = tu_input(g, "x", IR_F32, 3, dx), s = tu_input(g, "scale", IR_F32, 2, ds),
+        b = tu_input(g, "bias", IR_F32, 2, ds);
+    int ins[3] = {x, s, b}, outs[3] = {tu_value(g, "y", IR_F32), tu_value(g, "mean", IR_F32), tu_value(g, "inv_std", IR_F32)};
+    ir_attr at[2] = {tu_int(IR_ATTR_AXIS, 1), tu_float(IR_ATTR_EPSILON, 1e-3f)};
+    tu_node_out(g, IR_OP_LAYERNORM, "ln", 3, ins, 3, outs, 2, at);
     for (int i = 0; i < 3; i++)
-        mark_output(g, outs[i]);
-    ir_tensor in[3] = {f32_tensor(3, dx, NULL), f32_tensor(2, ds, NULL), f32_tensor(2, ds, NULL)}, out[3];
-    run_ok(g, in, out);
+        tu_output(g, outs[i]);
+    ir_tensor in[3] = {tu_f32_tensor(3, dx, NULL), tu_f32_tensor(2, ds, NULL), tu_f32_tensor(2, ds, NULL)}, out[3];
+    tu_interpret_ok(g, in, out);
     double want[N * C * L], wmean[N], winv[N];
     for (int n = 0; n < N; n++) {
         double mean = 0, var = 0;
@@ -355,20 +239,20 @@ static void test_batchnorm_inference_on_n_c_l(void **state)
 {
     (void)state;
     enum { N = 2, C = 3, L = 5 };
-    ir_graph *g = new_graph(15);
+    ir_graph *g = tu_graph_new("test.onnx", 15);
     int64_t dx[3] = {N, C, L}, dc[1] = {C};
-    int ins[5] = {add_input(g, "x", IR_F32, 3, dx), add_input(g, "scale", IR_F32, 1, dc),
-                  add_input(g, "b", IR_F32, 1, dc), add_input(g, "mean", IR_F32, 1, dc),
-                  add_input(g, "var", IR_F32, 1, dc)};
-    int y = add_value(g, "y");
-    ir_attr eps = attr_float(IR_ATTR_EPSILON, 1e-2f);
-    add_node(g, IR_OP_BATCHNORM, "bn", 5, ins, 1, &y, 1, &eps);
-    mark_output(g, y);
+    int ins[5] = {tu_input(g, "x", IR_F32, 3, dx), tu_input(g, "scale", IR_F32, 1, dc),
+                  tu_input(g, "b", IR_F32, 1, dc), tu_input(g, "mean", IR_F32, 1, dc),
+                  tu_input(g, "var", IR_F32, 1, dc)};
+    int y = tu_value(g, "y", IR_F32);
+    ir_attr eps = tu_float(IR_ATTR_EPSILON, 1e-2f);
+    tu_node_out(g, IR_OP_BATCHNORM, "bn", 5, ins, 1, &y, 1, &eps);
+    tu_output(g, y);
     float var[C] = {0.5f, 1.5f, 2.0f};
-    ir_tensor in[5] = {f32_tensor(3, dx, NULL), f32_tensor(1, dc, NULL), f32_tensor(1, dc, NULL),
-                       f32_tensor(1, dc, NULL), f32_tensor(1, dc, var)},
+    ir_tensor in[5] = {tu_f32_tensor(3, dx, NULL), tu_f32_tensor(1, dc, NULL), tu_f32_tensor(1, dc, NULL),
+                       tu_f32_tensor(1, dc, NULL), tu_f32_tensor(1, dc, var)},
               out;
-    run_ok(g, in, &out);
+    tu_interpret_ok(g, in, &out);
     double want[N * C * L];
     for (int n = 0; n < N; n++)
         for (int c = 0; c < C; c++)
@@ -391,18 +275,18 @@ static void test_batchnorm_inference_on_n_c_l(void **state)
 static void test_split_num_outputs_gives_equal_chunks_and_a_smaller_last(void **state)
 {
     (void)state;
-    ir_graph *g = new_graph(18);
+    ir_graph *g = tu_graph_new("test.onnx", 18);
     int64_t dx[2] = {2, 7};
-    int x = add_input(g, "x", IR_F32, 2, dx), outs[3] = {add_value(g, "a"), add_value(g, "b"), add_value(g, "c")};
-    ir_attr at[2] = {attr_int(IR_ATTR_AXIS, 1), attr_int(IR_ATTR_NUM_OUTPUTS, 3)};
-    add_node(g, IR_OP_SPLIT, "split", 1, &x, 3, outs, 2, at);
+    int x = tu_input(g, "x", IR_F32, 2, dx), outs[3] = {tu_value(g, "a", IR_F32), tu_value(g, "b", IR_F32), tu_value(g, "c", IR_F32)};
+    ir_attr at[2] = {tu_int(IR_ATTR_AXIS, 1), tu_int(IR_ATTR_NUM_OUTPUTS, 3)};
+    tu_node_out(g, IR_OP_SPLIT, "split", 1, &x, 3, outs, 2, at);
     for (int i = 0; i < 3; i++)
-        mark_output(g, outs[i]);
+        tu_output(g, outs[i]);
     float xv[14];
     for (int i = 0; i < 14; i++)
         xv[i] = (float)i;
-    ir_tensor in = f32_tensor(2, dx, xv), out[3];
-    run_ok(g, &in, out);
+    ir_tensor in = tu_f32_tensor(2, dx, xv), out[3];
+    tu_interpret_ok(g, &in, out);
     int64_t sizes[3] = {3, 3, 1}, first[3] = {0, 3, 6};
     for (int k = 0; k < 3; k++) {
         int64_t want_dims[2] = {2, sizes[k]};
@@ -424,18 +308,18 @@ static void test_slice_reverses_int64_exactly_with_extreme_ends(void **state)
 {
     (void)state;
     /* starts INT64_MAX, ends INT64_MIN, step -1: the whole axis reversed. */
-    ir_graph *g = new_graph(13);
+    ir_graph *g = tu_graph_new("test.onnx", 13);
     int64_t dx[1] = {4}, st[1] = {INT64_MAX}, en[1] = {INT64_MIN}, ax[1] = {0}, sp[1] = {-1};
-    int ins[5] = {add_input(g, "x", IR_I64, 1, dx), add_i64_const(g, "starts", 1, st), add_i64_const(g, "ends", 1, en),
-                  add_i64_const(g, "axes", 1, ax), add_i64_const(g, "steps", 1, sp)};
+    int ins[5] = {tu_input(g, "x", IR_I64, 1, dx), tu_const_ints(g, "starts", 1, st), tu_const_ints(g, "ends", 1, en),
+                  tu_const_ints(g, "axes", 1, ax), tu_const_ints(g, "steps", 1, sp)};
     int y = ir_add_value(g, "y", IR_VAL_NODE, IR_I64);
-    add_node(g, IR_OP_SLICE, "reverse", 5, ins, 1, &y, 0, NULL);
-    mark_output(g, y);
+    tu_node_out(g, IR_OP_SLICE, "reverse", 5, ins, 1, &y, 0, NULL);
+    tu_output(g, y);
     int64_t vals[4] = {((int64_t)1 << 53) + 1, -3, INT64_MAX, INT64_MIN + 1};
     ir_tensor in, out;
     assert_int_equal(ir_tensor_alloc(&in, IR_I64, 1, dx), VITC_OK);
     memcpy(in.data, vals, sizeof vals);
-    run_ok(g, &in, &out);
+    tu_interpret_ok(g, &in, &out);
     assert_int_equal(out.dtype, IR_I64);
     expect_dims("Slice reversed", &out, 1, dx);
     for (int i = 0; i < 4; i++)
@@ -452,14 +336,14 @@ static void test_slice_reverses_int64_exactly_with_extreme_ends(void **state)
 static void test_reshape_with_wrong_element_count_is_bad_input_naming_the_node(void **state)
 {
     (void)state;
-    ir_graph *g = new_graph(17);
+    ir_graph *g = tu_graph_new("test.onnx", 17);
     int64_t dx[2] = {2, 3}, shape[2] = {4, 2};
-    int ins[2] = {add_input(g, "x", IR_F32, 2, dx), add_i64_const(g, "shape", 2, shape)}, y = add_value(g, "y");
-    add_node(g, IR_OP_RESHAPE, "my_reshape", 2, ins, 1, &y, 0, NULL);
-    mark_output(g, y);
-    ir_tensor in = f32_tensor(2, dx, NULL), out;
+    int ins[2] = {tu_input(g, "x", IR_F32, 2, dx), tu_const_ints(g, "shape", 2, shape)}, y = tu_value(g, "y", IR_F32);
+    tu_node_out(g, IR_OP_RESHAPE, "my_reshape", 2, ins, 1, &y, 0, NULL);
+    tu_output(g, y);
+    ir_tensor in = tu_f32_tensor(2, dx, NULL), out;
     char *msg;
-    int st = run(g, &in, &out, &msg);
+    int st = tu_interpret(g, &in, &out, &msg);
     if (st != VITC_BAD_INPUT || !strstr(msg, "node 'my_reshape' (Reshape)") || !strstr(msg, "6 elements") ||
         !strstr(msg, "8 elements"))
         fail_msg("status %d (expected %d), message: %s", st, VITC_BAD_INPUT, msg);
@@ -472,11 +356,11 @@ static void test_reshape_with_wrong_element_count_is_bad_input_naming_the_node(v
 /* x: f32[B,3,4] -> Relu -> y, for the input checks. */
 static ir_graph *batched_relu(void)
 {
-    ir_graph *g = new_graph(17);
+    ir_graph *g = tu_graph_new("test.onnx", 17);
     int64_t dx[3] = {-1, 3, 4};
-    int x = add_input(g, "x", IR_F32, 3, dx), y = add_value(g, "y");
-    add_node(g, IR_OP_RELU, "relu", 1, &x, 1, &y, 0, NULL);
-    mark_output(g, y);
+    int x = tu_input(g, "x", IR_F32, 3, dx), y = tu_value(g, "y", IR_F32);
+    tu_node_out(g, IR_OP_RELU, "relu", 1, &x, 1, &y, 0, NULL);
+    tu_output(g, y);
     return g;
 }
 
@@ -485,16 +369,16 @@ static void test_input_of_the_wrong_shape_is_bad_input(void **state)
     (void)state;
     ir_graph *g = batched_relu();
     int64_t dx[3] = {2, 3, 5};
-    ir_tensor in = f32_tensor(3, dx, NULL), out;
+    ir_tensor in = tu_f32_tensor(3, dx, NULL), out;
     char *msg;
-    int st = run(g, &in, &out, &msg);
+    int st = tu_interpret(g, &in, &out, &msg);
     if (st != VITC_BAD_INPUT || !strstr(msg, "input 'x': expected f32[B,3,4], got f32[2,3,5]"))
         fail_msg("status %d (expected %d), message: %s", st, VITC_BAD_INPUT, msg);
     free(msg);
     ir_tensor_free(&in);
     ir_tensor in64;
     assert_int_equal(ir_tensor_alloc(&in64, IR_F64, 3, (int64_t[3]){2, 3, 4}), VITC_OK);
-    st = run(g, &in64, &out, &msg);
+    st = tu_interpret(g, &in64, &out, &msg);
     if (st != VITC_BAD_INPUT || !strstr(msg, "expected f32[B,3,4], got f64[2,3,4]"))
         fail_msg("status %d (expected %d), message: %s", st, VITC_BAD_INPUT, msg);
     free(msg);
@@ -516,7 +400,7 @@ static void test_batch_comes_from_the_input_and_the_observer_sees_each_output(vo
     (void)state;
     ir_graph *g = batched_relu();
     int64_t dx[3] = {5, 3, 4};
-    ir_tensor in = f32_tensor(3, dx, NULL), out;
+    ir_tensor in = tu_f32_tensor(3, dx, NULL), out;
     vitc_diag d;
     vitc_diag_init(&d, "test.onnx");
     int seen = 0;
@@ -612,8 +496,8 @@ static void test_tensor_get_set_every_dtype_and_rel_error(void **state)
     assert_int_equal(ir_tensor_get_i64(&a, 1), -2);
     ir_tensor_free(&a);
     float av[3] = {1, 2, 3.5f}, bv[3] = {1, 2, 4};
-    a = f32_tensor(1, dims, av);
-    b = f32_tensor(1, dims, bv);
+    a = tu_f32_tensor(1, dims, av);
+    b = tu_f32_tensor(1, dims, bv);
     double e = ir_rel_error(&a, &b);
     if (e != 0.125)
         fail_msg("rel error %g, expected 0.125", e);
@@ -627,6 +511,7 @@ static void test_tensor_get_set_every_dtype_and_rel_error(void **state)
 
 int main(void)
 {
+    tu_seed(0x9e3779b97f4a7c15ull);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gelu_exact_and_tanh_match_their_formulas),
         cmocka_unit_test(test_einsum_attention_scores_bhqd_bhkd_match_a_naive_loop),
@@ -644,5 +529,5 @@ int main(void)
         cmocka_unit_test(test_tensor_alloc_refuses_huge_or_overflowing_shapes),
         cmocka_unit_test(test_tensor_get_set_every_dtype_and_rel_error),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return tu_run_group(tests, NULL, NULL);
 }

@@ -594,5 +594,5 @@ int main(void)
         cmocka_unit_test(bgemm_all_cases),
         cmocka_unit_test(attention_all_cases),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return tu_run_group(tests, NULL, NULL);
 }

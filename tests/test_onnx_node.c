@@ -584,7 +584,7 @@ static void test_onnx_node_tests_pass(void **state)
     int n = scandir(root, &names, is_test_dir, alphasort);
     if (n <= 0) {
         printf("no ONNX node tests in %s (install libonnx-testdata)\n", root);
-        skip();
+        tu_skip();
     }
     totals t;
     memset(&t, 0, sizeof t);
@@ -619,5 +619,5 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_onnx_node_tests_pass),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return tu_run_group(tests, NULL, NULL);
 }

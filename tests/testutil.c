@@ -1,7 +1,18 @@
-/* testutil.c: paths, fixtures, subprocesses for the tests. */
+/* testutil.c: paths, fixtures, subprocesses, the graph builder and the ways
+ * of running a graph (interpreter, compiled .so, CUDA emulation) for the tests. */
 #include "testutil.h"
 
+#include "codegen/backend.h"
+#include "ir/interp.h"
+#include "vitc/runtime.h"
+#ifdef VITC_HAVE_CUDA
+#include "runtime/abi.h"
+#include <dlfcn.h>
+#include <sys/mman.h>
+#endif
+
 #include <fcntl.h>
+#include <math.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +22,17 @@
 #include <unistd.h>
 
 extern char **environ;
+
+int tu_skipped;
+
+int tu_exit_status(int failures)
+{
+    if (failures)
+        return failures;
+    if (tu_skipped)
+        printf("%d case(s) skipped: reported to ctest as skipped (exit %d)\n", tu_skipped, TU_SKIP_RC);
+    return tu_skipped ? TU_SKIP_RC : 0;
+}
 
 const char *tu_source_dir(void)
 {
@@ -113,3 +135,471 @@ void tu_rmtree(const char *dir)
     if (system(cmd) != 0)
         fprintf(stderr, "could not remove %s\n", dir);
 }
+
+/* ---- random numbers ---- */
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+
+void tu_seed(uint64_t seed) { rng_state = seed; }
+
+float tu_rnd(void)
+{
+    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((double)(rng_state >> 11) / (double)(1ull << 53) * 2 - 1);
+}
+
+/* ---- building graphs ---- */
+
+ir_graph *tu_graph_new(const char *file, int64_t opset)
+{
+    ir_graph *g = ir_graph_new(file);
+    assert_non_null(g);
+    g->opset = opset;
+    g->inputs = ir_alloc_array(g->arena, TU_MAX_IO, sizeof(int));
+    g->outputs = ir_alloc_array(g->arena, TU_MAX_IO, sizeof(int));
+    assert_non_null(g->inputs);
+    assert_non_null(g->outputs);
+    return g;
+}
+
+int tu_input(ir_graph *g, const char *name, ir_dtype dt, int rank, const int64_t *dims)
+{
+    assert_true(g->ninputs < TU_MAX_IO);
+    int v = ir_add_value(g, name, IR_VAL_INPUT, dt);
+    assert_true(v >= 0);
+    g->values[v].rank = rank;
+    for (int i = 0; i < rank; i++)
+        g->values[v].dims[i] = dims[i] < 0 ? ir_dim_batch(-dims[i]) : ir_dim_const(dims[i]);
+    g->inputs[g->ninputs++] = v;
+    return v;
+}
+
+static int const_f32(ir_graph *g, const char *name, int rank, const int64_t *dims, const float *vals, float amp)
+{
+    int64_t n = 1;
+    for (int i = 0; i < rank; i++)
+        n *= dims[i];
+    float *buf = malloc(sizeof(float) * (size_t)(n ? n : 1));
+    assert_non_null(buf);
+    for (int64_t i = 0; i < n; i++)
+        buf[i] = vals ? vals[i] : tu_rnd() * amp;
+    int v = ir_add_const(g, name, IR_F32, rank, dims, buf, sizeof(float) * (size_t)n);
+    free(buf);
+    assert_true(v >= 0);
+    return v;
+}
+
+int tu_const_f32(ir_graph *g, const char *name, int rank, const int64_t *dims, const float *vals)
+{
+    return const_f32(g, name, rank, dims, vals, 1.0f);
+}
+
+int tu_const_rand(ir_graph *g, const char *name, int rank, const int64_t *dims, float amp)
+{
+    return const_f32(g, name, rank, dims, NULL, amp);
+}
+
+int tu_const_i64(ir_graph *g, const char *name, int rank, const int64_t *dims, const int64_t *vals)
+{
+    int64_t n = 1;
+    for (int i = 0; i < rank; i++)
+        n *= dims[i];
+    int v = ir_add_const(g, name, IR_I64, rank, dims, vals, sizeof(int64_t) * (size_t)n);
+    assert_true(v >= 0);
+    return v;
+}
+
+int tu_const_ints(ir_graph *g, const char *name, int n, const int64_t *vals)
+{
+    return tu_const_i64(g, name, 1, (int64_t[]){n}, vals);
+}
+
+int tu_scalar(ir_graph *g, const char *name, float x) { return tu_const_f32(g, name, 0, NULL, &x); }
+
+int tu_value(ir_graph *g, const char *name, ir_dtype dt)
+{
+    int v = ir_add_value(g, name, IR_VAL_NODE, dt);
+    assert_true(v >= 0);
+    return v;
+}
+
+int tu_node_out(ir_graph *g, ir_op op, const char *name, int nin, const int *in, int nout, const int *out,
+                int nattrs, const ir_attr *attrs)
+{
+    int n = ir_add_node(g, op, name, ir_op_name(op), nin, in, nout, out, nattrs, attrs);
+    assert_true(n >= 0);
+    return n;
+}
+
+int tu_node(ir_graph *g, ir_op op, const char *name, ir_dtype dt, int nin, const int *in, int nattrs,
+            const ir_attr *attrs)
+{
+    char nname[128], yname[136];
+    if (name)
+        snprintf(nname, sizeof nname, "%s", name), snprintf(yname, sizeof yname, "%s:0", name);
+    else
+        snprintf(nname, sizeof nname, "n%d", g->nnodes), snprintf(yname, sizeof yname, "n%d", g->nnodes);
+    int y = tu_value(g, yname, dt);
+    tu_node_out(g, op, nname, nin, in, 1, &y, nattrs, attrs);
+    return y;
+}
+
+void tu_output(ir_graph *g, int v)
+{
+    assert_true(g->noutputs < TU_MAX_IO);
+    g->outputs[g->noutputs++] = v;
+}
+
+ir_attr tu_int(ir_attr_id id, int64_t i) { return (ir_attr){.id = id, .kind = IR_AT_INT, .i = i, .tensor = -1}; }
+ir_attr tu_float(ir_attr_id id, float f) { return (ir_attr){.id = id, .kind = IR_AT_FLOAT, .f = f, .tensor = -1}; }
+ir_attr tu_str(ir_attr_id id, const char *s)
+{
+    return (ir_attr){.id = id, .kind = IR_AT_STRING, .s = s, .n = (int)strlen(s), .tensor = -1};
+}
+ir_attr tu_ints(ir_graph *g, ir_attr_id id, int n, const int64_t *v)
+{
+    int64_t *p = ir_alloc_array(g->arena, (size_t)(n ? n : 1), sizeof *p);
+    memcpy(p, v, sizeof *p * (size_t)n);
+    return (ir_attr){.id = id, .kind = IR_AT_INTS, .n = n, .ints = p, .tensor = -1};
+}
+
+void tu_check_graph(ir_graph *g, const char *what)
+{
+    vitc_diag d;
+    vitc_diag_init(&d, what);
+    if (ir_verify(g, &d) || ir_infer_shapes(g, &d) || ir_verify(g, &d))
+        fail_msg("%s: the hand-built graph is malformed (status %d)", what, d.status);
+}
+
+/* ---- running graphs ---- */
+
+ir_tensor tu_f32_tensor(int rank, const int64_t *dims, const float *vals)
+{
+    ir_tensor t;
+    assert_int_equal(ir_tensor_alloc(&t, IR_F32, rank, dims), VITC_OK);
+    int64_t n = ir_tensor_numel(&t);
+    for (int64_t i = 0; i < n; i++)
+        ir_tensor_set(&t, i, vals ? vals[i] : tu_rnd());
+    return t;
+}
+
+void tu_random_inputs(const ir_graph *g, int64_t batch, ir_tensor *in)
+{
+    for (int i = 0; i < g->ninputs; i++) {
+        const ir_value *v = &g->values[g->inputs[i]];
+        int64_t dims[IR_MAX_RANK];
+        for (int k = 0; k < v->rank; k++)
+            dims[k] = ir_dim_eval(v->dims[k], batch);
+        assert_int_equal(ir_tensor_alloc(&in[i], v->dtype, v->rank, dims), 0);
+        int64_t n = ir_tensor_numel(&in[i]);
+        for (int64_t k = 0; k < n; k++) {
+            if (ir_dtype_is_float(v->dtype))
+                ir_tensor_set(&in[i], k, 2 * tu_rnd());
+            else
+                ir_tensor_set_i64(&in[i], k, (int64_t)floor(20 * tu_rnd()));
+        }
+    }
+}
+
+int tu_interpret(const ir_graph *g, const ir_tensor *in, ir_tensor *out, char **msg)
+{
+    size_t len;
+    char *text = NULL;
+    FILE *mem = open_memstream(&text, &len);
+    assert_non_null(mem);
+    vitc_diag d;
+    vitc_diag_init(&d, g->path);
+    d.out = mem;
+    int st = ir_interpret(g, in, out, NULL, NULL, &d);
+    fclose(mem);
+    if (msg)
+        *msg = text;
+    else
+        free(text);
+    return st;
+}
+
+void tu_interpret_ok(const ir_graph *g, const ir_tensor *in, ir_tensor *out)
+{
+    char *msg;
+    int st = tu_interpret(g, in, out, &msg);
+    if (st)
+        fail_msg("the interpreter failed with status %d: %s", st, msg);
+    free(msg);
+}
+
+double tu_error(const ir_tensor *a, const ir_tensor *b)
+{
+    assert_int_equal(a->rank, b->rank);
+    for (int i = 0; i < a->rank; i++)
+        assert_int_equal(a->dims[i], b->dims[i]);
+    if (ir_dtype_is_float(b->dtype))
+        return ir_rel_error(a, b);
+    int64_t n = ir_tensor_numel(b);
+    for (int64_t i = 0; i < n; i++)
+        if (ir_tensor_get_i64(a, i) != ir_tensor_get_i64(b, i))
+            return 1;
+    return 0;
+}
+
+double tu_cosine(const ir_tensor *a, const ir_tensor *b)
+{
+    double ab = 0, aa = 0, bb = 0;
+    for (int64_t i = 0; i < ir_tensor_numel(a); i++) {
+        double x = ir_tensor_get(a, i), y = ir_tensor_get(b, i);
+        ab += x * y, aa += x * x, bb += y * y;
+    }
+    return aa > 0 && bb > 0 ? ab / sqrt(aa * bb) : (aa == bb ? 1.0 : 0.0);
+}
+
+int tu_compile_cpu(ir_graph *g, const char *so, int opt_level, int64_t max_batch, char **msg)
+{
+    size_t len;
+    char *text = NULL;
+    FILE *mem = open_memstream(&text, &len);
+    vitc_diag d;
+    vitc_diag_init(&d, g->path);
+    d.out = mem;
+    cg_options o = {.output = so, .source = g->path, .max_batch = max_batch, .opt_level = opt_level};
+    int st = cg_llvm_backend.compile(g, &o, &d);
+    fclose(mem);
+    if (msg)
+        *msg = text;
+    else
+        free(text);
+    return st;
+}
+
+/* Runs a compiled model at the batch of its inputs; outputs are allocated
+ * here from the model's descriptor. */
+void tu_run_so(const char *so, const ir_tensor *in, int nin, ir_tensor *out, int nout, int64_t batch)
+{
+    vitc_model *m;
+    vitc_context *c;
+    vitc_status st = vitc_model_load(so, &m);
+    if (st)
+        fail_msg("loading %s: %s", so, vitc_last_error());
+    assert_int_equal(vitc_model_num_inputs(m), nin);
+    assert_int_equal(vitc_model_num_outputs(m), nout);
+    assert_int_equal(vitc_context_create(m, 2, &c), VITC_STATUS_OK);
+    vitc_tensor *ti = calloc((size_t)nin + 1, sizeof *ti), *to = calloc((size_t)nout + 1, sizeof *to);
+    assert_true(ti && to);
+    for (int i = 0; i < nin; i++) {
+        ti[i].dtype = ir_dtype_onnx_code(in[i].dtype);
+        ti[i].rank = in[i].rank;
+        memcpy(ti[i].dims, in[i].dims, sizeof(int64_t) * (size_t)in[i].rank);
+        ti[i].data = in[i].data;
+    }
+    for (int i = 0; i < nout; i++) {
+        vitc_tensor_info info;
+        assert_int_equal(vitc_model_output(m, i, &info), VITC_STATUS_OK);
+        int64_t dims[IR_MAX_RANK];
+        for (int k = 0; k < info.rank; k++)
+            dims[k] = info.dims[k] * (info.is_batch[k] ? batch : 1);
+        assert_int_equal(ir_tensor_alloc(&out[i], (ir_dtype)ir_dtype_from_onnx(info.dtype), info.rank, dims), 0);
+        to[i].dtype = info.dtype;
+        to[i].rank = info.rank;
+        memcpy(to[i].dims, dims, sizeof(int64_t) * (size_t)info.rank);
+        to[i].data = out[i].data;
+    }
+    st = vitc_run(c, ti, nin, to, nout);
+    if (st)
+        fail_msg("running %s at batch %lld: %s", so, (long long)batch, vitc_last_error());
+    free(ti), free(to);
+    vitc_context_free(c);
+    vitc_model_free(m);
+}
+
+char *tu_read_file(const char *path, size_t *len)
+{
+    *len = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = malloc((size_t)n + 1);
+    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) {
+        free(s);
+        s = NULL;
+    }
+    if (s)
+        s[n] = 0;
+    fclose(f);
+    *len = (size_t)n;
+    return s;
+}
+
+#ifdef VITC_HAVE_CUDA
+/* ---- the CUDA emulation ---- */
+
+static char cachedir[4096], emudir[8300];
+
+typedef int (*emu_launch_fn)(void *fn, const unsigned *grid, const unsigned *block, unsigned long long smem,
+                             const void *args, char *err, unsigned long errlen);
+
+/* Compiles the program at cu into the host library emu-<program id>.so of
+ * the cache directory (where the fake driver looks for it); kept across runs. */
+void tu_emu_build(const char *cu, char *so, size_t n)
+{
+    size_t len;
+    char *text = tu_read_file(cu, &len);
+    assert_non_null(text);
+    const char *id = strstr(text, "\"vitc-program:");
+    if (!id)
+        fail_msg("%s has no program id", cu);
+    snprintf(so, n, "%.8000s/emu-%.16s.so", emudir, id + strlen("\"vitc-program:"));
+    free(text);
+    struct stat sb;
+    if (stat(so, &sb) == 0)
+        return;
+    char tmp[8300], inc[4096], cmd[32768];
+    snprintf(tmp, sizeof tmp, "%s.%ld.tmp", so, (long)getpid());
+    const char *cxx = getenv("CXX");
+    snprintf(cmd, sizeof cmd, "%s -std=c++17 -O1 -w -shared -fPIC -DVITC_EMU -I'%s' -x c++ '%s' -o '%s' 2>&1",
+             cxx && *cxx ? cxx : "c++", tu_path(inc, sizeof inc, "tests"), cu, tmp);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    char out[8192];
+    size_t r = fread(out, 1, sizeof out - 1, p);
+    out[r] = 0;
+    int rc = pclose(p);
+    if (rc != 0)
+        fail_msg("host compile of %s failed (%d):\n%s", cu, rc, out);
+    assert_int_equal(rename(tmp, so), 0);
+}
+
+/* Device memory of the emulation: n bytes ending at an inaccessible page. */
+typedef struct {
+    void *map;
+    size_t span;
+    unsigned char *p;
+} guarded;
+
+static void guarded_alloc(guarded *g, size_t n)
+{
+    size_t page = 4096, body = (n + 255) / 256 * 256;
+    g->span = (body + page - 1) / page * page + page;
+    g->map = mmap(NULL, g->span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    assert_true(g->map != MAP_FAILED);
+    assert_int_equal(mprotect((char *)g->map + g->span - page, page, PROT_NONE), 0);
+    g->p = (unsigned char *)g->map + g->span - page - body;
+    memset(g->map, 0x7f, g->span - page); /* stale memory is garbage */
+}
+
+static int64_t poly_at(const vitc_cuda_poly *p, int64_t b)
+{
+    return p->c[0] + b * (p->c[1] + b * (p->c[2] + b * p->c[3]));
+}
+
+static int64_t numel_at(const vitc_abi_tensor *t, int64_t b)
+{
+    int64_t n = 1;
+    for (int k = 0; k < t->rank; k++)
+        n *= ((t->batch_mask >> k) & 1) ? t->dims[k] * b : t->dims[k];
+    return n;
+}
+
+/* Runs the plan of the model .so on the emulation, as the runtime would:
+ * inputs copied in at their offsets, every launch of this batch in order,
+ * outputs (allocated here, as the descriptor says) copied back. */
+void tu_emulate(const char *model_so, const char *emu_so, int64_t batch, const ir_tensor *in, int nin,
+                    ir_tensor *out, int nout, int *nlaunches)
+{
+    void *mh = dlopen(model_so, RTLD_NOW | RTLD_LOCAL), *eh = dlopen(emu_so, RTLD_NOW | RTLD_LOCAL);
+    if (!mh || !eh)
+        fail_msg("dlopen: %s", dlerror());
+    const vitc_abi_model *a = dlsym(mh, VITC_ABI_SYMBOL);
+    emu_launch_fn launch = (emu_launch_fn)dlsym(eh, "vk_emu_launch");
+    assert_non_null(a);
+    assert_non_null(launch);
+    const vitc_cuda_plan *p = a->cuda_plan;
+    assert_non_null(p);
+    assert_int_equal(a->ninputs, nin);
+    assert_int_equal(a->noutputs, nout);
+    guarded ws, w;
+    guarded_alloc(&ws, (size_t)p->workspace_bytes);
+    guarded_alloc(&w, (size_t)a->weights_bytes);
+    memcpy(w.p, a->weights, (size_t)a->weights_bytes);
+    for (int j = 0; j < nin; j++) {
+        assert_int_equal(numel_at(&a->inputs[j], batch), ir_tensor_numel(&in[j]));
+        assert_int_equal(a->inputs[j].dtype, ir_dtype_onnx_code(in[j].dtype));
+        memcpy(ws.p + p->inputs[j].offset, in[j].data, ir_tensor_nbytes(&in[j]));
+    }
+    *nlaunches = 0;
+    for (int i = 0; i < p->nlaunches; i++) {
+        const vitc_cuda_launch *l = &p->launches[i];
+        if (batch < l->min_batch || batch > l->max_batch)
+            continue;
+        unsigned grid[3], block[3] = {l->block, 1, 1};
+        int empty = 0;
+        for (int k = 0; k < 3; k++) {
+            int64_t n = poly_at(&l->grid[k], batch);
+            grid[k] = n <= 0 ? 0 : (unsigned)((n + l->grid_div[k] - 1) / l->grid_div[k]);
+            empty |= grid[k] == 0;
+        }
+        if (empty)
+            continue;
+        unsigned long long args[VITC_CUDA_MAX_ARGS] = {0};
+        for (int k = 0; k < l->nargs; k++) {
+            int64_t v = poly_at(&l->args[k].value, batch);
+            args[k] = l->args[k].kind == VITC_CUDA_ARG_WORKSPACE ? (unsigned long long)(uintptr_t)(ws.p + v)
+                      : l->args[k].kind == VITC_CUDA_ARG_WEIGHTS ? (unsigned long long)(uintptr_t)(w.p + v)
+                                                                 : (unsigned long long)v;
+        }
+        const char *name = p->functions[l->function];
+        void *fn = dlsym(eh, name);
+        if (!fn)
+            fail_msg("%s: no kernel %s in the emulation", model_so, name);
+        char err[2048];
+        if (launch(fn, grid, block, l->shared_bytes, args, err, sizeof err) != 0)
+            fail_msg("%s batch %lld: launch %d (%s, grid %u x %u x %u, block %u, %u bytes shared): %s", model_so,
+                     (long long)batch, i, name, grid[0], grid[1], grid[2], l->block, l->shared_bytes, err);
+        ++*nlaunches;
+    }
+    for (int j = 0; j < nout; j++) {
+        const vitc_abi_tensor *t = &a->outputs[j];
+        int64_t dims[VITC_ABI_MAX_RANK];
+        for (int k = 0; k < t->rank; k++)
+            dims[k] = ((t->batch_mask >> k) & 1) ? t->dims[k] * batch : t->dims[k];
+        int dt = ir_dtype_from_onnx(t->dtype);
+        assert_true(dt >= 0);
+        assert_int_equal(ir_tensor_alloc(&out[j], (ir_dtype)dt, t->rank, dims), 0);
+        const unsigned char *src = (p->outputs[j].space == VITC_CUDA_SPACE_WEIGHTS ? w.p : ws.p) + p->outputs[j].offset;
+        memcpy(out[j].data, src, ir_tensor_nbytes(&out[j]));
+    }
+    munmap(ws.map, ws.span);
+    munmap(w.map, w.span);
+    dlclose(eh);
+    dlclose(mh);
+}
+
+int tu_emu_init(void)
+{
+    /* one cache for every build directory (the sanitizer build compiles the
+     * same programs): NVRTC images and emulation libraries, keyed by program */
+    const char *t = getenv("TMPDIR");
+    snprintf(cachedir, sizeof cachedir, "%s/vitc-cuda-test-cache-%ld", t && *t ? t : "/tmp", (long)getuid());
+    mkdir(cachedir, 0755);
+    setenv("VITC_NVRTC_CACHE", cachedir, 0);
+    /* emulation libraries depend on the emulation too: a directory per version of it */
+    char hdr[4096];
+    size_t len;
+    char *text = tu_read_file(tu_path(hdr, sizeof hdr, "tests/cuda_emu.h"), &len);
+    if (!text)
+        return -1;
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < len; i++) {
+        h ^= (unsigned char)text[i];
+        h *= 0x100000001b3ull;
+    }
+    free(text);
+    snprintf(emudir, sizeof emudir, "%s/emu-%016llx", cachedir, (unsigned long long)h);
+    mkdir(emudir, 0755);
+    return 0;
+}
+
+const char *tu_emu_cache_dir(void) { return cachedir; }
+const char *tu_emu_dir(void) { return emudir; }
+#endif

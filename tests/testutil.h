@@ -1,5 +1,7 @@
 /* testutil.h: what the cmocka tests share: paths, the fixture manifest,
- * running the vitc CLI and capturing its output. */
+ * running the vitc CLI and capturing its output, a builder for small
+ * hand-made graphs, and running a graph through the interpreter, a compiled
+ * CPU .so and (built with CUDA) the CUDA emulation. */
 #ifndef VITC_TESTUTIL_H
 #define VITC_TESTUTIL_H
 
@@ -10,6 +12,21 @@
 #include <cmocka.h>
 
 #include "ir/ir.h"
+
+/* ---- skipping: ctest reports a program that skipped a case as skipped ---- */
+
+/* The exit status ctest reads as "skipped" (SKIP_RETURN_CODE in tests/CMakeLists.txt). */
+#define TU_SKIP_RC 77
+extern int tu_skipped;
+/* Skips the running case and remembers it. */
+#define tu_skip()          \
+    do {                   \
+        tu_skipped++;      \
+        skip();            \
+    } while (0)
+/* cmocka_run_group_tests, exiting with the failures, else TU_SKIP_RC if a case was skipped, else 0. */
+#define tu_run_group(tests, setup, teardown) tu_exit_status(cmocka_run_group_tests(tests, setup, teardown))
+int tu_exit_status(int failures);
 
 /* Source tree root (env VITC_SOURCE_DIR, else "."). */
 const char *tu_source_dir(void);
@@ -31,8 +48,91 @@ int tu_fixtures(tu_fixture *out, int max);
  * Returns the exit code, or -1 if it could not run or was killed. */
 int tu_run_vitc(const char *const *args, char **out, char **err);
 
+/* The whole file, NUL-terminated (free it); NULL if unreadable. */
+char *tu_read_file(const char *path, size_t *len);
+
 /* A fresh temporary directory (mkdtemp); removed by tu_rmtree. */
 char *tu_tmpdir(char *buf, size_t n);
 void tu_rmtree(const char *dir);
+
+/* ---- random numbers: one seeded LCG, so each test file's numbers repeat ---- */
+
+void tu_seed(uint64_t seed);
+float tu_rnd(void); /* uniform in [-1, 1) */
+
+/* ---- building graphs ----
+ *   ir_graph *g = tu_graph_new("test.onnx", 18);
+ *   int x = tu_input(g, "x", IR_F32, 3, TU_DIMS(-1, 5, 6));   (-k: k times the batch)
+ *   int w = tu_const_f32(g, "w", 2, TU_DIMS(6, 4), NULL);     (NULL: tu_rnd() values)
+ *   tu_output(g, tu_node(g, IR_OP_MATMUL, NULL, IR_F32, 2, TU_IN(x, w), 0, NULL));
+ * Every helper asserts success. */
+
+#define TU_IN(...) (int[]){__VA_ARGS__}
+#define TU_AT(...) (ir_attr[]){__VA_ARGS__}
+#define TU_DIMS(...) (int64_t[]){__VA_ARGS__}
+
+/* An empty graph read from file (for messages) at opset; room for TU_MAX_IO inputs and outputs. */
+#define TU_MAX_IO 256
+ir_graph *tu_graph_new(const char *file, int64_t opset);
+/* A graph input; dims[i] < 0 means -dims[i] times the batch. */
+int tu_input(ir_graph *g, const char *name, ir_dtype dt, int rank, const int64_t *dims);
+/* A float constant: vals, or tu_rnd() values when vals is NULL. */
+int tu_const_f32(ir_graph *g, const char *name, int rank, const int64_t *dims, const float *vals);
+/* A float constant of tu_rnd() * amp values. */
+int tu_const_rand(ir_graph *g, const char *name, int rank, const int64_t *dims, float amp);
+int tu_const_i64(ir_graph *g, const char *name, int rank, const int64_t *dims, const int64_t *vals);
+/* A 1-D int64 constant of n values (shapes, axes, starts). */
+int tu_const_ints(ir_graph *g, const char *name, int n, const int64_t *vals);
+int tu_scalar(ir_graph *g, const char *name, float x);
+/* A value a node will produce. */
+int tu_value(ir_graph *g, const char *name, ir_dtype dt);
+/* y = op(in...) with one fresh output of dtype dt, returned.  name NULL: the
+ * node and y are both called n<node index>; else y is called NAME:0. */
+int tu_node(ir_graph *g, ir_op op, const char *name, ir_dtype dt, int nin, const int *in, int nattrs,
+            const ir_attr *attrs);
+/* A node with given outputs; returns its index. */
+int tu_node_out(ir_graph *g, ir_op op, const char *name, int nin, const int *in, int nout, const int *out,
+                int nattrs, const ir_attr *attrs);
+void tu_output(ir_graph *g, int v);
+ir_attr tu_int(ir_attr_id id, int64_t i);
+ir_attr tu_float(ir_attr_id id, float f);
+ir_attr tu_str(ir_attr_id id, const char *s);
+ir_attr tu_ints(ir_graph *g, ir_attr_id id, int n, const int64_t *v);
+/* Shapes inferred and the graph verified, else the test fails naming what. */
+void tu_check_graph(ir_graph *g, const char *what);
+
+/* ---- running graphs ---- */
+
+/* A float tensor of tu_rnd() values (vals NULL) or vals. */
+ir_tensor tu_f32_tensor(int rank, const int64_t *dims, const float *vals);
+/* Random inputs of g at a batch: floats 2 tu_rnd(), integers floor(20 tu_rnd()). */
+void tu_random_inputs(const ir_graph *g, int64_t batch, ir_tensor *in);
+/* The interpreter; diagnostics into *msg (free it; NULL: dropped).  Returns the status. */
+int tu_interpret(const ir_graph *g, const ir_tensor *in, ir_tensor *out, char **msg);
+/* The interpreter, failing the test with its message if it fails. */
+void tu_interpret_ok(const ir_graph *g, const ir_tensor *in, ir_tensor *out);
+/* max |a - b| / max |b| for floats; 0 or 1 (any element differs) for integers and bools. */
+double tu_error(const ir_tensor *a, const ir_tensor *b);
+double tu_cosine(const ir_tensor *a, const ir_tensor *b);
+/* Compiles g with the LLVM backend into so; diagnostics into *msg if given.  Returns the status. */
+int tu_compile_cpu(ir_graph *g, const char *so, int opt_level, int64_t max_batch, char **msg);
+/* Runs a compiled .so through the runtime at the batch of its inputs; allocates the outputs. */
+void tu_run_so(const char *so, const ir_tensor *in, int nin, ir_tensor *out, int nout, int64_t batch);
+
+#ifdef VITC_HAVE_CUDA
+/* ---- the CUDA emulation (tests/cuda_emu.h) ---- */
+
+/* The cache of NVRTC images and emulation libraries (one per version of
+ * cuda_emu.h), shared by build directories; sets VITC_NVRTC_CACHE.  0 on success. */
+int tu_emu_init(void);
+const char *tu_emu_cache_dir(void);
+const char *tu_emu_dir(void);
+/* Builds the program cu (from --emit cuda) into a host library, cached by program id. */
+void tu_emu_build(const char *cu, char *so, size_t n);
+/* Runs the launch plan of model_so at a batch on the emulation library emu_so, as the
+ * runtime would; allocates the outputs; *nlaunches gets the launches run. */
+void tu_emulate(const char *model_so, const char *emu_so, int64_t batch, const ir_tensor *in, int nin,
+                ir_tensor *out, int nout, int *nlaunches);
+#endif
 
 #endif
