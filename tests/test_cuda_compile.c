@@ -41,17 +41,7 @@
 
 /* Under AddressSanitizer every vitc this test starts is instrumented and
  * several times slower; the three exporters of a family give the same
- * program, so there one of them (ts17) stands for its family. */
-#if defined(__SANITIZE_ADDRESS__)
-#define SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define SANITIZED 1
-#endif
-#endif
-#ifndef SANITIZED
-#define SANITIZED 0
-#endif
+ * program, so there one of them (ts17) stands for its family (TU_SANITIZED). */
 
 static tu_fixture fixtures[64];
 static int nfixtures;
@@ -245,10 +235,10 @@ static void test_fixtures_compile_for_every_target(void **state)
     print_message("%-24s %-5s %7s %8s %8s %7s %10s %10s %10s %8s\n", "fixture", "prec", "kernels", "launches",
                   "max regs", "spills", "sm_80", "sm_90", "ptx", "seconds");
     int spilled = 0;
-    if (SANITIZED)
+    if (TU_SANITIZED)
         print_message("(sanitizer build: one exporter per family, ts17)\n");
     for (int i = 0; i < nfixtures; i++) {
-        if (SANITIZED && strcmp(fixtures[i].exporter, "ts17") != 0)
+        if (TU_SANITIZED && strcmp(fixtures[i].exporter, "ts17") != 0)
             continue;
         char model[4096], rel[1024];
         snprintf(rel, sizeof rel, "tests/models/%.95s", fixtures[i].model);

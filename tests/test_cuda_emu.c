@@ -34,17 +34,7 @@
 
 /* Under AddressSanitizer every vitc this test starts is instrumented and
  * several times slower; the three exporters of a family give the same
- * program, so there one of them (ts17) stands for its family. */
-#if defined(__SANITIZE_ADDRESS__)
-#define SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define SANITIZED 1
-#endif
-#endif
-#ifndef SANITIZED
-#define SANITIZED 0
-#endif
+ * program, so there one of them (ts17) stands for its family (TU_SANITIZED). */
 
 static tu_fixture fixtures[64];
 static int nfixtures;
@@ -69,11 +59,11 @@ static void test_fixtures_emulated(void **state)
                   "b3 cos", "launches");
     int failures = 0;
     double worst[4] = {0};
-    if (SANITIZED)
+    if (TU_SANITIZED)
         print_message("(sanitizer build: one exporter per family, ts17)\n");
     for (int i = 0; i < nfixtures; i++) {
         const tu_fixture *fx = &fixtures[i];
-        if (SANITIZED && strcmp(fx->exporter, "ts17") != 0)
+        if (TU_SANITIZED && strcmp(fx->exporter, "ts17") != 0)
             continue;
         char model[4096], rel[1024];
         snprintf(rel, sizeof rel, "tests/models/%.95s", fx->model);
@@ -462,7 +452,7 @@ static void test_runtime_on_fake_driver(void **state)
     /* 3. the GPU test, on the fake device (not under a sanitizer: it repeats
      * the fixtures' emulation above through the slower instrumented tools) */
     char self[4096], cmd[16384];
-    if (SANITIZED) {
+    if (TU_SANITIZED) {
         print_message("test_cuda_gpu on the fake driver: not run in the sanitizer build (run in the normal one)\n");
         goto restore;
     }

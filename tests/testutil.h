@@ -28,6 +28,18 @@ extern int tu_skipped;
 #define tu_run_group(tests, setup, teardown) tu_exit_status(cmocka_run_group_tests(tests, setup, teardown))
 int tu_exit_status(int failures);
 
+/* 1 in an AddressSanitizer build, where tests may take a lighter path. */
+#if defined(__SANITIZE_ADDRESS__)
+#define TU_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TU_SANITIZED 1
+#endif
+#endif
+#ifndef TU_SANITIZED
+#define TU_SANITIZED 0
+#endif
+
 /* Source tree root (env VITC_SOURCE_DIR, else "."). */
 const char *tu_source_dir(void);
 /* Joins the source root with a relative path into a static-free buffer. */
