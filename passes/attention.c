@@ -34,65 +34,58 @@ static void o_view(const ir_graph *g, const attn_skel *s, const view *q, const a
     }
 }
 
-/* 1 if it fused the attention at Softmax node i, 0 if not, -1 out of memory. */
-static int fuse(ir_graph *g, int i)
-{
-    const ir_node *sm = &g->nodes[i];
+typedef struct {
     attn_skel s;
     attn_layout L;
-    view q, k, v;
-    char why[512];
-    int r = attn_skeleton(g, sm, &s, why, sizeof why);
-    if (r == 0)
-        return 0;
-    if (r < 0 || attn_views(g, &s, &q, &k, &v, why, sizeof why) || attn_layout_of(g, &q, &k, &v, &L, why, sizeof why)) {
-        rw_miss(g, sm, "%s", why);
-        return 0;
-    }
-    const ir_value *root = &g->values[L.root];
-    const char *name = rw_fused_name(g, s.scores, s.pv);
-    char op_type[64];
-    snprintf(op_type, sizeof op_type, "%s+Softmax+%s", ir_op_name(s.scores->op), ir_op_name(s.pv->op));
-    int y = rw_new_value(g, name, "/heads_merged", root->dtype);
-    if (y < 0)
+    view q;
+} attention_match;
+
+static int match(const ir_graph *g, const ir_node *sm, void *mv, char *why, size_t nwhy)
+{
+    attention_match *m = mv;
+    view k, v;
+    int r = attn_skeleton(g, sm, &m->s, why, nwhy);
+    if (r <= 0)
+        return r;
+    if (attn_views(g, &m->s, &m->q, &k, &v, why, nwhy) || attn_layout_of(g, &m->q, &k, &v, &m->L, why, nwhy))
         return -1;
-    root = &g->values[L.root];
-    ir_value *yv = &g->values[y];
-    yv->rank = 3;
-    yv->dims[0] = root->dims[0];
-    yv->dims[1] = ir_dim_const(L.tokens);
-    yv->dims[2] = ir_dim_const(L.heads * L.head_size);
-    ir_attr at[5] = {rw_attr_int(IR_ATTR_HEADS, L.heads), rw_attr_int(IR_ATTR_HEAD_SIZE, L.head_size),
-                     rw_attr_float(IR_ATTR_SCALE, (float)s.scale), rw_attr_float(IR_ATTR_POST_SCALE, (float)s.post_scale),
-                     rw_attr_int(IR_ATTR_QKV_LAYOUT, L.layout)};
-    int in = L.root;
-    view ov;
-    o_view(g, &s, &q, &L, y, &ov);
-    if (rw_set_node(g, rw_index(g, s.pv), IR_OP_ATTENTION, name, op_type, 1, &in, 1, &y, 5, at) ||
-        view_emit(g, &ov, s.o, name))
-        return -1;
-    rw_hit();
     return 1;
 }
 
-int pass_fuse_attention(ir_graph *g, vitc_diag *d)
+/* The probabilities @ V node becomes the Attention; the view after it gives
+ * back the exporter's O. */
+static int rewrite(ir_graph *g, int ni, const void *mv)
 {
-    int changed = 0, again = 1;
-    while (again) {
-        again = 0;
-        for (int i = 0; i < g->nnodes && !again; i++) {
-            if (g->nodes[i].op != IR_OP_SOFTMAX)
-                continue;
-            int r = fuse(g, i);
-            if (r < 0)
-                return vitc_error(d, VITC_INTERNAL, &g->nodes[i], "out of memory");
-            if (r > 0) {
-                int st = rw_finish(g, d);
-                if (st)
-                    return st;
-                again = changed = 1;
-            }
-        }
-    }
-    return changed ? rw_finish(g, d) : VITC_OK;
+    const attention_match *m = mv;
+    const attn_skel *s = &m->s;
+    const attn_layout *L = &m->L;
+    (void)ni;
+    const char *name = rw_fused_name(g, s->scores, s->pv);
+    char op_type[64];
+    snprintf(op_type, sizeof op_type, "%s+Softmax+%s", ir_op_name(s->scores->op), ir_op_name(s->pv->op));
+    int y = rw_new_value(g, name, "/heads_merged", g->values[L->root].dtype);
+    if (y < 0)
+        return -1;
+    const ir_value *root = &g->values[L->root];
+    ir_value *yv = &g->values[y];
+    yv->rank = 3;
+    yv->dims[0] = root->dims[0];
+    yv->dims[1] = ir_dim_const(L->tokens);
+    yv->dims[2] = ir_dim_const(L->heads * L->head_size);
+    ir_attr at[5] = {rw_attr_int(IR_ATTR_HEADS, L->heads), rw_attr_int(IR_ATTR_HEAD_SIZE, L->head_size),
+                     rw_attr_float(IR_ATTR_SCALE, (float)s->scale), rw_attr_float(IR_ATTR_POST_SCALE, (float)s->post_scale),
+                     rw_attr_int(IR_ATTR_QKV_LAYOUT, L->layout)};
+    int in = L->root;
+    view ov;
+    o_view(g, s, &m->q, L, y, &ov);
+    return rw_set_node(g, rw_index(g, s->pv), IR_OP_ATTENTION, name, op_type, 1, &in, 1, &y, 5, at) ||
+                   view_emit(g, &ov, s->o, name)
+               ? -1
+               : 0;
 }
+
+static const rw_rule rules[] = {
+    {.name = "attention", .anchor = IR_OP_SOFTMAX, .size = sizeof(attention_match), .match = match, .rewrite = rewrite},
+};
+
+int pass_fuse_attention(ir_graph *g, vitc_diag *d) { return RW_APPLY(g, rules, d); }

@@ -108,55 +108,65 @@ out:
 
 static int is_plain_linear(const ir_graph *g, const ir_node *l)
 {
-    return l && l->op == IR_OP_LINEAR && ir_input(l, 3) < 0 && ir_attr_int(l, IR_ATTR_ACTIVATION, 0) == 0 &&
-           rw_is_const(g, l->inputs[1]) && (ir_input(l, 2) < 0 || rw_is_const(g, l->inputs[2]));
+    return l && l->op == IR_OP_LINEAR && ir_input(l, 3) < 0 &&
+           ir_attr_int(l, IR_ATTR_ACTIVATION, IR_ACT_NONE) == IR_ACT_NONE && rw_is_const(g, l->inputs[1]) &&
+           (ir_input(l, 2) < 0 || rw_is_const(g, l->inputs[2]));
 }
 
+typedef struct {
+    const ir_node *linear; /* the Linear before it that takes the BatchNorm (1.), or NULL (2.) */
+} bn_match;
+
+#define MISS(...) return (snprintf(why, nwhy, __VA_ARGS__), -1)
+
 /* batchnorm = BatchNormalization(x, scale, B, mean, var), inference mode, constant parameters */
-static int fold_bn(ir_graph *g, int ni)
+static int match_bn(const ir_graph *g, const ir_node *n, void *mv, char *why, size_t nwhy)
 {
-    const ir_node *n = &g->nodes[ni];
+    bn_match *m = mv;
     int x = n->inputs[0];
     const ir_value *xv = &g->values[x];
     double *s, *t;
     int64_t C;
     if (ir_attr_int(n, IR_ATTR_TRAINING_MODE, 0) || xv->dtype != IR_F32 || xv->rank < 2)
         return 0;
-    if (!affine_of(g, n, &s, &t, &C)) {
-        rw_miss(g, n, "the BatchNormalization parameters are not constants");
-        return 0;
-    }
-    const ir_node *l = rw_producer(g, x);
-    int r = 0;
-    if (xv->dims[1].e || xv->dims[1].k != C) {
-        free(s);
-        free(t);
+    if (!affine_of(g, n, &s, &t, &C))
+        MISS("the BatchNormalization parameters are not constants");
+    free(s);
+    free(t);
+    if (xv->dims[1].e || xv->dims[1].k != C)
         return 0; /* malformed: the interpreter reports it */
-    }
-    if (is_plain_linear(g, l) && xv->rank == 2 && rw_uses(g, x) == 1) { /* 1. into the Linear before */
-        r = refold_linear(g, rw_index(g, l), ni, l->inputs[0], NULL, NULL, s, t) ? -1 : 1;
+    const ir_node *l = rw_producer(g, x);
+    m->linear = is_plain_linear(g, l) && xv->rank == 2 && rw_uses(g, x) == 1 ? l : NULL;
+    return 1;
+}
+
+static int rewrite_bn(ir_graph *g, int ni, const void *mv)
+{
+    const bn_match *m = mv;
+    const ir_node *n = &g->nodes[ni];
+    const ir_value *xv = &g->values[n->inputs[0]];
+    double *s, *t;
+    int64_t C;
+    if (!affine_of(g, n, &s, &t, &C))
+        return -1;
+    int r = -1, x = n->inputs[0], rank = xv->rank;
+    if (m->linear) { /* 1. into the Linear before */
+        r = refold_linear(g, rw_index(g, m->linear), ni, m->linear->inputs[0], NULL, NULL, s, t);
     } else { /* 2. scale/shift over the channel axis */
         int64_t dims[IR_MAX_RANK];
         dims[0] = C;
-        for (int i = 1; i < xv->rank - 1; i++)
+        for (int i = 1; i < rank - 1; i++)
             dims[i] = 1;
         const char *name = n->name;
-        int sv = f32_const(g, name, "/scale", xv->rank - 1, dims, s, C);
-        int tv = f32_const(g, name, "/shift", xv->rank - 1, dims, t, C);
-        int m = rw_new_value(g, name, "/scaled", IR_F32);
-        int in[2] = {x, sv};
-        r = -1;
-        if (sv >= 0 && tv >= 0 && m >= 0 &&
-            rw_add_node(g, IR_OP_MUL, g->nodes[ni].name, "BatchNormalization", 2, in, m, 0, NULL) >= 0) {
-            int in2[2] = {m, tv}, out = g->nodes[ni].outputs[0];
-            r = rw_set_node(g, ni, IR_OP_ADD, g->nodes[ni].name, "BatchNormalization", 2, in2, 1, &out, 0, NULL) ? -1
-                                                                                                                   : 1;
-        }
+        int sv = f32_const(g, name, "/scale", rank - 1, dims, s, C);
+        int tv = f32_const(g, name, "/shift", rank - 1, dims, t, C);
+        int mul = rw_new_value(g, name, "/scaled", IR_F32);
+        int in[2] = {x, sv}, in2[2] = {mul, tv}, out = g->nodes[ni].outputs[0];
+        if (sv >= 0 && tv >= 0 && mul >= 0 && rw_add_node(g, IR_OP_MUL, name, "BatchNormalization", 2, in, mul, 0, NULL) >= 0)
+            r = rw_set_node(g, ni, IR_OP_ADD, name, "BatchNormalization", 2, in2, 1, &out, 0, NULL);
     }
     free(s);
     free(t);
-    if (r > 0)
-        rw_hit();
     return r;
 }
 
@@ -201,96 +211,84 @@ static double *expand_nonbatch(const ir_graph *g, int c, const ir_value *x, int6
     return out;
 }
 
-/* prefold = Linear(Reshape?(Add(Mul(x, s), t)), W, b) with s, t constants over x's non-batch dims */
-static int fold_into_next_linear(ir_graph *g, int li)
+typedef struct {
+    int x, s, t;       /* the scale/shift: x * s + t */
+    const ir_node *rs; /* the flattening Reshape before the Linear, or NULL */
+    const ir_node *linear;
+} prefold_match;
+
+/* prefold = Linear(Reshape?(Add(Mul(x, s), t)), W, b) with s, t constants
+ * over x's non-batch dims, anchored at the Add that step 2 made */
+static int match_prefold(const ir_graph *g, const ir_node *add, void *mv, char *why, size_t nwhy)
 {
-    const ir_node *l = &g->nodes[li];
-    if (!is_plain_linear(g, l))
-        return 0;
-    int in = l->inputs[0];
-    const ir_node *rs = rw_producer(g, in);
-    if (rs && (rs->op == IR_OP_RESHAPE || rs->op == IR_OP_FLATTEN) && rw_uses(g, in) == 1)
-        in = rs->inputs[0];
-    else
-        rs = NULL;
-    const ir_node *add = rw_def(g, in, IR_OP_ADD), *mul = NULL;
-    int sv = -1, tv = -1, x = -1;
-    if (!add || rw_uses(g, in) != 1 || strcmp(add->op_type, "BatchNormalization") != 0)
+    prefold_match *m = mv;
+    if (strcmp(add->op_type, "BatchNormalization") != 0 || !pat_affine(g, add->outputs[0], &m->x, &m->s, &m->t))
         return 0; /* only what step 2 made: other affine maps are not ours to move */
-    for (int k = 0; k < 2 && !mul; k++)
-        if (rw_is_const(g, add->inputs[1 - k]) && (mul = rw_def(g, add->inputs[k], IR_OP_MUL))) {
-            tv = add->inputs[1 - k];
-            if (rw_uses(g, add->inputs[k]) != 1)
-                mul = NULL;
-        }
-    for (int k = 0; mul && k < 2 && x < 0; k++)
-        if (rw_is_const(g, mul->inputs[1 - k]) && !rw_is_const(g, mul->inputs[k])) {
-            sv = mul->inputs[1 - k];
-            x = mul->inputs[k];
-        }
-    if (x < 0)
+    const ir_node *u = rw_only_user(g, add->outputs[0]);
+    if (u && (u->op == IR_OP_RESHAPE || u->op == IR_OP_FLATTEN)) {
+        m->rs = u;
+        u = rw_only_user(g, u->outputs[0]);
+    }
+    if (!u || u->op != IR_OP_LINEAR || !is_plain_linear(g, u) || u->inputs[0] != (m->rs ? m->rs : add)->outputs[0])
         return 0;
-    const ir_value *xv = &g->values[x], *lin = &g->values[l->inputs[0]];
-    int64_t K = g->values[l->inputs[1]].dims[0].k, P = 0, P2 = 0;
-    double *s = expand_nonbatch(g, sv, xv, &P), *t = s ? expand_nonbatch(g, tv, xv, &P2) : NULL;
-    int r = 0;
-    const char *why = NULL;
+    m->linear = u;
+    const ir_value *xv = &g->values[m->x], *lin = &g->values[u->inputs[0]];
+    int64_t K = g->values[u->inputs[1]].dims[0].k, P = 0, P2 = 0;
+    double *s = expand_nonbatch(g, m->s, xv, &P), *t = s ? expand_nonbatch(g, m->t, xv, &P2) : NULL;
+    const char *miss = NULL;
     if (!s || !t)
-        why = "the scale/shift does not broadcast over the non-batch axes";
-    else if (rs && !(lin->rank == 2 && ir_dim_eq(lin->dims[0], xv->dims[0]) && P == K))
-        why = "the Reshape before the Linear does not flatten the non-batch axes";
-    else if (!rs) {
+        miss = "the scale/shift does not broadcast over the non-batch axes";
+    else if (m->rs && !(lin->rank == 2 && ir_dim_eq(lin->dims[0], xv->dims[0]) && P == K))
+        miss = "the Reshape before the Linear does not flatten the non-batch axes";
+    else if (!m->rs) {
         /* rows: all but the last axis; s and t must be the same on every row */
-        for (int64_t p = 0; p < P && !why; p++)
+        for (int64_t p = 0; p < P && !miss; p++)
             if (s[p] != s[p % K] || t[p] != t[p % K])
-                why = "the scale/shift varies along the rows, not only along the Linear's input features";
+                miss = "the scale/shift varies along the rows, not only along the Linear's input features";
     }
-    if (why) {
-        const ir_node *anchor = rw_producer(g, in);
-        rw_miss(g, anchor, "%s; it stays an elementwise scale/shift", why);
-    } else {
-        int xin = x;
-        if (rs) { /* the Reshape now flattens x itself */
-            int ri = rw_index(g, rs), out = rs->outputs[0];
-            if (rw_set_node(g, ri, rs->op, rs->name, rs->op_type, rs->ninputs, (int[2]){x, ir_input(rs, 1)}, 1, &out,
-                            rs->nattrs, rs->attrs))
-                r = -1;
-            xin = out;
-        }
-        if (r == 0)
-            r = refold_linear(g, li, li, xin, s, t, NULL, NULL) ? -1 : 1;
-        if (r > 0)
-            rw_hit();
+    free(s);
+    free(t);
+    if (miss)
+        MISS("%s; it stays an elementwise scale/shift", miss);
+    return 1;
+}
+
+#undef MISS
+
+static int rewrite_prefold(ir_graph *g, int ni, const void *mv)
+{
+    const prefold_match *m = mv;
+    const ir_value *xv = &g->values[m->x];
+    int64_t P = 0, P2 = 0;
+    double *s = expand_nonbatch(g, m->s, xv, &P), *t = s ? expand_nonbatch(g, m->t, xv, &P2) : NULL;
+    int xin = m->x, r = s && t ? 0 : -1, li = rw_index(g, m->linear);
+    (void)ni;
+    if (!r && m->rs) { /* the Reshape now flattens x itself */
+        const ir_node *rs = m->rs;
+        int out = rs->outputs[0];
+        r = rw_set_node(g, rw_index(g, rs), rs->op, rs->name, rs->op_type, rs->ninputs, (int[2]){m->x, ir_input(rs, 1)},
+                        1, &out, rs->nattrs, rs->attrs);
+        xin = out;
     }
+    if (!r)
+        r = refold_linear(g, li, li, xin, s, t, NULL, NULL);
     free(s);
     free(t);
     return r;
 }
 
+/* Step 3 runs once every BatchNorm has been through steps 1 and 2. */
+static const rw_rule bn_rules[] = {
+    {.name = "batchnorm", .anchor = IR_OP_BATCHNORM, .size = sizeof(bn_match), .match = match_bn,
+     .rewrite = rewrite_bn},
+};
+static const rw_rule prefold_rules[] = {
+    {.name = "scale-shift-into-linear", .anchor = IR_OP_ADD, .size = sizeof(prefold_match), .match = match_prefold,
+     .rewrite = rewrite_prefold},
+};
+
 int pass_fold_batchnorm(ir_graph *g, vitc_diag *d)
 {
-    int changed = 0;
-    for (int i = 0; i < g->nnodes; i++) {
-        if (g->nodes[i].op != IR_OP_BATCHNORM)
-            continue;
-        int r = fold_bn(g, i);
-        if (r < 0)
-            return vitc_error(d, VITC_INTERNAL, &g->nodes[i], "out of memory");
-        changed |= r;
-    }
-    if (changed) {
-        int st = rw_finish(g, d);
-        if (st)
-            return st;
-    }
-    int changed2 = 0;
-    for (int i = 0; i < g->nnodes; i++) {
-        if (g->nodes[i].op != IR_OP_LINEAR)
-            continue;
-        int r = fold_into_next_linear(g, i);
-        if (r < 0)
-            return vitc_error(d, VITC_INTERNAL, &g->nodes[i], "out of memory");
-        changed2 |= r;
-    }
-    return changed2 ? rw_finish(g, d) : VITC_OK;
+    int st = RW_APPLY(g, bn_rules, d);
+    return st ? st : RW_APPLY(g, prefold_rules, d);
 }

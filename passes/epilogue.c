@@ -6,8 +6,6 @@
 
 #include <string.h>
 
-enum { ACT_NONE, ACT_GELU, ACT_GELU_TANH, ACT_RELU, ACT_RELU6 };
-
 /* Clip's bounds (optional constant inputs); 0 if they are not constants. */
 static int clip_bounds(const ir_graph *g, const ir_node *n, double *lo, double *hi)
 {
@@ -16,40 +14,37 @@ static int clip_bounds(const ir_graph *g, const ir_node *n, double *lo, double *
     return (ir_input(n, 1) < 0 || rw_scalar(g, n->inputs[1], lo)) && (ir_input(n, 2) < 0 || rw_scalar(g, n->inputs[2], hi));
 }
 
-/* The activation code of n applied to the Linear output; -1 if n is no
- * activation, -2 (with why) for a near miss. */
+/* The activation n applies to the Linear output; -1 if n is no activation,
+ * -2 (with why) for a near miss. */
 static int activation_of(const ir_graph *g, const ir_node *n, char *why, size_t nwhy)
 {
-    switch (n->op) {
-    case IR_OP_GELU: {
+    if (n->op == IR_OP_GELU) {
         const ir_attr *a = ir_attr_get(n, IR_ATTR_APPROXIMATE);
-        return a && a->kind == IR_AT_STRING && strcmp(a->s, "tanh") == 0 ? ACT_GELU_TANH : ACT_GELU;
+        return a && a->kind == IR_AT_STRING && strcmp(a->s, "tanh") == 0 ? IR_ACT_GELU_TANH : IR_ACT_GELU_ERF;
     }
-    case IR_OP_RELU:
-        return ACT_RELU;
-    case IR_OP_CLIP: {
-        double lo, hi;
-        if (!clip_bounds(g, n, &lo, &hi)) {
-            snprintf(why, nwhy, "Clip's bounds are not constants");
-            return -2;
-        }
-        if (lo == 0 && hi == 6)
-            return ACT_RELU6;
-        if (lo == 0 && hi >= 1e300)
-            return ACT_RELU;
-        snprintf(why, nwhy, "Clip's bounds are [%g, %g], not [0, 6] (ReLU6)", lo, hi);
+    if (n->op == IR_OP_RELU)
+        return IR_ACT_RELU;
+    if (n->op != IR_OP_CLIP)
+        return -1;
+    double lo, hi;
+    if (!clip_bounds(g, n, &lo, &hi)) {
+        snprintf(why, nwhy, "Clip's bounds are not constants");
         return -2;
     }
-    default:
-        return -1;
-    }
+    if (lo == 0 && hi == 6)
+        return IR_ACT_RELU6;
+    if (lo == 0 && hi >= 1e300)
+        return IR_ACT_RELU;
+    snprintf(why, nwhy, "Clip's bounds are [%g, %g], not [0, 6] (ReLU6)", lo, hi);
+    return -2;
 }
 
-static const char *act_name(int a)
-{
-    static const char *const names[] = {"", "+Gelu", "+Gelu(tanh)", "+Relu", "+ReLU6"};
-    return names[a];
-}
+/* What a fused activation adds to the op_type. */
+static const char *const act_suffix[] = {
+    [IR_ACT_NONE] = "", [IR_ACT_GELU_ERF] = "+Gelu", [IR_ACT_GELU_TANH] = "+Gelu(tanh)",
+    [IR_ACT_RELU] = "+Relu", [IR_ACT_RELU6] = "+ReLU6",
+};
+_Static_assert(IR_ACT_COUNT == 5, "act_suffix needs a row for every ir_act");
 
 static int same_shape(const ir_value *a, const ir_value *b)
 {
@@ -61,87 +56,93 @@ static int same_shape(const ir_value *a, const ir_value *b)
     return 1;
 }
 
-/* linear_act = act(Linear(x, W, b)); linear_res = Add(Linear(x, W, b), r) | Add(r, Linear(..)) */
-static int fuse_at(ir_graph *g, int li)
+typedef struct {
+    const ir_node *user; /* the activation or the residual Add */
+    int act;             /* ir_act the Linear gets */
+    int residual;        /* the Add's other input, or -1 */
+} epi_match;
+
+#define MISS(...) return (snprintf(why, nwhy, __VA_ARGS__), -1)
+
+/* The only reader of a Linear without residual, or NULL; for a Linear whose
+ * output has several readers of which one is an epilogue (wanted: an
+ * activation, or an Add when want_add), *miss is set. */
+static const ir_node *epilogue_user(const ir_graph *g, const ir_node *l, int want_add, int *miss)
 {
-    const ir_node *l = &g->nodes[li];
-    int y = l->outputs[0], has_res = ir_input(l, 3) >= 0;
-    int64_t act = ir_attr_int(l, IR_ATTR_ACTIVATION, 0);
-    if (has_res)
-        return 0;
-    const ir_node *u = rw_only_user(g, y);
+    int y = l->outputs[0];
+    const ir_node *u = rw_only_user(g, y), *users[2];
     char why[256];
-    if (!u) {
-        const ir_node *users[2];
-        if (!rw_is_graph_output(g, y) && rw_users(g, y, users, 2) > 1) {
-            int a = -1;
-            for (int k = 0; k < 2 && a < 0; k++)
-                a = activation_of(g, users[k], why, sizeof why);
-            if (a >= 0 || users[0]->op == IR_OP_ADD || users[1]->op == IR_OP_ADD)
-                rw_miss(g, l, "the Linear's output has %d readers, so its epilogue stays separate", rw_uses(g, y));
-        }
+    *miss = 0;
+    if (ir_input(l, 3) >= 0)
+        return NULL; /* the residual comes last: nothing more fuses */
+    if (u || rw_is_graph_output(g, y) || rw_users(g, y, users, 2) < 2)
+        return u;
+    for (int k = 0; k < 2; k++)
+        *miss |= want_add ? users[k]->op == IR_OP_ADD : activation_of(g, users[k], why, sizeof why) >= 0;
+    return NULL;
+}
+
+/* linear_act = act(Linear(x, W, b)), act one of ir_act */
+static int match_activation(const ir_graph *g, const ir_node *l, void *mv, char *why, size_t nwhy)
+{
+    epi_match *m = mv;
+    int miss;
+    const ir_node *u = epilogue_user(g, l, 0, &miss);
+    if (miss)
+        MISS("the Linear's output has %d readers, so its epilogue stays separate", rw_uses(g, l->outputs[0]));
+    if (!u || (m->act = activation_of(g, u, why, nwhy)) == -1)
         return 0;
-    }
-    int in[4] = {l->inputs[0], l->inputs[1], ir_input(l, 2), -1};
-    char op_type[128];
-    int a = activation_of(g, u, why, sizeof why);
-    if (a == -2) {
-        rw_miss(g, l, "%s", why);
-        return 0;
-    }
-    if (a >= 0) {
-        if (act != ACT_NONE)
-            return 0;
-        snprintf(op_type, sizeof op_type, "%s%s", l->op_type, act_name(a));
-        ir_attr at = rw_attr_int(IR_ATTR_ACTIVATION, a);
-        int out = u->outputs[0];
-        if (rw_set_node(g, rw_index(g, u), IR_OP_LINEAR, l->name, op_type, 3, in, 1, &out, 1, &at))
-            return -1;
-        rw_hit();
-        return 1;
-    }
-    if (u->op != IR_OP_ADD)
-        return 0;
-    int r = rw_other_input(u, y);
-    if (r == y) {
-        rw_miss(g, l, "the residual Add adds the Linear's output to itself");
-        return 0;
-    }
-    if (!same_shape(&g->values[r], &g->values[y])) {
-        char a1[128], a2[128];
-        rw_miss(g, l, "the Add's other input %s does not have the Linear's shape %s (only a full residual is fused)",
-                ir_value_type_str(&g->values[r], a1, sizeof a1), ir_value_type_str(&g->values[y], a2, sizeof a2));
-        return 0;
-    }
-    in[3] = r;
-    snprintf(op_type, sizeof op_type, "%s+Add", l->op_type);
-    ir_attr at = rw_attr_int(IR_ATTR_ACTIVATION, act);
-    int out = u->outputs[0];
-    if (rw_set_node(g, rw_index(g, u), IR_OP_LINEAR, l->name, op_type, 4, in, 1, &out, act ? 1 : 0, &at))
+    if (m->act == -2)
         return -1;
-    rw_hit();
+    if (ir_attr_int(l, IR_ATTR_ACTIVATION, IR_ACT_NONE) != IR_ACT_NONE)
+        return 0; /* one activation per Linear */
+    m->user = u;
+    m->residual = -1;
     return 1;
 }
 
-int pass_fuse_epilogue(ir_graph *g, vitc_diag *d)
+/* linear_res = Add(Linear(x, W, b), r) | Add(r, Linear(x, W, b)), r of the Linear's shape */
+static int match_residual(const ir_graph *g, const ir_node *l, void *mv, char *why, size_t nwhy)
 {
-    int changed = 0, again = 1;
-    while (again) {
-        again = 0;
-        for (int i = 0; i < g->nnodes; i++) {
-            if (g->nodes[i].op != IR_OP_LINEAR)
-                continue;
-            int r = fuse_at(g, i);
-            if (r < 0)
-                return vitc_error(d, VITC_INTERNAL, &g->nodes[i], "out of memory");
-            if (r > 0) {
-                int st = pass_dce(g, d); /* the fused Linear is dead now; users are counted again */
-                if (st)
-                    return st;
-                again = changed = 1;
-                break;
-            }
-        }
+    epi_match *m = mv;
+    int miss, y = l->outputs[0];
+    const ir_node *u = epilogue_user(g, l, 1, &miss);
+    if (miss)
+        MISS("the Linear's output has %d readers, so its epilogue stays separate", rw_uses(g, y));
+    if (!u || !pat_with(g, u->outputs[0], IR_OP_ADD, y, &m->residual))
+        return 0;
+    if (m->residual == y)
+        MISS("the residual Add adds the Linear's output to itself");
+    if (!same_shape(&g->values[m->residual], &g->values[y])) {
+        char a1[128], a2[128];
+        MISS("the Add's other input %s does not have the Linear's shape %s (only a full residual is fused)",
+             ir_value_type_str(&g->values[m->residual], a1, sizeof a1), ir_value_type_str(&g->values[y], a2, sizeof a2));
     }
-    return changed ? rw_finish(g, d) : VITC_OK;
+    m->user = u;
+    m->act = (int)ir_attr_int(l, IR_ATTR_ACTIVATION, IR_ACT_NONE);
+    return 1;
 }
+
+#undef MISS
+
+/* The Linear computes its epilogue too, in place of the epilogue's node. */
+static int rewrite(ir_graph *g, int li, const void *mv)
+{
+    const epi_match *m = mv;
+    const ir_node *l = &g->nodes[li];
+    int in[4] = {l->inputs[0], l->inputs[1], ir_input(l, 2), m->residual}, out = m->user->outputs[0];
+    char op_type[128];
+    snprintf(op_type, sizeof op_type, "%s%s", l->op_type, m->residual >= 0 ? "+Add" : act_suffix[m->act]);
+    ir_attr at = rw_attr_int(IR_ATTR_ACTIVATION, m->act);
+    return rw_set_node(g, rw_index(g, m->user), IR_OP_LINEAR, l->name, op_type, m->residual >= 0 ? 4 : 3, in, 1, &out,
+                       m->act != IR_ACT_NONE || m->residual < 0, &at);
+}
+
+static const rw_rule rules[] = {
+    {.name = "linear-activation", .anchor = IR_OP_LINEAR, .size = sizeof(epi_match), .match = match_activation,
+     .rewrite = rewrite},
+    {.name = "linear-residual", .anchor = IR_OP_LINEAR, .size = sizeof(epi_match), .match = match_residual,
+     .rewrite = rewrite},
+};
+
+int pass_fuse_epilogue(ir_graph *g, vitc_diag *d) { return RW_APPLY(g, rules, d); }

@@ -11,7 +11,7 @@
 #include <string.h>
 
 typedef struct {
-    const ir_node *mean, *sub, *square, *var, *add_eps, *sqrt, *recip, *norm, *mul, *add;
+    const ir_node *mean, *sub, *square, *var, *add_eps, *sqrt, *norm, *mul, *add;
     int x, axis, gamma, beta;
     double eps;
 } ln_match;
@@ -86,9 +86,9 @@ static int affine_const(const ir_graph *g, int c, const ir_value *x, int axis)
  *   d = Sub(x, ReduceMean(x))
  * Pow(d, 2) may be Mul(d, d); Div(d, s) may be Mul(d, Reciprocal(s)); Mul by
  * gamma and Add of beta take either operand order and are optional. */
-static int match(const ir_graph *g, const ir_node *mean, ln_match *m, char *why, size_t nwhy)
+static int match(const ir_graph *g, const ir_node *mean, void *bind, char *why, size_t nwhy)
 {
-    memset(m, 0, sizeof *m);
+    ln_match *m = bind;
     m->gamma = m->beta = -1;
     m->mean = mean;
     m->x = mean->inputs[0];
@@ -120,9 +120,8 @@ static int match(const ir_graph *g, const ir_node *mean, ln_match *m, char *why,
         MISS("x - mean has %d readers, not 2 (the square and the division)", nu);
     for (int i = 0; i < nu; i++) {
         const ir_node *u = users[i];
-        double e;
-        if ((u->op == IR_OP_POW && u->inputs[0] == d && rw_scalar(g, u->inputs[1], &e) && e == 2) ||
-            (u->op == IR_OP_MUL && u->inputs[0] == d && u->inputs[1] == d))
+        int base;
+        if (pat_square(g, u->outputs[0], &base) && base == d)
             m->square = u;
         else if ((u->op == IR_OP_DIV && u->inputs[0] == d) || u->op == IR_OP_MUL)
             m->norm = u;
@@ -144,35 +143,29 @@ static int match(const ir_graph *g, const ir_node *mean, ln_match *m, char *why,
             MISS("epsilon is added after the square root (sqrt(var) + eps), not inside it");
         MISS("there is no epsilon added to the variance");
     }
-    if (!after || after->op != IR_OP_ADD || !rw_scalar(g, rw_other_input(after, m->var->outputs[0]), &m->eps))
+    int var;
+    if (!after || !pat_plus(g, after->outputs[0], &var, &m->eps) || var != m->var->outputs[0])
         MISS("the variance is not followed by Add of a constant epsilon");
     m->add_eps = after;
     if (!(m->sqrt = only(g, after->outputs[0], IR_OP_SQRT, IR_OP_SQRT)))
         MISS("var + eps is not followed by Sqrt");
-    int s = m->sqrt->outputs[0];
-    if (m->norm->op == IR_OP_DIV) {
-        if (m->norm->inputs[1] != s)
-            MISS("x - mean is divided by something other than the standard deviation");
-    } else {
-        int r = rw_other_input(m->norm, d);
-        const ir_node *rc = rw_def(g, r, IR_OP_RECIPROCAL);
-        if (!rc || rc->inputs[0] != s || rw_uses(g, s) != 1 || rw_uses(g, r) != 1)
-            MISS("x - mean is multiplied by something other than 1 / standard deviation");
-        m->recip = rc;
-    }
+    int s = m->sqrt->outputs[0], num, den;
+    if (!pat_divide(g, m->norm->outputs[0], &num, &den) || num != d || den != s)
+        MISS(m->norm->op == IR_OP_DIV ? "x - mean is divided by something other than the standard deviation"
+                                      : "x - mean is multiplied by something other than 1 / standard deviation");
     if (rw_uses(g, s) != 1)
         MISS("the standard deviation has other readers");
-    int y = m->norm->outputs[0];
+    int y = m->norm->outputs[0], c;
     const ir_node *u = rw_only_user(g, y);
-    if (u && u->op == IR_OP_MUL && affine_const(g, rw_other_input(u, y), xv, m->axis)) {
+    if (u && pat_with(g, u->outputs[0], IR_OP_MUL, y, &c) && affine_const(g, c, xv, m->axis)) {
         m->mul = u;
-        m->gamma = rw_other_input(u, y);
+        m->gamma = c;
         y = u->outputs[0];
         u = rw_only_user(g, y);
     }
-    if (u && u->op == IR_OP_ADD && affine_const(g, rw_other_input(u, y), xv, m->axis)) {
+    if (u && pat_with(g, u->outputs[0], IR_OP_ADD, y, &c) && affine_const(g, c, xv, m->axis)) {
         m->add = u;
-        m->beta = rw_other_input(u, y);
+        m->beta = c;
     }
 #undef MISS
     return 1;
@@ -198,32 +191,23 @@ static int param(ir_graph *g, int c, const ir_value *x, int axis, const char *na
     return r;
 }
 
-int pass_fuse_layernorm(ir_graph *g, vitc_diag *d)
+static int rewrite(ir_graph *g, int ni, const void *mv)
 {
-    int changed = 0;
-    for (int i = 0; i < g->nnodes; i++) {
-        const ir_node *n = &g->nodes[i];
-        if (n->op != IR_OP_REDUCE_MEAN)
-            continue;
-        ln_match m;
-        char why[256];
-        int r = match(g, n, &m, why, sizeof why);
-        if (r < 0)
-            rw_miss(g, n, "%s", why);
-        if (r <= 0)
-            continue;
-        const ir_node *root = m.add ? m.add : m.mul ? m.mul : m.norm;
-        int ri = rw_index(g, root), out = root->outputs[0], mi = rw_index(g, m.mean);
-        const char *name = rw_fused_name(g, m.mean, root);
-        const ir_value xv = g->values[m.x];
-        int in[3] = {m.x, param(g, m.gamma, &xv, m.axis, name, "/scale"), -1};
-        if (in[1] < 0 || (m.beta >= 0 && (in[2] = param(g, m.beta, &xv, m.axis, name, "/bias")) < 0))
-            return vitc_error(d, VITC_INTERNAL, &g->nodes[mi], "out of memory");
-        ir_attr at[2] = {rw_attr_int(IR_ATTR_AXIS, m.axis - xv.rank), rw_attr_float(IR_ATTR_EPSILON, (float)m.eps)};
-        if (rw_set_node(g, ri, IR_OP_LAYERNORM, name, "LayerNorm(decomposed)", in[2] >= 0 ? 3 : 2, in, 1, &out, 2, at))
-            return vitc_error(d, VITC_INTERNAL, &g->nodes[mi], "out of memory");
-        rw_hit();
-        changed = 1;
-    }
-    return changed ? rw_finish(g, d) : VITC_OK;
+    const ln_match *m = mv;
+    (void)ni; /* the anchor (the mean) is one of the nodes replaced */
+    const ir_node *root = m->add ? m->add : m->mul ? m->mul : m->norm;
+    int ri = rw_index(g, root), out = root->outputs[0];
+    const char *name = rw_fused_name(g, m->mean, root);
+    const ir_value xv = g->values[m->x];
+    int in[3] = {m->x, param(g, m->gamma, &xv, m->axis, name, "/scale"), -1};
+    if (in[1] < 0 || (m->beta >= 0 && (in[2] = param(g, m->beta, &xv, m->axis, name, "/bias")) < 0))
+        return -1;
+    ir_attr at[2] = {rw_attr_int(IR_ATTR_AXIS, m->axis - xv.rank), rw_attr_float(IR_ATTR_EPSILON, (float)m->eps)};
+    return rw_set_node(g, ri, IR_OP_LAYERNORM, name, "LayerNorm(decomposed)", in[2] >= 0 ? 3 : 2, in, 1, &out, 2, at);
 }
+
+static const rw_rule rules[] = {
+    {.name = "layernorm", .anchor = IR_OP_REDUCE_MEAN, .size = sizeof(ln_match), .match = match, .rewrite = rewrite},
+};
+
+int pass_fuse_layernorm(ir_graph *g, vitc_diag *d) { return RW_APPLY(g, rules, d); }

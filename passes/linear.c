@@ -70,88 +70,85 @@ static int gemm_weight(ir_graph *g, int b, int trans, double alpha, const char *
     return r;
 }
 
+typedef struct {
+    const ir_node *add; /* the bias Add after a MatMul, or NULL */
+    int bias;           /* its constant */
+} linear_match;
+
+#define MISS(...) return (snprintf(why, nwhy, __VA_ARGS__), -1)
+
 /* linear = Add(MatMul(x, W), bias) | Add(bias, MatMul(x, W)) | MatMul(x, W)
  * with W a constant [K, N] and bias a constant of N elements. */
-static int match_matmul(ir_graph *g, int ni)
+static int match_matmul(const ir_graph *g, const ir_node *n, void *mv, char *why, size_t nwhy)
 {
-    const ir_node *n = &g->nodes[ni];
-    int x = n->inputs[0], w = n->inputs[1], y = n->outputs[0];
+    linear_match *m = mv;
+    int x = n->inputs[0], w = n->inputs[1];
     if (!rw_is_const(g, w) || rw_is_const(g, x))
         return 0; /* a product of two computed tensors (attention) is not a Linear */
     const ir_value *wv = &g->values[w], *xv = &g->values[x];
-    if (wv->rank != 2) {
-        rw_miss(g, n, "the constant weight has rank %d, not 2", wv->rank);
-        return 0;
-    }
-    if (wv->dtype != IR_F32 || xv->dtype != IR_F32) {
-        rw_miss(g, n, "only float32 products become Linear, this one is %s", ir_dtype_name(xv->dtype));
-        return 0;
-    }
-    if (xv->rank < 1) {
-        rw_miss(g, n, "the input is a scalar");
-        return 0;
-    }
-    int bias = -1;
-    const ir_node *add = bias_add(g, y, wv->dims[1].k, &bias);
-    const ir_node *root = add ? add : n;
-    const char *name = rw_fused_name(g, n, root);
-    int in[3] = {x, w, -1};
-    if (add && (in[2] = bias_vector(g, bias, 1, name)) < 0)
-        return -1;
-    root = add ? add : &g->nodes[ni];
-    int out = root->outputs[0];
-    if (rw_set_node(g, rw_index(g, root), IR_OP_LINEAR, name, add ? "MatMul+Add" : "MatMul", add ? 3 : 2, in, 1,
-                    &out, 0, NULL))
-        return -1;
-    rw_hit();
+    if (wv->rank != 2)
+        MISS("the constant weight has rank %d, not 2", wv->rank);
+    if (wv->dtype != IR_F32 || xv->dtype != IR_F32)
+        MISS("only float32 products become Linear, this one is %s", ir_dtype_name(xv->dtype));
+    if (xv->rank < 1)
+        MISS("the input is a scalar");
+    m->bias = -1;
+    m->add = bias_add(g, n->outputs[0], wv->dims[1].k, &m->bias);
     return 1;
+}
+
+static int rewrite_matmul(ir_graph *g, int ni, const void *mv)
+{
+    const linear_match *m = mv;
+    const ir_node *n = &g->nodes[ni], *root = m->add ? m->add : n;
+    const char *name = rw_fused_name(g, n, root);
+    int in[3] = {n->inputs[0], n->inputs[1], -1}, out = root->outputs[0];
+    if (m->add && (in[2] = bias_vector(g, m->bias, 1, name)) < 0)
+        return -1;
+    return rw_set_node(g, rw_index(g, root), IR_OP_LINEAR, name, m->add ? "MatMul+Add" : "MatMul", m->add ? 3 : 2, in,
+                       1, &out, 0, NULL);
 }
 
 /* linear = Gemm(x, B, C) with B a constant, transA = 0, and C a constant of
  * N elements (or none): W = alpha * (transB ? B^T : B), bias = beta * C. */
-static int match_gemm(ir_graph *g, int ni)
+static int match_gemm(const ir_graph *g, const ir_node *n, void *mv, char *why, size_t nwhy)
 {
-    const ir_node *n = &g->nodes[ni];
+    (void)mv;
     int x = n->inputs[0], b = n->inputs[1], c = ir_input(n, 2);
     if (!rw_is_const(g, b) || rw_is_const(g, x))
         return 0;
-    if (ir_attr_int(n, IR_ATTR_TRANS_A, 0)) {
-        rw_miss(g, n, "transA=1: the input is transposed");
-        return 0;
-    }
-    if (g->values[b].dtype != IR_F32 || g->values[x].dtype != IR_F32) {
-        rw_miss(g, n, "only float32 products become Linear, this one is %s", ir_dtype_name(g->values[x].dtype));
-        return 0;
-    }
-    int tb = ir_attr_int(n, IR_ATTR_TRANS_B, 0) != 0;
-    double alpha = ir_attr_float(n, IR_ATTR_ALPHA, 1.0f), beta = ir_attr_float(n, IR_ATTR_BETA, 1.0f);
+    if (ir_attr_int(n, IR_ATTR_TRANS_A, 0))
+        MISS("transA=1: the input is transposed");
+    if (g->values[b].dtype != IR_F32 || g->values[x].dtype != IR_F32)
+        MISS("only float32 products become Linear, this one is %s", ir_dtype_name(g->values[x].dtype));
     int64_t N = g->values[n->outputs[0]].dims[1].k;
     if (c >= 0 && (!rw_is_const(g, c) || g->values[c].dtype != IR_F32 || g->values[c].rank < 1 ||
                    rw_numel(&g->values[c]) != N ||
-                   !ir_dim_eq(g->values[c].dims[g->values[c].rank - 1], ir_dim_const(N)))) {
-        rw_miss(g, n, "C is not a constant bias of %lld elements", (long long)N);
-        return 0;
-    }
+                   !ir_dim_eq(g->values[c].dims[g->values[c].rank - 1], ir_dim_const(N))))
+        MISS("C is not a constant bias of %lld elements", (long long)N);
+    return 1;
+}
+
+#undef MISS
+
+static int rewrite_gemm(ir_graph *g, int ni, const void *mv)
+{
+    (void)mv;
+    const ir_node *n = &g->nodes[ni];
+    int x = n->inputs[0], b = n->inputs[1], c = ir_input(n, 2), tb = ir_attr_int(n, IR_ATTR_TRANS_B, 0) != 0;
+    double alpha = ir_attr_float(n, IR_ATTR_ALPHA, 1.0f), beta = ir_attr_float(n, IR_ATTR_BETA, 1.0f);
     const char *name = n->name;
     int in[3] = {x, gemm_weight(g, b, tb, alpha, name), -1};
     if (in[1] < 0 || (c >= 0 && beta != 0 && (in[2] = bias_vector(g, c, beta, name)) < 0))
         return -1;
-    n = &g->nodes[ni];
-    int out = n->outputs[0];
-    if (rw_set_node(g, ni, IR_OP_LINEAR, name, "Gemm", in[2] >= 0 ? 3 : 2, in, 1, &out, 0, NULL))
-        return -1;
-    rw_hit();
-    return 1;
+    int out = g->nodes[ni].outputs[0];
+    return rw_set_node(g, ni, IR_OP_LINEAR, name, "Gemm", in[2] >= 0 ? 3 : 2, in, 1, &out, 0, NULL);
 }
 
-int pass_fuse_linear(ir_graph *g, vitc_diag *d)
-{
-    int changed = 0;
-    for (int i = 0; i < g->nnodes; i++) {
-        int r = g->nodes[i].op == IR_OP_MATMUL ? match_matmul(g, i) : g->nodes[i].op == IR_OP_GEMM ? match_gemm(g, i) : 0;
-        if (r < 0)
-            return vitc_error(d, VITC_INTERNAL, &g->nodes[i], "out of memory");
-        changed |= r;
-    }
-    return changed ? rw_finish(g, d) : VITC_OK;
-}
+static const rw_rule rules[] = {
+    {.name = "matmul-add", .anchor = IR_OP_MATMUL, .size = sizeof(linear_match), .match = match_matmul,
+     .rewrite = rewrite_matmul},
+    {.name = "gemm", .anchor = IR_OP_GEMM, .match = match_gemm, .rewrite = rewrite_gemm},
+};
+
+int pass_fuse_linear(ir_graph *g, vitc_diag *d) { return RW_APPLY(g, rules, d); }

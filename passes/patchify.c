@@ -26,52 +26,53 @@ static int ints_are(const ir_node *n, ir_attr_id id, int count, int64_t v)
     return 1;
 }
 
+typedef struct {
+    int64_t C, H, W, O, p, q; /* input channels and image size, output channels, patch size */
+} patch_match;
+
+#define MISS(...) return (snprintf(why, nwhy, __VA_ARGS__), -1)
+
 /* conv_patchify = Conv(x, W, b) with kernel_shape = strides, pads 0, dilations 1, group 1 */
-static int match(ir_graph *g, int ni)
+static int match(const ir_graph *g, const ir_node *n, void *mv, char *why, size_t nwhy)
 {
-    const ir_node *n = &g->nodes[ni];
-    int x = n->inputs[0], w = n->inputs[1], b = ir_input(n, 2), y = n->outputs[0];
+    patch_match *m = mv;
+    int x = n->inputs[0], w = n->inputs[1], b = ir_input(n, 2);
     const ir_value *xv = &g->values[x], *wv = &g->values[w];
     if (xv->rank != 4 || wv->rank != 4)
         return 0; /* 1-D convolutions are not patch embeddings */
     int64_t wd[4], kin[2] = {wv->dims[2].k, wv->dims[3].k};
     const ir_attr *st = ir_attr_get(n, IR_ATTR_STRIDES);
-    if (!st || st->kind != IR_AT_INTS || st->n != 2 || st->ints[0] != kin[0] || st->ints[1] != kin[1]) {
-        rw_miss(g, n, "the strides are not the kernel size %lldx%lld (not a patch embedding)", (long long)kin[0],
-                (long long)kin[1]);
-        return 0;
-    }
+    if (!st || st->kind != IR_AT_INTS || st->n != 2 || st->ints[0] != kin[0] || st->ints[1] != kin[1])
+        MISS("the strides are not the kernel size %lldx%lld (not a patch embedding)", (long long)kin[0],
+             (long long)kin[1]);
     const ir_attr *ap = ir_attr_get(n, IR_ATTR_AUTO_PAD);
     if (!ints_are(n, IR_ATTR_PADS, 4, 0) || (ap && ap->kind == IR_AT_STRING && strcmp(ap->s, "NOTSET") != 0 &&
-                                             strcmp(ap->s, "VALID") != 0)) {
-        rw_miss(g, n, "the Conv pads its input");
-        return 0;
-    }
-    if (!ints_are(n, IR_ATTR_DILATIONS, 2, 1) || ir_attr_int(n, IR_ATTR_GROUP, 1) != 1) {
-        rw_miss(g, n, "the Conv is dilated or grouped");
-        return 0;
-    }
-    if (!rw_is_const(g, w) || (b >= 0 && !rw_is_const(g, b)) || wv->dtype != IR_F32 || xv->dtype != IR_F32) {
-        rw_miss(g, n, "the weight or bias is not a float32 constant");
-        return 0;
-    }
-    int64_t xd[4];
-    if (!rw_static_dims(wv, wd) || xv->dims[2].e || xv->dims[3].e || xv->dims[1].e) {
-        rw_miss(g, n, "the image size depends on the batch");
-        return 0;
-    }
-    if (xv->dims[0].k == 0) { /* nothing to reshape: a -1 could not be inferred */
-        rw_miss(g, n, "the input holds no images (its batch dimension is 0)");
-        return 0;
-    }
-    xd[1] = xv->dims[1].k;
-    xd[2] = xv->dims[2].k;
-    xd[3] = xv->dims[3].k;
-    int64_t O = wd[0], C = wd[1], p = wd[2], q = wd[3];
-    if (p < 1 || q < 1 || O < 1 || C != xd[1] || xd[2] < p || xd[3] < q)
+                                             strcmp(ap->s, "VALID") != 0))
+        MISS("the Conv pads its input");
+    if (!ints_are(n, IR_ATTR_DILATIONS, 2, 1) || ir_attr_int(n, IR_ATTR_GROUP, 1) != 1)
+        MISS("the Conv is dilated or grouped");
+    if (!rw_is_const(g, w) || (b >= 0 && !rw_is_const(g, b)) || wv->dtype != IR_F32 || xv->dtype != IR_F32)
+        MISS("the weight or bias is not a float32 constant");
+    if (!rw_static_dims(wv, wd) || xv->dims[2].e || xv->dims[3].e || xv->dims[1].e)
+        MISS("the image size depends on the batch");
+    if (xv->dims[0].k == 0) /* nothing to reshape: a -1 could not be inferred */
+        MISS("the input holds no images (its batch dimension is 0)");
+    *m = (patch_match){.C = xv->dims[1].k, .H = xv->dims[2].k, .W = xv->dims[3].k, .O = wd[0], .p = wd[2], .q = wd[3]};
+    if (m->p < 1 || m->q < 1 || m->O < 1 || wd[1] != m->C || m->H < m->p || m->W < m->q)
         return 0; /* malformed; the interpreter reports it */
-    int64_t Ho = xd[2] / p, Wo = xd[3] / q, K = C * p * q;
+    return 1;
+}
+
+#undef MISS
+
+static int rewrite(ir_graph *g, int ni, const void *mv)
+{
+    const patch_match *m = mv;
+    const ir_node *n = &g->nodes[ni];
+    int x = n->inputs[0], w = n->inputs[1], b = ir_input(n, 2), y = n->outputs[0];
+    int64_t O = m->O, C = m->C, p = m->p, q = m->q, Ho = m->H / p, Wo = m->W / q, K = C * p * q;
     const char *name = n->name;
+    ir_dim B = g->values[x].dims[0];
     /* Wm[(c*p + i)*q + j, o] = W[o, c, i, j] */
     int64_t cnt, mdims[2] = {K, O};
     double *wt = rw_const_f64(g, w, &cnt);
@@ -89,8 +90,7 @@ static int match(ir_graph *g, int ni)
     if (wmat < 0)
         return -1;
     int cur = x;
-    ir_dim B = xv->dims[0];
-    if (Ho * p != xd[2] || Wo * q != xd[3]) { /* the Conv ignores the last rows and columns */
+    if (Ho * p != m->H || Wo * q != m->W) { /* the Conv ignores the last rows and columns */
         int64_t s[2] = {0, 0}, e[2] = {Ho * p, Wo * q}, ax[2] = {2, 3};
         int in[4] = {cur, rw_const_i64(g, name, "/starts", 2, s), rw_const_i64(g, name, "/ends", 2, e),
                      rw_const_i64(g, name, "/axes", 2, ax)};
@@ -115,20 +115,11 @@ static int match(ir_graph *g, int ni)
         return -1;
     if ((cur = rw_reshape(g, tokens, 4, d4, name, -1)) < 0 || rw_transpose(g, cur, 4, perm4, name, y) < 0)
         return -1;
-    rw_hit();
-    return 1;
+    return 0;
 }
 
-int pass_patchify(ir_graph *g, vitc_diag *d)
-{
-    int changed = 0;
-    for (int i = 0; i < g->nnodes; i++) {
-        if (g->nodes[i].op != IR_OP_CONV)
-            continue;
-        int r = match(g, i);
-        if (r < 0)
-            return vitc_error(d, VITC_INTERNAL, &g->nodes[i], "out of memory");
-        changed |= r;
-    }
-    return changed ? rw_finish(g, d) : VITC_OK;
-}
+static const rw_rule rules[] = {
+    {.name = "conv-patchify", .anchor = IR_OP_CONV, .size = sizeof(patch_match), .match = match, .rewrite = rewrite},
+};
+
+int pass_patchify(ir_graph *g, vitc_diag *d) { return RW_APPLY(g, rules, d); }

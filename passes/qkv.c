@@ -34,65 +34,72 @@ static int side_by_side(ir_graph *g, const int *c, int64_t K, int64_t N, int ran
     return r;
 }
 
-static int merge_at(ir_graph *g, const ir_node *sm)
+typedef struct {
+    const ir_node *l[3]; /* the Q, K and V projections */
+    int roots[3];        /* their outputs */
+} qkv_match;
+
+#define MISS(...) return (snprintf(why, nwhy, __VA_ARGS__), -1)
+
+static int match(const ir_graph *g, const ir_node *sm, void *mv, char *why, size_t nwhy)
 {
+    qkv_match *m = mv;
     attn_skel s;
     view w[3];
-    char why[512];
-    if (attn_skeleton(g, sm, &s, why, sizeof why) <= 0 || attn_views(g, &s, &w[0], &w[1], &w[2], why, sizeof why))
+    if (attn_skeleton(g, sm, &s, why, nwhy) <= 0 || attn_views(g, &s, &w[0], &w[1], &w[2], why, nwhy))
         return 0; /* fuse-attention explains these */
     if (w[0].root == w[1].root && w[0].root == w[2].root)
         return 0; /* already one projection */
-    const ir_node *l[3];
+    const ir_node **l = m->l;
     for (int p = 0; p < 3; p++) {
         l[p] = rw_producer(g, w[p].root);
+        m->roots[p] = w[p].root;
         if (!l[p] || l[p]->op != IR_OP_LINEAR)
             return 0; /* not projections: nothing to merge */
     }
     for (int p = 0; p < 3; p++) {
-        if (ir_input(l[p], 3) >= 0 || ir_attr_int(l[p], IR_ATTR_ACTIVATION, 0) != 0) {
-            rw_miss(g, sm, "the %s projection '%s' has an activation or a residual", role[p], l[p]->name);
-            return 0;
-        }
-        if (l[p]->inputs[0] != l[0]->inputs[0]) {
-            rw_miss(g, sm, "the %s projection '%s' reads another input than the Q projection", role[p], l[p]->name);
-            return 0;
-        }
-        if (p > 0 && (l[p] == l[0] || l[p] == l[p - 1])) {
-            rw_miss(g, sm, "Q, K and V share projections without being one packed projection");
-            return 0;
-        }
+        if (ir_input(l[p], 3) >= 0 || ir_attr_int(l[p], IR_ATTR_ACTIVATION, IR_ACT_NONE) != IR_ACT_NONE)
+            MISS("the %s projection '%s' has an activation or a residual", role[p], l[p]->name);
+        if (l[p]->inputs[0] != l[0]->inputs[0])
+            MISS("the %s projection '%s' reads another input than the Q projection", role[p], l[p]->name);
+        if (p > 0 && (l[p] == l[0] || l[p] == l[p - 1]))
+            MISS("Q, K and V share projections without being one packed projection");
         const ir_value *wp = &g->values[l[p]->inputs[1]], *w0 = &g->values[l[0]->inputs[1]];
         if (!ir_dim_eq(wp->dims[1], w0->dims[1]) || wp->dtype != IR_F32 || !rw_is_const(g, l[p]->inputs[1]) ||
-            (ir_input(l[p], 2) >= 0 && !rw_is_const(g, l[p]->inputs[2]))) {
-            rw_miss(g, sm, "the %s projection '%s' differs in width or is not constant", role[p], l[p]->name);
-            return 0;
-        }
+            (ir_input(l[p], 2) >= 0 && !rw_is_const(g, l[p]->inputs[2])))
+            MISS("the %s projection '%s' differs in width or is not constant", role[p], l[p]->name);
         int uses = rw_uses(g, w[p].root);
-        if (uses != 1) {
-            rw_miss(g, sm, "the %s projection '%s' has %d readers; merging it would need a copy", role[p], l[p]->name,
-                    uses);
-            return 0;
-        }
+        if (uses != 1)
+            MISS("the %s projection '%s' has %d readers; merging it would need a copy", role[p], l[p]->name, uses);
     }
+    return 1;
+}
+
+#undef MISS
+
+/* One Linear computes [q | k | v]; q, k and v become Slices of it. */
+static int rewrite(ir_graph *g, int ni, const void *mv)
+{
+    const qkv_match *m = mv;
+    const ir_node *const *l = m->l;
     const ir_value *w0 = &g->values[l[0]->inputs[1]];
     int64_t K = w0->dims[0].k, N = w0->dims[1].k;
     const char *name = rw_fused_name(g, l[0], l[2]);
-    int ws[3], bs[3], has_bias = 0;
+    int ws[3], bs[3], idx[3], has_bias = 0;
+    (void)ni;
     for (int p = 0; p < 3; p++) {
         ws[p] = l[p]->inputs[1];
         bs[p] = ir_input(l[p], 2);
+        idx[p] = rw_index(g, l[p]);
         has_bias |= bs[p] >= 0;
     }
+    int x = l[0]->inputs[0];
     int wm = side_by_side(g, ws, K, N, 2, name, "/qkv_weight");
     int bm = has_bias ? side_by_side(g, bs, 1, N, 1, name, "/qkv_bias") : -1;
     int qkv = rw_new_value(g, name, "/qkv", IR_F32);
     if (wm < 0 || (has_bias && bm < 0) || qkv < 0)
         return -1;
-    int idx[3], roots[3] = {w[0].root, w[1].root, w[2].root};
-    for (int p = 0; p < 3; p++)
-        idx[p] = rw_index(g, l[p]);
-    int x = l[0]->inputs[0], in[3] = {x, wm, bm};
+    int in[3] = {x, wm, bm};
     if (rw_set_node(g, idx[0], IR_OP_LINEAR, name, "Linear+Linear+Linear", has_bias ? 3 : 2, in, 1, &qkv, 0, NULL))
         return -1;
     for (int p = 0; p < 3; p++) {
@@ -101,33 +108,16 @@ static int merge_at(ir_graph *g, const ir_node *sm)
                       rw_const_i64(g, name, "/axes", 1, &ax)};
         if (sin[1] < 0 || sin[2] < 0 || sin[3] < 0)
             return -1;
-        int ok = p == 0 ? rw_add_node(g, IR_OP_SLICE, name, "Slice", 4, sin, roots[0], 0, NULL) >= 0
-                        : !rw_set_node(g, idx[p], IR_OP_SLICE, name, "Slice", 4, sin, 1, &roots[p], 0, NULL);
+        int ok = p == 0 ? rw_add_node(g, IR_OP_SLICE, name, "Slice", 4, sin, m->roots[0], 0, NULL) >= 0
+                        : !rw_set_node(g, idx[p], IR_OP_SLICE, name, "Slice", 4, sin, 1, &m->roots[p], 0, NULL);
         if (!ok)
             return -1;
     }
-    rw_hit();
-    return 1;
+    return 0;
 }
 
-int pass_merge_qkv(ir_graph *g, vitc_diag *d)
-{
-    int changed = 0, again = 1;
-    while (again) {
-        again = 0;
-        for (int i = 0; i < g->nnodes && !again; i++) {
-            if (g->nodes[i].op != IR_OP_SOFTMAX)
-                continue;
-            int r = merge_at(g, &g->nodes[i]);
-            if (r < 0)
-                return vitc_error(d, VITC_INTERNAL, &g->nodes[i], "out of memory");
-            if (r > 0) {
-                int st = rw_finish(g, d);
-                if (st)
-                    return st;
-                again = changed = 1;
-            }
-        }
-    }
-    return changed ? rw_finish(g, d) : VITC_OK;
-}
+static const rw_rule rules[] = {
+    {.name = "merge-qkv", .anchor = IR_OP_SOFTMAX, .size = sizeof(qkv_match), .match = match, .rewrite = rewrite},
+};
+
+int pass_merge_qkv(ir_graph *g, vitc_diag *d) { return RW_APPLY(g, rules, d); }

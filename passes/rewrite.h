@@ -87,6 +87,71 @@ ir_attr rw_attr_int(ir_attr_id id, int64_t v);
 ir_attr rw_attr_float(ir_attr_id id, float v);
 ir_attr rw_attr_ints(ir_graph *g, ir_attr_id id, int n, const int64_t *v);
 
+/* ---- rules and the driver (driver.c) ----
+ * A pass that rewrites patterns is a list of rules run by rw_apply().  A
+ * rule starts at an anchor node; its match function reads the graph and
+ * binds what the rewrite needs into the rule's own match struct (`size`
+ * bytes, zeroed by the driver), or says why not.  The driver owns the rest:
+ * the walk over the nodes, the fixed point, the --explain-fusion record and
+ * the cleanup (rw_finish) after every rewrite. */
+typedef struct {
+    const char *name; /* what the rule recognises */
+    ir_op anchor;     /* the op a candidate starts at; RW_ANY_OP: every node */
+    size_t size;      /* of the rule's match struct */
+    int canonical;    /* 1: a canonicalisation, not counted as a fusion */
+    /* 1: matched, the bindings in m; 0: n is no candidate; -1: a near miss,
+     * the first condition that failed in why (what --explain-fusion prints). */
+    int (*match)(const ir_graph *g, const ir_node *n, void *m, char *why, size_t nwhy);
+    /* Rewrites a match found at node ni: 0, or -1 when out of memory. */
+    int (*rewrite)(ir_graph *g, int ni, const void *m);
+} rw_rule;
+#define RW_ANY_OP IR_OP_COUNT
+
+/* Walks the nodes in order; at each, tries the rules whose anchor it is, in
+ * order.  When one matches, the driver rewrites, counts a fusion, cleans up
+ * (rw_finish) and walks again from the start, until no rule matches.  Near
+ * misses are recorded on their anchor node.  Returns a status. */
+int rw_apply(ir_graph *g, const rw_rule *rules, int nrules, vitc_diag *d);
+#define RW_APPLY(g, rules, d) rw_apply((g), (rules), (int)(sizeof(rules) / sizeof((rules)[0])), (d))
+
+/* ---- patterns (pattern.c): the arithmetic vocabulary of the matchers ----
+ * Each reads the producer of a value and answers whether it has a shape,
+ * binding its operands.  Add and Mul match their operands in either order;
+ * a Div by a constant c is matched as a Mul by 1 / c.  A "scalar" is a
+ * constant with one element; "computed" is anything else. */
+
+/* v = op(a, other) or op(other, a) for a commutative op; the node, with *other. */
+const ir_node *pat_with(const ir_graph *g, int v, ir_op op, int a, int *other);
+/* v = x * c | c * x | x / c (then *c is 1 / the divisor), c a scalar, x computed. */
+const ir_node *pat_scaled(const ir_graph *g, int v, int *x, double *c);
+/* v = x + c | c + x, c a scalar, x computed. */
+const ir_node *pat_plus(const ir_graph *g, int v, int *x, double *c);
+/* v = x * x | Pow(x, 2); the node, with *x. */
+const ir_node *pat_square(const ir_graph *g, int v, int *x);
+/* v = x * x * x | Pow(x, 3), intermediate products read once; the node, with *x. */
+const ir_node *pat_cube(const ir_graph *g, int v, int *x);
+/* v is a scalar constant within a relative tol of want. */
+int pat_const_near(const ir_graph *g, int v, double want, double tol);
+/* v = num / den | num * Reciprocal(den) | Reciprocal(den) * num, the
+ * Reciprocal read once; the node, with *num and *den. */
+const ir_node *pat_divide(const ir_graph *g, int v, int *num, int *den);
+/* v = x * s + t, the Mul and the Add in either operand order, s and t
+ * constants of any shape, x computed, the product read once; the Add. */
+const ir_node *pat_affine(const ir_graph *g, int v, int *x, int *s, int *t);
+/* A product as its factors: the computed factors of the Mul tree at node n
+ * (descending through Muls and Divs by scalars whose result is read once)
+ * into f (up to max; returns their count, or -1 when there are more), the
+ * scalar factors multiplied into *coef. */
+int pat_factors(const ir_graph *g, const ir_node *n, int *f, int max, double *coef);
+/* The smallest product, climbing from v through the Muls and Divs by
+ * scalars that read it once, whose computed factors are exactly a and b and
+ * whose scalar factor is within a relative 1e-6 of want: its root node.
+ * NULL otherwise, with *why: PAT_NOT_MULTIPLIED (v is not multiplied),
+ * PAT_OTHER_FACTOR (the climb met a factor other than a and b) or
+ * PAT_OTHER_SCALAR (a times b was found, but scaled by *coef). */
+enum { PAT_NOT_MULTIPLIED, PAT_OTHER_FACTOR, PAT_OTHER_SCALAR };
+const ir_node *pat_product_of(const ir_graph *g, int v, int a, int b, double want, double *coef, int *why);
+
 /* ---- explanations ---- */
 
 /* A candidate anchored at n did not fuse, for the reason given.  Also usable

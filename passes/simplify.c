@@ -66,11 +66,19 @@ static int noop_input(const ir_graph *g, const ir_node *n)
     }
 }
 
+typedef struct {
+    int x;                      /* the Transpose's input */
+    int axes_input;             /* the axes are input 1 (opset 18), not an attribute */
+    int naxes;
+    int64_t axes[IR_MAX_RANK]; /* the axes of x to reduce */
+} absorb_match;
+
 /* ReduceX(Transpose(x, perm), axes A, keepdims=0) -> ReduceX(x, perm[A]) when
  * the axes that stay keep their order. */
-static int absorb_transpose(ir_graph *g, int ni)
+static int match_absorb(const ir_graph *g, const ir_node *n, void *mv, char *why, size_t nwhy)
 {
-    const ir_node *n = &g->nodes[ni];
+    absorb_match *m = mv;
+    (void)why, (void)nwhy;
     if (n->op != IR_OP_REDUCE_MEAN && n->op != IR_OP_REDUCE_SUM && n->op != IR_OP_REDUCE_MAX)
         return 0;
     const ir_node *t = rw_def(g, ir_input(n, 0), IR_OP_TRANSPOSE);
@@ -81,8 +89,9 @@ static int absorb_transpose(ir_graph *g, int ni)
     if (!p || p->n != rank)
         return 0;
     int64_t axes[IR_MAX_RANK];
-    int na = 0, axes_input = ir_input(n, 1) >= 0;
-    if (axes_input) {
+    int na = 0;
+    m->axes_input = ir_input(n, 1) >= 0;
+    if (m->axes_input) {
         int64_t cnt;
         double *v = rw_const_f64(g, n->inputs[1], &cnt);
         if (!v)
@@ -106,7 +115,7 @@ static int absorb_transpose(ir_graph *g, int ni)
     }
     if (na == 0)
         return 0;
-    int64_t last = -1, newaxes[IR_MAX_RANK];
+    int64_t last = -1;
     for (int i = 0; i < rank; i++) {
         if (reduced[i])
             continue;
@@ -115,37 +124,66 @@ static int absorb_transpose(ir_graph *g, int ni)
         last = p->ints[i];
     }
     for (int i = 0; i < na; i++)
-        newaxes[i] = p->ints[rw_axis(axes[i], rank)];
-    int in[2] = {t->inputs[0], -1}, nin = 1;
+        m->axes[i] = p->ints[rw_axis(axes[i], rank)];
+    m->naxes = na;
+    m->x = t->inputs[0];
+    return 1;
+}
+
+static int rewrite_absorb(ir_graph *g, int ni, const void *mv)
+{
+    const absorb_match *m = mv;
+    const ir_node *n = &g->nodes[ni];
+    int in[2] = {m->x, -1}, nin = 1;
     ir_attr attrs[n->nattrs + 1];
     int nat = 0;
     for (int i = 0; i < n->nattrs; i++)
         if (n->attrs[i].id != IR_ATTR_AXES)
             attrs[nat++] = n->attrs[i];
-    if (axes_input) {
-        if ((in[1] = rw_const_i64(g, n->name, "/axes", na, newaxes)) < 0)
+    if (m->axes_input) {
+        if ((in[1] = rw_const_i64(g, n->name, "/axes", m->naxes, m->axes)) < 0)
             return -1;
         nin = 2;
     } else {
-        attrs[nat] = rw_attr_ints(g, IR_ATTR_AXES, na, newaxes);
+        attrs[nat] = rw_attr_ints(g, IR_ATTR_AXES, m->naxes, m->axes);
         if (!attrs[nat++].ints)
             return -1;
     }
     n = &g->nodes[ni];
     int out = n->outputs[0];
-    return rw_set_node(g, ni, n->op, n->name, n->op_type, nin, in, 1, &out, nat, attrs) ? -1 : 1;
+    return rw_set_node(g, ni, n->op, n->name, n->op_type, nin, in, 1, &out, nat, attrs);
 }
 
-/* Linear(rows permuted out of S) -> the permutation applied to Linear(S). */
-static int sink_through_linear(ir_graph *g, int ni)
+/* A node that passes its input through unchanged: its output reads the input. */
+static int match_noop(const ir_graph *g, const ir_node *n, void *mv, char *why, size_t nwhy)
 {
-    const ir_node *n = &g->nodes[ni];
+    (void)why, (void)nwhy;
+    int x = noop_input(g, n);
+    if (x < 0 || rw_is_graph_output(g, n->outputs[0]))
+        return 0;
+    *(int *)mv = x;
+    return 1;
+}
+
+static int rewrite_noop(ir_graph *g, int ni, const void *mv)
+{
+    rw_replace_uses(g, g->nodes[ni].outputs[0], *(const int *)mv);
+    return 0;
+}
+
+typedef struct {
+    view w; /* the Linear's output rows, as a view of Linear(S) */
+} sink_match;
+
+/* Linear(rows permuted out of S) -> the permutation applied to Linear(S). */
+static int match_sink(const ir_graph *g, const ir_node *n, void *mv, char *why, size_t nwhy)
+{
+    sink_match *m = mv;
     if (n->op != IR_OP_LINEAR || ir_input(n, 3) >= 0)
         return 0;
-    int x = n->inputs[0], y = n->outputs[0];
+    int x = n->inputs[0];
     view w;
-    char why[256];
-    if (!rw_producer(g, x) || !view_is_movement(g, rw_producer(g, x)) || view_trace(g, x, -1, &w, why, sizeof why))
+    if (!rw_producer(g, x) || !view_is_movement(g, rw_producer(g, x)) || view_trace(g, x, -1, &w, why, nwhy))
         return 0;
     const ir_value *s = &g->values[w.root], *wt = &g->values[n->inputs[1]];
     int last = w.rank - 1;
@@ -154,40 +192,78 @@ static int sink_through_linear(ir_graph *g, int ni)
         !ir_dim_eq(w.sub[last][0].size, s->dims[s->rank - 1]))
         return 0;
     ir_dim K = wt->dims[0], N = wt->dims[1];
-    view w2 = w;
-    w2.sub[last][0].size = N;
+    m->w = w;
+    m->w.sub[last][0].size = N;
     for (int i = 0; i < last; i++)
-        for (int j = 0; j < w2.nsub[i]; j++) { /* strides in rows of K -> rows of N */
-            ir_dim t = w2.sub[i][j].stride;
+        for (int j = 0; j < m->w.nsub[i]; j++) { /* strides in rows of K -> rows of N */
+            ir_dim t = m->w.sub[i][j].stride;
             if (t.e != 0 || K.k <= 0 || t.k % K.k != 0)
                 return 0;
-            w2.sub[i][j].stride = ir_dim_const(t.k / K.k * N.k);
+            m->w.sub[i][j].stride = ir_dim_const(t.k / K.k * N.k);
         }
+    return 1;
+}
+
+static int rewrite_sink(ir_graph *g, int ni, const void *mv)
+{
+    view w = ((const sink_match *)mv)->w;
+    const ir_node *n = &g->nodes[ni];
+    int y = n->outputs[0], src = w.root;
+    ir_dim N = g->values[n->inputs[1]].dims[1];
     int rows = rw_new_value(g, n->name, "/rows", g->values[y].dtype);
     if (rows < 0)
         return -1;
     n = &g->nodes[ni];
     int in[4];
     memcpy(in, n->inputs, sizeof(int) * (size_t)n->ninputs);
-    in[0] = w.root;
+    in[0] = src;
     if (rw_set_node(g, ni, n->op, n->name, n->op_type, n->ninputs, in, 1, &rows, n->nattrs, n->attrs))
         return -1;
-    w2.root = rows;
+    w.root = rows;
+    const ir_value *s = &g->values[src];
     g->values[rows].rank = s->rank; /* the shape view_emit needs; rw_finish infers it again */
     memcpy(g->values[rows].dims, s->dims, sizeof s->dims);
     g->values[rows].dims[s->rank - 1] = N;
-    return view_emit(g, &w2, y, g->nodes[ni].name) ? -1 : 2;
+    return view_emit(g, &w, y, g->nodes[ni].name);
+}
+
+typedef struct {
+    enum { CHAIN_IDENTITY, CHAIN_IDENTITY_OUTPUT, CHAIN_RESHAPE } kind;
+    int root; /* the value the chain reads */
+} chain_match;
+
+/* Chains of data movement: identity -> gone; a plain reshape -> one Reshape. */
+static int match_chain(const ir_graph *g, const ir_node *n, void *mv, char *why, size_t nwhy)
+{
+    chain_match *m = mv;
+    if (!view_is_movement(g, n) || n->noutputs != 1 || n->inputs[0] < 0)
+        return 0;
+    int y = n->outputs[0], x = n->inputs[0];
+    view w;
+    if (view_trace(g, y, -1, &w, why, nwhy))
+        return 0;
+    m->root = w.root;
+    if (view_is_identity(g, &w)) {
+        m->kind = rw_is_graph_output(g, y) ? CHAIN_IDENTITY_OUTPUT : CHAIN_IDENTITY;
+        const ir_node *p = rw_producer(g, w.root); /* an output keeps its name: w.root's producer computes it */
+        return m->kind == CHAIN_IDENTITY || (p && p->noutputs == 1 && !rw_is_graph_output(g, w.root));
+    }
+    m->kind = CHAIN_RESHAPE;
+    if (rw_is_graph_output(g, y) || w.root == x || !view_is_reshape(g, &w))
+        return 0; /* a single op already, or more than a reshape */
+    const ir_value *v = &g->values[y];
+    for (int i = 0, batch = 0; i < v->rank; i++) /* what rw_shape_const can write */
+        if ((batch += v->dims[i].e != 0 && v->dims[i].k != 0) > 1 || v->dims[i].k == 0)
+            return 0;
+    return 1;
 }
 
 /* Graph output y (of node ni) equals value r: r's producer computes y
- * directly (keeping the output's name) and ni loses its output.  0 when r is
- * not computed by a node. */
+ * directly (keeping the output's name) and ni loses its output. */
 static int produce_directly(ir_graph *g, int ni, int r)
 {
     const ir_node *p = rw_producer(g, r);
     int y = g->nodes[ni].outputs[0];
-    if (!p || p->noutputs != 1 || rw_is_graph_output(g, r))
-        return 0;
     int dead = rw_new_value(g, g->nodes[ni].name, "/unused", g->values[y].dtype);
     if (dead < 0)
         return -1;
@@ -202,79 +278,65 @@ static int produce_directly(ir_graph *g, int ni, int r)
     pn->outputs[0] = y;
     g->values[y].producer = rw_index(g, p);
     g->values[r].producer = -1;
-    return 1;
+    return 0;
 }
 
-/* Chains of data movement: identity -> gone; a plain reshape -> one Reshape. */
-static int simplify_chain(ir_graph *g, int ni)
+static int rewrite_chain(ir_graph *g, int ni, const void *mv)
 {
+    const chain_match *m = mv;
     const ir_node *n = &g->nodes[ni];
-    if (!view_is_movement(g, n) || n->noutputs != 1 || n->inputs[0] < 0)
+    int y = n->outputs[0];
+    if (m->kind == CHAIN_IDENTITY_OUTPUT)
+        return produce_directly(g, ni, m->root);
+    if (m->kind == CHAIN_IDENTITY) {
+        rw_replace_uses(g, y, m->root);
         return 0;
-    int y = n->outputs[0], x = n->inputs[0];
-    view w;
-    char why[256];
-    if (view_trace(g, y, -1, &w, why, sizeof why))
-        return 0;
-    if (view_is_identity(g, &w))
-        return rw_is_graph_output(g, y) ? produce_directly(g, ni, w.root) : rw_replace_uses(g, y, w.root);
-    if (rw_is_graph_output(g, y))
-        return 0;
-    if (w.root == x || !view_is_reshape(g, &w))
-        return 0; /* a single op already, or more than a reshape */
+    }
     const ir_value *v = &g->values[y];
     int shape = rw_shape_const(g, n->name, v->rank, v->dims);
     if (shape < 0)
-        return 0;
-    int in[2] = {w.root, shape};
+        return -1;
+    int in[2] = {m->root, shape};
     n = &g->nodes[ni];
-    return rw_set_node(g, ni, IR_OP_RESHAPE, n->name, n->op_type, 2, in, 1, &y, 0, NULL) ? -1 : 1;
+    return rw_set_node(g, ni, IR_OP_RESHAPE, n->name, n->op_type, 2, in, 1, &y, 0, NULL);
 }
 
 /* LayerNormalization's Mean and InvStdDev and Dropout's mask, when nothing
  * reads them, are not computed. */
-static int trim_outputs(ir_graph *g, int ni)
+static int match_unread_outputs(const ir_graph *g, const ir_node *n, void *mv, char *why, size_t nwhy)
 {
-    ir_node *n = &g->nodes[ni];
+    (void)mv, (void)why, (void)nwhy;
     if ((n->op != IR_OP_LAYERNORM && n->op != IR_OP_DROPOUT) || n->noutputs < 2)
         return 0;
     for (int k = 1; k < n->noutputs; k++)
         if (n->outputs[k] >= 0 && rw_uses(g, n->outputs[k]) > 0)
             return 0;
+    return 1;
+}
+
+static int rewrite_unread_outputs(ir_graph *g, int ni, const void *mv)
+{
+    (void)mv;
+    ir_node *n = &g->nodes[ni];
     for (int k = 1; k < n->noutputs; k++)
         if (n->outputs[k] >= 0)
             g->values[n->outputs[k]].producer = -1;
     n->noutputs = 1;
-    return 1;
+    return 0;
 }
 
-int pass_simplify(ir_graph *g, vitc_diag *d)
-{
-    int changed = 0, again = 1;
-    for (int round = 0; again && round < 10000; round++) {
-        again = 0;
-        for (int i = 0; i < g->nnodes && !again; i++) {
-            const ir_node *n = &g->nodes[i];
-            int r = 0, x = noop_input(g, n);
-            if (x >= 0)
-                r = rw_replace_uses(g, n->outputs[0], x);
-            if (!r)
-                r = simplify_chain(g, i);
-            if (!r)
-                r = absorb_transpose(g, i);
-            if (!r)
-                r = sink_through_linear(g, i);
-            if (!r)
-                r = trim_outputs(g, i);
-            if (r < 0)
-                return vitc_error(d, VITC_INTERNAL, &g->nodes[i], "out of memory");
-            if (r > 0) {
-                again = changed = 1;
-                int st = rw_finish(g, d);
-                if (st)
-                    return st;
-            }
-        }
-    }
-    return changed ? rw_finish(g, d) : VITC_OK;
-}
+/* Tried in this order at each node. */
+static const rw_rule rules[] = {
+    {.name = "no-op", .anchor = RW_ANY_OP, .size = sizeof(int), .canonical = 1, .match = match_noop,
+     .rewrite = rewrite_noop},
+    {.name = "view-chain", .anchor = RW_ANY_OP, .size = sizeof(chain_match), .canonical = 1, .match = match_chain,
+     .rewrite = rewrite_chain},
+    {.name = "transpose-into-reduction", .anchor = RW_ANY_OP, .size = sizeof(absorb_match), .canonical = 1,
+     .match = match_absorb, .rewrite = rewrite_absorb},
+    {.name = "rows-through-linear", .anchor = IR_OP_LINEAR, .size = sizeof(sink_match), .canonical = 1,
+     .match = match_sink, .rewrite = rewrite_sink},
+    {.name = "unread-outputs", .anchor = RW_ANY_OP, .canonical = 1, .match = match_unread_outputs,
+     .rewrite = rewrite_unread_outputs},
+};
+
+int pass_simplify(ir_graph *g, vitc_diag *d) { return RW_APPLY(g, rules, d); }
