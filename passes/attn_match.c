@@ -17,16 +17,13 @@
  * multiplying them into *f. */
 static int strip_factors(const ir_graph *g, int v, double *f)
 {
-    for (;;) {
-        const ir_node *n = rw_producer(g, v);
-        int o;
-        double c;
-        if (!n || (n->op != IR_OP_MUL && n->op != IR_OP_DIV) || !rw_scalar_operand(g, n, &o, &c) ||
-            (n->op == IR_OP_DIV && n->inputs[0] != o) || c == 0)
-            return v;
-        *f *= n->op == IR_OP_MUL ? c : 1 / c;
+    int o;
+    double c;
+    while (pat_scaled(g, v, &o, &c) && c != 0) {
+        *f *= c;
         v = o;
     }
+    return v;
 }
 
 /* An Einsum equation "t0,t1->out" without spaces; 0 when it is one. */
@@ -189,9 +186,8 @@ int attn_skeleton(const ir_graph *g, const ir_node *sm, attn_skel *s, char *why,
                 MISS("the probabilities are a graph output");
             MISS("the probabilities have %d readers", rw_uses(g, p));
         }
-        if ((u->op == IR_OP_MUL || (u->op == IR_OP_DIV && u->inputs[0] == p)) && rw_scalar_operand(g, u, &o, &c) &&
-            o == p && c != 0) {
-            s->post_scale *= u->op == IR_OP_MUL ? c : 1 / c;
+        if (pat_scaled(g, u->outputs[0], &o, &c) && o == p && c != 0) {
+            s->post_scale *= c;
             p = u->outputs[0];
             continue;
         }

@@ -1,7 +1,8 @@
 /* explain.c: the record behind --explain-fusion.
  *
- * Matchers call rw_hit() when a pattern fused and rw_miss() with the first
- * condition that failed when a candidate did not.  The pipeline makes one
+ * The rewrite driver (driver.c) calls rw_hit() when a rule fused and
+ * rw_miss() with the first condition that failed when a candidate did not
+ * (what the rule's match function said).  The pipeline makes one
  * collector active around each pass; without one both calls do nothing.  A
  * candidate is kept once per (pass, anchor node) with its latest reason, and
  * dropped when its anchor node has left the graph (a later rewrite fused it

@@ -5,11 +5,15 @@
  *   place (so it keeps the root's output value, and with it the graph
  *   output's name); new nodes are appended and rw_finish() puts the graph
  *   back in order (dead nodes removed, topological order, shapes inferred).
+ * - Rules (driver.c): a pattern pass is a list of rules {anchor op, match,
+ *   rewrite} that rw_apply() runs to a fixed point, keeping the explain
+ *   record and cleaning up; pattern.c is the arithmetic vocabulary rules
+ *   match with (operand order, grouping of products, Div as Mul).
  * - Views (view.c): the index map of a chain of data-movement ops
  *   (Reshape, Transpose, Squeeze, Unsqueeze, Flatten, Slice, Split, Gather
  *   of a constant index) back to the tensor it reads, as strided sub-axes.
- * - Explanations (explain.c): rw_miss / rw_hit, recorded in the collector of
- *   the pipeline run, if any. */
+ * - Explanations (explain.c): rw_miss / rw_hit, recorded by the driver in the
+ *   collector of the pipeline run, if any. */
 #ifndef VITC_PASSES_REWRITE_H
 #define VITC_PASSES_REWRITE_H
 

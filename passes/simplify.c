@@ -47,23 +47,18 @@ static int noop_input(const ir_graph *g, const ir_node *n)
     for (int k = 1; k < n->noutputs; k++)
         if (n->outputs[k] >= 0 && rw_uses(g, n->outputs[k]) > 0)
             return -1; /* Dropout's mask is read */
-    switch (n->op) {
-    case IR_OP_IDENTITY: case IR_OP_RESHAPE: case IR_OP_SQUEEZE: case IR_OP_UNSQUEEZE: case IR_OP_FLATTEN:
-    case IR_OP_EXPAND: case IR_OP_SLICE: case IR_OP_CAST:
-        return x;
-    case IR_OP_DROPOUT: {
+    if (n->op == IR_OP_DROPOUT) { /* inference only: training_mode absent or a constant false */
         const ir_value *tm = ir_input(n, 2) >= 0 ? &g->values[n->inputs[2]] : NULL;
         if (tm && (!rw_is_const(g, n->inputs[2]) || tm->nbytes < 1 || ((const unsigned char *)tm->data)[0] != 0))
             return -1;
+    }
+    if (ir_op_family_of(n->op) == IR_FAM_VIEW) /* it renames its input; with the same shape, unchanged */
         return x;
-    }
-    case IR_OP_TRANSPOSE:
+    if (n->op == IR_OP_TRANSPOSE)
         return identity_perm(n, g->values[x].rank) ? x : -1;
-    case IR_OP_CONCAT:
+    if (n->op == IR_OP_CONCAT)
         return n->ninputs == 1 ? x : -1;
-    default:
-        return -1;
-    }
+    return n->op == IR_OP_EXPAND || n->op == IR_OP_SLICE || n->op == IR_OP_CAST ? x : -1;
 }
 
 typedef struct {

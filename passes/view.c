@@ -210,19 +210,13 @@ static int same_dtype_cast(const ir_graph *g, const ir_node *n)
 
 int view_is_movement(const ir_graph *g, const ir_node *n)
 {
-    switch (n->op) {
-    case IR_OP_RESHAPE: case IR_OP_TRANSPOSE: case IR_OP_SQUEEZE: case IR_OP_UNSQUEEZE: case IR_OP_FLATTEN:
-    case IR_OP_IDENTITY: case IR_OP_SLICE: case IR_OP_SPLIT:
-        return 1;
-    case IR_OP_GATHER: {
+    if (!ir_op_has(n->op, OPF_MOVEMENT))
+        return 0;
+    if (n->op == IR_OP_GATHER) { /* one index: a slice */
         int v = ir_input(n, 1);
         return v >= 0 && rw_is_const(g, v) && g->values[v].rank <= 1 && rw_numel(&g->values[v]) == 1;
     }
-    case IR_OP_CAST:
-        return same_dtype_cast(g, n);
-    default:
-        return 0;
-    }
+    return n->op != IR_OP_CAST || same_dtype_cast(g, n);
 }
 
 int view_apply(const ir_graph *g, const ir_node *n, int k, const view *in, view *out, char *why, size_t nwhy)
