@@ -235,20 +235,6 @@ int attn_views(const ir_graph *g, const attn_skel *s, view *q, view *k, view *v,
     return 0;
 }
 
-static int same_subs(const view *a, const view *b)
-{
-    if (a->rank != b->rank)
-        return 0;
-    for (int i = 0; i < a->rank; i++) {
-        if (a->nsub[i] != b->nsub[i])
-            return 0;
-        for (int j = 0; j < a->nsub[i]; j++)
-            if (!ir_dim_eq(a->sub[i][j].size, b->sub[i][j].size) || !ir_dim_eq(a->sub[i][j].stride, b->sub[i][j].stride))
-                return 0;
-    }
-    return 1;
-}
-
 int attn_layout_of(const ir_graph *g, const view *q, const view *k, const view *v, attn_layout *L, char *why,
                    size_t nwhy)
 {
@@ -307,7 +293,7 @@ int attn_layout_of(const ir_graph *g, const view *q, const view *k, const view *
     const view *qkv[3] = {q, k, v};
     const char *names[3] = {"Q", "K", "V"};
     for (int i = 0; i < 3; i++) {
-        if (!same_subs(qkv[i], q))
+        if (!view_same_subs(qkv[i], q))
             MISS("%s is not read with the same heads and tokens as Q", names[i]);
         if (qkv[i]->base != off[i])
             MISS("%s is not part %d of the packed projection '%s' (it starts at element %lld)", names[i], i + 1,

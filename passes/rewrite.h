@@ -199,6 +199,8 @@ int view_is_movement(const ir_graph *g, const ir_node *n);
 void view_normalize(view *w);
 /* The size of dimension i (product of its sub-axes). */
 ir_dim view_dim(const view *w, int i);
+/* 1 if a and b have the same sub-axes (whatever their roots and bases). */
+int view_same_subs(const view *a, const view *b);
 /* 1 if w is exactly the identity view of its root. */
 int view_is_identity(const ir_graph *g, const view *w);
 /* 1 if w reads all of its root's elements in row-major order (a Reshape of it). */

@@ -332,9 +332,9 @@ int view_trace(const ir_graph *g, int v, int stop, view *out, char *why, size_t 
     return 0;
 }
 
-static int same_view(const view *a, const view *b)
+int view_same_subs(const view *a, const view *b)
 {
-    if (a->root != b->root || a->base != b->base || a->rank != b->rank)
+    if (a->rank != b->rank)
         return 0;
     for (int i = 0; i < a->rank; i++) {
         if (a->nsub[i] != b->nsub[i])
@@ -344,6 +344,11 @@ static int same_view(const view *a, const view *b)
                 return 0;
     }
     return 1;
+}
+
+static int same_view(const view *a, const view *b)
+{
+    return a->root == b->root && a->base == b->base && view_same_subs(a, b);
 }
 
 int view_is_identity(const ir_graph *g, const view *w)
