@@ -167,15 +167,12 @@ static void test_run_writes_outputs(void **state)
     tu_rmtree(dir);
 }
 
-int main(void)
+static int setup(void **state)
 {
+    (void)state;
     nfixtures = tu_fixtures(fixtures, 64);
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_help_and_version),
-        cmocka_unit_test(test_dump_stats_every_fixture),
-        cmocka_unit_test(test_dump_dot_renders),
-        cmocka_unit_test(test_broken_models_exit_2),
-        cmocka_unit_test(test_run_writes_outputs),
-    };
-    return tu_run_group(tests, NULL, NULL);
+    return 0;
 }
+
+TU_MAIN(setup, NULL, test_help_and_version, test_dump_stats_every_fixture, test_dump_dot_renders,
+        test_broken_models_exit_2, test_run_writes_outputs)

@@ -544,16 +544,5 @@ static int teardown(void **state)
     return 0;
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_inspect_toy),
-        cmocka_unit_test(test_run_toy),
-        cmocka_unit_test(test_compare_toy),
-        cmocka_unit_test(test_compiled_fixtures),
-        cmocka_unit_test(test_external_weights_compiled),
-        cmocka_unit_test(test_compiled_concurrent),
-        cmocka_unit_test(test_classify_example),
-    };
-    return tu_run_group(tests, NULL, teardown);
-}
+TU_MAIN(NULL, teardown, test_inspect_toy, test_run_toy, test_compare_toy, test_compiled_fixtures,
+        test_external_weights_compiled, test_compiled_concurrent, test_classify_example)

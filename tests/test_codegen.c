@@ -693,23 +693,8 @@ static int teardown(void **state)
     return 0;
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_fixtures_compiled_match_references),
-        cmocka_unit_test(test_unfused_fixtures_match_interpreter),
-        cmocka_unit_test(test_conv_direct_and_1d),
-        cmocka_unit_test(test_reductions_softmax_layernorm_axes),
-        cmocka_unit_test(test_elementwise_float_ops),
-        cmocka_unit_test(test_transcendentals_elementwise_accuracy),
-        cmocka_unit_test(test_integer_and_bool_ops),
-        cmocka_unit_test(test_data_movement),
-        cmocka_unit_test(test_matrix_products),
-        cmocka_unit_test(test_batchnorm_and_fused_ops),
-        cmocka_unit_test(test_memplan_never_overlaps_live_buffers),
-        cmocka_unit_test(test_failed_compiles_leave_nothing),
-        cmocka_unit_test(test_cli_dump_verbose_cpu),
-        cmocka_unit_test(test_external_weights_same_numbers),
-    };
-    return tu_run_group(tests, setup, teardown);
-}
+TU_MAIN(setup, teardown, test_fixtures_compiled_match_references, test_unfused_fixtures_match_interpreter,
+        test_conv_direct_and_1d, test_reductions_softmax_layernorm_axes, test_elementwise_float_ops,
+        test_transcendentals_elementwise_accuracy, test_integer_and_bool_ops, test_data_movement,
+        test_matrix_products, test_batchnorm_and_fused_ops, test_memplan_never_overlaps_live_buffers,
+        test_failed_compiles_leave_nothing, test_cli_dump_verbose_cpu, test_external_weights_same_numbers)

@@ -483,19 +483,10 @@ static int teardown(void **state)
     return 0;
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_driver_constants_match_cuda_h),
-        cmocka_unit_test(test_weight_packing_and_rounding),
-        cmocka_unit_test(test_literals_and_polynomials),
-        cmocka_unit_test(test_fixtures_compile_for_every_target),
-        cmocka_unit_test(test_gemm_tile_ranges_cover_every_batch),
-        cmocka_unit_test(test_unsupported_nodes_all_listed),
-        cmocka_unit_test(test_cli_options_and_no_device),
-    };
-    return tu_run_group(tests, setup, teardown);
-}
+TU_MAIN(setup, teardown, test_driver_constants_match_cuda_h, test_weight_packing_and_rounding,
+        test_literals_and_polynomials, test_fixtures_compile_for_every_target,
+        test_gemm_tile_ranges_cover_every_batch, test_unsupported_nodes_all_listed,
+        test_cli_options_and_no_device)
 
 #else
 

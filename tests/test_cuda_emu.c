@@ -503,17 +503,7 @@ static int teardown(void **state)
     return 0;
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_fixtures_emulated),
-        cmocka_unit_test(test_ops_emulated),
-        cmocka_unit_test(test_runtime_on_fake_driver),
-    };
-    if (getenv("VITC_TEST_FILTER")) /* e.g. test_ops_emulated, when debugging */
-        cmocka_set_test_filter(getenv("VITC_TEST_FILTER"));
-    return tu_run_group(tests, setup, teardown);
-}
+TU_MAIN(setup, teardown, test_fixtures_emulated, test_ops_emulated, test_runtime_on_fake_driver)
 
 #else
 

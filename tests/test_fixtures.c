@@ -114,12 +114,11 @@ static void test_shapes_static_in_batch(void **state)
     }
 }
 
-int main(void)
+static int setup(void **state)
 {
+    (void)state;
     nfixtures = tu_fixtures(fixtures, 64);
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_interpreter_matches_pytorch),
-        cmocka_unit_test(test_shapes_static_in_batch),
-    };
-    return tu_run_group(tests, NULL, NULL);
+    return 0;
 }
+
+TU_MAIN(setup, NULL, test_interpreter_matches_pytorch, test_shapes_static_in_batch)

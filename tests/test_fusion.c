@@ -877,30 +877,24 @@ static void test_cli_dump_after_and_explain_fusion(void **state)
     free(out), free(err);
 }
 
-int main(void)
+static int setup(void **state)
 {
+    (void)state;
     nfixtures = tu_fixtures(fixtures, 64);
     tu_seed(0x243f6a8885a308d3ull);
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_linear_kernel_matches_a_loop_for_every_activation),
-        cmocka_unit_test(test_linear_kernel_without_bias_or_residual),
-        cmocka_unit_test(test_attention_kernel_packed_qkv_layout_matches_the_spec),
-        cmocka_unit_test(test_attention_kernel_interleaved_layout_and_post_scale_match_the_spec),
-        cmocka_unit_test(test_attention_with_a_wrong_width_is_a_shape_error),
-        cmocka_unit_test(test_layernorm_decomposed_becomes_one_layernormalization),
-        cmocka_unit_test(test_gelu_erf_after_matmul_becomes_linear_with_gelu),
-        cmocka_unit_test(test_gemm_relu6_residual_becomes_one_linear),
-        cmocka_unit_test(test_clip_to_5_is_not_relu6),
-        cmocka_unit_test(test_einsum_attention_interleaved_with_scale_after_softmax),
-        cmocka_unit_test(test_batchnorm_after_linear_folds_into_its_weights),
-        cmocka_unit_test(test_patch_conv_becomes_crop_reshape_and_linear),
-        cmocka_unit_test(test_view_round_trips_cancel_and_reshape_chains_collapse),
-        cmocka_unit_test(test_constant_arithmetic_folds),
-        cmocka_unit_test(test_unread_layernorm_statistics_are_dropped),
-        cmocka_unit_test(test_pattern_and_near_miss_models_fuse_or_explain_why_not),
-        cmocka_unit_test(test_fixtures_fuse_to_the_expected_graph_and_keep_their_outputs),
-        cmocka_unit_test(test_fixtures_through_the_cpu_backend_match_pytorch),
-        cmocka_unit_test(test_cli_dump_after_and_explain_fusion),
-    };
-    return tu_run_group(tests, NULL, NULL);
+    return 0;
 }
+
+TU_MAIN(setup, NULL, test_linear_kernel_matches_a_loop_for_every_activation,
+        test_linear_kernel_without_bias_or_residual, test_attention_kernel_packed_qkv_layout_matches_the_spec,
+        test_attention_kernel_interleaved_layout_and_post_scale_match_the_spec,
+        test_attention_with_a_wrong_width_is_a_shape_error,
+        test_layernorm_decomposed_becomes_one_layernormalization,
+        test_gelu_erf_after_matmul_becomes_linear_with_gelu, test_gemm_relu6_residual_becomes_one_linear,
+        test_clip_to_5_is_not_relu6, test_einsum_attention_interleaved_with_scale_after_softmax,
+        test_batchnorm_after_linear_folds_into_its_weights, test_patch_conv_becomes_crop_reshape_and_linear,
+        test_view_round_trips_cancel_and_reshape_chains_collapse, test_constant_arithmetic_folds,
+        test_unread_layernorm_statistics_are_dropped,
+        test_pattern_and_near_miss_models_fuse_or_explain_why_not,
+        test_fixtures_fuse_to_the_expected_graph_and_keep_their_outputs,
+        test_fixtures_through_the_cpu_backend_match_pytorch, test_cli_dump_after_and_explain_fusion)

@@ -239,12 +239,5 @@ static void test_hostile_npy_inputs_exit_2(void **state)
     tu_rmtree(dir);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_fuzz_regressions_exit_0_or_2),
-        cmocka_unit_test(test_broken_models_leave_no_output),
-        cmocka_unit_test(test_hostile_npy_inputs_exit_2),
-    };
-    return tu_run_group(tests, NULL, NULL);
-}
+TU_MAIN(NULL, NULL, test_fuzz_regressions_exit_0_or_2, test_broken_models_leave_no_output,
+        test_hostile_npy_inputs_exit_2)

@@ -509,25 +509,21 @@ static void test_tensor_get_set_every_dtype_and_rel_error(void **state)
     ir_tensor_free(&b);
 }
 
-int main(void)
+static int setup(void **state)
 {
+    (void)state;
     tu_seed(0x9e3779b97f4a7c15ull);
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_gelu_exact_and_tanh_match_their_formulas),
-        cmocka_unit_test(test_einsum_attention_scores_bhqd_bhkd_match_a_naive_loop),
-        cmocka_unit_test(test_einsum_attention_values_bhal_bhlv_match_a_naive_loop),
-        cmocka_unit_test(test_einsum_implicit_output_and_diagonal),
-        cmocka_unit_test(test_einsum_with_ellipsis_is_reported_unsupported),
-        cmocka_unit_test(test_layernorm_over_axis_1_of_a_rank3_input),
-        cmocka_unit_test(test_batchnorm_inference_on_n_c_l),
-        cmocka_unit_test(test_split_num_outputs_gives_equal_chunks_and_a_smaller_last),
-        cmocka_unit_test(test_slice_reverses_int64_exactly_with_extreme_ends),
-        cmocka_unit_test(test_reshape_with_wrong_element_count_is_bad_input_naming_the_node),
-        cmocka_unit_test(test_input_of_the_wrong_shape_is_bad_input),
-        cmocka_unit_test(test_batch_comes_from_the_input_and_the_observer_sees_each_output),
-        cmocka_unit_test(test_half_conversions_round_to_nearest_even),
-        cmocka_unit_test(test_tensor_alloc_refuses_huge_or_overflowing_shapes),
-        cmocka_unit_test(test_tensor_get_set_every_dtype_and_rel_error),
-    };
-    return tu_run_group(tests, NULL, NULL);
+    return 0;
 }
+
+TU_MAIN(setup, NULL, test_gelu_exact_and_tanh_match_their_formulas,
+        test_einsum_attention_scores_bhqd_bhkd_match_a_naive_loop,
+        test_einsum_attention_values_bhal_bhlv_match_a_naive_loop, test_einsum_implicit_output_and_diagonal,
+        test_einsum_with_ellipsis_is_reported_unsupported, test_layernorm_over_axis_1_of_a_rank3_input,
+        test_batchnorm_inference_on_n_c_l, test_split_num_outputs_gives_equal_chunks_and_a_smaller_last,
+        test_slice_reverses_int64_exactly_with_extreme_ends,
+        test_reshape_with_wrong_element_count_is_bad_input_naming_the_node,
+        test_input_of_the_wrong_shape_is_bad_input,
+        test_batch_comes_from_the_input_and_the_observer_sees_each_output,
+        test_half_conversions_round_to_nearest_even, test_tensor_alloc_refuses_huge_or_overflowing_shapes,
+        test_tensor_get_set_every_dtype_and_rel_error)

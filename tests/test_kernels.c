@@ -584,15 +584,5 @@ static void vector_math_accuracy(void **state)
     cg_jit_free(j);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(vector_math_accuracy),
-        cmocka_unit_test(gemm_all_cases),
-        cmocka_unit_test(gemm_other_targets),
-        cmocka_unit_test(gemm_rejects_bad_descs),
-        cmocka_unit_test(bgemm_all_cases),
-        cmocka_unit_test(attention_all_cases),
-    };
-    return tu_run_group(tests, NULL, NULL);
-}
+TU_MAIN(NULL, NULL, vector_math_accuracy, gemm_all_cases, gemm_other_targets, gemm_rejects_bad_descs,
+        bgemm_all_cases, attention_all_cases)

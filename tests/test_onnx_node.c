@@ -614,10 +614,4 @@ static void test_onnx_node_tests_pass(void **state)
         fail_msg("%d of %d ONNX node tests failed", t.failed, t.ran);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_onnx_node_tests_pass),
-    };
-    return tu_run_group(tests, NULL, NULL);
-}
+TU_MAIN(NULL, NULL, test_onnx_node_tests_pass)

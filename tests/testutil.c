@@ -34,6 +34,25 @@ int tu_exit_status(int failures)
     return tu_skipped ? TU_SKIP_RC : 0;
 }
 
+int tu_main(const char *names, const CMUnitTestFunction *cases, size_t n, CMFixtureFunction setup,
+            CMFixtureFunction teardown)
+{
+    char *list = strdup(names), *save = NULL;
+    struct CMUnitTest *tests = calloc(n, sizeof *tests);
+    assert_non_null(list);
+    assert_non_null(tests);
+    size_t i = 0;
+    for (char *name = strtok_r(list, ", \t\n", &save); name && i < n; name = strtok_r(NULL, ", \t\n", &save))
+        tests[i] = (struct CMUnitTest){.name = name, .test_func = cases[i]}, i++;
+    assert_int_equal(i, n);
+    if (getenv("VITC_TEST_FILTER"))
+        cmocka_set_test_filter(getenv("VITC_TEST_FILTER"));
+    int failures = _cmocka_run_group_tests("tests", tests, n, setup, teardown);
+    free(tests);
+    free(list);
+    return tu_exit_status(failures);
+}
+
 const char *tu_source_dir(void)
 {
     const char *s = getenv("VITC_SOURCE_DIR");

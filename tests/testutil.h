@@ -28,6 +28,20 @@ extern int tu_skipped;
 #define tu_run_group(tests, setup, teardown) tu_exit_status(cmocka_run_group_tests(tests, setup, teardown))
 int tu_exit_status(int failures);
 
+/* The main() of a test program: its cases, test functions named as written,
+ * run as one group with setup and teardown (either may be NULL); with env
+ * VITC_TEST_FILTER set, only the cases whose names match it (cmocka's pattern,
+ * e.g. test_ops_emulated when debugging).  Exits as tu_run_group. */
+#define TU_MAIN(setup, teardown, ...)                                                                    \
+    int main(void)                                                                                       \
+    {                                                                                                    \
+        static const CMUnitTestFunction tu_cases[] = {__VA_ARGS__};                                      \
+        return tu_main(#__VA_ARGS__, tu_cases, sizeof tu_cases / sizeof *tu_cases, setup, teardown);     \
+    }
+/* names: the cases' names separated by commas. */
+int tu_main(const char *names, const CMUnitTestFunction *cases, size_t n, CMFixtureFunction setup,
+            CMFixtureFunction teardown);
+
 /* 1 in an AddressSanitizer build, where tests may take a lighter path. */
 #if defined(__SANITIZE_ADDRESS__)
 #define TU_SANITIZED 1
