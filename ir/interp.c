@@ -6,6 +6,7 @@
  * observer, and frees every intermediate tensor after its last use so that a
  * ViT-B run stays within a few hundred MB.  It also owns the helpers the
  * kernels share (allocation, broadcasting, the odometer). */
+#include "ir/einsum.h"
 #include "ir/interp_impl.h"
 
 #include <stdlib.h>
@@ -227,136 +228,160 @@ static int attr_str_is(const ir_node *n, ir_attr_id id, const char *dflt, const 
     return 0;
 }
 
-int ir_interp_supports(const ir_graph *g, const ir_node *n)
+/* Per-op conditions beyond having a kernel; NULL: every node of the op runs. */
+
+static int einsum_ok(const ir_graph *g, const ir_node *n)
 {
-    switch (n->op) {
-    case IR_OP_CONSTANT:
-    case IR_OP_COUNT:
-        return 0; /* the frontend turns Constant nodes into values */
-    case IR_OP_EINSUM: {
-        const ir_attr *a = ir_attr_get(n, IR_ATTR_EQUATION);
-        ik_einsum_eq eq;
-        char why[128];
-        return a && a->kind == IR_AT_STRING && ik_einsum_parse(a->s, &eq, why, sizeof why) == 0 &&
-               eq.nterms == n->ninputs;
-    }
-    case IR_OP_CONV: {
-        static const char *const pads[] = {"NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER", NULL};
-        if (!attr_str_is(n, IR_ATTR_AUTO_PAD, "NOTSET", pads))
-            return 0;
-        const ir_attr *ks = ir_attr_get(n, IR_ATTR_KERNEL_SHAPE);
-        if (ks && (ks->kind != IR_AT_INTS || ks->n < 1 || ks->n > 2))
-            return 0;
-        int w = ir_input(n, 1);
-        int wrank = w >= 0 && w < g->nvalues ? g->values[w].rank : -1;
-        return wrank < 0 || wrank == 3 || wrank == 4; /* 1-D and 2-D */
-    }
-    case IR_OP_BATCHNORM:
-        return ir_attr_int(n, IR_ATTR_TRAINING_MODE, 0) == 0;
-    case IR_OP_GELU: {
-        static const char *const approx[] = {"none", "tanh", NULL};
-        return attr_str_is(n, IR_ATTR_APPROXIMATE, "none", approx);
-    }
-    case IR_OP_CAST: {
-        const ir_attr *a = ir_attr_get(n, IR_ATTR_TO);
-        return a && a->kind == IR_AT_INT && a->i >= 0 && a->i < 1000 && ir_dtype_from_onnx((int)a->i) >= 0;
-    }
-    case IR_OP_DROPOUT: {
-        /* Training-mode dropout with a non-zero ratio is random. */
-        const ir_value *tm = const_input(g, n, 2), *ratio = const_input(g, n, 1);
-        if (!tm || tm->nbytes < 1 || ((const unsigned char *)tm->data)[0] == 0)
-            return 1;
-        if (ir_input(n, 1) < 0)
-            return 0; /* default ratio 0.5 */
-        if (!ratio)
-            return 1; /* decided at run time */
-        if (ratio->dtype == IR_F32 && ratio->nbytes == sizeof(float)) {
-            float r;
-            memcpy(&r, ratio->data, sizeof r);
-            return r == 0;
-        }
-        if (ratio->dtype == IR_F64 && ratio->nbytes == sizeof(double)) {
-            double r;
-            memcpy(&r, ratio->data, sizeof r);
-            return r == 0;
-        }
-        return 1;
-    }
-    case IR_OP_CONSTANT_OF_SHAPE: {
-        const ir_attr *a = ir_attr_get(n, IR_ATTR_VALUE);
-        if (!a)
-            return 1;
-        return a->kind == IR_AT_TENSOR && a->tensor >= 0 && a->tensor < g->nvalues &&
-               g->values[a->tensor].kind == IR_VAL_CONST;
-    }
-    case IR_OP_ABS: case IR_OP_ADD: case IR_OP_AND: case IR_OP_CAST_LIKE: case IR_OP_CLIP:
-    case IR_OP_CONCAT: case IR_OP_DIV: case IR_OP_EQUAL: case IR_OP_ERF: case IR_OP_EXP:
-    case IR_OP_EXPAND: case IR_OP_FLATTEN: case IR_OP_GATHER: case IR_OP_GEMM: case IR_OP_GREATER:
-    case IR_OP_IDENTITY: case IR_OP_LAYERNORM: case IR_OP_LESS: case IR_OP_LOG: case IR_OP_MATMUL:
-    case IR_OP_MAX: case IR_OP_MIN: case IR_OP_MOD: case IR_OP_MUL: case IR_OP_NEG: case IR_OP_NOT: case IR_OP_OR:
-    case IR_OP_POW: case IR_OP_RANGE: case IR_OP_RECIPROCAL: case IR_OP_REDUCE_MAX:
-    case IR_OP_REDUCE_MEAN: case IR_OP_REDUCE_SUM: case IR_OP_RELU: case IR_OP_RESHAPE:
-    case IR_OP_SHAPE: case IR_OP_SIGMOID: case IR_OP_SLICE: case IR_OP_SOFTMAX: case IR_OP_SPLIT:
-    case IR_OP_SQRT: case IR_OP_SQUEEZE: case IR_OP_SUB: case IR_OP_TANH: case IR_OP_TRANSPOSE:
-    case IR_OP_UNSQUEEZE: case IR_OP_WHERE:
-        return 1;
-    case IR_OP_LINEAR: {
-        int64_t act = ir_attr_int(n, IR_ATTR_ACTIVATION, 0);
-        return act >= 0 && act <= 4;
-    }
-    case IR_OP_ATTENTION: {
-        int64_t layout = ir_attr_int(n, IR_ATTR_QKV_LAYOUT, 0);
-        return (layout == 0 || layout == 1) && ir_attr_int(n, IR_ATTR_HEADS, 0) > 0 &&
-               ir_attr_int(n, IR_ATTR_HEAD_SIZE, 0) > 0;
-    }
-    }
-    return 0;
+    (void)g;
+    ir_einsum eq;
+    char why[128];
+    return ir_einsum_of(n, &eq, why, sizeof why) == 0;
 }
 
-/* The kernel for op; NULL for ops that never reach the interpreter.  A switch
- * without default, so that a new op in ops.def warns here until it has one. */
+static int conv_ok(const ir_graph *g, const ir_node *n)
+{
+    static const char *const pads[] = {"NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER", NULL};
+    if (!attr_str_is(n, IR_ATTR_AUTO_PAD, "NOTSET", pads))
+        return 0;
+    const ir_attr *ks = ir_attr_get(n, IR_ATTR_KERNEL_SHAPE);
+    if (ks && (ks->kind != IR_AT_INTS || ks->n < 1 || ks->n > 2))
+        return 0;
+    int w = ir_input(n, 1);
+    int wrank = w >= 0 && w < g->nvalues ? g->values[w].rank : -1;
+    return wrank < 0 || wrank == 3 || wrank == 4; /* 1-D and 2-D */
+}
+
+static int batchnorm_ok(const ir_graph *g, const ir_node *n)
+{
+    (void)g;
+    return ir_attr_int(n, IR_ATTR_TRAINING_MODE, 0) == 0;
+}
+
+static int gelu_ok(const ir_graph *g, const ir_node *n)
+{
+    (void)g;
+    return ir_gelu_act(n) != IR_ACT_NONE;
+}
+
+static int cast_ok(const ir_graph *g, const ir_node *n)
+{
+    (void)g;
+    const ir_attr *a = ir_attr_get(n, IR_ATTR_TO);
+    return a && a->kind == IR_AT_INT && a->i >= 0 && a->i < 1000 && ir_dtype_from_onnx((int)a->i) >= 0;
+}
+
+/* Training-mode dropout with a non-zero ratio is random. */
+static int dropout_ok(const ir_graph *g, const ir_node *n)
+{
+    const ir_value *tm = const_input(g, n, 2), *ratio = const_input(g, n, 1);
+    if (!tm || tm->nbytes < 1 || ((const unsigned char *)tm->data)[0] == 0)
+        return 1;
+    if (ir_input(n, 1) < 0)
+        return 0; /* default ratio 0.5 */
+    if (!ratio)
+        return 1; /* decided at run time */
+    if (ratio->dtype == IR_F32 && ratio->nbytes == sizeof(float)) {
+        float r;
+        memcpy(&r, ratio->data, sizeof r);
+        return r == 0;
+    }
+    if (ratio->dtype == IR_F64 && ratio->nbytes == sizeof(double)) {
+        double r;
+        memcpy(&r, ratio->data, sizeof r);
+        return r == 0;
+    }
+    return 1;
+}
+
+static int constant_of_shape_ok(const ir_graph *g, const ir_node *n)
+{
+    const ir_attr *a = ir_attr_get(n, IR_ATTR_VALUE);
+    if (!a)
+        return 1;
+    return a->kind == IR_AT_TENSOR && a->tensor >= 0 && a->tensor < g->nvalues &&
+           g->values[a->tensor].kind == IR_VAL_CONST;
+}
+
+static int linear_ok(const ir_graph *g, const ir_node *n)
+{
+    (void)g;
+    int64_t act = ir_attr_int(n, IR_ATTR_ACTIVATION, IR_ACT_NONE);
+    return act >= 0 && act < IR_ACT_COUNT;
+}
+
+static int attention_ok(const ir_graph *g, const ir_node *n)
+{
+    (void)g;
+    int64_t layout = ir_attr_int(n, IR_ATTR_QKV_LAYOUT, 0);
+    return (layout == 0 || layout == 1) && ir_attr_int(n, IR_ATTR_HEADS, 0) > 0 &&
+           ir_attr_int(n, IR_ATTR_HEAD_SIZE, 0) > 0;
+}
+
+static int (*const checks[IR_OP_COUNT])(const ir_graph *g, const ir_node *n) = {
+    [IR_OP_EINSUM] = einsum_ok,
+    [IR_OP_CONV] = conv_ok,
+    [IR_OP_BATCHNORM] = batchnorm_ok,
+    [IR_OP_GELU] = gelu_ok,
+    [IR_OP_CAST] = cast_ok,
+    [IR_OP_DROPOUT] = dropout_ok,
+    [IR_OP_CONSTANT_OF_SHAPE] = constant_of_shape_ok,
+    [IR_OP_LINEAR] = linear_ok,
+    [IR_OP_ATTENTION] = attention_ok,
+};
+
+/* The kernel of every op without a formula in elemwise.def (those run
+ * ik_elem), and of Where, whose raw copies keep every dtype exact.  NULL:
+ * the op never reaches the interpreter (the frontend turns Constant nodes
+ * into values). */
+static const ik_kernel kernels[IR_OP_COUNT] = {
+    [IR_OP_WHERE] = ik_where,
+    [IR_OP_CLIP] = ik_clip,
+    [IR_OP_CAST] = ik_cast,
+    [IR_OP_CAST_LIKE] = ik_cast,
+    [IR_OP_IDENTITY] = ik_identity,
+    [IR_OP_DROPOUT] = ik_dropout,
+    [IR_OP_RESHAPE] = ik_reshape,
+    [IR_OP_FLATTEN] = ik_flatten,
+    [IR_OP_SQUEEZE] = ik_squeeze,
+    [IR_OP_UNSQUEEZE] = ik_unsqueeze,
+    [IR_OP_TRANSPOSE] = ik_transpose,
+    [IR_OP_CONCAT] = ik_concat,
+    [IR_OP_SPLIT] = ik_split,
+    [IR_OP_SLICE] = ik_slice,
+    [IR_OP_GATHER] = ik_gather,
+    [IR_OP_EXPAND] = ik_expand,
+    [IR_OP_SHAPE] = ik_shape,
+    [IR_OP_CONSTANT_OF_SHAPE] = ik_constant_of_shape,
+    [IR_OP_RANGE] = ik_range,
+    [IR_OP_MATMUL] = ik_matmul,
+    [IR_OP_GEMM] = ik_gemm,
+    [IR_OP_CONV] = ik_conv,
+    [IR_OP_EINSUM] = ik_einsum,
+    [IR_OP_REDUCE_MAX] = ik_reduce,
+    [IR_OP_REDUCE_MEAN] = ik_reduce,
+    [IR_OP_REDUCE_SUM] = ik_reduce,
+    [IR_OP_SOFTMAX] = ik_softmax,
+    [IR_OP_LAYERNORM] = ik_layernorm,
+    [IR_OP_BATCHNORM] = ik_batchnorm,
+    [IR_OP_LINEAR] = ik_linear,
+    [IR_OP_ATTENTION] = ik_attention,
+    [IR_OP_CONSTANT] = NULL,
+};
+/* Every op without a formula has its line above (Constant's NULL included). */
+_Static_assert(IR_OP_COUNT - IR_EW_COUNT == 31, "kernels[]: one entry per op without a formula in elemwise.def");
+
 static ik_kernel kernel_for(ir_op op)
 {
-    switch (op) {
-    case IR_OP_ABS: case IR_OP_ERF: case IR_OP_EXP: case IR_OP_GELU: case IR_OP_LOG: case IR_OP_NEG:
-    case IR_OP_NOT: case IR_OP_RECIPROCAL: case IR_OP_RELU: case IR_OP_SIGMOID: case IR_OP_SQRT:
-    case IR_OP_TANH:
-        return ik_unary;
-    case IR_OP_ADD: case IR_OP_AND: case IR_OP_DIV: case IR_OP_EQUAL: case IR_OP_GREATER: case IR_OP_LESS:
-    case IR_OP_MOD: case IR_OP_MUL: case IR_OP_OR: case IR_OP_POW: case IR_OP_SUB:
-        return ik_binary;
-    case IR_OP_MAX: case IR_OP_MIN: return ik_minmax;
-    case IR_OP_WHERE: return ik_where;
-    case IR_OP_CLIP: return ik_clip;
-    case IR_OP_CAST: case IR_OP_CAST_LIKE: return ik_cast;
-    case IR_OP_IDENTITY: return ik_identity;
-    case IR_OP_DROPOUT: return ik_dropout;
-    case IR_OP_RESHAPE: return ik_reshape;
-    case IR_OP_FLATTEN: return ik_flatten;
-    case IR_OP_SQUEEZE: return ik_squeeze;
-    case IR_OP_UNSQUEEZE: return ik_unsqueeze;
-    case IR_OP_TRANSPOSE: return ik_transpose;
-    case IR_OP_CONCAT: return ik_concat;
-    case IR_OP_SPLIT: return ik_split;
-    case IR_OP_SLICE: return ik_slice;
-    case IR_OP_GATHER: return ik_gather;
-    case IR_OP_EXPAND: return ik_expand;
-    case IR_OP_SHAPE: return ik_shape;
-    case IR_OP_CONSTANT_OF_SHAPE: return ik_constant_of_shape;
-    case IR_OP_RANGE: return ik_range;
-    case IR_OP_MATMUL: return ik_matmul;
-    case IR_OP_GEMM: return ik_gemm;
-    case IR_OP_CONV: return ik_conv;
-    case IR_OP_EINSUM: return ik_einsum;
-    case IR_OP_REDUCE_MAX: case IR_OP_REDUCE_MEAN: case IR_OP_REDUCE_SUM: return ik_reduce;
-    case IR_OP_SOFTMAX: return ik_softmax;
-    case IR_OP_LAYERNORM: return ik_layernorm;
-    case IR_OP_BATCHNORM: return ik_batchnorm;
-    case IR_OP_LINEAR: return ik_linear;
-    case IR_OP_ATTENTION: return ik_attention;
-    case IR_OP_CONSTANT: case IR_OP_COUNT: return NULL;
-    }
-    return NULL;
+    if ((unsigned)op >= IR_OP_COUNT)
+        return NULL;
+    return kernels[op] ? kernels[op] : ir_ew(op) ? ik_elem : NULL;
+}
+
+int ir_interp_supports(const ir_graph *g, const ir_node *n)
+{
+    if (!kernel_for(n->op))
+        return 0;
+    return !checks[n->op] || checks[n->op](g, n);
 }
 
 /* ---- one node on its own ---- */

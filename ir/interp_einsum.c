@@ -10,93 +10,20 @@
  * The loop is the definition: for each output position, sum over every
  * combination of the contracted letters the product of the operands (in
  * double for floats, exactly in int64 for integers). */
+#include "ir/einsum.h"
 #include "ir/interp_impl.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-enum { MAX_TERMS = (int)(sizeof(((ik_einsum_eq *)0)->terms) / sizeof(((ik_einsum_eq *)0)->terms[0])) };
-
-static int is_letter(char ch) { return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z'); }
-
-int ik_einsum_parse(const char *eq, ik_einsum_eq *p, char *why, size_t nwhy)
-{
-    memset(p, 0, sizeof *p);
-    const char *s = eq;
-    int len = 0, count[128] = {0};
-    p->nterms = 1;
-    for (; *s && !(s[0] == '-' && s[1] == '>'); s++) {
-        if (*s == ' ')
-            continue;
-        if (*s == '.') {
-            snprintf(why, nwhy, "ellipsis ('...') in Einsum equations is not supported");
-            return -1;
-        }
-        if (*s == ',') {
-            if (p->nterms == MAX_TERMS) {
-                snprintf(why, nwhy, "more than %d operands", MAX_TERMS);
-                return -1;
-            }
-            p->nterms++;
-            len = 0;
-            continue;
-        }
-        if (!is_letter(*s)) {
-            snprintf(why, nwhy, "unexpected character '%c' in the equation", *s);
-            return -1;
-        }
-        if (len == IR_MAX_RANK) {
-            snprintf(why, nwhy, "a term has more than %d subscripts", IR_MAX_RANK);
-            return -1;
-        }
-        p->terms[p->nterms - 1][len++] = *s;
-        count[(unsigned char)*s]++;
-    }
-    len = 0;
-    if (*s) { /* explicit output */
-        for (s += 2; *s; s++) {
-            if (*s == ' ')
-                continue;
-            if (*s == '.') {
-                snprintf(why, nwhy, "ellipsis ('...') in Einsum equations is not supported");
-                return -1;
-            }
-            if (!is_letter(*s)) {
-                snprintf(why, nwhy, "unexpected character '%c' in the output", *s);
-                return -1;
-            }
-            if (!count[(unsigned char)*s] || strchr(p->out, *s)) {
-                snprintf(why, nwhy, "output subscript '%c' is %s", *s,
-                         count[(unsigned char)*s] ? "repeated" : "not in any input");
-                return -1;
-            }
-            if (len == IR_MAX_RANK) {
-                snprintf(why, nwhy, "the output has more than %d subscripts", IR_MAX_RANK);
-                return -1;
-            }
-            p->out[len++] = *s;
-        }
-    } else { /* implicit output: letters seen once, in ASCII order */
-        for (int ch = 0; ch < 128; ch++)
-            if (count[ch] == 1) {
-                if (len == IR_MAX_RANK) {
-                    snprintf(why, nwhy, "the output has more than %d subscripts", IR_MAX_RANK);
-                    return -1;
-                }
-                p->out[len++] = (char)ch;
-            }
-    }
-    return 0;
-}
-
 int ik_einsum(ik_ctx *c)
 {
     const ir_attr *a = ir_attr_get(c->n, IR_ATTR_EQUATION);
-    ik_einsum_eq eq;
+    ir_einsum eq;
     char why[128];
     if (!a || a->kind != IR_AT_STRING)
         return ik_fail(c, VITC_BAD_INPUT, "the equation attribute is missing");
-    if (ik_einsum_parse(a->s, &eq, why, sizeof why))
+    if (ir_einsum_parse(a->s, &eq, why, sizeof why))
         return ik_fail(c, VITC_BAD_INPUT, "equation '%s': %s", a->s, why);
     if (eq.nterms != c->nin)
         return ik_fail(c, VITC_BAD_INPUT, "equation '%s' has %d operands but the node has %d inputs", a->s, eq.nterms,

@@ -7,7 +7,6 @@
 #include <math.h>
 #include <string.h>
 
-static int is_u64(ir_dtype t) { return t == IR_U64; }
 static int is_unsigned(ir_dtype t) { return t == IR_U8 || t == IR_U16 || t == IR_U32 || t == IR_U64; }
 
 /* -1, 0, 1 as a <, ==, > b, for int64 or (uns) uint64 bit patterns. */
@@ -37,214 +36,260 @@ static int64_t ipow(int64_t base, int64_t e)
     return r;
 }
 
-static double gelu(double x, int tanh_approx)
+/* The environment of one element's formula: the node's attributes and, for
+ * integer math, signedness and the first error. */
+typedef struct {
+    const ir_node *n;
+    ir_act act;  /* GELU's form */
+    int fmod;    /* Mod's fmod attribute */
+    int uns;     /* integer operands are unsigned */
+    int err;     /* integer division or modulo by zero */
+} ew_env;
+
+static double f_mod(double x, double y, const ew_env *e)
 {
-    if (tanh_approx)
-        return 0.5 * x * (1 + tanh(sqrt(2 / 3.14159265358979323846) * (x + 0.044715 * x * x * x)));
-    return 0.5 * x * (1 + erf(x / sqrt(2)));
+    double r = fmod(x, y);
+    if (!e->fmod && r != 0 && (r < 0) != (y < 0))
+        r += y;
+    return r;
 }
 
-/* y = f(x) for Abs, Erf, Exp, Gelu, Log, Neg, Not, Reciprocal, Relu, Sigmoid, Sqrt, Tanh. */
-int ik_unary(ik_ctx *c)
+static double f_max(double a, double b) { return isnan(a) || isnan(b) ? NAN : fmax(a, b); }
+static double f_min(double a, double b) { return isnan(a) || isnan(b) ? NAN : fmin(a, b); }
+
+static int64_t i_div(int64_t x, int64_t y, ew_env *e)
 {
-    const ir_tensor *x = c->in[0];
-    ir_op op = c->n->op;
-    int fl = ir_dtype_is_float(x->dtype);
-    if (op == IR_OP_NOT ? x->dtype != IR_BOOL
-                        : !fl && (x->dtype == IR_BOOL || (op != IR_OP_ABS && op != IR_OP_NEG && op != IR_OP_RELU)))
-        return ik_fail(c, VITC_BAD_INPUT, "%s does not take %s tensors", ir_op_name(op), ir_dtype_name(x->dtype));
-    const ir_attr *ap = ir_attr_get(c->n, IR_ATTR_APPROXIMATE);
-    int tanh_approx = ap && ap->kind == IR_AT_STRING && strcmp(ap->s, "tanh") == 0;
-    int st = ik_alloc(c, &c->out[0], x->dtype, x->rank, x->dims);
-    if (st)
-        return st;
-    int64_t n = ir_tensor_numel(x);
-    for (int64_t i = 0; i < n; i++) {
-        if (fl) {
-            double v = ir_tensor_get(x, i), r = v;
-            switch (op) {
-            case IR_OP_ABS: r = fabs(v); break;
-            case IR_OP_ERF: r = erf(v); break;
-            case IR_OP_EXP: r = exp(v); break;
-            case IR_OP_GELU: r = gelu(v, tanh_approx); break;
-            case IR_OP_LOG: r = log(v); break;
-            case IR_OP_NEG: r = -v; break;
-            case IR_OP_RECIPROCAL: r = 1 / v; break;
-            case IR_OP_RELU: r = v < 0 ? 0 : v; break;
-            case IR_OP_SIGMOID: r = 1 / (1 + exp(-v)); break;
-            case IR_OP_SQRT: r = sqrt(v); break;
-            case IR_OP_TANH: r = tanh(v); break;
-            default: return ik_fail(c, VITC_INTERNAL, "not a unary op");
-            }
-            ir_tensor_set(&c->out[0], i, r);
-        } else {
-            int64_t v = ir_tensor_get_i64(x, i), r = v;
-            int uns = is_unsigned(x->dtype);
-            switch (op) {
-            case IR_OP_ABS: r = !uns && v < 0 ? isub(0, v) : v; break;
-            case IR_OP_NEG: r = isub(0, v); break;
-            case IR_OP_RELU: r = !uns && v < 0 ? 0 : v; break;
-            case IR_OP_NOT: r = !v; break;
-            default: return ik_fail(c, VITC_INTERNAL, "not an integer unary op");
-            }
-            ir_tensor_set_i64(&c->out[0], i, r);
-        }
+    if (y == 0) {
+        e->err = 1;
+        return 0;
     }
-    return VITC_OK;
+    if (e->uns)
+        return (int64_t)((uint64_t)x / (uint64_t)y);
+    return y == -1 ? isub(0, x) : x / y; /* truncates, as C and ONNX Runtime do */
 }
 
-static int is_compare(ir_op op) { return op == IR_OP_EQUAL || op == IR_OP_GREATER || op == IR_OP_LESS; }
-
-/* z = a op b for Add, Sub, Mul, Div, Mod, Pow, And, Or, Equal, Greater, Less.
- * Mod: fmod=1 keeps the dividend's sign (C fmod / %), fmod=0 the divisor's
- * (Python, numpy.mod). */
-int ik_binary(ik_ctx *c)
+static int64_t i_mod(int64_t x, int64_t y, ew_env *e)
 {
-    const ir_tensor *a = c->in[0], *b = c->in[1];
+    if (y == 0) {
+        e->err = 1;
+        return 0;
+    }
+    if (e->uns)
+        return (int64_t)((uint64_t)x % (uint64_t)y);
+    int64_t r = y == -1 ? 0 : x % y;
+    if (!e->fmod && r != 0 && (r < 0) != (y < 0))
+        r += y;
+    return r;
+}
+
+/* Words that have no integer meaning (their ops take floats only). */
+static int64_t i_none(void) { return 0; }
+
+/* ---- the formulas in double ---- */
+#define X0 x[0]
+#define X1 x[1]
+#define X2 x[2]
+#define K(c) (c)
+#define ATTR(id, d) ((double)ir_attr_float(e->n, IR_ATTR_##id, (float)(d)))
+#define ADD(a, b) ((a) + (b))
+#define SUB(a, b) ((a) - (b))
+#define MUL(a, b) ((a) * (b))
+#define DIV(a, b) ((a) / (b))
+#define MOD(a, b) f_mod(a, b, e)
+#define POW(a, b) pow(a, b)
+#define NEG(a) (-(a))
+#define ABS(a) fabs(a)
+#define EXP(a) exp(a)
+#define LOG(a) log(a)
+#define ERF(a) erf(a)
+#define TANH(a) tanh(a)
+#define SQRT(a) sqrt(a)
+#define GELU(a) ir_act_ref(a, e->act)
+#define MAX(a, b) f_max(a, b)
+#define MIN(a, b) f_min(a, b)
+#define LT(a, b) (double)((a) < (b))
+#define GT(a, b) (double)((a) > (b))
+#define EQ(a, b) (double)((a) == (b))
+#define AND(a, b) (double)((a) != 0 && (b) != 0)
+#define OR(a, b) (double)((a) != 0 || (b) != 0)
+#define NOT(a) (double)((a) == 0)
+#define SELECT(c, a, b) ((c) != 0 ? (a) : (b))
+#define EW(id, in, res, same, F) \
+    static double f_##id(const double *x, ew_env *e) { (void)x; (void)e; return F; }
+#include "ir/elemwise.def"
+#undef EW
+#undef K
+#undef ATTR
+#undef ADD
+#undef SUB
+#undef MUL
+#undef DIV
+#undef MOD
+#undef POW
+#undef NEG
+#undef ABS
+#undef EXP
+#undef LOG
+#undef ERF
+#undef TANH
+#undef SQRT
+#undef GELU
+#undef MAX
+#undef MIN
+#undef LT
+#undef GT
+#undef EQ
+#undef AND
+#undef OR
+#undef NOT
+#undef SELECT
+
+/* ---- the same formulas in int64, wrapping like numpy ---- */
+#define K(c) ((int64_t)(c))
+#define ATTR(id, d) i_none()
+#define ADD(a, b) iadd(a, b)
+#define SUB(a, b) isub(a, b)
+#define MUL(a, b) imul(a, b)
+#define DIV(a, b) i_div(a, b, e)
+#define MOD(a, b) i_mod(a, b, e)
+#define POW(a, b) ipow(a, b)
+#define NEG(a) isub(0, a)
+#define ABS(a) (!e->uns && (a) < 0 ? isub(0, a) : (a))
+#define EXP(a) i_none()
+#define LOG(a) i_none()
+#define ERF(a) i_none()
+#define TANH(a) i_none()
+#define SQRT(a) i_none()
+#define GELU(a) i_none()
+#define MAX(a, b) (icmp(a, b, e->uns) >= 0 ? (a) : (b))
+#define MIN(a, b) (icmp(a, b, e->uns) <= 0 ? (a) : (b))
+#define LT(a, b) (int64_t)(icmp(a, b, e->uns) < 0)
+#define GT(a, b) (int64_t)(icmp(a, b, e->uns) > 0)
+#define EQ(a, b) (int64_t)((a) == (b))
+#define AND(a, b) (int64_t)((a) && (b))
+#define OR(a, b) (int64_t)((a) || (b))
+#define NOT(a) (int64_t)!(a)
+#define SELECT(c, a, b) ((c) ? (a) : (b))
+#define EW(id, in, res, same, F) \
+    static int64_t i_##id(const int64_t *x, ew_env *e) { (void)x; (void)e; return F; }
+#include "ir/elemwise.def"
+#undef EW
+#undef X0
+#undef X1
+#undef X2
+#undef K
+#undef ATTR
+#undef ADD
+#undef SUB
+#undef MUL
+#undef DIV
+#undef MOD
+#undef POW
+#undef NEG
+#undef ABS
+#undef EXP
+#undef LOG
+#undef ERF
+#undef TANH
+#undef SQRT
+#undef GELU
+#undef MAX
+#undef MIN
+#undef LT
+#undef GT
+#undef EQ
+#undef AND
+#undef OR
+#undef NOT
+#undef SELECT
+
+typedef double (*ew_float_fn)(const double *x, ew_env *e);
+typedef int64_t (*ew_int_fn)(const int64_t *x, ew_env *e);
+static const struct {
+    ew_float_fn f;
+    ew_int_fn i;
+} formulas[IR_OP_COUNT] = {
+#define EW(id, in, res, same, F) [IR_OP_##id] = {f_##id, i_##id},
+#include "ir/elemwise.def"
+#undef EW
+};
+
+/* The element types an op of elemwise.def takes, as a message; NULL if t is fine. */
+static const char *refuses(const ir_ew_info *ew, ir_dtype t)
+{
+    int fl = ir_dtype_is_float(t), b = t == IR_BOOL;
+    switch ((ir_ew_inputs)ew->inputs) {
+    case IR_EW_FLOAT: return fl ? NULL : "float";
+    case IR_EW_NUM: return b ? "number" : NULL;
+    case IR_EW_BOOL: return b ? NULL : "bool";
+    case IR_EW_ALL: return NULL;
+    }
+    return NULL;
+}
+
+/* Every op with a row in elemwise.def: its formula per element of the
+ * broadcast inputs, in double when any input is float (exact for every float
+ * type), else in int64.  A variadic op folds its binary formula over its inputs. */
+int ik_elem(ik_ctx *c)
+{
     ir_op op = c->n->op;
-    if (op != IR_OP_POW && ik_same_dtype(c, 2, c->in))
+    const ir_ew_info *ew = ir_ew(op);
+    int nin = c->nin, variadic = ir_op_table[op].max_in == VAR;
+    if (!ew || nin > IK_MAX_OPERANDS || (!variadic && nin > 3))
+        return ik_fail(c, VITC_INTERNAL, "no formula for %d inputs", nin);
+    for (int k = 0; k < nin; k++)
+        if (!c->in[k])
+            return ik_fail(c, VITC_BAD_INPUT, "input %d is omitted", k);
+    const ir_tensor *a = c->in[0];
+    if (ew->same && ik_same_dtype(c, nin, c->in))
         return c->d->status;
-    int logic = op == IR_OP_AND || op == IR_OP_OR;
-    if (logic != (a->dtype == IR_BOOL) && !(op == IR_OP_EQUAL && a->dtype == IR_BOOL))
-        return ik_fail(c, VITC_BAD_INPUT, "%s does not take %s tensors", ir_op_name(op), ir_dtype_name(a->dtype));
-    if (op == IR_OP_POW && b->dtype == IR_BOOL)
-        return ik_fail(c, VITC_BAD_INPUT, "Pow does not take a bool exponent");
-    ir_dtype odt = logic || is_compare(op) ? IR_BOOL : a->dtype;
-    int rank;
-    int64_t dims[IR_MAX_RANK], sa[IR_MAX_RANK], sb[IR_MAX_RANK];
-    int st = ik_broadcast_tensors(c, 2, c->in, &rank, dims);
+    const char *want = refuses(ew, a->dtype);
+    for (int k = 1; !want && !ew->same && k < nin; k++)
+        if (c->in[k]->dtype == IR_BOOL)
+            want = "number";
+    if (want)
+        return ik_fail(c, VITC_BAD_INPUT, "%s does not take %s tensors (it takes %s)", ir_op_name(op),
+                       ir_dtype_name(a->dtype), want);
+    ir_dtype odt = ew->result == IR_EW_PRED ? IR_BOOL : ew->result == IR_EW_LIKE1 ? c->in[1]->dtype : a->dtype;
+    int rank, fl = 0;
+    int64_t dims[IR_MAX_RANK], s[IK_MAX_OPERANDS][IR_MAX_RANK];
+    int st = ik_broadcast_tensors(c, nin, c->in, &rank, dims);
     if (!st)
         st = ik_alloc(c, &c->out[0], odt, rank, dims);
     if (st)
         return st;
-    ir_tensor *z = &c->out[0];
-    ik_bcast_strides(a->rank, a->dims, rank, dims, sa);
-    ik_bcast_strides(b->rank, b->dims, rank, dims, sb);
     ik_iter it;
     ik_iter_init(&it, rank, dims);
-    ik_iter_add(&it, sa, 0);
-    ik_iter_add(&it, sb, 0);
-    int fl = ir_dtype_is_float(a->dtype), uns = is_u64(a->dtype);
-    int fmod_sign = ir_attr_int(c->n, IR_ATTR_FMOD, 0) != 0;
+    for (int k = 0; k < nin; k++) {
+        fl |= ir_dtype_is_float(c->in[k]->dtype);
+        ik_bcast_strides(c->in[k]->rank, c->in[k]->dims, rank, dims, s[k]);
+        ik_iter_add(&it, s[k], 0);
+    }
+    ew_env e = {.n = c->n, .act = ir_gelu_act(c->n), .fmod = ir_attr_int(c->n, IR_ATTR_FMOD, 0) != 0,
+                .uns = is_unsigned(a->dtype)};
+    ir_tensor *z = &c->out[0];
     int64_t n = ir_tensor_numel(z);
     for (int64_t i = 0; i < n; i++, ik_iter_next(&it)) {
-        int64_t ia = it.off[0], ib = it.off[1];
         if (fl) {
-            double x = ir_tensor_get(a, ia), y = ir_tensor_get(b, ib), r;
-            switch (op) {
-            case IR_OP_ADD: r = x + y; break;
-            case IR_OP_SUB: r = x - y; break;
-            case IR_OP_MUL: r = x * y; break;
-            case IR_OP_DIV: r = x / y; break;
-            case IR_OP_MOD:
-                r = fmod(x, y);
-                if (!fmod_sign && r != 0 && (r < 0) != (y < 0))
-                    r += y;
-                break;
-            case IR_OP_POW: r = pow(x, y); break;
-            case IR_OP_EQUAL: r = x == y; break;
-            case IR_OP_GREATER: r = x > y; break;
-            case IR_OP_LESS: r = x < y; break;
-            default: return ik_fail(c, VITC_INTERNAL, "not a float binary op");
-            }
+            double x[IK_MAX_OPERANDS];
+            for (int k = 0; k < nin; k++)
+                x[k] = ir_tensor_get(c->in[k], it.off[k]);
+            double r = variadic ? x[0] : formulas[op].f(x, &e);
+            for (int k = 1; variadic && k < nin; k++)
+                r = formulas[op].f((double[2]){r, x[k]}, &e);
             ir_tensor_set(z, i, r);
             continue;
         }
-        int64_t x = ir_tensor_get_i64(a, ia), y, r;
-        if (op == IR_OP_POW && ir_dtype_is_float(b->dtype)) {
-            ir_tensor_set(z, i, pow((double)x, ir_tensor_get(b, ib)));
-            continue;
-        }
-        y = ir_tensor_get_i64(b, ib);
-        switch (op) {
-        case IR_OP_ADD: r = iadd(x, y); break;
-        case IR_OP_SUB: r = isub(x, y); break;
-        case IR_OP_MUL: r = imul(x, y); break;
-        case IR_OP_DIV:
-            if (y == 0)
-                return ik_fail(c, VITC_BAD_INPUT, "integer division by zero (element %lld)", (long long)i);
-            if (uns)
-                r = (int64_t)((uint64_t)x / (uint64_t)y);
-            else
-                r = y == -1 ? isub(0, x) : x / y; /* truncates, as C and ONNX Runtime do */
-            break;
-        case IR_OP_MOD:
-            if (y == 0)
-                return ik_fail(c, VITC_BAD_INPUT, "integer modulo by zero (element %lld)", (long long)i);
-            if (uns)
-                r = (int64_t)((uint64_t)x % (uint64_t)y);
-            else
-                r = y == -1 ? 0 : x % y;
-            if (!uns && !fmod_sign && r != 0 && (r < 0) != (y < 0))
-                r += y;
-            break;
-        case IR_OP_POW: r = ipow(x, y); break;
-        case IR_OP_AND: r = x && y; break;
-        case IR_OP_OR: r = x || y; break;
-        case IR_OP_EQUAL: r = x == y; break;
-        case IR_OP_GREATER: r = icmp(x, y, uns) > 0; break;
-        case IR_OP_LESS: r = icmp(x, y, uns) < 0; break;
-        default: return ik_fail(c, VITC_INTERNAL, "not an integer binary op");
-        }
+        int64_t x[IK_MAX_OPERANDS];
+        for (int k = 0; k < nin; k++)
+            x[k] = ir_tensor_get_i64(c->in[k], it.off[k]);
+        int64_t r = variadic ? x[0] : formulas[op].i(x, &e);
+        for (int k = 1; variadic && k < nin; k++)
+            r = formulas[op].i((int64_t[2]){r, x[k]}, &e);
+        if (e.err)
+            return ik_fail(c, VITC_BAD_INPUT, "integer %s by zero (element %lld)",
+                           op == IR_OP_MOD ? "modulo" : "division", (long long)i);
         ir_tensor_set_i64(z, i, r);
-    }
-    return VITC_OK;
-}
-
-/* Max / Min over one or more inputs; NaN wins, as in numpy. */
-int ik_minmax(ik_ctx *c)
-{
-    int is_max = c->n->op == IR_OP_MAX;
-    for (int k = 0; k < c->nin; k++)
-        if (!c->in[k])
-            return ik_fail(c, VITC_BAD_INPUT, "input %d is omitted", k);
-    if (ik_same_dtype(c, c->nin, c->in))
-        return c->d->status;
-    ir_dtype dt = c->in[0]->dtype;
-    if (dt == IR_BOOL)
-        return ik_fail(c, VITC_BAD_INPUT, "%s does not take bool tensors", ir_op_name(c->n->op));
-    int rank = c->in[0]->rank, st = VITC_OK;
-    int64_t dims[IR_MAX_RANK];
-    memcpy(dims, c->in[0]->dims, sizeof dims);
-    for (int k = 1; k < c->nin && !st; k++) {
-        int ranks[2] = {rank, c->in[k]->rank};
-        int64_t d2[2][IR_MAX_RANK];
-        memcpy(d2[0], dims, sizeof dims);
-        memcpy(d2[1], c->in[k]->dims, sizeof dims);
-        st = ik_broadcast(c, 2, ranks, (const int64_t(*)[IR_MAX_RANK])d2, &rank, dims);
-    }
-    if (!st)
-        st = ik_alloc(c, &c->out[0], dt, rank, dims);
-    if (st)
-        return st;
-    ir_tensor *z = &c->out[0];
-    int fl = ir_dtype_is_float(dt), uns = is_u64(dt);
-    int64_t n = ir_tensor_numel(z);
-    for (int k = 0; k < c->nin; k++) {
-        const ir_tensor *x = c->in[k];
-        int64_t sx[IR_MAX_RANK];
-        ik_bcast_strides(x->rank, x->dims, rank, dims, sx);
-        ik_iter it;
-        ik_iter_init(&it, rank, dims);
-        ik_iter_add(&it, sx, 0);
-        for (int64_t i = 0; i < n; i++, ik_iter_next(&it)) {
-            if (fl) {
-                double v = ir_tensor_get(x, it.off[0]), r = v;
-                if (k > 0) {
-                    double acc = ir_tensor_get(z, i);
-                    r = isnan(acc) || isnan(v) ? NAN : is_max ? fmax(acc, v) : fmin(acc, v);
-                }
-                ir_tensor_set(z, i, r);
-            } else {
-                int64_t v = ir_tensor_get_i64(x, it.off[0]), r = v;
-                if (k > 0) {
-                    int64_t acc = ir_tensor_get_i64(z, i);
-                    int cmp = icmp(acc, v, uns);
-                    r = (is_max ? cmp >= 0 : cmp <= 0) ? acc : v;
-                }
-                ir_tensor_set_i64(z, i, r);
-            }
-        }
     }
     return VITC_OK;
 }
@@ -307,7 +352,7 @@ int ik_clip(ik_ctx *c)
             ir_tensor_set(&c->out[0], i, v > b ? b : v);
         }
     } else {
-        int uns = is_u64(x->dtype);
+        int uns = is_unsigned(x->dtype);
         for (int64_t i = 0; i < n; i++) {
             int64_t v = ir_tensor_get_i64(x, i);
             if (lo && icmp(v, ir_tensor_get_i64(lo, 0), uns) < 0)

@@ -10,17 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static double activate(double y, int64_t act)
-{
-    switch (act) {
-    case 1: return 0.5 * y * (1 + erf(y / sqrt(2)));
-    case 2: return 0.5 * y * (1 + tanh(sqrt(2 / 3.14159265358979323846) * (y + 0.044715 * y * y * y)));
-    case 3: return y > 0 ? y : 0;
-    case 4: return y < 0 ? 0 : y > 6 ? 6 : y;
-    default: return y;
-    }
-}
-
 /* y[..., N] = act(x[..., K] @ W[K, N] + bias[N]) + residual, the residual
  * broadcasting to y's shape. */
 int ik_linear(ik_ctx *c)
@@ -32,9 +21,9 @@ int ik_linear(ik_ctx *c)
         return st;
     if (!ir_dtype_is_float(X->dtype))
         return ik_fail(c, VITC_BAD_INPUT, "Linear takes float tensors, not %s", ir_dtype_name(X->dtype));
-    int64_t act = ir_attr_int(c->n, IR_ATTR_ACTIVATION, 0);
-    if (act < 0 || act > 4)
-        return ik_fail(c, VITC_BAD_INPUT, "activation %lld is not one of 0..4", (long long)act);
+    int64_t act = ir_attr_int(c->n, IR_ATTR_ACTIVATION, IR_ACT_NONE);
+    if (act < 0 || act >= IR_ACT_COUNT)
+        return ik_fail(c, VITC_BAD_INPUT, "activation %lld is not one of 0..%d", (long long)act, IR_ACT_COUNT - 1);
     if (X->rank < 1 || W->rank != 2 || W->dims[0] != X->dims[X->rank - 1]) {
         char a[160], b[160];
         return ik_fail(c, VITC_BAD_INPUT, "x %s and W %s do not multiply (W must be [K, N])",
@@ -88,7 +77,7 @@ int ik_linear(ik_ctx *c)
                 acc[j] += row[k] * wk[j];
         }
         for (int64_t j = 0; j < N; j++, ik_iter_next(&it)) {
-            double y = activate(acc[j], act);
+            double y = ir_act_ref(acc[j], (ir_act)act);
             if (R)
                 y += ir_tensor_get(R, it.off[0]);
             ir_tensor_set(&c->out[0], m * N + j, y);

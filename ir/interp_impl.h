@@ -55,7 +55,7 @@ void ik_strides(int rank, const int64_t *dims, int64_t *strides);
 void ik_bcast_strides(int trank, const int64_t *tdims, int rank, const int64_t *dims, int64_t *strides);
 
 /* An odometer over a shape that keeps one flat offset per operand. */
-enum { IK_MAX_OPERANDS = 4 };
+enum { IK_MAX_OPERANDS = 8 };
 typedef struct {
     int rank, n;
     int64_t dims[IR_MAX_RANK], idx[IR_MAX_RANK];
@@ -70,9 +70,8 @@ void ik_iter_next(ik_iter *it);
 
 /* ---- kernels ---- */
 /* interp_elem.c: elementwise */
-int ik_unary(ik_ctx *c);
-int ik_binary(ik_ctx *c);
-int ik_minmax(ik_ctx *c);
+/* every op with a formula in elemwise.def */
+int ik_elem(ik_ctx *c);
 int ik_where(ik_ctx *c);
 int ik_clip(ik_ctx *c);
 int ik_cast(ik_ctx *c);
@@ -105,13 +104,4 @@ int ik_einsum(ik_ctx *c);
 /* interp_fused.c: ops that passes create */
 int ik_linear(ik_ctx *c);
 int ik_attention(ik_ctx *c);
-/* Parses an Einsum equation; 0 if it is one the interpreter runs (no "...").
- * On failure writes the reason into why. */
-typedef struct {
-    int nterms;
-    char terms[IK_MAX_OPERANDS * 4][IR_MAX_RANK + 1]; /* input subscripts */
-    char out[IR_MAX_RANK + 1];
-} ik_einsum_eq;
-int ik_einsum_parse(const char *eq, ik_einsum_eq *p, char *why, size_t nwhy);
-
 #endif

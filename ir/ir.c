@@ -3,6 +3,7 @@
  * functions that add values and nodes to a graph. */
 #include "ir/ir.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,6 +13,34 @@ const ir_op_info ir_op_table[IR_OP_COUNT] = {
 #include "ir/ops.def"
 #undef OP
 };
+
+const ir_ew_info ir_ew_table[IR_OP_COUNT] = {
+#define EW(id, in, res, sm, f) [IR_OP_##id] = {1, in, res, sm},
+#include "ir/elemwise.def"
+#undef EW
+};
+
+ir_act ir_gelu_act(const ir_node *n)
+{
+    const ir_attr *a = ir_attr_get(n, IR_ATTR_APPROXIMATE);
+    if (!a)
+        return IR_ACT_GELU_ERF;
+    if (a->kind != IR_AT_STRING)
+        return IR_ACT_NONE;
+    return strcmp(a->s, "none") == 0 ? IR_ACT_GELU_ERF : strcmp(a->s, "tanh") == 0 ? IR_ACT_GELU_TANH : IR_ACT_NONE;
+}
+
+double ir_act_ref(double x, ir_act a)
+{
+    switch (a) {
+    case IR_ACT_GELU_ERF: return 0.5 * x * (1 + erf(x / sqrt(2)));
+    case IR_ACT_GELU_TANH: return 0.5 * x * (1 + tanh(sqrt(2 / 3.14159265358979323846) * (x + 0.044715 * x * x * x)));
+    case IR_ACT_RELU: return x > 0 ? x : 0;
+    case IR_ACT_RELU6: return x < 0 ? 0 : x > 6 ? 6 : x;
+    case IR_ACT_NONE: case IR_ACT_COUNT: return x;
+    }
+    return x;
+}
 
 const char *ir_op_name(ir_op op) { return (unsigned)op < IR_OP_COUNT ? ir_op_table[op].name : "?"; }
 

@@ -65,6 +65,37 @@ typedef enum {
     IR_ACT_RELU6 = 4,
     IR_ACT_COUNT
 } ir_act;
+/* The activation a Gelu node computes (its `approximate` attribute: "none"
+ * gives IR_ACT_GELU_ERF, "tanh" IR_ACT_GELU_TANH); IR_ACT_NONE when the
+ * attribute names another form, which no backend supports.  The one place
+ * that reads the attribute's string. */
+struct ir_node;
+ir_act ir_gelu_act(const struct ir_node *n);
+/* The reference value of activation a at x, in double (the interpreter's
+ * Linear and Gelu both use it). */
+double ir_act_ref(double x, ir_act a);
+
+/* ---- element-wise formulas (elemwise.def) ---- */
+typedef enum { IR_EW_FLOAT, IR_EW_NUM, IR_EW_BOOL, IR_EW_ALL } ir_ew_inputs;
+typedef enum { IR_EW_SAME, IR_EW_PRED, IR_EW_LIKE1 } ir_ew_result;
+typedef struct {
+    unsigned char has;    /* the op has a row in elemwise.def */
+    unsigned char inputs; /* ir_ew_inputs */
+    unsigned char result; /* ir_ew_result */
+    unsigned char same;   /* every input has input 0's type */
+} ir_ew_info;
+extern const ir_ew_info ir_ew_table[IR_OP_COUNT];
+/* The op's row in elemwise.def, or NULL when it has no formula. */
+static inline const ir_ew_info *ir_ew(ir_op op) { return ir_ew_table[op].has ? &ir_ew_table[op] : NULL; }
+/* How many rows elemwise.def has: tables that list every op without a
+ * formula assert IR_OP_COUNT - IR_EW_COUNT, so a new formula op needs no entry. */
+enum {
+#define EW(id, in, res, same, f) IR_EW_ROW_##id,
+#include "ir/elemwise.def"
+#undef EW
+    IR_EW_COUNT
+};
+
 /* The op for an ONNX op_type in the default domain; -1 if unsupported. */
 int ir_op_from_onnx(const char *op_type);
 

@@ -6,6 +6,7 @@
  * Reshape chains of torch exports) carry those values in symval, so a Reshape
  * whose target is computed at run time still gets a static shape in terms of
  * the batch.  A shape that would depend on data is an error naming the node. */
+#include "ir/einsum.h"
 #include "ir/ir.h"
 
 #include <limits.h>
@@ -164,6 +165,85 @@ static int broadcast(ctx *c, const ir_dim *a, int ra, const ir_dim *b, int rb, i
     return VITC_OK;
 }
 
+/* ---- values of element-wise ops on known integers (shape arithmetic) ----
+ * Each computes r from the operands' values x, y, z; 0 when it cannot. */
+typedef int (*sym_fold_fn)(const ir_node *n, ir_dim x, ir_dim y, ir_dim z, ir_dim *r);
+
+static int fold_add(const ir_node *n, ir_dim x, ir_dim y, ir_dim z, ir_dim *r)
+{
+    (void)n, (void)z;
+    return sym_add(x, y, 1, r);
+}
+
+static int fold_sub(const ir_node *n, ir_dim x, ir_dim y, ir_dim z, ir_dim *r)
+{
+    (void)n, (void)z;
+    return sym_add(x, y, -1, r);
+}
+
+static int fold_mul(const ir_node *n, ir_dim x, ir_dim y, ir_dim z, ir_dim *r)
+{
+    (void)n, (void)z;
+    return sym_mul(x, y, r);
+}
+
+static int fold_div(const ir_node *n, ir_dim x, ir_dim y, ir_dim z, ir_dim *r)
+{
+    (void)n, (void)z;
+    return sym_div(x, y, r);
+}
+
+/* Python-style (sign of the divisor) unless fmod; numbers only. */
+static int fold_mod(const ir_node *n, ir_dim x, ir_dim y, ir_dim z, ir_dim *r)
+{
+    (void)z;
+    if (!is_static(x) || !is_static(y) || y.k == 0)
+        return 0;
+    int64_t m = x.k % y.k;
+    if (!ir_attr_int(n, IR_ATTR_FMOD, 0) && m != 0 && ((m < 0) != (y.k < 0)))
+        m += y.k;
+    *r = ir_dim_const(m);
+    return 1;
+}
+
+static int fold_cast(const ir_node *n, ir_dim x, ir_dim y, ir_dim z, ir_dim *r)
+{
+    (void)n, (void)y, (void)z;
+    *r = x;
+    return 1;
+}
+
+static int fold_equal(const ir_node *n, ir_dim x, ir_dim y, ir_dim z, ir_dim *r)
+{
+    (void)n, (void)z;
+    if (is_static(x) && is_static(y))
+        *r = ir_dim_const(x.k == y.k);
+    else if (ir_dim_eq(x, y))
+        *r = ir_dim_const(1);
+    else if ((!is_static(x) && x.k > 0 && is_static(y) && y.k <= 0) ||
+             (!is_static(y) && y.k > 0 && is_static(x) && x.k <= 0))
+        *r = ir_dim_const(0); /* k*B^e with k > 0 is positive */
+    else
+        return 0;
+    return 1;
+}
+
+static int fold_where(const ir_node *n, ir_dim x, ir_dim y, ir_dim z, ir_dim *r)
+{
+    (void)n;
+    if (!is_static(x))
+        return 0;
+    *r = x.k ? y : z;
+    return 1;
+}
+
+/* The ops whose values are followed; the others leave symval unknown. */
+static const sym_fold_fn sym_folds[IR_OP_COUNT] = {
+    [IR_OP_ADD] = fold_add,       [IR_OP_SUB] = fold_sub,   [IR_OP_MUL] = fold_mul,
+    [IR_OP_DIV] = fold_div,       [IR_OP_MOD] = fold_mod,   [IR_OP_CAST] = fold_cast,
+    [IR_OP_CAST_LIKE] = fold_cast, [IR_OP_EQUAL] = fold_equal, [IR_OP_WHERE] = fold_where,
+};
+
 /* Element-wise ops: broadcast all inputs; values folded for integer math. */
 static int infer_elementwise(ctx *c)
 {
@@ -188,27 +268,20 @@ static int infer_elementwise(ctx *c)
             return VITC_BAD_INPUT;
         }
     }
+    const ir_ew_info *ew = ir_ew(n->op);
     ir_dtype dt = in(c, 0)->dtype;
-    switch (n->op) {
-    case IR_OP_EQUAL: case IR_OP_LESS: case IR_OP_GREATER: case IR_OP_NOT: case IR_OP_AND: case IR_OP_OR:
+    if (ew && ew->result == IR_EW_PRED)
         dt = IR_BOOL;
-        break;
-    case IR_OP_WHERE: dt = in(c, 1)->dtype; break;
-    case IR_OP_CAST_LIKE: dt = in(c, 1)->dtype; break;
-    case IR_OP_CAST: {
+    else if ((ew && ew->result == IR_EW_LIKE1) || n->op == IR_OP_CAST_LIKE)
+        dt = in(c, 1)->dtype;
+    if (n->op == IR_OP_CAST) {
         int t = ir_dtype_from_onnx((int)ir_attr_int(n, IR_ATTR_TO, -1));
         if (t < 0)
             FAIL(c, "Cast to an unsupported type (to=%lld)", (long long)ir_attr_int(n, IR_ATTR_TO, -1));
         dt = (ir_dtype)t;
-        break;
-    }
-    default: break;
     }
     /* Same-type rule for arithmetic and comparisons. */
-    int same = n->op == IR_OP_ADD || n->op == IR_OP_SUB || n->op == IR_OP_MUL || n->op == IR_OP_DIV ||
-               n->op == IR_OP_MOD ||
-               n->op == IR_OP_EQUAL || n->op == IR_OP_LESS || n->op == IR_OP_GREATER || n->op == IR_OP_MAX ||
-               n->op == IR_OP_MIN;
+    int same = ew && ew->same;
     for (int i = 1; same && i < n->ninputs; i++)
         if (n->inputs[i] >= 0 && in(c, i)->dtype != in(c, 0)->dtype)
             FAIL(c, "input %d is %s but input 0 is %s", i, ir_dtype_name(in(c, i)->dtype),
@@ -231,48 +304,13 @@ static int infer_elementwise(ctx *c)
         return VITC_OK;
     if ((na != 1 && na != cnt) || (b && nb != 1 && nb != cnt) || (cc && nc != 1 && nc != cnt))
         return VITC_OK; /* e.g. Where's third input broadcasting from rank 2: not tracked */
+    sym_fold_fn fold = sym_folds[n->op];
+    if (!fold)
+        return VITC_OK;
     ir_dim r[SYMVAL_MAX];
     for (int i = 0; i < cnt; i++) {
-        ir_dim x = a[na == 1 ? 0 : i], y = b ? b[nb == 1 ? 0 : i] : x;
-        int ok = 1;
-        switch (n->op) {
-        case IR_OP_ADD: ok = sym_add(x, y, 1, &r[i]); break;
-        case IR_OP_SUB: ok = sym_add(x, y, -1, &r[i]); break;
-        case IR_OP_MUL: ok = sym_mul(x, y, &r[i]); break;
-        case IR_OP_DIV: ok = sym_div(x, y, &r[i]); break;
-        case IR_OP_MOD:
-            /* Python-style (sign of the divisor) unless fmod; numbers only. */
-            ok = is_static(x) && is_static(y) && y.k != 0;
-            if (ok) {
-                int64_t m = x.k % y.k;
-                if (!ir_attr_int(n, IR_ATTR_FMOD, 0) && m != 0 && ((m < 0) != (y.k < 0)))
-                    m += y.k;
-                r[i] = ir_dim_const(m);
-            }
-            break;
-        case IR_OP_CAST: case IR_OP_CAST_LIKE: r[i] = x; break;
-        case IR_OP_EQUAL:
-            if (is_static(x) && is_static(y))
-                r[i] = ir_dim_const(x.k == y.k);
-            else if (ir_dim_eq(x, y))
-                r[i] = ir_dim_const(1);
-            else if ((!is_static(x) && x.k > 0 && is_static(y) && y.k <= 0) ||
-                     (!is_static(y) && y.k > 0 && is_static(x) && x.k <= 0))
-                r[i] = ir_dim_const(0); /* k*B^e with k > 0 is positive */
-            else
-                ok = 0;
-            break;
-        case IR_OP_WHERE: {
-            ir_dim z = cc[nc == 1 ? 0 : i];
-            if (!is_static(x))
-                ok = 0;
-            else
-                r[i] = x.k ? y : z;
-            break;
-        }
-        default: ok = 0; break;
-        }
-        if (!ok)
+        ir_dim x = a[na == 1 ? 0 : i], y = b ? b[nb == 1 ? 0 : i] : x, z = cc ? cc[nc == 1 ? 0 : i] : x;
+        if (!fold(n, x, y, z, &r[i]))
             return VITC_OK;
     }
     set_symval(c, o, r, (int)cnt);
@@ -878,56 +916,31 @@ static int infer_conv(ctx *c)
 /* Einsum "ab,bc->ac": each letter's size from the operands. */
 static int infer_einsum(ctx *c)
 {
-    const ir_attr *eq = ir_attr_get(c->n, IR_ATTR_EQUATION);
-    if (!eq || eq->kind != IR_AT_STRING)
-        FAIL(c, "missing equation");
+    ir_einsum eq;
+    char why[160];
+    if (ir_einsum_of(c->n, &eq, why, sizeof why))
+        FAIL(c, "%s", why);
     ir_dim size[128];
-    int seen[128] = {0}, count[128] = {0};
-    const char *p = eq->s;
-    int op = 0, dim = 0;
-    for (; *p && !(p[0] == '-' && p[1] == '>'); p++) {
-        unsigned char ch = (unsigned char)*p;
-        if (ch == ' ')
-            continue;
-        if (ch == ',') {
-            if (op >= c->n->ninputs || dim != in(c, op)->rank)
-                FAIL(c, "operand %d has rank %d, the equation gives it %d letters", op,
-                     op < c->n->ninputs ? in(c, op)->rank : -1, dim);
-            op++;
-            dim = 0;
-            continue;
+    int seen[128] = {0};
+    for (int op = 0; op < eq.nterms; op++) {
+        const ir_value *x = in(c, op);
+        if ((int)strlen(eq.terms[op]) != x->rank)
+            FAIL(c, "operand %d has rank %d, the equation gives it %d letters", op, x->rank,
+                 (int)strlen(eq.terms[op]));
+        for (int dim = 0; dim < x->rank; dim++) {
+            unsigned char ch = (unsigned char)eq.terms[op][dim];
+            ir_dim s = x->dims[dim];
+            if (seen[ch] && !ir_dim_eq(size[ch], s) && !is_one(s) && !is_one(size[ch]))
+                FAIL(c, "letter '%c' has two different sizes", ch);
+            if (!seen[ch] || is_one(size[ch]))
+                size[ch] = s;
+            seen[ch] = 1;
         }
-        if (ch == '.')
-            FAIL(c, "ellipsis in Einsum equations is not supported");
-        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z')) || op >= c->n->ninputs ||
-            dim >= in(c, op)->rank)
-            FAIL(c, "equation '%s' does not match the operands", eq->s);
-        ir_dim s = in(c, op)->dims[dim++];
-        if (seen[ch] && !ir_dim_eq(size[ch], s) && !is_one(s) && !is_one(size[ch]))
-            FAIL(c, "letter '%c' has two different sizes", ch);
-        if (!seen[ch] || is_one(size[ch]))
-            size[ch] = s;
-        seen[ch] = 1;
-        count[ch]++;
     }
-    if (op != c->n->ninputs - 1 || dim != in(c, op)->rank)
-        FAIL(c, "equation '%s' does not match the %d operands", eq->s, c->n->ninputs);
     ir_dim d[IR_MAX_RANK];
     int r = 0;
-    if (*p) {
-        for (p += 2; *p; p++) {
-            unsigned char ch = (unsigned char)*p;
-            if (ch == ' ')
-                continue;
-            if (ch >= 128 || !seen[ch] || r >= IR_MAX_RANK)
-                FAIL(c, "output letter '%c' is not in any operand", ch);
-            d[r++] = size[ch];
-        }
-    } else {
-        for (int ch = 0; ch < 128; ch++)
-            if (seen[ch] && count[ch] == 1 && r < IR_MAX_RANK)
-                d[r++] = size[ch];
-    }
+    for (const char *p = eq.out; *p; p++)
+        d[r++] = size[(unsigned char)*p];
     out_set(c, 0, in(c, 0)->dtype, r, d);
     return VITC_OK;
 }
@@ -996,6 +1009,61 @@ static int infer_attention(ctx *c)
     return VITC_OK;
 }
 
+/* Softmax, BatchNormalization, Identity, Dropout: the output is shaped like
+ * input 0 (Dropout's mask too). */
+static int infer_same(ctx *c)
+{
+    const ir_node *n = c->n;
+    ir_value *x = in(c, 0);
+    if (n->op == IR_OP_SOFTMAX && norm_axis(ir_attr_int(n, IR_ATTR_AXIS, -1), x->rank) < 0)
+        FAIL(c, "axis is out of range");
+    if (n->op == IR_OP_BATCHNORM && (x->rank < 2 || ir_attr_int(n, IR_ATTR_TRAINING_MODE, 0)))
+        FAIL(c, "BatchNormalization needs rank >= 2 and inference mode");
+    ir_value *o = out_set(c, 0, x->dtype, x->rank, x->dims);
+    if (o && x->symval)
+        set_symval(c, o, x->symval, x->nsymval);
+    out_set(c, 1, IR_BOOL, x->rank, x->dims); /* Dropout's mask */
+    return VITC_OK;
+}
+
+/* The shape rule of every op that is not element-wise (OPF_ELEMWISE ops all
+ * take infer_elementwise).  Constant has none: the frontend folds it. */
+static int (*const rules[IR_OP_COUNT])(ctx *c) = {
+    [IR_OP_MATMUL] = infer_matmul,
+    [IR_OP_GEMM] = infer_gemm,
+    [IR_OP_SHAPE] = infer_shape_op,
+    [IR_OP_RESHAPE] = infer_reshape,
+    [IR_OP_UNSQUEEZE] = infer_unsqueeze,
+    [IR_OP_SQUEEZE] = infer_squeeze,
+    [IR_OP_CONCAT] = infer_concat,
+    [IR_OP_GATHER] = infer_gather,
+    [IR_OP_SLICE] = infer_slice,
+    [IR_OP_TRANSPOSE] = infer_transpose,
+    [IR_OP_REDUCE_MAX] = infer_reduce,
+    [IR_OP_REDUCE_MEAN] = infer_reduce,
+    [IR_OP_REDUCE_SUM] = infer_reduce,
+    [IR_OP_SPLIT] = infer_split,
+    [IR_OP_EXPAND] = infer_expand,
+    [IR_OP_CONSTANT_OF_SHAPE] = infer_constant_of_shape,
+    [IR_OP_RANGE] = infer_range,
+    [IR_OP_FLATTEN] = infer_flatten,
+    [IR_OP_CONV] = infer_conv,
+    [IR_OP_EINSUM] = infer_einsum,
+    [IR_OP_LAYERNORM] = infer_layernorm,
+    [IR_OP_LINEAR] = infer_linear,
+    [IR_OP_ATTENTION] = infer_attention,
+    [IR_OP_SOFTMAX] = infer_same,
+    [IR_OP_BATCHNORM] = infer_same,
+    [IR_OP_IDENTITY] = infer_same,
+    [IR_OP_DROPOUT] = infer_same,
+    [IR_OP_CONSTANT] = NULL,
+    /* element-wise without a formula: infer_elementwise */
+    [IR_OP_CAST] = NULL,
+    [IR_OP_CAST_LIKE] = NULL,
+    [IR_OP_CLIP] = NULL,
+};
+_Static_assert(IR_OP_COUNT - IR_EW_COUNT == 31, "rules[]: one line per op without a formula in elemwise.def");
+
 static int infer_node(ctx *c)
 {
     const ir_node *n = c->n;
@@ -1004,43 +1072,9 @@ static int infer_node(ctx *c)
             FAIL(c, "input %d ('%s') has no inferred shape", i, c->g->values[n->inputs[i]].name);
     if (ir_op_table[n->op].flags & OPF_ELEMWISE)
         return infer_elementwise(c);
-    switch (n->op) {
-    case IR_OP_MATMUL: return infer_matmul(c);
-    case IR_OP_GEMM: return infer_gemm(c);
-    case IR_OP_SHAPE: return infer_shape_op(c);
-    case IR_OP_RESHAPE: return infer_reshape(c);
-    case IR_OP_UNSQUEEZE: return infer_unsqueeze(c);
-    case IR_OP_SQUEEZE: return infer_squeeze(c);
-    case IR_OP_CONCAT: return infer_concat(c);
-    case IR_OP_GATHER: return infer_gather(c);
-    case IR_OP_SLICE: return infer_slice(c);
-    case IR_OP_TRANSPOSE: return infer_transpose(c);
-    case IR_OP_REDUCE_MAX: case IR_OP_REDUCE_MEAN: case IR_OP_REDUCE_SUM: return infer_reduce(c);
-    case IR_OP_SPLIT: return infer_split(c);
-    case IR_OP_EXPAND: return infer_expand(c);
-    case IR_OP_CONSTANT_OF_SHAPE: return infer_constant_of_shape(c);
-    case IR_OP_RANGE: return infer_range(c);
-    case IR_OP_FLATTEN: return infer_flatten(c);
-    case IR_OP_CONV: return infer_conv(c);
-    case IR_OP_EINSUM: return infer_einsum(c);
-    case IR_OP_LAYERNORM: return infer_layernorm(c);
-    case IR_OP_LINEAR: return infer_linear(c);
-    case IR_OP_ATTENTION: return infer_attention(c);
-    case IR_OP_SOFTMAX: case IR_OP_BATCHNORM: case IR_OP_IDENTITY: case IR_OP_DROPOUT: {
-        ir_value *x = in(c, 0);
-        if (n->op == IR_OP_SOFTMAX && norm_axis(ir_attr_int(n, IR_ATTR_AXIS, -1), x->rank) < 0)
-            FAIL(c, "axis is out of range");
-        if (n->op == IR_OP_BATCHNORM && (x->rank < 2 || ir_attr_int(n, IR_ATTR_TRAINING_MODE, 0)))
-            FAIL(c, "BatchNormalization needs rank >= 2 and inference mode");
-        ir_value *o = out_set(c, 0, x->dtype, x->rank, x->dims);
-        if (o && x->symval)
-            set_symval(c, o, x->symval, x->nsymval);
-        out_set(c, 1, IR_BOOL, x->rank, x->dims); /* Dropout's mask */
-        return VITC_OK;
-    }
-    default:
+    if (!rules[n->op])
         return vitc_error(c->d, VITC_INTERNAL, n, "no shape rule for %s", ir_op_name(n->op));
-    }
+    return rules[n->op](c);
 }
 
 /* Refuses an output that would hold more than 4 GiB for one image (batch 1):

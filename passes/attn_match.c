@@ -6,9 +6,9 @@
  * of a packed projection -- timm's reshape/permute/unbind, einops's
  * "(h d qkv)", torchvision's in_proj with batch-folded heads -- is recognised
  * by what it computes, not by how it is spelled. */
+#include "ir/einsum.h"
 #include "passes/attn.h"
 
-#include <ctype.h>
 #include <string.h>
 
 #define MISS(...) return (snprintf(why, nwhy, __VA_ARGS__), -1)
@@ -26,36 +26,15 @@ static int strip_factors(const ir_graph *g, int v, double *f)
     return v;
 }
 
-/* An Einsum equation "t0,t1->out" without spaces; 0 when it is one. */
+/* An Einsum equation "t0,t1->out" (ir/einsum.h), no letter repeated in a term; 0 when it is one. */
 static int parse_einsum(const ir_node *n, char t[2][IR_MAX_RANK + 1], char out[IR_MAX_RANK + 1])
 {
-    const ir_attr *a = ir_attr_get(n, IR_ATTR_EQUATION);
-    if (!a || a->kind != IR_AT_STRING || n->ninputs != 2)
+    ir_einsum e;
+    char why[128];
+    if (ir_einsum_of(n, &e, why, sizeof why) || e.nterms != 2 || !e.explicit_out || e.repeats)
         return -1;
-    char buf[64];
-    size_t len = 0;
-    for (const char *p = a->s; *p; p++)
-        if (!isspace((unsigned char)*p)) {
-            if (len + 1 >= sizeof buf)
-                return -1;
-            buf[len++] = *p;
-        }
-    buf[len] = 0;
-    char *arrow = strstr(buf, "->"), *comma = strchr(buf, ',');
-    if (!arrow || !comma || comma > arrow)
-        return -1;
-    *arrow = *comma = 0;
-    const char *parts[3] = {buf, comma + 1, arrow + 2};
-    char *dst[3] = {t[0], t[1], out};
-    for (int i = 0; i < 3; i++) {
-        size_t l = strlen(parts[i]);
-        if (l > IR_MAX_RANK)
-            return -1;
-        for (size_t j = 0; j < l; j++)
-            if (!isalpha((unsigned char)parts[i][j]) || strchr(parts[i] + j + 1, parts[i][j]))
-                return -1;
-        memcpy(dst[i], parts[i], l + 1);
-    }
+    memcpy(t, e.terms, 2 * sizeof e.terms[0]);
+    memcpy(out, e.out, sizeof e.out);
     return 0;
 }
 

@@ -4,7 +4,9 @@
  * where an operand broadcasts), arithmetic in fp32 whatever the storage. */
 #include "codegen/cuda/cu_impl.h"
 
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 enum { EW_THREADS = 256, EW_MAX_OPS = 12 };
@@ -52,76 +54,151 @@ int cu_elem_supports(const ir_graph *g, const ir_node *n, char *why, size_t len)
                 }
         return 1;
     }
-    if (n->op == IR_OP_GELU) {
-        const ir_attr *a = ir_attr_get(n, IR_ATTR_APPROXIMATE);
-        if (a && a->s && strcmp(a->s, "none") != 0 && strcmp(a->s, "tanh") != 0) {
-            snprintf(why, len, "Gelu approximate='%s'", a->s);
-            return 0;
-        }
+    if (n->op == IR_OP_GELU && ir_gelu_act(n) == IR_ACT_NONE) {
+        snprintf(why, len, "Gelu's approximate attribute is neither 'none' nor 'tanh'");
+        return 0;
     }
     return 1;
 }
 
-/* The fp32 expression of the op over v0, v1, ... into buf; NULL if unknown. */
-static const char *expr(const ir_graph *g, const ir_node *n, char *buf, size_t len)
+/* ---- the formulas of elemwise.def as fp32 CUDA C ----
+ * Each word prints its piece after the pieces of its operands in one buffer
+ * and returns it; the expression reads the operands as v0, v1, v2 (floats). */
+typedef struct {
+    const ir_node *n;
+    char buf[4096];
+    size_t len;
+    int over; /* the buffer was too small */
+} cs_env;
+
+static const char *cs(cs_env *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static const char *cs(cs_env *e, const char *fmt, ...)
 {
-    switch (n->op) {
-    case IR_OP_ABS: return "fabsf(v0)";
-    case IR_OP_ADD: return "v0 + v1";
-    case IR_OP_SUB: return "v0 - v1";
-    case IR_OP_MUL: return "v0 * v1";
-    case IR_OP_DIV: return "v0 / v1";
-    case IR_OP_NEG: return "-v0";
-    case IR_OP_SQRT: return "sqrtf(v0)";
-    case IR_OP_EXP: return "expf(v0)";
-    case IR_OP_LOG: return "logf(v0)";
-    case IR_OP_ERF: return "erff(v0)";
-    case IR_OP_TANH: return "tanhf(v0)";
-    case IR_OP_SIGMOID: return "1.0f / (1.0f + expf(-v0))";
-    case IR_OP_RELU: return "fmaxf(v0, 0.0f)";
-    case IR_OP_RECIPROCAL: return "1.0f / v0";
-    case IR_OP_POW: return "powf(v0, v1)";
-    case IR_OP_CAST: case IR_OP_CAST_LIKE: case IR_OP_IDENTITY: return "v0";
-    case IR_OP_EQUAL: return "(float)(v0 == v1)";
-    case IR_OP_GREATER: return "(float)(v0 > v1)";
-    case IR_OP_LESS: return "(float)(v0 < v1)";
-    case IR_OP_NOT: return "(float)(v0 == 0.0f)";
-    case IR_OP_AND: return "(float)(v0 != 0.0f && v1 != 0.0f)";
-    case IR_OP_OR: return "(float)(v0 != 0.0f || v1 != 0.0f)";
-    case IR_OP_WHERE: return "v0 != 0.0f ? v1 : v2";
-    case IR_OP_MOD:
-        return ir_attr_int(n, IR_ATTR_FMOD, 0) ? "fmodf(v0, v1)" : "v0 - floorf(v0 / v1) * v1";
-    case IR_OP_GELU: {
-        const ir_attr *a = ir_attr_get(n, IR_ATTR_APPROXIMATE);
-        return a && a->s && strcmp(a->s, "tanh") == 0 ? "vk_act<2>(v0)" : "vk_act<1>(v0)";
+    char *p = e->buf + e->len;
+    size_t room = sizeof e->buf - e->len;
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(p, room, fmt, ap);
+    va_end(ap);
+    if (k < 0 || (size_t)k >= room) {
+        e->over = 1;
+        return "0.0f";
     }
-    case IR_OP_CLIP: {
+    e->len += (size_t)k + 1;
+    return p;
+}
+
+static const char *cs_k(cs_env *e, double c)
+{
+    char lit[48];
+    return cs(e, "%s", cu_float_lit((float)c, lit, sizeof lit));
+}
+
+/* The device's names of ir_act (prelude.cuh's vk_act). */
+static const char *const act_names[IR_ACT_COUNT] = {
+    [IR_ACT_NONE] = "IR_ACT_NONE",         [IR_ACT_GELU_ERF] = "IR_ACT_GELU_ERF", [IR_ACT_GELU_TANH] = "IR_ACT_GELU_TANH",
+    [IR_ACT_RELU] = "IR_ACT_RELU",         [IR_ACT_RELU6] = "IR_ACT_RELU6",
+};
+
+static const char *cs_mod(cs_env *e, const char *a, const char *b)
+{
+    if (ir_attr_int(e->n, IR_ATTR_FMOD, 0))
+        return cs(e, "fmodf(%s, %s)", a, b);
+    return cs(e, "(%s - floorf(%s / %s) * %s)", a, a, b, b);
+}
+
+#define X0 x[0]
+#define X1 x[1]
+#define X2 x[2]
+#define K(c) cs_k(e, c)
+#define ATTR(id, d) cs_k(e, ir_attr_float(e->n, IR_ATTR_##id, (float)(d)))
+#define ADD(a, b) cs(e, "(%s + %s)", a, b)
+#define SUB(a, b) cs(e, "(%s - %s)", a, b)
+#define MUL(a, b) cs(e, "(%s * %s)", a, b)
+#define DIV(a, b) cs(e, "(%s / %s)", a, b)
+#define MOD(a, b) cs_mod(e, a, b)
+#define POW(a, b) cs(e, "powf(%s, %s)", a, b)
+#define NEG(a) cs(e, "(-%s)", a)
+#define ABS(a) cs(e, "fabsf(%s)", a)
+#define EXP(a) cs(e, "expf(%s)", a)
+#define LOG(a) cs(e, "logf(%s)", a)
+#define ERF(a) cs(e, "erff(%s)", a)
+#define TANH(a) cs(e, "tanhf(%s)", a)
+#define SQRT(a) cs(e, "sqrtf(%s)", a)
+#define GELU(a) cs(e, "vk_act<%s>(%s)", act_names[ir_gelu_act(e->n)], a)
+#define MAX(a, b) cs(e, "fmaxf(%s, %s)", a, b)
+#define MIN(a, b) cs(e, "fminf(%s, %s)", a, b)
+#define LT(a, b) cs(e, "(float)(%s < %s)", a, b)
+#define GT(a, b) cs(e, "(float)(%s > %s)", a, b)
+#define EQ(a, b) cs(e, "(float)(%s == %s)", a, b)
+#define AND(a, b) cs(e, "(float)(%s != 0.0f && %s != 0.0f)", a, b)
+#define OR(a, b) cs(e, "(float)(%s != 0.0f || %s != 0.0f)", a, b)
+#define NOT(a) cs(e, "(float)(%s == 0.0f)", a)
+#define SELECT(c, a, b) cs(e, "(%s != 0.0f ? %s : %s)", c, a, b)
+#define EW(id, in, res, same, F) \
+    static const char *f_##id(cs_env *e, const char *const *x) { (void)x; return F; }
+#include "ir/elemwise.def"
+#undef EW
+#undef X0
+#undef X1
+#undef X2
+#undef K
+#undef ATTR
+#undef ADD
+#undef SUB
+#undef MUL
+#undef DIV
+#undef MOD
+#undef POW
+#undef NEG
+#undef ABS
+#undef EXP
+#undef LOG
+#undef ERF
+#undef TANH
+#undef SQRT
+#undef GELU
+#undef MAX
+#undef MIN
+#undef LT
+#undef GT
+#undef EQ
+#undef AND
+#undef OR
+#undef NOT
+#undef SELECT
+
+static const char *(*const formulas[IR_OP_COUNT])(cs_env *e, const char *const *x) = {
+#define EW(id, in, res, same, F) [IR_OP_##id] = f_##id,
+#include "ir/elemwise.def"
+#undef EW
+};
+
+/* The fp32 expression of node n over v0, v1, ...; NULL if it has none. */
+static const char *expr(cs_env *e, const ir_node *n)
+{
+    static const char *const v[] = {"v0", "v1", "v2"};
+    e->n = n;
+    if (formulas[n->op] && ir_op_table[n->op].max_in == VAR) { /* fold over the inputs */
+        const char *x[2] = {"v0", NULL};
+        for (int i = 1; i < n->ninputs; i++) {
+            x[1] = cs(e, "v%d", i);
+            x[0] = formulas[n->op](e, x);
+        }
+        return x[0];
+    }
+    if (formulas[n->op])
+        return n->ninputs <= 3 ? formulas[n->op](e, v) : NULL;
+    if (n->op == IR_OP_CAST || n->op == IR_OP_CAST_LIKE || n->op == IR_OP_IDENTITY)
+        return "v0";
+    if (n->op == IR_OP_CLIP) {
         int lo = ir_input(n, 1), hi = ir_input(n, 2);
-        snprintf(buf, len, "%s%sv0%s%s", hi >= 0 ? "fminf(" : "", lo >= 0 ? "fmaxf(" : "", lo >= 0 ? ", v1)" : "",
-                 hi >= 0 ? ", v2)" : "");
-        return buf;
+        return cs(e, "%s%sv0%s%s", hi >= 0 ? "fminf(" : "", lo >= 0 ? "fmaxf(" : "", lo >= 0 ? ", v1)" : "",
+                  hi >= 0 ? ", v2)" : "");
     }
-    case IR_OP_MAX: case IR_OP_MIN: {
-        /* fmaxf(fmaxf(v0, v1), v2) ... */
-        size_t k = 0;
-        for (int i = 1; i < n->ninputs && k < len; i++)
-            k += (size_t)snprintf(buf + k, len - k, "%s(", n->op == IR_OP_MAX ? "fmaxf" : "fminf");
-        if (k < len)
-            k += (size_t)snprintf(buf + k, len - k, "v0");
-        for (int i = 1; i < n->ninputs && k < len; i++)
-            k += (size_t)snprintf(buf + k, len - k, ", v%d)", i);
-        return buf;
-    }
-    case IR_OP_BATCHNORM: {
-        char eps[48];
-        snprintf(buf, len, "(v0 - v3) * (v1 / sqrtf(v4 + %s)) + v2",
-                 cu_float_lit(ir_attr_float(n, IR_ATTR_EPSILON, 1e-5f), eps, sizeof eps));
-        return buf;
-    }
-    default:
-        (void)g;
-        return NULL;
-    }
+    if (n->op == IR_OP_BATCHNORM)
+        return cs(e, "(v0 - v3) * (v1 / sqrtf(v4 + %s)) + v2", cs_k(e, ir_attr_float(n, IR_ATTR_EPSILON, 1e-5f)));
+    return NULL;
 }
 
 int cu_emit_elem(cu_ctx *c, int node)
@@ -132,10 +209,17 @@ int cu_emit_elem(cu_ctx *c, int node)
     if (out < 0 || (c->off[cu_root(c, out)] < 0))
         return VITC_OK; /* nobody reads it */
     const ir_value *y = &g->values[out];
-    char ebuf[1024];
-    const char *e = expr(g, n, ebuf, sizeof ebuf);
-    if (!e)
+    cs_env *env = calloc(1, sizeof *env);
+    if (!env)
+        return cu_fail(c, VITC_INTERNAL, node, "out of memory");
+    const char *ex = expr(env, n);
+    if (!ex || env->over) {
+        free(env);
         return cu_fail(c, VITC_INTERNAL, node, "no element-wise expression for %s", ir_op_name(n->op));
+    }
+    char e[sizeof env->buf];
+    snprintf(e, sizeof e, "%s", ex);
+    free(env);
     int rank = y->rank, nops = 0, opv[EW_MAX_OPS], opslot[EW_MAX_OPS];
     cg_poly dims[IR_MAX_RANK], st[EW_MAX_OPS][IR_MAX_RANK];
     for (int i = 0; i < rank; i++)

@@ -5,6 +5,7 @@
  * intermediate stays in registers.  Floats are computed in their own type
  * (f32 in f32), integers with wrapping arithmetic, bools as i1. */
 #include "codegen/llvm/cg_impl.h"
+#include "codegen/llvm/vmath.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -67,6 +68,29 @@ static int const_float(const ir_graph *g, int v, double *x)
 
 /* ---- support ---- */
 
+static int batchnorm_supported(const ir_graph *g, const ir_node *n, char *why, size_t len)
+{
+    const ir_value *x = &g->values[n->inputs[0]];
+    if (ir_attr_int(n, IR_ATTR_TRAINING_MODE, 0) != 0) {
+        snprintf(why, len, "training-mode BatchNormalization is not supported");
+        return 0;
+    }
+    if (x->dtype != IR_F32 || x->rank < 2 || x->dims[1].e != 0) {
+        snprintf(why, len, "BatchNormalization needs an f32 input [N, C, ...] with a static C");
+        return 0;
+    }
+    for (int k = 1; k < 5; k++) {
+        const ir_value *p = &g->values[n->inputs[k]];
+        if (!cg_is_plain_const(g, n->inputs[k]) || p->dtype != IR_F32 ||
+            p->nbytes != sizeof(float) * (size_t)x->dims[1].k) {
+            snprintf(why, len, "BatchNormalization's input %d must be a constant f32[%lld]", k,
+                     (long long)x->dims[1].k);
+            return 0;
+        }
+    }
+    return 1;
+}
+
 int cg_elem_supports(const ir_graph *g, const ir_node *n, char *why, size_t len)
 {
     for (int k = 0; k < n->ninputs; k++) {
@@ -93,51 +117,17 @@ int cg_elem_supports(const ir_graph *g, const ir_node *n, char *why, size_t len)
         return 0;
     }
     ir_dtype t0 = g->values[n->inputs[0]].dtype;
-    switch (n->op) {
-    case IR_OP_POW:
-        if (!ir_dtype_is_float(t0)) {
-            snprintf(why, len, "integer Pow is not supported");
-            return 0;
-        }
-        return 1;
-    case IR_OP_ERF: case IR_OP_EXP: case IR_OP_LOG: case IR_OP_SQRT: case IR_OP_TANH: case IR_OP_SIGMOID:
-    case IR_OP_RECIPROCAL: case IR_OP_GELU:
-        if (!ir_dtype_is_float(t0)) {
-            snprintf(why, len, "%s of %s tensors is not supported", ir_op_name(n->op), ir_dtype_name(t0));
-            return 0;
-        }
-        if (n->op == IR_OP_GELU) {
-            const ir_attr *a = ir_attr_get(n, IR_ATTR_APPROXIMATE);
-            if (a && (a->kind != IR_AT_STRING || (strcmp(a->s, "none") != 0 && strcmp(a->s, "tanh") != 0))) {
-                snprintf(why, len, "Gelu approximate='%s' is not supported", a->kind == IR_AT_STRING ? a->s : "?");
-                return 0;
-            }
-        }
-        return 1;
-    case IR_OP_BATCHNORM: {
-        const ir_value *x = &g->values[n->inputs[0]];
-        if (ir_attr_int(n, IR_ATTR_TRAINING_MODE, 0) != 0) {
-            snprintf(why, len, "training-mode BatchNormalization is not supported");
-            return 0;
-        }
-        if (x->dtype != IR_F32 || x->rank < 2 || x->dims[1].e != 0) {
-            snprintf(why, len, "BatchNormalization needs an f32 input [N, C, ...] with a static C");
-            return 0;
-        }
-        for (int k = 1; k < 5; k++) {
-            const ir_value *p = &g->values[n->inputs[k]];
-            if (!cg_is_plain_const(g, n->inputs[k]) || p->dtype != IR_F32 ||
-                p->nbytes != sizeof(float) * (size_t)x->dims[1].k) {
-                snprintf(why, len, "BatchNormalization's input %d must be a constant f32[%lld]", k,
-                         (long long)x->dims[1].k);
-                return 0;
-            }
-        }
-        return 1;
+    if (ir_op_has(n->op, OPF_FLOAT_ONLY) && !ir_dtype_is_float(t0)) {
+        snprintf(why, len, "%s of %s tensors is not supported", ir_op_name(n->op), ir_dtype_name(t0));
+        return 0;
     }
-    default:
-        return 1;
+    if (n->op == IR_OP_GELU && ir_gelu_act(n) == IR_ACT_NONE) {
+        snprintf(why, len, "Gelu's approximate attribute is neither 'none' nor 'tanh'");
+        return 0;
     }
+    if (n->op == IR_OP_BATCHNORM)
+        return batchnorm_supported(g, n, why, len);
+    return 1;
 }
 
 /* ---- expressions ---- */
@@ -145,6 +135,31 @@ int cg_elem_supports(const ir_graph *g, const ir_node *n, char *why, size_t len)
 static LLVMValueRef gen(group *gr, LLVMBuilderRef b, int v);
 
 static LLVMValueRef fconst(LLVMTypeRef t, double x) { return LLVMConstReal(t, x); }
+
+/* The one vector-math set (vmath.c) over f32 scalars of builder b. */
+static vm_ctx vm_scalar(cg_ctx *cg, LLVMBuilderRef b)
+{
+    vm_ctx v = {.mod = cg->mod, .b = b, .t = cg->t_f32, .has_fma = cg->target.has_fma};
+    return v;
+}
+
+LLVMValueRef cg_exp_f32(cg_ctx *cg, LLVMBuilderRef b, LLVMValueRef x)
+{
+    vm_ctx v = vm_scalar(cg, b);
+    return vm_exp(&v, x, VM_EXP_IEEE);
+}
+
+LLVMValueRef cg_erf_f32(cg_ctx *cg, LLVMBuilderRef b, LLVMValueRef x)
+{
+    vm_ctx v = vm_scalar(cg, b);
+    return vm_erf(&v, x);
+}
+
+LLVMValueRef cg_tanh_f32(cg_ctx *cg, LLVMBuilderRef b, LLVMValueRef x)
+{
+    vm_ctx v = vm_scalar(cg, b);
+    return vm_tanh(&v, x);
+}
 
 /* A libm function of one argument; exp, erf and tanh of f32 are inline
  * (vmath.c) so that their loops vectorise. */
@@ -189,20 +204,6 @@ static LLVMValueRef convert(cg_ctx *cg, LLVMBuilderRef b, LLVMValueRef x, ir_dty
     return LLVMBuildIntCast2(b, x, tt, !is_unsigned(from), "");
 }
 
-static LLVMValueRef gelu(cg_ctx *cg, LLVMBuilderRef b, LLVMTypeRef t, LLVMValueRef x, int tanh_approx)
-{
-    LLVMValueRef inner;
-    if (tanh_approx) {
-        LLVMValueRef x3 = LLVMBuildFMul(b, LLVMBuildFMul(b, x, x, ""), x, "");
-        LLVMValueRef u = LLVMBuildFAdd(b, x, LLVMBuildFMul(b, fconst(t, 0.044715), x3, ""), "");
-        inner = call1(cg, b, "tanhf", "tanh", t, LLVMBuildFMul(b, fconst(t, 0.7978845608028654), u, ""));
-    } else {
-        inner = call1(cg, b, "erff", "erf", t, LLVMBuildFMul(b, x, fconst(t, 0.7071067811865476), ""));
-    }
-    LLVMValueRef h = LLVMBuildFMul(b, fconst(t, 0.5), x, "");
-    return LLVMBuildFMul(b, h, LLVMBuildFAdd(b, fconst(t, 1.0), inner, ""), "");
-}
-
 /* Integer division and remainder that never trap: x/0 is 0, x%0 is 0. */
 static LLVMValueRef safe_idiv(cg_ctx *cg, LLVMBuilderRef b, LLVMValueRef x, LLVMValueRef y, int uns, int rem)
 {
@@ -218,26 +219,208 @@ static LLVMValueRef safe_idiv(cg_ctx *cg, LLVMBuilderRef b, LLVMValueRef x, LLVM
     return LLVMBuildSelect(b, y0, zero, r, "");
 }
 
-static LLVMValueRef pow_expr(group *gr, LLVMBuilderRef b, const ir_node *n, LLVMTypeRef t, LLVMValueRef x)
+/* ---- the formulas of elemwise.def as LLVM IR ----
+ * Every word works on the register type t of the node's input 0: floats in
+ * their own type, integers wrapping (signed or not), bools as i1. */
+typedef struct {
+    group *gr;
+    cg_ctx *cg;
+    LLVMBuilderRef b;
+    const ir_node *n;
+    LLVMTypeRef t;
+    int fl, uns;
+} ew_env;
+
+static LLVMValueRef w_k(const ew_env *e, double c)
 {
-    cg_ctx *cg = gr->cg;
-    double e;
-    if (const_float(cg->g, n->inputs[1], &e)) {
-        if (e == 1)
+    return e->fl ? LLVMConstReal(e->t, c) : LLVMConstInt(e->t, (unsigned long long)(long long)c, 1);
+}
+
+static LLVMValueRef w_arith(const ew_env *e, LLVMOpcode fop, LLVMOpcode iop, LLVMValueRef a, LLVMValueRef b)
+{
+    return LLVMBuildBinOp(e->b, e->fl ? fop : iop, a, b, "");
+}
+
+static LLVMValueRef w_cmp(const ew_env *e, LLVMRealPredicate fp, LLVMIntPredicate sp, LLVMIntPredicate up,
+                          LLVMValueRef a, LLVMValueRef b)
+{
+    if (e->fl)
+        return LLVMBuildFCmp(e->b, fp, a, b, "");
+    return LLVMBuildICmp(e->b, e->uns ? up : sp, a, b, "");
+}
+
+static LLVMValueRef w_div(const ew_env *e, LLVMValueRef a, LLVMValueRef b)
+{
+    return e->fl ? LLVMBuildFDiv(e->b, a, b, "") : safe_idiv(e->cg, e->b, a, b, e->uns, 0);
+}
+
+static LLVMValueRef w_mod(const ew_env *e, LLVMValueRef x, LLVMValueRef y)
+{
+    LLVMBuilderRef b = e->b;
+    int fl = e->fl;
+    LLVMValueRef r = fl ? LLVMBuildFRem(b, x, y, "") : safe_idiv(e->cg, b, x, y, e->uns, 1);
+    if (ir_attr_int(e->n, IR_ATTR_FMOD, 0) || e->uns)
+        return r;
+    /* Python's sign rule: a non-zero remainder takes the divisor's sign. */
+    LLVMValueRef z = LLVMConstNull(e->t);
+    LLVMValueRef nz = w_cmp(e, LLVMRealUNE, LLVMIntNE, LLVMIntNE, r, z);
+    LLVMValueRef diff = LLVMBuildXor(b, w_cmp(e, LLVMRealOLT, LLVMIntSLT, LLVMIntSLT, r, z),
+                                     w_cmp(e, LLVMRealOLT, LLVMIntSLT, LLVMIntSLT, y, z), "");
+    return LLVMBuildSelect(b, LLVMBuildAnd(b, nz, diff, ""), w_arith(e, LLVMFAdd, LLVMAdd, r, y), r, "");
+}
+
+/* x^y; a constant exponent 1, 2, 3, 1/2 or -1 becomes arithmetic. */
+static LLVMValueRef w_pow(const ew_env *e, LLVMValueRef x, LLVMValueRef y)
+{
+    cg_ctx *cg = e->cg;
+    LLVMBuilderRef b = e->b;
+    double c;
+    if (const_float(cg->g, e->n->inputs[1], &c)) {
+        if (c == 1)
             return x;
-        if (e == 2)
+        if (c == 2)
             return LLVMBuildFMul(b, x, x, "");
-        if (e == 3)
+        if (c == 3)
             return LLVMBuildFMul(b, LLVMBuildFMul(b, x, x, ""), x, "");
-        if (e == 0.5)
-            return intr1(cg, b, "llvm.sqrt", t, x);
-        if (e == -1)
-            return LLVMBuildFDiv(b, fconst(t, 1), x, "");
+        if (c == 0.5)
+            return intr1(cg, b, "llvm.sqrt", e->t, x);
+        if (c == -1)
+            return LLVMBuildFDiv(b, fconst(e->t, 1), x, "");
     }
-    ir_dtype et = cg->g->values[n->inputs[1]].dtype;
-    LLVMValueRef y = convert(cg, b, gen(gr, b, n->inputs[1]), et, t == cg->t_f32 ? IR_F32 : IR_F64);
-    LLVMValueRef args[2] = {x, y};
-    return cg_libm(cg, b, t == cg->t_f32 ? "powf" : "pow", t, args, 2);
+    ir_dtype et = cg->g->values[e->n->inputs[1]].dtype;
+    LLVMValueRef args[2] = {x, convert(cg, b, y, et, e->t == cg->t_f32 ? IR_F32 : IR_F64)};
+    return cg_libm(cg, b, e->t == cg->t_f32 ? "powf" : "pow", e->t, args, 2);
+}
+
+static LLVMValueRef w_abs(const ew_env *e, LLVMValueRef x)
+{
+    if (e->fl)
+        return intr1(e->cg, e->b, "llvm.fabs", e->t, x);
+    if (e->uns)
+        return x;
+    LLVMValueRef z = LLVMConstNull(e->t);
+    return LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntSLT, x, z, ""), LLVMBuildSub(e->b, z, x, ""), x, "");
+}
+
+static LLVMValueRef w_neg(const ew_env *e, LLVMValueRef x)
+{
+    return e->fl ? LLVMBuildFNeg(e->b, x, "") : LLVMBuildSub(e->b, LLVMConstNull(e->t), x, "");
+}
+
+static LLVMValueRef w_minmax(const ew_env *e, int mx, LLVMValueRef a, LLVMValueRef b)
+{
+    if (e->fl) {
+        LLVMValueRef args[2] = {a, b};
+        return cg_intrinsic(e->cg, e->b, mx ? "llvm.maximum" : "llvm.minimum", e->t, args, 2);
+    }
+    LLVMIntPredicate p = mx ? (e->uns ? LLVMIntUGE : LLVMIntSGE) : (e->uns ? LLVMIntULE : LLVMIntSLE);
+    return LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, p, a, b, ""), a, b, "");
+}
+
+/* The node's GELU: vmath.c's for f32 (the GEMM epilogues' very sequence),
+ * the reference formula through libm for f64. */
+static LLVMValueRef w_gelu(const ew_env *e, LLVMValueRef x)
+{
+    cg_ctx *cg = e->cg;
+    LLVMBuilderRef b = e->b;
+    LLVMTypeRef t = e->t;
+    ir_act act = ir_gelu_act(e->n);
+    if (t == cg->t_f32) {
+        vm_ctx v = vm_scalar(cg, b);
+        return vm_act(&v, x, act);
+    }
+    LLVMValueRef inner;
+    if (act == IR_ACT_GELU_TANH) {
+        LLVMValueRef x3 = LLVMBuildFMul(b, LLVMBuildFMul(b, x, x, ""), x, "");
+        LLVMValueRef u = LLVMBuildFAdd(b, x, LLVMBuildFMul(b, fconst(t, 0.044715), x3, ""), "");
+        inner = call1(cg, b, "tanhf", "tanh", t, LLVMBuildFMul(b, fconst(t, 0.7978845608028654), u, ""));
+    } else {
+        inner = call1(cg, b, "erff", "erf", t, LLVMBuildFMul(b, x, fconst(t, 0.7071067811865476), ""));
+    }
+    LLVMValueRef h = LLVMBuildFMul(b, fconst(t, 0.5), x, "");
+    return LLVMBuildFMul(b, h, LLVMBuildFAdd(b, fconst(t, 1.0), inner, ""), "");
+}
+
+#define X0 x[0]
+#define X1 x[1]
+#define X2 x[2]
+#define K(c_) w_k(e, c_)
+#define ATTR(id, d_) LLVMConstReal(e->t, ir_attr_float(e->n, IR_ATTR_##id, (float)(d_)))
+#define ADD(p_, q_) w_arith(e, LLVMFAdd, LLVMAdd, p_, q_)
+#define SUB(p_, q_) w_arith(e, LLVMFSub, LLVMSub, p_, q_)
+#define MUL(p_, q_) w_arith(e, LLVMFMul, LLVMMul, p_, q_)
+#define DIV(p_, q_) w_div(e, p_, q_)
+#define MOD(p_, q_) w_mod(e, p_, q_)
+#define POW(p_, q_) w_pow(e, p_, q_)
+#define NEG(p_) w_neg(e, p_)
+#define ABS(p_) w_abs(e, p_)
+#define EXP(p_) call1(e->cg, e->b, "expf", "exp", e->t, p_)
+#define LOG(p_) call1(e->cg, e->b, "logf", "log", e->t, p_)
+#define ERF(p_) call1(e->cg, e->b, "erff", "erf", e->t, p_)
+#define TANH(p_) call1(e->cg, e->b, "tanhf", "tanh", e->t, p_)
+#define SQRT(p_) intr1(e->cg, e->b, "llvm.sqrt", e->t, p_)
+#define GELU(p_) w_gelu(e, p_)
+#define MAX(p_, q_) w_minmax(e, 1, p_, q_)
+#define MIN(p_, q_) w_minmax(e, 0, p_, q_)
+#define LT(p_, q_) w_cmp(e, LLVMRealOLT, LLVMIntSLT, LLVMIntULT, p_, q_)
+#define GT(p_, q_) w_cmp(e, LLVMRealOGT, LLVMIntSGT, LLVMIntUGT, p_, q_)
+#define EQ(p_, q_) w_cmp(e, LLVMRealOEQ, LLVMIntEQ, LLVMIntEQ, p_, q_)
+#define AND(p_, q_) LLVMBuildAnd(e->b, p_, q_, "")
+#define OR(p_, q_) LLVMBuildOr(e->b, p_, q_, "")
+#define NOT(p_) LLVMBuildNot(e->b, p_, "")
+#define SELECT(c_, p_, q_) LLVMBuildSelect(e->b, c_, p_, q_, "")
+#define EW(id, in, res, same, F) \
+    static LLVMValueRef f_##id(const ew_env *e, const LLVMValueRef *x) { (void)x; return F; }
+#include "ir/elemwise.def"
+#undef EW
+#undef X0
+#undef X1
+#undef X2
+#undef K
+#undef ATTR
+#undef ADD
+#undef SUB
+#undef MUL
+#undef DIV
+#undef MOD
+#undef POW
+#undef NEG
+#undef ABS
+#undef EXP
+#undef LOG
+#undef ERF
+#undef TANH
+#undef SQRT
+#undef GELU
+#undef MAX
+#undef MIN
+#undef LT
+#undef GT
+#undef EQ
+#undef AND
+#undef OR
+#undef NOT
+#undef SELECT
+
+static LLVMValueRef (*const formulas[IR_OP_COUNT])(const ew_env *e, const LLVMValueRef *x) = {
+#define EW(id, in, res, same, F) [IR_OP_##id] = f_##id,
+#include "ir/elemwise.def"
+#undef EW
+};
+
+/* Clip(x, min?, max?): each bound applied when given; NaN stays NaN. */
+static LLVMValueRef clip_expr(const ew_env *e, LLVMValueRef x)
+{
+    LLVMValueRef r = x;
+    if (ir_input(e->n, 1) >= 0) {
+        LLVMValueRef lo = gen(e->gr, e->b, e->n->inputs[1]);
+        r = LLVMBuildSelect(e->b, w_cmp(e, LLVMRealOLT, LLVMIntSLT, LLVMIntULT, r, lo), lo, r, "");
+    }
+    if (ir_input(e->n, 2) >= 0) {
+        LLVMValueRef hi = gen(e->gr, e->b, e->n->inputs[2]);
+        r = LLVMBuildSelect(e->b, w_cmp(e, LLVMRealOGT, LLVMIntSGT, LLVMIntUGT, r, hi), hi, r, "");
+    }
+    return r;
 }
 
 /* The value computed by member node n, in the register type of its output. */
@@ -246,108 +429,32 @@ static LLVMValueRef node_expr(group *gr, LLVMBuilderRef b, int node)
     cg_ctx *cg = gr->cg;
     const ir_node *n = &cg->g->nodes[node];
     ir_dtype it = cg->g->values[n->inputs[0]].dtype, ot = cg->g->values[n->outputs[0]].dtype;
-    LLVMTypeRef t = expr_type(cg, it);
-    int fl = ir_dtype_is_float(it), uns = is_unsigned(it);
-    LLVMValueRef x = gen(gr, b, n->inputs[0]), y = NULL;
-    if (n->ninputs > 1 && n->inputs[1] >= 0 && n->op != IR_OP_POW && n->op != IR_OP_BATCHNORM)
-        y = gen(gr, b, n->inputs[1]);
-    switch (n->op) {
-    case IR_OP_ADD: return fl ? LLVMBuildFAdd(b, x, y, "") : LLVMBuildAdd(b, x, y, "");
-    case IR_OP_SUB: return fl ? LLVMBuildFSub(b, x, y, "") : LLVMBuildSub(b, x, y, "");
-    case IR_OP_MUL: return fl ? LLVMBuildFMul(b, x, y, "") : LLVMBuildMul(b, x, y, "");
-    case IR_OP_DIV: return fl ? LLVMBuildFDiv(b, x, y, "") : safe_idiv(cg, b, x, y, uns, 0);
-    case IR_OP_MOD: {
-        LLVMValueRef r = fl ? LLVMBuildFRem(b, x, y, "") : safe_idiv(cg, b, x, y, uns, 1);
-        if (ir_attr_int(n, IR_ATTR_FMOD, 0) || uns)
-            return r;
-        /* Python's sign rule: a non-zero remainder takes the divisor's sign. */
-        LLVMValueRef z = LLVMConstNull(t), nz, diff;
-        if (fl) {
-            nz = LLVMBuildFCmp(b, LLVMRealUNE, r, z, "");
-            diff = LLVMBuildXor(b, LLVMBuildFCmp(b, LLVMRealOLT, r, z, ""), LLVMBuildFCmp(b, LLVMRealOLT, y, z, ""), "");
-        } else {
-            nz = LLVMBuildICmp(b, LLVMIntNE, r, z, "");
-            diff = LLVMBuildXor(b, LLVMBuildICmp(b, LLVMIntSLT, r, z, ""), LLVMBuildICmp(b, LLVMIntSLT, y, z, ""), "");
-        }
-        LLVMValueRef adj = fl ? LLVMBuildFAdd(b, r, y, "") : LLVMBuildAdd(b, r, y, "");
-        return LLVMBuildSelect(b, LLVMBuildAnd(b, nz, diff, ""), adj, r, "");
-    }
-    case IR_OP_POW: return pow_expr(gr, b, n, t, x);
-    case IR_OP_AND: return LLVMBuildAnd(b, x, y, "");
-    case IR_OP_OR: return LLVMBuildOr(b, x, y, "");
-    case IR_OP_NOT: return LLVMBuildNot(b, x, "");
-    case IR_OP_EQUAL: return fl ? LLVMBuildFCmp(b, LLVMRealOEQ, x, y, "") : LLVMBuildICmp(b, LLVMIntEQ, x, y, "");
-    case IR_OP_GREATER:
-        return fl ? LLVMBuildFCmp(b, LLVMRealOGT, x, y, "") : LLVMBuildICmp(b, uns ? LLVMIntUGT : LLVMIntSGT, x, y, "");
-    case IR_OP_LESS:
-        return fl ? LLVMBuildFCmp(b, LLVMRealOLT, x, y, "") : LLVMBuildICmp(b, uns ? LLVMIntULT : LLVMIntSLT, x, y, "");
-    case IR_OP_ABS:
-        if (fl)
-            return intr1(cg, b, "llvm.fabs", t, x);
-        return uns ? x : LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, x, LLVMConstNull(t), ""),
-                                         LLVMBuildSub(b, LLVMConstNull(t), x, ""), x, "");
-    case IR_OP_NEG: return fl ? LLVMBuildFNeg(b, x, "") : LLVMBuildSub(b, LLVMConstNull(t), x, "");
-    case IR_OP_RELU:
-        if (fl)
-            return LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOLT, x, LLVMConstNull(t), ""), LLVMConstNull(t), x, "");
-        return uns ? x : LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, x, LLVMConstNull(t), ""), LLVMConstNull(t), x, "");
-    case IR_OP_EXP: return call1(cg, b, "expf", "exp", t, x);
-    case IR_OP_LOG: return call1(cg, b, "logf", "log", t, x);
-    case IR_OP_ERF: return call1(cg, b, "erff", "erf", t, x);
-    case IR_OP_TANH: return call1(cg, b, "tanhf", "tanh", t, x);
-    case IR_OP_SQRT: return intr1(cg, b, "llvm.sqrt", t, x);
-    case IR_OP_RECIPROCAL: return LLVMBuildFDiv(b, fconst(t, 1), x, "");
-    case IR_OP_SIGMOID: {
-        LLVMValueRef e = call1(cg, b, "expf", "exp", t, LLVMBuildFNeg(b, x, ""));
-        return LLVMBuildFDiv(b, fconst(t, 1), LLVMBuildFAdd(b, fconst(t, 1), e, ""), "");
-    }
-    case IR_OP_GELU: {
-        const ir_attr *a = ir_attr_get(n, IR_ATTR_APPROXIMATE);
-        return gelu(cg, b, t, x, a && a->kind == IR_AT_STRING && strcmp(a->s, "tanh") == 0);
-    }
-    case IR_OP_MAX:
-    case IR_OP_MIN: {
-        int mx = n->op == IR_OP_MAX;
-        LLVMValueRef r = x;
-        for (int k = 1; k < n->ninputs; k++) {
-            LLVMValueRef z = gen(gr, b, n->inputs[k]);
-            if (fl) {
-                LLVMValueRef args[2] = {r, z};
-                r = cg_intrinsic(cg, b, mx ? "llvm.maximum" : "llvm.minimum", t, args, 2);
-            } else {
-                LLVMIntPredicate p = mx ? (uns ? LLVMIntUGE : LLVMIntSGE) : (uns ? LLVMIntULE : LLVMIntSLE);
-                r = LLVMBuildSelect(b, LLVMBuildICmp(b, p, r, z, ""), r, z, "");
+    ew_env e = {.gr = gr, .cg = cg, .b = b, .n = n, .t = expr_type(cg, it), .fl = ir_dtype_is_float(it),
+                .uns = is_unsigned(it)};
+    LLVMValueRef x = gen(gr, b, n->inputs[0]);
+    if (formulas[n->op]) {
+        LLVMValueRef xs[3] = {x, NULL, NULL};
+        if (ir_op_table[n->op].max_in == VAR) { /* fold over the inputs */
+            for (int k = 1; k < n->ninputs; k++) {
+                xs[1] = gen(gr, b, n->inputs[k]);
+                xs[0] = formulas[n->op](&e, xs);
             }
+            return n->ninputs > 1 ? xs[0] : x;
         }
-        return r;
+        for (int k = 1; k < n->ninputs && k < 3; k++)
+            xs[k] = gen(gr, b, n->inputs[k]);
+        return formulas[n->op](&e, xs);
     }
-    case IR_OP_WHERE: {
-        LLVMValueRef z = gen(gr, b, n->inputs[2]);
-        return LLVMBuildSelect(b, x, y, z, "");
-    }
-    case IR_OP_CLIP: {
-        LLVMValueRef r = x;
-        if (n->ninputs > 1 && n->inputs[1] >= 0)
-            r = LLVMBuildSelect(b, fl ? LLVMBuildFCmp(b, LLVMRealOLT, r, y, "")
-                                      : LLVMBuildICmp(b, uns ? LLVMIntULT : LLVMIntSLT, r, y, ""), y, r, "");
-        if (n->ninputs > 2 && n->inputs[2] >= 0) {
-            LLVMValueRef hi = gen(gr, b, n->inputs[2]);
-            r = LLVMBuildSelect(b, fl ? LLVMBuildFCmp(b, LLVMRealOGT, r, hi, "")
-                                      : LLVMBuildICmp(b, uns ? LLVMIntUGT : LLVMIntSGT, r, hi, ""), hi, r, "");
-        }
-        return r;
-    }
-    case IR_OP_CAST:
-    case IR_OP_CAST_LIKE:
+    if (n->op == IR_OP_CLIP)
+        return clip_expr(&e, x);
+    if (n->op == IR_OP_CAST || n->op == IR_OP_CAST_LIKE)
         return convert(cg, b, x, it, ot);
-    case IR_OP_BATCHNORM: {
+    if (n->op == IR_OP_BATCHNORM) {
         LLVMValueRef s = gen(gr, b, cg->bn_scale[node]), h = gen(gr, b, cg->bn_shift[node]);
         return LLVMBuildFAdd(b, LLVMBuildFMul(b, x, s, ""), h, "");
     }
-    default:
-        cg_fail(cg, VITC_INTERNAL, node, "is not an element-wise op");
-        return LLVMGetUndef(expr_type(cg, ot));
-    }
+    cg_fail(cg, VITC_INTERNAL, node, "is not an element-wise op");
+    return LLVMGetUndef(expr_type(cg, ot));
 }
 
 static LLVMValueRef gen(group *gr, LLVMBuilderRef b, int v)
@@ -429,10 +536,11 @@ static void sign_arg(cg_ctx *cg, const group *gr, char *sig, size_t n, int v, co
 static void sign_node(cg_ctx *cg, const group *gr, char *sig, size_t n, int node, const int *members, int nmembers)
 {
     const ir_node *nd = &cg->g->nodes[node];
-    const ir_attr *a = ir_attr_get(nd, IR_ATTR_APPROXIMATE);
     cg_key_add(sig, n, "%d.%d.%d.%d.%d(", (int)nd->op, (int)cg->g->values[nd->outputs[0]].dtype,
-               (int)cg->g->values[nd->inputs[0]].dtype, a && a->kind == IR_AT_STRING && strcmp(a->s, "tanh") == 0,
-               (int)ir_attr_int(nd, IR_ATTR_FMOD, 0));
+               (int)cg->g->values[nd->inputs[0]].dtype, (int)ir_gelu_act(nd), (int)ir_attr_int(nd, IR_ATTR_FMOD, 0));
+    for (int k = 0; k < nd->nattrs; k++) /* float attributes a formula reads (ATTR) */
+        if (nd->attrs[k].kind == IR_AT_FLOAT)
+            cg_key_add(sig, n, "a%d=%a,", (int)nd->attrs[k].id, (double)nd->attrs[k].f);
     int nin = nd->op == IR_OP_BATCHNORM ? 1 : nd->ninputs;
     for (int k = 0; k < nin; k++)
         sign_arg(cg, gr, sig, n, nd->inputs[k], members, nmembers - 1);
@@ -495,8 +603,7 @@ int cg_emit_elementwise(cg_ctx *cg, int root)
         if (nmembers < MAX_MEMBERS)
             members[nmembers++] = i;
         sign_node(cg, &gr, sig, sizeof sig, i, members, nmembers);
-        cost += (n->op == IR_OP_ERF || n->op == IR_OP_EXP || n->op == IR_OP_TANH || n->op == IR_OP_GELU ||
-                 n->op == IR_OP_POW || n->op == IR_OP_LOG || n->op == IR_OP_SIGMOID) ? 20 : 1;
+        cost += ir_op_has(n->op, OPF_TRANSCENDENTAL) ? 20 : 1;
     }
     if (ll < sizeof label)
         snprintf(label + ll, sizeof label - ll, " %s", rn->name);

@@ -5,6 +5,7 @@
  * blob; products of two computed tensors (MatMul, the two attention Einsums)
  * onto the batched GEMM; fused Attention onto the attention kernel.  Other
  * convolutions run as a direct loop. */
+#include "ir/einsum.h"
 #include "codegen/llvm/cg_impl.h"
 
 #include <stdio.h>
@@ -29,25 +30,13 @@ typedef struct {
  * common batch prefix, spaces ignored. */
 static int einsum_as_bgemm(const char *eq, einsum_mm *e)
 {
-    char t[3][IR_MAX_RANK + 2];
-    int len[3] = {0, 0, 0}, term = 0;
-    for (const char *s = eq; *s; s++) {
-        if (*s == ' ')
-            continue;
-        if (*s == ',' && term == 0) {
-            term = 1;
-            continue;
-        }
-        if (s[0] == '-' && s[1] == '>' && term == 1) {
-            term = 2;
-            s++;
-            continue;
-        }
-        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z')) || len[term] > IR_MAX_RANK)
-            return 0;
-        t[term][len[term]++] = *s;
-    }
-    if (term != 2 || len[0] < 2 || len[0] != len[1] || len[0] != len[2])
+    ir_einsum p;
+    char why[128];
+    if (ir_einsum_parse(eq, &p, why, sizeof why) || p.nterms != 2 || !p.explicit_out)
+        return 0;
+    const char *t[3] = {p.terms[0], p.terms[1], p.out};
+    int len[3] = {(int)strlen(t[0]), (int)strlen(t[1]), (int)strlen(t[2])};
+    if (len[0] < 2 || len[0] != len[1] || len[0] != len[2])
         return 0;
     int r = len[0], nb = r - 2;
     for (int i = 0; i < nb; i++)

@@ -8,6 +8,7 @@
 #define VITC_KERN_IR_H
 
 #include "codegen/llvm/kernels.h"
+#include "ir/ir.h"
 
 #define KERN_MAX_CARRY 64 /* loop-carried values of one loop (accumulators) */
 
@@ -91,15 +92,14 @@ void kern_for(kern *k, kern_loop *l, LLVMValueRef begin, LLVMValueRef end, int64
               int ncarry, const LLVMValueRef *init, const char *name);
 void kern_for_end(kern *k, kern_loop *l, const LLVMValueRef *next);
 
-/* ---- vector math (kern_math.c) ---- */
+/* ---- vector math (kern_math.c: vmath.c's over the kernel's vector type) ---- */
 /* exp(x) for x in [-87, 88] within 2 ulp; clamps outside that range.
  * nonpositive: the caller guarantees x <= 0 (up to rounding), saving the
  * upper clamp. */
 LLVMValueRef kern_vexp(kern *k, LLVMValueRef x, int nonpositive);
 /* erf(x) within 4e-7 absolute. */
 LLVMValueRef kern_verf(kern *k, LLVMValueRef x);
-/* Applies activation act (ops.def's Linear: 0 none, 1 GELU-erf, 2 GELU-tanh,
- * 3 ReLU, 4 ReLU6) to a vector. */
-LLVMValueRef kern_activation(kern *k, LLVMValueRef x, int act);
+/* Applies the activation of a Linear (ir_act) to a vector. */
+LLVMValueRef kern_activation(kern *k, LLVMValueRef x, ir_act act);
 
 #endif

@@ -1,99 +1,177 @@
-/* vmath.c: exp, erf and tanh of f32 as straight-line LLVM IR instead of
- * calls to libm's expf/erff/tanhf.  A loop that calls libm stays scalar; one
- * made of these (fcmp/select, FMA-able multiply-adds, a float-to-int and a
- * shift) is vectorised by LLVM like any other element-wise loop.
+/* vmath.c: exp, erf, tanh and the activations of f32 as straight-line LLVM IR
+ * (see vmath.h).  A loop that calls libm stays scalar; one made of these
+ * (compares and selects, multiply-adds, an integer add and a shift) is
+ * vectorised like any other element-wise loop, and the explicit vectors of
+ * the GEMM epilogues use the very same sequence.
  *
- * Accuracy, measured against double-precision libm over the float range:
- *   exp   range reduction by ln2 (split in two), then a degree-6 polynomial
- *         (Cephes' expf coefficients): about 2 ulp;
- *   erf   its Maclaurin series below |x| = 1 (about 1 ulp), Abramowitz &
- *         Stegun 7.1.26 with exp above from there (absolute error below
- *         2.5e-7 where erf is above 0.84); odd by construction;
- *   tanh  odd polynomial (Cephes' tanhf) below |x| = 0.625, else
- *         1 - 2 / (exp(2|x|) + 1): about 2 ulp, odd.
- * NaN in gives NaN out; exp overflows to +inf above 88.72 and gives 0 below
- * -87 (where the true result is below 1.7e-38). */
-#include "codegen/llvm/cg_impl.h"
+ * Coefficients were fitted for this file (iteratively reweighted least
+ * squares in double precision, against math.exp / math.erf):
+ *   exp:  e^r on |r| <= ln2/2, degree 6, relative error 2e-9 before rounding;
+ *   erf:  x * P(x^2) / Q(x^2) on |x| <= 3.925 (deg P 6, deg Q 4), absolute
+ *         error 4.4e-8 before rounding; beyond 3.925 erf is 1 in float;
+ *   tanh: odd polynomial (Cephes' tanhf) below |x| = 0.625, else
+ *         1 - 2 / (exp(2|x|) + 1). */
+#include "codegen/llvm/vmath.h"
 
-static LLVMValueRef k(cg_ctx *cg, double x) { return LLVMConstReal(cg->t_f32, x); }
+#include <string.h>
 
-static LLVMValueRef fma3(cg_ctx *cg, LLVMBuilderRef b, LLVMValueRef x, LLVMValueRef y, LLVMValueRef z)
+/* c splatted to v's type. */
+static LLVMValueRef k(const vm_ctx *v, double c)
 {
-    LLVMValueRef args[3] = {x, y, z};
-    return cg_intrinsic(cg, b, "llvm.fmuladd", cg->t_f32, args, 3);
+    LLVMTypeRef et = LLVMGetTypeKind(v->t) == LLVMVectorTypeKind ? LLVMGetElementType(v->t) : v->t;
+    LLVMValueRef s = LLVMConstReal(et, c);
+    if (et == v->t)
+        return s;
+    LLVMValueRef lanes[64];
+    unsigned n = LLVMGetVectorSize(v->t);
+    for (unsigned i = 0; i < n && i < 64; i++)
+        lanes[i] = s;
+    return LLVMConstVector(lanes, n);
 }
 
-static LLVMValueRef poly(cg_ctx *cg, LLVMBuilderRef b, LLVMValueRef x, const double *c, int n)
+/* The i32 type (or vector of i32) shaped like v's float type. */
+static LLVMTypeRef int_type(const vm_ctx *v)
 {
-    LLVMValueRef acc = k(cg, c[0]);
-    for (int i = 1; i < n; i++)
-        acc = fma3(cg, b, acc, x, k(cg, c[i]));
+    LLVMTypeRef i32 = LLVMInt32TypeInContext(LLVMGetModuleContext(v->mod));
+    return LLVMGetTypeKind(v->t) == LLVMVectorTypeKind ? LLVMVectorType(i32, LLVMGetVectorSize(v->t)) : i32;
+}
+
+static LLVMValueRef ki(const vm_ctx *v, long long c)
+{
+    LLVMTypeRef it = int_type(v);
+    if (LLVMGetTypeKind(it) != LLVMVectorTypeKind)
+        return LLVMConstInt(it, (unsigned long long)c, 1);
+    LLVMValueRef lanes[64], s = LLVMConstInt(LLVMGetElementType(it), (unsigned long long)c, 1);
+    unsigned n = LLVMGetVectorSize(it);
+    for (unsigned i = 0; i < n && i < 64; i++)
+        lanes[i] = s;
+    return LLVMConstVector(lanes, n);
+}
+
+static LLVMValueRef intrinsic(const vm_ctx *v, const char *name, LLVMValueRef *args, unsigned n)
+{
+    unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
+    LLVMTypeRef t = v->t;
+    LLVMValueRef f = LLVMGetIntrinsicDeclaration(v->mod, id, &t, 1);
+    return LLVMBuildCall2(v->b, LLVMGlobalGetValueType(f), f, args, n, "");
+}
+
+static LLVMValueRef fma3(const vm_ctx *v, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c)
+{
+    if (!v->has_fma)
+        return LLVMBuildFAdd(v->b, LLVMBuildFMul(v->b, a, b, ""), c, "");
+    LLVMValueRef args[3] = {a, b, c};
+    return intrinsic(v, "llvm.fma", args, 3);
+}
+
+/* max and min as compare and select: a NaN in a gives b. */
+static LLVMValueRef fmax2(const vm_ctx *v, LLVMValueRef a, LLVMValueRef b)
+{
+    return LLVMBuildSelect(v->b, LLVMBuildFCmp(v->b, LLVMRealOGT, a, b, ""), a, b, "");
+}
+
+static LLVMValueRef fmin2(const vm_ctx *v, LLVMValueRef a, LLVMValueRef b)
+{
+    return LLVMBuildSelect(v->b, LLVMBuildFCmp(v->b, LLVMRealOLT, a, b, ""), a, b, "");
+}
+
+/* Horner's rule over c[0] + c[1] x + ... + c[n-1] x^(n-1). */
+static LLVMValueRef horner(const vm_ctx *v, LLVMValueRef x, const float *c, int n)
+{
+    LLVMValueRef acc = k(v, c[n - 1]);
+    for (int i = n - 2; i >= 0; i--)
+        acc = fma3(v, acc, x, k(v, c[i]));
     return acc;
 }
 
-static LLVMValueRef minmax(cg_ctx *cg, LLVMBuilderRef b, const char *which, LLVMValueRef x, double c)
+/* x, but NaN where x0 is NaN. */
+static LLVMValueRef keep_nan(const vm_ctx *v, LLVMValueRef x0, LLVMValueRef x)
 {
-    LLVMValueRef args[2] = {x, k(cg, c)};
-    return cg_intrinsic(cg, b, which, cg->t_f32, args, 2);
+    return LLVMBuildSelect(v->b, LLVMBuildFCmp(v->b, LLVMRealUNO, x0, x0, ""), x0, x, "");
 }
 
-LLVMValueRef cg_exp_f32(cg_ctx *cg, LLVMBuilderRef b, LLVMValueRef x)
+/* exp(x) = 2^n * e^r with n = round(x / ln2), r = x - n ln2 (ln2 split in
+ * two so that n * ln2_hi is exact).  n is rounded by adding 1.5 * 2^23, which
+ * also leaves 0x4b400000 + n in the sum's bits: 2^n is built from them
+ * without a float-to-int conversion.  The IEEE form builds 2^(n-1) * 2 so that
+ * n may reach 128 at the top of the float range. */
+LLVMValueRef vm_exp(const vm_ctx *v, LLVMValueRef x, vm_exp_mode mode)
 {
-    /* minnum/maxnum turn NaN into the bound: the result is fixed up at the end */
-    LLVMValueRef xc = minmax(cg, b, "llvm.minnum", minmax(cg, b, "llvm.maxnum", x, -87.0), 88.72);
-    LLVMValueRef fn = LLVMBuildFMul(b, xc, k(cg, 1.44269504088896341), "");
-    fn = LLVMBuildFAdd(b, fn, k(cg, 0.5), "");
-    fn = cg_intrinsic(cg, b, "llvm.floor", cg->t_f32, &fn, 1);
-    LLVMValueRef r = fma3(cg, b, fn, k(cg, -0.693359375), xc);
-    r = fma3(cg, b, fn, k(cg, 2.12194440e-4), r);
-    static const double c[6] = {1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3,
-                                4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1};
-    LLVMValueRef p = poly(cg, b, r, c, 6);
-    LLVMValueRef y = fma3(cg, b, LLVMBuildFMul(b, p, r, ""), r, LLVMBuildFAdd(b, r, k(cg, 1), ""));
-    /* 2^(n-1) * 2: n reaches 128 at the top of the range */
-    LLVMValueRef n = LLVMBuildFPToSI(b, fn, cg->t_i32, "");
-    LLVMValueRef bits = LLVMBuildShl(b, LLVMBuildAdd(b, n, LLVMConstInt(cg->t_i32, 126, 0), ""),
-                                     LLVMConstInt(cg->t_i32, 23, 0), "");
-    LLVMValueRef scale = LLVMBuildBitCast(b, bits, cg->t_f32, "");
-    y = LLVMBuildFMul(b, LLVMBuildFMul(b, y, scale, ""), k(cg, 2), "");
-    y = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOGT, x, k(cg, 88.72), ""), k(cg, __builtin_inff()), y, "");
-    y = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOLT, x, k(cg, -87.0), ""), k(cg, 0), y, "");
-    return LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealUNO, x, x, ""), x, y, "");
+    static const float c[7] = {1.0f, 1.000000032f, 4.999999421e-01f, 1.666643136e-01f,
+                               4.166800225e-02f, 8.374146738e-03f, 1.384360868e-03f};
+    LLVMBuilderRef b = v->b;
+    LLVMValueRef x0 = x;
+    int ieee = mode == VM_EXP_IEEE;
+    x = fmax2(v, x, k(v, -87.3f));
+    if (mode != VM_EXP_NONPOSITIVE)
+        x = fmin2(v, x, k(v, ieee ? 88.72f : 88.3f));
+    LLVMValueRef magic = k(v, 12582912.0f);
+    LLVMValueRef t = fma3(v, x, k(v, 1.44269504f), magic);
+    LLVMValueRef n = LLVMBuildFSub(b, t, magic, "");
+    LLVMValueRef r = fma3(v, n, k(v, -0.693359375f), x);
+    r = fma3(v, n, k(v, 2.12194440e-4f), r);
+    LLVMValueRef p = horner(v, r, c, 7);
+    LLVMValueRef bits = LLVMBuildAdd(b, LLVMBuildBitCast(b, t, int_type(v), ""),
+                                     ki(v, (ieee ? 126 : 127) - 0x4b400000), "");
+    bits = LLVMBuildShl(b, bits, ki(v, 23), "");
+    LLVMValueRef y = LLVMBuildFMul(b, p, LLVMBuildBitCast(b, bits, v->t, ""), "");
+    if (!ieee)
+        return y;
+    y = LLVMBuildFMul(b, y, k(v, 2), "");
+    y = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOGT, x0, k(v, 88.72f), ""), k(v, __builtin_inff()), y, "");
+    y = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOLT, x0, k(v, -87.3f), ""), k(v, 0), y, "");
+    return keep_nan(v, x0, y);
 }
 
-LLVMValueRef cg_erf_f32(cg_ctx *cg, LLVMBuilderRef b, LLVMValueRef x)
+LLVMValueRef vm_erf(const vm_ctx *v, LLVMValueRef x)
 {
-    /* |x| < 1: the Maclaurin series x * sum_n (-1)^n x^2n / (n! (2n+1)) * 2/sqrt(pi),
-     * eleven terms (the first one left out is below 2e-8) */
-    double c[11], fact = 1;
-    for (int n = 0; n < 11; n++) {
-        fact *= n > 0 ? n : 1;
-        c[10 - n] = (n % 2 ? -1 : 1) / (fact * (2 * n + 1)) * 1.1283791670955126;
+    static const float p[7] = {1.128378772f, 2.065748644e-01f, 5.145791776e-02f, 3.991604130e-03f,
+                               1.493589691e-04f, -1.993747203e-06f, 1.987479231e-08f};
+    static const float q[5] = {1.0f, 5.164009110e-01f, 1.177545753e-01f, 1.492796611e-02f, 1.028412038e-03f};
+    LLVMBuilderRef b = v->b;
+    LLVMValueRef x0 = x;
+    x = fmin2(v, fmax2(v, x, k(v, -3.925f)), k(v, 3.925f));
+    LLVMValueRef t = LLVMBuildFMul(b, x, x, "");
+    LLVMValueRef num = LLVMBuildFMul(b, x, horner(v, t, p, 7), "");
+    return keep_nan(v, x0, LLVMBuildFDiv(b, num, horner(v, t, q, 5), ""));
+}
+
+LLVMValueRef vm_tanh(const vm_ctx *v, LLVMValueRef x)
+{
+    static const float c[5] = {-3.33332819422e-1f, 1.33314422036e-1f, -5.37397155531e-2f, 2.06390887954e-2f,
+                               -5.70498872745e-3f};
+    LLVMBuilderRef b = v->b;
+    LLVMValueRef ax = intrinsic(v, "llvm.fabs", &x, 1);
+    LLVMValueRef z = LLVMBuildFMul(b, x, x, "");
+    LLVMValueRef small = fma3(v, LLVMBuildFMul(b, horner(v, z, c, 5), z, ""), x, x);
+    LLVMValueRef e = vm_exp(v, LLVMBuildFMul(b, ax, k(v, 2), ""), VM_EXP_FINITE);
+    LLVMValueRef big = LLVMBuildFSub(b, k(v, 1), LLVMBuildFDiv(b, k(v, 2), LLVMBuildFAdd(b, e, k(v, 1), ""), ""), "");
+    LLVMValueRef args[2] = {big, x};
+    big = intrinsic(v, "llvm.copysign", args, 2);
+    return keep_nan(v, x, LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOLT, ax, k(v, 0.625f), ""), small, big, ""));
+}
+
+LLVMValueRef vm_act(const vm_ctx *v, LLVMValueRef x, ir_act act)
+{
+    LLVMBuilderRef b = v->b;
+    switch (act) {
+    case IR_ACT_GELU_ERF: { /* x/2 (1 + erf(x / sqrt 2)) */
+        LLVMValueRef e = vm_erf(v, LLVMBuildFMul(b, x, k(v, 0.70710678f), ""));
+        LLVMValueRef h = LLVMBuildFMul(b, x, k(v, 0.5f), "");
+        return fma3(v, h, e, h);
     }
-    LLVMValueRef z = LLVMBuildFMul(b, x, x, "");
-    LLVMValueRef small = LLVMBuildFMul(b, poly(cg, b, z, c, 11), x, "");
-    /* |x| >= 1: Abramowitz & Stegun 7.1.26, 1 - t P(t) exp(-x^2) with t = 1 / (1 + p|x|) */
-    LLVMValueRef ax = cg_intrinsic(cg, b, "llvm.fabs", cg->t_f32, &x, 1);
-    LLVMValueRef t = LLVMBuildFDiv(b, k(cg, 1), fma3(cg, b, ax, k(cg, 0.3275911), k(cg, 1)), "");
-    static const double a[5] = {1.061405429, -1.453152027, 1.421413741, -0.284496736, 0.254829592};
-    LLVMValueRef p = LLVMBuildFMul(b, poly(cg, b, t, a, 5), t, "");
-    LLVMValueRef e = cg_exp_f32(cg, b, LLVMBuildFNeg(b, z, ""));
-    LLVMValueRef big = LLVMBuildFSub(b, k(cg, 1), LLVMBuildFMul(b, p, e, ""), "");
-    LLVMValueRef args[2] = {big, x};
-    big = cg_intrinsic(cg, b, "llvm.copysign", cg->t_f32, args, 2); /* NaN stays NaN through exp */
-    return LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOLT, ax, k(cg, 1), ""), small, big, "");
-}
-
-LLVMValueRef cg_tanh_f32(cg_ctx *cg, LLVMBuilderRef b, LLVMValueRef x)
-{
-    LLVMValueRef ax = cg_intrinsic(cg, b, "llvm.fabs", cg->t_f32, &x, 1);
-    LLVMValueRef z = LLVMBuildFMul(b, x, x, "");
-    static const double c[5] = {-5.70498872745e-3, 2.06390887954e-2, -5.37397155531e-2, 1.33314422036e-1,
-                                -3.33332819422e-1};
-    LLVMValueRef small = fma3(cg, b, LLVMBuildFMul(b, poly(cg, b, z, c, 5), z, ""), x, x);
-    LLVMValueRef e = cg_exp_f32(cg, b, LLVMBuildFMul(b, ax, k(cg, 2), ""));
-    LLVMValueRef big = LLVMBuildFSub(b, k(cg, 1), LLVMBuildFDiv(b, k(cg, 2), LLVMBuildFAdd(b, e, k(cg, 1), ""), ""), "");
-    LLVMValueRef args[2] = {big, x};
-    big = cg_intrinsic(cg, b, "llvm.copysign", cg->t_f32, args, 2);
-    return LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOLT, ax, k(cg, 0.625), ""), small, big, "");
+    case IR_ACT_GELU_TANH: {
+        /* x/2 (1 + tanh(z)), z = sqrt(2/pi) (x + 0.044715 x^3), computed as
+         * x / (1 + exp(-2 z)) (the same function, no tanh needed) */
+        LLVMValueRef x2 = LLVMBuildFMul(b, x, x, "");
+        LLVMValueRef inner = fma3(v, x2, k(v, 0.044715f), k(v, 1.0f));
+        LLVMValueRef z2 = LLVMBuildFMul(b, LLVMBuildFMul(b, x, inner, ""), k(v, -1.5957691216f), "");
+        LLVMValueRef den = LLVMBuildFAdd(b, vm_exp(v, z2, VM_EXP_FINITE), k(v, 1.0f), "");
+        return LLVMBuildFDiv(b, x, den, "");
+    }
+    case IR_ACT_RELU: return fmax2(v, x, k(v, 0.0f));
+    case IR_ACT_RELU6: return fmin2(v, fmax2(v, x, k(v, 0.0f)), k(v, 6.0f));
+    case IR_ACT_NONE: case IR_ACT_COUNT: return x;
+    }
+    return x;
 }

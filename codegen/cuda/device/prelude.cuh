@@ -189,16 +189,18 @@ VK_DEV float vk_warp_max(float v)
     return v;
 }
 
-/* Epilogue activations (ops.def Linear): 0 none, 1 GELU (erf), 2 GELU (tanh), 3 ReLU, 4 ReLU6. */
+/* Activations: ir_act of ir/ir.h, in its order (the Linear's `activation`
+ * attribute, and Gelu through ir_gelu_act). */
+enum { IR_ACT_NONE, IR_ACT_GELU_ERF, IR_ACT_GELU_TANH, IR_ACT_RELU, IR_ACT_RELU6 };
 template <int ACT> VK_DEV float vk_act(float x)
 {
-    if (ACT == 1)
+    if (ACT == IR_ACT_GELU_ERF)
         return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
-    if (ACT == 2)
+    if (ACT == IR_ACT_GELU_TANH)
         return 0.5f * x * (1.0f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
-    if (ACT == 3)
+    if (ACT == IR_ACT_RELU)
         return fmaxf(x, 0.0f);
-    if (ACT == 4)
+    if (ACT == IR_ACT_RELU6)
         return fminf(fmaxf(x, 0.0f), 6.0f);
     return x;
 }
