@@ -21,6 +21,7 @@ typedef struct CUfunc_st *CUfunction;
 typedef struct CUstream_st *CUstream;
 typedef struct CUgraph_st *CUgraph;
 typedef struct CUgraphExec_st *CUgraphExec;
+typedef struct CUevent_st *CUevent;
 typedef unsigned rt_cu_result; /* CUresult: an enum of non-negative values, so compatible with unsigned */
 
 #define RT_CUDA_SUCCESS 0
@@ -33,6 +34,7 @@ typedef unsigned rt_cu_result; /* CUresult: an enum of non-negative values, so c
 #define RT_CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN 97
 #define RT_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES 8
 #define RT_CU_STREAM_NON_BLOCKING 1
+#define RT_CU_EVENT_DEFAULT 0
 #define RT_CU_STREAM_CAPTURE_MODE_THREAD_LOCAL 1
 #define RT_CU_JIT_ERROR_LOG_BUFFER 5
 #define RT_CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES 6
@@ -61,6 +63,9 @@ typedef unsigned rt_cu_result; /* CUresult: an enum of non-negative values, so c
     X(MemcpyHtoD, cuMemcpyHtoD_v2, (CUdeviceptr dst, const void *src, size_t bytes))                                \
     X(MemcpyHtoDAsync, cuMemcpyHtoDAsync_v2, (CUdeviceptr dst, const void *src, size_t bytes, CUstream s))          \
     X(MemcpyDtoHAsync, cuMemcpyDtoHAsync_v2, (void *dst, CUdeviceptr src, size_t bytes, CUstream s))                \
+    X(MemcpyDtoDAsync, cuMemcpyDtoDAsync_v2, (CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream s))          \
+    X(CtxSynchronize, cuCtxSynchronize, (void))                                                                     \
+    X(MemsetD8, cuMemsetD8_v2, (CUdeviceptr p, unsigned char value, size_t bytes))                                  \
     X(StreamCreate, cuStreamCreate, (CUstream * s, unsigned flags))                                                 \
     X(StreamDestroy, cuStreamDestroy_v2, (CUstream s))                                                              \
     X(StreamSynchronize, cuStreamSynchronize, (CUstream s))                                                         \
@@ -74,6 +79,10 @@ typedef unsigned rt_cu_result; /* CUresult: an enum of non-negative values, so c
     X(GraphLaunch, cuGraphLaunch, (CUgraphExec exec, CUstream s))                                                   \
     X(GraphExecDestroy, cuGraphExecDestroy, (CUgraphExec exec))                                                     \
     X(GraphDestroy, cuGraphDestroy, (CUgraph graph))                                                                \
+    X(EventCreate, cuEventCreate, (CUevent * ev, unsigned flags))                                                   \
+    X(EventRecord, cuEventRecord, (CUevent ev, CUstream s))                                                         \
+    X(EventElapsedTime, cuEventElapsedTime, (float *ms, CUevent start, CUevent end))                                \
+    X(EventDestroy, cuEventDestroy_v2, (CUevent ev))                                                                \
     X(GetErrorString, cuGetErrorString, (rt_cu_result err, const char **str))
 
 #define RT_CUDA_PFN(name, sym, params) typedef rt_cu_result (*rt_pfn_##name) params;

@@ -8,11 +8,17 @@
  *            (the CUBIN of its architecture, else of an older minor version
  *            of the same major, else PTX for the driver to compile), every
  *            kernel with its shared memory limit raised where the plan needs
- *            it, and the weights uploaded once
- *   context  a stream and the planned device workspace; per batch size the
+ *            it, and the weights uploaded once (the context synchronised
+ *            after it: a copy from pageable memory may return before it
+ *            lands, and the kernels run on non-blocking streams)
+ *   context  a stream and the planned device workspace (VITC_CUDA_POISON=1:
+ *            filled with 0xff bytes, a NaN in every float type, so that a
+ *            kernel reading what nothing wrote shows); per batch size the
  *            launch sequence captured once as a CUDA graph (VITC_CUDA_GRAPH=0:
  *            launched one by one) and replayed
- *   run      inputs copied in, the graph launched, outputs copied out, one
+ *   run      inputs copied in (from the host, or device to device for
+ *            vitc_run_device), the graph launched between two events (the
+ *            device time of vitc_context_device_ms), outputs copied out, one
  *            synchronisation, errors reported with the driver's words */
 #include "runtime/rt_cuda.h"
 
@@ -52,6 +58,9 @@ struct rt_cuda_ctx {
     int ngraphs;
     uint64_t tick;
     unsigned long long *args;      /* VITC_CUDA_MAX_ARGS slots per launch */
+    CUevent ev[2];                 /* around the kernels of each run */
+    int device_io;                 /* this run's tensors are device addresses (vitc_run_device) */
+    double device_ms;              /* of the last run; < 0 before the first */
 };
 
 static int64_t poly_at(const vitc_cuda_poly *p, int64_t b)
@@ -306,6 +315,9 @@ static vitc_status model_on_device(vitc_model *m)
             st = rt_fail(r == RT_CUDA_ERROR_OUT_OF_MEMORY ? VITC_STATUS_OUT_OF_MEMORY : VITC_STATUS_INTERNAL,
                          "%s: uploading %llu bytes of weights to %s: %s", m->path,
                          (unsigned long long)m->abi->weights_bytes, d->name, rt_cuda_error_string(r));
+        else if ((r = cu->CtxSynchronize()) != RT_CUDA_SUCCESS)
+            st = rt_fail(VITC_STATUS_INTERNAL, "%s: waiting for the weights to reach %s: %s", m->path, d->name,
+                         rt_cuda_error_string(r));
     }
     if (st != VITC_STATUS_OK) {
         if (d->weights)
@@ -340,6 +352,7 @@ vitc_status rt_cuda_context_create(vitc_context *c)
     c->cuda = x;
     const char *env = getenv("VITC_CUDA_GRAPH");
     x->use_graphs = !(env && strcmp(env, "0") == 0);
+    x->device_ms = -1;
     x->args = calloc((size_t)p->nlaunches * VITC_CUDA_MAX_ARGS + 1, sizeof *x->args);
     if (!x->args)
         return rt_fail(VITC_STATUS_OUT_OF_MEMORY, "out of memory");
@@ -347,6 +360,14 @@ vitc_status rt_cuda_context_create(vitc_context *c)
     CU_TRY(cu->StreamCreate(&x->stream, RT_CU_STREAM_NON_BLOCKING), "%s: a stream on %s", m->path, d->name);
     CU_TRY(cu->MemAlloc(&x->ws, (size_t)(p->workspace_bytes ? p->workspace_bytes : 256)),
            "%s: %llu bytes of device workspace on %s", m->path, (unsigned long long)p->workspace_bytes, d->name);
+    for (int i = 0; i < 2; i++)
+        CU_TRY(cu->EventCreate(&x->ev[i], RT_CU_EVENT_DEFAULT), "%s: an event on %s", m->path, d->name);
+    const char *poison = getenv("VITC_CUDA_POISON");
+    if (poison && strcmp(poison, "1") == 0) {
+        CU_TRY(cu->MemsetD8(x->ws, 0xff, (size_t)(p->workspace_bytes ? p->workspace_bytes : 256)),
+               "%s: poisoning the workspace on %s", m->path, d->name);
+        CU_TRY(cu->CtxSynchronize(), "%s: poisoning the workspace on %s", m->path, d->name);
+    }
     return VITC_STATUS_OK;
 }
 
@@ -365,6 +386,9 @@ void rt_cuda_context_free(vitc_context *c)
             cu->GraphExecDestroy(x->graphs[i].exec);
         if (x->ws)
             cu->MemFree(x->ws);
+        for (int i = 0; i < 2; i++)
+            if (x->ev[i])
+                cu->EventDestroy(x->ev[i]);
         if (x->stream)
             cu->StreamDestroy(x->stream);
     }
@@ -475,10 +499,15 @@ vitc_status rt_cuda_run(vitc_context *c, int64_t batch)
     CU_TRY(cu->CtxSetCurrent(d->ctx), "%s", m->path);
     for (int j = 0; j < a->ninputs; j++) {
         size_t bytes = (size_t)numel_at(&a->inputs[j], batch) * rt_dtype_size(a->inputs[j].dtype);
-        if (bytes)
-            CU_TRY(cu->MemcpyHtoDAsync(x->ws + p->inputs[j].offset, c->in_ptrs[j], bytes, x->stream),
-                   "%s: copying input '%s' to %s", m->path, a->inputs[j].name, d->name);
+        CUdeviceptr dst = x->ws + p->inputs[j].offset;
+        if (bytes && x->device_io)
+            CU_TRY(cu->MemcpyDtoDAsync(dst, (CUdeviceptr)(uintptr_t)c->in_ptrs[j], bytes, x->stream),
+                   "%s: copying input '%s' on %s", m->path, a->inputs[j].name, d->name);
+        else if (bytes)
+            CU_TRY(cu->MemcpyHtoDAsync(dst, c->in_ptrs[j], bytes, x->stream), "%s: copying input '%s' to %s",
+                   m->path, a->inputs[j].name, d->name);
     }
+    CU_TRY(cu->EventRecord(x->ev[0], x->stream), "%s: an event on %s", m->path, d->name);
     vitc_status st;
     if (x->use_graphs) {
         CUgraphExec exec = NULL;
@@ -488,14 +517,47 @@ vitc_status rt_cuda_run(vitc_context *c, int64_t batch)
     } else if ((st = enqueue(c, batch)) != VITC_STATUS_OK) {
         return st;
     }
+    CU_TRY(cu->EventRecord(x->ev[1], x->stream), "%s: an event on %s", m->path, d->name);
     for (int j = 0; j < a->noutputs; j++) {
         size_t bytes = (size_t)numel_at(&a->outputs[j], batch) * rt_dtype_size(a->outputs[j].dtype);
-        CUdeviceptr base = p->outputs[j].space == VITC_CUDA_SPACE_WEIGHTS ? d->weights : x->ws;
-        if (bytes)
-            CU_TRY(cu->MemcpyDtoHAsync(c->out_ptrs[j], base + p->outputs[j].offset, bytes, x->stream),
-                   "%s: copying output '%s' from %s", m->path, a->outputs[j].name, d->name);
+        CUdeviceptr src = (p->outputs[j].space == VITC_CUDA_SPACE_WEIGHTS ? d->weights : x->ws) + p->outputs[j].offset;
+        if (bytes && x->device_io)
+            CU_TRY(cu->MemcpyDtoDAsync((CUdeviceptr)(uintptr_t)c->out_ptrs[j], src, bytes, x->stream),
+                   "%s: copying output '%s' on %s", m->path, a->outputs[j].name, d->name);
+        else if (bytes)
+            CU_TRY(cu->MemcpyDtoHAsync(c->out_ptrs[j], src, bytes, x->stream), "%s: copying output '%s' from %s",
+                   m->path, a->outputs[j].name, d->name);
     }
     CU_TRY(cu->StreamSynchronize(x->stream), "%s: running batch %lld on %s", m->path, (long long)batch, d->name);
+    float ms = 0;
+    CU_TRY(cu->EventElapsedTime(&ms, x->ev[0], x->ev[1]), "%s: timing batch %lld on %s", m->path, (long long)batch,
+           d->name);
+    x->device_ms = ms;
+    return VITC_STATUS_OK;
+}
+
+VITC_API vitc_status vitc_run_device(vitc_context *c, const vitc_tensor *inputs, int ninputs, vitc_tensor *outputs,
+                                     int noutputs)
+{
+    if (!c)
+        return rt_fail(VITC_STATUS_INVALID_ARGUMENT, "vitc_run_device: context is NULL");
+    if (!c->cuda)
+        return rt_fail(VITC_STATUS_INVALID_ARGUMENT, "%s: vitc_run_device takes a CUDA model; this one is for the CPU",
+                       c->model->path);
+    c->cuda->device_io = 1;
+    vitc_status st = vitc_run(c, inputs, ninputs, outputs, noutputs);
+    c->cuda->device_io = 0;
+    return st;
+}
+
+VITC_API vitc_status vitc_context_device_ms(const vitc_context *c, double *ms)
+{
+    if (!c || !ms)
+        return rt_fail(VITC_STATUS_INVALID_ARGUMENT, "vitc_context_device_ms: %s is NULL", c ? "ms" : "context");
+    if (!c->cuda || c->cuda->device_ms < 0)
+        return rt_fail(VITC_STATUS_INVALID_ARGUMENT, "%s: no device time: %s", c->model->path,
+                       c->cuda ? "the context has not run yet" : "a CPU model");
+    *ms = c->cuda->device_ms;
     return VITC_STATUS_OK;
 }
 

@@ -12,7 +12,9 @@
  * It checks what the hardware would refuse: calls before cuInit or without
  * a current context, a launch asking for more than 48 KiB of dynamic shared
  * memory without cuFuncSetAttribute, grids past CUDA's limits, copies while
- * a stream is being captured, freeing unknown pointers.  The device is an
+ * a stream is being captured, freeing unknown pointers, and a launch on a
+ * non-blocking stream while a cuMemcpyHtoD from pageable memory may still be
+ * landing (nothing has synchronised the context since).  The device is an
  * sm_<VITC_FAKE_CUDA_ARCH> (default 90) with 132 SMs and 227 KiB of shared
  * memory per block.  VITC_FAKE_CUDA_TRACE=FILE appends one line per module
  * load, graph instantiation and launch of a graph, for tests to count. */
@@ -23,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define API __attribute__((visibility("default")))
 
@@ -76,6 +79,7 @@ typedef struct {
 } stream;
 
 static int initialized, current;
+static int upload_in_flight; /* a cuMemcpyHtoD not yet followed by cuCtxSynchronize */
 
 static void trace(const char *fmt, ...)
 {
@@ -328,6 +332,26 @@ API int cuMemcpyHtoD_v2(unsigned long long dst, const void *src, size_t n)
 {
     NEED_CTX();
     memcpy((void *)(uintptr_t)dst, src, n);
+    upload_in_flight = 1; /* from pageable memory it may return before the DMA lands */
+    return OK;
+}
+API int cuMemcpyDtoDAsync_v2(unsigned long long dst, unsigned long long src, size_t n, stream *s)
+{
+    NEED_CTX();
+    (void)s; /* captured or not, it runs now: the emulation has one timeline */
+    memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
+    return OK;
+}
+API int cuMemsetD8_v2(unsigned long long dst, unsigned char v, size_t n)
+{
+    NEED_CTX();
+    memset((void *)(uintptr_t)dst, v, n);
+    return OK;
+}
+API int cuCtxSynchronize(void)
+{
+    NEED_CTX();
+    upload_in_flight = 0;
     return OK;
 }
 API int cuMemcpyHtoDAsync_v2(unsigned long long dst, const void *src, size_t n, stream *s)
@@ -386,6 +410,10 @@ API int cuLaunchKernel(function *f, unsigned gx, unsigned gy, unsigned gz, unsig
         return E_INVALID_VALUE;
     if ((int)smem > f->max_smem)
         return E_INVALID_VALUE; /* as the hardware: more than allowed without the opt-in */
+    if (upload_in_flight) {
+        fprintf(stderr, "fake libcuda: a launch while a pageable cuMemcpyHtoD may still be landing (no cuCtxSynchronize)\n");
+        return E_ILLEGAL_STATE;
+    }
     launch_rec l = {.fn = f->fn, .mod = f->mod, .grid = {gx, gy, gz}, .block = {bx, by, bz}, .smem = smem};
     memcpy(l.args, params[0], sizeof l.args);
     if (s && s->capture) {
@@ -462,6 +490,48 @@ API int cuGraphDestroy(graph *g)
     free(g);
     return OK;
 }
+/* ---- events: host clock readings (the emulation runs every launch at once) ---- */
+typedef struct {
+    double ms;
+    int recorded;
+} event;
+
+API int cuEventCreate(event **e, unsigned flags)
+{
+    NEED_CTX();
+    (void)flags;
+    *e = calloc(1, sizeof **e);
+    return *e ? OK : E_OUT_OF_MEMORY;
+}
+API int cuEventRecord(event *e, stream *s)
+{
+    NEED_CTX();
+    (void)s;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    e->ms = (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+    e->recorded = 1;
+    return OK;
+}
+API int cuEventSynchronize(event *e)
+{
+    NEED_CTX();
+    return e->recorded ? OK : E_INVALID_VALUE;
+}
+API int cuEventElapsedTime(float *ms, event *a, event *b)
+{
+    NEED_CTX();
+    if (!a->recorded || !b->recorded)
+        return E_INVALID_VALUE;
+    *ms = (float)(b->ms - a->ms);
+    return OK;
+}
+API int cuEventDestroy_v2(event *e)
+{
+    free(e);
+    return OK;
+}
+
 /* NVRTC dlopens libcuda and asks for this internal table: say it is not
  * supported, and it compiles without the driver's help. */
 API int cuGetExportTable(const void **table, const void *uuid)

@@ -9,7 +9,10 @@
  * class of error).  Each batch runs twice (the second replays the captured
  * CUDA graph) and once more in a context without graphs (VITC_CUDA_GRAPH=0):
  * all three must agree bit for bit.  Then `vitc run` and `vitc compare` on a
- * compiled model, as a user runs them.
+ * compiled model, as a user runs them; the device-pointer entry point
+ * (vitc_run_device, on buffers this test allocates through the driver) and
+ * the device time (vitc_context_device_ms) on a poisoned workspace.  Without
+ * a GPU it says why and exits 77, which ctest reports as skipped.
  *
  * test_cuda_emu also runs this program on a CPU emulation of the driver
  * (tests/fake_libcuda.c), so that it is known to work before it first meets
@@ -19,8 +22,11 @@
 #include "frontend/onnx.h"
 #include "ir/interp.h"
 
+#include "runtime/cuda_api.h"
+
 #include <vitc/runtime.h>
 
+#include <dlfcn.h>
 #include <libgen.h>
 #include <math.h>
 #include <stdio.h>
@@ -72,10 +78,6 @@ static void run_once(vitc_context *c, const ir_tensor *in, ir_tensor *out, const
 static void test_fixtures_on_gpu(void **state)
 {
     (void)state;
-    if (*no_device) {
-        print_message("skipped: no CUDA device (%s)\n", no_device);
-        skip();
-    }
     assert_true(nfixtures >= 15);
     print_message("device: %s (sm_%d)\n", device, arch);
     print_message("%-24s %-5s %11s %11s %9s %9s\n", "fixture", "prec", "b1 rel err", "b3 rel err", "b1 cos", "b3 cos");
@@ -151,14 +153,106 @@ static void test_fixtures_on_gpu(void **state)
         fail_msg("%d fixture/precision pairs beyond the bars", failures);
 }
 
+/* The driver, for device buffers of our own (the runtime's copy is private). */
+static rt_cuda_api cu;
+
+static int load_driver(void)
+{
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!h)
+        return 0;
+#define RESOLVE(name, sym, params)                                                                                 \
+    if (!(*(void **)&cu.name = dlsym(h, #sym)))                                                                     \
+        return 0;
+    RT_CUDA_FUNCTIONS(RESOLVE)
+#undef RESOLVE
+    return 1;
+}
+
+/* vitc_run_device on device buffers gives vitc_run's output bit for bit;
+ * vitc_context_device_ms says how long the kernels took. */
+static void test_device_pointers(void **state)
+{
+    (void)state;
+    char model[4096], so[8400], cpu_so[8400], rel[256];
+    tu_path(model, sizeof model, "tests/models/timm-ts17.onnx");
+    snprintf(so, sizeof so, "%s/timm.bf16.so", tmpdir);
+    compile(model, "bf16", so);
+    vitc_diag d;
+    vitc_diag_init(&d, model);
+    ir_tensor in, out_h, out_d;
+    snprintf(rel, sizeof rel, "tests/models/timm.b3.input.npy");
+    char p[4096];
+    assert_int_equal(ir_npy_read(tu_path(p, sizeof p, rel), &in, &d), 0);
+    int64_t odims[2] = {3, 10};
+    assert_int_equal(ir_tensor_alloc(&out_h, IR_F32, 2, odims), 0);
+    assert_int_equal(ir_tensor_alloc(&out_d, IR_F32, 2, odims), 0);
+    vitc_model *m;
+    vitc_context *c;
+    assert_int_equal(vitc_model_load(so, &m), VITC_STATUS_OK);
+    setenv("VITC_CUDA_POISON", "1", 1);
+    vitc_status cs = vitc_context_create(m, 0, &c);
+    unsetenv("VITC_CUDA_POISON");
+    if (cs != VITC_STATUS_OK)
+        fail_msg("%s", vitc_last_error());
+    double ms = -1;
+    assert_int_equal(vitc_context_device_ms(c, &ms), VITC_STATUS_INVALID_ARGUMENT); /* no run yet */
+    vitc_tensor ti = {.dtype = VITC_DTYPE_F32, .rank = 4, .dims = {3, 3, 32, 32}, .data = in.data};
+    vitc_tensor to = {.dtype = VITC_DTYPE_F32, .rank = 2, .dims = {3, 10}, .data = out_h.data};
+    if (vitc_run(c, &ti, 1, &to, 1) != VITC_STATUS_OK)
+        fail_msg("vitc_run: %s", vitc_last_error());
+    assert_int_equal(vitc_context_device_ms(c, &ms), VITC_STATUS_OK);
+    assert_true(ms >= 0 && ms < 10000);
+
+    assert_true(load_driver());
+    CUdevice dev;
+    CUcontext ctx;
+    CUdeviceptr din, dout;
+    size_t ib = ir_tensor_nbytes(&in), ob = ir_tensor_nbytes(&out_d);
+    assert_int_equal(cu.DeviceGet(&dev, 0), 0);
+    assert_int_equal(cu.DevicePrimaryCtxRetain(&ctx, dev), 0);
+    assert_int_equal(cu.CtxSetCurrent(ctx), 0);
+    assert_int_equal(cu.MemAlloc(&din, ib), 0);
+    assert_int_equal(cu.MemAlloc(&dout, ob), 0);
+    assert_int_equal(cu.MemcpyHtoD(din, in.data, ib), 0);
+    assert_int_equal(cu.CtxSynchronize(), 0);
+    ti.data = (void *)(uintptr_t)din;
+    to.data = (void *)(uintptr_t)dout;
+    if (vitc_run_device(c, &ti, 1, &to, 1) != VITC_STATUS_OK)
+        fail_msg("vitc_run_device: %s", vitc_last_error());
+    assert_int_equal(cu.MemcpyDtoHAsync(out_d.data, dout, ob, NULL), 0);
+    assert_int_equal(cu.CtxSynchronize(), 0);
+    if (memcmp(out_h.data, out_d.data, ob) != 0)
+        fail_msg("vitc_run_device and vitc_run differ");
+    assert_int_equal(vitc_context_device_ms(c, &ms), VITC_STATUS_OK);
+    print_message("vitc_run_device = vitc_run at batch 3; device time %.3f ms\n", ms);
+    to.dims[0] = 2; /* the same checks as vitc_run */
+    assert_int_equal(vitc_run_device(c, &ti, 1, &to, 1), VITC_STATUS_SHAPE_MISMATCH);
+    cu.MemFree(din), cu.MemFree(dout);
+    cu.DevicePrimaryCtxRelease(dev);
+    vitc_context_free(c);
+    vitc_model_free(m);
+
+    /* a CPU model has no device entry point */
+    snprintf(cpu_so, sizeof cpu_so, "%s/timm.cpu.so", tmpdir);
+    const char *args[] = {model, "-o", cpu_so, NULL};
+    char *o, *e;
+    assert_int_equal(tu_run_vitc(args, &o, &e), 0);
+    free(o), free(e);
+    assert_int_equal(vitc_model_load(cpu_so, &m), VITC_STATUS_OK);
+    assert_int_equal(vitc_context_create(m, 1, &c), VITC_STATUS_OK);
+    to.data = out_h.data, ti.data = in.data, to.dims[0] = 3;
+    assert_int_equal(vitc_run_device(c, &ti, 1, &to, 1), VITC_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(vitc_context_device_ms(c, &ms), VITC_STATUS_INVALID_ARGUMENT);
+    vitc_context_free(c);
+    vitc_model_free(m);
+    ir_tensor_free(&in), ir_tensor_free(&out_h), ir_tensor_free(&out_d);
+}
+
 /* `vitc run` and `vitc compare` on a CUDA model. */
 static void test_cli_on_gpu(void **state)
 {
     (void)state;
-    if (*no_device) {
-        print_message("skipped: no CUDA device (%s)\n", no_device);
-        skip();
-    }
     char model[4096], so[8400], in[4096], outdir[8400];
     tu_path(model, sizeof model, "tests/models/timm-ts17.onnx");
     snprintf(so, sizeof so, "%s/timm.fp16.so", tmpdir);
@@ -184,12 +278,6 @@ static int setup(void **state)
 {
     (void)state;
     nfixtures = tu_fixtures(fixtures, 64);
-#ifdef VITC_HAVE_CUDA
-    if (vitc_cuda_device(device, sizeof device, &arch) != VITC_STATUS_OK)
-        snprintf(no_device, sizeof no_device, "%s", vitc_last_error());
-#else
-    snprintf(no_device, sizeof no_device, "this vitc was built without the CUDA backend (no NVRTC at configure time)");
-#endif
     if (!tu_tmpdir(tmpdir, sizeof tmpdir))
         return -1;
     if (!getenv("VITC_NVRTC_CACHE")) { /* programs shared by fixtures and builds compile once */
@@ -211,8 +299,19 @@ static int teardown(void **state)
 
 int main(void)
 {
+#ifdef VITC_HAVE_CUDA
+    if (vitc_cuda_device(device, sizeof device, &arch) != VITC_STATUS_OK)
+        snprintf(no_device, sizeof no_device, "%s", vitc_last_error());
+#else
+    snprintf(no_device, sizeof no_device, "this vitc was built without the CUDA backend (no NVRTC at configure time)");
+#endif
+    if (*no_device) {
+        printf("test_cuda_gpu: skipped: no CUDA device (%s)\n", no_device);
+        return TU_SKIP_RC;
+    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fixtures_on_gpu),
+        cmocka_unit_test(test_device_pointers),
         cmocka_unit_test(test_cli_on_gpu),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -1,7 +1,8 @@
 /* cmd_run.c: `vitc run MODEL`, on .npy inputs, writing one NAME.npy per
  * output.  MODEL.onnx runs on the reference interpreter; anything else is
  * taken as a compiled model (.so) and runs through the runtime API.  With
- * --repeat N it times N runs and prints the min and median. */
+ * --repeat N it times N runs and prints the min and median (for a CUDA model
+ * also of its kernels' GPU time, from CUDA events). */
 #include "tools/cli.h"
 
 #include "ir/interp.h"
@@ -149,13 +150,20 @@ static int run_compiled(const run_opts *o, double *ms)
         status = cli_rt_fail(vs);
         goto done;
     }
+    /* a CUDA model also reports its kernels' GPU time (CUDA events on its stream) */
+    int cuda = strcmp(vitc_model_target(m), "cuda") == 0;
+    double *gpu_ms = cuda ? calloc((size_t)o->repeat, sizeof *gpu_ms) : NULL;
     for (long r = 0; r < o->repeat && status == VITC_OK; r++) {
         double t0 = now_ms();
         status = cli_rt_run(c, m, inputs, outputs);
         ms[r] = now_ms() - t0;
+        if (gpu_ms && status == VITC_OK && vitc_context_device_ms(c, &gpu_ms[r]) != VITC_STATUS_OK)
+            gpu_ms[r] = 0;
     }
-    if (status)
+    if (status) {
+        free(gpu_ms);
         goto done;
+    }
     for (int i = 0; i < nout; i++) {
         vitc_tensor_info info;
         vitc_model_output(m, i, &info);
@@ -168,7 +176,12 @@ static int run_compiled(const run_opts *o, double *ms)
         snprintf(what, sizeof what, "compiled model, batch %lld, %d thread%s", (long long)batch, nt,
                  nt == 1 ? "" : "s");
         print_timing(what, ms, o->repeat);
+        if (gpu_ms) {
+            snprintf(what, sizeof what, "GPU kernels (CUDA events), batch %lld", (long long)batch);
+            print_timing(what, gpu_ms, o->repeat);
+        }
     }
+    free(gpu_ms);
 done:
     for (int i = 0; inputs && i < nin; i++)
         ir_tensor_free(&inputs[i]);

@@ -133,6 +133,24 @@ VITC_API int vitc_context_num_threads(const vitc_context *c);
 VITC_API vitc_status vitc_run(vitc_context *c, const vitc_tensor *inputs, int ninputs, vitc_tensor *outputs,
                      int noutputs);
 
+/* vitc_run for a CUDA model on tensors already in the GPU's memory: every
+ * data pointer is a device address (a CUdeviceptr cast to void *, e.g. a
+ * torch tensor's data_ptr()) on the context's device, in the current CUDA
+ * context's address space.  Inputs are copied device to device into the
+ * context's workspace, outputs back out, on the context's own non-blocking
+ * stream, which does not wait for other streams: work that writes the inputs
+ * must be complete (synchronise it) before the call.  Returns when the
+ * outputs are written.  The same checks as vitc_run; INVALID_ARGUMENT for a
+ * CPU model. */
+VITC_API vitc_status vitc_run_device(vitc_context *c, const vitc_tensor *inputs, int ninputs, vitc_tensor *outputs,
+                                     int noutputs);
+
+/* The GPU time of the context's last successful run, in milliseconds:
+ * CUDA events on its stream around the model's kernels (the input and
+ * output copies excluded).  INVALID_ARGUMENT for a CPU model or before the
+ * first run. */
+VITC_API vitc_status vitc_context_device_ms(const vitc_context *c, double *ms);
+
 VITC_API const char *vitc_status_string(vitc_status s);
 /* The message of this thread's last failed call ("" if none). */
 VITC_API const char *vitc_last_error(void);
