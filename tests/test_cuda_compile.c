@@ -424,7 +424,7 @@ static void test_cli_options_and_no_device(void **state)
     prog[n] = 0;
     fclose(f);
     assert_non_null(strstr(prog, "VK_KERNEL(vk_gemm"));
-    assert_non_null(strstr(prog, "vk::attention_tc<h16"));
+    assert_non_null(strstr(prog, "vk::attention_tc<b16"));
     assert_non_null(strstr(prog, "vitc-program:"));
     assert_null(strstr(prog, "\x7f" "ELF"));
     print_message("--emit cuda: %zu bytes of CUDA C++\n", n);

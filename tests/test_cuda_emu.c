@@ -438,7 +438,7 @@ static void test_runtime_on_fake_driver(void **state)
     size_t len;
     char *prog = tu_read_file(cu, &len);
     assert_non_null(prog);
-    int large = strstr(prog, "vk::gemm_tc<h16, 128, 128") != NULL;
+    int large = strstr(prog, "vk::gemm_tc<b16, 128, 128") != NULL;
     free(prog);
     if (!large)
         fail_msg("face_ln at batch 128 has no 128x128 GEMM tile to test the shared memory opt-in with");
@@ -467,7 +467,7 @@ static void test_runtime_on_fake_driver(void **state)
     text[r] = 0;
     rc = pclose(p);
     print_message("test_cuda_gpu on the fake driver: exit status %d\n%s", rc, text);
-    if (rc != 0 || !strstr(text, "device: fake CUDA device") || !strstr(text, "[  PASSED  ] 2 test(s)"))
+    if (rc != 0 || !strstr(text, "device: fake CUDA device") || !strstr(text, "[  PASSED  ] 3 test(s)"))
         fail_msg("test_cuda_gpu failed on the fake driver");
 
 restore:

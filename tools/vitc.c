@@ -25,7 +25,7 @@ static const char usage[] =
     "      Compile for NVIDIA GPUs (sm_80 and later): CUDA kernels compiled by NVRTC\n"
     "      for sm_80 and sm_90 plus PTX for later GPUs, embedded in the .so with the\n"
     "      weights; the .so loads anywhere and runs where libcuda finds a GPU.\n"
-    "      fp16 (default) and bf16 keep activations in 16 bits with fp32 accumulation;\n"
+    "      bf16 (default) and fp16 keep activations in 16 bits with fp32 accumulation;\n"
     "      tf32 uses TF32 tensor cores on fp32 data; fp32 is plain fp32.  --emit cuda\n"
     "      writes the generated CUDA program to -o instead, for reading.\n"
     "  vitc dump MODEL.onnx [--stage imported|optimized] [--format text|dot] [--stats]\n"

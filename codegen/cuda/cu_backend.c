@@ -9,7 +9,7 @@
  *             stops before this and writes the program instead
  *   package   the .so (cu_package.c)
  *
- * Precision (--precision): fp16 by default.  fp16 and bf16 store activations
+ * Precision (--precision): bf16 by default.  fp16 and bf16 store activations
  * and GEMM weights in 16 bits and run GEMMs and attention on tensor cores,
  * accumulating in fp32; the residual stream stays fp32 (as under PyTorch's
  * autocast), and LayerNorm statistics, softmax and every element-wise op
@@ -174,7 +174,7 @@ static int cuda_compile(ir_graph *g, const cg_options *opt, vitc_diag *d)
     }
     if (bad)
         return d->status;
-    cu_precision prec = CU_FP16;
+    cu_precision prec = CU_BF16;
     if (opt->precision && !parse_precision(opt->precision, &prec))
         return vitc_error(d, VITC_BAD_INPUT, NULL, "--precision takes fp32, tf32, fp16 or bf16, not '%s'",
                           opt->precision);
@@ -195,7 +195,7 @@ static int cuda_compile(ir_graph *g, const cg_options *opt, vitc_diag *d)
     c.cg.max_batch = opt->max_batch;
     if (opt->verbose)
         fprintf(stderr, "vitc: compiling %s for CUDA (sm_80, sm_90, PTX), %s, batch 1..%lld, NVRTC %s\n",
-                opt->source ? opt->source : g->path, opt->precision ? opt->precision : "fp16",
+                opt->source ? opt->source : g->path, opt->precision ? opt->precision : "bf16",
                 (long long)opt->max_batch, cu_nvrtc_version());
     int st = cu_plan_storage(&c);
     if (st == VITC_OK) {

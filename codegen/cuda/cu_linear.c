@@ -271,9 +271,9 @@ int cu_emit_linear(cu_ctx *c, int node)
             return c->d->status;
         l->min_batch = lo;
         l->max_batch = hi;
-        l->grid[0] = j.M;
-        l->div[0] = bm;
-        l->grid[1] = cg_poly_k((j.N + bn - 1) / bn);
+        l->grid[0] = cg_poly_k((j.N + bn - 1) / bn); /* N tiles first (gemm.cuh) */
+        l->grid[1] = j.M;
+        l->div[1] = bm;
         cu_arg_value(c, l, j.x);
         cu_arg_ptr(c, l, VITC_CUDA_ARG_WEIGHTS, woff);
         if (j.bias >= 0)

@@ -202,6 +202,13 @@ static void mark_wide(cu_ctx *c)
              cu_linear_supports(g, n, why, sizeof why)))
             narrow[cu_root(c, n->inputs[0])] = 1;
     }
+    for (int k = 0; k < g->noutputs; k++) { /* a GEMM writes the model's outputs (logits) in fp32 directly */
+        int v = cu_root(c, g->outputs[k]), pn = g->values[v].producer;
+        const ir_node *n = pn >= 0 ? &g->nodes[pn] : NULL;
+        if (n && (n->op == IR_OP_LINEAR || n->op == IR_OP_MATMUL || n->op == IR_OP_GEMM) &&
+            cu_linear_supports(g, n, why, sizeof why))
+            wide[v] = 1;
+    }
     for (int v = 0; v < g->nvalues; v++)
         if (wide[v] && !narrow[v] && g->values[v].kind != IR_VAL_CONST && c->sdt[v] == c->act)
             c->sdt[v] = IR_F32;

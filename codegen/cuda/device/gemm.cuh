@@ -16,7 +16,11 @@
  * (m16n8k16 for f16/bf16, m16n8k8 for TF32), which load through identical
  * ldmatrix addressing.  gemm_simt is the plain fp32 FFMA version.
  *
- * Grid: x over M tiles (ceil(M / BM)), y over N tiles (ceil(N / BN)). */
+ * Grid: x over N tiles (ceil(N / BN)), y over M tiles (ceil(M / BM)).  Blocks
+ * are scheduled x first, so the blocks in flight share a few rows of A and
+ * sweep the weight (small: it stays in L2); with M tiles first, an A larger
+ * than L2 (ViT-B at batch 256: 77 MB of activations) would be read from
+ * memory once per N tile. */
 #ifndef VK_GEMM_CUH
 #define VK_GEMM_CUH
 
@@ -79,8 +83,8 @@ VK_DEV void gemm_tc(const T *A, const T *Wt, const float *bias, const TR *R, TC 
     unsigned char *smem = vk_smem;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int wm = warp / WN, wn = warp % WN;
-    const vk_i64 m0 = (vk_i64)blockIdx.x * BM;
-    const int n0 = blockIdx.y * BN;
+    const vk_i64 m0 = (vk_i64)blockIdx.y * BM;
+    const int n0 = blockIdx.x * BN;
     const int nkt = Kp / BK;
     const int kbytes = K * EL;
 
@@ -197,8 +201,8 @@ VK_DEV void gemm_simt(const T *A, const T *Wt, const float *bias, const TR *R, T
     float *As = (float *)vk_smem;  /* [BK][LS]: As[k][m] */
     float *Bs = As + SIMT_BK * LS; /* [BK][LS]: Bs[k][n] */
     const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
-    const vk_i64 m0 = (vk_i64)blockIdx.x * SIMT_BM;
-    const int n0 = blockIdx.y * SIMT_BN;
+    const vk_i64 m0 = (vk_i64)blockIdx.y * SIMT_BM;
+    const int n0 = blockIdx.x * SIMT_BN;
     float acc[4][4];
 #pragma unroll
     for (int i = 0; i < 4; i++)
