@@ -1,0 +1,576 @@
+#!/usr/bin/env python3
+"""gpu-check: vitc's CUDA backend on this machine's GPU, checked and then timed against PyTorch.
+
+Runs from a kit made by bench/gpu-kit.sh (bin/vitc, lib/libvitc_runtime.so, py/), on a machine with
+an NVIDIA GPU, python3 and PyTorch with CUDA; nothing is built or downloaded here.
+
+  1. models: the seed families at fixture size (tests/models/gen_fixtures.py, seeded weights) and,
+     at full size, ViT-Ti/S/B/16 (timm) and torchvision's vit_b_16, exported to ONNX with a
+     dynamic batch by this machine's torch;
+  2. compile: every model for fp32, tf32, bf16 and fp16 with the kit's vitc (in parallel);
+  3. check: every model, precision and batch against PyTorch fp32 (TF32 off) on the same GPU:
+     error = max|out - ref| / max|ref| within 1e-4 (fp32), 1e-3 (tf32), 1e-2 and cosine >= 0.9999
+     (bf16, fp16); the workspace filled with NaN bytes before the first run (VITC_CUDA_POISON);
+     the CUDA graph's replay and a plain launch (VITC_CUDA_GRAPH=0) bit for bit equal to the first
+     run; host and device entry points (vitc_run, vitc_run_device) equal; the 128x128 GEMM tile
+     present in the large models.  Every failure is listed before any timing; exit status 1;
+  4. time: vitc bf16 against PyTorch eager bf16 (scaled-dot-product attention) and torch.compile,
+     inputs already on the GPU: device time per batch (CUDA events: vitc's own around its kernels,
+     vitc_context_device_ms), and end to end host to host (pinned host buffers, copies included),
+     as ms, images/s and percent of the bf16 matmul peak measured here (torch.matmul 8192^3).
+
+Writes results-gpu.md, results-gpu.json and gpu-check.log (and compile.log) into --out (default
+$OUT, else ./gpu-check-out).  Exit status: 0 all checks pass, 1 a check failed, 2 no GPU or a
+setup problem (said in one line, without a traceback).
+
+  gpu-check --quick     seed families (TorchScript opset 17) and ViT-B/16 at batch 1 and 64 (~3 min)
+  gpu-check             every model at batch 1, 8, 64 and 256
+"""
+import argparse
+import concurrent.futures
+import ctypes
+import datetime
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+import traceback
+
+PRECISIONS = ["fp32", "tf32", "bf16", "fp16"]
+BARS = {"fp32": (1e-4, None), "tf32": (1e-3, None), "bf16": (1e-2, 0.9999), "fp16": (1e-2, 0.9999)}
+TINY_FAMILIES = ["torchvision", "timm", "einops", "face_ln", "face_bn"]
+FULL_MODELS = ["vit_ti16_timm", "vit_s16_timm", "vit_b16_timm", "vit_b16_torchvision"]
+
+
+class SetupError(Exception):
+    """A problem with the machine or the kit (exit 2), not with vitc's results."""
+
+
+class Log:
+    def __init__(self, path):
+        self.f = open(path, "w")
+        self.t0 = time.time()
+
+    def __call__(self, msg):
+        line = f"[{time.time() - self.t0:6.1f}s] {msg}"
+        print(line, flush=True)
+        self.f.write(line + "\n")
+        self.f.flush()
+
+
+# ------------------------------------------------------------------------------------------------
+# vitc through its C API (ctypes): standard library only, so that the GPU check comes first
+# ------------------------------------------------------------------------------------------------
+class VitcTensor(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("dtype", ctypes.c_int32), ("rank", ctypes.c_int32),
+                ("dims", ctypes.c_int64 * 8), ("data", ctypes.c_void_p)]
+
+
+def vt(ptr, dims):
+    t = VitcTensor()
+    t.name, t.dtype, t.rank, t.data = None, 1, len(dims), ptr
+    for i, d in enumerate(dims):
+        t.dims[i] = d
+    return t
+
+
+class Vitc:
+    def __init__(self, kit):
+        self.bin = os.path.join(kit, "bin", "vitc")
+        self.sync = None  # torch.cuda.synchronize: vitc's stream does not wait for torch's
+        lib = os.path.join(kit, "lib", "libvitc_runtime.so")
+        if not os.path.exists(self.bin) or not os.path.exists(lib):
+            raise SetupError(f"{kit} is not a vitc kit (bin/vitc, lib/libvitc_runtime.so): make one with bench/gpu-kit.sh")
+        self.lib = ctypes.CDLL(lib)
+        self.lib.vitc_last_error.restype = ctypes.c_char_p
+        self.lib.vitc_context_device_ms.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_double)]
+        for f in ("vitc_run", "vitc_run_device"):
+            getattr(self.lib, f).argtypes = [ctypes.c_void_p, ctypes.POINTER(VitcTensor), ctypes.c_int,
+                                             ctypes.POINTER(VitcTensor), ctypes.c_int]
+
+    def error(self):
+        return self.lib.vitc_last_error().decode(errors="replace")
+
+    def device(self):
+        name, arch = ctypes.create_string_buffer(256), ctypes.c_int()
+        if self.lib.vitc_cuda_device(name, ctypes.c_size_t(256), ctypes.byref(arch)) != 0:
+            return None, 0, self.error()
+        return name.value.decode(), arch.value, ""
+
+    def check(self, status, what):
+        if status != 0:
+            raise RuntimeError(f"{what}: {self.error()}")
+
+    def load(self, so):
+        m = ctypes.c_void_p()
+        self.check(self.lib.vitc_model_load(so.encode(), ctypes.byref(m)), "vitc_model_load " + so)
+        return m
+
+    def context(self, model, graphs=True):
+        os.environ["VITC_CUDA_GRAPH"] = "1" if graphs else "0"
+        c = ctypes.c_void_p()
+        try:
+            self.check(self.lib.vitc_context_create(model, 0, ctypes.byref(c)), "vitc_context_create")
+        finally:
+            del os.environ["VITC_CUDA_GRAPH"]
+        return c
+
+    def free(self, model, *ctxs):
+        for c in ctxs:
+            self.lib.vitc_context_free(c)
+        self.lib.vitc_model_free(model)
+
+    def run(self, ctx, x, y, device=True):
+        """x, y: contiguous float32 torch tensors (on the GPU for device=True, in host memory else)."""
+        ti, to = vt(x.data_ptr(), list(x.shape)), vt(y.data_ptr(), list(y.shape))
+        f = self.lib.vitc_run_device if device else self.lib.vitc_run
+        if device and self.sync:
+            self.sync()  # torch's writes to x and y are done before vitc's stream reads or writes them
+        self.check(f(ctx, ctypes.byref(ti), 1, ctypes.byref(to), 1), f.__name__)
+
+    def device_ms(self, ctx):
+        ms = ctypes.c_double()
+        self.check(self.lib.vitc_context_device_ms(ctx, ctypes.byref(ms)), "vitc_context_device_ms")
+        return ms.value
+
+
+# ------------------------------------------------------------------------------------------------
+# models
+# ------------------------------------------------------------------------------------------------
+class Spec:
+    def __init__(self, name, family, builder, seed, image, input_seed, exporter, full):
+        self.name, self.family, self.builder, self.seed, self.image = name, family, builder, seed, image
+        self.input_seed, self.exporter, self.full = input_seed, exporter, full
+        self.onnx = None
+
+
+def model_specs(G, quick):
+    specs = []
+    for fam in TINY_FAMILIES:
+        builder, wseed, image = G.TINY[fam][0], G.TINY[fam][1], G.TINY[fam][2]
+        for exp in (["ts17"] if quick else G.EXPORTERS):
+            specs.append(Spec(f"{fam}-{exp}", fam, builder, wseed, image, G.TINY_INPUT_SEED[fam], exp, False))
+    for name in (["vit_b16_timm"] if quick else FULL_MODELS):
+        builder, wseed, image = G.FULL[name]
+        specs.append(Spec(name, name, builder, wseed, image, wseed, "ts17", True))
+    return specs
+
+
+def make_models(G, torch, specs, work, log):
+    for s in specs:
+        s.onnx = os.path.join(work, s.name + ".onnx")
+        if os.path.exists(s.onnx):
+            continue
+        t0 = time.time()
+        model = G.make_model(s.builder, s.seed)
+        example = torch.from_numpy(G.make_input(s.input_seed + 1000, 2, s.image))
+        G.export_one(model, example, s.onnx + ".tmp", s.exporter)
+        os.replace(s.onnx + ".tmp", s.onnx)
+        log(f"model {s.name}: exported ({os.path.getsize(s.onnx) / 2**20:.1f} MiB, {time.time() - t0:.1f} s)")
+
+
+def compile_all(vitc, specs, max_batch, work, jobs, log, compile_log, emu):
+    """Every (model, precision) through `vitc --target cuda`, jobs at a time.  {(name, prec): so or None}."""
+    def one(s, p):
+        so = os.path.join(work, f"{s.name}.{p}.so")
+        cmd = [vitc.bin, s.onnx, "--target", "cuda", "--precision", p, "--batch", str(max_batch), "-o", so]
+        t0 = time.time()
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode == 0 and emu:
+            emu_build(vitc, cmd, so, emu)
+        return s, p, so, r, time.time() - t0
+
+    out = {}
+    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as ex:
+        futs = [ex.submit(one, s, p) for s in specs for p in PRECISIONS]
+        for f in concurrent.futures.as_completed(futs):
+            s, p, so, r, dt = f.result()
+            compile_log.write(f"$ vitc {s.name}.onnx --precision {p}: exit {r.returncode}, {dt:.1f} s\n{r.stdout}{r.stderr}\n")
+            ok = r.returncode == 0
+            out[(s.name, p)] = so if ok else None
+            log(f"compile {s.name} {p}: " + (f"{dt:.1f} s" if ok else f"FAILED (exit {r.returncode}): "
+                                              + (r.stderr.strip().splitlines() or ["?"])[-1]))
+    compile_log.flush()
+    return out
+
+
+def emu_build(vitc, cmd, so, emu):
+    """Testing this script without a GPU (VITC_KIT_EMULATE=TESTS_DIR): the emulation library of the
+    model's program for tests/fake_libcuda.c (see tests/testutil.c, tu_emu_build)."""
+    cu = so[:-3] + ".cu"
+    subprocess.run(cmd[:-1] + [cu, "--emit", "cuda"], check=True, capture_output=True)
+    text = open(cu).read()
+    pid = text[text.index('"vitc-program:') + len('"vitc-program:'):][:16]
+    lib = os.path.join(os.environ["VITC_FAKE_CUDA_EMU_DIR"], f"emu-{pid}.so")
+    if not os.path.exists(lib):
+        subprocess.run([os.environ.get("CXX", "c++"), "-std=c++17", "-O1", "-w", "-shared", "-fPIC", "-DVITC_EMU",
+                        "-I", emu, "-x", "c++", cu, "-o", lib + ".tmp"], check=True)
+        os.replace(lib + ".tmp", lib)
+
+
+# ------------------------------------------------------------------------------------------------
+# correctness
+# ------------------------------------------------------------------------------------------------
+def rel_cos(torch, out, ref):
+    o, r = out.double().flatten(), ref.double().flatten()
+    den = r.abs().max().item() or 1.0
+    err = (o - r).abs().max().item() / den
+    cos = (torch.dot(o, r) / (o.norm() * r.norm())).item() if o.norm() > 0 and r.norm() > 0 else 0.0
+    return err, cos
+
+
+def check_model(G, torch, dev, vitc, s, sos, batches, log):
+    """Rows of (model, precision, batch, err, cos, equal, ok, note) for one model."""
+    rows = []
+    ref_model = G.make_model(s.builder, s.seed).to(dev)
+    inputs = {}
+    with torch.inference_mode():
+        for b in batches:
+            x = torch.from_numpy(G.make_input(s.input_seed, b, s.image)).to(dev)
+            inputs[b] = (x, ref_model(x).float())
+    del ref_model
+    for p in PRECISIONS:
+        so = sos.get((s.name, p))
+        if not so:
+            rows.append(dict(model=s.name, precision=p, batch=0, ok=False, note="compile failed (compile.log)"))
+            continue
+        m = ctx = ctx_plain = None
+        try:
+            m = vitc.load(so)
+            os.environ["VITC_CUDA_POISON"] = "1"
+            ctx, ctx_plain = vitc.context(m, graphs=True), vitc.context(m, graphs=False)
+            for b in batches:
+                x, ref = inputs[b]
+                y1, y2, y3 = (torch.empty(ref.shape, dtype=torch.float32, device=dev) for _ in range(3))
+                y1.fill_(float("nan")), y2.fill_(float("nan")), y3.fill_(float("nan"))
+                vitc.run(ctx, x, y1)      # captures the graph of this batch, then launches it
+                vitc.run(ctx, x, y2)      # replays it
+                vitc.run(ctx_plain, x, y3)  # kernel by kernel
+                notes = []
+                equal = torch.equal(y1, y2) and torch.equal(y1, y3)
+                if not equal:
+                    notes.append("graph replay / plain launch differ")
+                if b == batches[0]:       # the host entry point, from pinned and from pageable memory
+                    xh, yh = x.cpu(), torch.empty(ref.shape, dtype=torch.float32)
+                    vitc.run(ctx, xh.contiguous(), yh, device=False)
+                    if not torch.equal(yh.to(dev), y1):
+                        equal = False
+                        notes.append("vitc_run and vitc_run_device differ")
+                finite = bool(torch.isfinite(y1).all())
+                if not finite:
+                    notes.append("NaN/Inf in the output (an unwritten or overflowing value)")
+                err, cos = rel_cos(torch, y1, ref)
+                tol, ctol = BARS[p]
+                ok = finite and equal and err <= tol and (ctol is None or cos >= ctol)
+                if finite and err > tol:
+                    notes.append(f"error above {tol:g}")
+                if finite and ctol is not None and cos < ctol:
+                    notes.append(f"cosine below {ctol}")
+                rows.append(dict(model=s.name, precision=p, batch=b, err=err, cos=cos, equal=equal, ok=ok,
+                                 note="; ".join(notes)))
+                log(f"check {s.name} {p} batch {b}: err {err:.2e} cos {cos:.6f} "
+                    f"{'ok' if ok else 'FAIL: ' + '; '.join(notes)}")
+        except Exception as e:  # a failing run is a result, the others go on
+            rows.append(dict(model=s.name, precision=p, batch=0, ok=False, note=str(e).splitlines()[0][:300]))
+            log(f"check {s.name} {p}: FAIL: {e}")
+        finally:
+            os.environ.pop("VITC_CUDA_POISON", None)
+            if m:
+                vitc.free(m, *[c for c in (ctx, ctx_plain) if c])
+    return rows
+
+
+def has_large_tile(vitc, so):
+    r = subprocess.run([vitc.bin, "inspect", so], capture_output=True, text=True)
+    return "128x128" in r.stdout
+
+
+# ------------------------------------------------------------------------------------------------
+# timing
+# ------------------------------------------------------------------------------------------------
+class Timer:
+    """Device time of fn() on the current torch stream (CUDA events), or host time on the CPU."""
+
+    def __init__(self, torch, dev):
+        self.torch, self.cuda = torch, dev.type == "cuda"
+
+    def sync(self):
+        if self.cuda:
+            self.torch.cuda.synchronize()
+
+    def device(self, fn, warmup, repeat):
+        for _ in range(warmup):
+            fn()
+        self.sync()
+        times = []
+        for _ in range(repeat):
+            if self.cuda:
+                a, b = self.torch.cuda.Event(enable_timing=True), self.torch.cuda.Event(enable_timing=True)
+                a.record()
+                fn()
+                b.record()
+                b.synchronize()
+                times.append(a.elapsed_time(b))
+            else:
+                t0 = time.perf_counter()
+                fn()
+                times.append((time.perf_counter() - t0) * 1e3)
+        return statistics.median(times)
+
+    def host(self, fn, warmup, repeat):
+        for _ in range(warmup):
+            fn()
+        self.sync()
+        times = []
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            fn()
+            self.sync()
+            times.append((time.perf_counter() - t0) * 1e3)
+        return statistics.median(times)
+
+
+def measured_peak(torch, dev, timer):
+    n = 8192 if dev.type == "cuda" else 512
+    a = torch.randn(n, n, device=dev, dtype=torch.bfloat16)
+    b = torch.randn(n, n, device=dev, dtype=torch.bfloat16)
+    ms = timer.device(lambda: a @ b, 3, 10)
+    return 2 * n ** 3 / (ms / 1e3) / 1e12
+
+
+def flop_per_image(torch, model, image, dev):
+    from torch.utils.flop_counter import FlopCounterMode
+    x = torch.zeros(1, 3, image, image, device=dev)
+    with torch.inference_mode(), FlopCounterMode(display=False) as fc:
+        model(x)
+    return fc.get_total_flops()
+
+
+def eager_bf16(G, torch, s, dev):
+    """The same model and weights in bf16, as PyTorch users run it: fused attention on."""
+    m = G.make_model(s.builder, s.seed)
+    for mod in m.modules():
+        if hasattr(mod, "fused_attn"):
+            mod.fused_attn = True  # timm: F.scaled_dot_product_attention
+    return m.to(dev).to(torch.bfloat16)
+
+
+def time_model(G, torch, dev, vitc, s, so, batches, args, peak, log):
+    timer = Timer(torch, dev)
+    fp32 = G.make_model(s.builder, s.seed).to(dev)
+    gflop = flop_per_image(torch, fp32, s.image, dev) / 1e9
+    del fp32
+    eager = eager_bf16(G, torch, s, dev)
+    compiled = None
+    if not args.no_compile:
+        compiled = torch.compile(eager, mode=args.compile_mode, dynamic=False)
+    m = vitc.load(so)
+    ctx = vitc.context(m)
+    rows = []
+    try:
+        for b in batches:
+            x = torch.from_numpy(G.make_input(s.input_seed, b, s.image)).to(dev)
+            y = torch.empty(b, eager(x[:1].bfloat16()).shape[-1], dtype=torch.float32, device=dev)
+            pin = dev.type == "cuda"
+            xh = x.cpu().pin_memory() if pin else x.cpu()
+            yh = torch.empty(y.shape, dtype=torch.float32).pin_memory() if pin else torch.empty(y.shape)
+            row = dict(model=s.name, batch=b, gflop=gflop * b)
+
+            def vitc_dev():
+                vitc.run(ctx, x, y)
+
+            vitc_dev()
+            dts = []
+            for _ in range(args.repeat):
+                vitc_dev()
+                dts.append(vitc.device_ms(ctx))
+            row["vitc"] = statistics.median(dts)
+            row["vitc_h2h"] = timer.host(lambda: vitc.run(ctx, xh, yh, device=False), args.warmup, args.repeat)
+            xb = x.bfloat16()
+            with torch.inference_mode():
+                row["eager"] = timer.device(lambda: eager(xb), args.warmup, args.repeat)
+                row["eager_h2h"] = timer.host(
+                    lambda: yh.copy_(eager(xh.to(dev, non_blocking=True).bfloat16()).float(), non_blocking=True),
+                    args.warmup, args.repeat)
+                if compiled is not None:
+                    try:
+                        t0 = time.time()
+                        compiled(xb)
+                        row["compile_s"] = time.time() - t0
+                        row["compiled"] = timer.device(lambda: compiled(xb), args.warmup, args.repeat)
+                    except Exception as e:
+                        row["compiled_error"] = str(e).splitlines()[0][:200]
+                        compiled = None
+            rows.append(row)
+            log("time " + " ".join(f"{k}={fmt(v)}" for k, v in row.items()))
+    finally:
+        vitc.free(m, ctx)
+    return rows
+
+
+# ------------------------------------------------------------------------------------------------
+# report
+# ------------------------------------------------------------------------------------------------
+def fmt(v, spec=".3f"):
+    if v is None:
+        return "n/a"
+    return format(v, spec) if isinstance(v, float) else str(v)
+
+
+def report(args, info, checks, large_tile, timings, peak, out):
+    fails = [r for r in checks if not r["ok"]]
+    L = [f"# vitc on the GPU: {info['date']}", "",
+         f"Device: **{info['device']}** (sm_{info['arch']}), driver {info['driver']}.  Commit {info['commit']}.  "
+         f"PyTorch {info['torch']}, Python {info['python']}, host {info['host']}.",
+         f"Command: `gpu-check {' '.join(sys.argv[1:])}` ({'quick' if args.quick else 'full'}).", "",
+         "## Correctness", "",
+         f"{len(checks) - len(fails)} of {len(checks)} model/precision/batch checks pass "
+         "(against PyTorch fp32 on this GPU, TF32 off; error = max|out-ref|/max|ref|; bars: fp32 1e-4, tf32 1e-3, "
+         "bf16/fp16 1e-2 and cosine >= 0.9999; workspace poisoned with NaN bytes; graph replay and plain launch "
+         "bit-identical to the first run).  128x128 GEMM tile in: " + (", ".join(large_tile) or "NONE") + ".", ""]
+    if fails:
+        L += ["**FAILURES**", ""] + [f"- {r['model']} {r['precision']} batch {r['batch']}: {r['note']}" for r in fails] + [""]
+    L += ["| model | precision | batch | error | cosine | replay = plain | result |", "|---|---|---|---|---|---|---|"]
+    for r in checks:
+        L.append(f"| {r['model']} | {r['precision']} | {r['batch']} | {fmt(r.get('err'), '.2e')} | "
+                 f"{fmt(r.get('cos'), '.6f')} | {fmt(r.get('equal'))} | {'PASS' if r['ok'] else 'FAIL ' + r['note']} |")
+    if timings:
+        pk = lambda r, k: r["gflop"] / r[k] / peak * 100 if r.get(k) and peak else None  # GFLOP/ms = TFLOP/s
+        ips = lambda r, k: r["batch"] / (r[k] / 1e3) if r.get(k) else None
+        L += ["", "## Speed (bf16 both sides)", "",
+              f"bf16 matmul peak measured here (torch.matmul 8192^3, random data): {peak:.0f} TFLOP/s.  "
+              "Device time: medians of CUDA-event times, input on the GPU (vitc: vitc_run_device, events around "
+              "its kernels; PyTorch: events around the forward on its stream).  h2h: host to host, pinned "
+              "buffers, copies and synchronisation included.  torch.compile mode: "
+              f"{'off' if args.no_compile else args.compile_mode}.", "",
+              "| model | batch | vitc ms | vitc img/s | vitc % peak | vitc h2h ms | eager ms | eager img/s | eager % peak "
+              "| eager h2h ms | compile ms | compile img/s | compile % peak | vitc / eager | vitc / compile |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        for r in timings:
+            sp = lambda k: f"{r[k] / r['vitc']:.2f}x" if r.get(k) else "n/a"
+            L.append(f"| {r['model']} | {r['batch']} | {fmt(r['vitc'])} | {fmt(ips(r, 'vitc'), '.0f')} | "
+                     f"{fmt(pk(r, 'vitc'), '.1f')} | {fmt(r['vitc_h2h'])} | {fmt(r['eager'])} | "
+                     f"{fmt(ips(r, 'eager'), '.0f')} | {fmt(pk(r, 'eager'), '.1f')} | {fmt(r['eager_h2h'])} | "
+                     f"{fmt(r.get('compiled'))} | {fmt(ips(r, 'compiled'), '.0f')} | {fmt(pk(r, 'compiled'), '.1f')} | "
+                     f"{sp('eager')} | {sp('compiled')} |")
+    text = "\n".join(L) + "\n"
+    with open(os.path.join(out, "results-gpu.md"), "w") as f:
+        f.write(text)
+    with open(os.path.join(out, "results-gpu.json"), "w") as f:
+        json.dump(dict(info=info, peak_tflops=peak, large_tile=large_tile, checks=checks, timings=timings), f, indent=1)
+    return text, fails
+
+
+# ------------------------------------------------------------------------------------------------
+def main():
+    ap = argparse.ArgumentParser(description="vitc on this machine's GPU: correctness, then speed against PyTorch")
+    ap.add_argument("--kit", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    ap.add_argument("--quick", action="store_true", help="seed families (opset 17) and ViT-B/16 at batch 1 and 64")
+    ap.add_argument("--out", default=os.environ.get("OUT") or "gpu-check-out")
+    ap.add_argument("--work", default=os.environ.get("TMPDIR", "/tmp") + "/vitc-gpu-check", help="models, .so files")
+    ap.add_argument("--batches", help="comma-separated (default 1,8,64,256; quick: 1,64)")
+    ap.add_argument("--no-time", action="store_true", help="correctness only")
+    ap.add_argument("--no-compile", action="store_true", help="leave torch.compile out of the timing")
+    ap.add_argument("--compile-mode", default="default", help="torch.compile mode (e.g. max-autotune)")
+    ap.add_argument("--repeat", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1), help="parallel vitc compiles")
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    os.makedirs(args.work, exist_ok=True)
+    log = Log(os.path.join(args.out, "gpu-check.log"))
+    emu = os.environ.get("VITC_KIT_EMULATE")  # tests only: the CPU emulation of the driver
+
+    vitc = Vitc(args.kit)
+    gpu, arch, why = vitc.device()
+    if not gpu:
+        raise SetupError(f"no GPU: {why}")
+    try:
+        import numpy  # noqa: F401
+        import torch
+    except ImportError as e:
+        raise SetupError(f"PyTorch and numpy are needed here: {e}")
+    if emu:
+        dev = torch.device("cpu")
+    elif not torch.cuda.is_available():
+        raise SetupError(f"no GPU: vitc sees {gpu}, but PyTorch {torch.__version__} sees no CUDA device")
+    else:
+        dev = torch.device("cuda")
+        vitc.sync = torch.cuda.synchronize
+        torch.backends.cuda.matmul.allow_tf32 = False  # the fp32 reference is fp32
+        torch.backends.cudnn.allow_tf32 = False
+    sys.path.insert(0, os.path.join(args.kit, "py"))
+    import gen_fixtures as G  # noqa: E402  (tests/models/gen_fixtures.py: the model builders)
+    torch.backends.mha.set_fastpath_enabled(False)  # exportable nn.MultiheadAttention
+    from torch.onnx._internal.torchscript_exporter import symbolic_opset14
+    torch.onnx.register_custom_op_symbolic("aten::scaled_dot_product_attention",
+                                           symbolic_opset14.scaled_dot_product_attention, 13)
+
+    driver = "n/a"
+    if shutil.which("nvidia-smi"):
+        r = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                           capture_output=True, text=True)
+        driver = r.stdout.strip() or driver
+    commit = "unknown"
+    if os.path.exists(os.path.join(args.kit, "VERSION")):
+        commit = open(os.path.join(args.kit, "VERSION")).read().strip()
+    info = dict(date=datetime.datetime.now().isoformat(timespec="minutes"), device=gpu, arch=arch, driver=driver,
+                commit=commit, torch=torch.__version__ + f" (CUDA {torch.version.cuda})", python=platform.python_version(),
+                host=platform.node(), quick=args.quick)
+    log(f"device {gpu} (sm_{arch}), driver {driver}, kit {commit}, PyTorch {info['torch']}")
+
+    batches = [int(b) for b in args.batches.split(",")] if args.batches else ([1, 64] if args.quick else [1, 8, 64, 256])
+    specs = model_specs(G, args.quick)
+    make_models(G, torch, specs, args.work, log)
+    with open(os.path.join(args.out, "compile.log"), "w") as clog:
+        sos = compile_all(vitc, specs, max(batches + [256]), args.work, args.jobs, log, clog, emu)
+
+    checks, large_tile = [], []
+    for s in specs:
+        b = batches if s.full or emu else sorted(set(batches) | {1, 8, 64, 256})  # tiny: every batch
+        checks += check_model(G, torch, dev, vitc, s, sos, b, log)
+        so = sos.get((s.name, "bf16"))
+        if so and has_large_tile(vitc, so):
+            large_tile.append(s.name)
+        if dev.type == "cuda":
+            torch.cuda.empty_cache()
+    if not large_tile:
+        checks.append(dict(model="(all)", precision="-", batch=0, ok=False,
+                           note="no model has the 128x128 GEMM tile: it was not exercised"))
+    fails = [r for r in checks if not r["ok"]]
+    log(f"correctness: {len(checks) - len(fails)} of {len(checks)} checks pass")
+    for r in fails:
+        log(f"FAIL {r['model']} {r['precision']} batch {r['batch']}: {r['note']}")
+
+    timings, peak = [], None
+    if not args.no_time:
+        peak = measured_peak(torch, dev, Timer(torch, dev))
+        log(f"bf16 matmul peak: {peak:.0f} TFLOP/s")
+        for s in specs:
+            bad = any(not r["ok"] for r in checks if r["model"] == s.name and r["precision"] == "bf16")
+            if s.full or emu:
+                if bad or not sos.get((s.name, "bf16")):
+                    log(f"time {s.name}: skipped (bf16 failed its check)")
+                    continue
+                timings += time_model(G, torch, dev, vitc, s, sos[(s.name, "bf16")], batches, args, peak, log)
+    text, fails = report(args, info, checks, large_tile, timings, peak, args.out)
+    print(text)
+    log(f"wrote {args.out}/results-gpu.md, results-gpu.json; " + (f"{len(fails)} FAILURES" if fails else "all checks pass"))
+    return 1 if fails else 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except SetupError as e:
+        print(f"gpu-check: {e}", file=sys.stderr)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except Exception:  # a bug here, not a result: the traceback goes to the log too
+        traceback.print_exc()
+        sys.exit(3)
