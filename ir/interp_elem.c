@@ -118,33 +118,12 @@ static int64_t i_none(void) { return 0; }
     static double f_##id(const double *x, ew_env *e) { (void)x; (void)e; return F; }
 #include "ir/elemwise.def"
 #undef EW
-#undef K
-#undef ATTR
-#undef ADD
-#undef SUB
-#undef MUL
-#undef DIV
-#undef MOD
-#undef POW
-#undef NEG
-#undef ABS
-#undef EXP
-#undef LOG
-#undef ERF
-#undef TANH
-#undef SQRT
-#undef GELU
-#undef MAX
-#undef MIN
-#undef LT
-#undef GT
-#undef EQ
-#undef AND
-#undef OR
-#undef NOT
-#undef SELECT
+#include "ir/elemwise_end.h"
 
 /* ---- the same formulas in int64, wrapping like numpy ---- */
+#define X0 x[0]
+#define X1 x[1]
+#define X2 x[2]
 #define K(c) ((int64_t)(c))
 #define ATTR(id, d) i_none()
 #define ADD(a, b) iadd(a, b)
@@ -174,34 +153,7 @@ static int64_t i_none(void) { return 0; }
     static int64_t i_##id(const int64_t *x, ew_env *e) { (void)x; (void)e; return F; }
 #include "ir/elemwise.def"
 #undef EW
-#undef X0
-#undef X1
-#undef X2
-#undef K
-#undef ATTR
-#undef ADD
-#undef SUB
-#undef MUL
-#undef DIV
-#undef MOD
-#undef POW
-#undef NEG
-#undef ABS
-#undef EXP
-#undef LOG
-#undef ERF
-#undef TANH
-#undef SQRT
-#undef GELU
-#undef MAX
-#undef MIN
-#undef LT
-#undef GT
-#undef EQ
-#undef AND
-#undef OR
-#undef NOT
-#undef SELECT
+#include "ir/elemwise_end.h"
 
 typedef double (*ew_float_fn)(const double *x, ew_env *e);
 typedef int64_t (*ew_int_fn)(const int64_t *x, ew_env *e);

@@ -139,34 +139,7 @@ static const char *cs_mod(cs_env *e, const char *a, const char *b)
     static const char *f_##id(cs_env *e, const char *const *x) { (void)x; return F; }
 #include "ir/elemwise.def"
 #undef EW
-#undef X0
-#undef X1
-#undef X2
-#undef K
-#undef ATTR
-#undef ADD
-#undef SUB
-#undef MUL
-#undef DIV
-#undef MOD
-#undef POW
-#undef NEG
-#undef ABS
-#undef EXP
-#undef LOG
-#undef ERF
-#undef TANH
-#undef SQRT
-#undef GELU
-#undef MAX
-#undef MIN
-#undef LT
-#undef GT
-#undef EQ
-#undef AND
-#undef OR
-#undef NOT
-#undef SELECT
+#include "ir/elemwise_end.h"
 
 static const char *(*const formulas[IR_OP_COUNT])(cs_env *e, const char *const *x) = {
 #define EW(id, in, res, same, F) [IR_OP_##id] = f_##id,

@@ -373,34 +373,7 @@ static LLVMValueRef w_gelu(const ew_env *e, LLVMValueRef x)
     static LLVMValueRef f_##id(const ew_env *e, const LLVMValueRef *x) { (void)x; return F; }
 #include "ir/elemwise.def"
 #undef EW
-#undef X0
-#undef X1
-#undef X2
-#undef K
-#undef ATTR
-#undef ADD
-#undef SUB
-#undef MUL
-#undef DIV
-#undef MOD
-#undef POW
-#undef NEG
-#undef ABS
-#undef EXP
-#undef LOG
-#undef ERF
-#undef TANH
-#undef SQRT
-#undef GELU
-#undef MAX
-#undef MIN
-#undef LT
-#undef GT
-#undef EQ
-#undef AND
-#undef OR
-#undef NOT
-#undef SELECT
+#include "ir/elemwise_end.h"
 
 static LLVMValueRef (*const formulas[IR_OP_COUNT])(const ew_env *e, const LLVMValueRef *x) = {
 #define EW(id, in, res, same, F) [IR_OP_##id] = f_##id,
