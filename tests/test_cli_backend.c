@@ -45,14 +45,6 @@ static void write_npy(const char *path, ir_dtype dt, int rank, const int64_t *di
     ir_tensor_free(&t);
 }
 
-static void read_npy(const char *path, ir_tensor *t)
-{
-    vitc_diag d;
-    vitc_diag_init(&d, path);
-    if (ir_npy_read(path, t, &d) != 0)
-        fail_msg("cannot read %s", path);
-}
-
 /* Runs vitc; fails unless it exits with want.  Returns stdout (free it). */
 static char *vitc_expect(int want, const char *const *args, const char *what)
 {
@@ -129,8 +121,8 @@ static void test_run_toy(void **state)
     snprintf(y, sizeof y, "%s/y.npy", dir);
     snprintf(am, sizeof am, "%s/argmax.npy", dir);
     ir_tensor ty, ta;
-    read_npy(y, &ty);
-    read_npy(am, &ta);
+    tu_read_npy(y, &ty);
+    tu_read_npy(am, &ta);
     const double scale[4] = {2, -1, 0.5, 3}, bias[4] = {1, 0, -2, 0.25};
     for (int r = 0; r < 3; r++) {
         int best = 0;
@@ -290,8 +282,8 @@ static void test_compiled_fixtures(void **state)
         char got_path[512];
         snprintf(got_path, sizeof got_path, "%s/output.npy", dir);
         ir_tensor got, ref;
-        read_npy(got_path, &got);
-        read_npy(ref_path, &ref);
+        tu_read_npy(got_path, &got);
+        tu_read_npy(ref_path, &ref);
         double e = ir_rel_error(&got, &ref);
         printf("%-26s vitc run MODEL.so vs PyTorch at batch 3: max rel error %.3g\n", name, e);
         if (!(e <= 1e-4))
@@ -359,8 +351,8 @@ static void test_external_weights_compiled(void **state)
     char got_path[600];
     snprintf(got_path, sizeof got_path, "%s/output.npy", compile_dir);
     ir_tensor got, ref;
-    read_npy(got_path, &got);
-    read_npy(refp, &ref);
+    tu_read_npy(got_path, &got);
+    tu_read_npy(refp, &ref);
     double e = ir_rel_error(&got, &ref);
     printf("external weights: vitc run vs PyTorch at batch 1: max rel error %.3g\n", e);
     if (!(e <= 1e-4))
@@ -436,7 +428,7 @@ static void test_compiled_concurrent(void **state)
     }
     tu_path(input, sizeof input, "tests/models/timm.b3.input.npy");
     ir_tensor in;
-    read_npy(input, &in);
+    tu_read_npy(input, &in);
     vitc_model *m;
     if (vitc_model_load(so, &m) != VITC_STATUS_OK)
         fail_msg("%s", vitc_last_error());
@@ -515,7 +507,7 @@ static void test_classify_example(void **state)
     char ref_path[512];
     snprintf(ref_path, sizeof ref_path, "%s/output.npy", dir);
     ir_tensor ref;
-    read_npy(ref_path, &ref);
+    tu_read_npy(ref_path, &ref);
     double maxref = 0;
     for (int64_t i = 0; i < ir_tensor_numel(&ref); i++)
         maxref = fmax(maxref, fabs(ir_tensor_get(&ref, i)));

@@ -47,18 +47,6 @@ static char tmp[4096];
 
 /* ---- helpers ---- */
 
-static ir_graph *load(const char *model)
-{
-    char rel[256], path[4096];
-    snprintf(rel, sizeof rel, "tests/models/%s", model);
-    vitc_diag d;
-    vitc_diag_init(&d, tu_path(path, sizeof path, rel));
-    ir_graph *g = onnx_import_file(path, &d);
-    if (!g || ir_verify(g, &d) || ir_infer_shapes(g, &d))
-        fail_msg("%s: import failed (status %d)", model, d.status);
-    return g;
-}
-
 static int file_exists(const char *p)
 {
     struct stat st;
@@ -79,15 +67,6 @@ static int count_entries(const char *dir, const char *prefix)
 }
 
 /* ---- fixtures: CLI compile, runtime run, against PyTorch / interpreter / ORT ---- */
-
-static void read_npy(const char *rel, ir_tensor *t)
-{
-    char path[4096];
-    vitc_diag d;
-    vitc_diag_init(&d, rel);
-    if (ir_npy_read(tu_path(path, sizeof path, rel), t, &d))
-        fail_msg("cannot read %s", rel);
-}
 
 /* ONNX Runtime's outputs for every fixture and batch, written by the venv's
  * Python into tmp/ort; 0 when there is no such Python. */
@@ -146,15 +125,15 @@ static void test_fixtures_compiled_match_references(void **state)
             fail_msg("vitc %s -o %s exited %d: %s", fx->model, so, rc, err);
         free(out), free(err);
         double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
-        ir_graph *g = load(fx->model);
+        ir_graph *g = tu_load_fixture(fx);
         double e[6] = {NAN, NAN, NAN, NAN, NAN, NAN};
         for (int k = 0; k < 2; k++) {
             int b = k ? 3 : 1;
             ir_tensor in, ref, got, interp = {0};
             snprintf(rel, sizeof rel, "tests/models/%.31s.b%d.input.npy", fx->family, b);
-            read_npy(rel, &in);
+            tu_read_npy(rel, &in);
             snprintf(rel, sizeof rel, "tests/models/%.31s.b%d.output.npy", fx->family, b);
-            read_npy(rel, &ref);
+            tu_read_npy(rel, &ref);
             tu_run_so(so, &in, 1, &got, 1, b);
             vitc_diag d;
             vitc_diag_init(&d, fx->model);
@@ -194,18 +173,14 @@ static void test_unfused_fixtures_match_interpreter(void **state)
     print_message("%-24s %8s %10s %10s\n", "fixture (unfused)", "nodes", "b1 interp", "b3 interp");
     for (int i = 0; i < nfixtures; i++) {
         const tu_fixture *fx = &fixtures[i];
-        ir_graph *g = load(fx->model);
+        ir_graph *g = tu_load_fixture(fx);
         vitc_diag d;
         vitc_diag_init(&d, fx->model);
         assert_int_equal(pass_fold_shapes(g, &d), 0);
         assert_int_equal(pass_dce(g, &d), 0);
-        ir_tensor in[2], ref[2] = {{0}}, got[2];
-        char rel[256], so[4200], *msg;
-        for (int k = 0; k < 2; k++) {
-            snprintf(rel, sizeof rel, "tests/models/%.31s.b%d.input.npy", fx->family, k ? 3 : 1);
-            read_npy(rel, &in[k]);
-            assert_int_equal(ir_interpret(g, &in[k], &ref[k], NULL, NULL, &d), 0);
-        }
+        ir_tensor in[2], ref[2], got[2];
+        char so[4200], *msg;
+        tu_fixture_reference(fx, g, in, ref);
         snprintf(so, sizeof so, "%.3900s/unfused-%.95s.so", tmp, fx->model);
         if (tu_compile_cpu(g, so, 2, 4, &msg))
             fail_msg("%s unfused: compile failed: %s", fx->model, msg);
@@ -274,16 +249,8 @@ static double check_graph(const char *what, ir_graph *g)
 
 static void test_conv_direct_and_1d(void **state)
 {
-    ir_graph *g = tu_graph_new("handmade.onnx", 18);
-    int x = tu_input(g, "x", IR_F32, 4, TU_DIMS(-1, 4, 9, 7));
-    int w = tu_const_f32(g, "w", 4, TU_DIMS(6, 2, 3, 3), NULL), b = tu_const_f32(g, "b", 1, TU_DIMS(6), NULL);
-    tu_output(g, tu_node(g, IR_OP_CONV, NULL, IR_F32, 3, TU_IN(x, w, b), 4,
-                TU_AT(tu_int(IR_ATTR_GROUP, 2), tu_ints(g, IR_ATTR_PADS, 4, TU_DIMS(1, 0, 1, 2)),
-                   tu_ints(g, IR_ATTR_STRIDES, 2, TU_DIMS(2, 1)), tu_ints(g, IR_ATTR_DILATIONS, 2, TU_DIMS(1, 2)))));
-    int x1 = tu_input(g, "x1", IR_F32, 3, TU_DIMS(-1, 3, 10));
-    int w1 = tu_const_f32(g, "w1", 3, TU_DIMS(4, 3, 3), NULL);
-    tu_output(g, tu_node(g, IR_OP_CONV, NULL, IR_F32, 2, TU_IN(x1, w1), 1, TU_AT(tu_ints(g, IR_ATTR_PADS, 2, TU_DIMS(1, 1)))));
-    int xp = tu_input(g, "xp", IR_F32, 4, TU_DIMS(-1, 3, 8, 8));
+    ir_graph *g = tu_graph_conv();
+    int xp = tu_input(g, "xp", IR_F32, 4, TU_DIMS(-1, 3, 8, 8)); /* patchify: kernel = stride */
     int wp = tu_const_f32(g, "wp", 4, TU_DIMS(5, 3, 4, 4), NULL), bp = tu_const_f32(g, "bp", 1, TU_DIMS(5), NULL);
     tu_output(g, tu_node(g, IR_OP_CONV, NULL, IR_F32, 3, TU_IN(xp, wp, bp), 2,
                 TU_AT(tu_ints(g, IR_ATTR_STRIDES, 2, TU_DIMS(4, 4)), tu_ints(g, IR_ATTR_KERNEL_SHAPE, 2, TU_DIMS(4, 4)))));
@@ -292,14 +259,8 @@ static void test_conv_direct_and_1d(void **state)
 
 static void test_reductions_softmax_layernorm_axes(void **state)
 {
-    ir_graph *g = tu_graph_new("handmade.onnx", 18);
-    int x = tu_input(g, "x", IR_F32, 3, TU_DIMS(-1, 5, 6));
-    tu_output(g, tu_node(g, IR_OP_REDUCE_SUM, NULL, IR_F32, 1, TU_IN(x), 2,
-                TU_AT(tu_ints(g, IR_ATTR_AXES, 1, TU_DIMS(1)), tu_int(IR_ATTR_KEEPDIMS, 0))));
-    int ax = tu_const_i64(g, "axes", 1, TU_DIMS(2), TU_DIMS(0, 2));
-    tu_output(g, tu_node(g, IR_OP_REDUCE_MAX, NULL, IR_F32, 2, TU_IN(x, ax), 0, NULL));
-    tu_output(g, tu_node(g, IR_OP_REDUCE_MEAN, NULL, IR_F32, 1, TU_IN(x), 0, NULL));
-    tu_output(g, tu_node(g, IR_OP_SOFTMAX, NULL, IR_F32, 1, TU_IN(x), 1, TU_AT(tu_int(IR_ATTR_AXIS, 1))));
+    ir_graph *g = tu_graph_reduce(); /* and LayerNorm's three outputs */
+    int x = g->inputs[0];
     int s = tu_const_f32(g, "s", 2, TU_DIMS(5, 6), NULL), bb = tu_const_f32(g, "bb", 1, TU_DIMS(6), NULL);
     int y = tu_value(g, "ln", IR_F32), mean = tu_value(g, "mean", IR_F32), inv = tu_value(g, "inv", IR_F32);
     ir_attr la[2] = {tu_int(IR_ATTR_AXIS, 1), tu_float(IR_ATTR_EPSILON, 1e-3f)};
@@ -310,26 +271,11 @@ static void test_reductions_softmax_layernorm_axes(void **state)
 
 static void test_elementwise_float_ops(void **state)
 {
-    ir_graph *g = tu_graph_new("handmade.onnx", 18);
-    int x = tu_input(g, "x", IR_F32, 3, TU_DIMS(-1, 3, 4)), y = tu_input(g, "y", IR_F32, 1, TU_DIMS(4));
-    int one = tu_scalar(g, "one", 1), three = tu_scalar(g, "three", 3), half = tu_scalar(g, "half", 0.5f);
-    int ax = tu_node(g, IR_OP_ABS, NULL, IR_F32, 1, TU_IN(x), 0, NULL);
-    tu_output(g, tu_node(g, IR_OP_SIGMOID, NULL, IR_F32, 1, TU_IN(x), 0, NULL));
-    tu_output(g, tu_node(g, IR_OP_TANH, NULL, IR_F32, 1, TU_IN(tu_node(g, IR_OP_EXP, NULL, IR_F32, 1, TU_IN(x), 0, NULL)), 0, NULL));
-    int lg = tu_node(g, IR_OP_LOG, NULL, IR_F32, 1, TU_IN(tu_node(g, IR_OP_ADD, NULL, IR_F32, 2, TU_IN(ax, one), 0, NULL)), 0, NULL);
-    tu_output(g, tu_node(g, IR_OP_RECIPROCAL, NULL, IR_F32, 1, TU_IN(tu_node(g, IR_OP_NEG, NULL, IR_F32, 1, TU_IN(lg), 0, NULL)), 0, NULL));
-    tu_output(g, tu_node(g, IR_OP_MAX, NULL, IR_F32, 2, TU_IN(x, y), 0, NULL));
-    tu_output(g, tu_node(g, IR_OP_MIN, NULL, IR_F32, 3, TU_IN(x, y, half), 0, NULL));
-    tu_output(g, tu_node(g, IR_OP_POW, NULL, IR_F32, 2, TU_IN(x, three), 0, NULL));
-    tu_output(g, tu_node(g, IR_OP_POW, NULL, IR_F32, 2, TU_IN(tu_node(g, IR_OP_ADD, NULL, IR_F32, 2, TU_IN(ax, one), 0, NULL), y), 0, NULL));
-    tu_output(g, tu_node(g, IR_OP_SQRT, NULL, IR_F32, 1, TU_IN(ax), 0, NULL));
+    ir_graph *g = tu_graph_elementwise(); /* and Pow with a tensor exponent, Mod with the sign of the divisor */
+    int x = g->inputs[0], y = g->inputs[1], one = tu_scalar(g, "one1", 1), half = tu_scalar(g, "half1", 0.5f);
+    int ax1 = tu_node(g, IR_OP_ADD, NULL, IR_F32, 2, TU_IN(tu_node(g, IR_OP_ABS, NULL, IR_F32, 1, TU_IN(x), 0, NULL), one), 0, NULL);
+    tu_output(g, tu_node(g, IR_OP_POW, NULL, IR_F32, 2, TU_IN(ax1, y), 0, NULL));
     tu_output(g, tu_node(g, IR_OP_MOD, NULL, IR_F32, 2, TU_IN(x, half), 0, NULL));
-    tu_output(g, tu_node(g, IR_OP_MOD, NULL, IR_F32, 2, TU_IN(x, half), 1, TU_AT(tu_int(IR_ATTR_FMOD, 1))));
-    int lo = tu_scalar(g, "lo", -0.5f), hi = tu_scalar(g, "hi", 0.7f);
-    tu_output(g, tu_node(g, IR_OP_CLIP, NULL, IR_F32, 3, TU_IN(x, lo, hi), 0, NULL));
-    tu_output(g, tu_node(g, IR_OP_GELU, NULL, IR_F32, 1, TU_IN(tu_node(g, IR_OP_RELU, NULL, IR_F32, 1, TU_IN(x), 0, NULL)), 1,
-                TU_AT(tu_str(IR_ATTR_APPROXIMATE, "tanh"))));
-    tu_output(g, tu_node(g, IR_OP_ERF, NULL, IR_F32, 1, TU_IN(tu_node(g, IR_OP_DIV, NULL, IR_F32, 2, TU_IN(x, y), 0, NULL)), 0, NULL));
     check_graph("elementwise", g);
 }
 
@@ -401,76 +347,23 @@ static void test_integer_and_bool_ops(void **state)
     check_graph("int-bool", g);
 }
 
-static void test_data_movement(void **state)
-{
-    ir_graph *g = tu_graph_new("handmade.onnx", 18);
-    int x = tu_input(g, "x", IR_F32, 3, TU_DIMS(-1, 4, 6));
-    tu_output(g, tu_node(g, IR_OP_TRANSPOSE, NULL, IR_F32, 1, TU_IN(x), 1, TU_AT(tu_ints(g, IR_ATTR_PERM, 3, TU_DIMS(2, 0, 1)))));
-    int st = tu_const_i64(g, "st", 1, TU_DIMS(1), TU_DIMS(5)), en = tu_const_i64(g, "en", 1, TU_DIMS(1), TU_DIMS(0));
-    int axs = tu_const_i64(g, "axs", 1, TU_DIMS(1), TU_DIMS(2)), stp = tu_const_i64(g, "stp", 1, TU_DIMS(1), TU_DIMS(-2));
-    int sl = tu_node(g, IR_OP_SLICE, NULL, IR_F32, 5, TU_IN(x, st, en, axs, stp), 0, NULL);
-    tu_output(g, sl);
-    int idx = tu_const_i64(g, "idx", 1, TU_DIMS(3), TU_DIMS(3, 0, 2)), last = tu_const_i64(g, "last", 0, NULL, TU_DIMS(-1));
-    tu_output(g, tu_node(g, IR_OP_GATHER, NULL, IR_F32, 2, TU_IN(x, idx), 1, TU_AT(tu_int(IR_ATTR_AXIS, 1))));
-    tu_output(g, tu_node(g, IR_OP_GATHER, NULL, IR_F32, 2, TU_IN(x, last), 1, TU_AT(tu_int(IR_ATTR_AXIS, 2))));
-    tu_output(g, tu_node(g, IR_OP_CONCAT, NULL, IR_F32, 2, TU_IN(x, sl), 1, TU_AT(tu_int(IR_ATTR_AXIS, 2))));
-    tu_output(g, tu_node(g, IR_OP_CONCAT, NULL, IR_F32, 2, TU_IN(x, x), 1, TU_AT(tu_int(IR_ATTR_AXIS, 0))));
-    int parts[2] = {tu_value(g, "p0", IR_F32), tu_value(g, "p1", IR_F32)};
-    int sizes = tu_const_i64(g, "sizes", 1, TU_DIMS(2), TU_DIMS(1, 3));
-    tu_node_out(g, IR_OP_SPLIT, "split", 2, TU_IN(x, sizes), 2, parts, 1, TU_AT(tu_int(IR_ATTR_AXIS, 1)));
-    tu_output(g, parts[1]);
-    int t = tu_const_f32(g, "t", 3, TU_DIMS(1, 1, 6), NULL), shp = tu_const_i64(g, "shp", 1, TU_DIMS(3), TU_DIMS(2, 4, 6));
-    tu_output(g, tu_node(g, IR_OP_EXPAND, NULL, IR_F32, 2, TU_IN(t, shp), 0, NULL));
-    int rs = tu_const_i64(g, "rs", 1, TU_DIMS(2), TU_DIMS(0, 24));
-    tu_output(g, tu_node(g, IR_OP_RESHAPE, NULL, IR_F32, 2, TU_IN(x, rs), 0, NULL)); /* a view that is an output: copied */
-    tu_output(g, x);                                                        /* an input that is an output */
-    check_graph("data", g);
-}
+static void test_data_movement(void **state) { check_graph("data", tu_graph_data()); }
 
 static void test_matrix_products(void **state)
 {
-    ir_graph *g = tu_graph_new("handmade.onnx", 18);
-    int a = tu_input(g, "a", IR_F32, 4, TU_DIMS(-1, 2, 3, 4)), b = tu_input(g, "b", IR_F32, 4, TU_DIMS(-1, 2, 5, 4));
-    int w = tu_input(g, "w", IR_F32, 2, TU_DIMS(4, 5));
+    ir_graph *g = tu_graph_matmul();
+    int a = g->inputs[0], b = tu_input(g, "b", IR_F32, 4, TU_DIMS(-1, 2, 5, 4));
     tu_output(g, tu_node(g, IR_OP_EINSUM, NULL, IR_F32, 2, TU_IN(a, b), 1, TU_AT(tu_str(IR_ATTR_EQUATION, "bhqd,bhkd->bhqk"))));
-    tu_output(g, tu_node(g, IR_OP_MATMUL, NULL, IR_F32, 2, TU_IN(a, w), 0, NULL)); /* B shared by every batch */
-    int v = tu_input(g, "v", IR_F32, 4, TU_DIMS(-1, 2, 4, 3));
-    tu_output(g, tu_node(g, IR_OP_MATMUL, NULL, IR_F32, 2, TU_IN(a, v), 0, NULL));
-    int x = tu_input(g, "x", IR_F32, 2, TU_DIMS(-1, 4));
-    int wb = tu_const_f32(g, "wb", 2, TU_DIMS(5, 4), NULL), cb = tu_const_f32(g, "cb", 1, TU_DIMS(5), NULL);
-    tu_output(g, tu_node(g, IR_OP_GEMM, NULL, IR_F32, 3, TU_IN(x, wb, cb), 3,
-                TU_AT(tu_int(IR_ATTR_TRANS_B, 1), tu_float(IR_ATTR_ALPHA, 0.5f), tu_float(IR_ATTR_BETA, 2.0f))));
-    int wc = tu_const_f32(g, "wc", 2, TU_DIMS(4, 7), NULL);
-    tu_output(g, tu_node(g, IR_OP_MATMUL, NULL, IR_F32, 2, TU_IN(a, wc), 0, NULL)); /* constant weight: packed GEMM */
     check_graph("matmul", g);
 }
 
-static void test_batchnorm_and_fused_ops(void **state)
-{
-    ir_graph *g = tu_graph_new("handmade.onnx", 18);
-    int x = tu_input(g, "x", IR_F32, 4, TU_DIMS(-1, 3, 4, 5));
-    float var[3] = {0.5f, 1.5f, 2.0f};
-    int s = tu_const_f32(g, "s", 1, TU_DIMS(3), NULL), bb = tu_const_f32(g, "bb", 1, TU_DIMS(3), NULL);
-    int m = tu_const_f32(g, "m", 1, TU_DIMS(3), NULL), vv = tu_const_f32(g, "vv", 1, TU_DIMS(3), var);
-    tu_output(g, tu_node(g, IR_OP_BATCHNORM, NULL, IR_F32, 5, TU_IN(x, s, bb, m, vv), 1, TU_AT(tu_float(IR_ATTR_EPSILON, 1e-3f))));
-    int h = tu_input(g, "h", IR_F32, 3, TU_DIMS(-1, 5, 8)), r = tu_input(g, "r", IR_F32, 3, TU_DIMS(-1, 5, 6));
-    int w = tu_const_f32(g, "w", 2, TU_DIMS(8, 6), NULL), bias = tu_const_f32(g, "bias", 1, TU_DIMS(6), NULL);
-    tu_output(g, tu_node(g, IR_OP_LINEAR, NULL, IR_F32, 4, TU_IN(h, w, bias, r), 1, TU_AT(tu_int(IR_ATTR_ACTIVATION, 1))));
-    tu_output(g, tu_node(g, IR_OP_LINEAR, NULL, IR_F32, 2, TU_IN(h, w), 1, TU_AT(tu_int(IR_ATTR_ACTIVATION, 4))));
-    int qkv = tu_input(g, "qkv", IR_F32, 3, TU_DIMS(-1, 5, 24));
-    tu_output(g, tu_node(g, IR_OP_ATTENTION, NULL, IR_F32, 1, TU_IN(qkv), 5,
-                TU_AT(tu_int(IR_ATTR_HEADS, 2), tu_int(IR_ATTR_HEAD_SIZE, 4), tu_int(IR_ATTR_QKV_LAYOUT, 1),
-                   tu_float(IR_ATTR_SCALE, 0.5f), tu_float(IR_ATTR_POST_SCALE, 0.25f))));
-    tu_output(g, tu_node(g, IR_OP_ATTENTION, NULL, IR_F32, 1, TU_IN(qkv), 3,
-                TU_AT(tu_int(IR_ATTR_HEADS, 2), tu_int(IR_ATTR_HEAD_SIZE, 4), tu_float(IR_ATTR_SCALE, 0.5f))));
-    check_graph("bn-fused", g);
-}
+static void test_batchnorm_and_fused_ops(void **state) { check_graph("bn-fused", tu_graph_fused()); }
 
 /* ---- the memory plan ---- */
 
 static void test_memplan_never_overlaps_live_buffers(void **state)
 {
-    ir_graph *g = load("torchvision-ts13.onnx");
+    ir_graph *g = tu_load_model("tests/models/torchvision-ts13.onnx");
     vitc_diag d;
     vitc_diag_init(&d, "torchvision-ts13.onnx");
     assert_int_equal(pass_fold_shapes(g, &d), 0);
@@ -634,8 +527,8 @@ static void test_cli_dump_verbose_cpu(void **state)
     assert_non_null(strstr(err, "cpu x86-64"));
     free(out), free(err);
     ir_tensor in, got, ref;
-    read_npy("tests/models/einops.b3.input.npy", &in);
-    read_npy("tests/models/einops.b3.output.npy", &ref);
+    tu_read_npy("tests/models/einops.b3.input.npy", &in);
+    tu_read_npy("tests/models/einops.b3.output.npy", &ref);
     tu_run_so(so, &in, 1, &got, 1, 3);
     double e = tu_error(&got, &ref);
     print_message("einops-ts13 for cpu x86-64 at -O2: error %.3g vs PyTorch\n", e);
@@ -671,7 +564,7 @@ static void test_external_weights_same_numbers(void **state)
                   (long long)s3.st_size, (long long)s2.st_size);
     assert_true(s3.st_size > 1000000 && s1.st_size + s3.st_size / 2 < s2.st_size);
     ir_tensor in, o1, o2;
-    read_npy("tests/models/face_ln.b3.input.npy", &in);
+    tu_read_npy("tests/models/face_ln.b3.input.npy", &in);
     tu_run_so(so, &in, 1, &o1, 1, 3);
     tu_run_so(emb, &in, 1, &o2, 1, 3);
     double e = tu_error(&o1, &o2);

@@ -466,13 +466,7 @@ static int setup(void **state)
     nfixtures = tu_fixtures(fixtures, 64);
     if (!tu_tmpdir(tmpdir, sizeof tmpdir))
         return -1;
-    if (!getenv("VITC_NVRTC_CACHE")) { /* programs shared by fixtures and builds compile once */
-        const char *t = getenv("TMPDIR");
-        char cache[4200];
-        snprintf(cache, sizeof cache, "%s/vitc-cuda-test-cache-%ld", t && *t ? t : "/tmp", (long)getuid());
-        mkdir(cache, 0755);
-        setenv("VITC_NVRTC_CACHE", cache, 1);
-    }
+    tu_nvrtc_cache(); /* programs shared by fixtures and builds compile once */
     return 0;
 }
 

@@ -68,19 +68,9 @@ static void test_fixtures_emulated(void **state)
         char model[4096], rel[1024];
         snprintf(rel, sizeof rel, "tests/models/%.95s", fx->model);
         tu_path(model, sizeof model, rel);
-        vitc_diag d;
-        vitc_diag_init(&d, model);
-        ir_graph *g = onnx_import_file(model, &d);
-        assert_non_null(g);
-        assert_int_equal(ir_infer_shapes(g, &d), 0);
+        ir_graph *g = tu_load_fixture(fx);
         ir_tensor in[2], ref[2];
-        for (int b = 0; b < 2; b++) {
-            char p[4096];
-            snprintf(rel, sizeof rel, "tests/models/%.31s.b%d.input.npy", fx->family, b ? 3 : 1);
-            assert_int_equal(ir_npy_read(tu_path(p, sizeof p, rel), &in[b], &d), 0);
-            memset(&ref[b], 0, sizeof ref[b]);
-            assert_int_equal(ir_interpret(g, &in[b], &ref[b], NULL, NULL, &d), 0);
-        }
+        tu_fixture_reference(fx, g, in, ref);
         ir_graph_free(g);
         for (int pi = 0; pi < 4; pi++) {
             char so[8300], cu[8300], emu[8300];
@@ -203,25 +193,10 @@ enum { FP32 = 1, TF32 = 2, FP16 = 4, BF16 = 8, ALL = 15 };
 static void test_ops_emulated(void **state)
 {
     (void)state;
-    ir_graph *g = tu_graph_new("handmade.onnx", 18); /* convolutions: direct (groups, pads, strides, dilations), 1-D, patchify */
-    int x = tu_input(g, "x", IR_F32, 4, TU_DIMS(-1, 4, 9, 7));
-    int w = tu_const_f32(g, "w", 4, TU_DIMS(6, 2, 3, 3), NULL), b = tu_const_f32(g, "b", 1, TU_DIMS(6), NULL);
-    tu_output(g, tu_node(g, IR_OP_CONV, NULL, IR_F32, 3, TU_IN(x, w, b), 4,
-                TU_AT(tu_int(IR_ATTR_GROUP, 2), tu_ints(g, IR_ATTR_PADS, 4, TU_DIMS(1, 0, 1, 2)),
-                   tu_ints(g, IR_ATTR_STRIDES, 2, TU_DIMS(2, 1)), tu_ints(g, IR_ATTR_DILATIONS, 2, TU_DIMS(1, 2)))));
-    int x1 = tu_input(g, "x1", IR_F32, 3, TU_DIMS(-1, 3, 10));
-    int w1 = tu_const_f32(g, "w1", 3, TU_DIMS(4, 3, 3), NULL);
-    tu_output(g, tu_node(g, IR_OP_CONV, NULL, IR_F32, 2, TU_IN(x1, w1), 1, TU_AT(tu_ints(g, IR_ATTR_PADS, 2, TU_DIMS(1, 1)))));
-    check_graph("conv", g, FP32 | FP16);
+    check_graph("conv", tu_graph_conv(), FP32 | FP16);
 
-    g = tu_graph_new("handmade.onnx", 18); /* reductions, Softmax over a middle axis, LayerNorm over two axes and over 1100 */
-    x = tu_input(g, "x", IR_F32, 3, TU_DIMS(-1, 5, 6));
-    tu_output(g, tu_node(g, IR_OP_REDUCE_SUM, NULL, IR_F32, 1, TU_IN(x), 2,
-                TU_AT(tu_ints(g, IR_ATTR_AXES, 1, TU_DIMS(1)), tu_int(IR_ATTR_KEEPDIMS, 0))));
-    int ax = tu_const_i64(g, "axes", 1, TU_DIMS(2), TU_DIMS(0, 2));
-    tu_output(g, tu_node(g, IR_OP_REDUCE_MAX, NULL, IR_F32, 2, TU_IN(x, ax), 0, NULL));
-    tu_output(g, tu_node(g, IR_OP_REDUCE_MEAN, NULL, IR_F32, 1, TU_IN(x), 0, NULL));
-    tu_output(g, tu_node(g, IR_OP_SOFTMAX, NULL, IR_F32, 1, TU_IN(x), 1, TU_AT(tu_int(IR_ATTR_AXIS, 1))));
+    ir_graph *g = tu_graph_reduce(); /* and LayerNorm over two axes and over 1100 */
+    int x = g->inputs[0];
     int sc = tu_const_f32(g, "s", 2, TU_DIMS(5, 6), NULL), bb = tu_const_f32(g, "bb", 2, TU_DIMS(5, 6), NULL);
     tu_output(g, tu_node(g, IR_OP_LAYERNORM, NULL, IR_F32, 3, TU_IN(x, sc, bb), 2, TU_AT(tu_int(IR_ATTR_AXIS, 1), tu_float(IR_ATTR_EPSILON, 1e-3f))));
     int xl = tu_input(g, "xl", IR_F32, 3, TU_DIMS(-1, 2, 1100));
@@ -229,25 +204,9 @@ static void test_ops_emulated(void **state)
     tu_output(g, tu_node(g, IR_OP_LAYERNORM, NULL, IR_F32, 2, TU_IN(xl, sl), 0, NULL));
     check_graph("reduce-norm", g, FP32 | FP16);
 
-    g = tu_graph_new("handmade.onnx", 18); /* element-wise, broadcasting */
-    x = tu_input(g, "x", IR_F32, 3, TU_DIMS(-1, 3, 4));
-    int y = tu_input(g, "y", IR_F32, 1, TU_DIMS(4));
-    int one = tu_scalar(g, "one", 1), three = tu_scalar(g, "three", 3), half = tu_scalar(g, "half", 0.5f);
-    int axb = tu_node(g, IR_OP_ABS, NULL, IR_F32, 1, TU_IN(x), 0, NULL);
-    tu_output(g, tu_node(g, IR_OP_SIGMOID, NULL, IR_F32, 1, TU_IN(x), 0, NULL));
-    tu_output(g, tu_node(g, IR_OP_TANH, NULL, IR_F32, 1, TU_IN(tu_node(g, IR_OP_EXP, NULL, IR_F32, 1, TU_IN(x), 0, NULL)), 0, NULL));
-    int lg = tu_node(g, IR_OP_LOG, NULL, IR_F32, 1, TU_IN(tu_node(g, IR_OP_ADD, NULL, IR_F32, 2, TU_IN(axb, one), 0, NULL)), 0, NULL);
-    tu_output(g, tu_node(g, IR_OP_RECIPROCAL, NULL, IR_F32, 1, TU_IN(tu_node(g, IR_OP_NEG, NULL, IR_F32, 1, TU_IN(lg), 0, NULL)), 0, NULL));
-    tu_output(g, tu_node(g, IR_OP_MAX, NULL, IR_F32, 2, TU_IN(x, y), 0, NULL));
-    tu_output(g, tu_node(g, IR_OP_MIN, NULL, IR_F32, 3, TU_IN(x, y, half), 0, NULL));
-    tu_output(g, tu_node(g, IR_OP_POW, NULL, IR_F32, 2, TU_IN(x, three), 0, NULL));
-    tu_output(g, tu_node(g, IR_OP_SQRT, NULL, IR_F32, 1, TU_IN(axb), 0, NULL));
-    tu_output(g, tu_node(g, IR_OP_MOD, NULL, IR_F32, 2, TU_IN(x, half), 1, TU_AT(tu_int(IR_ATTR_FMOD, 1))));
-    int lo = tu_scalar(g, "lo", -0.5f), hi = tu_scalar(g, "hi", 0.7f);
-    tu_output(g, tu_node(g, IR_OP_CLIP, NULL, IR_F32, 3, TU_IN(x, lo, hi), 0, NULL));
-    tu_output(g, tu_node(g, IR_OP_GELU, NULL, IR_F32, 1, TU_IN(tu_node(g, IR_OP_RELU, NULL, IR_F32, 1, TU_IN(x), 0, NULL)), 1,
-                TU_AT(tu_str(IR_ATTR_APPROXIMATE, "tanh"))));
-    tu_output(g, tu_node(g, IR_OP_ERF, NULL, IR_F32, 1, TU_IN(tu_node(g, IR_OP_DIV, NULL, IR_F32, 2, TU_IN(x, y), 0, NULL)), 0, NULL));
+    g = tu_graph_elementwise(); /* and comparisons, Where and boolean logic */
+    x = g->inputs[0];
+    int y = g->inputs[1];
     int zero = tu_scalar(g, "zero", 0);
     int c = tu_node(g, IR_OP_GREATER, NULL, IR_BOOL, 2, TU_IN(x, zero), 0, NULL);
     tu_output(g, tu_node(g, IR_OP_WHERE, NULL, IR_F32, 3, TU_IN(c, x, tu_node(g, IR_OP_NEG, NULL, IR_F32, 1, TU_IN(x), 0, NULL)), 0, NULL));
@@ -257,69 +216,16 @@ static void test_ops_emulated(void **state)
                 TU_AT(tu_int(IR_ATTR_TO, 1))));
     check_graph("elementwise", g, FP32);
 
-    g = tu_graph_new("handmade.onnx", 18); /* data movement */
-    x = tu_input(g, "x", IR_F32, 3, TU_DIMS(-1, 4, 6));
-    tu_output(g, tu_node(g, IR_OP_TRANSPOSE, NULL, IR_F32, 1, TU_IN(x), 1, TU_AT(tu_ints(g, IR_ATTR_PERM, 3, TU_DIMS(2, 0, 1)))));
-    int st = tu_const_i64(g, "st", 1, TU_DIMS(1), TU_DIMS(5)), en = tu_const_i64(g, "en", 1, TU_DIMS(1), TU_DIMS(0));
-    int axs = tu_const_i64(g, "axs", 1, TU_DIMS(1), TU_DIMS(2)), stp = tu_const_i64(g, "stp", 1, TU_DIMS(1), TU_DIMS(-2));
-    int slc = tu_node(g, IR_OP_SLICE, NULL, IR_F32, 5, TU_IN(x, st, en, axs, stp), 0, NULL);
-    tu_output(g, slc);
-    int idx = tu_const_i64(g, "idx", 1, TU_DIMS(3), TU_DIMS(3, 0, -2)), last = tu_const_i64(g, "last", 0, NULL, TU_DIMS(-1));
-    tu_output(g, tu_node(g, IR_OP_GATHER, NULL, IR_F32, 2, TU_IN(x, idx), 1, TU_AT(tu_int(IR_ATTR_AXIS, 1))));
-    tu_output(g, tu_node(g, IR_OP_GATHER, NULL, IR_F32, 2, TU_IN(x, last), 1, TU_AT(tu_int(IR_ATTR_AXIS, 2))));
-    tu_output(g, tu_node(g, IR_OP_CONCAT, NULL, IR_F32, 2, TU_IN(x, slc), 1, TU_AT(tu_int(IR_ATTR_AXIS, 2))));
-    tu_output(g, tu_node(g, IR_OP_CONCAT, NULL, IR_F32, 2, TU_IN(x, x), 1, TU_AT(tu_int(IR_ATTR_AXIS, 0))));
-    int parts[2] = {tu_value(g, "p0", IR_F32), tu_value(g, "p1", IR_F32)};
-    int sizes = tu_const_i64(g, "sizes", 1, TU_DIMS(2), TU_DIMS(1, 3));
-    tu_node_out(g, IR_OP_SPLIT, "split", 2, TU_IN(x, sizes), 2, parts, 1, TU_AT(tu_int(IR_ATTR_AXIS, 1)));
-    tu_output(g, parts[1]);
-    int t = tu_const_f32(g, "t", 3, TU_DIMS(1, 1, 6), NULL), shp = tu_const_i64(g, "shp", 1, TU_DIMS(3), TU_DIMS(2, 4, 6));
-    tu_output(g, tu_node(g, IR_OP_EXPAND, NULL, IR_F32, 2, TU_IN(t, shp), 0, NULL));
-    int rs = tu_const_i64(g, "rs", 1, TU_DIMS(2), TU_DIMS(0, 24));
-    tu_output(g, tu_node(g, IR_OP_RESHAPE, NULL, IR_F32, 2, TU_IN(x, rs), 0, NULL)); /* a view that is an output */
-    tu_output(g, x);                                                      /* an input that is an output */
-    tu_output(g, t);                                                      /* a constant that is an output */
-    check_graph("data", g, FP32 | FP16);
+    check_graph("data", tu_graph_data(), FP32 | FP16);
 
-    g = tu_graph_new("handmade.onnx", 18); /* matrix products: broadcast, batched, Gemm both ways, constant weights */
-    int a = tu_input(g, "a", IR_F32, 4, TU_DIMS(-1, 2, 3, 4));
-    int wv = tu_input(g, "wv", IR_F32, 2, TU_DIMS(4, 5));
-    tu_output(g, tu_node(g, IR_OP_MATMUL, NULL, IR_F32, 2, TU_IN(a, wv), 0, NULL));
-    int v = tu_input(g, "v", IR_F32, 4, TU_DIMS(-1, 2, 4, 3));
-    tu_output(g, tu_node(g, IR_OP_MATMUL, NULL, IR_F32, 2, TU_IN(a, v), 0, NULL));
-    x = tu_input(g, "x", IR_F32, 2, TU_DIMS(-1, 4));
-    int wb = tu_const_f32(g, "wb", 2, TU_DIMS(5, 4), NULL), cb = tu_const_f32(g, "cb", 1, TU_DIMS(5), NULL);
-    tu_output(g, tu_node(g, IR_OP_GEMM, NULL, IR_F32, 3, TU_IN(x, wb, cb), 3,
-                TU_AT(tu_int(IR_ATTR_TRANS_B, 1), tu_float(IR_ATTR_ALPHA, 0.5f), tu_float(IR_ATTR_BETA, 2.0f))));
-    int xt = tu_input(g, "xt", IR_F32, 2, TU_DIMS(6, 3)), bt = tu_input(g, "bt", IR_F32, 2, TU_DIMS(6, 5)), yt = tu_input(g, "yt", IR_F32, 2, TU_DIMS(3, 1));
-    tu_output(g, tu_node(g, IR_OP_GEMM, NULL, IR_F32, 3, TU_IN(xt, bt, yt), 2, TU_AT(tu_int(IR_ATTR_TRANS_A, 1), tu_float(IR_ATTR_BETA, -1.0f))));
-    int wc = tu_const_f32(g, "wc", 2, TU_DIMS(4, 7), NULL);
-    tu_output(g, tu_node(g, IR_OP_MATMUL, NULL, IR_F32, 2, TU_IN(a, wc), 0, NULL));
+    g = tu_graph_matmul(); /* and Gemm with transA, which the CPU backend does not take */
+    int xt = tu_input(g, "xt", IR_F32, 2, TU_DIMS(6, 3)), bt = tu_input(g, "bt", IR_F32, 2, TU_DIMS(6, 5));
+    int yt = tu_input(g, "yt", IR_F32, 2, TU_DIMS(3, 1));
+    tu_output(g, tu_node(g, IR_OP_GEMM, NULL, IR_F32, 3, TU_IN(xt, bt, yt), 2,
+                         TU_AT(tu_int(IR_ATTR_TRANS_A, 1), tu_float(IR_ATTR_BETA, -1.0f))));
     check_graph("matmul", g, FP32 | FP16);
 
-    g = tu_graph_new("handmade.onnx", 18); /* BatchNormalization, the fused ops in both attention layouts and kernels */
-    x = tu_input(g, "x", IR_F32, 4, TU_DIMS(-1, 3, 4, 5));
-    float var[3] = {0.5f, 1.5f, 2.0f};
-    int s = tu_const_f32(g, "s", 1, TU_DIMS(3), NULL), bn_b = tu_const_f32(g, "bn_b", 1, TU_DIMS(3), NULL);
-    int m = tu_const_f32(g, "m", 1, TU_DIMS(3), NULL), vv = tu_const_f32(g, "vv", 1, TU_DIMS(3), var);
-    tu_output(g, tu_node(g, IR_OP_BATCHNORM, NULL, IR_F32, 5, TU_IN(x, s, bn_b, m, vv), 1, TU_AT(tu_float(IR_ATTR_EPSILON, 1e-3f))));
-    int h = tu_input(g, "h", IR_F32, 3, TU_DIMS(-1, 5, 8)), r = tu_input(g, "r", IR_F32, 3, TU_DIMS(-1, 5, 6));
-    int wl = tu_const_f32(g, "wl", 2, TU_DIMS(8, 6), NULL), bias = tu_const_f32(g, "bias", 1, TU_DIMS(6), NULL);
-    tu_output(g, tu_node(g, IR_OP_LINEAR, NULL, IR_F32, 4, TU_IN(h, wl, bias, r), 1, TU_AT(tu_int(IR_ATTR_ACTIVATION, 1))));
-    tu_output(g, tu_node(g, IR_OP_LINEAR, NULL, IR_F32, 2, TU_IN(h, wl), 1, TU_AT(tu_int(IR_ATTR_ACTIVATION, 4))));
-    int h6 = tu_input(g, "h6", IR_F32, 3, TU_DIMS(-1, 5, 6)), w6 = tu_const_f32(g, "w6", 2, TU_DIMS(6, 3), NULL);
-    tu_output(g, tu_node(g, IR_OP_LINEAR, NULL, IR_F32, 2, TU_IN(h6, w6), 1, TU_AT(tu_int(IR_ATTR_ACTIVATION, 3)))); /* K = 6: unaligned rows */
-    int qkv = tu_input(g, "qkv", IR_F32, 3, TU_DIMS(-1, 5, 24));
-    tu_output(g, tu_node(g, IR_OP_ATTENTION, NULL, IR_F32, 1, TU_IN(qkv), 5,
-                TU_AT(tu_int(IR_ATTR_HEADS, 2), tu_int(IR_ATTR_HEAD_SIZE, 4), tu_int(IR_ATTR_QKV_LAYOUT, 1),
-                   tu_float(IR_ATTR_SCALE, 0.5f), tu_float(IR_ATTR_POST_SCALE, 0.25f))));
-    int qkv16 = tu_input(g, "qkv16", IR_F32, 3, TU_DIMS(-1, 70, 96)); /* 70 tokens: partial query and key blocks */
-    tu_output(g, tu_node(g, IR_OP_ATTENTION, NULL, IR_F32, 1, TU_IN(qkv16), 3,
-                TU_AT(tu_int(IR_ATTR_HEADS, 2), tu_int(IR_ATTR_HEAD_SIZE, 16), tu_float(IR_ATTR_SCALE, 0.25f))));
-    tu_output(g, tu_node(g, IR_OP_ATTENTION, NULL, IR_F32, 1, TU_IN(qkv16), 4,
-                TU_AT(tu_int(IR_ATTR_HEADS, 2), tu_int(IR_ATTR_HEAD_SIZE, 16), tu_int(IR_ATTR_QKV_LAYOUT, 1),
-                   tu_float(IR_ATTR_SCALE, 0.25f))));
-    check_graph("bn-fused", g, ALL);
+    check_graph("bn-fused", tu_graph_fused(), ALL);
 }
 
 /* ---- the runtime on a fake driver ---- */

@@ -16,20 +16,6 @@
 static tu_fixture fixtures[64];
 static int nfixtures;
 
-static ir_graph *load(const tu_fixture *fx)
-{
-    char rel[256], path[4096];
-    snprintf(rel, sizeof rel, "tests/models/%s", fx->model);
-    vitc_diag d;
-    vitc_diag_init(&d, tu_path(path, sizeof path, rel));
-    ir_graph *g = onnx_import_file(path, &d);
-    if (!g)
-        fail_msg("%s: import failed (status %d)", fx->model, d.status);
-    if (ir_verify(g, &d) || ir_infer_shapes(g, &d))
-        fail_msg("%s: verify/shape inference failed (status %d)", fx->model, d.status);
-    return g;
-}
-
 /* Runs g on the fixture's batch-b input; returns max rel error vs PyTorch. */
 static double run_batch(const tu_fixture *fx, ir_graph *g, int b)
 {
@@ -70,7 +56,7 @@ static void test_interpreter_matches_pytorch(void **state)
                   "b3 optimized");
     for (int i = 0; i < nfixtures; i++) {
         const tu_fixture *fx = &fixtures[i];
-        ir_graph *g = load(fx);
+        ir_graph *g = tu_load_fixture(fx);
         assert_int_equal(g->opset, fx->opset);
         double e1 = run_batch(fx, g, 1), e3 = run_batch(fx, g, 3);
         vitc_diag d;
@@ -98,7 +84,7 @@ static void test_interpreter_matches_pytorch(void **state)
 static void test_shapes_static_in_batch(void **state)
 {
     for (int i = 0; i < nfixtures; i++) {
-        ir_graph *g = load(&fixtures[i]);
+        ir_graph *g = tu_load_fixture(&fixtures[i]);
         for (int v = 0; v < g->nvalues; v++) {
             const ir_value *x = &g->values[v];
             if (x->kind == IR_VAL_NODE && x->producer >= 0 && x->rank < 0)

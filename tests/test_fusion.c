@@ -52,6 +52,17 @@ static double ref_act(double y, int act)
     }
 }
 
+/* The graph of one node with output y: verified, y of type want, and the node one the interpreter runs. */
+static void one_node_typed(ir_graph *g, int y, const char *want)
+{
+    tu_output(g, y);
+    tu_check_graph(g, "test.onnx");
+    char buf[64];
+    ir_value_type_str(&g->values[y], buf, sizeof buf);
+    assert_string_equal(buf, want);
+    assert_true(ir_interp_supports(g, &g->nodes[0]));
+}
+
 /* Linear on x [B, 3, 4], W [4, 5], bias [5], residual [B, 3, 5], for every
  * activation, against a plain triple loop. */
 static void test_linear_kernel_matches_a_loop_for_every_activation(void **state)
@@ -67,12 +78,7 @@ static void test_linear_kernel_matches_a_loop_for_every_activation(void **state)
         ir_attr a = tu_int(IR_ATTR_ACTIVATION, act);
         int ins[4] = {x, w, b, r};
         tu_node_out(g, IR_OP_LINEAR, "fc", 4, ins, 1, &y, 1, &a);
-        tu_output(g, y);
-        tu_check_graph(g, "test.onnx");
-        char buf[64];
-        ir_value_type_str(&g->values[y], buf, sizeof buf);
-        assert_string_equal(buf, "f32[B,3,5]");
-        assert_true(ir_interp_supports(g, &g->nodes[0]));
+        one_node_typed(g, y, "f32[B,3,5]");
 
         int64_t cxd[3] = {BATCH, T, K}, crd[3] = {BATCH, T, N};
         ir_tensor in[2] = {tu_f32_tensor(3, cxd, NULL), tu_f32_tensor(3, crd, NULL)}, out;
@@ -170,12 +176,7 @@ static void check_attention(int layout, float scale, float post)
     ir_attr a[5] = {tu_int(IR_ATTR_HEADS, H), tu_int(IR_ATTR_HEAD_SIZE, D), tu_float(IR_ATTR_SCALE, scale),
                     tu_float(IR_ATTR_POST_SCALE, post), tu_int(IR_ATTR_QKV_LAYOUT, layout)};
     tu_node_out(g, IR_OP_ATTENTION, "attn", 1, &x, 1, &y, 5, a);
-    tu_output(g, y);
-    tu_check_graph(g, "test.onnx");
-    char buf[64];
-    ir_value_type_str(&g->values[y], buf, sizeof buf);
-    assert_string_equal(buf, "f32[B,5,12]");
-    assert_true(ir_interp_supports(g, &g->nodes[0]));
+    one_node_typed(g, y, "f32[B,5,12]");
     int64_t cxd[3] = {BATCH, N, 3 * H * D};
     ir_tensor in = tu_f32_tensor(3, cxd, NULL), out;
     for (int64_t i = 0; i < ir_tensor_numel(&in); i++) /* scores large enough for the softmax to matter */
@@ -559,17 +560,6 @@ static void test_unread_layernorm_statistics_are_dropped(void **state)
 static tu_fixture fixtures[64];
 static int nfixtures;
 
-static ir_graph *load_model(const char *rel)
-{
-    char path[4096];
-    vitc_diag d;
-    vitc_diag_init(&d, tu_path(path, sizeof path, rel));
-    ir_graph *g = onnx_import_file(path, &d);
-    if (!g || ir_verify(g, &d) || ir_infer_shapes(g, &d))
-        fail_msg("%s: import failed (status %d)", rel, d.status);
-    return g;
-}
-
 static double run_and_compare(const ir_graph *g, const ir_tensor *in, const ir_tensor *ref, ir_tensor *out)
 {
     vitc_diag d;
@@ -629,7 +619,7 @@ static void test_fixtures_fuse_to_the_expected_graph_and_keep_their_outputs(void
         const tu_fixture *fx = &fixtures[i];
         char rel[256];
         snprintf(rel, sizeof rel, "tests/models/%.200s", fx->model);
-        ir_graph *g = load_model(rel);
+        ir_graph *g = tu_load_model(rel);
         int before = g->nnodes;
         ir_tensor in[2], ref[2], out0[2], out1[2];
         for (int b = 0; b < 2; b++) {
@@ -814,7 +804,7 @@ static void test_pattern_and_near_miss_models_fuse_or_explain_why_not(void **sta
         assert_non_null(why);
         char rel[512];
         snprintf(rel, sizeof rel, "tests/data/fusion/%s", file);
-        ir_graph *g = load_model(rel);
+        ir_graph *g = tu_load_model(rel);
         print_message("%s:\n", file);
         char *text = optimize_checked(g, 1e-5);
         check_counts(file, g, counts);

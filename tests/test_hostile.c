@@ -111,6 +111,20 @@ static void test_fuzz_regressions_exit_0_or_2(void **state)
     free_names(names, n);
 }
 
+/* Runs `vitc run model --input input --output-dir dir`; fails unless it exits
+ * with 2 and its stderr names the file at fault (bad) and says fragment (if given). */
+static void expect_run_refused(const char *what, const char *model, const char *input, const char *dir,
+                               const char *bad, const char *fragment)
+{
+    char *out, *err;
+    const char *args[] = {"run", model, "--input", input, "--output-dir", dir, NULL};
+    int rc = tu_run_vitc(args, &out, &err);
+    if (rc != 2 || !strstr(err, bad) || (fragment && !strstr(err, fragment)))
+        fail_msg("run %s: exit %d, expected 2 with the file named%s%s; stderr: %s", what, rc,
+                 fragment ? " and " : "", fragment ? fragment : "", err);
+    free(out), free(err);
+}
+
 /* 1 if this vitc has the compile command (`vitc MODEL.onnx -o OUT.so`). */
 static int have_compile(void)
 {
@@ -135,15 +149,11 @@ static void test_broken_models_leave_no_output(void **state)
         char rel[2048], path[8192], so[512], *out, *err;
         snprintf(rel, sizeof rel, "tests/data/broken/%s", names[i]);
         tu_path(path, sizeof path, rel);
-        const char *run[] = {"run", path, "--input", input, "--output-dir", dir, NULL};
-        int rc = tu_run_vitc(run, &out, &err);
-        if (rc != 2 || !strstr(err, path))
-            fail_msg("run %s: exit %d, expected 2 and the file named; stderr: %s", names[i], rc, err);
-        free(out), free(err);
+        expect_run_refused(names[i], path, input, dir, path, NULL);
         if (compile) {
             snprintf(so, sizeof so, "%s/out.so", dir);
             const char *cc[] = {path, "-o", so, NULL};
-            rc = tu_run_vitc(cc, &out, &err);
+            int rc = tu_run_vitc(cc, &out, &err);
             if (rc != 2)
                 fail_msg("compile %s: exit %d, expected 2; stderr: %s", names[i], rc, err);
             free(out), free(err);
@@ -211,27 +221,18 @@ static void test_hostile_npy_inputs_exit_2(void **state)
     tu_path(model, sizeof model, "tests/models/timm-ts17.onnx");
     int ncases = (int)(sizeof cases / sizeof cases[0]);
     for (int i = 0; i < ncases; i++) {
-        char path[512], *out, *err;
+        char path[512];
         snprintf(path, sizeof path, "%s/%s", dir, cases[i].name);
         write_npy(path, cases[i].version, cases[i].dict, cases[i].hlen, cases[i].payload);
-        const char *args[] = {"run", model, "--input", path, "--output-dir", outdir, NULL};
-        int rc = tu_run_vitc(args, &out, &err);
-        if (rc != 2 || !strstr(err, path) || !strstr(err, cases[i].fragment))
-            fail_msg("%s: exit %d, expected 2 with the file named and '%s'; stderr: %s", cases[i].name, rc,
-                     cases[i].fragment, err);
-        free(out), free(err);
+        expect_run_refused(cases[i].name, model, path, outdir, path, cases[i].fragment);
     }
     char **names;
     int n = list_files("tests/data/fuzz-regressions", ".npy", &names);
     for (int i = 0; i < n; i++) {
-        char rel[2048], path[8192], *out, *err;
+        char rel[2048], path[8192];
         snprintf(rel, sizeof rel, "tests/data/fuzz-regressions/%s", names[i]);
         tu_path(path, sizeof path, rel);
-        const char *args[] = {"run", model, "--input", path, "--output-dir", outdir, NULL};
-        int rc = tu_run_vitc(args, &out, &err);
-        if (rc != 2 || !strstr(err, path))
-            fail_msg("%s: exit %d, expected 2 with the file named; stderr: %s", names[i], rc, err);
-        free(out), free(err);
+        expect_run_refused(names[i], model, path, outdir, path, NULL);
     }
     assert_int_equal(dir_entries(outdir), 0);
     print_message("%d hostile .npy inputs and %d .npy fuzz regressions refused with exit 2\n", ncases, n);

@@ -93,50 +93,37 @@ static float at4(const ir_tensor *t, int64_t i, int64_t j, int64_t k, int64_t l)
     return (float)ir_tensor_get(t, ((i * t->dims[1] + j) * t->dims[2] + k) * t->dims[3] + l);
 }
 
-static void test_einsum_attention_scores_bhqd_bhkd_match_a_naive_loop(void **state)
+/* The attention Einsums, scores (a . b^T per batch and head) and values (a . b), against a naive loop. */
+static void test_einsum_attention_scores_and_values_match_a_naive_loop(void **state)
 {
     (void)state;
-    enum { B = 2, H = 3, Q = 4, K = 5, D = 6 };
-    int64_t da[4] = {B, H, Q, D}, db[4] = {B, H, K, D}, want_dims[4] = {B, H, Q, K};
-    ir_tensor a, b, out = run_einsum2("bhqd,bhkd->bhqk", da, db, &a, &b);
-    expect_dims("bhqd,bhkd->bhqk", &out, 4, want_dims);
-    double want[B * H * Q * K];
-    for (int i = 0; i < B; i++)
-        for (int h = 0; h < H; h++)
-            for (int q = 0; q < Q; q++)
-                for (int k = 0; k < K; k++) {
-                    double s = 0;
-                    for (int d = 0; d < D; d++)
-                        s += (double)at4(&a, i, h, q, d) * at4(&b, i, h, k, d);
-                    want[((i * H + h) * Q + q) * K + k] = s;
-                }
-    expect_close("bhqd,bhkd->bhqk", &out, want, B * H * Q * K, 1e-7, 1e-6);
-    ir_tensor_free(&a);
-    ir_tensor_free(&b);
-    ir_tensor_free(&out);
-}
-
-static void test_einsum_attention_values_bhal_bhlv_match_a_naive_loop(void **state)
-{
-    (void)state;
-    enum { B = 2, H = 3, A = 4, L = 5, V = 6 };
-    int64_t da[4] = {B, H, A, L}, db[4] = {B, H, L, V}, want_dims[4] = {B, H, A, V};
-    ir_tensor a, b, out = run_einsum2("bhal,bhlv->bhav", da, db, &a, &b);
-    expect_dims("bhal,bhlv->bhav", &out, 4, want_dims);
-    double want[B * H * A * V];
-    for (int i = 0; i < B; i++)
-        for (int h = 0; h < H; h++)
-            for (int x = 0; x < A; x++)
-                for (int v = 0; v < V; v++) {
-                    double s = 0;
-                    for (int l = 0; l < L; l++)
-                        s += (double)at4(&a, i, h, x, l) * at4(&b, i, h, l, v);
-                    want[((i * H + h) * A + x) * V + v] = s;
-                }
-    expect_close("bhal,bhlv->bhav", &out, want, B * H * A * V, 1e-7, 1e-6);
-    ir_tensor_free(&a);
-    ir_tensor_free(&b);
-    ir_tensor_free(&out);
+    enum { B = 2, H = 3 };
+    static const struct {
+        const char *equation;
+        int P, L, Q;      /* a is [B,H,P,L], the output [B,H,P,Q] */
+        int b_transposed; /* b is [B,H,Q,L] (scores), else [B,H,L,Q] (values) */
+    } rows[] = {{"bhqd,bhkd->bhqk", 4, 6, 5, 1}, {"bhal,bhlv->bhav", 4, 5, 6, 0}};
+    for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
+        const int P = rows[r].P, L = rows[r].L, Q = rows[r].Q, tb = rows[r].b_transposed;
+        int64_t da[4] = {B, H, P, L}, db[4] = {B, H, tb ? Q : L, tb ? L : Q}, want_dims[4] = {B, H, P, Q};
+        ir_tensor a, b, out = run_einsum2(rows[r].equation, da, db, &a, &b);
+        expect_dims(rows[r].equation, &out, 4, want_dims);
+        double want[B * H * 4 * 6];
+        assert_true(P * Q <= 4 * 6);
+        for (int i = 0; i < B; i++)
+            for (int h = 0; h < H; h++)
+                for (int p = 0; p < P; p++)
+                    for (int q = 0; q < Q; q++) {
+                        double s = 0;
+                        for (int l = 0; l < L; l++)
+                            s += (double)at4(&a, i, h, p, l) * (tb ? at4(&b, i, h, q, l) : at4(&b, i, h, l, q));
+                        want[((i * H + h) * P + p) * Q + q] = s;
+                    }
+        expect_close(rows[r].equation, &out, want, B * H * P * Q, 1e-7, 1e-6);
+        ir_tensor_free(&a);
+        ir_tensor_free(&b);
+        ir_tensor_free(&out);
+    }
 }
 
 static void test_einsum_implicit_output_and_diagonal(void **state)
@@ -517,8 +504,7 @@ static int setup(void **state)
 }
 
 TU_MAIN(setup, NULL, test_gelu_exact_and_tanh_match_their_formulas,
-        test_einsum_attention_scores_bhqd_bhkd_match_a_naive_loop,
-        test_einsum_attention_values_bhal_bhlv_match_a_naive_loop, test_einsum_implicit_output_and_diagonal,
+        test_einsum_attention_scores_and_values_match_a_naive_loop, test_einsum_implicit_output_and_diagonal,
         test_einsum_with_ellipsis_is_reported_unsupported, test_layernorm_over_axis_1_of_a_rank3_input,
         test_batchnorm_inference_on_n_c_l, test_split_num_outputs_gives_equal_chunks_and_a_smaller_last,
         test_slice_reverses_int64_exactly_with_extreme_ends,

@@ -3,6 +3,7 @@
 #include "testutil.h"
 
 #include "codegen/backend.h"
+#include "frontend/onnx.h"
 #include "ir/interp.h"
 #include "vitc/runtime.h"
 #ifdef VITC_HAVE_CUDA
@@ -63,6 +64,58 @@ char *tu_path(char *buf, size_t n, const char *rel)
 {
     snprintf(buf, n, "%s/%s", tu_source_dir(), rel);
     return buf;
+}
+
+ir_graph *tu_load_model(const char *rel)
+{
+    char path[4096];
+    vitc_diag d;
+    vitc_diag_init(&d, tu_path(path, sizeof path, rel));
+    ir_graph *g = onnx_import_file(path, &d);
+    if (!g)
+        fail_msg("%s: import failed (status %d)", rel, d.status);
+    if (ir_verify(g, &d) || ir_infer_shapes(g, &d))
+        fail_msg("%s: verify/shape inference failed (status %d)", rel, d.status);
+    return g;
+}
+
+ir_graph *tu_load_fixture(const tu_fixture *fx)
+{
+    char rel[256];
+    snprintf(rel, sizeof rel, "tests/models/%.120s", fx->model);
+    return tu_load_model(rel);
+}
+
+void tu_read_npy(const char *path, ir_tensor *t)
+{
+    char full[4096];
+    if (path[0] != '/')
+        path = tu_path(full, sizeof full, path);
+    vitc_diag d;
+    vitc_diag_init(&d, path);
+    if (ir_npy_read(path, t, &d) != 0)
+        fail_msg("cannot read %s", path);
+}
+
+void tu_fixture_reference(const tu_fixture *fx, const ir_graph *g, ir_tensor in[2], ir_tensor ref[2])
+{
+    for (int b = 0; b < 2; b++) {
+        char rel[256];
+        snprintf(rel, sizeof rel, "tests/models/%.31s.b%d.input.npy", fx->family, b ? 3 : 1);
+        tu_read_npy(rel, &in[b]);
+        memset(&ref[b], 0, sizeof ref[b]);
+        tu_interpret_ok(g, &in[b], &ref[b]);
+    }
+}
+
+const char *tu_nvrtc_cache(void)
+{
+    static char dir[4200];
+    const char *t = getenv("TMPDIR");
+    snprintf(dir, sizeof dir, "%s/vitc-cuda-test-cache-%ld", t && *t ? t : "/tmp", (long)getuid());
+    mkdir(dir, 0755);
+    setenv("VITC_NVRTC_CACHE", dir, 0);
+    return dir;
 }
 
 int tu_fixtures(tu_fixture *out, int max)
@@ -288,6 +341,146 @@ void tu_check_graph(ir_graph *g, const char *what)
     vitc_diag_init(&d, what);
     if (ir_verify(g, &d) || ir_infer_shapes(g, &d) || ir_verify(g, &d))
         fail_msg("%s: the hand-built graph is malformed (status %d)", what, d.status);
+}
+
+/* ---- graphs every backend runs ---- */
+
+ir_graph *tu_graph_conv(void)
+{
+    ir_graph *g = tu_graph_new("handmade.onnx", 18);
+    int x = tu_input(g, "x", IR_F32, 4, TU_DIMS(-1, 4, 9, 7));
+    int w = tu_const_f32(g, "w", 4, TU_DIMS(6, 2, 3, 3), NULL), b = tu_const_f32(g, "b", 1, TU_DIMS(6), NULL);
+    tu_output(g, tu_node(g, IR_OP_CONV, NULL, IR_F32, 3, TU_IN(x, w, b), 4,
+                         TU_AT(tu_int(IR_ATTR_GROUP, 2), tu_ints(g, IR_ATTR_PADS, 4, TU_DIMS(1, 0, 1, 2)),
+                               tu_ints(g, IR_ATTR_STRIDES, 2, TU_DIMS(2, 1)),
+                               tu_ints(g, IR_ATTR_DILATIONS, 2, TU_DIMS(1, 2)))));
+    int x1 = tu_input(g, "x1", IR_F32, 3, TU_DIMS(-1, 3, 10));
+    int w1 = tu_const_f32(g, "w1", 3, TU_DIMS(4, 3, 3), NULL);
+    tu_output(g, tu_node(g, IR_OP_CONV, NULL, IR_F32, 2, TU_IN(x1, w1), 1,
+                         TU_AT(tu_ints(g, IR_ATTR_PADS, 2, TU_DIMS(1, 1)))));
+    return g;
+}
+
+ir_graph *tu_graph_reduce(void)
+{
+    ir_graph *g = tu_graph_new("handmade.onnx", 18);
+    int x = tu_input(g, "x", IR_F32, 3, TU_DIMS(-1, 5, 6));
+    tu_output(g, tu_node(g, IR_OP_REDUCE_SUM, NULL, IR_F32, 1, TU_IN(x), 2,
+                         TU_AT(tu_ints(g, IR_ATTR_AXES, 1, TU_DIMS(1)), tu_int(IR_ATTR_KEEPDIMS, 0))));
+    int axes = tu_const_ints(g, "axes", 2, TU_DIMS(0, 2));
+    tu_output(g, tu_node(g, IR_OP_REDUCE_MAX, NULL, IR_F32, 2, TU_IN(x, axes), 0, NULL));
+    tu_output(g, tu_node(g, IR_OP_REDUCE_MEAN, NULL, IR_F32, 1, TU_IN(x), 0, NULL));
+    tu_output(g, tu_node(g, IR_OP_SOFTMAX, NULL, IR_F32, 1, TU_IN(x), 1, TU_AT(tu_int(IR_ATTR_AXIS, 1))));
+    return g;
+}
+
+ir_graph *tu_graph_elementwise(void)
+{
+    ir_graph *g = tu_graph_new("handmade.onnx", 18);
+    int x = tu_input(g, "x", IR_F32, 3, TU_DIMS(-1, 3, 4)), y = tu_input(g, "y", IR_F32, 1, TU_DIMS(4));
+    int one = tu_scalar(g, "one", 1), three = tu_scalar(g, "three", 3), half = tu_scalar(g, "half", 0.5f);
+    int ax = tu_node(g, IR_OP_ABS, NULL, IR_F32, 1, TU_IN(x), 0, NULL);
+    int ex = tu_node(g, IR_OP_EXP, NULL, IR_F32, 1, TU_IN(x), 0, NULL);
+    int lg = tu_node(g, IR_OP_LOG, NULL, IR_F32, 1, TU_IN(tu_node(g, IR_OP_ADD, NULL, IR_F32, 2, TU_IN(ax, one), 0, NULL)),
+                     0, NULL);
+    int nl = tu_node(g, IR_OP_NEG, NULL, IR_F32, 1, TU_IN(lg), 0, NULL);
+    tu_output(g, tu_node(g, IR_OP_SIGMOID, NULL, IR_F32, 1, TU_IN(x), 0, NULL));
+    tu_output(g, tu_node(g, IR_OP_TANH, NULL, IR_F32, 1, TU_IN(ex), 0, NULL));
+    tu_output(g, tu_node(g, IR_OP_RECIPROCAL, NULL, IR_F32, 1, TU_IN(nl), 0, NULL));
+    tu_output(g, tu_node(g, IR_OP_MAX, NULL, IR_F32, 2, TU_IN(x, y), 0, NULL));
+    tu_output(g, tu_node(g, IR_OP_MIN, NULL, IR_F32, 3, TU_IN(x, y, half), 0, NULL));
+    tu_output(g, tu_node(g, IR_OP_POW, NULL, IR_F32, 2, TU_IN(x, three), 0, NULL));
+    tu_output(g, tu_node(g, IR_OP_SQRT, NULL, IR_F32, 1, TU_IN(ax), 0, NULL));
+    tu_output(g, tu_node(g, IR_OP_MOD, NULL, IR_F32, 2, TU_IN(x, half), 1, TU_AT(tu_int(IR_ATTR_FMOD, 1))));
+    int lo = tu_scalar(g, "lo", -0.5f), hi = tu_scalar(g, "hi", 0.7f);
+    tu_output(g, tu_node(g, IR_OP_CLIP, NULL, IR_F32, 3, TU_IN(x, lo, hi), 0, NULL));
+    int rl = tu_node(g, IR_OP_RELU, NULL, IR_F32, 1, TU_IN(x), 0, NULL);
+    tu_output(g, tu_node(g, IR_OP_GELU, NULL, IR_F32, 1, TU_IN(rl), 1, TU_AT(tu_str(IR_ATTR_APPROXIMATE, "tanh"))));
+    int dv = tu_node(g, IR_OP_DIV, NULL, IR_F32, 2, TU_IN(x, y), 0, NULL);
+    tu_output(g, tu_node(g, IR_OP_ERF, NULL, IR_F32, 1, TU_IN(dv), 0, NULL));
+    return g;
+}
+
+ir_graph *tu_graph_data(void)
+{
+    ir_graph *g = tu_graph_new("handmade.onnx", 18);
+    int x = tu_input(g, "x", IR_F32, 3, TU_DIMS(-1, 4, 6));
+    tu_output(g, tu_node(g, IR_OP_TRANSPOSE, NULL, IR_F32, 1, TU_IN(x), 1,
+                         TU_AT(tu_ints(g, IR_ATTR_PERM, 3, TU_DIMS(2, 0, 1)))));
+    int st = tu_const_ints(g, "st", 1, TU_DIMS(5)), en = tu_const_ints(g, "en", 1, TU_DIMS(0));
+    int axs = tu_const_ints(g, "axs", 1, TU_DIMS(2)), stp = tu_const_ints(g, "stp", 1, TU_DIMS(-2));
+    int sl = tu_node(g, IR_OP_SLICE, NULL, IR_F32, 5, TU_IN(x, st, en, axs, stp), 0, NULL);
+    tu_output(g, sl);
+    int idx = tu_const_ints(g, "idx", 3, TU_DIMS(3, 0, 2)), nidx = tu_const_ints(g, "nidx", 3, TU_DIMS(3, 0, -2));
+    int last = tu_const_i64(g, "last", 0, NULL, TU_DIMS(-1));
+    const ir_attr axis1 = tu_int(IR_ATTR_AXIS, 1), axis2 = tu_int(IR_ATTR_AXIS, 2), axis0 = tu_int(IR_ATTR_AXIS, 0);
+    tu_output(g, tu_node(g, IR_OP_GATHER, NULL, IR_F32, 2, TU_IN(x, idx), 1, &axis1));
+    tu_output(g, tu_node(g, IR_OP_GATHER, NULL, IR_F32, 2, TU_IN(x, nidx), 1, &axis1));
+    tu_output(g, tu_node(g, IR_OP_GATHER, NULL, IR_F32, 2, TU_IN(x, last), 1, &axis2));
+    tu_output(g, tu_node(g, IR_OP_CONCAT, NULL, IR_F32, 2, TU_IN(x, sl), 1, &axis2));
+    tu_output(g, tu_node(g, IR_OP_CONCAT, NULL, IR_F32, 2, TU_IN(x, x), 1, &axis0));
+    int parts[2] = {tu_value(g, "p0", IR_F32), tu_value(g, "p1", IR_F32)};
+    int sizes = tu_const_ints(g, "sizes", 2, TU_DIMS(1, 3));
+    tu_node_out(g, IR_OP_SPLIT, "split", 2, TU_IN(x, sizes), 2, parts, 1, &axis1);
+    tu_output(g, parts[1]);
+    int t = tu_const_f32(g, "t", 3, TU_DIMS(1, 1, 6), NULL), shp = tu_const_ints(g, "shp", 3, TU_DIMS(2, 4, 6));
+    tu_output(g, tu_node(g, IR_OP_EXPAND, NULL, IR_F32, 2, TU_IN(t, shp), 0, NULL));
+    int rs = tu_const_ints(g, "rs", 2, TU_DIMS(0, 24));
+    tu_output(g, tu_node(g, IR_OP_RESHAPE, NULL, IR_F32, 2, TU_IN(x, rs), 0, NULL)); /* a view that is an output */
+    tu_output(g, x);                                                                  /* an input that is an output */
+    tu_output(g, t); /* a constant that is an output */
+    return g;
+}
+
+ir_graph *tu_graph_matmul(void)
+{
+    ir_graph *g = tu_graph_new("handmade.onnx", 18);
+    int a = tu_input(g, "a", IR_F32, 4, TU_DIMS(-1, 2, 3, 4));
+    int wv = tu_input(g, "wv", IR_F32, 2, TU_DIMS(4, 5));
+    tu_output(g, tu_node(g, IR_OP_MATMUL, NULL, IR_F32, 2, TU_IN(a, wv), 0, NULL)); /* B shared by every batch */
+    int v = tu_input(g, "v", IR_F32, 4, TU_DIMS(-1, 2, 4, 3));
+    tu_output(g, tu_node(g, IR_OP_MATMUL, NULL, IR_F32, 2, TU_IN(a, v), 0, NULL));
+    int x = tu_input(g, "x", IR_F32, 2, TU_DIMS(-1, 4));
+    int wb = tu_const_f32(g, "wb", 2, TU_DIMS(5, 4), NULL), cb = tu_const_f32(g, "cb", 1, TU_DIMS(5), NULL);
+    tu_output(g, tu_node(g, IR_OP_GEMM, NULL, IR_F32, 3, TU_IN(x, wb, cb), 3,
+                         TU_AT(tu_int(IR_ATTR_TRANS_B, 1), tu_float(IR_ATTR_ALPHA, 0.5f),
+                               tu_float(IR_ATTR_BETA, 2.0f))));
+    int wc = tu_const_f32(g, "wc", 2, TU_DIMS(4, 7), NULL);
+    tu_output(g, tu_node(g, IR_OP_MATMUL, NULL, IR_F32, 2, TU_IN(a, wc), 0, NULL)); /* constant weight: packed */
+    return g;
+}
+
+ir_graph *tu_graph_fused(void)
+{
+    ir_graph *g = tu_graph_new("handmade.onnx", 18);
+    int x = tu_input(g, "x", IR_F32, 4, TU_DIMS(-1, 3, 4, 5));
+    float var[3] = {0.5f, 1.5f, 2.0f};
+    int s = tu_const_f32(g, "s", 1, TU_DIMS(3), NULL), bn_b = tu_const_f32(g, "bn_b", 1, TU_DIMS(3), NULL);
+    int m = tu_const_f32(g, "m", 1, TU_DIMS(3), NULL), vv = tu_const_f32(g, "vv", 1, TU_DIMS(3), var);
+    tu_output(g, tu_node(g, IR_OP_BATCHNORM, NULL, IR_F32, 5, TU_IN(x, s, bn_b, m, vv), 1,
+                         TU_AT(tu_float(IR_ATTR_EPSILON, 1e-3f))));
+    int h = tu_input(g, "h", IR_F32, 3, TU_DIMS(-1, 5, 8)), r = tu_input(g, "r", IR_F32, 3, TU_DIMS(-1, 5, 6));
+    int wl = tu_const_f32(g, "wl", 2, TU_DIMS(8, 6), NULL), bias = tu_const_f32(g, "bias", 1, TU_DIMS(6), NULL);
+    tu_output(g, tu_node(g, IR_OP_LINEAR, NULL, IR_F32, 4, TU_IN(h, wl, bias, r), 1,
+                         TU_AT(tu_int(IR_ATTR_ACTIVATION, IR_ACT_GELU_ERF))));
+    tu_output(g, tu_node(g, IR_OP_LINEAR, NULL, IR_F32, 2, TU_IN(h, wl), 1,
+                         TU_AT(tu_int(IR_ATTR_ACTIVATION, IR_ACT_RELU6))));
+    int h6 = tu_input(g, "h6", IR_F32, 3, TU_DIMS(-1, 5, 6)), w6 = tu_const_f32(g, "w6", 2, TU_DIMS(6, 3), NULL);
+    tu_output(g, tu_node(g, IR_OP_LINEAR, NULL, IR_F32, 2, TU_IN(h6, w6), 1,
+                         TU_AT(tu_int(IR_ATTR_ACTIVATION, IR_ACT_RELU)))); /* K = 6: unaligned rows */
+    int qkv = tu_input(g, "qkv", IR_F32, 3, TU_DIMS(-1, 5, 24));
+    tu_output(g, tu_node(g, IR_OP_ATTENTION, NULL, IR_F32, 1, TU_IN(qkv), 5,
+                         TU_AT(tu_int(IR_ATTR_HEADS, 2), tu_int(IR_ATTR_HEAD_SIZE, 4), tu_int(IR_ATTR_QKV_LAYOUT, 1),
+                               tu_float(IR_ATTR_SCALE, 0.5f), tu_float(IR_ATTR_POST_SCALE, 0.25f))));
+    tu_output(g, tu_node(g, IR_OP_ATTENTION, NULL, IR_F32, 1, TU_IN(qkv), 3,
+                         TU_AT(tu_int(IR_ATTR_HEADS, 2), tu_int(IR_ATTR_HEAD_SIZE, 4), tu_float(IR_ATTR_SCALE, 0.5f))));
+    int qkv16 = tu_input(g, "qkv16", IR_F32, 3, TU_DIMS(-1, 70, 96)); /* 70 tokens: partial query and key blocks */
+    tu_output(g, tu_node(g, IR_OP_ATTENTION, NULL, IR_F32, 1, TU_IN(qkv16), 3,
+                         TU_AT(tu_int(IR_ATTR_HEADS, 2), tu_int(IR_ATTR_HEAD_SIZE, 16), tu_float(IR_ATTR_SCALE, 0.25f))));
+    tu_output(g, tu_node(g, IR_OP_ATTENTION, NULL, IR_F32, 1, TU_IN(qkv16), 4,
+                         TU_AT(tu_int(IR_ATTR_HEADS, 2), tu_int(IR_ATTR_HEAD_SIZE, 16), tu_int(IR_ATTR_QKV_LAYOUT, 1),
+                               tu_float(IR_ATTR_SCALE, 0.25f))));
+    return g;
 }
 
 /* ---- running graphs ---- */
@@ -598,10 +791,7 @@ int tu_emu_init(void)
 {
     /* one cache for every build directory (the sanitizer build compiles the
      * same programs): NVRTC images and emulation libraries, keyed by program */
-    const char *t = getenv("TMPDIR");
-    snprintf(cachedir, sizeof cachedir, "%s/vitc-cuda-test-cache-%ld", t && *t ? t : "/tmp", (long)getuid());
-    mkdir(cachedir, 0755);
-    setenv("VITC_NVRTC_CACHE", cachedir, 0);
+    snprintf(cachedir, sizeof cachedir, "%s", tu_nvrtc_cache());
     /* emulation libraries depend on the emulation too: a directory per version of it */
     char hdr[4096];
     size_t len;

@@ -69,6 +69,21 @@ typedef struct {
 /* Reads tests/models/fixtures.tsv; returns the count (0 if missing). */
 int tu_fixtures(tu_fixture *out, int max);
 
+/* The model at rel (relative to the source root) imported, verified and with
+ * shapes inferred, else the test fails naming it. */
+ir_graph *tu_load_model(const char *rel);
+/* The fixture's model, tests/models/<model>, as tu_load_model. */
+ir_graph *tu_load_fixture(const tu_fixture *fx);
+/* An .npy file (an absolute path, or relative to the source root) into t, else the test fails. */
+void tu_read_npy(const char *path, ir_tensor *t);
+/* The fixture's inputs at batch 1 and 3 (tests/models/<family>.b1|b3.input.npy)
+ * into in[], and the interpreter's outputs of g for them into ref[]. */
+void tu_fixture_reference(const tu_fixture *fx, const ir_graph *g, ir_tensor in[2], ir_tensor ref[2]);
+
+/* The NVRTC cache that build directories share ($TMPDIR/vitc-cuda-test-cache-<uid>,
+ * made if missing), set as VITC_NVRTC_CACHE unless that is set; returns its path. */
+const char *tu_nvrtc_cache(void);
+
 /* Runs the vitc binary (env VITC_BIN) with args (NULL-terminated, without
  * argv[0]); captures stdout and stderr into malloc'ed strings (free them).
  * Returns the exit code, or -1 if it could not run or was killed. */
@@ -126,6 +141,31 @@ ir_attr tu_str(ir_attr_id id, const char *s);
 ir_attr tu_ints(ir_graph *g, ir_attr_id id, int n, const int64_t *v);
 /* Shapes inferred and the graph verified, else the test fails naming what. */
 void tu_check_graph(ir_graph *g, const char *what);
+
+/* ---- graphs every backend runs (the callers may add nodes) ---- */
+
+/* Conv: direct (groups, pads, strides, dilations) on x [B,4,9,7] and 1-D on x1 [B,3,10]. */
+ir_graph *tu_graph_conv(void);
+/* On x [B,5,6] (the input): ReduceSum over axis 1 without keepdims, ReduceMax
+ * over axes {0,2} given as an input, ReduceMean over all, Softmax over axis 1. */
+ir_graph *tu_graph_reduce(void);
+/* Element-wise float ops on x [B,3,4] and y [4] (the inputs), broadcasting:
+ * Sigmoid, Tanh of Exp, Reciprocal of -Log(|x| + 1), Max, Min of three, Pow,
+ * Sqrt, fmod, Clip, tanh-Gelu of Relu, Erf of a Div. */
+ir_graph *tu_graph_elementwise(void);
+/* Data movement on x [B,4,6]: Transpose, Slice with a negative step, Gather
+ * (indices {3,0,2} and {3,0,-2} on axis 1, a scalar -1 on axis 2), Concat on
+ * the last and the batch axis, Split, Expand of a constant; a Reshape view, the
+ * input and the constant are outputs too. */
+ir_graph *tu_graph_data(void);
+/* Matrix products on a [B,2,3,4] (the first input): MatMul with a B shared by
+ * every batch, batched, and with a constant weight (packed); Gemm with transB,
+ * alpha and beta. */
+ir_graph *tu_graph_matmul(void);
+/* BatchNormalization, Linear with residual and GELU, without bias and with
+ * RELU6, with K = 6 (unaligned rows); Attention in both layouts, with a post
+ * scale, and over 70 tokens (partial query and key blocks). */
+ir_graph *tu_graph_fused(void);
 
 /* ---- running graphs ---- */
 
