@@ -63,30 +63,29 @@ static float *load_image(const char *path, int w, int h)
     }
     size_t n = (size_t)iw * (size_t)ih * 3, m = (size_t)w * (size_t)h * 3;
     float *rgb = malloc(n * sizeof *rgb), *resized = malloc(m * sizeof *resized), *chw = malloc(m * sizeof *chw);
+    int ok = 0;
     if (!rgb || !resized || !chw) {
         fprintf(stderr, "classify: out of memory\n");
-        goto fail;
+        goto done;
     }
     for (size_t i = 0; i < n; i++)
         rgb[i] = pixels[i] / 255.0f;
     if (!stbir_resize_float(rgb, iw, ih, 0, resized, w, h, 0, 3)) {
         fprintf(stderr, "classify: %s: cannot resize %dx%d to %dx%d\n", path, iw, ih, w, h);
-        goto fail;
+        goto done;
     }
     for (int c = 0; c < 3; c++) /* HWC -> CHW, normalised */
         for (size_t p = 0; p < (size_t)w * (size_t)h; p++)
             chw[(size_t)c * w * h + p] = (resized[p * 3 + c] - mean[c]) / stddev[c];
     printf("image: %s, %dx%d, resized to %dx%d\n", path, iw, ih, w, h);
+    ok = 1;
+done: /* ok says whether chw is the result */
     stbi_image_free(pixels);
     free(rgb);
     free(resized);
-    return chw;
-fail:
-    stbi_image_free(pixels);
-    free(rgb);
-    free(resized);
-    free(chw);
-    return NULL;
+    if (!ok)
+        free(chw);
+    return ok ? chw : NULL;
 }
 
 int main(int argc, char **argv)

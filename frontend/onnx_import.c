@@ -197,27 +197,24 @@ static int import_attr(importer *im, const Onnx__NodeProto *np, const Onnx__Attr
         out->f = ap->f;
         return 0;
     case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS:
-        if (ap->n_ints > 4096)
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS: {
+        int ints = ap->type == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS;
+        size_t n = ints ? ap->n_ints : ap->n_floats, size = ints ? sizeof(int64_t) : sizeof(float);
+        if (n > 4096)
             break;
-        out->kind = IR_AT_INTS;
-        out->n = (int)ap->n_ints;
-        out->ints = ir_alloc_array(a, ap->n_ints + 1, sizeof(int64_t));
-        if (!out->ints)
+        void *v = ir_alloc_array(a, n + 1, size);
+        if (!v)
             goto oom;
-        if (ap->n_ints) /* ints is NULL when there are none */
-            memcpy(out->ints, ap->ints, ap->n_ints * sizeof(int64_t));
+        if (n) /* the array is NULL when there are none */
+            memcpy(v, ints ? (const void *)ap->ints : (const void *)ap->floats, n * size);
+        out->kind = ints ? IR_AT_INTS : IR_AT_FLOATS;
+        out->n = (int)n;
+        if (ints)
+            out->ints = v;
+        else
+            out->floats = v;
         return 0;
-    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS:
-        if (ap->n_floats > 4096)
-            break;
-        out->kind = IR_AT_FLOATS;
-        out->n = (int)ap->n_floats;
-        out->floats = ir_alloc_array(a, ap->n_floats + 1, sizeof(float));
-        if (!out->floats)
-            goto oom;
-        if (ap->n_floats)
-            memcpy(out->floats, ap->floats, ap->n_floats * sizeof(float));
-        return 0;
+    }
     case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING:
         if (ap->s.len > 4096)
             break;
