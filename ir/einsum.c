@@ -89,7 +89,7 @@ int ir_einsum_of(const ir_node *n, ir_einsum *p, char *why, size_t nwhy)
     if (ir_einsum_parse(a->s, p, why, nwhy))
         return -1;
     if (p->nterms != n->ninputs) {
-        snprintf(why, nwhy, "equation '%s' has %d terms for %d operands", a->s, p->nterms, n->ninputs);
+        snprintf(why, nwhy, "equation '%s' does not match the %d operands (it has %d terms)", a->s, n->ninputs, p->nterms);
         return -1;
     }
     return 0;
