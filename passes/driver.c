@@ -4,7 +4,9 @@
  * the walk over the nodes, the fixed point, the --explain-fusion record (a
  * fusion counted, a near miss on its anchor) and the cleanup after each
  * rewrite, so that every match sees a graph in topological order with its
- * shapes inferred and no dead nodes. */
+ * shapes inferred and no dead nodes.  After a rewrite the walk goes on from
+ * where it was (what the cleanup moved before that point waits for the next
+ * walk), and walks repeat until one fires nothing. */
 #include "passes/rewrite.h"
 
 #include <stdlib.h>
@@ -42,19 +44,22 @@ static int apply_at(ir_graph *g, int i, const rw_rule *rules, int nrules, vitc_d
 
 int rw_apply(ir_graph *g, const rw_rule *rules, int nrules, vitc_diag *d)
 {
-    for (int done = 0; done < MAX_REWRITES; done++) {
-        int fired = 0;
-        for (int i = 0; i < g->nnodes && !fired; i++) {
+    int fired = 1, done = 0;
+    while (fired) { /* walks until one from the start fires nothing */
+        fired = 0;
+        for (int i = 0; i < g->nnodes && done < MAX_REWRITES; i++) {
             int r = apply_at(g, i, rules, nrules, d);
             if (r < 0)
                 return -r;
-            fired = r;
+            if (r == 0)
+                continue;
+            int st = rw_finish(g, d);
+            if (st)
+                return st;
+            fired = 1;
+            done++;
+            i--; /* the walk goes on where the rewrite was; the next walk sees what it skipped */
         }
-        if (!fired)
-            return VITC_OK;
-        int st = rw_finish(g, d);
-        if (st)
-            return st;
     }
     return VITC_OK;
 }
