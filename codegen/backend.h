@@ -28,9 +28,11 @@ typedef struct cg_backend {
     int (*compile)(ir_graph *g, const cg_options *opt, vitc_diag *d);
 } cg_backend;
 
-extern const cg_backend cg_llvm_backend;
-#ifdef VITC_HAVE_CUDA
-extern const cg_backend cg_cuda_backend; /* built with -DVITC_CUDA=ON (NVRTC found) */
-#endif
+/* Both always exist: in a vitc built without one (-DVITC_LLVM=OFF,
+ * -DVITC_CUDA=OFF) it is a stand-in whose every node is unsupported and
+ * whose compile fails with VITC_BAD_INPUT saying how vitc was built
+ * (codegen/driver.c). */
+extern const cg_backend cg_llvm_backend; /* "cpu": VITC_HAVE_LLVM */
+extern const cg_backend cg_cuda_backend; /* "cuda": VITC_HAVE_CUDA */
 
 #endif

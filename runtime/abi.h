@@ -13,6 +13,20 @@
 #define VITC_ABI_SYMBOL "vitc_model_v1"
 #define VITC_ABI_MAX_RANK 8
 
+/* FNV-1a 64: the checksum of the weights (weights_fnv1a), and the one hash
+ * the compiler uses to name what it caches.  Start from VITC_FNV1A_INIT; a
+ * result can be passed back as h to hash more bytes after the first. */
+#define VITC_FNV1A_INIT 0xcbf29ce484222325ull
+static inline uint64_t vitc_fnv1a(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *s = (const unsigned char *)p;
+    for (size_t i = 0; i < n; i++) {
+        h ^= s[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
 /* One input or output.  Dimension i is dims[i], times the batch when bit i of
  * batch_mask is set. */
 typedef struct {

@@ -181,14 +181,7 @@ int cmd_compile(int argc, char **argv)
         return cli_usage_error("--target takes 'cpu' or 'cuda', not '%s'", target);
     if (opt.precision && strcmp(target, "cuda") != 0)
         return cli_usage_error("--precision applies to --target cuda (the CPU backend computes in fp32)");
-    if (strcmp(target, "cuda") == 0) {
-#ifdef VITC_HAVE_CUDA
-        return compile_model(model, &opt, dump_after, &cg_cuda_backend);
-#else
-        fprintf(stderr, "vitc: --target cuda: this vitc was built without the CUDA backend "
-                        "(configure with the CUDA toolkit's NVRTC: -DVITC_CUDA=ON -DVITC_CUDA_HOME=...)\n");
-        return VITC_BAD_INPUT;
-#endif
-    }
-    return compile_model(model, &opt, dump_after, &cg_llvm_backend);
+    /* the default stays cpu in every build, so that one command line means
+     * the same everywhere; a vitc without LLVM says to pass --target cuda */
+    return compile_model(model, &opt, dump_after, strcmp(target, "cuda") == 0 ? &cg_cuda_backend : &cg_llvm_backend);
 }

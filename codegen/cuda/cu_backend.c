@@ -180,6 +180,9 @@ static int cuda_compile(ir_graph *g, const cg_options *opt, vitc_diag *d)
                           opt->precision);
     if (opt->max_batch < 1)
         return vitc_error(d, VITC_BAD_INPUT, NULL, "--batch must be at least 1");
+    const char *nvrtc_missing;
+    if (!opt->emit_source && !cu_nvrtc_load(&nvrtc_missing))
+        return vitc_error(d, VITC_BAD_INPUT, NULL, "--target cuda: %s", nvrtc_missing);
 
     cu_ctx c;
     memset(&c, 0, sizeof c);
@@ -189,10 +192,6 @@ static int cuda_compile(ir_graph *g, const cg_options *opt, vitc_diag *d)
     c.prec = prec;
     c.act = prec == CU_FP16 ? IR_F16 : prec == CU_BF16 ? IR_BF16 : IR_F32;
     c.max_batch = opt->max_batch;
-    c.cg.g = g;
-    c.cg.opt = opt;
-    c.cg.d = d;
-    c.cg.max_batch = opt->max_batch;
     if (opt->verbose)
         fprintf(stderr, "vitc: compiling %s for CUDA (sm_80, sm_90, PTX), %s, batch 1..%lld, NVRTC %s\n",
                 opt->source ? opt->source : g->path, opt->precision ? opt->precision : "bf16",
@@ -215,7 +214,7 @@ static int cuda_compile(ir_graph *g, const cg_options *opt, vitc_diag *d)
     if (st == VITC_OK) {
         char msg[160];
         snprintf(msg, sizeof msg, "generate (%d kernels, %d launches, %.1f MB of weights)", c.nk, c.nl,
-                 (double)c.cg.blob_len / 1e6);
+                 (double)c.weights.len / 1e6);
         phase_done(&t, msg);
     }
     if (st == VITC_OK && opt->emit_source) {
@@ -243,7 +242,7 @@ static int cuda_compile(ir_graph *g, const cg_options *opt, vitc_diag *d)
     if (st == VITC_OK && opt->verbose)
         fprintf(stderr, "vitc: wrote %s in %.3f s\n", opt->output, now_s() - t.start);
     free(program);
-    cg_module_free(&c.cg); /* the weights blob, if packaging did not get to it */
+    cg_blob_free(&c.weights);
     cu_plan_free(&c);
     return st;
 }

@@ -13,8 +13,8 @@
  *                  Gather), and the conversions at the graph's inputs and outputs
  *   cu_misc.c      MatMul and Gemm between activations, Conv
  *   cu_nvrtc.c     the program through NVRTC for every target, ptxas statistics
- *   cu_package.c   the .so: plan, images, weights and descriptor through the
- *                  CPU backend's module, object and link steps (codegen/llvm)
+ *   cu_package.c   the .so: plan, images, weights and descriptor, as C source
+ *                  and an ELF object linked by cc (codegen/package.h)
  *
  * Generated kernels are CUDA C++ over the device library
  * (the .cuh files of codegen/cuda/device, embedded as cu_lib_text): each is
@@ -25,7 +25,8 @@
 #define VITC_CU_IMPL_H
 
 #include "codegen/backend.h"
-#include "codegen/llvm/cg_impl.h"
+#include "codegen/package.h"
+#include "codegen/poly.h"
 #include "ir/ir.h"
 #include "runtime/abi.h"
 
@@ -74,7 +75,7 @@ typedef struct {
 } cu_launch;
 
 typedef struct cu_ctx {
-    cg_ctx cg;            /* the packaging: LLVM module, weights blob, descriptor */
+    cg_blob weights;      /* the weights blob (codegen/package.h) */
     ir_graph *g;
     const cg_options *opt;
     vitc_diag *d;
@@ -181,7 +182,9 @@ typedef struct {
  * of the newest) and each kernel's registers and spills.  Returns status. */
 int cu_nvrtc_compile(cu_ctx *c, const char *program, cu_image *images, int *nimages);
 void cu_images_free(cu_image *images, int n);
-/* The NVRTC version as "13.0". */
+/* Loads NVRTC (dlopen, once); 0 with *why saying what was looked for. */
+int cu_nvrtc_load(const char **why);
+/* The NVRTC version as "13.0" ("?" when it cannot be loaded). */
 const char *cu_nvrtc_version(void);
 
 /* ---- cu_package.c ---- */

@@ -170,7 +170,7 @@ static int64_t packed_weight(cu_ctx *c, int node, const gemm_job *j, ir_dtype t,
         src = tmp;
     }
     void *p;
-    int64_t off = cg_weights_reserve(&c->cg, (size_t)(Kp * Np) * ir_dtype_size(t), &p);
+    int64_t off = cg_blob_reserve(&c->weights, (size_t)(Kp * Np) * ir_dtype_size(t), &p);
     if (off >= 0)
         cu_pack_weight(src, j->K, j->N, Kp, Np, t, p);
     else
@@ -187,7 +187,7 @@ static int64_t bias_offset(cu_ctx *c, int node, const gemm_job *j)
     if (j->beta == 1.0f)
         return cu_weights_of(c, j->bias);
     void *p;
-    int64_t off = cg_weights_reserve(&c->cg, sizeof(float) * (size_t)j->N, &p);
+    int64_t off = cg_blob_reserve(&c->weights, sizeof(float) * (size_t)j->N, &p);
     if (off < 0)
         return cu_fail(c, VITC_INTERNAL, node, "out of memory for the weights"), -1;
     const float *b = c->g->values[j->bias].data;

@@ -12,8 +12,9 @@
  * version, so compiling the same model again skips NVRTC. */
 #include "codegen/cuda/cu_impl.h"
 
-#include <nvrtc.h>
+#include <dlfcn.h>
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +23,92 @@
 #include <unistd.h>
 
 const int cu_target_arch[CU_NTARGETS] = {80, 90};
+
+/* ---- NVRTC, loaded with dlopen ----
+ * Nothing links libnvrtc: vitc runs on machines without the CUDA toolkit,
+ * and only --target cuda needs it.  These are the few declarations of
+ * nvrtc.h the backend uses (its C ABI is stable across CUDA 11-13), so the
+ * backend builds without the toolkit too. */
+typedef int nvrtcResult;
+typedef struct _nvrtcProgram *nvrtcProgram;
+enum { NVRTC_SUCCESS = 0, NVRTC_ERROR_OUT_OF_MEMORY = 1 };
+
+#define NVRTC_FUNCTIONS(X)                                                                                          \
+    X(nvrtcVersion, nvrtcResult, (int *, int *))                                                                    \
+    X(nvrtcGetErrorString, const char *, (nvrtcResult))                                                             \
+    X(nvrtcCreateProgram, nvrtcResult,                                                                              \
+      (nvrtcProgram *, const char *, const char *, int, const char *const *, const char *const *))                  \
+    X(nvrtcCompileProgram, nvrtcResult, (nvrtcProgram, int, const char *const *))                                   \
+    X(nvrtcGetProgramLogSize, nvrtcResult, (nvrtcProgram, size_t *))                                                \
+    X(nvrtcGetProgramLog, nvrtcResult, (nvrtcProgram, char *))                                                      \
+    X(nvrtcGetCUBINSize, nvrtcResult, (nvrtcProgram, size_t *))                                                     \
+    X(nvrtcGetCUBIN, nvrtcResult, (nvrtcProgram, char *))                                                           \
+    X(nvrtcGetPTXSize, nvrtcResult, (nvrtcProgram, size_t *))                                                       \
+    X(nvrtcGetPTX, nvrtcResult, (nvrtcProgram, char *))                                                             \
+    X(nvrtcDestroyProgram, nvrtcResult, (nvrtcProgram *))
+
+static struct {
+#define X(name, ret, args) ret(*name) args;
+    NVRTC_FUNCTIONS(X)
+#undef X
+    int loaded;
+    char why[1024];
+} nv;
+
+static pthread_once_t nv_once = PTHREAD_ONCE_INIT;
+
+static void nv_load(void)
+{
+    /* the unversioned name (a toolkit's or a distribution's -dev link),
+     * the current and previous major versions, then the toolkit's lib64 */
+    char home[PATH_MAX] = "", local[] = "/usr/local/cuda/lib64/libnvrtc.so";
+    const char *ch = getenv("CUDA_HOME");
+    if (ch && *ch)
+        snprintf(home, sizeof home, "%s/lib64/libnvrtc.so", ch);
+    const char *names[] = {"libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12", home, local};
+    void *h = NULL;
+    size_t k = (size_t)snprintf(nv.why, sizeof nv.why, "NVRTC (the CUDA toolkit's runtime compiler) was not found: "
+                                                       "looked for");
+    for (size_t i = 0; i < sizeof names / sizeof names[0] && !h; i++) {
+        if (!*names[i])
+            continue;
+        h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+        if (k < sizeof nv.why)
+            k += (size_t)snprintf(nv.why + k, sizeof nv.why - k, "%s %s", i ? "," : "", names[i]);
+    }
+    if (!h) {
+        if (k < sizeof nv.why)
+            snprintf(nv.why + k, sizeof nv.why - k, " (install the CUDA toolkit, or set CUDA_HOME)");
+        return;
+    }
+#define X(name, ret, args)                                                                                          \
+    if (!(*(void **)&nv.name = dlsym(h, #name))) {                                                                  \
+        snprintf(nv.why, sizeof nv.why, "the NVRTC library found has no %s", #name);                                \
+        return;                                                                                                     \
+    }
+    NVRTC_FUNCTIONS(X)
+#undef X
+    nv.loaded = 1;
+}
+
+int cu_nvrtc_load(const char **why)
+{
+    pthread_once(&nv_once, nv_load);
+    *why = nv.why;
+    return nv.loaded;
+}
+
+#define nvrtcVersion nv.nvrtcVersion
+#define nvrtcGetErrorString nv.nvrtcGetErrorString
+#define nvrtcCreateProgram nv.nvrtcCreateProgram
+#define nvrtcCompileProgram nv.nvrtcCompileProgram
+#define nvrtcGetProgramLogSize nv.nvrtcGetProgramLogSize
+#define nvrtcGetProgramLog nv.nvrtcGetProgramLog
+#define nvrtcGetCUBINSize nv.nvrtcGetCUBINSize
+#define nvrtcGetCUBIN nv.nvrtcGetCUBIN
+#define nvrtcGetPTXSize nv.nvrtcGetPTXSize
+#define nvrtcGetPTX nv.nvrtcGetPTX
+#define nvrtcDestroyProgram nv.nvrtcDestroyProgram
 
 typedef struct {
     const char *program;
@@ -76,7 +163,8 @@ const char *cu_nvrtc_version(void)
 {
     static char buf[32];
     int major = 0, minor = 0;
-    if (nvrtcVersion(&major, &minor) != NVRTC_SUCCESS)
+    const char *why;
+    if (!cu_nvrtc_load(&why) || nvrtcVersion(&major, &minor) != NVRTC_SUCCESS)
         return "?";
     snprintf(buf, sizeof buf, "%d.%d", major, minor);
     return buf;
@@ -122,27 +210,17 @@ void cu_images_free(cu_image *images, int n)
 
 /* ---- the on-disk cache ---- */
 
-static uint64_t fnv(uint64_t h, const void *p, size_t n)
-{
-    const unsigned char *s = p;
-    for (size_t i = 0; i < n; i++) {
-        h ^= s[i];
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}
-
 static int cache_path(const char *program, char *path, size_t n)
 {
     const char *dir = getenv("VITC_NVRTC_CACHE");
     if (!dir || !*dir)
         return 0;
-    uint64_t h = fnv(0xcbf29ce484222325ull, program, strlen(program));
+    uint64_t h = vitc_fnv1a(VITC_FNV1A_INIT, program, strlen(program));
     const char *ver = cu_nvrtc_version();
-    h = fnv(h, ver, strlen(ver));
+    h = vitc_fnv1a(h, ver, strlen(ver));
     for (int t = 0; t < CU_NTARGETS; t++)
-        h = fnv(h, &cu_target_arch[t], sizeof(int));
-    h = fnv(h, "opts:lineinfo,c++17,v,1", 23);
+        h = vitc_fnv1a(h, &cu_target_arch[t], sizeof(int));
+    h = vitc_fnv1a(h, "opts:lineinfo,c++17,v,1", 23);
     return (size_t)snprintf(path, n, "%s/%016llx.vkc", dir, (unsigned long long)h) < n;
 }
 
@@ -217,6 +295,9 @@ static void cache_store(const cu_ctx *c, const char *path, const cu_image *image
 int cu_nvrtc_compile(cu_ctx *c, const char *program, cu_image *images, int *nimages)
 {
     *nimages = 0;
+    const char *why;
+    if (!cu_nvrtc_load(&why))
+        return cu_fail(c, VITC_BAD_INPUT, -1, "%s", why);
     char cpath[4096];
     int cached = cache_path(program, cpath, sizeof cpath);
     if (cached && cache_load(c, cpath, images, nimages))

@@ -336,9 +336,9 @@ int64_t cu_weights_of(cu_ctx *c, int v)
     const ir_value *x = &c->g->values[v];
     if (!cu_is_plain_const(c->g, v))
         return cu_fail(c, VITC_BAD_INPUT, x->producer, "constant '%s' depends on the batch at run time", x->name), -1;
-    c->woff[v] = cg_weights_add(&c->cg, x->data, x->nbytes);
+    c->woff[v] = cg_blob_add(&c->weights, x->data, x->nbytes);
     if (c->woff[v] < 0)
-        cu_fail(c, VITC_INTERNAL, -1, "out of memory for the weights (%zu bytes)", c->cg.blob_len);
+        cu_fail(c, VITC_INTERNAL, -1, "out of memory for the weights (%zu bytes)", c->weights.len);
     return c->woff[v];
 }
 
@@ -455,11 +455,7 @@ char *cu_program_text(cu_ctx *c)
         return NULL;
     }
     /* an identifier of the text above, kept in every image (external linkage) */
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < b.len; i++) {
-        h ^= (unsigned char)b.s[i];
-        h *= 0x100000001b3ull;
-    }
+    uint64_t h = vitc_fnv1a(VITC_FNV1A_INIT, b.s, b.len);
     cu_str_add(&b, "\n/* FNV-1a 64 of the program above: names it in every image it is compiled into */\n"
                    "extern \"C\" __device__ const char vk_program_id[] = \"vitc-program:%016llx\";\n",
                (unsigned long long)h);

@@ -11,9 +11,10 @@
  *                   (the GEMM, batched GEMM and attention kernels themselves come
  *                   from kernels.h: gemm.c, bgemm.c, attention.c)
  *   target.c        target machine, optimisation pipeline, object file
- *   elf_blob.c      the embedded weights as an ELF object of their own
- *   link.c          linking the objects into the .so and moving it into place
- *   poly.c          sizes and strides as polynomials in the batch
+ *
+ * Shared with every backend (codegen/): poly.h, sizes and strides as
+ * polynomials in the batch; package.h, the weights blob, the weights as an
+ * ELF object of their own, linking the .so and moving it into place.
  *   vmath.c         exp, erf, tanh as vectorisable IR
  *
  * Generated code: run(call) calls, node by node, one kernel function per
@@ -27,34 +28,14 @@
 #define VITC_CG_IMPL_H
 
 #include "codegen/backend.h"
+#include "codegen/package.h"
+#include "codegen/poly.h"
 #include "codegen/llvm/kernels.h"
 #include "ir/ir.h"
 
 #include <llvm-c/Core.h>
 #include <llvm-c/Target.h>
 #include <llvm-c/TargetMachine.h>
-
-/* ---- sizes, strides and offsets: sum of c[e] * B^e (poly.c) ---- */
-#define CG_POLY_DEG 3
-typedef struct {
-    int64_t c[CG_POLY_DEG + 1];
-    int bad; /* overflow or too high a power of B; sticky through arithmetic */
-} cg_poly;
-
-cg_poly cg_poly_k(int64_t k);
-cg_poly cg_poly_dim(ir_dim d);
-cg_poly cg_poly_add(cg_poly a, cg_poly b);
-cg_poly cg_poly_mul(cg_poly a, cg_poly b);
-cg_poly cg_poly_scale(cg_poly a, int64_t k);
-int cg_poly_eq(cg_poly a, cg_poly b);
-/* 1 (and *k) when a does not depend on the batch. */
-int cg_poly_is_const(cg_poly a, int64_t *k);
-/* a at a concrete batch; -1 on overflow or a bad polynomial. */
-int64_t cg_poly_eval(cg_poly a, int64_t batch);
-/* Product of v's dims (its element count). */
-cg_poly cg_poly_numel(const ir_value *v);
-/* Row-major element strides of v's dims into s (v->rank entries). */
-void cg_poly_strides(const ir_value *v, cg_poly *s);
 
 /* ---- schedule (schedule.c) ---- */
 typedef enum {
@@ -94,9 +75,8 @@ typedef struct cg_ctx {
     uint64_t workspace_bytes, workspace_unplanned;
 
     /* weights blob */
-    unsigned char *blob;
-    size_t blob_len, blob_cap;
-    int blob_object; /* embedded as an object file of its own (elf_blob.c) */
+    cg_blob blob;
+    int blob_object; /* embedded as an object file of its own (codegen/elf_obj.c) */
 
     /* LLVM */
     LLVMContextRef llc;
@@ -127,11 +107,6 @@ typedef struct cg_ctx {
     char **knames;
     int nknames, capknames;
     int nfuncs;
-
-    /* descriptor fields another backend sets (codegen/cuda): zero for CPU models */
-    const char *abi_target;     /* NULL: "cpu" */
-    LLVMValueRef abi_cuda_plan; /* the vitc_cuda_plan global, or NULL */
-    int32_t run_status;         /* what run() returns after its kernels */
 } cg_ctx;
 
 /* Classifies nodes, folds element-wise chains, turns BatchNormalization into
@@ -148,9 +123,6 @@ int cg_module_begin(cg_ctx *cg);
 /* Finishes run() and adds the weights blob and the descriptor. */
 int cg_module_finish(cg_ctx *cg);
 void cg_module_free(cg_ctx *cg);
-/* A private constant C string / constant global (align 0: the type's) in the module. */
-LLVMValueRef cg_const_cstr(cg_ctx *cg, const char *s);
-LLVMValueRef cg_const_global(cg_ctx *cg, LLVMValueRef init, const char *name, unsigned align);
 
 /* Memory type of a dtype (bool as i8); NULL if the backend cannot compute on it. */
 LLVMTypeRef cg_mem_type(cg_ctx *cg, ir_dtype t);
@@ -294,24 +266,5 @@ int64_t cg_matmul_scratch(const ir_graph *g, const ir_node *n, int64_t max_batch
 int cg_target_create(cg_ctx *cg, LLVMTargetMachineRef *tm);
 int cg_optimize(cg_ctx *cg, LLVMTargetMachineRef tm);
 int cg_emit_object(cg_ctx *cg, LLVMTargetMachineRef tm, const char *path);
-
-/* ---- the weights as an object file (elf_blob.c) ---- */
-#define CG_WEIGHTS_SYMBOL "vitc_weights_blob"
-/* 1 if the target's objects are ELF, which cg_write_blob_object writes. */
-int cg_blob_object_supported(const cg_ctx *cg);
-/* Writes the blob as a relocatable object defining the hidden symbol. */
-int cg_write_blob_object(cg_ctx *cg, const char *path, const char *symbol);
-
-/* ---- the .so (link.c) ---- */
-/* A private directory next to the output for intermediate files. */
-int cg_tmpdir_create(cg_ctx *cg, char *dir, size_t n);
-void cg_tmpdir_remove(const char *dir);
-/* Links obj into dir/model.so, writes external weights if asked, and renames
- * both into place.  Nothing is left at the output path on failure. */
-int cg_link_install(cg_ctx *cg, const char *dir, const char *obj);
-/* FNV-1a 64 of bytes. */
-uint64_t cg_fnv1a(const void *p, size_t n);
-/* The name of the external weights file for an output path (no directory). */
-void cg_weights_file_name(const char *output, char *buf, size_t n);
 
 #endif

@@ -143,9 +143,34 @@ static int emit_all(cg_ctx *cg, timer *t)
         cg_module_finish(cg);
     if (cg->d->status == VITC_OK)
         internalize(cg);
-    snprintf(msg, sizeof msg, "emit (%d kernels, %.1f MB of weights)", cg->nknames, (double)cg->blob_len / 1e6);
+    snprintf(msg, sizeof msg, "emit (%d kernels, %.1f MB of weights)", cg->nknames, (double)cg->blob.len / 1e6);
     phase_done(t, msg);
     return cg->d->status;
+}
+
+/* The module as an object, the weights as one of their own (when embedded
+ * on an ELF target), linked and moved into place (codegen/package.h). */
+static int package(cg_ctx *cg, LLVMTargetMachineRef tm, timer *t)
+{
+    cg_package pk;
+    char obj[PATH_MAX], wobj[PATH_MAX];
+    int st = cg_package_begin(&pk, cg->opt, cg->d);
+    if (st == VITC_OK && cg_package_path(&pk, "model.o", obj, sizeof obj) &&
+        cg_package_path(&pk, "weights.o", wobj, sizeof wobj) && (st = cg_emit_object(cg, tm, obj)) == VITC_OK) {
+        phase_done(t, "object file");
+        cg_section w = {.symbol = CG_WEIGHTS_SYMBOL, .data = cg->blob.data, .bytes = cg->blob.len};
+        const char *inputs[2] = {obj, wobj};
+        if (cg->blob_object)
+            st = cg_write_elf_object(cg->d, wobj, cg_elf_machine(cg->triple), &w, 1);
+        if (st == VITC_OK)
+            st = cg_package_link(&pk, inputs, cg->blob_object ? 2 : 1);
+        if (st == VITC_OK)
+            st = cg_package_install(&pk, &cg->blob);
+        if (st == VITC_OK)
+            phase_done(t, "link");
+    }
+    cg_package_end(&pk);
+    return st ? st : cg->d->status;
 }
 
 static int llvm_compile(ir_graph *g, const cg_options *opt, vitc_diag *d)
@@ -171,7 +196,6 @@ static int llvm_compile(ir_graph *g, const cg_options *opt, vitc_diag *d)
     cg.d = d;
     cg.max_batch = opt->max_batch;
     LLVMTargetMachineRef tm = NULL;
-    char dir[PATH_MAX] = "", obj[PATH_MAX + 16];
     int st = cg_target_create(&cg, &tm);
     if (st == VITC_OK) {
         cg_module_begin(&cg);
@@ -187,14 +211,8 @@ static int llvm_compile(ir_graph *g, const cg_options *opt, vitc_diag *d)
     }
     if (st == VITC_OK && (st = cg_optimize(&cg, tm)) == VITC_OK)
         phase_done(&t, "optimise");
-    if (st == VITC_OK && (st = cg_tmpdir_create(&cg, dir, sizeof dir)) == VITC_OK) {
-        snprintf(obj, sizeof obj, "%s/model.o", dir);
-        if ((st = cg_emit_object(&cg, tm, obj)) == VITC_OK)
-            phase_done(&t, "object file");
-        if (st == VITC_OK && (st = cg_link_install(&cg, dir, obj)) == VITC_OK)
-            phase_done(&t, "link");
-        cg_tmpdir_remove(dir);
-    }
+    if (st == VITC_OK)
+        st = package(&cg, tm, &t);
     if (st == VITC_OK && opt->verbose)
         fprintf(stderr, "vitc: wrote %s in %.3f s\n", opt->output, now_s() - t.start);
     cg_module_free(&cg);

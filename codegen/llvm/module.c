@@ -118,9 +118,7 @@ void cg_module_free(cg_ctx *cg)
     free(cg->knames);
     cg->knames = NULL;
     cg->nknames = cg->capknames = 0;
-    free(cg->blob);
-    cg->blob = NULL;
-    cg->blob_len = cg->blob_cap = 0;
+    cg_blob_free(&cg->blob);
 }
 
 /* ---- kernels and launches ---- */
@@ -436,35 +434,9 @@ LLVMValueRef cg_fadd_reassoc(LLVMBuilderRef b, LLVMValueRef x, LLVMValueRef y)
 
 /* ---- the weights blob ---- */
 
-int64_t cg_weights_reserve(cg_ctx *cg, size_t n, void **p)
-{
-    size_t off = (cg->blob_len + 63) & ~(size_t)63, need = off + n;
-    if (need < off)
-        return -1;
-    if (need > cg->blob_cap) {
-        size_t cap = cg->blob_cap ? cg->blob_cap : 1 << 16;
-        while (cap < need)
-            cap = cap > SIZE_MAX / 2 ? need : cap * 2;
-        unsigned char *nb = realloc(cg->blob, cap);
-        if (!nb)
-            return -1;
-        cg->blob = nb;
-        cg->blob_cap = cap;
-    }
-    memset(cg->blob + cg->blob_len, 0, need - cg->blob_len);
-    cg->blob_len = need;
-    *p = cg->blob + off;
-    return (int64_t)off;
-}
+int64_t cg_weights_reserve(cg_ctx *cg, size_t n, void **p) { return cg_blob_reserve(&cg->blob, n, p); }
 
-int64_t cg_weights_add(cg_ctx *cg, const void *data, size_t n)
-{
-    void *p;
-    int64_t off = cg_weights_reserve(cg, n, &p);
-    if (off >= 0 && n)
-        memcpy(p, data, n);
-    return off;
-}
+int64_t cg_weights_add(cg_ctx *cg, const void *data, size_t n) { return cg_blob_add(&cg->blob, data, n); }
 
 int64_t cg_weights_of(cg_ctx *cg, int v)
 {
@@ -478,7 +450,7 @@ int64_t cg_weights_of(cg_ctx *cg, int v)
     }
     l->offset = cg_weights_add(cg, val->data, val->nbytes);
     if (l->offset < 0)
-        cg_fail(cg, VITC_INTERNAL, -1, "out of memory for the weights (%zu bytes)", cg->blob_len);
+        cg_fail(cg, VITC_INTERNAL, -1, "out of memory for the weights (%zu bytes)", cg->blob.len);
     return l->offset;
 }
 
@@ -538,28 +510,10 @@ static LLVMValueRef tensor_array(cg_ctx *cg, LLVMTypeRef tt, const int *vals, in
 
 int cg_module_finish(cg_ctx *cg)
 {
-    LLVMBuildRet(cg->rb, LLVMConstInt(cg->t_i32, (unsigned)cg->run_status, 0));
+    LLVMBuildRet(cg->rb, LLVMConstInt(cg->t_i32, 0, 0));
     const ir_graph *g = cg->g;
-    for (int k = 0; k < g->ninputs + g->noutputs; k++) {
-        const ir_value *v = &g->values[k < g->ninputs ? g->inputs[k] : g->outputs[k - g->ninputs]];
-        if (v->rank > VITC_ABI_MAX_RANK)
-            return cg_fail(cg, VITC_BAD_INPUT, -1, "'%s' has rank %d; compiled models take at most %d", v->name,
-                           v->rank, VITC_ABI_MAX_RANK);
-        /* the element types the runtime's API carries (include/vitc/runtime.h) */
-        static const ir_dtype io_types[] = {IR_F32, IR_F64, IR_F16, IR_BF16, IR_I64, IR_I32, IR_I8, IR_U8, IR_BOOL};
-        int ok = 0;
-        for (size_t t = 0; t < sizeof io_types / sizeof io_types[0]; t++)
-            ok |= v->dtype == io_types[t];
-        if (!ok)
-            return cg_fail(cg, VITC_BAD_INPUT, -1, "%s '%s' is %s; compiled models take and give f32, f64, f16, bf16, "
-                           "i64, i32, i8, u8 or bool tensors", k < g->ninputs ? "input" : "output", v->name,
-                           ir_dtype_name(v->dtype));
-        for (int i = 0; i < v->rank; i++)
-            if (v->dims[i].e > 1)
-                return cg_fail(cg, VITC_BAD_INPUT, -1,
-                               "'%s' has a dimension in a power of the batch; compiled models allow k*B only",
-                               v->name);
-    }
+    if (cg_check_io(g, cg->d))
+        return cg->d->status;
 
     LLVMTypeRef tt = LLVMStructCreateNamed(cg->llc, "vitc_abi_tensor");
     LLVMTypeRef tf[5] = {cg->t_ptr, cg->t_i32, cg->t_i32, LLVMArrayType2(cg->t_i64, VITC_ABI_MAX_RANK), cg->t_i32};
@@ -593,29 +547,27 @@ int cg_module_finish(cg_ctx *cg)
         char wname[4096];
         cg_weights_file_name(cg->opt->output, wname, sizeof wname);
         wfile = cstr(cg, wname);
-    } else if (cg->blob_len > 0 && cg_blob_object_supported(cg)) {
-        /* defined by the object elf_blob.c writes, joined at link time */
-        weights = LLVMAddGlobal(cg->mod, LLVMArrayType2(cg->t_i8, cg->blob_len), CG_WEIGHTS_SYMBOL);
+    } else if (cg->blob.len > 0 && cg_elf_machine(cg->triple)) {
+        /* defined by the object codegen/elf_obj.c writes, joined at link time */
+        weights = LLVMAddGlobal(cg->mod, LLVMArrayType2(cg->t_i8, cg->blob.len), CG_WEIGHTS_SYMBOL);
         LLVMSetGlobalConstant(weights, 1);
         LLVMSetLinkage(weights, LLVMExternalLinkage);
         LLVMSetVisibility(weights, LLVMHiddenVisibility);
         LLVMSetAlignment(weights, 64);
         cg->blob_object = 1;
-    } else if (cg->blob_len > 0) {
-        LLVMValueRef init = LLVMConstStringInContext2(cg->llc, (const char *)cg->blob, cg->blob_len, 1);
+    } else if (cg->blob.len > 0) {
+        LLVMValueRef init = LLVMConstStringInContext2(cg->llc, (const char *)cg->blob.data, cg->blob.len, 1);
         weights = private_const(cg, init, "vitc_weights", 64);
     }
-    const char *src = cg->opt->source ? strrchr(cg->opt->source, '/') : NULL;
-    src = src ? src + 1 : cg->opt->source;
     LLVMValueRef f[22] = {
         LLVMConstInt(cg->t_i32, VITC_ABI_VERSION, 0),
         LLVMConstInt(cg->t_i32, sizeof(vitc_abi_model), 0),
         cstr(cg, VITC_VERSION),
-        cstr(cg, cg->abi_target ? cg->abi_target : "cpu"),
+        cstr(cg, "cpu"),
         cstr(cg, cg->triple),
         cstr(cg, cg->cpu),
         cstr(cg, cg->features),
-        cstr(cg, src ? src : ""),
+        cstr(cg, cg_base_name(cg->opt->source)),
         LLVMConstInt(cg->t_i32, (unsigned)g->ninputs, 0),
         LLVMConstInt(cg->t_i32, (unsigned)g->noutputs, 0),
         ins,
@@ -623,13 +575,13 @@ int cg_module_finish(cg_ctx *cg)
         cg_i64(cg, cg->max_batch),
         cg_i64(cg, (int64_t)(cg->workspace_bytes ? cg->workspace_bytes : 64)),
         weights,
-        cg_i64(cg, (int64_t)cg->blob_len),
+        cg_i64(cg, (int64_t)cg->blob.len),
         wfile,
-        LLVMConstInt(cg->t_i64, cg_fnv1a(cg->blob, cg->blob_len), 0),
+        LLVMConstInt(cg->t_i64, vitc_fnv1a(VITC_FNV1A_INIT, cg->blob.data, cg->blob.len), 0),
         cg->run_fn,
         LLVMConstInt(cg->t_i32, (unsigned)cg->nknames, 0),
         knames,
-        cg->abi_cuda_plan ? cg->abi_cuda_plan : LLVMConstNull(cg->t_ptr),
+        LLVMConstNull(cg->t_ptr), /* cuda_plan */
     };
     LLVMValueRef desc = LLVMAddGlobal(cg->mod, mt, VITC_ABI_SYMBOL);
     LLVMSetInitializer(desc, LLVMConstNamedStruct(mt, f, 22));
@@ -637,11 +589,4 @@ int cg_module_finish(cg_ctx *cg)
     LLVMSetLinkage(desc, LLVMExternalLinkage);
     LLVMSetVisibility(desc, LLVMDefaultVisibility);
     return cg->d->status;
-}
-
-/* For other users of this module's descriptor (the CUDA backend's plan). */
-LLVMValueRef cg_const_cstr(cg_ctx *cg, const char *s) { return cstr(cg, s); }
-LLVMValueRef cg_const_global(cg_ctx *cg, LLVMValueRef init, const char *name, unsigned align)
-{
-    return private_const(cg, init, name, align);
 }

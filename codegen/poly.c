@@ -3,7 +3,7 @@
  * monomials, and offsets (slice starts, concat positions) sums of them.  All
  * arithmetic is overflow-checked: a result that does not fit is marked bad
  * and stays bad, so an emitter checks once at the end. */
-#include "codegen/llvm/cg_impl.h"
+#include "codegen/poly.h"
 
 #include <string.h>
 

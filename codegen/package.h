@@ -1,0 +1,82 @@
+/* package.h: what every backend's .so is made of, whatever made its code.
+ *
+ *   the weights blob   constants, each 64-byte aligned, in one growable buffer
+ *   elf_obj.c          read-only bytes (weights, code images) as an ELF
+ *                      relocatable object defining one hidden symbol each
+ *   package.c          a private directory beside the output, the link by the
+ *                      system's C compiler driver (cc -shared), and the atomic
+ *                      install of the .so and its external weights file
+ *
+ * The checksum of the weights is runtime/abi.h's vitc_fnv1a.  Nothing here
+ * needs LLVM: the CUDA backend packages its .so with these alone. */
+#ifndef VITC_CG_PACKAGE_H
+#define VITC_CG_PACKAGE_H
+
+#include "codegen/backend.h"
+
+#include <limits.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- the weights blob ---- */
+typedef struct {
+    unsigned char *data;
+    size_t len, cap;
+} cg_blob;
+
+/* Reserves n zeroed bytes at the next 64-byte boundary; *p points at them
+ * until the next reserve.  Returns their offset, or -1 when out of memory. */
+int64_t cg_blob_reserve(cg_blob *b, size_t n, void **p);
+/* Appends n bytes (64-byte aligned); the offset or -1. */
+int64_t cg_blob_add(cg_blob *b, const void *data, size_t n);
+void cg_blob_free(cg_blob *b);
+
+/* ---- read-only data as an ELF object (elf_obj.c) ---- */
+#define CG_WEIGHTS_SYMBOL "vitc_weights_blob"
+
+typedef struct {
+    const char *symbol; /* hidden, 64-byte aligned */
+    const void *data;
+    size_t bytes;
+    int nul; /* a zero byte follows (a C string's terminator) */
+} cg_section;
+
+/* The ELF machine of a target triple (NULL: the host vitc runs on), or 0
+ * when its objects are not ELF or the writer does not know the machine. */
+int cg_elf_machine(const char *triple);
+/* The triple of the host vitc runs on, as LLVM spells it ("x86_64-pc-linux-gnu"). */
+const char *cg_host_triple(void);
+/* Writes a relocatable object with one read-only section holding every
+ * item, each at a 64-byte boundary under its own hidden symbol. */
+int cg_write_elf_object(vitc_diag *d, const char *path, int machine, const cg_section *items, int n);
+
+/* ---- the .so (package.c) ---- */
+typedef struct {
+    const cg_options *opt;
+    vitc_diag *d;
+    char dir[PATH_MAX]; /* private, next to the output; "" when not made */
+} cg_package;
+
+/* Makes the private directory next to opt->output.  Returns status. */
+int cg_package_begin(cg_package *p, const cg_options *opt, vitc_diag *d);
+/* dir/name into buf; 0 if it does not fit (reported). */
+int cg_package_path(cg_package *p, const char *name, char *buf, size_t n);
+/* Links the inputs (objects, or C sources compiled on the way) into
+ * dir/model.so with $CC or cc: -shared -fPIC, against libm only, every
+ * symbol resolved.  Returns status, the driver's messages in the error. */
+int cg_package_link(cg_package *p, const char *const *inputs, int n);
+/* Writes the external weights file when opt->external_weights (weights:
+ * the blob), then renames it and dir/model.so into place.  Nothing is left
+ * at the output paths on failure. */
+int cg_package_install(cg_package *p, const cg_blob *weights);
+/* Removes the private directory and what is left in it. */
+void cg_package_end(cg_package *p);
+/* The name of the external weights file for an output path (no directory). */
+void cg_weights_file_name(const char *output, char *buf, size_t n);
+/* Checks what the descriptor can say of the graph's inputs and outputs:
+ * rank, element types the runtime carries, batch dimensions k*B only. */
+int cg_check_io(const ir_graph *g, vitc_diag *d);
+/* The output's file name without its directory (for the descriptor's source). */
+const char *cg_base_name(const char *path);
+
+#endif
