@@ -27,16 +27,7 @@ void *rt_aligned_alloc(uint64_t n)
     return p;
 }
 
-uint64_t rt_fnv1a64(const void *data, uint64_t n)
-{
-    const unsigned char *b = data;
-    uint64_t h = 14695981039346656037ull;
-    for (uint64_t i = 0; i < n; i++) {
-        h ^= b[i];
-        h *= 1099511628211ull;
-    }
-    return h;
-}
+uint64_t rt_fnv1a64(const void *data, uint64_t n) { return vitc_fnv1a(VITC_FNV1A_INIT, data, (size_t)n); }
 
 size_t rt_dtype_size(int32_t dtype)
 {
