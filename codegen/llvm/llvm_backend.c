@@ -16,28 +16,6 @@
 #include <string.h>
 #include <time.h>
 
-/* Phases that end later than this after the start are reported even without
- * --verbose, so that a long compile shows where it is. */
-
-typedef enum { FAM_NONE, FAM_VIEW, FAM_MAP, FAM_DATA, FAM_NORM, FAM_MATMUL } op_family;
-
-static op_family family_of(ir_op op)
-{
-    switch (op) {
-    case IR_OP_RESHAPE: case IR_OP_FLATTEN: case IR_OP_SQUEEZE: case IR_OP_UNSQUEEZE: case IR_OP_IDENTITY:
-    case IR_OP_DROPOUT:
-        return FAM_VIEW;
-    case IR_OP_TRANSPOSE: case IR_OP_SLICE: case IR_OP_GATHER: case IR_OP_EXPAND: case IR_OP_CONCAT: case IR_OP_SPLIT:
-        return FAM_DATA;
-    case IR_OP_SOFTMAX: case IR_OP_LAYERNORM: case IR_OP_REDUCE_MEAN: case IR_OP_REDUCE_SUM: case IR_OP_REDUCE_MAX:
-        return FAM_NORM;
-    case IR_OP_MATMUL: case IR_OP_GEMM: case IR_OP_EINSUM: case IR_OP_LINEAR: case IR_OP_ATTENTION: case IR_OP_CONV:
-        return FAM_MATMUL;
-    default:
-        return cg_is_map_op(op) ? FAM_MAP : FAM_NONE;
-    }
-}
-
 static int llvm_supports(const ir_graph *g, const ir_node *n, char *why, size_t len)
 {
     for (int k = 0; k < n->noutputs; k++) {
@@ -60,8 +38,8 @@ static int llvm_supports(const ir_graph *g, const ir_node *n, char *why, size_t 
             }
         }
     }
-    switch (family_of(n->op)) {
-    case FAM_VIEW:
+    switch (ir_op_family_of(n->op)) {
+    case IR_FAM_VIEW:
         if (n->op == IR_OP_DROPOUT && ir_input(n, 2) >= 0) {
             const ir_value *tm = &g->values[n->inputs[2]];
             if (!cg_is_plain_const(g, n->inputs[2]) || (tm->nbytes >= 1 && ((const unsigned char *)tm->data)[0])) {
@@ -70,11 +48,11 @@ static int llvm_supports(const ir_graph *g, const ir_node *n, char *why, size_t 
             }
         }
         return 1;
-    case FAM_MAP: return cg_elem_supports(g, n, why, len);
-    case FAM_DATA: return cg_data_supports(g, n, why, len);
-    case FAM_NORM: return cg_norm_supports(g, n, why, len);
-    case FAM_MATMUL: return cg_matmul_supports(g, n, why, len);
-    case FAM_NONE: break;
+    case IR_FAM_MAP: return cg_elem_supports(g, n, why, len);
+    case IR_FAM_DATA: return cg_data_supports(g, n, why, len);
+    case IR_FAM_NORM: return cg_norm_supports(g, n, why, len);
+    case IR_FAM_MATMUL: return cg_matmul_supports(g, n, why, len);
+    case IR_FAM_SHAPE: break;
     }
     if (n->op == IR_OP_SHAPE || n->op == IR_OP_CONSTANT_OF_SHAPE || n->op == IR_OP_RANGE)
         snprintf(why, len, "%s is computed from shapes and should have been folded at compile time", ir_op_name(n->op));
@@ -86,13 +64,13 @@ static int llvm_supports(const ir_graph *g, const ir_node *n, char *why, size_t 
 static int emit_node(cg_ctx *cg, int i)
 {
     const ir_node *n = &cg->g->nodes[i];
-    switch (family_of(n->op)) {
-    case FAM_VIEW: return cg_emit_data(cg, i); /* a view that is a graph output: a copy */
-    case FAM_MAP: return cg_emit_elementwise(cg, i);
-    case FAM_DATA: return cg_emit_data(cg, i);
-    case FAM_NORM: return cg_emit_norm(cg, i);
-    case FAM_MATMUL: return cg_emit_matmul(cg, i);
-    case FAM_NONE: break;
+    switch (ir_op_family_of(n->op)) {
+    case IR_FAM_VIEW: return cg_emit_data(cg, i); /* a view that is a graph output: a copy */
+    case IR_FAM_MAP: return cg_emit_elementwise(cg, i);
+    case IR_FAM_DATA: return cg_emit_data(cg, i);
+    case IR_FAM_NORM: return cg_emit_norm(cg, i);
+    case IR_FAM_MATMUL: return cg_emit_matmul(cg, i);
+    case IR_FAM_SHAPE: break;
     }
     return cg_fail(cg, VITC_INTERNAL, i, "has no code generator");
 }
