@@ -325,6 +325,58 @@ static void test_transcendentals_elementwise_accuracy(void **state)
     ir_graph_free(g);
 }
 
+/* A GELU applied in a Linear's epilogue and a standalone Gelu node run the same
+ * vector math: through an identity weight the two agree to the bit, for the
+ * erf and the tanh forms, over -10..10 and the tails. */
+static void test_gelu_epilogue_and_standalone_agree_bitwise(void **state)
+{
+    enum { K = 16, ROWS = 500 };
+    ir_graph *g = tu_graph_new("handmade.onnx", 18);
+    int x = tu_input(g, "x", IR_F32, 3, TU_DIMS(-1, ROWS, K));
+    float eye[K * K] = {0};
+    for (int i = 0; i < K; i++)
+        eye[i * K + i] = 1;
+    int w = tu_const_f32(g, "eye", 2, TU_DIMS(K, K), eye);
+    static const struct {
+        ir_act act;
+        const char *approximate;
+    } forms[2] = {{IR_ACT_GELU_ERF, "none"}, {IR_ACT_GELU_TANH, "tanh"}};
+    for (int f = 0; f < 2; f++) {
+        tu_output(g, tu_node(g, IR_OP_LINEAR, NULL, IR_F32, 2, TU_IN(x, w), 1,
+                             TU_AT(tu_int(IR_ATTR_ACTIVATION, forms[f].act))));
+        tu_output(g, tu_node(g, IR_OP_GELU, NULL, IR_F32, 1, TU_IN(x), 1,
+                             TU_AT(tu_str(IR_ATTR_APPROXIMATE, forms[f].approximate))));
+    }
+    tu_check_graph(g, "gelu-bitwise");
+    ir_tensor in, got[4];
+    assert_int_equal(ir_tensor_alloc(&in, IR_F32, 3, TU_DIMS(1, ROWS, K)), 0);
+    for (int i = 0; i < ROWS * K; i++) /* -10 .. 10, then a few tails */
+        ir_tensor_set(&in, i, i < 7000 ? -10 + i * (20.0 / 7000) : (i % 2 ? 1 : -1) * (10 + (i - 7000) * 0.1));
+    char so[4200], *msg;
+    snprintf(so, sizeof so, "%s/gelu-bitwise.so", tmp);
+    if (tu_compile_cpu(g, so, 3, 1, &msg))
+        fail_msg("compile failed: %s", msg);
+    free(msg);
+    tu_run_so(so, &in, 1, got, 4, 1);
+    for (int f = 0; f < 2; f++) {
+        const float *a = got[2 * f].data, *b = got[2 * f + 1].data;
+        int differ = 0;
+        for (int i = 0; i < ROWS * K; i++)
+            if (memcmp(&a[i], &b[i], sizeof(float)) != 0 && differ++ == 0)
+                print_message("GELU (%s) of %.9g: epilogue %.9g, standalone %.9g\n", forms[f].approximate,
+                              ir_tensor_get(&in, i), a[i], b[i]);
+        if (differ)
+            fail_msg("GELU (%s): %d of %d values differ between the Linear epilogue and the Gelu node",
+                     forms[f].approximate, differ, ROWS * K);
+        print_message("GELU (%s): %d values, epilogue and standalone identical\n", forms[f].approximate, ROWS * K);
+    }
+    for (int k = 0; k < 4; k++)
+        ir_tensor_free(&got[k]);
+    ir_tensor_free(&in);
+    unlink(so);
+    ir_graph_free(g);
+}
+
 static void test_integer_and_bool_ops(void **state)
 {
     ir_graph *g = tu_graph_new("handmade.onnx", 18);
@@ -588,6 +640,7 @@ static int teardown(void **state)
 
 TU_MAIN(setup, teardown, test_fixtures_compiled_match_references, test_unfused_fixtures_match_interpreter,
         test_conv_direct_and_1d, test_reductions_softmax_layernorm_axes, test_elementwise_float_ops,
-        test_transcendentals_elementwise_accuracy, test_integer_and_bool_ops, test_data_movement,
+        test_transcendentals_elementwise_accuracy, test_gelu_epilogue_and_standalone_agree_bitwise,
+        test_integer_and_bool_ops, test_data_movement,
         test_matrix_products, test_batchnorm_and_fused_ops, test_memplan_never_overlaps_live_buffers,
         test_failed_compiles_leave_nothing, test_cli_dump_verbose_cpu, test_external_weights_same_numbers)

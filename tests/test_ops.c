@@ -100,6 +100,7 @@ static double r_sqrt(const double *a) { return sqrt(a[0]); }
 static double r_tanh(const double *a) { return tanh(a[0]); }
 static double r_sigmoid(const double *a) { return 1 / (1 + exp(-a[0])); }
 static double r_relu(const double *a) { return a[0] > 0 ? a[0] : 0; }
+static double r_hardsigmoid(const double *a) { return fmax(0, fmin(1, 0.3 * a[0] + 0.4)); }
 static double r_recip(const double *a) { return 1 / a[0]; }
 static double r_pow(const double *a) { return pow(a[0], a[1]); }
 static double r_fmod(const double *a) { return fmod(a[0], a[1]); }
@@ -133,6 +134,7 @@ static const op_row rows[] = {
     {"Sqrt", IR_OP_SQRT, IN1(P(-1, 3, 4)), .ref = r_sqrt},
     {"Tanh", IR_OP_TANH, IN1(X(-1, 3, 4)), .ref = r_tanh},
     {"Sigmoid", IR_OP_SIGMOID, IN1(X(-1, 3, 4)), .ref = r_sigmoid},
+    {"HardSigmoid", IR_OP_HARD_SIGMOID, IN1(X(-1, 3, 4)), AT2(AF(ALPHA, 0.3), AF(BETA, 0.4)), .ref = r_hardsigmoid},
     {"Reciprocal", IR_OP_RECIPROCAL, IN1(P(-1, 3, 4)), .ref = r_recip},
     {"Gelu", IR_OP_GELU, IN1(X(-1, 3, 4)), .ref = r_gelu},
     {"Gelu/tanh", IR_OP_GELU, IN1(X(-1, 3, 4)), AT1(AS(APPROXIMATE, "tanh")), .ref = r_gelu_tanh},
