@@ -25,6 +25,8 @@ setup problem (said in one line, without a traceback).
 
   gpu-check --quick     seed families (TorchScript opset 17) and ViT-B/16 at batch 1 and 64 (~3 min)
   gpu-check             every model at batch 1, 8, 64 and 256
+  gpu-check --quick --cpu-dry-run   without a GPU (PYTHON=a python with torch): models, compiles,
+                        vitc inspect, the fp32 references and the timing setup on the CPU, then stop
 """
 import argparse
 import concurrent.futures
@@ -111,12 +113,16 @@ class Vitc:
         return m
 
     def context(self, model, graphs=True):
+        old = os.environ.get("VITC_CUDA_GRAPH")
         os.environ["VITC_CUDA_GRAPH"] = "1" if graphs else "0"
         c = ctypes.c_void_p()
         try:
             self.check(self.lib.vitc_context_create(model, 0, ctypes.byref(c)), "vitc_context_create")
         finally:
-            del os.environ["VITC_CUDA_GRAPH"]
+            if old is None:
+                del os.environ["VITC_CUDA_GRAPH"]
+            else:
+                os.environ["VITC_CUDA_GRAPH"] = old
         return c
 
     def free(self, model, *ctxs):
@@ -145,7 +151,7 @@ class Spec:
     def __init__(self, name, family, builder, seed, image, input_seed, exporter, full):
         self.name, self.family, self.builder, self.seed, self.image = name, family, builder, seed, image
         self.input_seed, self.exporter, self.full = input_seed, exporter, full
-        self.onnx = None
+        self.onnx = self.skip = self.error = None
 
 
 def model_specs(G, quick):
@@ -161,16 +167,30 @@ def model_specs(G, quick):
 
 
 def make_models(G, torch, specs, work, log):
+    """Exports every model to WORK/NAME.onnx (kept from an earlier run).  A model that cannot be made
+    is left out (s.onnx None): skipped where a Python package is missing here (s.skip), a failure
+    otherwise (s.error)."""
     for s in specs:
-        s.onnx = os.path.join(work, s.name + ".onnx")
-        if os.path.exists(s.onnx):
+        path = os.path.join(work, s.name + ".onnx")
+        if os.path.exists(path):
+            s.onnx = path
             continue
         t0 = time.time()
-        model = G.make_model(s.builder, s.seed)
-        example = torch.from_numpy(G.make_input(s.input_seed + 1000, 2, s.image))
-        G.export_one(model, example, s.onnx + ".tmp", s.exporter)
-        os.replace(s.onnx + ".tmp", s.onnx)
-        log(f"model {s.name}: exported ({os.path.getsize(s.onnx) / 2**20:.1f} MiB, {time.time() - t0:.1f} s)")
+        try:
+            model = G.make_model(s.builder, s.seed)
+            example = torch.from_numpy(G.make_input(s.input_seed + 1000, 2, s.image))
+            G.export_one(model, example, path + ".tmp", s.exporter)
+        except ImportError as e:
+            s.skip = f"not made here: {e}"
+            log(f"model {s.name}: SKIPPED ({s.skip})")
+            continue
+        except Exception as e:  # noqa: BLE001  (the export's own failure is a result: the others go on)
+            s.error = f"export failed: {type(e).__name__}: {str(e).strip().splitlines()[0][:300] if str(e).strip() else ''}"
+            log(f"model {s.name}: {s.error}")
+            continue
+        os.replace(path + ".tmp", path)
+        s.onnx = path
+        log(f"model {s.name}: exported ({os.path.getsize(path) / 2**20:.1f} MiB, {time.time() - t0:.1f} s)")
 
 
 def compile_all(vitc, specs, max_batch, work, jobs, log, compile_log, emu):
@@ -186,7 +206,7 @@ def compile_all(vitc, specs, max_batch, work, jobs, log, compile_log, emu):
 
     out = {}
     with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as ex:
-        futs = [ex.submit(one, s, p) for s in specs for p in PRECISIONS]
+        futs = [ex.submit(one, s, p) for s in specs if s.onnx for p in PRECISIONS]
         for f in concurrent.futures.as_completed(futs):
             s, p, so, r, dt = f.result()
             compile_log.write(f"$ vitc {s.name}.onnx --precision {p}: exit {r.returncode}, {dt:.1f} s\n{r.stdout}{r.stderr}\n")
@@ -223,16 +243,21 @@ def rel_cos(torch, out, ref):
     return err, cos
 
 
-def check_model(G, torch, dev, vitc, s, sos, batches, log):
-    """Rows of (model, precision, batch, err, cos, equal, ok, note) for one model."""
-    rows = []
+def references(G, torch, dev, s, batches):
+    """{batch: (input, PyTorch fp32 output)} on dev, the seeded inputs of gen_fixtures."""
     ref_model = G.make_model(s.builder, s.seed).to(dev)
     inputs = {}
     with torch.inference_mode():
         for b in batches:
             x = torch.from_numpy(G.make_input(s.input_seed, b, s.image)).to(dev)
             inputs[b] = (x, ref_model(x).float())
-    del ref_model
+    return inputs
+
+
+def check_model(G, torch, dev, vitc, s, sos, batches, log):
+    """Rows of (model, precision, batch, err, cos, equal, ok, note) for one model."""
+    rows = []
+    inputs = references(G, torch, dev, s, batches)
     for p in PRECISIONS:
         so = sos.get((s.name, p))
         if not so:
@@ -281,6 +306,36 @@ def check_model(G, torch, dev, vitc, s, sos, batches, log):
             os.environ.pop("VITC_CUDA_POISON", None)
             if m:
                 vitc.free(m, *[c for c in (ctx, ctx_plain) if c])
+    return rows
+
+
+def dry_check_model(G, torch, dev, vitc, s, sos, batches, log):
+    """--cpu-dry-run: what check_model does before the GPU: the references, and every precision's .so
+    inspected, loaded through ctypes and its context refused for want of a device."""
+    rows = []
+    inputs = references(G, torch, dev, s, batches)
+    shapes = " ".join(f"b{b}:{tuple(r.shape)}" for b, (_, r) in inputs.items())
+    for p in PRECISIONS:
+        so = sos.get((s.name, p))
+        if not so:
+            rows.append(dict(model=s.name, precision=p, batch=0, ok=False, note="compile failed (compile.log)"))
+            continue
+        notes = []
+        r = subprocess.run([vitc.bin, "inspect", so], capture_output=True, text=True)
+        if r.returncode != 0 or "cuda" not in r.stdout:
+            notes.append(f"vitc inspect: exit {r.returncode} {r.stderr.strip()[:200]}")
+        m = vitc.load(so)
+        try:
+            vitc.context(m)
+            notes.append("a context without a GPU")
+        except RuntimeError as e:
+            if "vitc_context_create" not in str(e):
+                notes.append(str(e))
+        finally:
+            vitc.free(m)
+        rows.append(dict(model=s.name, precision=p, batch=0, ok=not notes,
+                         note="; ".join(notes) or "compiled, inspected, loaded; not run (no GPU)"))
+        log(f"dry {s.name} {p}: {rows[-1]['note']} (references {shapes})")
     return rows
 
 
@@ -359,12 +414,21 @@ def eager_bf16(G, torch, s, dev):
     return m.to(dev).to(torch.bfloat16)
 
 
-def time_model(G, torch, dev, vitc, s, so, batches, args, peak, log):
-    timer = Timer(torch, dev)
+def time_setup(G, torch, dev, s, log):
+    """GFLOP per image (fp32 model, FlopCounterMode), the bf16 eager model and its output width."""
     fp32 = G.make_model(s.builder, s.seed).to(dev)
     gflop = flop_per_image(torch, fp32, s.image, dev) / 1e9
     del fp32
     eager = eager_bf16(G, torch, s, dev)
+    with torch.inference_mode():
+        classes = eager(torch.zeros(1, 3, s.image, s.image, device=dev, dtype=torch.bfloat16)).shape[-1]
+    log(f"time {s.name}: {gflop:.2f} GFLOP per image, {classes} outputs")
+    return gflop, eager, classes
+
+
+def time_model(G, torch, dev, vitc, s, so, batches, args, peak, log):
+    timer = Timer(torch, dev)
+    gflop, eager, classes = time_setup(G, torch, dev, s, log)
     compiled = None
     if not args.no_compile:
         compiled = torch.compile(eager, mode=args.compile_mode, dynamic=False)
@@ -374,7 +438,7 @@ def time_model(G, torch, dev, vitc, s, so, batches, args, peak, log):
     try:
         for b in batches:
             x = torch.from_numpy(G.make_input(s.input_seed, b, s.image)).to(dev)
-            y = torch.empty(b, eager(x[:1].bfloat16()).shape[-1], dtype=torch.float32, device=dev)
+            y = torch.empty(b, classes, dtype=torch.float32, device=dev)
             pin = dev.type == "cuda"
             xh = x.cpu().pin_memory() if pin else x.cpu()
             yh = torch.empty(y.shape, dtype=torch.float32).pin_memory() if pin else torch.empty(y.shape)
@@ -421,12 +485,16 @@ def fmt(v, spec=".3f"):
     return format(v, spec) if isinstance(v, float) else str(v)
 
 
-def report(args, info, checks, large_tile, timings, peak, out):
+def report(args, info, checks, large_tile, skipped, timings, peak, out):
     fails = [r for r in checks if not r["ok"]]
     L = [f"# vitc on the GPU: {info['date']}", "",
          f"Device: **{info['device']}** (sm_{info['arch']}), driver {info['driver']}.  Commit {info['commit']}.  "
          f"PyTorch {info['torch']}, Python {info['python']}, host {info['host']}.",
-         f"Command: `gpu-check {' '.join(sys.argv[1:])}` ({'quick' if args.quick else 'full'}).", "",
+         f"Command: `gpu-check {' '.join(sys.argv[1:])}` ({'quick' if args.quick else 'full'}"
+         f"{'; CPU dry run: nothing ran on a GPU' if args.cpu_dry_run else ''}).", ""]
+    if skipped:
+        L += ["Skipped (a Python package missing here): " + "; ".join(skipped) + ".", ""]
+    L += [
          "## Correctness", "",
          f"{len(checks) - len(fails)} of {len(checks)} model/precision/batch checks pass "
          "(against PyTorch fp32 on this GPU, TF32 off; error = max|out-ref|/max|ref|; bars: fp32 1e-4, tf32 1e-3, "
@@ -461,7 +529,8 @@ def report(args, info, checks, large_tile, timings, peak, out):
     with open(os.path.join(out, "results-gpu.md"), "w") as f:
         f.write(text)
     with open(os.path.join(out, "results-gpu.json"), "w") as f:
-        json.dump(dict(info=info, peak_tflops=peak, large_tile=large_tile, checks=checks, timings=timings), f, indent=1)
+        json.dump(dict(info=info, peak_tflops=peak, large_tile=large_tile, skipped=skipped, checks=checks,
+                       timings=timings), f, indent=1)
     return text, fails
 
 
@@ -479,6 +548,9 @@ def main():
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1), help="parallel vitc compiles")
+    ap.add_argument("--cpu-dry-run", action="store_true",
+                    help="without a GPU, everything before it: models, compiles, vitc inspect, PyTorch fp32 "
+                         "references and the timing setup on the CPU; then stop (exit 0 when all of that works)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     os.makedirs(args.work, exist_ok=True)
@@ -486,15 +558,18 @@ def main():
     emu = os.environ.get("VITC_KIT_EMULATE")  # tests only: the CPU emulation of the driver
 
     vitc = Vitc(args.kit)
+    dry = args.cpu_dry_run
     gpu, arch, why = vitc.device()
-    if not gpu:
+    if dry:
+        gpu, arch = f"none (--cpu-dry-run; vitc's device: {gpu or why})", 0
+    elif not gpu:
         raise SetupError(f"no GPU: {why}")
     try:
         import numpy  # noqa: F401
         import torch
     except ImportError as e:
         raise SetupError(f"PyTorch and numpy are needed here: {e}")
-    if emu:
+    if emu or dry:
         dev = torch.device("cpu")
     elif not torch.cuda.is_available():
         raise SetupError(f"no GPU: vitc sees {gpu}, but PyTorch {torch.__version__} sees no CUDA device")
@@ -531,8 +606,15 @@ def main():
 
     checks, large_tile = [], []
     for s in specs:
+        if not s.onnx:
+            if s.error:
+                checks.append(dict(model=s.name, precision="-", batch=0, ok=False, note=s.error))
+            continue
         b = batches if s.full or emu else sorted(set(batches) | {1, 8, 64, 256})  # tiny: every batch
-        checks += check_model(G, torch, dev, vitc, s, sos, b, log)
+        if dry:
+            checks += dry_check_model(G, torch, dev, vitc, s, sos, b, log)
+        else:
+            checks += check_model(G, torch, dev, vitc, s, sos, b, log)
         so = sos.get((s.name, "bf16"))
         if so and has_large_tile(vitc, so):
             large_tile.append(s.name)
@@ -546,8 +628,15 @@ def main():
     for r in fails:
         log(f"FAIL {r['model']} {r['precision']} batch {r['batch']}: {r['note']}")
 
+    skipped = [f"{s.name}: {s.skip}" for s in specs if s.skip]
     timings, peak = [], None
-    if not args.no_time:
+    if dry:
+        for s in specs:
+            if s.full and s.onnx:
+                time_setup(G, torch, dev, s, log)
+        log("cpu-dry-run: stopping here; the rest needs the GPU (vitc_run_device, graph replay, "
+            "the comparison with the references, timings)")
+    elif not args.no_time:
         peak = measured_peak(torch, dev, Timer(torch, dev))
         log(f"bf16 matmul peak: {peak:.0f} TFLOP/s")
         for s in specs:
@@ -557,7 +646,7 @@ def main():
                     log(f"time {s.name}: skipped (bf16 failed its check)")
                     continue
                 timings += time_model(G, torch, dev, vitc, s, sos[(s.name, "bf16")], batches, args, peak, log)
-    text, fails = report(args, info, checks, large_tile, timings, peak, args.out)
+    text, fails = report(args, info, checks, large_tile, skipped, timings, peak, args.out)
     print(text)
     log(f"wrote {args.out}/results-gpu.md, results-gpu.json; " + (f"{len(fails)} FAILURES" if fails else "all checks pass"))
     return 1 if fails else 0
