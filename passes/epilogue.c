@@ -4,7 +4,6 @@
  * ops.def specifies: y = act(x @ W + bias) + residual. */
 #include "passes/rewrite.h"
 
-#include <string.h>
 
 /* Clip's bounds (optional constant inputs); 0 if they are not constants. */
 static int clip_bounds(const ir_graph *g, const ir_node *n, double *lo, double *hi)
@@ -19,8 +18,11 @@ static int clip_bounds(const ir_graph *g, const ir_node *n, double *lo, double *
 static int activation_of(const ir_graph *g, const ir_node *n, char *why, size_t nwhy)
 {
     if (n->op == IR_OP_GELU) {
-        const ir_attr *a = ir_attr_get(n, IR_ATTR_APPROXIMATE);
-        return a && a->kind == IR_AT_STRING && strcmp(a->s, "tanh") == 0 ? IR_ACT_GELU_TANH : IR_ACT_GELU_ERF;
+        ir_act a = ir_gelu_act(n);
+        if (a != IR_ACT_NONE)
+            return a;
+        snprintf(why, nwhy, "the Gelu's approximation is neither \"none\" nor \"tanh\"");
+        return -2;
     }
     if (n->op == IR_OP_RELU)
         return IR_ACT_RELU;
