@@ -4,7 +4,6 @@
  * ops.def specifies: y = act(x @ W + bias) + residual. */
 #include "passes/rewrite.h"
 
-
 /* Clip's bounds (optional constant inputs); 0 if they are not constants. */
 static int clip_bounds(const ir_graph *g, const ir_node *n, double *lo, double *hi)
 {
