@@ -38,6 +38,25 @@ static int identity_perm(const ir_node *n, int rank)
     return 1;
 }
 
+/* 1 if every step of Slice n is a known positive number (absent steps are 1):
+ * then a Slice that keeps its input's shape starts at 0 on every axis and is
+ * the identity.  A negative step keeps the shape and reverses the axis. */
+static int forward_slice(const ir_graph *g, const ir_node *n)
+{
+    int st = ir_input(n, 4);
+    if (st < 0)
+        return 1;
+    int64_t count;
+    double *steps = rw_const_f64(g, st, &count);
+    if (!steps)
+        return 0;
+    int ok = 1;
+    for (int64_t i = 0; i < count; i++)
+        ok &= steps[i] > 0;
+    free(steps);
+    return ok;
+}
+
 /* The input a no-op node passes through unchanged, or -1. */
 static int noop_input(const ir_graph *g, const ir_node *n)
 {
@@ -58,7 +77,9 @@ static int noop_input(const ir_graph *g, const ir_node *n)
         return identity_perm(n, g->values[x].rank) ? x : -1;
     if (n->op == IR_OP_CONCAT)
         return n->ninputs == 1 ? x : -1;
-    return n->op == IR_OP_EXPAND || n->op == IR_OP_SLICE || n->op == IR_OP_CAST ? x : -1;
+    if (n->op == IR_OP_SLICE)
+        return forward_slice(g, n) ? x : -1;
+    return n->op == IR_OP_EXPAND || n->op == IR_OP_CAST ? x : -1;
 }
 
 typedef struct {

@@ -519,6 +519,48 @@ static void test_view_round_trips_cancel_and_reshape_chains_collapse(void **stat
     ir_graph_free(g);
 }
 
+/* A Slice that keeps its input's shape is dropped only when it is the
+ * identity: with step -1 it reverses its axis and must stay. */
+static void test_full_slice_is_dropped_but_a_reversing_one_stays(void **state)
+{
+    (void)state;
+    ir_graph *g = tu_graph_new("test.onnx", 17);
+    int x = tu_input(g, "x", IR_F32, 3, TU_DIMS(-1, 4, 6));
+    int axes = tu_const_ints(g, "axes", 1, (int64_t[]){2});
+    int full = tu_node(g, IR_OP_SLICE, "full", IR_F32, 4,
+                       TU_IN(x, tu_const_ints(g, "s0", 1, (int64_t[]){0}), tu_const_ints(g, "e6", 1, (int64_t[]){6}),
+                             axes),
+                       0, NULL);
+    int rev = tu_node(g, IR_OP_SLICE, "reverse", IR_F32, 5,
+                      TU_IN(full, tu_const_ints(g, "sm1", 1, (int64_t[]){-1}),
+                            tu_const_ints(g, "emax", 1, (int64_t[]){-100}), axes,
+                            tu_const_ints(g, "step", 1, (int64_t[]){-1})),
+                      0, NULL);
+    tu_output(g, N1(IR_OP_NEG, "neg", rev));
+    free(optimize_checked(g, 0));
+    assert_int_equal(count_op(g, IR_OP_SLICE), 1);
+    ir_graph_free(g);
+}
+
+/* GELU as users write it, with the 1/2 and the products grouped in other
+ * orders: (x * (1 + erf(x * 0.7071))) / 2 and x * (0.5 * (1 + erf(x / 1.4142))). */
+static void test_gelu_spellings_with_other_groupings_fuse(void **state)
+{
+    (void)state;
+    ir_graph *g = tu_graph_new("test.onnx", 17);
+    int x = tu_input(g, "x", IR_F32, 3, TU_DIMS(-1, 3, 6));
+    int e1 = N1(IR_OP_ERF, "g1/Erf", N2(IR_OP_MUL, "g1/Scale", x, tu_scalar(g, "inv_sqrt2", 0.70710678f)));
+    int a1 = N2(IR_OP_ADD, "g1/Add", e1, tu_scalar(g, "one1", 1));
+    tu_output(g, N2(IR_OP_DIV, "g1/Half", N2(IR_OP_MUL, "g1/Mul", x, a1), tu_scalar(g, "two", 2)));
+    int e2 = N1(IR_OP_ERF, "g2/Erf", N2(IR_OP_DIV, "g2/Scale", x, tu_scalar(g, "sqrt2", 1.41421356f)));
+    int a2 = N2(IR_OP_ADD, "g2/Add", tu_scalar(g, "one2", 1), e2);
+    tu_output(g, N2(IR_OP_MUL, "g2/Mul", x, N2(IR_OP_MUL, "g2/Half", tu_scalar(g, "half", 0.5f), a2)));
+    free(optimize_checked(g, 1e-6));
+    assert_int_equal(count_op(g, IR_OP_GELU), 2);
+    assert_int_equal(count_op(g, IR_OP_ERF), 0);
+    ir_graph_free(g);
+}
+
 /* sqrt(16) / 2 of constants is folded to a constant before it scales x. */
 static void test_constant_arithmetic_folds(void **state)
 {
@@ -883,7 +925,8 @@ TU_MAIN(setup, NULL, test_linear_kernel_matches_a_loop_for_every_activation,
         test_gelu_erf_after_matmul_becomes_linear_with_gelu, test_gemm_relu6_residual_becomes_one_linear,
         test_clip_to_5_is_not_relu6, test_einsum_attention_interleaved_with_scale_after_softmax,
         test_batchnorm_after_linear_folds_into_its_weights, test_patch_conv_becomes_crop_reshape_and_linear,
-        test_view_round_trips_cancel_and_reshape_chains_collapse, test_constant_arithmetic_folds,
+        test_view_round_trips_cancel_and_reshape_chains_collapse, test_full_slice_is_dropped_but_a_reversing_one_stays,
+        test_gelu_spellings_with_other_groupings_fuse, test_constant_arithmetic_folds,
         test_unread_layernorm_statistics_are_dropped,
         test_pattern_and_near_miss_models_fuse_or_explain_why_not,
         test_fixtures_fuse_to_the_expected_graph_and_keep_their_outputs,
