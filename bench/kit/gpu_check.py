@@ -426,7 +426,8 @@ def time_setup(G, torch, dev, s, log):
     return gflop, eager, classes
 
 
-def time_model(G, torch, dev, vitc, s, so, batches, args, peak, log):
+def time_model(G, torch, dev, vitc, s, so, batches, args, rows, log):
+    """Appends one row per batch to rows (those done stay there when a later batch raises)."""
     timer = Timer(torch, dev)
     gflop, eager, classes = time_setup(G, torch, dev, s, log)
     compiled = None
@@ -434,7 +435,6 @@ def time_model(G, torch, dev, vitc, s, so, batches, args, peak, log):
         compiled = torch.compile(eager, mode=args.compile_mode, dynamic=False)
     m = vitc.load(so)
     ctx = vitc.context(m)
-    rows = []
     try:
         for b in batches:
             x = torch.from_numpy(G.make_input(s.input_seed, b, s.image)).to(dev)
@@ -473,7 +473,6 @@ def time_model(G, torch, dev, vitc, s, so, batches, args, peak, log):
             log("time " + " ".join(f"{k}={fmt(v)}" for k, v in row.items()))
     finally:
         vitc.free(m, ctx)
-    return rows
 
 
 # ------------------------------------------------------------------------------------------------
@@ -493,7 +492,7 @@ def report(args, info, checks, large_tile, skipped, timings, peak, out):
          f"Command: `gpu-check {' '.join(sys.argv[1:])}` ({'quick' if args.quick else 'full'}"
          f"{'; CPU dry run: nothing ran on a GPU' if args.cpu_dry_run else ''}).", ""]
     if skipped:
-        L += ["Skipped (a Python package missing here): " + "; ".join(skipped) + ".", ""]
+        L += ["Left out: " + "; ".join(skipped) + ".", ""]
     L += [
          "## Correctness", "",
          f"{len(checks) - len(fails)} of {len(checks)} model/precision/batch checks pass "
@@ -637,6 +636,9 @@ def main():
         log("cpu-dry-run: stopping here; the rest needs the GPU (vitc_run_device, graph replay, "
             "the comparison with the references, timings)")
     elif not args.no_time:
+        # the correctness report is written before the timings, so that it survives a timing that
+        # fails or runs past the command's time limit
+        report(args, info, checks, large_tile, skipped + ["timings: not (yet) run"], timings, peak, args.out)
         peak = measured_peak(torch, dev, Timer(torch, dev))
         log(f"bf16 matmul peak: {peak:.0f} TFLOP/s")
         for s in specs:
@@ -645,7 +647,16 @@ def main():
                 if bad or not sos.get((s.name, "bf16")):
                     log(f"time {s.name}: skipped (bf16 failed its check)")
                     continue
-                timings += time_model(G, torch, dev, vitc, s, sos[(s.name, "bf16")], batches, args, peak, log)
+                try:
+                    time_model(G, torch, dev, vitc, s, sos[(s.name, "bf16")], batches, args, timings, log)
+                except Exception as e:  # noqa: BLE001  (the correctness results are kept and reported)
+                    why = f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:300]}"
+                    skipped.append(f"timing of {s.name} failed after {len([r for r in timings if r['model'] == s.name])} "
+                                   f"batches: {why}")
+                    log(f"time {s.name}: FAILED: {why}")
+                    traceback.print_exc()
+                    if dev.type == "cuda":
+                        torch.cuda.empty_cache()
     text, fails = report(args, info, checks, large_tile, skipped, timings, peak, args.out)
     print(text)
     log(f"wrote {args.out}/results-gpu.md, results-gpu.json; " + (f"{len(fails)} FAILURES" if fails else "all checks pass"))
