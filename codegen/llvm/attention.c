@@ -222,7 +222,7 @@ static void emit_product(kern *k, LLVMValueRef *full, LLVMValueRef *rem, int64_t
                      NULL, rs, kc, NULL, NULL);
 }
 
-static LLVMValueRef emit_task(kern *k, attn_emit *e, const char *name, LLVMTypeRef argsty, LLVMTypeRef cloty)
+static LLVMValueRef emit_task(kern *k, attn_emit *e, const char *name, LLVMTypeRef argsty)
 {
     const cg_attention_desc *d = e->d;
     const attn_plan *p = e->p;
@@ -242,17 +242,14 @@ static LLVMValueRef emit_task(kern *k, attn_emit *e, const char *name, LLVMTypeR
     emit_zero_cols(k, kt, p->np, D, N, p->np);
     emit_zero_cols(k, vp, p->dp, N, D, p->dp);
 
-    LLVMValueRef clo = LLVMGetParam(fn, 0);
-    LLVMValueRef args = kern_field(k, cloty, clo, 0, k->ptr);
-    LLVMValueRef nrb = kern_field(k, cloty, clo, 1, k->i64);
-    LLVMValueRef rbk = kern_field(k, cloty, clo, 2, k->i64);
+    LLVMValueRef args, nrb, rbk;
+    kern_task_closure(k, fn, &args, &nrb, &rbk);
     LLVMValueRef qkv = kern_field(k, argsty, args, 0, k->ptr);
     LLVMValueRef out = kern_field(k, argsty, args, 1, k->ptr);
 
     kern_loop T;
-    kern_for(k, &T, LLVMGetParam(fn, 1), LLVMGetParam(fn, 2), 1, 0, 0, NULL, "task");
-    LLVMValueRef bh = LLVMBuildSDiv(b, T.iv, nrb, "bh");
-    LLVMValueRef rblk = LLVMBuildSub(b, T.iv, kern_mul(k, bh, nrb), "rblk");
+    LLVMValueRef bh, rblk;
+    kern_task_loop(k, fn, &T, nrb, &bh, &rblk);
     LLVMValueRef img = LLVMBuildSDiv(b, bh, kern_i64(k, d->heads), "img");
     LLVMValueRef h = LLVMBuildSub(b, bh, kern_mulc(k, img, d->heads), "head");
     LLVMValueRef base = kern_gep(k, qkv, kern_mulc(k, img, N * p->ld));
@@ -286,29 +283,16 @@ static LLVMValueRef emit_task(kern *k, attn_emit *e, const char *name, LLVMTypeR
 }
 
 static LLVMValueRef emit_driver(kern *k, const char *name, const cg_attention_desc *d, const attn_plan *p,
-                                LLVMValueRef task, LLVMTypeRef argsty, LLVMTypeRef cloty)
+                                LLVMValueRef task, LLVMTypeRef argsty)
 {
-    LLVMBuilderRef b = k->b;
-    LLVMValueRef fn = kern_func(k, name, kern_driver_type(k), 0);
-    LLVMValueRef args = LLVMGetParam(fn, 0);
-    LLVMValueRef batch = kern_field(k, argsty, args, 2, k->i64);
-    LLVMBasicBlockRef brun = kern_block(k, "run"), bret = kern_block(k, "ret");
-    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSGT, batch, kern_i64(k, 0), ""), brun, bret);
-    LLVMPositionBuilderAtEnd(b, bret);
-    LLVMBuildRetVoid(b);
-    LLVMPositionBuilderAtEnd(b, brun);
-    LLVMValueRef nt = kern_max(k, LLVMBuildSExt(b, LLVMGetParam(fn, 3), k->i64, ""), kern_i64(k, 1));
+    LLVMValueRef batch, nt;
+    LLVMValueRef fn = kern_driver_open(k, name, argsty, 2, &batch, &nt);
     LLVMValueRef bh = kern_mulc(k, batch, d->heads);
     int64_t maxrb = (d->tokens + p->mr - 1) / p->mr;
     LLVMValueRef nrb = kern_min(k, kern_cdiv(k, kern_mulc(k, nt, 3), bh), kern_i64(k, maxrb));
     LLVMValueRef rbk = kern_mulc(k, kern_cdiv(k, kern_cdiv(k, kern_i64(k, d->tokens), nrb), kern_i64(k, p->mr)), p->mr);
     nrb = kern_cdiv(k, kern_i64(k, d->tokens), rbk);
-    LLVMValueRef clo = LLVMBuildAlloca(b, cloty, "closure");
-    LLVMBuildStore(b, args, LLVMBuildStructGEP2(b, cloty, clo, 0, ""));
-    LLVMBuildStore(b, nrb, LLVMBuildStructGEP2(b, cloty, clo, 1, ""));
-    LLVMBuildStore(b, rbk, LLVMBuildStructGEP2(b, cloty, clo, 2, ""));
-    kern_call_pf(k, LLVMGetParam(fn, 2), LLVMGetParam(fn, 1), kern_mul(k, bh, nrb), task, clo);
-    LLVMBuildRetVoid(b);
+    kern_driver_close(k, fn, nrb, rbk, kern_mul(k, bh, nrb), task);
     return fn;
 }
 
@@ -320,14 +304,10 @@ LLVMValueRef cg_attention_emit(LLVMModuleRef mod, const char *name, const cg_att
         return NULL;
     LLVMValueRef fn = NULL;
     attn_emit e = {.d = d, .p = &p};
-    char tag[32], buf[256];
-    kern_target_tag(&k, tag, sizeof tag);
-    LLVMTypeRef f[3] = {k.ptr, k.ptr, k.i64};
-    LLVMTypeRef argsty = LLVMStructTypeInContext(k.ctx, f, 3, 0);
-    LLVMTypeRef c[3] = {k.ptr, k.i64, k.i64};
-    LLVMTypeRef cloty = LLVMStructTypeInContext(k.ctx, c, 3, 0);
+    char buf[256];
+    LLVMTypeRef argsty = kern_args_type(&k, 2);
     union { float f; uint32_t u; } sc = {.f = d->scale}, ps = {.f = d->post_scale};
-    snprintf(buf, sizeof buf, "vitc.attention.%s.n%lld.h%lld.d%lld.l%d.s%08x.p%08x", tag, (long long)d->tokens,
+    snprintf(buf, sizeof buf, "vitc.attention.%s.n%lld.h%lld.d%lld.l%d.s%08x.p%08x", k.tag, (long long)d->tokens,
              (long long)d->heads, (long long)d->head_size, d->qkv_layout, (unsigned)sc.u, (unsigned)ps.u);
     LLVMValueRef task = LLVMGetNamedFunction(mod, buf);
     if (!task) {
@@ -350,9 +330,9 @@ LLVMValueRef cg_attention_emit(LLVMModuleRef mod, const char *name, const cg_att
         char smname[300];
         snprintf(smname, sizeof smname, "%s.softmax", buf);
         e.softmax = emit_softmax(&k, smname, d, &p);
-        task = emit_task(&k, &e, buf, argsty, cloty);
+        task = emit_task(&k, &e, buf, argsty);
     }
-    fn = emit_driver(&k, name, d, &p, task, argsty, cloty);
+    fn = emit_driver(&k, name, d, &p, task, argsty);
 done:
     kern_dispose(&k);
     return fn;

@@ -102,7 +102,7 @@ static void emit_panel(kern *k, bgemm_emit *e, LLVMValueRef *kernels, LLVMValueR
         kern_for_end(k, &KB, NULL);
 }
 
-static LLVMValueRef emit_task(kern *k, bgemm_emit *e, const char *name, LLVMTypeRef argsty, LLVMTypeRef cloty)
+static LLVMValueRef emit_task(kern *k, bgemm_emit *e, const char *name, LLVMTypeRef argsty)
 {
     const cg_bgemm_desc *d = e->d;
     const bgemm_plan *p = e->p;
@@ -122,18 +122,15 @@ static LLVMValueRef emit_task(kern *k, bgemm_emit *e, const char *name, LLVMType
             kern_for_end(k, &Z, NULL);
         }
     }
-    LLVMValueRef clo = LLVMGetParam(fn, 0);
-    LLVMValueRef args = kern_field(k, cloty, clo, 0, k->ptr);
-    LLVMValueRef nmb = kern_field(k, cloty, clo, 1, k->i64);
-    LLVMValueRef mc = kern_field(k, cloty, clo, 2, k->i64);
+    LLVMValueRef args, nmb, mc;
+    kern_task_closure(k, fn, &args, &nmb, &mc);
     LLVMValueRef A = kern_field(k, argsty, args, 0, k->ptr);
     LLVMValueRef B = kern_field(k, argsty, args, 1, k->ptr);
     LLVMValueRef C = kern_field(k, argsty, args, 2, k->ptr);
 
     kern_loop T;
-    kern_for(k, &T, LLVMGetParam(fn, 1), LLVMGetParam(fn, 2), 1, 0, 0, NULL, "task");
-    LLVMValueRef bi = LLVMBuildSDiv(b, T.iv, nmb, "item");
-    LLVMValueRef mi = LLVMBuildSub(b, T.iv, kern_mul(k, bi, nmb), "mi");
+    LLVMValueRef bi, mi;
+    kern_task_loop(k, fn, &T, nmb, &bi, &mi);
     e->m0 = kern_mul(k, mi, mc);
     e->m1 = kern_min(k, kern_i64(k, d->M), kern_add(k, e->m0, mc));
     e->Ab = kern_gep(k, A, kern_mulc(k, bi, d->a_batch_stride));
@@ -153,29 +150,16 @@ static LLVMValueRef emit_task(kern *k, bgemm_emit *e, const char *name, LLVMType
 }
 
 static LLVMValueRef emit_driver(kern *k, const char *name, const cg_bgemm_desc *d, const bgemm_plan *p,
-                                LLVMValueRef task, LLVMTypeRef argsty, LLVMTypeRef cloty)
+                                LLVMValueRef task, LLVMTypeRef argsty)
 {
-    LLVMBuilderRef b = k->b;
-    LLVMValueRef fn = kern_func(k, name, kern_driver_type(k), 0);
-    LLVMValueRef args = LLVMGetParam(fn, 0);
-    LLVMValueRef batch = kern_field(k, argsty, args, 3, k->i64);
-    LLVMBasicBlockRef brun = kern_block(k, "run"), bret = kern_block(k, "ret");
-    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSGT, batch, kern_i64(k, 0), ""), brun, bret);
-    LLVMPositionBuilderAtEnd(b, bret);
-    LLVMBuildRetVoid(b);
-    LLVMPositionBuilderAtEnd(b, brun);
-    LLVMValueRef nt = kern_max(k, LLVMBuildSExt(b, LLVMGetParam(fn, 3), k->i64, ""), kern_i64(k, 1));
+    LLVMValueRef batch, nt;
+    LLVMValueRef fn = kern_driver_open(k, name, argsty, 3, &batch, &nt);
     int64_t mrb = (d->M + p->mr - 1) / p->mr;
     /* split rows only when there are fewer than 3 items per thread */
     LLVMValueRef nmb = kern_min(k, kern_cdiv(k, kern_mulc(k, nt, 3), batch), kern_i64(k, mrb));
     LLVMValueRef mc = kern_mulc(k, kern_cdiv(k, kern_i64(k, mrb), nmb), p->mr);
     nmb = kern_cdiv(k, kern_i64(k, d->M), mc);
-    LLVMValueRef clo = LLVMBuildAlloca(b, cloty, "closure");
-    LLVMBuildStore(b, args, LLVMBuildStructGEP2(b, cloty, clo, 0, ""));
-    LLVMBuildStore(b, nmb, LLVMBuildStructGEP2(b, cloty, clo, 1, ""));
-    LLVMBuildStore(b, mc, LLVMBuildStructGEP2(b, cloty, clo, 2, ""));
-    kern_call_pf(k, LLVMGetParam(fn, 2), LLVMGetParam(fn, 1), kern_mul(k, batch, nmb), task, clo);
-    LLVMBuildRetVoid(b);
+    kern_driver_close(k, fn, nmb, mc, kern_mul(k, batch, nmb), task);
     return fn;
 }
 
@@ -187,14 +171,10 @@ LLVMValueRef cg_bgemm_emit(LLVMModuleRef mod, const char *name, const cg_bgemm_d
         return NULL;
     LLVMValueRef fn = NULL;
     bgemm_emit e = {.d = d, .p = &p};
-    char tag[32], buf[320];
-    kern_target_tag(&k, tag, sizeof tag);
-    LLVMTypeRef f[4] = {k.ptr, k.ptr, k.ptr, k.i64};
-    LLVMTypeRef argsty = LLVMStructTypeInContext(k.ctx, f, 4, 0);
-    LLVMTypeRef c[3] = {k.ptr, k.i64, k.i64};
-    LLVMTypeRef cloty = LLVMStructTypeInContext(k.ctx, c, 3, 0);
+    char buf[320];
+    LLVMTypeRef argsty = kern_args_type(&k, 3);
     union { float f; uint32_t u; } alpha = {.f = d->alpha};
-    snprintf(buf, sizeof buf, "vitc.bgemm.%s.M%lld.N%lld.K%lld.ld%lld.%lld.%lld.bs%lld.%lld.%lld.t%d.s%08x", tag,
+    snprintf(buf, sizeof buf, "vitc.bgemm.%s.M%lld.N%lld.K%lld.ld%lld.%lld.%lld.bs%lld.%lld.%lld.t%d.s%08x", k.tag,
              (long long)d->M, (long long)d->N, (long long)d->K, (long long)d->lda, (long long)d->ldb,
              (long long)d->ldc, (long long)d->a_batch_stride, (long long)d->b_batch_stride,
              (long long)d->c_batch_stride, d->trans_b ? 1 : 0, (unsigned)alpha.u);
@@ -213,9 +193,9 @@ LLVMValueRef cg_bgemm_emit(LLVMModuleRef mod, const char *name, const cg_bgemm_d
             if (kern_uk_set(&k, &s, e.rem))
                 goto done;
         }
-        task = emit_task(&k, &e, buf, argsty, cloty);
+        task = emit_task(&k, &e, buf, argsty);
     }
-    fn = emit_driver(&k, name, d, &p, task, argsty, cloty);
+    fn = emit_driver(&k, name, d, &p, task, argsty);
 done:
     kern_dispose(&k);
     return fn;

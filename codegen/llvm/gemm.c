@@ -130,16 +130,14 @@ static void emit_kblock(kern *k, gemm_emit *e, LLVMValueRef p0, LLVMValueRef p1,
 }
 
 /* task(closure {args, nmb, mc}, begin, end): tasks t = ni * nmb + mi. */
-static LLVMValueRef emit_task(kern *k, gemm_emit *e, const char *name, LLVMTypeRef argsty, LLVMTypeRef cloty)
+static LLVMValueRef emit_task(kern *k, gemm_emit *e, const char *name, LLVMTypeRef argsty)
 {
     const cg_gemm_desc *d = e->d;
     const gemm_plan *p = e->p;
     LLVMBuilderRef b = k->b;
     LLVMValueRef fn = kern_func(k, name, kern_task_type(k), 1);
-    LLVMValueRef clo = LLVMGetParam(fn, 0);
-    LLVMValueRef args = kern_field(k, cloty, clo, 0, k->ptr);
-    LLVMValueRef nmb = kern_field(k, cloty, clo, 1, k->i64);
-    LLVMValueRef mc = kern_field(k, cloty, clo, 2, k->i64);
+    LLVMValueRef args, nmb, mc;
+    kern_task_closure(k, fn, &args, &nmb, &mc);
     e->A = kern_field(k, argsty, args, 0, k->ptr);
     e->W = kern_field(k, argsty, args, 1, k->ptr);
     e->bias = kern_field(k, argsty, args, 2, k->ptr);
@@ -148,9 +146,8 @@ static LLVMValueRef emit_task(kern *k, gemm_emit *e, const char *name, LLVMTypeR
     LLVMValueRef M = kern_field(k, argsty, args, 5, k->i64);
 
     kern_loop T;
-    kern_for(k, &T, LLVMGetParam(fn, 1), LLVMGetParam(fn, 2), 1, 0, 0, NULL, "task");
-    LLVMValueRef ni = LLVMBuildSDiv(b, T.iv, nmb, "ni");
-    LLVMValueRef mi = LLVMBuildSub(b, T.iv, kern_mul(k, ni, nmb), "mi");
+    LLVMValueRef ni, mi;
+    kern_task_loop(k, fn, &T, nmb, &ni, &mi);
     e->m0 = kern_mul(k, mi, mc);
     e->m1 = kern_min(k, M, kern_add(k, e->m0, mc));
     LLVMValueRef p0 = kern_mulc(k, ni, p->ppb);
@@ -174,29 +171,16 @@ static LLVMValueRef emit_task(kern *k, gemm_emit *e, const char *name, LLVMTypeR
 
 /* driver(args, pool, pf, nthreads): picks the row block mc and runs the tasks. */
 static LLVMValueRef emit_driver(kern *k, const char *name, const gemm_plan *p, LLVMValueRef task,
-                                LLVMTypeRef argsty, LLVMTypeRef cloty)
+                                LLVMTypeRef argsty)
 {
-    LLVMBuilderRef b = k->b;
-    LLVMValueRef fn = kern_func(k, name, kern_driver_type(k), 0);
-    LLVMValueRef args = LLVMGetParam(fn, 0);
-    LLVMValueRef M = kern_field(k, argsty, args, 5, k->i64);
-    LLVMBasicBlockRef brun = kern_block(k, "run"), bret = kern_block(k, "ret");
-    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSGT, M, kern_i64(k, 0), ""), brun, bret);
-    LLVMPositionBuilderAtEnd(b, bret);
-    LLVMBuildRetVoid(b);
-    LLVMPositionBuilderAtEnd(b, brun);
-    LLVMValueRef nt = kern_max(k, LLVMBuildSExt(b, LLVMGetParam(fn, 3), k->i64, ""), kern_i64(k, 1));
+    LLVMValueRef M, nt;
+    LLVMValueRef fn = kern_driver_open(k, name, argsty, 5, &M, &nt);
     LLVMValueRef mrb = kern_cdiv(k, M, kern_i64(k, p->mr));
     LLVMValueRef want = kern_cdiv(k, kern_mulc(k, nt, 3), kern_i64(k, p->nnb));
     LLVMValueRef nmb = kern_min(k, kern_max(k, kern_cdiv(k, M, kern_i64(k, p->mc_max)), want), mrb);
     LLVMValueRef mc = kern_mulc(k, kern_cdiv(k, mrb, nmb), p->mr);
     nmb = kern_cdiv(k, M, mc);
-    LLVMValueRef clo = LLVMBuildAlloca(b, cloty, "closure");
-    LLVMBuildStore(b, args, LLVMBuildStructGEP2(b, cloty, clo, 0, ""));
-    LLVMBuildStore(b, nmb, LLVMBuildStructGEP2(b, cloty, clo, 1, ""));
-    LLVMBuildStore(b, mc, LLVMBuildStructGEP2(b, cloty, clo, 2, ""));
-    kern_call_pf(k, LLVMGetParam(fn, 2), LLVMGetParam(fn, 1), kern_mulc(k, nmb, p->nnb), task, clo);
-    LLVMBuildRetVoid(b);
+    kern_driver_close(k, fn, nmb, mc, kern_mulc(k, nmb, p->nnb), task);
     return fn;
 }
 
@@ -208,14 +192,10 @@ LLVMValueRef cg_gemm_emit(LLVMModuleRef mod, const char *name, const cg_gemm_des
         return NULL;
     LLVMValueRef fn = NULL;
     gemm_emit e = {.d = d, .p = &p};
-    char tag[32], buf[256];
-    kern_target_tag(&k, tag, sizeof tag);
-    LLVMTypeRef f[6] = {k.ptr, k.ptr, k.ptr, k.ptr, k.ptr, k.i64};
-    LLVMTypeRef argsty = LLVMStructTypeInContext(k.ctx, f, 6, 0);
-    LLVMTypeRef c[3] = {k.ptr, k.i64, k.i64};
-    LLVMTypeRef cloty = LLVMStructTypeInContext(k.ctx, c, 3, 0);
+    char buf[256];
+    LLVMTypeRef argsty = kern_args_type(&k, 5);
     /* the task depends on the description only: shared by equal layers */
-    snprintf(buf, sizeof buf, "vitc.gemm.%s.K%lld.N%lld.a%lld.c%lld.r%lld.e%d%d%d", tag, (long long)d->K,
+    snprintf(buf, sizeof buf, "vitc.gemm.%s.K%lld.N%lld.a%lld.c%lld.r%lld.e%d%d%d", k.tag, (long long)d->K,
              (long long)d->N, (long long)d->lda, (long long)d->ldc, (long long)d->ldr, d->has_bias ? 1 : 0,
              d->has_residual ? 1 : 0, d->activation);
     LLVMValueRef task = LLVMGetNamedFunction(mod, buf);
@@ -233,9 +213,9 @@ LLVMValueRef cg_gemm_emit(LLVMModuleRef mod, const char *name, const cg_gemm_des
             if (kern_uk_set(&k, &s, e.rem))
                 goto done;
         }
-        task = emit_task(&k, &e, buf, argsty, cloty);
+        task = emit_task(&k, &e, buf, argsty);
     }
-    fn = emit_driver(&k, name, &p, task, argsty, cloty);
+    fn = emit_driver(&k, name, &p, task, argsty);
 done:
     kern_dispose(&k);
     return fn;

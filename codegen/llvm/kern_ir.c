@@ -2,6 +2,7 @@
  * kern_ir.h).  Everything here emits at the builder's current position. */
 #include "codegen/llvm/kern_ir.h"
 
+#include <stdio.h>
 #include <string.h>
 
 int kern_init(kern *k, LLVMModuleRef mod, const cg_target *t)
@@ -24,6 +25,7 @@ int kern_init(kern *k, LLVMModuleRef mod, const cg_target *t)
     k->voidt = LLVMVoidTypeInContext(k->ctx);
     k->vty = LLVMVectorType(k->f32, (unsigned)k->vf);
     k->vmask = LLVMVectorType(k->i1, (unsigned)k->vf);
+    snprintf(k->tag, sizeof k->tag, "v%dr%df%d", k->vf, t->nregs, t->has_fma ? 1 : 0);
     return 0;
 }
 
@@ -79,6 +81,66 @@ void kern_call_pf(kern *k, LLVMValueRef pf, LLVMValueRef pool, LLVMValueRef n, L
     LLVMTypeRef pfty = LLVMFunctionType(k->voidt, params, 4, 0);
     LLVMValueRef args[4] = {pool, n, task, arg};
     LLVMBuildCall2(k->b, pfty, pf, args, 4, "");
+}
+
+LLVMTypeRef kern_args_type(kern *k, int nptr)
+{
+    LLVMTypeRef f[8]; /* the kernels pass at most 5 pointers */
+    for (int i = 0; i < nptr; i++)
+        f[i] = k->ptr;
+    f[nptr] = k->i64;
+    return LLVMStructTypeInContext(k->ctx, f, (unsigned)nptr + 1, 0);
+}
+
+LLVMTypeRef kern_closure_type(kern *k)
+{
+    LLVMTypeRef c[3] = {k->ptr, k->i64, k->i64};
+    return LLVMStructTypeInContext(k->ctx, c, 3, 0);
+}
+
+LLVMValueRef kern_driver_open(kern *k, const char *name, LLVMTypeRef argsty, unsigned count_field,
+                              LLVMValueRef *count, LLVMValueRef *nthreads)
+{
+    LLVMBuilderRef b = k->b;
+    LLVMValueRef fn = kern_func(k, name, kern_driver_type(k), 0);
+    *count = kern_field(k, argsty, LLVMGetParam(fn, 0), count_field, k->i64);
+    LLVMBasicBlockRef brun = kern_block(k, "run"), bret = kern_block(k, "ret");
+    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSGT, *count, kern_i64(k, 0), ""), brun, bret);
+    LLVMPositionBuilderAtEnd(b, bret);
+    LLVMBuildRetVoid(b);
+    LLVMPositionBuilderAtEnd(b, brun);
+    *nthreads = kern_max(k, LLVMBuildSExt(b, LLVMGetParam(fn, 3), k->i64, ""), kern_i64(k, 1));
+    return fn;
+}
+
+void kern_driver_close(kern *k, LLVMValueRef fn, LLVMValueRef nblk, LLVMValueRef blk, LLVMValueRef ntasks,
+                       LLVMValueRef task)
+{
+    LLVMBuilderRef b = k->b;
+    LLVMTypeRef cloty = kern_closure_type(k);
+    LLVMValueRef clo = LLVMBuildAlloca(b, cloty, "closure");
+    LLVMBuildStore(b, LLVMGetParam(fn, 0), LLVMBuildStructGEP2(b, cloty, clo, 0, ""));
+    LLVMBuildStore(b, nblk, LLVMBuildStructGEP2(b, cloty, clo, 1, ""));
+    LLVMBuildStore(b, blk, LLVMBuildStructGEP2(b, cloty, clo, 2, ""));
+    kern_call_pf(k, LLVMGetParam(fn, 2), LLVMGetParam(fn, 1), ntasks, task, clo);
+    LLVMBuildRetVoid(b);
+}
+
+void kern_task_closure(kern *k, LLVMValueRef fn, LLVMValueRef *args, LLVMValueRef *nblk, LLVMValueRef *blk)
+{
+    LLVMTypeRef cloty = kern_closure_type(k);
+    LLVMValueRef clo = LLVMGetParam(fn, 0);
+    *args = kern_field(k, cloty, clo, 0, k->ptr);
+    *nblk = kern_field(k, cloty, clo, 1, k->i64);
+    *blk = kern_field(k, cloty, clo, 2, k->i64);
+}
+
+void kern_task_loop(kern *k, LLVMValueRef fn, kern_loop *T, LLVMValueRef nblk, LLVMValueRef *outer,
+                    LLVMValueRef *inner)
+{
+    kern_for(k, T, LLVMGetParam(fn, 1), LLVMGetParam(fn, 2), 1, 0, 0, NULL, "task");
+    *outer = LLVMBuildSDiv(k->b, T->iv, nblk, "outer");
+    *inner = LLVMBuildSub(k->b, T->iv, kern_mul(k, *outer, nblk), "inner");
 }
 
 /* ---- scalars ---- */

@@ -21,6 +21,7 @@ typedef struct {
     LLVMTypeRef f32, i1, i32, i64, ptr, voidt;
     LLVMTypeRef vty;               /* <vf x float> */
     LLVMTypeRef vmask;             /* <vf x i1> */
+    char tag[32];                  /* names the target in generated symbols */
 } kern;
 
 /* A counted loop "for (iv = begin; cond; iv += step)" with values carried
@@ -51,6 +52,26 @@ LLVMTypeRef kern_task_type(kern *k);
 /* Emits pf(pool, n, task, arg): the runtime's parallel_for. */
 void kern_call_pf(kern *k, LLVMValueRef pf, LLVMValueRef pool, LLVMValueRef n, LLVMValueRef task,
                   LLVMValueRef arg);
+/* A kernel's argument struct: nptr pointers, then one i64 (the rows or batch). */
+LLVMTypeRef kern_args_type(kern *k, int nptr);
+/* The closure every kernel's driver hands its tasks: {ptr args, i64 nblk, i64 blk}:
+ * the kernel's argument struct, the number of row blocks and the rows per block. */
+LLVMTypeRef kern_closure_type(kern *k);
+/* Opens driver(args, pool, pf, nthreads) named name: returns at once when the
+ * i64 field count_field of args is <= 0.  Leaves the builder in the block that
+ * runs, with *count that field and *nthreads the thread count (at least 1). */
+LLVMValueRef kern_driver_open(kern *k, const char *name, LLVMTypeRef argsty, unsigned count_field,
+                              LLVMValueRef *count, LLVMValueRef *nthreads);
+/* Closes driver fn: stores {args, nblk, blk} in a closure, runs tasks
+ * 0..ntasks-1 of task over it through the pool's parallel_for, returns. */
+void kern_driver_close(kern *k, LLVMValueRef fn, LLVMValueRef nblk, LLVMValueRef blk, LLVMValueRef ntasks,
+                       LLVMValueRef task);
+/* Reads a task's closure (kern_closure_type) at parameter 0 of task fn. */
+void kern_task_closure(kern *k, LLVMValueRef fn, LLVMValueRef *args, LLVMValueRef *nblk, LLVMValueRef *blk);
+/* Opens the loop over task fn's range [begin, end) in T and splits each task
+ * t into *outer = t / nblk and *inner = t % nblk (the row block). */
+void kern_task_loop(kern *k, LLVMValueRef fn, kern_loop *T, LLVMValueRef nblk, LLVMValueRef *outer,
+                    LLVMValueRef *inner);
 
 /* ---- scalars ---- */
 LLVMValueRef kern_i64(kern *k, int64_t v);

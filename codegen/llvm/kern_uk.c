@@ -183,18 +183,11 @@ LLVMValueRef kern_uk_emit(kern *k, const char *name, const kern_uk *s)
     return fn;
 }
 
-void kern_target_tag(const kern *k, char *buf, size_t n)
-{
-    snprintf(buf, n, "v%dr%df%d", k->vf, k->t.nregs, k->t.has_fma ? 1 : 0);
-}
-
 /* The module-level name of a micro-kernel: every field of the spec. */
 static void uk_name(const kern *k, const kern_uk *s, char *buf, size_t n)
 {
-    char tag[32];
     union { float f; uint32_t u; } alpha = {.f = s->alpha};
-    kern_target_tag(k, tag, sizeof tag);
-    snprintf(buf, n, "vitc.uk.%s.%dx%d.l%d.a%lld.%lld.b%lld.%d.c%lld.r%lld.e%d%d%d.s%08x.%d.k%d", tag, s->mr, s->nv,
+    snprintf(buf, n, "vitc.uk.%s.%dx%d.l%d.a%lld.%lld.b%lld.%d.c%lld.r%lld.e%d%d%d.s%08x.%d.k%d", k->tag, s->mr, s->nv,
              s->last_lanes, (long long)s->lda, (long long)s->a_ks, (long long)s->ldb, s->b_masked, (long long)s->ldc,
              (long long)s->ldr, s->has_bias, s->has_res, s->act, (unsigned)alpha.u, s->row_scale, s->kblocked);
 }

@@ -58,7 +58,4 @@ void kern_uk_rows(kern *k, LLVMValueRef *kernels, int mr, LLVMValueRef row0, LLV
  * so repeated layers cost nothing to compile.  0 on success. */
 int kern_uk_set(kern *k, const kern_uk *s, LLVMValueRef *kernels);
 
-/* Writes into buf a name that identifies the target in generated symbols. */
-void kern_target_tag(const kern *k, char *buf, size_t n);
-
 #endif
