@@ -64,14 +64,21 @@ int ik_copy(ik_ctx *c, ir_tensor *dst, const ir_tensor *src)
     return st;
 }
 
+/* n elements of size elem (at least one byte's worth), or NULL with c's error set. */
+static void *ik_elems(ik_ctx *c, int64_t n, size_t elem)
+{
+    void *p = malloc((size_t)(n ? n : 1) * elem);
+    if (!p)
+        ik_fail(c, VITC_INTERNAL, "out of memory");
+    return p;
+}
+
 double *ik_load_f64(ik_ctx *c, const ir_tensor *t)
 {
     int64_t n = ir_tensor_numel(t);
-    double *p = malloc((size_t)(n ? n : 1) * sizeof *p);
-    if (!p) {
-        ik_fail(c, VITC_INTERNAL, "out of memory");
+    double *p = ik_elems(c, n, sizeof *p);
+    if (!p)
         return NULL;
-    }
     for (int64_t i = 0; i < n; i++)
         p[i] = ir_tensor_get(t, i);
     return p;
@@ -80,11 +87,9 @@ double *ik_load_f64(ik_ctx *c, const ir_tensor *t)
 int64_t *ik_load_i64(ik_ctx *c, const ir_tensor *t)
 {
     int64_t n = ir_tensor_numel(t);
-    int64_t *p = malloc((size_t)(n ? n : 1) * sizeof *p);
-    if (!p) {
-        ik_fail(c, VITC_INTERNAL, "out of memory");
+    int64_t *p = ik_elems(c, n, sizeof *p);
+    if (!p)
         return NULL;
-    }
     for (int64_t i = 0; i < n; i++)
         p[i] = ir_tensor_get_i64(t, i);
     return p;

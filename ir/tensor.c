@@ -162,15 +162,15 @@ double ir_tensor_get(const ir_tensor *t, int64_t i)
     case IR_F64: return ld_f64(t, i);
     case IR_F16: return ir_f16_to_f32(ld_u16(t, i));
     case IR_BF16: return ir_bf16_to_f32(ld_u16(t, i));
-    case IR_U8: return ld_u8(t, i);
-    case IR_I8: return ld_i8(t, i);
-    case IR_U16: return ld_u16(t, i);
-    case IR_I16: return ld_i16(t, i);
-    case IR_U32: return ld_u32(t, i);
-    case IR_I32: return ld_i32(t, i);
-    case IR_U64: return (double)ld_u64(t, i);
-    case IR_I64: return (double)ld_i64(t, i);
-    case IR_BOOL: return ld_u8(t, i) != 0;
+    case IR_U64: return (double)ld_u64(t, i); /* its value, not get_i64's bits */
+    case IR_U8:
+    case IR_I8:
+    case IR_U16:
+    case IR_I16:
+    case IR_U32:
+    case IR_I32:
+    case IR_I64:
+    case IR_BOOL: return (double)ir_tensor_get_i64(t, i);
     case IR_DTYPE_COUNT: break;
     }
     return NAN;
