@@ -264,47 +264,30 @@ static int emit_expand(cg_ctx *cg, int node)
     return emit_views(cg, node, &dst, &b, "Expand");
 }
 
-static int emit_concat(cg_ctx *cg, int node)
+/* Concat and Split: the pieces (Concat's inputs, Split's outputs) stand one
+ * after another along the axis of the whole (Concat's output, Split's input);
+ * each piece is copied into (Concat) or out of (Split) its window of the whole. */
+static int emit_pieces(cg_ctx *cg, int node, int split)
 {
     const ir_node *n = &cg->g->nodes[node];
-    cg_view out = cg_view_of(cg, n->outputs[0]);
+    cg_view whole = cg_view_of(cg, split ? n->inputs[0] : n->outputs[0]);
     int axis = (int)ir_attr_int(n, IR_ATTR_AXIS, 0);
-    axis = axis < 0 ? axis + out.rank : axis;
-    if (axis < 0 || axis >= out.rank)
+    axis = axis < 0 ? axis + whole.rank : axis;
+    if (axis < 0 || axis >= whole.rank)
         return cg_fail(cg, VITC_BAD_INPUT, node, "axis %d is out of range", axis);
     cg_poly at = cg_poly_k(0);
-    for (int k = 0; k < n->ninputs; k++) {
-        cg_view s = cg_view_of(cg, n->inputs[k]), d = out;
-        memcpy(d.dims, s.dims, sizeof d.dims);
-        d.base = cg_poly_mul(at, out.strides[axis]);
-        int st = emit_views(cg, node, &d, &s, "Concat");
-        if (st)
-            return st;
-        at = cg_poly_add(at, s.dims[axis]);
-    }
-    return VITC_OK;
-}
-
-static int emit_split(cg_ctx *cg, int node)
-{
-    const ir_node *n = &cg->g->nodes[node];
-    cg_view in = cg_view_of(cg, n->inputs[0]);
-    int axis = (int)ir_attr_int(n, IR_ATTR_AXIS, 0);
-    axis = axis < 0 ? axis + in.rank : axis;
-    if (axis < 0 || axis >= in.rank)
-        return cg_fail(cg, VITC_BAD_INPUT, node, "axis %d is out of range", axis);
-    cg_poly at = cg_poly_k(0);
-    for (int k = 0; k < n->noutputs; k++) {
-        int v = n->outputs[k];
+    int npieces = split ? n->noutputs : n->ninputs;
+    for (int k = 0; k < npieces; k++) {
+        int v = split ? n->outputs[k] : n->inputs[k];
         if (v < 0)
             continue;
-        cg_view d = cg_view_of(cg, v), s = in;
-        memcpy(s.dims, d.dims, sizeof s.dims);
-        s.base = cg_poly_mul(at, in.strides[axis]);
-        at = cg_poly_add(at, d.dims[axis]);
-        if (cg->loc[v].kind == CG_LOC_NONE)
+        cg_view piece = cg_view_of(cg, v), win = whole;
+        memcpy(win.dims, piece.dims, sizeof win.dims);
+        win.base = cg_poly_mul(at, whole.strides[axis]);
+        at = cg_poly_add(at, piece.dims[axis]);
+        if (split && cg->loc[v].kind == CG_LOC_NONE)
             continue; /* nobody reads it */
-        int st = emit_views(cg, node, &d, &s, "Split");
+        int st = split ? emit_views(cg, node, &piece, &win, "Split") : emit_views(cg, node, &win, &piece, "Concat");
         if (st)
             return st;
     }
@@ -319,8 +302,8 @@ int cg_emit_data(cg_ctx *cg, int node)
     case IR_OP_SLICE: return emit_slice(cg, node);
     case IR_OP_GATHER: return emit_gather(cg, node);
     case IR_OP_EXPAND: return emit_expand(cg, node);
-    case IR_OP_CONCAT: return emit_concat(cg, node);
-    case IR_OP_SPLIT: return emit_split(cg, node);
+    case IR_OP_CONCAT: return emit_pieces(cg, node, 0);
+    case IR_OP_SPLIT: return emit_pieces(cg, node, 1);
     case IR_OP_DROPOUT:
         if (n->noutputs > 1 && n->outputs[1] >= 0 && cg->loc[n->outputs[1]].kind != CG_LOC_NONE) {
             cg_map m;
