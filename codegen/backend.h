@@ -1,9 +1,17 @@
-/* backend.h: what a code generator offers the compiler driver.  A backend is
- * a vtable of functions filled with designated initializers; the LLVM CPU
- * backend and the NVRTC CUDA backend are instances of it. */
+/* backend.h: the interface a code generator fills in, and the shared driver
+ * that runs it (codegen/driver.c).
+ *
+ * A backend is a cg_backend vtable filled with designated initializers; the
+ * LLVM CPU backend and the NVRTC CUDA backend are two instances.  The driver
+ * owns what every backend needs: the unsupported-node sweep through
+ * supports(), the --batch check, the phase timer, the node loop in node order;
+ * codegen/plan.c owns the backend-neutral planning (uses, views).  A backend
+ * writes only what is its own: its checks, its plan (storage, memory), the
+ * code of one node, and the module or program it packages. */
 #ifndef VITC_BACKEND_H
 #define VITC_BACKEND_H
 
+#include "codegen/progress.h"
 #include "ir/ir.h"
 
 typedef struct {
@@ -20,19 +28,85 @@ typedef struct {
     int emit_source;        /* write the generated CUDA program to output instead of a .so */
 } cg_options;
 
+/* Backend-neutral planning (codegen/plan.c), per value of the graph. */
+typedef struct {
+    int nvalues;  /* the graph's value count when it was built */
+    int *nuses;   /* node input slots reading it, plus graph-output mentions */
+    int *reader;  /* the last node reading it, -1 if none */
+    int *view_of; /* the output of a view node (cg_is_view): that node's input 0, else -1 */
+    unsigned char *skip; /* per node: no code of its own (a view, work done by another node's
+                          * code); the driver does not call emit_node for it */
+} cg_plan;
+
+/* The fields every backend context begins with, in this order: the driver
+ * fills them and hands the context to the slots as a cg_ctx_head *.  A
+ * backend's context is `struct { CG_CTX_HEAD ...its own fields... }`. */
+#define CG_CTX_HEAD                                                              \
+    ir_graph *g;           /* the optimised graph (shapes inferred, passes run) */ \
+    const cg_options *opt;                                                       \
+    vitc_diag *d;                                                                \
+    int64_t max_batch;     /* opt->max_batch, checked to be at least 1 */       \
+    cg_plan plan;          /* codegen/plan.c, built by the backend's plan slot */ \
+    timer t;               /* the compile's phase timer (codegen/progress.h) */
+
+typedef struct {
+    CG_CTX_HEAD
+} cg_ctx_head;
+
 typedef struct cg_backend {
-    const char *name; /* "cpu", "cuda" */
-    /* 1 if the backend can compile n; otherwise 0 with the reason in why. */
+    const char *name;  /* "cpu", "cuda": --target */
+    const char *title; /* "CPU", "CUDA": in "not supported by the %s backend" */
+    /* Non-NULL in a stand-in for a backend this vitc was built without: what
+     * cg_compile answers, and the reason supports() gives for every node. */
+    const char *unavailable;
+    size_t ctx_size;   /* sizeof the backend's context (CG_CTX_HEAD first); zeroed by the driver */
+    /* Required.  1 if the backend can compile n; otherwise 0 with the reason
+     * in why.  The driver asks about every node and reports every "no". */
     int (*supports)(const ir_graph *g, const ir_node *n, char *why, size_t whylen);
-    /* Compiles an optimised graph (shapes inferred, passes run) into opt->output. */
-    int (*compile)(ir_graph *g, const cg_options *opt, vitc_diag *d);
+    /* Checks of the whole graph beside the per-node sweep (CUDA: the types of
+     * the graph's inputs and outputs): reports each problem through d and
+     * returns how many.  NULL: none. */
+    int (*check)(const ir_graph *g, vitc_diag *d);
+    /* Reads the backend's own options before the shared ones are checked
+     * (CUDA: --precision).  Returns status.  NULL: nothing to read. */
+    int (*begin)(cg_ctx_head *c);
+    /* Required.  Everything before the node loop: the target, cg_plan_build
+     * (views and uses), the backend's storage and memory plan, the "plan"
+     * phase line.  Sets plan.skip for nodes that make no code.  Returns status. */
+    int (*plan)(cg_ctx_head *c);
+    /* Required.  The code of node i (not skipped), called in node order while
+     * the status is VITC_OK; a backend dispatches on ir_op_family_of.  Returns status. */
+    int (*emit_node)(cg_ctx_head *c, int i);
+    /* After the node loop: graph-output copies, the module or program, the
+     * .so through codegen/package.h, with their phase lines.  Returns status.
+     * NULL: nothing more (the compile writes no file). */
+    int (*finish)(cg_ctx_head *c);
+    /* Frees what the context owns, whether the compile succeeded or not
+     * (the driver frees the plan and the context itself).  NULL: nothing. */
+    void (*end)(cg_ctx_head *c);
 } cg_backend;
 
+/* Compiles an optimised graph (shapes inferred, passes run) into
+ * opt->output with backend be.  Returns status; every problem is in d. */
+int cg_compile(const cg_backend *be, ir_graph *g, const cg_options *opt, vitc_diag *d);
+
 /* Both always exist: in a vitc built without one (-DVITC_LLVM=OFF,
- * -DVITC_CUDA=OFF) it is a stand-in whose every node is unsupported and
- * whose compile fails with VITC_BAD_INPUT saying how vitc was built
+ * -DVITC_CUDA=OFF) it is a stand-in whose every node is unsupported, so that
+ * cg_compile fails with VITC_BAD_INPUT saying how vitc was built
  * (codegen/driver.c). */
 extern const cg_backend cg_llvm_backend; /* "cpu": VITC_HAVE_LLVM */
 extern const cg_backend cg_cuda_backend; /* "cuda": VITC_HAVE_CUDA */
+
+/* ---- backend-neutral planning (codegen/plan.c) ---- */
+
+/* Fills c->plan for the graph as it is now: uses, last readers, views by
+ * cg_is_view under storage types stored (NULL: each value's dtype); skip is
+ * all 0.  Returns status. */
+int cg_plan_build(cg_ctx_head *c, const ir_dtype *stored);
+void cg_plan_free(cg_plan *p);
+/* 1 if node n's output 0 shares input 0's bytes: an OPF_VIEW op whose input
+ * 0 and output 0 are stored alike (stored[v], NULL: the dtype), and whose
+ * Dropout mask output, if any, nobody reads (nuses). */
+int cg_is_view(const ir_graph *g, const ir_node *n, const int *nuses, const ir_dtype *stored);
 
 #endif

@@ -1,35 +1,100 @@
-/* driver.c: what every backend shares around its own code generation, and
- * the stand-ins for backends this vitc was built without. */
+/* driver.c: cg_compile, which runs a backend's vtable (codegen/backend.h),
+ * and the stand-ins for backends this vitc was built without.
+ *
+ * Phases, each timed for --verbose by the slot that ends it:
+ *   check     every node supported (every unsupported node reported at
+ *             once), then the backend's whole-graph check
+ *   options   the backend's own (begin), then --batch
+ *   plan      the backend's plan slot over codegen/plan.c
+ *   emit      emit_node for every node not skipped, in node order
+ *   finish    the backend's module or program, packaged into the .so */
 #include "codegen/backend.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+
+static int sweep(const cg_backend *be, const ir_graph *g, vitc_diag *d)
+{
+    char why[256];
+    int bad = 0;
+    for (int i = 0; i < g->nnodes; i++)
+        if (!be->supports(g, &g->nodes[i], why, sizeof why)) {
+            vitc_error(d, VITC_BAD_INPUT, &g->nodes[i], "not supported by the %s backend: %s", be->title, why);
+            bad++;
+        }
+    if (be->check)
+        bad += be->check(g, d);
+    return bad;
+}
+
+int cg_compile(const cg_backend *be, ir_graph *g, const cg_options *opt, vitc_diag *d)
+{
+    if (be->unavailable)
+        return vitc_error(d, VITC_BAD_INPUT, NULL, "%s", be->unavailable);
+    timer t = {.start = now_s(), .verbose = opt->verbose};
+    t.last = t.start;
+    if (sweep(be, g, d))
+        return d->status;
+    cg_ctx_head *c = calloc(1, be->ctx_size);
+    if (!c)
+        return vitc_error(d, VITC_INTERNAL, NULL, "out of memory");
+    c->g = g;
+    c->opt = opt;
+    c->d = d;
+    c->max_batch = opt->max_batch;
+    c->t = t;
+    int st = be->begin ? be->begin(c) : VITC_OK;
+    if (st == VITC_OK && opt->max_batch < 1)
+        st = vitc_error(d, VITC_BAD_INPUT, NULL, "--batch must be at least 1");
+    if (st == VITC_OK)
+        st = be->plan(c);
+    for (int i = 0; st == VITC_OK && d->status == VITC_OK && i < g->nnodes; i++)
+        if (!c->plan.skip || !c->plan.skip[i])
+            st = be->emit_node(c, i);
+    if (st == VITC_OK)
+        st = d->status;
+    if (st == VITC_OK && be->finish)
+        st = be->finish(c);
+    if (st == VITC_OK && opt->verbose)
+        fprintf(stderr, "vitc: wrote %s in %.3f s\n", opt->output, now_s() - c->t.start);
+    if (be->end)
+        be->end(c);
+    cg_plan_free(&c->plan);
+    free(c);
+    return st;
+}
 
 #if !defined(VITC_HAVE_LLVM) || !defined(VITC_HAVE_CUDA)
 /* A backend that is not in this build: its message says how to get one. */
-static int missing(const char *why, const ir_node *n, char *buf, size_t len, vitc_diag *d)
+static int unavailable(const cg_backend *be, char *why, size_t len)
 {
-    if (buf)
-        snprintf(buf, len, "%s", why);
-    return d ? vitc_error(d, VITC_BAD_INPUT, n, "%s", why) : 0;
+    snprintf(why, len, "%s", be->unavailable);
+    return 0;
 }
 #endif
 
 #ifndef VITC_HAVE_LLVM
-#define NO_LLVM "this vitc was built without the CPU backend (VITC_LLVM=OFF): compile with --target cuda"
 static int no_llvm_supports(const ir_graph *g, const ir_node *n, char *why, size_t len)
 {
-    return missing(NO_LLVM, n, why, len, NULL);
+    return unavailable(&cg_llvm_backend, why, len);
 }
-static int no_llvm_compile(ir_graph *g, const cg_options *opt, vitc_diag *d) { return missing(NO_LLVM, NULL, NULL, 0, d); }
-const cg_backend cg_llvm_backend = {.name = "cpu", .supports = no_llvm_supports, .compile = no_llvm_compile};
+const cg_backend cg_llvm_backend = {
+    .name = "cpu",
+    .title = "CPU",
+    .unavailable = "this vitc was built without the CPU backend (VITC_LLVM=OFF): compile with --target cuda",
+    .supports = no_llvm_supports,
+};
 #endif
 
 #ifndef VITC_HAVE_CUDA
-#define NO_CUDA "--target cuda: this vitc was built without the CUDA backend (configure with -DVITC_CUDA=ON)"
 static int no_cuda_supports(const ir_graph *g, const ir_node *n, char *why, size_t len)
 {
-    return missing(NO_CUDA, n, why, len, NULL);
+    return unavailable(&cg_cuda_backend, why, len);
 }
-static int no_cuda_compile(ir_graph *g, const cg_options *opt, vitc_diag *d) { return missing(NO_CUDA, NULL, NULL, 0, d); }
-const cg_backend cg_cuda_backend = {.name = "cuda", .supports = no_cuda_supports, .compile = no_cuda_compile};
+const cg_backend cg_cuda_backend = {
+    .name = "cuda",
+    .title = "CUDA",
+    .unavailable = "--target cuda: this vitc was built without the CUDA backend (configure with -DVITC_CUDA=ON)",
+    .supports = no_cuda_supports,
+};
 #endif

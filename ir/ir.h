@@ -308,4 +308,9 @@ void ir_print_stats(const ir_graph *g, FILE *f);
 /* One value's type as "f32[B,197,768]" into buf. */
 char *ir_value_type_str(const ir_value *v, char *buf, size_t n);
 
+/* ---- values (ir/value.c) ---- */
+/* 1 if v is a constant with a known shape whose values do not depend on the
+ * batch (no symval element in terms of B). */
+int ir_value_is_plain_const(const ir_graph *g, int v);
+
 #endif

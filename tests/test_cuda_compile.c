@@ -378,7 +378,7 @@ static void test_unsupported_nodes_all_listed(void **state)
     char so[8300];
     snprintf(so, sizeof so, "%s/unsupported.so", tmpdir);
     cg_options opt = {.output = so, .source = "unsupported.onnx", .max_batch = 4, .opt_level = 2};
-    int st = cg_cuda_backend.compile(g, &opt, &d);
+    int st = cg_compile(&cg_cuda_backend, g, &opt, &d);
     fclose(d.out);
     print_message("%s", buf);
     assert_int_equal(st, VITC_BAD_INPUT);

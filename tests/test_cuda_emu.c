@@ -95,11 +95,8 @@ static void test_fixtures_emulated(void **state)
                 c[b] = tu_cosine(&out, &ref[b]);
                 ir_tensor_free(&out);
             }
-            double tol = pi == 0 ? 1e-4 : 1e-2, ctol = pi == 0 ? 0 : 0.9999;
-            int ok = e[0] <= tol && e[1] <= tol && c[0] >= ctol && c[1] >= ctol;
+            int ok = tu_precision_ok(pi, e, c, worst);
             failures += !ok;
-            for (int b = 0; b < 2; b++)
-                worst[pi] = e[b] > worst[pi] ? e[b] : worst[pi];
             print_message("%-24s %-5s %11.3g %11.3g %9.6f %9.6f %8d %s\n", fx->model, precisions[pi], e[0], e[1], c[0],
                           c[1], nl, ok ? "ok" : "FAIL");
             unlink(so);
@@ -108,10 +105,7 @@ static void test_fixtures_emulated(void **state)
         for (int b = 0; b < 2; b++)
             ir_tensor_free(&in[b]), ir_tensor_free(&ref[b]);
     }
-    print_message("worst rel err: fp32 %.3g (bar 1e-4), tf32 %.3g, fp16 %.3g, bf16 %.3g (bar 1e-2, cosine >= 0.9999)\n",
-                  worst[0], worst[1], worst[2], worst[3]);
-    if (failures)
-        fail_msg("%d fixture/precision pairs beyond the bars", failures);
+    tu_precision_report(worst, failures);
 }
 
 /* ---- hand-built graphs: the ops the fixtures do not reach ---- */
@@ -140,11 +134,11 @@ static void check_graph(const char *what, ir_graph *g, unsigned mask)
         snprintf(so, sizeof so, "%s/%s.%s.so", tmpdir, what, precisions[pi]);
         snprintf(cu, sizeof cu, "%s/%s.%s.cu", tmpdir, what, precisions[pi]);
         cg_options opt = {.output = so, .source = what, .max_batch = 3, .opt_level = 2, .precision = precisions[pi]};
-        if (cg_cuda_backend.compile(g, &opt, &d) != VITC_OK)
+        if (cg_compile(&cg_cuda_backend, g, &opt, &d) != VITC_OK)
             fail_msg("%s (%s): the CUDA backend failed (status %d)", what, precisions[pi], d.status);
         opt.output = cu;
         opt.emit_source = 1;
-        if (cg_cuda_backend.compile(g, &opt, &d) != VITC_OK)
+        if (cg_compile(&cg_cuda_backend, g, &opt, &d) != VITC_OK)
             fail_msg("%s (%s): --emit cuda failed", what, precisions[pi]);
         tu_emu_build(cu, emu, sizeof emu);
         char line[2048];

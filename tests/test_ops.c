@@ -395,14 +395,14 @@ static int check_backend(backend_run *br, run_fn run)
     vitc_diag d;
     vitc_diag_init(&d, "ops.onnx");
     cg_options opt = {.output = so, .source = "ops.onnx", .max_batch = 3, .opt_level = 2, .precision = "fp32"};
-    if (br->be->compile(g, &opt, &d) != VITC_OK)
+    if (cg_compile(br->be, g, &opt, &d) != VITC_OK)
         fail_msg("%s: the backend failed on the rows it says it supports (status %d)", br->name, d.status);
 #ifdef VITC_HAVE_CUDA
     if (run != run_cpu) {
         snprintf(cu, sizeof cu, "%s/ops-%s.cu", tmpdir, br->name);
         opt.output = cu;
         opt.emit_source = 1;
-        if (br->be->compile(g, &opt, &d) != VITC_OK)
+        if (cg_compile(br->be, g, &opt, &d) != VITC_OK)
             fail_msg("%s: --emit cuda failed", br->name);
         tu_emu_build(cu, emu, sizeof emu);
     }

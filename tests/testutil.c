@@ -108,6 +108,22 @@ void tu_fixture_reference(const tu_fixture *fx, const ir_graph *g, ir_tensor in[
     }
 }
 
+int tu_precision_ok(int pi, const double e[2], const double cos[2], double worst[4])
+{
+    double tol = pi == 0 ? 1e-4 : 1e-2, ctol = pi == 0 ? 0 : 0.9999;
+    for (int b = 0; b < 2; b++)
+        worst[pi] = e[b] > worst[pi] ? e[b] : worst[pi];
+    return e[0] <= tol && e[1] <= tol && cos[0] >= ctol && cos[1] >= ctol;
+}
+
+void tu_precision_report(const double worst[4], int failures)
+{
+    print_message("worst rel err: fp32 %.3g (bar 1e-4), tf32 %.3g, fp16 %.3g, bf16 %.3g (bar 1e-2, cosine >= 0.9999)\n",
+                  worst[0], worst[1], worst[2], worst[3]);
+    if (failures)
+        fail_msg("%d fixture/precision pairs beyond the bars", failures);
+}
+
 const char *tu_nvrtc_cache(void)
 {
     static char dir[4200];
@@ -573,7 +589,7 @@ int tu_compile_cpu(ir_graph *g, const char *so, int opt_level, int64_t max_batch
     vitc_diag_init(&d, g->path);
     d.out = mem;
     cg_options o = {.output = so, .source = g->path, .max_batch = max_batch, .opt_level = opt_level};
-    int st = cg_llvm_backend.compile(g, &o, &d);
+    int st = cg_compile(&cg_llvm_backend, g, &o, &d);
     fclose(mem);
     if (msg)
         *msg = text;

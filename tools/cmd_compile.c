@@ -4,7 +4,7 @@
  * compile for other commands (compare builds a temporary .so with it). */
 #include "tools/cli.h"
 
-#include "codegen/backend.h"
+#include "codegen/backend.h" /* and codegen/progress.h: now_s */
 #include "passes/passes.h"
 
 #include <errno.h>
@@ -66,13 +66,6 @@ static int check_output(const char *model, const cg_options *opt)
     return VITC_OK;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static int compile_model(const char *model, const cg_options *opt0, const char *dump_after, const cg_backend *be)
 {
     cg_options opt = *opt0;
@@ -92,7 +85,7 @@ static int compile_model(const char *model, const cg_options *opt0, const char *
     if (st == VITC_OK && opt.verbose)
         fprintf(stderr, "vitc: import and passes %.3f s (%d nodes)\n", now_s() - t0, g->nnodes);
     if (st == VITC_OK)
-        st = be->compile(g, &opt, &d);
+        st = cg_compile(be, g, &opt, &d);
     ir_graph_free(g);
     return st;
 }

@@ -65,7 +65,7 @@ int cmp_compile_graph(const cmp_opts *o, ir_graph *g, const char *path, int64_t 
     if (st != VITC_OK)
         return st;
     cg_options opt = {.output = path, .source = o->onnx, .max_batch = max_batch, .opt_level = 3};
-    return cg_llvm_backend.compile(g, &opt, &d);
+    return cg_compile(&cg_llvm_backend, g, &opt, &d);
 }
 
 int cmp_run_so(const cmp_opts *o, vitc_model *m, const ir_graph *g, const ir_tensor *inputs, ir_tensor *outs)

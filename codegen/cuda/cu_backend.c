@@ -1,10 +1,11 @@
 /* cu_backend.c: the CUDA backend instance (codegen/backend.h).
  *
- * compile() runs in phases, each timed for --verbose:
- *   check     every node supported, or every unsupported node reported at once
- *   plan      views, storage types, the device workspace (cu_plan.c)
+ * The shared driver (codegen/driver.c) runs its slots in phases, each timed
+ * for --verbose:
+ *   check     supports() for every node, then the graph's input and output types
+ *   plan      views (codegen/plan.c), storage types, the device workspace (cu_plan.c)
  *   generate  the kernels and launches of every node, in node order, between
- *             the conversions of the graph's inputs and outputs
+ *             the conversions of the graph's inputs and outputs (finish)
  *   nvrtc     the program for every GPU target (cu_nvrtc.c); --emit-cuda
  *             stops before this and writes the program instead
  *   package   the .so (cu_package.c)
@@ -26,30 +27,26 @@
 
 typedef enum { K_VIEW, K_DATA, K_ELEM, K_NORM, K_LINEAR, K_ATTN, K_MISC, K_NONE } op_kind;
 
+/* Which of the backend's files makes node n: by the op table's family. */
 static op_kind kind_of(const ir_graph *g, const ir_node *n)
 {
     char why[8];
-    switch (n->op) {
-    case IR_OP_RESHAPE: case IR_OP_FLATTEN: case IR_OP_SQUEEZE: case IR_OP_UNSQUEEZE: case IR_OP_IDENTITY:
-    case IR_OP_DROPOUT:
-        return K_VIEW;
-    case IR_OP_TRANSPOSE: case IR_OP_SLICE: case IR_OP_GATHER: case IR_OP_EXPAND: case IR_OP_CONCAT: case IR_OP_SPLIT:
-        return K_DATA;
-    case IR_OP_LAYERNORM: case IR_OP_SOFTMAX: case IR_OP_REDUCE_MEAN: case IR_OP_REDUCE_SUM: case IR_OP_REDUCE_MAX:
-        return K_NORM;
-    case IR_OP_LINEAR:
-        return K_LINEAR;
-    case IR_OP_MATMUL: case IR_OP_GEMM:
-        return cu_linear_supports(g, n, why, sizeof why) ? K_LINEAR : K_MISC;
-    case IR_OP_ATTENTION:
-        return K_ATTN;
-    case IR_OP_CONV:
-        return K_MISC;
-    case IR_OP_BATCHNORM:
-        return K_ELEM;
-    default:
-        return (ir_op_table[n->op].flags & OPF_ELEMWISE) ? K_ELEM : K_NONE;
+    switch (ir_op_family_of(n->op)) {
+    case IR_FAM_VIEW: return K_VIEW;
+    case IR_FAM_DATA: return K_DATA;
+    case IR_FAM_MAP: return K_ELEM;
+    case IR_FAM_NORM: return K_NORM;
+    case IR_FAM_MATMUL:
+        if (n->op == IR_OP_ATTENTION)
+            return K_ATTN;
+        if (n->op == IR_OP_LINEAR)
+            return K_LINEAR;
+        if (n->op == IR_OP_MATMUL || n->op == IR_OP_GEMM) /* a GEMM with a constant weight, else cu_misc.c */
+            return cu_linear_supports(g, n, why, sizeof why) ? K_LINEAR : K_MISC;
+        return n->op == IR_OP_CONV ? K_MISC : K_NONE; /* Einsum: none */
+    case IR_FAM_SHAPE: break;
     }
+    return K_NONE;
 }
 
 static int cuda_supports(const ir_graph *g, const ir_node *n, char *why, size_t len)
@@ -94,11 +91,11 @@ static int cuda_supports(const ir_graph *g, const ir_node *n, char *why, size_t 
     return 0;
 }
 
-static int emit_node(cu_ctx *c, int i)
+/* The kernels and launches of node i (views are skipped: cu_plan.c). */
+static int cuda_emit_node(cg_ctx_head *h, int i)
 {
+    cu_ctx *c = (cu_ctx *)h;
     const ir_node *n = &c->g->nodes[i];
-    if (n->noutputs >= 1 && n->outputs[0] >= 0 && c->alias[n->outputs[0]] >= 0)
-        return VITC_OK; /* a view (Reshape & co, a Cast between types stored alike): shares its input's bytes */
     switch (kind_of(c->g, n)) {
     case K_VIEW:
     case K_DATA: return cu_emit_data(c, i);
@@ -153,17 +150,10 @@ static void report_kernels(const cu_ctx *c)
     }
 }
 
-static int cuda_compile(ir_graph *g, const cg_options *opt, vitc_diag *d)
+/* The graph's inputs and outputs in types the runtime converts. */
+static int cuda_check(const ir_graph *g, vitc_diag *d)
 {
-    timer t = {.start = now_s(), .verbose = opt->verbose};
-    t.last = t.start;
-    char why[256];
     int bad = 0;
-    for (int i = 0; i < g->nnodes; i++)
-        if (!cuda_supports(g, &g->nodes[i], why, sizeof why)) {
-            vitc_error(d, VITC_BAD_INPUT, &g->nodes[i], "not supported by the CUDA backend: %s", why);
-            bad++;
-        }
     for (int k = 0; k < g->ninputs + g->noutputs; k++) {
         const ir_value *v = &g->values[k < g->ninputs ? g->inputs[k] : g->outputs[k - g->ninputs]];
         if (!cu_ctype(v->dtype) || v->dtype == IR_F64) {
@@ -172,83 +162,102 @@ static int cuda_compile(ir_graph *g, const cg_options *opt, vitc_diag *d)
             bad++;
         }
     }
-    if (bad)
-        return d->status;
-    cu_precision prec = CU_BF16;
-    if (opt->precision && !parse_precision(opt->precision, &prec))
-        return vitc_error(d, VITC_BAD_INPUT, NULL, "--precision takes fp32, tf32, fp16 or bf16, not '%s'",
+    return bad;
+}
+
+static int cuda_begin(cg_ctx_head *h)
+{
+    cu_ctx *c = (cu_ctx *)h;
+    const cg_options *opt = c->opt;
+    c->prec = CU_BF16;
+    if (opt->precision && !parse_precision(opt->precision, &c->prec))
+        return vitc_error(c->d, VITC_BAD_INPUT, NULL, "--precision takes fp32, tf32, fp16 or bf16, not '%s'",
                           opt->precision);
-    if (opt->max_batch < 1)
-        return vitc_error(d, VITC_BAD_INPUT, NULL, "--batch must be at least 1");
+    c->act = c->prec == CU_FP16 ? IR_F16 : c->prec == CU_BF16 ? IR_BF16 : IR_F32;
+    return VITC_OK;
+}
+
+/* NVRTC, then views, storage types and the device workspace (cu_plan.c),
+ * then the conversions of the graph's inputs. */
+static int cuda_plan(cg_ctx_head *h)
+{
+    cu_ctx *c = (cu_ctx *)h;
+    const cg_options *opt = c->opt;
     const char *nvrtc_missing;
     if (!opt->emit_source && !cu_nvrtc_load(&nvrtc_missing))
-        return vitc_error(d, VITC_BAD_INPUT, NULL, "--target cuda: %s", nvrtc_missing);
-
-    cu_ctx c;
-    memset(&c, 0, sizeof c);
-    c.g = g;
-    c.opt = opt;
-    c.d = d;
-    c.prec = prec;
-    c.act = prec == CU_FP16 ? IR_F16 : prec == CU_BF16 ? IR_BF16 : IR_F32;
-    c.max_batch = opt->max_batch;
+        return vitc_error(c->d, VITC_BAD_INPUT, NULL, "--target cuda: %s", nvrtc_missing);
     if (opt->verbose)
         fprintf(stderr, "vitc: compiling %s for CUDA (sm_80, sm_90, PTX), %s, batch 1..%lld, NVRTC %s\n",
-                opt->source ? opt->source : g->path, opt->precision ? opt->precision : "bf16",
+                opt->source ? opt->source : c->g->path, opt->precision ? opt->precision : "bf16",
                 (long long)opt->max_batch, cu_nvrtc_version());
-    int st = cu_plan_storage(&c);
-    if (st == VITC_OK) {
-        char msg[160];
-        snprintf(msg, sizeof msg, "plan (%.3f MB of device workspace at batch %lld)", (double)c.ws_bytes / 1e6,
-                 (long long)c.max_batch);
-        phase_done(&t, msg);
-        st = cu_emit_input_conversions(&c);
-    }
-    for (int i = 0; st == VITC_OK && i < g->nnodes; i++)
-        st = emit_node(&c, i);
-    if (st == VITC_OK)
-        st = cu_emit_output_conversions(&c);
+    int st = cu_plan_storage(c);
+    if (st != VITC_OK)
+        return st;
+    char msg[160];
+    snprintf(msg, sizeof msg, "plan (%.3f MB of device workspace at batch %lld)", (double)c->ws_bytes / 1e6,
+             (long long)c->max_batch);
+    phase_done(&c->t, msg);
+    return cu_emit_input_conversions(c);
+}
+
+/* The conversions of the graph's outputs, the program, then NVRTC and the
+ * .so, or the program itself with --emit-cuda. */
+static int cuda_finish(cg_ctx_head *h)
+{
+    cu_ctx *c = (cu_ctx *)h;
+    const cg_options *opt = c->opt;
+    int st = cu_emit_output_conversions(c);
     char *program = NULL;
-    if (st == VITC_OK && !(program = cu_program_text(&c)))
-        st = cu_fail(&c, VITC_INTERNAL, -1, "out of memory");
+    if (st == VITC_OK && !(program = cu_program_text(c)))
+        st = cu_fail(c, VITC_INTERNAL, -1, "out of memory");
     if (st == VITC_OK) {
         char msg[160];
-        snprintf(msg, sizeof msg, "generate (%d kernels, %d launches, %.1f MB of weights)", c.nk, c.nl,
-                 (double)c.weights.len / 1e6);
-        phase_done(&t, msg);
+        snprintf(msg, sizeof msg, "generate (%d kernels, %d launches, %.1f MB of weights)", c->nk, c->nl,
+                 (double)c->weights.len / 1e6);
+        phase_done(&c->t, msg);
     }
     if (st == VITC_OK && opt->emit_source) {
-        st = write_program(&c, program);
+        st = write_program(c, program);
     } else if (st == VITC_OK) {
         cu_image images[2 * CU_NTARGETS];
         int nimages = 0;
-        st = cu_nvrtc_compile(&c, program, images, &nimages);
+        st = cu_nvrtc_compile(c, program, images, &nimages);
         if (st == VITC_OK) {
-            phase_done(&t, "nvrtc (sm_80, sm_90, PTX)");
+            phase_done(&c->t, "nvrtc (sm_80, sm_90, PTX)");
             int spills = 0;
-            for (int i = 0; i < c.nk; i++)
+            for (int i = 0; i < c->nk; i++)
                 for (int k = 0; k < CU_NTARGETS; k++)
-                    spills += c.k[i].spill[k] > 0;
+                    spills += c->k[i].spill[k] > 0;
             if (opt->verbose || spills)
-                report_kernels(&c);
+                report_kernels(c);
             if (spills)
                 fprintf(stderr, "vitc: warning: %d kernel compilations spill registers to local memory\n", spills);
-            st = cu_package(&c, images, nimages);
+            st = cu_package(c, images, nimages);
             if (st == VITC_OK)
-                phase_done(&t, "package and link");
+                phase_done(&c->t, "package and link");
         }
         cu_images_free(images, nimages);
     }
-    if (st == VITC_OK && opt->verbose)
-        fprintf(stderr, "vitc: wrote %s in %.3f s\n", opt->output, now_s() - t.start);
     free(program);
-    cg_blob_free(&c.weights);
-    cu_plan_free(&c);
     return st;
+}
+
+static void cuda_end(cg_ctx_head *h)
+{
+    cu_ctx *c = (cu_ctx *)h;
+    cg_blob_free(&c->weights);
+    cu_plan_free(c);
 }
 
 const cg_backend cg_cuda_backend = {
     .name = "cuda",
+    .title = "CUDA",
+    .ctx_size = sizeof(cu_ctx),
     .supports = cuda_supports,
-    .compile = cuda_compile,
+    .check = cuda_check,
+    .begin = cuda_begin,
+    .plan = cuda_plan,
+    .emit_node = cuda_emit_node,
+    .finish = cuda_finish,
+    .end = cuda_end,
 };

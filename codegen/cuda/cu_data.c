@@ -158,7 +158,7 @@ static int slice_params(const ir_graph *g, const ir_node *n, int64_t *st, int64_
         if (v[k] < 0)
             continue;
         const ir_value *x = &g->values[v[k]];
-        if (!cu_is_plain_const(g, v[k]) || (x->dtype != IR_I64 && x->dtype != IR_I32) || x->rank > 1)
+        if (!ir_value_is_plain_const(g, v[k]) || (x->dtype != IR_I64 && x->dtype != IR_I32) || x->rank > 1)
             return 0;
         int64_t m = ir_value_numel(x, 1);
         if (m < 0 || m > IR_MAX_RANK || (cnt >= 0 && m != cnt))
@@ -186,7 +186,7 @@ int cu_data_supports(const ir_graph *g, const ir_node *n, char *why, size_t len)
     case IR_OP_DROPOUT:
         if (ir_input(n, 2) >= 0) {
             const ir_value *tm = &g->values[n->inputs[2]];
-            if (!cu_is_plain_const(g, n->inputs[2]) || (tm->nbytes >= 1 && ((const unsigned char *)tm->data)[0])) {
+            if (!ir_value_is_plain_const(g, n->inputs[2]) || (tm->nbytes >= 1 && ((const unsigned char *)tm->data)[0])) {
                 snprintf(why, len, "training-mode Dropout is not supported");
                 return 0;
             }
@@ -251,7 +251,7 @@ static int emit_gather(cu_ctx *c, int node)
         axis += x->rank;
     int64_t A = x->dims[axis].k;
     /* a constant scalar index: a slice without the axis */
-    if (cu_is_plain_const(c->g, n->inputs[1]) && ind->rank == 0) {
+    if (ir_value_is_plain_const(c->g, n->inputs[1]) && ind->rank == 0) {
         int64_t i = ind->dtype == IR_I64 ? *(const int64_t *)ind->data : *(const int32_t *)ind->data;
         if (i < 0)
             i += A;

@@ -75,17 +75,12 @@ typedef struct {
 } cu_launch;
 
 typedef struct cu_ctx {
+    CG_CTX_HEAD /* codegen/backend.h: g, opt, d, max_batch, plan (uses, views), t */
     cg_blob weights;      /* the weights blob (codegen/package.h) */
-    ir_graph *g;
-    const cg_options *opt;
-    vitc_diag *d;
     cu_precision prec;
     ir_dtype act;         /* storage of float activations: IR_F32, IR_F16 or IR_BF16 */
-    int64_t max_batch;
 
     /* per value */
-    int *alias;           /* a view: the value whose bytes it shares; else -1 */
-    int *nuses;           /* node input slots reading it, plus graph-output mentions */
     ir_dtype *sdt;        /* element type as stored on the device */
     int64_t *off;         /* root values: workspace offset (bytes), -1 if none */
     int64_t *woff;        /* constants: weights offset as stored, -1 until used */
@@ -106,10 +101,6 @@ int cu_plan_storage(cu_ctx *c);
 void cu_plan_free(cu_ctx *c);
 int cu_root(const cu_ctx *c, int v);
 int cu_fail(cu_ctx *c, int status, int node, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-/* 1 for ops whose output shares its input's bytes (when the types allow). */
-int cu_is_view_op(ir_op op);
-/* 1 if v is a constant whose values do not depend on the batch. */
-int cu_is_plain_const(const ir_graph *g, int v);
 
 /* The device library's name of a storage type ("float", "h16", ...); NULL if none. */
 const char *cu_ctype(ir_dtype t);

@@ -32,7 +32,7 @@ typedef struct {
 
 static const tile TILE_L = {128, 128, 2, 4, 3}, TILE_S = {64, 64, 2, 2, 3};
 
-static int is_f32_const(const ir_graph *g, int v) { return cu_is_plain_const(g, v) && g->values[v].dtype == IR_F32; }
+static int is_f32_const(const ir_graph *g, int v) { return ir_value_is_plain_const(g, v) && g->values[v].dtype == IR_F32; }
 
 /* The job for node n; 0 with the reason in why when it is not a constant-weight product. */
 static int job_of(const ir_graph *g, const ir_node *n, gemm_job *j, char *why, size_t len)

@@ -24,7 +24,7 @@ static int reduce_axes(const ir_graph *g, const ir_node *n, int *red)
             axes[i] = a->ints[i];
     } else if (av >= 0) {
         const ir_value *v = &g->values[av];
-        if (!cu_is_plain_const(g, av) || v->dtype != IR_I64)
+        if (!ir_value_is_plain_const(g, av) || v->dtype != IR_I64)
             return 0;
         count = (int)ir_value_numel(v, 1);
         for (int i = 0; i < count && i < IR_MAX_RANK; i++)

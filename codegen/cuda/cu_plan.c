@@ -71,28 +71,6 @@ int cu_fail(cu_ctx *c, int status, int node, const char *fmt, ...)
     return status;
 }
 
-int cu_is_view_op(ir_op op)
-{
-    switch (op) {
-    case IR_OP_RESHAPE: case IR_OP_FLATTEN: case IR_OP_SQUEEZE: case IR_OP_UNSQUEEZE: case IR_OP_IDENTITY:
-    case IR_OP_DROPOUT: case IR_OP_CAST: case IR_OP_CAST_LIKE:
-        return 1;
-    default:
-        return 0;
-    }
-}
-
-int cu_is_plain_const(const ir_graph *g, int v)
-{
-    if (v < 0 || v >= g->nvalues || g->values[v].kind != IR_VAL_CONST)
-        return 0;
-    const ir_value *x = &g->values[v];
-    for (int i = 0; x->symval && i < x->nsymval; i++)
-        if (x->symval[i].e != 0 && x->symval[i].k != 0)
-            return 0;
-    return 1;
-}
-
 const char *cu_ctype(ir_dtype t)
 {
     switch (t) {
@@ -114,8 +92,8 @@ ir_dtype cu_sdt(const cu_ctx *c, int v) { return c->sdt[cu_root(c, v)]; }
 
 int cu_root(const cu_ctx *c, int v)
 {
-    for (int hops = 0; v >= 0 && c->alias[v] >= 0 && hops < c->g->nvalues; hops++)
-        v = c->alias[v];
+    for (int hops = 0; v >= 0 && c->plan.view_of[v] >= 0 && hops < c->g->nvalues; hops++)
+        v = c->plan.view_of[v];
     return v;
 }
 
@@ -160,19 +138,6 @@ const char *cu_float_lit(float f, char *buf, size_t n)
 }
 
 /* ---- storage ---- */
-
-/* 1 if node i's output 0 is a view of its input 0 under this plan. */
-static int is_view(cu_ctx *c, int i)
-{
-    const ir_node *n = &c->g->nodes[i];
-    int in = ir_input(n, 0), out = n->outputs[0];
-    if (!cu_is_view_op(n->op) || in < 0 || out < 0)
-        return 0;
-    if (n->op == IR_OP_DROPOUT && n->noutputs > 1 && n->outputs[1] >= 0 && c->nuses[n->outputs[1]] > 0)
-        return 0;
-    return c->sdt[in] == c->sdt[out] || (c->g->values[in].kind != IR_VAL_CONST && is_float(c->g->values[in].dtype) &&
-                                         is_float(c->g->values[out].dtype));
-}
 
 /* In fp16/bf16, the residual stream stays fp32 (as under PyTorch's
  * autocast): the residual operand of every Linear and the output of a
@@ -219,8 +184,6 @@ int cu_plan_storage(cu_ctx *c)
 {
     ir_graph *g = c->g;
     int nv = g->nvalues, nn = g->nnodes;
-    c->alias = malloc(sizeof(int) * ((size_t)nv + 1));
-    c->nuses = calloc((size_t)nv + 1, sizeof(int));
     c->sdt = calloc((size_t)nv + 1, sizeof(ir_dtype));
     c->off = malloc(sizeof(int64_t) * ((size_t)nv + 1));
     c->woff = malloc(sizeof(int64_t) * ((size_t)nv + 1));
@@ -229,26 +192,25 @@ int cu_plan_storage(cu_ctx *c)
     c->out_io = calloc((size_t)g->noutputs + 1, sizeof(vitc_cuda_io));
     unsigned char *in_ws = calloc((size_t)nv + 1, 1);
     ir_value *sized = malloc(sizeof(ir_value) * ((size_t)nv + 1));
-    if (!c->alias || !c->nuses || !c->sdt || !c->off || !c->woff || !c->gemm_w || !c->in_io || !c->out_io || !in_ws ||
+    if (!c->sdt || !c->off || !c->woff || !c->gemm_w || !c->in_io || !c->out_io || !in_ws ||
         !sized) {
         free(in_ws), free(sized);
         return cu_fail(c, VITC_INTERNAL, -1, "out of memory");
     }
     for (int v = 0; v < nv; v++) {
         const ir_value *x = &g->values[v];
-        c->alias[v] = -1;
         c->off[v] = c->woff[v] = c->gemm_w[v] = -1;
         c->sdt[v] = x->kind != IR_VAL_CONST && is_float(x->dtype) ? c->act : x->dtype;
     }
-    for (int i = 0; i < nn; i++)
-        for (int k = 0; k < g->nodes[i].ninputs; k++)
-            if (g->nodes[i].inputs[k] >= 0)
-                c->nuses[g->nodes[i].inputs[k]]++;
-    for (int k = 0; k < g->noutputs; k++)
-        c->nuses[g->outputs[k]]++;
-    for (int i = 0; i < nn; i++)
-        if (is_view(c, i))
-            c->alias[g->nodes[i].outputs[0]] = g->nodes[i].inputs[0];
+    /* views: input 0 and output 0 stored alike (a Cast between types stored alike is one too) */
+    if (cg_plan_build((cg_ctx_head *)c, c->sdt) != VITC_OK) {
+        free(in_ws), free(sized);
+        return c->d->status;
+    }
+    for (int i = 0; i < nn; i++) {
+        const ir_node *n = &g->nodes[i];
+        c->plan.skip[i] = n->noutputs >= 1 && n->outputs[0] >= 0 && c->plan.view_of[n->outputs[0]] >= 0;
+    }
 
     mark_wide(c);
 
@@ -258,7 +220,7 @@ int cu_plan_storage(cu_ctx *c)
         const ir_node *n = &g->nodes[i];
         for (int k = 0; k < n->noutputs; k++) {
             int v = n->outputs[k];
-            if (v >= 0 && c->alias[v] < 0 && c->nuses[v] > 0)
+            if (v >= 0 && c->plan.view_of[v] < 0 && c->plan.nuses[v] > 0)
                 in_ws[v] = 1;
         }
     }
@@ -268,7 +230,7 @@ int cu_plan_storage(cu_ctx *c)
         sized[v].dtype = c->sdt[v];
     ir_graph gs = *g;
     gs.values = sized;
-    pass_memplan_req req = {.max_batch = c->max_batch, .in_workspace = in_ws, .alias_of = c->alias};
+    pass_memplan_req req = {.max_batch = c->max_batch, .in_workspace = in_ws, .alias_of = c->plan.view_of};
     pass_memplan_result plan;
     int st = pass_memplan(&gs, &req, &plan, c->d);
     free(sized);
@@ -314,9 +276,8 @@ int cu_plan_storage(cu_ctx *c)
 
 void cu_plan_free(cu_ctx *c)
 {
-    free(c->alias), free(c->nuses), free(c->sdt), free(c->off), free(c->woff), free(c->gemm_w);
+    free(c->sdt), free(c->off), free(c->woff), free(c->gemm_w);
     free(c->in_io), free(c->out_io);
-    c->alias = c->nuses = NULL;
     c->sdt = NULL;
     c->off = c->woff = c->gemm_w = NULL;
     c->in_io = c->out_io = NULL;
@@ -334,7 +295,7 @@ int64_t cu_weights_of(cu_ctx *c, int v)
     if (c->woff[v] >= 0)
         return c->woff[v];
     const ir_value *x = &c->g->values[v];
-    if (!cu_is_plain_const(c->g, v))
+    if (!ir_value_is_plain_const(c->g, v))
         return cu_fail(c, VITC_BAD_INPUT, x->producer, "constant '%s' depends on the batch at run time", x->name), -1;
     c->woff[v] = cg_blob_add(&c->weights, x->data, x->nbytes);
     if (c->woff[v] < 0)

@@ -55,12 +55,10 @@ typedef struct {
 #define CG_MAX_KPTRS 40 /* tensors one kernel reads or writes */
 
 typedef struct cg_ctx {
-    ir_graph *g;
-    const cg_options *opt;
-    vitc_diag *d;
-    int64_t max_batch;
+    CG_CTX_HEAD /* codegen/backend.h: g, opt, d, max_batch, plan (uses, views), t */
     cg_target target;
     char *triple, *cpu, *features; /* of the target machine; malloc'ed */
+    LLVMTargetMachineRef tm;
 
     /* schedule: per node */
     cg_node_kind *kind;
@@ -69,7 +67,6 @@ typedef struct cg_ctx {
     int64_t *scratch_off;  /* planned workspace offset of that scratch */
     int *bn_scale, *bn_shift; /* BatchNormalization folded to x*scale+shift: constant values */
     /* schedule: per value */
-    int *nuses;            /* node input slots reading it, plus graph-output mentions */
     int *alias_of;         /* a view's storage value, else -1 */
     cg_loc *loc;
     uint64_t workspace_bytes, workspace_unplanned;
@@ -115,8 +112,6 @@ int cg_schedule(cg_ctx *cg);
 void cg_schedule_free(cg_ctx *cg);
 /* The value whose storage v uses (follows views). */
 int cg_root(const cg_ctx *cg, int v);
-/* 1 if v is a constant whose values do not depend on the batch. */
-int cg_is_plain_const(const ir_graph *g, int v);
 
 /* ---- the module (module.c) ---- */
 int cg_module_begin(cg_ctx *cg);

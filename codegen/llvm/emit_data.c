@@ -14,7 +14,7 @@
 /* Reads a plain integer constant of at most max entries. */
 static int int_list(const ir_graph *g, int v, int64_t *out, int max, int *n)
 {
-    if (!cg_is_plain_const(g, v))
+    if (!ir_value_is_plain_const(g, v))
         return 0;
     const ir_value *c = &g->values[v];
     size_t es = ir_dtype_size(c->dtype);
@@ -101,7 +101,7 @@ int cg_data_supports(const ir_graph *g, const ir_node *n, char *why, size_t len)
     }
     case IR_OP_GATHER: {
         const ir_value *iv = &g->values[n->inputs[1]];
-        if (!cg_is_plain_const(g, n->inputs[1]) || (iv->dtype != IR_I64 && iv->dtype != IR_I32)) {
+        if (!ir_value_is_plain_const(g, n->inputs[1]) || (iv->dtype != IR_I64 && iv->dtype != IR_I32)) {
             snprintf(why, len, "Gather needs constant int indices");
             return 0;
         }

@@ -32,7 +32,7 @@ static LLVMTypeRef expr_type(cg_ctx *cg, ir_dtype t) { return t == IR_BOOL ? cg-
 static LLVMValueRef scalar_const(cg_ctx *cg, int v)
 {
     const ir_value *c = &cg->g->values[v];
-    if (!cg_is_plain_const(cg->g, v) || c->nbytes != ir_dtype_size(c->dtype) || !cg_mem_type(cg, c->dtype))
+    if (!ir_value_is_plain_const(cg->g, v) || c->nbytes != ir_dtype_size(c->dtype) || !cg_mem_type(cg, c->dtype))
         return NULL;
     const unsigned char *p = c->data;
     switch (c->dtype) {
@@ -51,7 +51,7 @@ static LLVMValueRef scalar_const(cg_ctx *cg, int v)
 static int const_float(const ir_graph *g, int v, double *x)
 {
     const ir_value *c = &g->values[v];
-    if (!cg_is_plain_const(g, v) || c->nbytes != ir_dtype_size(c->dtype))
+    if (!ir_value_is_plain_const(g, v) || c->nbytes != ir_dtype_size(c->dtype))
         return 0;
     if (c->dtype == IR_F32) {
         float f;
@@ -81,7 +81,7 @@ static int batchnorm_supported(const ir_graph *g, const ir_node *n, char *why, s
     }
     for (int k = 1; k < 5; k++) {
         const ir_value *p = &g->values[n->inputs[k]];
-        if (!cg_is_plain_const(g, n->inputs[k]) || p->dtype != IR_F32 ||
+        if (!ir_value_is_plain_const(g, n->inputs[k]) || p->dtype != IR_F32 ||
             p->nbytes != sizeof(float) * (size_t)x->dims[1].k) {
             snprintf(why, len, "BatchNormalization's input %d must be a constant f32[%lld]", k,
                      (long long)x->dims[1].k);
@@ -106,7 +106,7 @@ int cg_elem_supports(const ir_graph *g, const ir_node *n, char *why, size_t len)
             snprintf(why, len, "%s tensors are not computed on the CPU", ir_dtype_name(t));
             return 0;
         }
-        if (g->values[v].kind == IR_VAL_CONST && !cg_is_plain_const(g, v)) {
+        if (g->values[v].kind == IR_VAL_CONST && !ir_value_is_plain_const(g, v)) {
             snprintf(why, len, "input %d holds values computed from the batch", k);
             return 0;
         }

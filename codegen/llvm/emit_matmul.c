@@ -121,7 +121,7 @@ typedef struct {
 static int plan_patchify(const ir_graph *g, const ir_node *n, patch_plan *p)
 {
     const ir_value *X = &g->values[n->inputs[0]], *Wt = &g->values[n->inputs[1]];
-    if (X->rank != 4 || Wt->rank != 4 || !cg_is_plain_const(g, n->inputs[1]) || X->dtype != IR_F32)
+    if (X->rank != 4 || Wt->rank != 4 || !ir_value_is_plain_const(g, n->inputs[1]) || X->dtype != IR_F32)
         return 0;
     for (int i = 1; i < 4; i++)
         if (!is_static(X->dims[i]))
@@ -177,9 +177,9 @@ static int plan_conv(const ir_graph *g, const ir_node *n, conv_plan *p, char *wh
     const ir_value *X = &g->values[n->inputs[0]], *Wt = &g->values[n->inputs[1]];
     if ((X->rank != 3 && X->rank != 4) || Wt->rank != X->rank)
         return fail_why(why, len, "only 1-D and 2-D convolutions are supported");
-    if (X->dtype != IR_F32 || !cg_is_plain_const(g, n->inputs[1]))
+    if (X->dtype != IR_F32 || !ir_value_is_plain_const(g, n->inputs[1]))
         return fail_why(why, len, "Conv needs f32 data and a constant weight");
-    if (ir_input(n, 2) >= 0 && !cg_is_plain_const(g, n->inputs[2]))
+    if (ir_input(n, 2) >= 0 && !ir_value_is_plain_const(g, n->inputs[2]))
         return fail_why(why, len, "Conv needs a constant bias");
     for (int i = 1; i < X->rank; i++)
         if (!is_static(X->dims[i]))
@@ -228,11 +228,11 @@ int cg_matmul_supports(const ir_graph *g, const ir_node *n, char *why, size_t le
     case IR_OP_MATMUL:
     case IR_OP_LINEAR: {
         const ir_value *B = &g->values[vb];
-        if (n->op == IR_OP_LINEAR || (cg_is_plain_const(g, vb) && B->rank == 2)) {
-            if (!cg_is_plain_const(g, vb) || B->rank != 2 || A->rank < 1)
+        if (n->op == IR_OP_LINEAR || (ir_value_is_plain_const(g, vb) && B->rank == 2)) {
+            if (!ir_value_is_plain_const(g, vb) || B->rank != 2 || A->rank < 1)
                 return fail_why(why, len, "Linear needs a constant 2-D weight");
             for (int k = 2; k < n->ninputs && k < 3; k++)
-                if (n->inputs[k] >= 0 && !cg_is_plain_const(g, n->inputs[k]))
+                if (n->inputs[k] >= 0 && !ir_value_is_plain_const(g, n->inputs[k]))
                     return fail_why(why, len, "Linear needs a constant bias");
             int vr = ir_input(n, 3);
             if (vr >= 0) {
@@ -260,7 +260,7 @@ int cg_matmul_supports(const ir_graph *g, const ir_node *n, char *why, size_t le
         if (A->rank != 2 || g->values[vb].rank != 2)
             return fail_why(why, len, "Gemm needs 2-D A and B");
         int vc = ir_input(n, 2);
-        if (!cg_is_plain_const(g, vb)) {
+        if (!ir_value_is_plain_const(g, vb)) {
             if (vc >= 0)
                 return fail_why(why, len, "Gemm with a computed B and a C is not supported");
             bgemm_plan p;
@@ -269,7 +269,7 @@ int cg_matmul_supports(const ir_graph *g, const ir_node *n, char *why, size_t le
         }
         if (vc >= 0) {
             const ir_value *C = &g->values[vc];
-            int ok = cg_is_plain_const(g, vc) && C->rank <= 2;
+            int ok = ir_value_is_plain_const(g, vc) && C->rank <= 2;
             for (int i = 0; ok && i < C->rank - 1; i++)
                 ok = C->dims[i].k == 1;
             if (!ok)
@@ -717,11 +717,11 @@ int cg_emit_matmul(cg_ctx *cg, int node)
     case IR_OP_LINEAR:
         return emit_linear(cg, node);
     case IR_OP_MATMUL:
-        if (cg_is_plain_const(cg->g, n->inputs[1]) && cg->g->values[n->inputs[1]].rank == 2)
+        if (ir_value_is_plain_const(cg->g, n->inputs[1]) && cg->g->values[n->inputs[1]].rank == 2)
             return emit_linear(cg, node);
         return emit_bgemm(cg, node, n->inputs[0], n->inputs[1], 0, 1.0f);
     case IR_OP_GEMM:
-        if (cg_is_plain_const(cg->g, n->inputs[1]))
+        if (ir_value_is_plain_const(cg->g, n->inputs[1]))
             return emit_gemm_node(cg, node);
         return emit_bgemm(cg, node, n->inputs[0], n->inputs[1], ir_attr_int(n, IR_ATTR_TRANS_B, 0) != 0,
                           ir_attr_float(n, IR_ATTR_ALPHA, 1.0f));

@@ -27,7 +27,7 @@ static int reduce_axes(const ir_graph *g, const ir_node *n, int *red, int *noop,
     *noop = 0;
     if (ir_input(n, 1) >= 0) {
         const ir_value *a = &g->values[n->inputs[1]];
-        if (!cg_is_plain_const(g, n->inputs[1]) || a->dtype != IR_I64 || a->nbytes / 8 > IR_MAX_RANK) {
+        if (!ir_value_is_plain_const(g, n->inputs[1]) || a->dtype != IR_I64 || a->nbytes / 8 > IR_MAX_RANK) {
             snprintf(why, len, "%s needs constant int64 axes", ir_op_name(n->op));
             return 0;
         }
@@ -99,7 +99,7 @@ int cg_norm_supports(const ir_graph *g, const ir_node *n, char *why, size_t len)
             if (ok && p->kind != IR_VAL_CONST)
                 ok = ir_value_numel(p, 1) == N;
             if (ok && p->kind == IR_VAL_CONST)
-                ok = cg_is_plain_const(g, v);
+                ok = ir_value_is_plain_const(g, v);
             if (!ok) {
                 snprintf(why, len, "LayerNormalization's %s must be f32 and broadcast to the normalised shape",
                          k == 1 ? "scale" : "bias");

@@ -1,10 +1,12 @@
 /* llvm_backend.c: the CPU backend instance (codegen/backend.h).
  *
- * compile() runs in phases, each timed for --verbose:
- *   check     every node supported, or every unsupported node reported at once
- *   plan      schedule.c: views, element-wise fusion, memory plan
+ * The shared driver (codegen/driver.c) runs its slots in phases, each timed
+ * for --verbose:
+ *   check     supports(): every unsupported node reported at once
+ *   plan      the target machine, then schedule.c: views (codegen/plan.c),
+ *             element-wise fusion, memory plan
  *   emit      one or more kernels per node, in node order, called from run()
- *   optimise  LLVM's -O pipeline for the target CPU
+ *   optimise  (finish) LLVM's -O pipeline for the target CPU
  *   object    machine code into a private directory next to the output
  *   link      cc -shared, then rename into place */
 #include "codegen/llvm/cg_impl.h"
@@ -42,7 +44,7 @@ static int llvm_supports(const ir_graph *g, const ir_node *n, char *why, size_t 
     case IR_FAM_VIEW:
         if (n->op == IR_OP_DROPOUT && ir_input(n, 2) >= 0) {
             const ir_value *tm = &g->values[n->inputs[2]];
-            if (!cg_is_plain_const(g, n->inputs[2]) || (tm->nbytes >= 1 && ((const unsigned char *)tm->data)[0])) {
+            if (!ir_value_is_plain_const(g, n->inputs[2]) || (tm->nbytes >= 1 && ((const unsigned char *)tm->data)[0])) {
                 snprintf(why, len, "training-mode Dropout is not supported");
                 return 0;
             }
@@ -61,8 +63,10 @@ static int llvm_supports(const ir_graph *g, const ir_node *n, char *why, size_t 
     return 0;
 }
 
-static int emit_node(cg_ctx *cg, int i)
+/* The code of one kernel node (cg_schedule skips views and fused nodes). */
+static int llvm_emit_node(cg_ctx_head *c, int i)
 {
+    cg_ctx *cg = (cg_ctx *)c;
     const ir_node *n = &cg->g->nodes[i];
     switch (ir_op_family_of(n->op)) {
     case IR_FAM_VIEW: return cg_emit_data(cg, i); /* a view that is a graph output: a copy */
@@ -97,33 +101,37 @@ static void internalize(cg_ctx *cg)
             LLVMSetLinkage(f, LLVMInternalLinkage);
 }
 
-static int emit_all(cg_ctx *cg, timer *t)
+/* The target machine, the module, then cg_schedule: views, element-wise
+ * fusion, the memory plan. */
+static int llvm_plan(cg_ctx_head *c)
 {
-    ir_graph *g = cg->g;
-    int st = cg_schedule(cg);
-    if (st)
+    cg_ctx *cg = (cg_ctx *)c;
+    const ir_graph *g = cg->g;
+    const cg_options *opt = cg->opt;
+    int st = cg_target_create(cg, &cg->tm);
+    if (st != VITC_OK)
+        return st;
+    cg_module_begin(cg);
+    LLVMTargetDataRef dl = LLVMCreateTargetDataLayout(cg->tm);
+    LLVMSetModuleDataLayout(cg->mod, dl);
+    LLVMDisposeTargetData(dl);
+    LLVMSetTarget(cg->mod, cg->triple);
+    if (opt->verbose)
+        fprintf(stderr, "vitc: compiling %s for %s, cpu %s (%d-float vectors), -O%d, batch 1..%lld\n",
+                opt->source ? opt->source : g->path, cg->triple, cg->cpu, cg->target.vec_floats, opt->opt_level,
+                (long long)opt->max_batch);
+    if ((st = cg_schedule(cg)) != VITC_OK)
         return st;
     char msg[160];
     int nk = 0;
     for (int i = 0; i < g->nnodes; i++)
         nk += cg->kind[i] == CG_NODE_KERNEL;
     snprintf(msg, sizeof msg, "plan (%d of %d nodes make kernels)", nk, g->nnodes);
-    phase_done(t, msg);
-    if (cg->opt->verbose)
+    phase_done(&cg->t, msg);
+    if (opt->verbose)
         fprintf(stderr, "vitc: workspace %.3f MB at batch %lld (%.3f MB without reuse)\n",
                 (double)cg->workspace_bytes / 1e6, (long long)cg->max_batch, (double)cg->workspace_unplanned / 1e6);
-    for (int i = 0; i < g->nnodes && cg->d->status == VITC_OK; i++)
-        if (cg->kind[i] == CG_NODE_KERNEL)
-            emit_node(cg, i);
-    if (cg->d->status == VITC_OK)
-        emit_output_copies(cg);
-    if (cg->d->status == VITC_OK)
-        cg_module_finish(cg);
-    if (cg->d->status == VITC_OK)
-        internalize(cg);
-    snprintf(msg, sizeof msg, "emit (%d kernels, %.1f MB of weights)", cg->nknames, (double)cg->blob.len / 1e6);
-    phase_done(t, msg);
-    return cg->d->status;
+    return VITC_OK;
 }
 
 /* The module as an object, the weights as one of their own (when embedded
@@ -151,59 +159,45 @@ static int package(cg_ctx *cg, LLVMTargetMachineRef tm, timer *t)
     return st ? st : cg->d->status;
 }
 
-static int llvm_compile(ir_graph *g, const cg_options *opt, vitc_diag *d)
+/* After the kernels: the graph outputs not computed in place, run() and
+ * the descriptor, LLVM's -O pipeline, the object and the link. */
+static int llvm_finish(cg_ctx_head *c)
 {
-    timer t = {.start = now_s(), .verbose = opt->verbose};
-    t.last = t.start;
-    char why[256];
-    int bad = 0;
-    for (int i = 0; i < g->nnodes; i++)
-        if (!llvm_supports(g, &g->nodes[i], why, sizeof why)) {
-            vitc_error(d, VITC_BAD_INPUT, &g->nodes[i], "not supported by the CPU backend: %s", why);
-            bad++;
-        }
-    if (bad)
-        return d->status;
-    if (opt->max_batch < 1)
-        return vitc_error(d, VITC_BAD_INPUT, NULL, "--batch must be at least 1");
-
-    cg_ctx cg;
-    memset(&cg, 0, sizeof cg);
-    cg.g = g;
-    cg.opt = opt;
-    cg.d = d;
-    cg.max_batch = opt->max_batch;
-    LLVMTargetMachineRef tm = NULL;
-    int st = cg_target_create(&cg, &tm);
-    if (st == VITC_OK) {
-        cg_module_begin(&cg);
-        LLVMTargetDataRef dl = LLVMCreateTargetDataLayout(tm);
-        LLVMSetModuleDataLayout(cg.mod, dl);
-        LLVMDisposeTargetData(dl);
-        LLVMSetTarget(cg.mod, cg.triple);
-        if (opt->verbose)
-            fprintf(stderr, "vitc: compiling %s for %s, cpu %s (%d-float vectors), -O%d, batch 1..%lld\n",
-                    opt->source ? opt->source : g->path, cg.triple, cg.cpu, cg.target.vec_floats, opt->opt_level,
-                    (long long)opt->max_batch);
-        st = emit_all(&cg, &t);
-    }
-    if (st == VITC_OK && (st = cg_optimize(&cg, tm)) == VITC_OK)
-        phase_done(&t, "optimise");
+    cg_ctx *cg = (cg_ctx *)c;
+    emit_output_copies(cg);
+    if (cg->d->status == VITC_OK)
+        cg_module_finish(cg);
+    if (cg->d->status == VITC_OK)
+        internalize(cg);
+    char msg[160];
+    snprintf(msg, sizeof msg, "emit (%d kernels, %.1f MB of weights)", cg->nknames, (double)cg->blob.len / 1e6);
+    phase_done(&cg->t, msg);
+    int st = cg->d->status;
+    if (st == VITC_OK && (st = cg_optimize(cg, cg->tm)) == VITC_OK)
+        phase_done(&cg->t, "optimise");
     if (st == VITC_OK)
-        st = package(&cg, tm, &t);
-    if (st == VITC_OK && opt->verbose)
-        fprintf(stderr, "vitc: wrote %s in %.3f s\n", opt->output, now_s() - t.start);
-    cg_module_free(&cg);
-    cg_schedule_free(&cg);
-    cg_kcache_free(&cg);
-    if (tm)
-        LLVMDisposeTargetMachine(tm);
-    free(cg.triple), free(cg.cpu), free(cg.features);
+        st = package(cg, cg->tm, &cg->t);
     return st;
+}
+
+static void llvm_end(cg_ctx_head *c)
+{
+    cg_ctx *cg = (cg_ctx *)c;
+    cg_module_free(cg);
+    cg_schedule_free(cg);
+    cg_kcache_free(cg);
+    if (cg->tm)
+        LLVMDisposeTargetMachine(cg->tm);
+    free(cg->triple), free(cg->cpu), free(cg->features);
 }
 
 const cg_backend cg_llvm_backend = {
     .name = "cpu",
+    .title = "CPU",
+    .ctx_size = sizeof(cg_ctx),
     .supports = llvm_supports,
-    .compile = llvm_compile,
+    .plan = llvm_plan,
+    .emit_node = llvm_emit_node,
+    .finish = llvm_finish,
+    .end = llvm_end,
 };

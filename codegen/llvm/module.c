@@ -444,7 +444,7 @@ int64_t cg_weights_of(cg_ctx *cg, int v)
     if (l->offset >= 0)
         return l->offset;
     const ir_value *val = &cg->g->values[v];
-    if (val->kind != IR_VAL_CONST || !cg_is_plain_const(cg->g, v)) {
+    if (val->kind != IR_VAL_CONST || !ir_value_is_plain_const(cg->g, v)) {
         cg_fail(cg, VITC_BAD_INPUT, val->producer, "constant '%s' depends on the batch at run time", val->name);
         return -1;
     }

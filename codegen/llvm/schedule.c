@@ -25,40 +25,11 @@ enum { MAX_GROUP_NODES = 32, MAX_GROUP_LEAVES = 24 };
 
 int cg_is_map_op(ir_op op) { return (ir_op_table[op].flags & OPF_ELEMWISE) || op == IR_OP_BATCHNORM; }
 
-int cg_is_plain_const(const ir_graph *g, int v)
-{
-    if (v < 0 || v >= g->nvalues || g->values[v].kind != IR_VAL_CONST)
-        return 0;
-    const ir_value *c = &g->values[v];
-    for (int i = 0; c->symval && i < c->nsymval; i++)
-        if (c->symval[i].e != 0 && c->symval[i].k != 0)
-            return 0;
-    return 1;
-}
-
 int cg_root(const cg_ctx *cg, int v)
 {
     for (int hops = 0; v >= 0 && cg->alias_of[v] >= 0 && hops < cg->g->nvalues; hops++)
         v = cg->alias_of[v];
     return v;
-}
-
-/* 1 if n only renames its input 0 (same bytes, maybe another shape). */
-static int is_view_op(const cg_ctx *cg, const ir_node *n)
-{
-    const ir_graph *g = cg->g;
-    int in = ir_input(n, 0), out = n->outputs[0];
-    if (in < 0 || out < 0 || g->values[in].dtype != g->values[out].dtype)
-        return 0;
-    switch (n->op) {
-    case IR_OP_RESHAPE: case IR_OP_FLATTEN: case IR_OP_SQUEEZE: case IR_OP_UNSQUEEZE: case IR_OP_IDENTITY:
-    case IR_OP_CAST: case IR_OP_CAST_LIKE:
-        return 1;
-    case IR_OP_DROPOUT: /* the mask output, if anyone reads it, is not a view */
-        return n->noutputs < 2 || n->outputs[1] < 0 || cg->nuses[n->outputs[1]] == 0;
-    default:
-        return 0;
-    }
 }
 
 static int same_shape(const ir_value *a, const ir_value *b)
@@ -130,7 +101,7 @@ static void fuse_elementwise(cg_ctx *cg, const int *reader)
             leaves[i] = n->ninputs;
         }
         int out = n->outputs[0];
-        if (n->noutputs != 1 || out < 0 || cg->nuses[out] != 1 || reader[out] < 0)
+        if (n->noutputs != 1 || out < 0 || cg->plan.nuses[out] != 1 || reader[out] < 0)
             continue;
         int c = reader[out];
         int r = cg->group[c];
@@ -173,42 +144,33 @@ int cg_schedule(cg_ctx *cg)
             return cg->d->status;
 
     int nv = g->nvalues;
-    cg->nuses = calloc((size_t)nv + 1, sizeof *cg->nuses);
+    if (cg_plan_build((cg_ctx_head *)cg, NULL) != VITC_OK)
+        return cg->d->status;
     cg->alias_of = malloc(sizeof(int) * ((size_t)nv + 1));
     cg->loc = calloc((size_t)nv + 1, sizeof *cg->loc);
-    int *reader = malloc(sizeof(int) * ((size_t)nv + 1));
     unsigned char *in_ws = calloc((size_t)nv + 1, 1);
     int *is_output = calloc((size_t)nv + 1, sizeof(int));
-    if (!cg->nuses || !cg->alias_of || !cg->loc || !reader || !in_ws || !is_output) {
-        free(reader), free(in_ws), free(is_output);
+    if (!cg->alias_of || !cg->loc || !in_ws || !is_output) {
+        free(in_ws), free(is_output);
         return cg_fail(cg, VITC_INTERNAL, -1, "out of memory");
     }
     for (int v = 0; v < nv; v++) {
         cg->alias_of[v] = -1;
-        reader[v] = -1;
         cg->loc[v].offset = -1;
     }
-    for (int i = 0; i < nn; i++)
-        for (int k = 0; k < g->nodes[i].ninputs; k++) {
-            int v = g->nodes[i].inputs[k];
-            if (v >= 0) {
-                cg->nuses[v]++;
-                reader[v] = i;
-            }
-        }
-    for (int k = 0; k < g->noutputs; k++) {
-        cg->nuses[g->outputs[k]]++;
+    for (int k = 0; k < g->noutputs; k++)
         is_output[g->outputs[k]] = 1;
-    }
 
+    /* a view that is a graph output is a copy into the caller's buffer */
     for (int i = 0; i < nn; i++) {
         ir_node *n = &g->nodes[i];
-        if (is_view_op(cg, n) && !is_output[n->outputs[0]]) {
+        if (n->noutputs >= 1 && n->outputs[0] >= 0 && cg->plan.view_of[n->outputs[0]] >= 0 &&
+            !is_output[n->outputs[0]]) {
             cg->kind[i] = CG_NODE_ALIAS;
             cg->alias_of[n->outputs[0]] = n->inputs[0];
         }
     }
-    fuse_elementwise(cg, reader);
+    fuse_elementwise(cg, cg->plan.reader);
 
     /* Where values live. */
     for (int k = 0; k < g->ninputs; k++)
@@ -227,7 +189,7 @@ int cg_schedule(cg_ctx *cg)
             continue;
         for (int k = 0; k < n->noutputs; k++) {
             int v = n->outputs[k];
-            if (v < 0 || cg->loc[v].kind != CG_LOC_NONE || (k > 0 && cg->nuses[v] == 0))
+            if (v < 0 || cg->loc[v].kind != CG_LOC_NONE || (k > 0 && cg->plan.nuses[v] == 0))
                 continue;
             cg->loc[v] = (cg_loc){CG_LOC_WORKSPACE, -1, -1};
             in_ws[v] = 1;
@@ -249,7 +211,9 @@ int cg_schedule(cg_ctx *cg)
         cg->workspace_unplanned = plan.unplanned;
         pass_memplan_free(&plan);
     }
-    free(reader), free(in_ws), free(is_output);
+    for (int i = 0; i < nn; i++)
+        cg->plan.skip[i] = cg->kind[i] != CG_NODE_KERNEL;
+    free(in_ws), free(is_output);
     return st;
 }
 
@@ -257,9 +221,9 @@ void cg_schedule_free(cg_ctx *cg)
 {
     free(cg->kind), free(cg->group), free(cg->scratch), free(cg->scratch_off);
     free(cg->bn_scale), free(cg->bn_shift);
-    free(cg->nuses), free(cg->alias_of), free(cg->loc);
+    free(cg->alias_of), free(cg->loc);
     cg->kind = NULL;
-    cg->group = cg->bn_scale = cg->bn_shift = cg->nuses = cg->alias_of = NULL;
+    cg->group = cg->bn_scale = cg->bn_shift = cg->alias_of = NULL;
     cg->scratch = cg->scratch_off = NULL;
     cg->loc = NULL;
 }
