@@ -74,27 +74,13 @@ static int unavailable(const cg_backend *be, char *why, size_t len)
 #endif
 
 #ifndef VITC_HAVE_LLVM
-static int no_llvm_supports(const ir_graph *g, const ir_node *n, char *why, size_t len)
-{
-    return unavailable(&cg_llvm_backend, why, len);
-}
-const cg_backend cg_llvm_backend = {
-    .name = "cpu",
-    .title = "CPU",
-    .unavailable = "this vitc was built without the CPU backend (VITC_LLVM=OFF): compile with --target cuda",
-    .supports = no_llvm_supports,
-};
+static int no_llvm(const ir_graph *g, const ir_node *n, char *why, size_t len) { return unavailable(&cg_llvm_backend, why, len); }
+const cg_backend cg_llvm_backend = {.name = "cpu", .title = "CPU", .supports = no_llvm,
+    .unavailable = "this vitc was built without the CPU backend (VITC_LLVM=OFF): compile with --target cuda"};
 #endif
 
 #ifndef VITC_HAVE_CUDA
-static int no_cuda_supports(const ir_graph *g, const ir_node *n, char *why, size_t len)
-{
-    return unavailable(&cg_cuda_backend, why, len);
-}
-const cg_backend cg_cuda_backend = {
-    .name = "cuda",
-    .title = "CUDA",
-    .unavailable = "--target cuda: this vitc was built without the CUDA backend (configure with -DVITC_CUDA=ON)",
-    .supports = no_cuda_supports,
-};
+static int no_cuda(const ir_graph *g, const ir_node *n, char *why, size_t len) { return unavailable(&cg_cuda_backend, why, len); }
+const cg_backend cg_cuda_backend = {.name = "cuda", .title = "CUDA", .supports = no_cuda,
+    .unavailable = "--target cuda: this vitc was built without the CUDA backend (configure with -DVITC_CUDA=ON)"};
 #endif
