@@ -244,7 +244,8 @@ int cg_elem_supports(const ir_graph *g, const ir_node *n, char *why, size_t len)
 int cg_emit_elementwise(cg_ctx *cg, int node);
 /* Copies value src into dst (a view of the same shape); node labels it. */
 int cg_emit_copy(cg_ctx *cg, int src, const cg_view *dst, int node);
-/* 1 for ops the map kernels compute element by element (and BatchNormalization). */
+/* 1 for ops the map kernels compute element by element: the op table's IR_FAM_MAP
+ * (the element-wise ops and BatchNormalization). */
 int cg_is_map_op(ir_op op);
 int cg_data_supports(const ir_graph *g, const ir_node *n, char *why, size_t len);
 int cg_emit_data(cg_ctx *cg, int node);

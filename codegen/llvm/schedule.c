@@ -23,7 +23,7 @@
 
 enum { MAX_GROUP_NODES = 32, MAX_GROUP_LEAVES = 24 };
 
-int cg_is_map_op(ir_op op) { return (ir_op_table[op].flags & OPF_ELEMWISE) || op == IR_OP_BATCHNORM; }
+int cg_is_map_op(ir_op op) { return ir_op_family_of(op) == IR_FAM_MAP; }
 
 int cg_root(const cg_ctx *cg, int v)
 {
