@@ -80,6 +80,13 @@ void tu_read_npy(const char *path, ir_tensor *t);
  * into in[], and the interpreter's outputs of g for them into ref[]. */
 void tu_fixture_reference(const tu_fixture *fx, const ir_graph *g, ir_tensor in[2], ir_tensor ref[2]);
 
+/* The bars of the CUDA fixture runs, precision pi of fp32, tf32, fp16, bf16:
+ * relative error e[b] <= 1e-4 in fp32; <= 1e-2 with cosine cos[b] >= 0.9999
+ * in the others.  1 if both batches b meet it; raises worst[pi] to the errors. */
+int tu_precision_ok(int pi, const double e[2], const double cos[2], double worst[4]);
+/* Prints the worst errors of each precision, then fails if failures > 0. */
+void tu_precision_report(const double worst[4], int failures);
+
 /* The NVRTC cache that build directories share ($TMPDIR/vitc-cuda-test-cache-<uid>,
  * made if missing), set as VITC_NVRTC_CACHE unless that is set; returns its path. */
 const char *tu_nvrtc_cache(void);
