@@ -3,6 +3,7 @@
  * operands read under numpy broadcasting through per-operand strides (zero
  * where an operand broadcasts), arithmetic in fp32 whatever the storage. */
 #include "codegen/cuda/cu_impl.h"
+#include "codegen/cuda/cu_launch.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -294,14 +295,9 @@ int cu_emit_elem(cu_ctx *c, int node)
     cu_str_add(&t, "        vk_put(y + i, %s);\n    }\n}\n", e);
     char label[64];
     snprintf(label, sizeof label, "%s", ir_op_name(n->op));
-    int f = cu_add_kernel(c, "ew", label, &t);
-    cu_str_free(&t);
-    cu_launch *l = cu_launch_new(c, f, node, EW_THREADS, 0);
+    cu_launch *l = cu_launch_flat(c, "ew", label, &t, node, EW_THREADS, total);
     if (!l)
         return c->d->status;
-    l->grid[0] = total;
-    l->div[0] = EW_THREADS;
-    cu_arg_int(c, l, cg_poly_dim(ir_dim_batch(1)));
     for (int k = 0; k < nops; k++)
         cu_arg_value(c, l, opv[k]);
     cu_arg_value(c, l, out);

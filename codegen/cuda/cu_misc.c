@@ -3,6 +3,7 @@
  * computed tensors (numpy broadcasting over the batch dims, transposes and
  * broadcasts through strides), and Conv that is not a patch embedding. */
 #include "codegen/cuda/cu_impl.h"
+#include "codegen/cuda/cu_launch.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -245,14 +246,9 @@ static int emit_conv(cu_ctx *c, int node)
                (long long)x->dims[1].k, (long long)H, (long long)W, (long long)w->dims[0].k, (long long)Ho,
                (long long)Wo, (long long)KH, (long long)KW, (long long)sh, (long long)sw, (long long)ph, (long long)pw,
                (long long)dh, (long long)dw, (long long)groups);
-    int f = cu_add_kernel(c, "conv", "conv simt", &t);
-    cu_str_free(&t);
-    cu_launch *l = cu_launch_new(c, f, node, CONV_THREADS, 0);
+    cu_launch *l = cu_launch_flat(c, "conv", "conv simt", &t, node, CONV_THREADS, total);
     if (!l)
         return c->d->status;
-    l->grid[0] = total;
-    l->div[0] = CONV_THREADS;
-    cu_arg_int(c, l, cg_poly_dim(ir_dim_batch(1)));
     cu_arg_value(c, l, n->inputs[0]);
     cu_arg_value(c, l, n->inputs[1]);
     if (bv >= 0)

@@ -3,6 +3,7 @@
  * (norm.cuh: a warp per row, statistics in fp32); ReduceMean/Sum/Max are
  * generated: one thread per output element looping over the reduced ones. */
 #include "codegen/cuda/cu_impl.h"
+#include "codegen/cuda/cu_launch.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -269,14 +270,9 @@ static int emit_reduce(cu_ctx *c, int node)
     if (n->op == IR_OP_REDUCE_MEAN)
         cu_str_add(&t, "        acc /= (float)R;\n");
     cu_str_add(&t, "        vk_put(y + i, acc);\n    }\n}\n");
-    int f = cu_add_kernel(c, "reduce", ir_op_name(n->op), &t);
-    cu_str_free(&t);
-    cu_launch *l = cu_launch_new(c, f, node, RED_THREADS, 0);
+    cu_launch *l = cu_launch_flat(c, "reduce", ir_op_name(n->op), &t, node, RED_THREADS, nout);
     if (!l)
         return c->d->status;
-    l->grid[0] = nout;
-    l->div[0] = RED_THREADS;
-    cu_arg_int(c, l, cg_poly_dim(ir_dim_batch(1)));
     cu_arg_value(c, l, n->inputs[0]);
     cu_arg_value(c, l, out);
     return c->d->status;

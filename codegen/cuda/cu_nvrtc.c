@@ -119,6 +119,18 @@ typedef struct {
     size_t cubin_bytes, ptx_bytes;
 } job;
 
+/* One output of a compiled program (its CUBIN or PTX) into *buf (malloc'ed) of *bytes. */
+static nvrtcResult get_output(nvrtcProgram prog, nvrtcResult (*size)(nvrtcProgram, size_t *),
+                              nvrtcResult (*get)(nvrtcProgram, char *), char **buf, size_t *bytes)
+{
+    nvrtcResult rc = size(prog, bytes);
+    if (rc == NVRTC_SUCCESS && !(*buf = malloc(*bytes ? *bytes : 1)))
+        rc = NVRTC_ERROR_OUT_OF_MEMORY;
+    if (rc == NVRTC_SUCCESS)
+        rc = get(prog, *buf);
+    return rc;
+}
+
 static void *compile_one(void *p)
 {
     job *j = p;
@@ -140,18 +152,10 @@ static void *compile_one(void *p)
     j->rc = rc;
     if (rc == NVRTC_SUCCESS) {
         j->failed_call = "nvrtcGetCUBIN";
-        rc = nvrtcGetCUBINSize(prog, &j->cubin_bytes);
-        if (rc == NVRTC_SUCCESS && !(j->cubin = malloc(j->cubin_bytes ? j->cubin_bytes : 1)))
-            rc = NVRTC_ERROR_OUT_OF_MEMORY;
-        if (rc == NVRTC_SUCCESS)
-            rc = nvrtcGetCUBIN(prog, j->cubin);
+        rc = get_output(prog, nvrtcGetCUBINSize, nvrtcGetCUBIN, &j->cubin, &j->cubin_bytes);
         if (rc == NVRTC_SUCCESS && j->want_ptx) {
             j->failed_call = "nvrtcGetPTX";
-            rc = nvrtcGetPTXSize(prog, &j->ptx_bytes);
-            if (rc == NVRTC_SUCCESS && !(j->ptx = malloc(j->ptx_bytes ? j->ptx_bytes : 1)))
-                rc = NVRTC_ERROR_OUT_OF_MEMORY;
-            if (rc == NVRTC_SUCCESS)
-                rc = nvrtcGetPTX(prog, j->ptx);
+            rc = get_output(prog, nvrtcGetPTXSize, nvrtcGetPTX, &j->ptx, &j->ptx_bytes);
         }
         j->rc = rc;
     }
