@@ -37,6 +37,15 @@ typedef struct {
     uint32_t batch_mask;
 } vitc_abi_tensor;
 
+/* The number of elements of t at batch b. */
+static inline int64_t vitc_abi_numel_at(const vitc_abi_tensor *t, int64_t b)
+{
+    int64_t n = 1;
+    for (int k = 0; k < t->rank; k++)
+        n *= ((t->batch_mask >> k) & 1) ? t->dims[k] * b : t->dims[k];
+    return n;
+}
+
 /* Work split: fn(arg, begin, end) over disjoint ranges covering [0, n). */
 typedef void (*vitc_abi_task)(void *arg, int64_t begin, int64_t end);
 /* Runs fn over [0, n) on the pool's threads (the caller's included) and
@@ -100,6 +109,12 @@ typedef struct {
 typedef struct {
     int64_t c[4];
 } vitc_cuda_poly;
+
+/* p's value at batch b. */
+static inline int64_t vitc_cuda_poly_at(const vitc_cuda_poly *p, int64_t b)
+{
+    return p->c[0] + b * (p->c[1] + b * (p->c[2] + b * p->c[3]));
+}
 
 enum {
     VITC_CUDA_ARG_WORKSPACE = 1, /* device pointer: workspace + value (bytes) */

@@ -63,19 +63,6 @@ struct rt_cuda_ctx {
     double device_ms;              /* of the last run; < 0 before the first */
 };
 
-static int64_t poly_at(const vitc_cuda_poly *p, int64_t b)
-{
-    return p->c[0] + b * (p->c[1] + b * (p->c[2] + b * p->c[3]));
-}
-
-static int64_t numel_at(const vitc_abi_tensor *t, int64_t b)
-{
-    int64_t n = 1;
-    for (int k = 0; k < t->rank; k++)
-        n *= ((t->batch_mask >> k) & 1) ? t->dims[k] * b : t->dims[k];
-    return n;
-}
-
 /* ---- load: the plan's sanity ---- */
 
 /* 1 if p stays within [0, limit - bytes] at batches 1 and max (every poly
@@ -85,7 +72,7 @@ static int in_range(const vitc_cuda_poly *p, int64_t max_batch, uint64_t bytes, 
     for (int k = 0; k < 4; k++)
         if (p->c[k] < -((int64_t)1 << 40) || p->c[k] > ((int64_t)1 << 50))
             return 0;
-    int64_t lo = poly_at(p, 1), hi = poly_at(p, max_batch);
+    int64_t lo = vitc_cuda_poly_at(p, 1), hi = vitc_cuda_poly_at(p, max_batch);
     return lo >= 0 && hi >= 0 && (uint64_t)hi <= limit && bytes <= limit - (uint64_t)hi;
 }
 
@@ -95,7 +82,7 @@ static vitc_status check_io(const vitc_model *m, const char *what, const vitc_cu
     const vitc_abi_model *a = m->abi;
     const vitc_cuda_plan *p = a->cuda_plan;
     for (int i = 0; i < n; i++) {
-        uint64_t bytes = (uint64_t)numel_at(&t[i], a->max_batch) * rt_dtype_size(t[i].dtype);
+        uint64_t bytes = (uint64_t)vitc_abi_numel_at(&t[i], a->max_batch) * rt_dtype_size(t[i].dtype);
         uint64_t limit = io[i].space == VITC_CUDA_SPACE_WORKSPACE ? p->workspace_bytes
                          : io[i].space == VITC_CUDA_SPACE_WEIGHTS && outputs ? a->weights_bytes : 0;
         if (!limit || io[i].offset > limit || bytes > limit - io[i].offset)
@@ -412,7 +399,7 @@ static vitc_status enqueue(vitc_context *c, int64_t batch)
             continue;
         int64_t g[3];
         for (int k = 0; k < 3; k++) {
-            int64_t n = poly_at(&l->grid[k], batch);
+            int64_t n = vitc_cuda_poly_at(&l->grid[k], batch);
             g[k] = n <= 0 ? 0 : (n + l->grid_div[k] - 1) / l->grid_div[k];
         }
         if (g[0] == 0 || g[1] == 0 || g[2] == 0)
@@ -425,7 +412,7 @@ static vitc_status enqueue(vitc_context *c, int64_t batch)
         unsigned long long *a = x->args + (size_t)i * VITC_CUDA_MAX_ARGS;
         for (int k = 0; k < VITC_CUDA_MAX_ARGS; k++) {
             const vitc_cuda_arg *arg = k < l->nargs ? &l->args[k] : NULL;
-            int64_t v = arg ? poly_at(&arg->value, batch) : 0;
+            int64_t v = arg ? vitc_cuda_poly_at(&arg->value, batch) : 0;
             a[k] = !arg ? 0
                    : arg->kind == VITC_CUDA_ARG_WORKSPACE ? x->ws + (unsigned long long)v
                    : arg->kind == VITC_CUDA_ARG_WEIGHTS   ? d->weights + (unsigned long long)v
@@ -498,7 +485,7 @@ vitc_status rt_cuda_run(vitc_context *c, int64_t batch)
         return rt_fail(VITC_STATUS_INVALID_ARGUMENT, "%s: the context has no device", m->path);
     CU_TRY(cu->CtxSetCurrent(d->ctx), "%s", m->path);
     for (int j = 0; j < a->ninputs; j++) {
-        size_t bytes = (size_t)numel_at(&a->inputs[j], batch) * rt_dtype_size(a->inputs[j].dtype);
+        size_t bytes = (size_t)vitc_abi_numel_at(&a->inputs[j], batch) * rt_dtype_size(a->inputs[j].dtype);
         CUdeviceptr dst = x->ws + p->inputs[j].offset;
         if (bytes && x->device_io)
             CU_TRY(cu->MemcpyDtoDAsync(dst, (CUdeviceptr)(uintptr_t)c->in_ptrs[j], bytes, x->stream),
@@ -519,7 +506,7 @@ vitc_status rt_cuda_run(vitc_context *c, int64_t batch)
     }
     CU_TRY(cu->EventRecord(x->ev[1], x->stream), "%s: an event on %s", m->path, d->name);
     for (int j = 0; j < a->noutputs; j++) {
-        size_t bytes = (size_t)numel_at(&a->outputs[j], batch) * rt_dtype_size(a->outputs[j].dtype);
+        size_t bytes = (size_t)vitc_abi_numel_at(&a->outputs[j], batch) * rt_dtype_size(a->outputs[j].dtype);
         CUdeviceptr src = (p->outputs[j].space == VITC_CUDA_SPACE_WEIGHTS ? d->weights : x->ws) + p->outputs[j].offset;
         if (bytes && x->device_io)
             CU_TRY(cu->MemcpyDtoDAsync((CUdeviceptr)(uintptr_t)c->out_ptrs[j], src, bytes, x->stream),

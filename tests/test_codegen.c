@@ -47,6 +47,17 @@ static char tmp[4096];
 
 /* ---- helpers ---- */
 
+/* Compiles g with the LLVM backend at opt_level for batches up to max_batch
+ * into tmp/<name>.so (its path into so), else fails naming the diagnostics. */
+static void compile_or_fail(ir_graph *g, const char *name, int opt_level, int64_t max_batch, char *so, size_t n)
+{
+    char *msg;
+    snprintf(so, n, "%.3900s/%.150s.so", tmp, name);
+    if (tu_compile_cpu(g, so, opt_level, max_batch, &msg))
+        fail_msg("%s: compile failed: %s", name, msg);
+    free(msg);
+}
+
 static int file_exists(const char *p)
 {
     struct stat st;
@@ -179,12 +190,10 @@ static void test_unfused_fixtures_match_interpreter(void **state)
         assert_int_equal(pass_fold_shapes(g, &d), 0);
         assert_int_equal(pass_dce(g, &d), 0);
         ir_tensor in[2], ref[2], got[2];
-        char so[4200], *msg;
+        char so[4200], name[128];
         tu_fixture_reference(fx, g, in, ref);
-        snprintf(so, sizeof so, "%.3900s/unfused-%.95s.so", tmp, fx->model);
-        if (tu_compile_cpu(g, so, 2, 4, &msg))
-            fail_msg("%s unfused: compile failed: %s", fx->model, msg);
-        free(msg);
+        snprintf(name, sizeof name, "unfused-%.95s", fx->model);
+        compile_or_fail(g, name, 2, 4, so, sizeof so);
         double e[2];
         for (int k = 0; k < 2; k++) {
             tu_run_so(so, &in[k], 1, &got[k], 1, k ? 3 : 1);
@@ -216,11 +225,8 @@ static double check_graph(const char *what, ir_graph *g)
         if (ir_interpret(g, in[k], ref[k], NULL, NULL, &d))
             fail_msg("%s: the interpreter failed", what);
     }
-    char so[4200], *msg;
-    snprintf(so, sizeof so, "%s/%s.so", tmp, what);
-    if (tu_compile_cpu(g, so, 2, 3, &msg))
-        fail_msg("%s: compile failed: %s", what, msg);
-    free(msg);
+    char so[4200];
+    compile_or_fail(g, what, 2, 3, so, sizeof so);
     double worst = 0;
     char line[512];
     size_t ll = (size_t)snprintf(line, sizeof line, "%-18s", what);
@@ -296,11 +302,8 @@ static void test_transcendentals_elementwise_accuracy(void **state)
     for (int i = 0; i < 4001; i++) /* -100 .. 100 in steps of 0.05, denser near 0 */
         ir_tensor_set(&in, i, i < 1000 ? (i - 500) * 1e-3 : -100 + (i - 1000) * (200.0 / 3000));
     assert_int_equal(ir_interpret(g, &in, ref, NULL, NULL, &d), 0);
-    char so[4200], *msg;
-    snprintf(so, sizeof so, "%s/transcendentals.so", tmp);
-    if (tu_compile_cpu(g, so, 3, 1, &msg))
-        fail_msg("compile failed: %s", msg);
-    free(msg);
+    char so[4200];
+    compile_or_fail(g, "transcendentals", 3, 1, so, sizeof so);
     tu_run_so(so, &in, 1, got, 4, 1);
     static const char *names[4] = {"Exp", "Erf", "Tanh", "Sigmoid"};
     for (int k = 0; k < 4; k++) {
@@ -352,11 +355,8 @@ static void test_gelu_epilogue_and_standalone_agree_bitwise(void **state)
     assert_int_equal(ir_tensor_alloc(&in, IR_F32, 3, TU_DIMS(1, ROWS, K)), 0);
     for (int i = 0; i < ROWS * K; i++) /* -10 .. 10, then a few tails */
         ir_tensor_set(&in, i, i < 7000 ? -10 + i * (20.0 / 7000) : (i % 2 ? 1 : -1) * (10 + (i - 7000) * 0.1));
-    char so[4200], *msg;
-    snprintf(so, sizeof so, "%s/gelu-bitwise.so", tmp);
-    if (tu_compile_cpu(g, so, 3, 1, &msg))
-        fail_msg("compile failed: %s", msg);
-    free(msg);
+    char so[4200];
+    compile_or_fail(g, "gelu-bitwise", 3, 1, so, sizeof so);
     tu_run_so(so, &in, 1, got, 4, 1);
     for (int f = 0; f < 2; f++) {
         const float *a = got[2 * f].data, *b = got[2 * f + 1].data;
@@ -629,16 +629,11 @@ static int setup(void **state)
 {
     nfixtures = tu_fixtures(fixtures, 64);
     tu_seed(0x2545f4914f6cdd1dull);
-    return tu_tmpdir(tmp, sizeof tmp) ? 0 : -1;
+    *state = tu_tmpdir(tmp, sizeof tmp);
+    return *state ? 0 : -1;
 }
 
-static int teardown(void **state)
-{
-    tu_rmtree(tmp);
-    return 0;
-}
-
-TU_MAIN(setup, teardown, test_fixtures_compiled_match_references, test_unfused_fixtures_match_interpreter,
+TU_MAIN(setup, tu_teardown_tmpdir, test_fixtures_compiled_match_references, test_unfused_fixtures_match_interpreter,
         test_conv_direct_and_1d, test_reductions_softmax_layernorm_axes, test_elementwise_float_ops,
         test_transcendentals_elementwise_accuracy, test_gelu_epilogue_and_standalone_agree_bitwise,
         test_integer_and_bool_ops, test_data_movement,
