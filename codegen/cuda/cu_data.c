@@ -11,6 +11,7 @@
  * graph's inputs and outputs go through the same copy when the caller's
  * type differs from the stored one (f32 <-> f16/bf16). */
 #include "codegen/cuda/cu_impl.h"
+#include "codegen/cuda/cu_launch.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -132,14 +133,9 @@ int cu_emit_copy(cu_ctx *c, int node, int rank, const cg_poly *in_dims, const cu
     else
         cu_str_add(&t, "        vk_put(dst + do_, vk_get(src + so));\n");
     cu_str_add(&t, "    }\n}\n");
-    int f = cu_add_kernel(c, "copy", label, &t);
-    cu_str_free(&t);
-    cu_launch *l = cu_launch_new(c, f, node, COPY_THREADS, 0);
+    cu_launch *l = cu_launch_flat(c, "copy", label, &t, node, COPY_THREADS, n);
     if (!l)
         return c->d->status;
-    l->grid[0] = n;
-    l->div[0] = COPY_THREADS;
-    cu_arg_int(c, l, cg_poly_dim(ir_dim_batch(1)));
     arg_view(c, l, &s);
     arg_view(c, l, &d);
     return c->d->status;
@@ -272,6 +268,8 @@ static int emit_gather(cu_ctx *c, int node)
     char e1[160], e2[160], e3[160];
     const char *tx = cu_ctype(cu_sdt(c, n->inputs[0])), *ti = cu_ctype(cu_sdt(c, n->inputs[1]));
     const char *ty = cu_ctype(cu_sdt(c, out));
+    if (strcmp(tx, ty) != 0)
+        return cu_fail(c, VITC_INTERNAL, node, "Gather between storage types %s and %s", tx, ty);
     cu_str t = {0};
     cu_str_add(&t, "VK_KERNEL(@, %d)\n{\n    const vk_i64 B = (vk_i64)p.a[0];\n    (void)B;\n", COPY_THREADS);
     cu_str_add(&t, "    const %s *x = (const %s *)p.a[1];\n    const %s *ind = (const %s *)p.a[2];\n", tx, tx, ti, ti);
@@ -285,16 +283,9 @@ static int emit_gather(cu_ctx *c, int node)
                    "        if (k < 0)\n            k += A;\n"
                    "        k = k < 0 ? 0 : k >= A ? A - 1 : k; /* out-of-range indices are clamped */\n"
                    "        y[i] = x[(o * A + k) * inner + in];\n    }\n}\n");
-    int f = cu_add_kernel(c, "gather", "gather", &t);
-    cu_str_free(&t);
-    if (strcmp(tx, ty) != 0)
-        return cu_fail(c, VITC_INTERNAL, node, "Gather between storage types %s and %s", tx, ty);
-    cu_launch *l = cu_launch_new(c, f, node, COPY_THREADS, 0);
+    cu_launch *l = cu_launch_flat(c, "gather", "gather", &t, node, COPY_THREADS, total);
     if (!l)
         return c->d->status;
-    l->grid[0] = total;
-    l->div[0] = COPY_THREADS;
-    cu_arg_int(c, l, cg_poly_dim(ir_dim_batch(1)));
     cu_arg_value(c, l, n->inputs[0]);
     cu_arg_value(c, l, n->inputs[1]);
     cu_arg_value(c, l, out);
@@ -407,18 +398,27 @@ int cu_emit_data(cu_ctx *c, int node)
 
 /* ---- graph inputs and outputs ---- */
 
+/* Copies value v between its storage and the caller's tensor at offset in
+ * the workspace (in the graph's dtype): into that tensor (out) or from it. */
+static void emit_io_copy(cu_ctx *c, int v, uint64_t offset, int out, const char *label)
+{
+    const ir_value *x = &c->g->values[v];
+    cg_poly dims[IR_MAX_RANK];
+    value_dims(x, dims);
+    cu_view io = cu_view_ws((int64_t)offset, x->dtype, x->rank, dims), val = cu_view_of(c, v);
+    if (out)
+        cu_emit_copy(c, -1, x->rank, dims, &io, &val, label);
+    else
+        cu_emit_copy(c, -1, x->rank, dims, &val, &io, label);
+}
+
 int cu_emit_input_conversions(cu_ctx *c)
 {
     const ir_graph *g = c->g;
     for (int k = 0; k < g->ninputs && c->d->status == VITC_OK; k++) {
         int v = g->inputs[k];
-        const ir_value *x = &g->values[v];
-        if (c->sdt[v] == x->dtype)
-            continue;
-        cg_poly dims[IR_MAX_RANK];
-        value_dims(x, dims);
-        cu_view s = cu_view_ws((int64_t)c->in_io[k].offset, x->dtype, x->rank, dims), d = cu_view_of(c, v);
-        cu_emit_copy(c, -1, x->rank, dims, &d, &s, "input conversion");
+        if (c->sdt[v] != g->values[v].dtype)
+            emit_io_copy(c, v, c->in_io[k].offset, 0, "input conversion");
     }
     return c->d->status;
 }
@@ -428,18 +428,13 @@ int cu_emit_output_conversions(cu_ctx *c)
     const ir_graph *g = c->g;
     for (int k = 0; k < g->noutputs && c->d->status == VITC_OK; k++) {
         int v = g->outputs[k], r = cu_root(c, v);
-        const ir_value *x = &g->values[v];
         if (c->out_io[k].space == VITC_CUDA_SPACE_WEIGHTS) {
             int64_t off = cu_weights_of(c, r);
             c->out_io[k].offset = off < 0 ? 0 : (uint64_t)off;
             continue;
         }
-        if (c->sdt[r] == x->dtype)
-            continue;
-        cg_poly dims[IR_MAX_RANK];
-        value_dims(x, dims);
-        cu_view d = cu_view_ws((int64_t)c->out_io[k].offset, x->dtype, x->rank, dims), s = cu_view_of(c, v);
-        cu_emit_copy(c, -1, x->rank, dims, &d, &s, "output conversion");
+        if (c->sdt[r] != g->values[v].dtype)
+            emit_io_copy(c, v, c->out_io[k].offset, 1, "output conversion");
     }
     return c->d->status;
 }
