@@ -64,36 +64,27 @@ int ik_copy(ik_ctx *c, ir_tensor *dst, const ir_tensor *src)
     return st;
 }
 
-/* n elements of size elem (at least one byte's worth), or NULL with c's error set. */
-static void *ik_elems(ik_ctx *c, int64_t n, size_t elem)
+/* t's elements as doubles, or (ints) as int64s, in a malloc'ed array; NULL
+ * with c's error set when memory runs out. */
+static void *ik_load(ik_ctx *c, const ir_tensor *t, int ints)
 {
-    void *p = malloc((size_t)(n ? n : 1) * elem);
-    if (!p)
+    _Static_assert(sizeof(double) == sizeof(int64_t), "one element size for both loads");
+    int64_t n = ir_tensor_numel(t);
+    void *p = malloc((size_t)(n ? n : 1) * sizeof(int64_t));
+    if (!p) {
         ik_fail(c, VITC_INTERNAL, "out of memory");
+        return NULL;
+    }
+    for (int64_t i = 0; i < n; i++)
+        if (ints)
+            ((int64_t *)p)[i] = ir_tensor_get_i64(t, i);
+        else
+            ((double *)p)[i] = ir_tensor_get(t, i);
     return p;
 }
 
-double *ik_load_f64(ik_ctx *c, const ir_tensor *t)
-{
-    int64_t n = ir_tensor_numel(t);
-    double *p = ik_elems(c, n, sizeof *p);
-    if (!p)
-        return NULL;
-    for (int64_t i = 0; i < n; i++)
-        p[i] = ir_tensor_get(t, i);
-    return p;
-}
-
-int64_t *ik_load_i64(ik_ctx *c, const ir_tensor *t)
-{
-    int64_t n = ir_tensor_numel(t);
-    int64_t *p = ik_elems(c, n, sizeof *p);
-    if (!p)
-        return NULL;
-    for (int64_t i = 0; i < n; i++)
-        p[i] = ir_tensor_get_i64(t, i);
-    return p;
-}
+double *ik_load_f64(ik_ctx *c, const ir_tensor *t) { return ik_load(c, t, 0); }
+int64_t *ik_load_i64(ik_ctx *c, const ir_tensor *t) { return ik_load(c, t, 1); }
 
 int ik_axis(ik_ctx *c, int64_t axis, int rank, int inclusive_end, int *out)
 {
