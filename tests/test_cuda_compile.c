@@ -462,22 +462,13 @@ static void test_cli_options_and_no_device(void **state)
 
 static int setup(void **state)
 {
-    (void)state;
     nfixtures = tu_fixtures(fixtures, 64);
-    if (!tu_tmpdir(tmpdir, sizeof tmpdir))
-        return -1;
     tu_nvrtc_cache(); /* programs shared by fixtures and builds compile once */
-    return 0;
+    *state = tu_tmpdir(tmpdir, sizeof tmpdir);
+    return *state ? 0 : -1;
 }
 
-static int teardown(void **state)
-{
-    (void)state;
-    tu_rmtree(tmpdir);
-    return 0;
-}
-
-TU_MAIN(setup, teardown, test_driver_constants_match_cuda_h, test_weight_packing_and_rounding,
+TU_MAIN(setup, tu_teardown_tmpdir, test_driver_constants_match_cuda_h, test_weight_packing_and_rounding,
         test_literals_and_polynomials, test_fixtures_compile_for_every_target,
         test_gemm_tile_ranges_cover_every_batch, test_unsupported_nodes_all_listed,
         test_cli_options_and_no_device)

@@ -65,13 +65,9 @@ static void test_fixtures_emulated(void **state)
         const tu_fixture *fx = &fixtures[i];
         if (TU_SANITIZED && strcmp(fx->exporter, "ts17") != 0)
             continue;
-        char model[4096], rel[1024];
-        snprintf(rel, sizeof rel, "tests/models/%.95s", fx->model);
-        tu_path(model, sizeof model, rel);
-        ir_graph *g = tu_load_fixture(fx);
+        char model[4096];
         ir_tensor in[2], ref[2];
-        tu_fixture_reference(fx, g, in, ref);
-        ir_graph_free(g);
+        tu_fixture_case(fx, model, sizeof model, in, ref);
         for (int pi = 0; pi < 4; pi++) {
             char so[8300], cu[8300], emu[8300];
             snprintf(so, sizeof so, "%.4000s/%.95s.%s.so", tmpdir, fx->model, precisions[pi]);
@@ -383,27 +379,13 @@ restore:
 
 static int setup(void **state)
 {
-    (void)state;
     nfixtures = tu_fixtures(fixtures, 64);
-    if (!tu_tmpdir(tmpdir, sizeof tmpdir))
-        return -1;
     tu_seed(0x9e3779b97f4a7c15ull);
-    if (tu_emu_init())
-        return -1;
-    return 0;
+    *state = tu_tmpdir(tmpdir, sizeof tmpdir);
+    return *state && !tu_emu_init() ? 0 : -1;
 }
 
-static int teardown(void **state)
-{
-    (void)state;
-    if (getenv("VITC_KEEP_TMP")) /* for debugging: the programs and models stay */
-        print_message("kept %s\n", tmpdir);
-    else
-        tu_rmtree(tmpdir);
-    return 0;
-}
-
-TU_MAIN(setup, teardown, test_fixtures_emulated, test_ops_emulated, test_runtime_on_fake_driver)
+TU_MAIN(setup, tu_teardown_tmpdir, test_fixtures_emulated, test_ops_emulated, test_runtime_on_fake_driver)
 
 #else
 

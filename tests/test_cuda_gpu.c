@@ -19,7 +19,6 @@
  * a GPU. */
 #include "testutil.h"
 
-#include "frontend/onnx.h"
 #include "ir/interp.h"
 
 #include "runtime/cuda_api.h"
@@ -28,7 +27,6 @@
 
 #include <dlfcn.h>
 #include <libgen.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,16 +40,6 @@ static int arch;
 
 static const char *const precisions[4] = {"fp32", "tf32", "fp16", "bf16"};
 
-static double cosine(const ir_tensor *a, const ir_tensor *b)
-{
-    double ab = 0, aa = 0, bb = 0;
-    for (int64_t i = 0; i < ir_tensor_numel(a); i++) {
-        double x = ir_tensor_get(a, i), y = ir_tensor_get(b, i);
-        ab += x * y, aa += x * x, bb += y * y;
-    }
-    return aa > 0 && bb > 0 ? ab / sqrt(aa * bb) : (aa == bb ? 1.0 : 0.0);
-}
-
 static void compile(const char *model, const char *prec, const char *so)
 {
     const char *args[] = {model, "--target", "cuda", "--precision", prec, "-o", so, NULL};
@@ -60,6 +48,15 @@ static void compile(const char *model, const char *prec, const char *so)
     if (rc != 0)
         fail_msg("%s (%s): vitc exited %d:\n%s%s", model, prec, rc, out, err);
     free(out), free(err);
+}
+
+/* timm-ts17 (its path into model) compiled in precision prec into
+ * tmpdir/timm.<prec>.so (its path into so). */
+static void compile_timm(const char *prec, char *model, size_t mn, char *so, size_t sn)
+{
+    tu_path(model, mn, "tests/models/timm-ts17.onnx");
+    snprintf(so, sn, "%s/timm.%s.so", tmpdir, prec);
+    compile(model, prec, so);
 }
 
 /* Runs the model once on in (one input, one output) into out (allocated here). */
@@ -85,23 +82,9 @@ static void test_fixtures_on_gpu(void **state)
     double worst[4] = {0};
     for (int i = 0; i < nfixtures; i++) {
         const tu_fixture *fx = &fixtures[i];
-        char model[4096], rel[1024];
-        snprintf(rel, sizeof rel, "tests/models/%.95s", fx->model);
-        tu_path(model, sizeof model, rel);
-        vitc_diag d;
-        vitc_diag_init(&d, model);
-        ir_graph *g = onnx_import_file(model, &d);
-        assert_non_null(g);
-        assert_int_equal(ir_infer_shapes(g, &d), 0);
+        char model[4096];
         ir_tensor in[2], ref[2];
-        for (int b = 0; b < 2; b++) {
-            char p[4096];
-            snprintf(rel, sizeof rel, "tests/models/%.31s.b%d.input.npy", fx->family, b ? 3 : 1);
-            assert_int_equal(ir_npy_read(tu_path(p, sizeof p, rel), &in[b], &d), 0);
-            memset(&ref[b], 0, sizeof ref[b]);
-            assert_int_equal(ir_interpret(g, &in[b], &ref[b], NULL, NULL, &d), 0);
-        }
-        ir_graph_free(g);
+        tu_fixture_case(fx, model, sizeof model, in, ref);
         for (int pi = 0; pi < 4; pi++) {
             char so[8400];
             snprintf(so, sizeof so, "%.4000s/%.95s.%s.so", tmpdir, fx->model, precisions[pi]);
@@ -129,28 +112,22 @@ static void test_fixtures_on_gpu(void **state)
                     fail_msg("%s %s batch %d: replaying the graph or launching without one changed the output",
                              fx->model, precisions[pi], b ? 3 : 1);
                 e[b] = ir_rel_error(&o1, &ref[b]);
-                cosv[b] = cosine(&o1, &ref[b]);
+                cosv[b] = tu_cosine(&o1, &ref[b]);
                 ir_tensor_free(&o1), ir_tensor_free(&o2), ir_tensor_free(&o3);
             }
             vitc_context_free(c_nograph);
             vitc_context_free(c);
             vitc_model_free(m);
             unlink(so);
-            double tol = pi == 0 ? 1e-4 : 1e-2, ctol = pi == 0 ? 0 : 0.9999;
-            int ok = e[0] <= tol && e[1] <= tol && cosv[0] >= ctol && cosv[1] >= ctol;
+            int ok = tu_precision_ok(pi, e, cosv, worst);
             failures += !ok;
-            for (int b = 0; b < 2; b++)
-                worst[pi] = e[b] > worst[pi] ? e[b] : worst[pi];
             print_message("%-24s %-5s %11.3g %11.3g %9.6f %9.6f %s\n", fx->model, precisions[pi], e[0], e[1], cosv[0],
                           cosv[1], ok ? "ok" : "FAIL");
         }
         for (int b = 0; b < 2; b++)
             ir_tensor_free(&in[b]), ir_tensor_free(&ref[b]);
     }
-    print_message("worst rel err: fp32 %.3g (bar 1e-4), tf32 %.3g, fp16 %.3g, bf16 %.3g (bar 1e-2, cosine >= 0.9999)\n",
-                  worst[0], worst[1], worst[2], worst[3]);
-    if (failures)
-        fail_msg("%d fixture/precision pairs beyond the bars", failures);
+    tu_precision_report(worst, failures);
 }
 
 /* The driver, for device buffers of our own (the runtime's copy is private). */
@@ -174,16 +151,10 @@ static int load_driver(void)
 static void test_device_pointers(void **state)
 {
     (void)state;
-    char model[4096], so[8400], cpu_so[8400], rel[256];
-    tu_path(model, sizeof model, "tests/models/timm-ts17.onnx");
-    snprintf(so, sizeof so, "%s/timm.bf16.so", tmpdir);
-    compile(model, "bf16", so);
-    vitc_diag d;
-    vitc_diag_init(&d, model);
+    char model[4096], so[8400], cpu_so[8400];
+    compile_timm("bf16", model, sizeof model, so, sizeof so);
     ir_tensor in, out_h, out_d;
-    snprintf(rel, sizeof rel, "tests/models/timm.b3.input.npy");
-    char p[4096];
-    assert_int_equal(ir_npy_read(tu_path(p, sizeof p, rel), &in, &d), 0);
+    tu_read_npy("tests/models/timm.b3.input.npy", &in);
     int64_t odims[2] = {3, 10};
     assert_int_equal(ir_tensor_alloc(&out_h, IR_F32, 2, odims), 0);
     assert_int_equal(ir_tensor_alloc(&out_d, IR_F32, 2, odims), 0);
@@ -254,9 +225,7 @@ static void test_cli_on_gpu(void **state)
 {
     (void)state;
     char model[4096], so[8400], in[4096], outdir[8400];
-    tu_path(model, sizeof model, "tests/models/timm-ts17.onnx");
-    snprintf(so, sizeof so, "%s/timm.fp16.so", tmpdir);
-    compile(model, "fp16", so);
+    compile_timm("fp16", model, sizeof model, so, sizeof so);
     tu_path(in, sizeof in, "tests/models/timm.b3.input.npy");
     snprintf(outdir, sizeof outdir, "%s/out", tmpdir);
     mkdir(outdir, 0755);
@@ -276,25 +245,10 @@ static void test_cli_on_gpu(void **state)
 
 static int setup(void **state)
 {
-    (void)state;
     nfixtures = tu_fixtures(fixtures, 64);
-    if (!tu_tmpdir(tmpdir, sizeof tmpdir))
-        return -1;
-    if (!getenv("VITC_NVRTC_CACHE")) { /* programs shared by fixtures and builds compile once */
-        const char *t = getenv("TMPDIR");
-        char cache[4200];
-        snprintf(cache, sizeof cache, "%s/vitc-cuda-test-cache-%ld", t && *t ? t : "/tmp", (long)getuid());
-        mkdir(cache, 0755);
-        setenv("VITC_NVRTC_CACHE", cache, 1);
-    }
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    tu_rmtree(tmpdir);
-    return 0;
+    tu_nvrtc_cache(); /* programs shared by fixtures and builds compile once */
+    *state = tu_tmpdir(tmpdir, sizeof tmpdir);
+    return *state ? 0 : -1;
 }
 
 int main(void)
@@ -314,5 +268,5 @@ int main(void)
         cmocka_unit_test(test_device_pointers),
         cmocka_unit_test(test_cli_on_gpu),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, tu_teardown_tmpdir);
 }

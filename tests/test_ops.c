@@ -509,18 +509,12 @@ static int setup(void **state)
     if (tu_emu_init())
         return -1;
 #endif
-    return tu_tmpdir(tmpdir, sizeof tmpdir) ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    tu_rmtree(tmpdir);
-    return 0;
+    *state = tu_tmpdir(tmpdir, sizeof tmpdir);
+    return *state ? 0 : -1;
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_every_row_on_every_backend)};
-    return tu_run_group(tests, setup, teardown);
+    return tu_run_group(tests, setup, tu_teardown_tmpdir);
 }

@@ -124,6 +124,16 @@ void tu_precision_report(const double worst[4], int failures)
         fail_msg("%d fixture/precision pairs beyond the bars", failures);
 }
 
+void tu_fixture_case(const tu_fixture *fx, char *model, size_t n, ir_tensor in[2], ir_tensor ref[2])
+{
+    char rel[256];
+    snprintf(rel, sizeof rel, "tests/models/%.120s", fx->model);
+    tu_path(model, n, rel);
+    ir_graph *g = tu_load_fixture(fx);
+    tu_fixture_reference(fx, g, in, ref);
+    ir_graph_free(g);
+}
+
 const char *tu_nvrtc_cache(void)
 {
     static char dir[4200];
@@ -222,6 +232,16 @@ void tu_rmtree(const char *dir)
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0)
         fprintf(stderr, "could not remove %s\n", dir);
+}
+
+int tu_teardown_tmpdir(void **state)
+{
+    const char *dir = *state;
+    if (dir && getenv("VITC_KEEP_TMP"))
+        print_message("kept %s\n", dir);
+    else
+        tu_rmtree(dir);
+    return 0;
 }
 
 /* ---- random numbers ---- */
@@ -716,19 +736,6 @@ static void guarded_alloc(guarded *g, size_t n)
     memset(g->map, 0x7f, g->span - page); /* stale memory is garbage */
 }
 
-static int64_t poly_at(const vitc_cuda_poly *p, int64_t b)
-{
-    return p->c[0] + b * (p->c[1] + b * (p->c[2] + b * p->c[3]));
-}
-
-static int64_t numel_at(const vitc_abi_tensor *t, int64_t b)
-{
-    int64_t n = 1;
-    for (int k = 0; k < t->rank; k++)
-        n *= ((t->batch_mask >> k) & 1) ? t->dims[k] * b : t->dims[k];
-    return n;
-}
-
 /* Runs the plan of the model .so on the emulation, as the runtime would:
  * inputs copied in at their offsets, every launch of this batch in order,
  * outputs (allocated here, as the descriptor says) copied back. */
@@ -751,7 +758,7 @@ void tu_emulate(const char *model_so, const char *emu_so, int64_t batch, const i
     guarded_alloc(&w, (size_t)a->weights_bytes);
     memcpy(w.p, a->weights, (size_t)a->weights_bytes);
     for (int j = 0; j < nin; j++) {
-        assert_int_equal(numel_at(&a->inputs[j], batch), ir_tensor_numel(&in[j]));
+        assert_int_equal(vitc_abi_numel_at(&a->inputs[j], batch), ir_tensor_numel(&in[j]));
         assert_int_equal(a->inputs[j].dtype, ir_dtype_onnx_code(in[j].dtype));
         memcpy(ws.p + p->inputs[j].offset, in[j].data, ir_tensor_nbytes(&in[j]));
     }
@@ -763,7 +770,7 @@ void tu_emulate(const char *model_so, const char *emu_so, int64_t batch, const i
         unsigned grid[3], block[3] = {l->block, 1, 1};
         int empty = 0;
         for (int k = 0; k < 3; k++) {
-            int64_t n = poly_at(&l->grid[k], batch);
+            int64_t n = vitc_cuda_poly_at(&l->grid[k], batch);
             grid[k] = n <= 0 ? 0 : (unsigned)((n + l->grid_div[k] - 1) / l->grid_div[k]);
             empty |= grid[k] == 0;
         }
@@ -771,7 +778,7 @@ void tu_emulate(const char *model_so, const char *emu_so, int64_t batch, const i
             continue;
         unsigned long long args[VITC_CUDA_MAX_ARGS] = {0};
         for (int k = 0; k < l->nargs; k++) {
-            int64_t v = poly_at(&l->args[k].value, batch);
+            int64_t v = vitc_cuda_poly_at(&l->args[k].value, batch);
             args[k] = l->args[k].kind == VITC_CUDA_ARG_WORKSPACE ? (unsigned long long)(uintptr_t)(ws.p + v)
                       : l->args[k].kind == VITC_CUDA_ARG_WEIGHTS ? (unsigned long long)(uintptr_t)(w.p + v)
                                                                  : (unsigned long long)v;

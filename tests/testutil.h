@@ -79,6 +79,9 @@ void tu_read_npy(const char *path, ir_tensor *t);
 /* The fixture's inputs at batch 1 and 3 (tests/models/<family>.b1|b3.input.npy)
  * into in[], and the interpreter's outputs of g for them into ref[]. */
 void tu_fixture_reference(const tu_fixture *fx, const ir_graph *g, ir_tensor in[2], ir_tensor ref[2]);
+/* The fixture's model path into model, its inputs and the interpreter's
+ * references (tu_load_fixture, then tu_fixture_reference; the graph freed). */
+void tu_fixture_case(const tu_fixture *fx, char *model, size_t n, ir_tensor in[2], ir_tensor ref[2]);
 
 /* The bars of the CUDA fixture runs, precision pi of fp32, tf32, fp16, bf16:
  * relative error e[b] <= 1e-4 in fp32; <= 1e-2 with cosine cos[b] >= 0.9999
@@ -102,6 +105,9 @@ char *tu_read_file(const char *path, size_t *len);
 /* A fresh temporary directory (mkdtemp); removed by tu_rmtree. */
 char *tu_tmpdir(char *buf, size_t n);
 void tu_rmtree(const char *dir);
+/* A cmocka group teardown for a group setup that left its tu_tmpdir in *state:
+ * removes it, or names it and keeps it when VITC_KEEP_TMP is set (for debugging). */
+int tu_teardown_tmpdir(void **state);
 
 /* ---- random numbers: one seeded LCG, so each test file's numbers repeat ---- */
 
