@@ -382,6 +382,21 @@ int ir_interp_supports(const ir_graph *g, const ir_node *n)
 
 /* ---- one node on its own ---- */
 
+/* The kernel of c's node into *k; an error (c's) when the interpreter does
+ * not run the node or its number of inputs or outputs is off. */
+static int node_kernel(ik_ctx *c, ik_kernel *k)
+{
+    const ir_node *n = c->n;
+    const ir_op_info *info = &ir_op_table[n->op];
+    *k = kernel_for(n->op);
+    if (!*k || !ir_interp_supports(c->g, n))
+        return ik_fail(c, VITC_BAD_INPUT, "not supported by the reference interpreter");
+    if (n->ninputs < info->min_in || (info->max_in != VAR && n->ninputs > info->max_in) || n->noutputs < 1 ||
+        (info->max_out != VAR && n->noutputs > info->max_out))
+        return ik_fail(c, VITC_INTERNAL, "has %d inputs and %d outputs", n->ninputs, n->noutputs);
+    return VITC_OK;
+}
+
 int ir_interp_node(const ir_graph *g, const ir_node *n, const ir_tensor *in, ir_tensor *out, int64_t batch,
                    vitc_diag *d)
 {
@@ -392,16 +407,14 @@ int ir_interp_node(const ir_graph *g, const ir_node *n, const ir_tensor *in, ir_
     for (int j = 0; j < n->ninputs; j++)
         ins[j] = n->inputs[j] >= 0 ? &in[j] : NULL;
     ik_ctx c = {.g = g, .n = n, .d = d, .batch = batch, .in = ins, .nin = n->ninputs, .out = out};
-    ik_kernel k = kernel_for(n->op);
-    if (!k || !ir_interp_supports(g, n))
-        return ik_fail(&c, VITC_BAD_INPUT, "not supported by the reference interpreter");
-    if (n->ninputs < info->min_in || (info->max_in != VAR && n->ninputs > info->max_in) || n->noutputs < 1 ||
-        (info->max_out != VAR && n->noutputs > info->max_out))
-        return ik_fail(&c, VITC_INTERNAL, "has %d inputs and %d outputs", n->ninputs, n->noutputs);
+    ik_kernel k;
+    int st = node_kernel(&c, &k);
+    if (st)
+        return st;
     for (int j = 0; j < info->min_in; j++)
         if (!ins[j])
             return ik_fail(&c, VITC_BAD_INPUT, "input %d is required", j);
-    int st = k(&c);
+    st = k(&c);
     for (int j = 0; j < n->noutputs && st == VITC_OK; j++)
         if (n->outputs[j] >= 0 && !out[j].data)
             st = ik_fail(&c, VITC_INTERNAL, "output %d was not computed", j);
@@ -506,12 +519,10 @@ static int run_node(const ir_graph *g, int i, slot *slots, int64_t batch, ir_int
     ir_tensor outs[n->noutputs + 1];
     memset(outs, 0, sizeof outs);
     ik_ctx c = {.g = g, .n = n, .d = d, .batch = batch, .in = ins, .nin = n->ninputs, .out = outs};
-    ik_kernel k = kernel_for(n->op);
-    if (!k || !ir_interp_supports(g, n))
-        return ik_fail(&c, VITC_BAD_INPUT, "not supported by the reference interpreter");
-    if (n->ninputs < info->min_in || (info->max_in != VAR && n->ninputs > info->max_in) || n->noutputs < 1 ||
-        (info->max_out != VAR && n->noutputs > info->max_out))
-        return ik_fail(&c, VITC_INTERNAL, "has %d inputs and %d outputs", n->ninputs, n->noutputs);
+    ik_kernel k;
+    int st = node_kernel(&c, &k);
+    if (st)
+        return st;
     for (int j = 0; j < n->ninputs; j++) {
         int v = n->inputs[j];
         ins[j] = NULL;
@@ -523,7 +534,7 @@ static int run_node(const ir_graph *g, int i, slot *slots, int64_t batch, ir_int
         if (v >= g->nvalues)
             return ik_fail(&c, VITC_INTERNAL, "input %d refers to value %d of %d", j, v, g->nvalues);
         if (!slots[v].live && g->values[v].kind == IR_VAL_CONST) {
-            int st = const_view(g, v, batch, &slots[v], d);
+            st = const_view(g, v, batch, &slots[v], d);
             if (st)
                 return st;
         }
@@ -532,7 +543,7 @@ static int run_node(const ir_graph *g, int i, slot *slots, int64_t batch, ir_int
                            g->values[v].name);
         ins[j] = &slots[v].t;
     }
-    int st = k(&c);
+    st = k(&c);
     for (int j = 0; j < n->noutputs; j++) {
         int v = n->outputs[j];
         if (st == VITC_OK && v >= 0 && (v >= g->nvalues || slots[v].live || !outs[j].data))
