@@ -24,7 +24,7 @@ typedef struct {
     int external_weights;   /* --weights external: write OUTPUT.weights beside it */
     int verbose;            /* progress lines on stderr */
     /* CUDA backend */
-    const char *precision;  /* "fp32", "tf32", "fp16" or "bf16"; NULL: fp16 */
+    const char *precision;  /* "fp32", "tf32", "fp16" or "bf16"; NULL: bf16 */
     int emit_source;        /* write the generated CUDA program to output instead of a .so */
 } cg_options;
 
