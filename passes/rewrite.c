@@ -67,16 +67,7 @@ int rw_users(const ir_graph *g, int v, const ir_node **users, int max)
     return n;
 }
 
-int rw_is_const(const ir_graph *g, int v)
-{
-    if (v < 0 || v >= g->nvalues || g->values[v].kind != IR_VAL_CONST || g->values[v].rank < 0)
-        return 0;
-    const ir_value *c = &g->values[v];
-    for (int i = 0; c->symval && i < c->nsymval; i++)
-        if (c->symval[i].e != 0 && c->symval[i].k != 0)
-            return 0;
-    return 1;
-}
+int rw_is_const(const ir_graph *g, int v) { return ir_value_is_plain_const(g, v); }
 
 static double elem_f64(const ir_value *c, int64_t i)
 {
