@@ -312,5 +312,8 @@ char *ir_value_type_str(const ir_value *v, char *buf, size_t n);
 /* 1 if v is a constant with a known shape whose values do not depend on the
  * batch (no symval element in terms of B). */
 int ir_value_is_plain_const(const ir_graph *g, int v);
+/* 1 if Dropout node n runs in inference mode: its training_mode input is
+ * absent or a plain constant that is not true. */
+int ir_dropout_is_inference(const ir_graph *g, const ir_node *n);
 
 #endif

@@ -11,3 +11,12 @@ int ir_value_is_plain_const(const ir_graph *g, int v)
             return 0;
     return 1;
 }
+
+int ir_dropout_is_inference(const ir_graph *g, const ir_node *n)
+{
+    int v = ir_input(n, 2);
+    if (v < 0)
+        return 1;
+    const ir_value *tm = &g->values[v];
+    return ir_value_is_plain_const(g, v) && (tm->nbytes < 1 || ((const unsigned char *)tm->data)[0] == 0);
+}

@@ -180,12 +180,9 @@ int cu_data_supports(const ir_graph *g, const ir_node *n, char *why, size_t len)
     const ir_value *x = &g->values[n->inputs[0]];
     switch (n->op) {
     case IR_OP_DROPOUT:
-        if (ir_input(n, 2) >= 0) {
-            const ir_value *tm = &g->values[n->inputs[2]];
-            if (!ir_value_is_plain_const(g, n->inputs[2]) || (tm->nbytes >= 1 && ((const unsigned char *)tm->data)[0])) {
-                snprintf(why, len, "training-mode Dropout is not supported");
-                return 0;
-            }
+        if (!ir_dropout_is_inference(g, n)) {
+            snprintf(why, len, "training-mode Dropout is not supported");
+            return 0;
         }
         return 1;
     case IR_OP_RESHAPE: case IR_OP_FLATTEN: case IR_OP_SQUEEZE: case IR_OP_UNSQUEEZE: case IR_OP_IDENTITY:

@@ -42,12 +42,9 @@ static int llvm_supports(const ir_graph *g, const ir_node *n, char *why, size_t 
     }
     switch (ir_op_family_of(n->op)) {
     case IR_FAM_VIEW:
-        if (n->op == IR_OP_DROPOUT && ir_input(n, 2) >= 0) {
-            const ir_value *tm = &g->values[n->inputs[2]];
-            if (!ir_value_is_plain_const(g, n->inputs[2]) || (tm->nbytes >= 1 && ((const unsigned char *)tm->data)[0])) {
-                snprintf(why, len, "training-mode Dropout is not supported");
-                return 0;
-            }
+        if (n->op == IR_OP_DROPOUT && !ir_dropout_is_inference(g, n)) {
+            snprintf(why, len, "training-mode Dropout is not supported");
+            return 0;
         }
         return 1;
     case IR_FAM_MAP: return cg_elem_supports(g, n, why, len);
