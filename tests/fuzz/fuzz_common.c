@@ -18,11 +18,25 @@ FILE *fz_devnull(void)
     return devnull;
 }
 
+/* Diagnostics go to one scratch file, emptied for each diag set up, so that
+ * a finding can show the messages that led to it. */
+static FILE *diag_log;
+
 void fz_diag(vitc_diag *d, const char *file)
 {
     vitc_diag_init(d, file);
     const char *v = getenv("VITC_FUZZ_VERBOSE");
-    d->out = v && *v == '1' ? stderr : fz_devnull();
+    if (v && *v == '1') {
+        d->out = stderr;
+        return;
+    }
+    if (!diag_log && !(diag_log = tmpfile()))
+        fz_die("cannot create the diagnostics scratch file", NULL);
+    fflush(diag_log);
+    if (ftruncate(fileno(diag_log), 0))
+        fz_die("cannot empty the diagnostics scratch file", NULL);
+    rewind(diag_log);
+    d->out = diag_log;
 }
 
 static void remove_model_dir(void)
@@ -69,6 +83,14 @@ const char *fz_model_path(void)
 void fz_die(const char *what, const vitc_diag *d)
 {
     fprintf(stderr, "FUZZ FINDING: %s (status %d, %d errors)\n", what, d ? d->status : -1, d ? d->nerrors : 0);
+    if (d && d->out == diag_log && diag_log) {
+        char buf[4096];
+        fflush(diag_log);
+        rewind(diag_log);
+        size_t n = fread(buf, 1, sizeof buf - 1, diag_log);
+        buf[n] = 0;
+        fprintf(stderr, "its diagnostics:\n%s\n", buf);
+    }
     fflush(stderr);
     abort();
 }

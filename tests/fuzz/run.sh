@@ -98,8 +98,18 @@ for h in "${HARNESSES[@]}"; do
   printf '%-14s %8s %12s %s\n' "$h" "$SECONDS_EACH" "${execs:-?}" "$found" >> "$WORK/summary"
   if [ $rc -ne 0 ] || [ "$found" -ne 0 ]; then
     status=1
-    grep -E "ERROR|FUZZ FINDING|SUMMARY|Test unit written" "$WORK/log-$h" | head -20 || true
+    grep -E -A12 "FUZZ FINDING" "$WORK/log-$h" | head -40 || true
+    grep -E "ERROR|SUMMARY|Test unit written" "$WORK/log-$h" | head -20 || true
     tail -40 "$WORK/log-$h"
+    # The finding itself, so that a run whose findings folder is gone (a CI
+    # machine) can still be replayed: tests/fuzz/replay with the decoded file.
+    for f in $(ls -t "$FINDINGS" | head -n "$found"); do
+      if [ "$(stat -c %s "$FINDINGS/$f")" -le 200000 ]; then
+        echo "== $f, gzip then base64 (decode with: base64 -d | gunzip > $f)"
+        gzip -9c "$FINDINGS/$f" | base64 -w 120
+        echo "== end of $f (gzip, then base64)"
+      fi
+    done
   fi
 done
 echo "== fuzzing summary"
