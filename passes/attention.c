@@ -49,6 +49,16 @@ static int match(const ir_graph *g, const ir_node *sm, void *mv, char *why, size
         return r;
     if (attn_views(g, &m->s, &m->q, &k, &v, why, nwhy) || attn_layout_of(g, &m->q, &k, &v, &m->L, why, nwhy))
         return -1;
+    /* The rewrite gives back O as a view of the fused output; that view must
+     * exist (it does not where a dimension is 0: an empty tensor). */
+    view ov;
+    const attn_layout *L = &m->L;
+    ir_dim ydims[3] = {g->values[L->root].dims[0], ir_dim_const(L->tokens), ir_dim_const(L->heads * L->head_size)};
+    o_view(g, &m->s, &m->q, L, L->root, &ov);
+    if (!view_can_emit(&ov, 3, ydims)) {
+        snprintf(why, nwhy, "the exporter's attention output cannot be written as a view of [B, tokens, heads*head_size] (an empty dimension?)");
+        return -1;
+    }
     return 1;
 }
 

@@ -30,6 +30,22 @@ typedef struct {
     int64_t C, H, W, O, p, q; /* input channels and image size, output channels, patch size */
 } patch_match;
 
+/* The shapes the rewrite reshapes through: the image as patches, the
+ * patches as rows of the matrix product, the product as the Conv's output. */
+typedef struct {
+    ir_dim d6[6], d3[3], d4[4];
+} patch_dims;
+
+static void patch_dims_of(const patch_match *m, ir_dim B, patch_dims *d)
+{
+    int64_t Ho = m->H / m->p, Wo = m->W / m->q;
+    *d = (patch_dims){
+        .d6 = {B, ir_dim_const(m->C), ir_dim_const(Ho), ir_dim_const(m->p), ir_dim_const(Wo), ir_dim_const(m->q)},
+        .d3 = {B, ir_dim_const(Ho * Wo), ir_dim_const(m->C * m->p * m->q)},
+        .d4 = {B, ir_dim_const(Ho), ir_dim_const(Wo), ir_dim_const(m->O)},
+    };
+}
+
 #define MISS(...) return (snprintf(why, nwhy, __VA_ARGS__), -1)
 
 /* conv_patchify = Conv(x, W, b) with kernel_shape = strides, pads 0, dilations 1, group 1 */
@@ -55,11 +71,13 @@ static int match(const ir_graph *g, const ir_node *n, void *mv, char *why, size_
         MISS("the weight or bias is not a float32 constant");
     if (!rw_static_dims(wv, wd) || xv->dims[2].e || xv->dims[3].e || xv->dims[1].e)
         MISS("the image size depends on the batch");
-    if (xv->dims[0].k == 0) /* nothing to reshape: a -1 could not be inferred */
-        MISS("the input holds no images (its batch dimension is 0)");
     *m = (patch_match){.C = xv->dims[1].k, .H = xv->dims[2].k, .W = xv->dims[3].k, .O = wd[0], .p = wd[2], .q = wd[3]};
     if (m->p < 1 || m->q < 1 || m->O < 1 || wd[1] != m->C || m->H < m->p || m->W < m->q)
         return 0; /* malformed; the interpreter reports it */
+    patch_dims d;
+    patch_dims_of(m, xv->dims[0], &d);
+    if (!rw_shape_expressible(6, d.d6) || !rw_shape_expressible(3, d.d3) || !rw_shape_expressible(4, d.d4))
+        MISS("the patches cannot be written as Reshapes (an empty dimension?)");
     return 1;
 }
 
@@ -100,12 +118,11 @@ static int rewrite(ir_graph *g, int ni, const void *mv)
             return -1;
         cur = out;
     }
-    ir_dim d6[6] = {B, ir_dim_const(C), ir_dim_const(Ho), ir_dim_const(p), ir_dim_const(Wo), ir_dim_const(q)};
-    ir_dim d3[3] = {B, ir_dim_const(Ho * Wo), ir_dim_const(K)};
-    ir_dim d4[4] = {B, ir_dim_const(Ho), ir_dim_const(Wo), ir_dim_const(O)};
+    patch_dims d;
+    patch_dims_of(m, B, &d);
     int64_t perm6[6] = {0, 2, 4, 1, 3, 5}, perm4[4] = {0, 3, 1, 2};
-    if ((cur = rw_reshape(g, cur, 6, d6, name, -1)) < 0 || (cur = rw_transpose(g, cur, 6, perm6, name, -1)) < 0 ||
-        (cur = rw_reshape(g, cur, 3, d3, name, -1)) < 0)
+    if ((cur = rw_reshape(g, cur, 6, d.d6, name, -1)) < 0 || (cur = rw_transpose(g, cur, 6, perm6, name, -1)) < 0 ||
+        (cur = rw_reshape(g, cur, 3, d.d3, name, -1)) < 0)
         return -1;
     int tokens = rw_new_value(g, name, "/tokens", IR_F32);
     if (tokens < 0)
@@ -113,7 +130,7 @@ static int rewrite(ir_graph *g, int ni, const void *mv)
     int in[3] = {cur, wmat, b};
     if (rw_set_node(g, ni, IR_OP_LINEAR, name, "Conv", b >= 0 ? 3 : 2, in, 1, &tokens, 0, NULL))
         return -1;
-    if ((cur = rw_reshape(g, tokens, 4, d4, name, -1)) < 0 || rw_transpose(g, cur, 4, perm4, name, y) < 0)
+    if ((cur = rw_reshape(g, tokens, 4, d.d4, name, -1)) < 0 || rw_transpose(g, cur, 4, perm4, name, y) < 0)
         return -1;
     return 0;
 }

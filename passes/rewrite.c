@@ -253,19 +253,24 @@ int rw_const_i64(ir_graph *g, const char *base, const char *suffix, int n, const
     return new_const(g, base, suffix, IR_I64, 1, dims, vals, (size_t)n * sizeof(int64_t));
 }
 
-int rw_shape_const(ir_graph *g, const char *base, int rank, const ir_dim *dims)
+int rw_shape_expressible(int rank, const ir_dim *dims)
 {
-    int64_t v[IR_MAX_RANK];
     int batch_dims = 0;
     for (int i = 0; i < rank; i++) {
-        int dep = dims[i].e != 0 && dims[i].k != 0;
-        batch_dims += dep;
-        v[i] = dep ? -1 : dims[i].k;
-        if (!dep && dims[i].k == 0)
-            return -1; /* a 0 would copy the input's dimension */
+        batch_dims += dims[i].e != 0 && dims[i].k != 0;
+        if (dims[i].k == 0)
+            return 0; /* a 0 would copy the input's dimension */
     }
-    if (batch_dims > 1)
+    return batch_dims <= 1; /* the one that depends on the batch is written -1 */
+}
+
+int rw_shape_const(ir_graph *g, const char *base, int rank, const ir_dim *dims)
+{
+    if (!rw_shape_expressible(rank, dims))
         return -1;
+    int64_t v[IR_MAX_RANK];
+    for (int i = 0; i < rank; i++)
+        v[i] = dims[i].e != 0 ? -1 : dims[i].k;
     return rw_const_i64(g, base, "/shape", rank, v);
 }
 

@@ -72,8 +72,11 @@ int rw_new_value(ir_graph *g, const char *base, const char *suffix, ir_dtype dt)
 int rw_const_f32(ir_graph *g, const char *base, const char *suffix, int rank, const int64_t *dims,
                  const float *data);
 int rw_const_i64(ir_graph *g, const char *base, const char *suffix, int n, const int64_t *vals);
+/* 1 if rw_shape_const can write dims: no 0 (Reshape would copy the input's
+ * dimension) and at most one dimension that depends on the batch. */
+int rw_shape_expressible(int rank, const ir_dim *dims);
 /* A Reshape target for dims: -1 stands for the one dimension that depends on
- * the batch; -1 (no value) if more than one does. */
+ * the batch; -1 (no value) if dims are not rw_shape_expressible. */
 int rw_shape_const(ir_graph *g, const char *base, int rank, const ir_dim *dims);
 /* Appends Reshape(x) -> a new value (or into `out` when out >= 0); returns the value or -1. */
 int rw_reshape(ir_graph *g, int x, int rank, const ir_dim *dims, const char *name, int out);
@@ -211,6 +214,9 @@ int view_is_permutation(const ir_graph *g, const view *w);
  * root, the last one producing value `out`.  Only permutations can be
  * emitted; returns 0 on success. */
 int view_emit(ir_graph *g, const view *w, int out, const char *name);
+/* 1 if view_emit can emit w over a root of the given shape (which need not
+ * exist yet): a match checks this so that its rewrite cannot fail. */
+int view_can_emit(const view *w, int root_rank, const ir_dim *root_dims);
 /* Applies data-movement node n, whose input 0 has view `in`, for its output
  * number k; 0 on success. */
 int view_apply(const ir_graph *g, const ir_node *n, int k, const view *in, view *out, char *why, size_t nwhy);

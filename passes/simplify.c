@@ -217,7 +217,10 @@ static int match_sink(const ir_graph *g, const ir_node *n, void *mv, char *why, 
                 return 0;
             m->w.sub[i][j].stride = ir_dim_const(t.k / K.k * N.k);
         }
-    return 1;
+    ir_dim rows[IR_MAX_RANK]; /* the shape rewrite_sink gives Linear(S) */
+    memcpy(rows, s->dims, sizeof rows);
+    rows[s->rank - 1] = N;
+    return view_can_emit(&m->w, s->rank, rows);
 }
 
 static int rewrite_sink(ir_graph *g, int ni, const void *mv)
@@ -267,11 +270,7 @@ static int match_chain(const ir_graph *g, const ir_node *n, void *mv, char *why,
     m->kind = CHAIN_RESHAPE;
     if (rw_is_graph_output(g, y) || w.root == x || !view_is_reshape(g, &w))
         return 0; /* a single op already, or more than a reshape */
-    const ir_value *v = &g->values[y];
-    for (int i = 0, batch = 0; i < v->rank; i++) /* what rw_shape_const can write */
-        if ((batch += v->dims[i].e != 0 && v->dims[i].k != 0) > 1 || v->dims[i].k == 0)
-            return 0;
-    return 1;
+    return rw_shape_expressible(g->values[y].rank, g->values[y].dims);
 }
 
 /* Graph output y (of node ni) equals value r: r's producer computes y

@@ -398,7 +398,7 @@ int view_is_reshape(const ir_graph *g, const view *w)
 /* The sub-axes of w ordered as they lie in the root, outermost first: order[k]
  * indexes the flattened list subs.  Returns their count, or -1 when they do
  * not tile the whole root exactly once. */
-static int root_order(const ir_graph *g, const view *w, view_sub *subs, int *order)
+static int root_order(int root_rank, const ir_dim *root_dims, const view *w, view_sub *subs, int *order)
 {
     int n = 0;
     for (int i = 0; i < w->rank; i++)
@@ -423,10 +423,9 @@ static int root_order(const ir_graph *g, const view *w, view_sub *subs, int *ord
         if (!dmul(expect, subs[found].size, &expect))
             return -1;
     }
-    const ir_value *r = &g->values[w->root];
     ir_dim total = one();
-    for (int i = 0; i < r->rank; i++)
-        if (!dmul(total, r->dims[i], &total))
+    for (int i = 0; i < root_rank; i++)
+        if (!dmul(total, root_dims[i], &total))
             return -1;
     return ir_dim_eq(expect, total) ? n : -1;
 }
@@ -437,7 +436,8 @@ int view_is_permutation(const ir_graph *g, const view *w)
     int order[IR_MAX_RANK];
     view a = *w;
     view_normalize(&a);
-    return root_order(g, &a, subs, order) >= 0;
+    const ir_value *r = &g->values[w->root];
+    return root_order(r->rank, r->dims, &a, subs, order) >= 0;
 }
 
 static int dims_equal(int ra, const ir_dim *a, int rb, const ir_dim *b)
@@ -450,40 +450,68 @@ static int dims_equal(int ra, const ir_dim *a, int rb, const ir_dim *b)
     return 1;
 }
 
-int view_emit(ir_graph *g, const view *win, int out, const char *name)
+/* How view_emit computes a view: Reshape the root to its sub-axes in root
+ * order (first), Transpose them to view order, Reshape to the view (last);
+ * each step only where needed. */
+typedef struct {
+    int n, is_perm, need_first, need_last, rank;
+    ir_dim rdims[IR_MAX_RANK], vdims[IR_MAX_RANK];
+    int64_t perm[IR_MAX_RANK];
+} view_plan;
+
+/* 0 and *p filled when w can be emitted over a root of the given shape. */
+static int plan_emit(const view *win, int root_rank, const ir_dim *root_dims, view_plan *p)
 {
     view w = *win;
     view_normalize(&w);
     view_sub subs[IR_MAX_RANK];
-    int order[IR_MAX_RANK], n = root_order(g, &w, subs, order);
+    int order[IR_MAX_RANK], n = root_order(root_rank, root_dims, &w, subs, order);
     if (n < 0)
         return -1;
-    ir_dim rdims[IR_MAX_RANK], sdims[IR_MAX_RANK], vdims[IR_MAX_RANK];
-    int64_t perm[IR_MAX_RANK];
-    int is_perm = 0;
+    ir_dim sdims[IR_MAX_RANK];
+    memset(p, 0, sizeof *p);
+    p->n = n;
+    p->rank = w.rank;
     for (int k = 0; k < n; k++) {
-        rdims[k] = subs[order[k]].size; /* root order */
-        sdims[k] = subs[k].size;        /* view order */
+        p->rdims[k] = subs[order[k]].size; /* root order */
+        sdims[k] = subs[k].size;           /* view order */
     }
     for (int k = 0; k < n; k++) { /* view position k reads root-order position perm[k] */
-        for (int p = 0; p < n; p++)
-            if (order[p] == k)
-                perm[k] = p;
-        is_perm |= perm[k] != k;
+        for (int q = 0; q < n; q++)
+            if (order[q] == k)
+                p->perm[k] = q;
+        p->is_perm |= p->perm[k] != k;
     }
     for (int i = 0; i < w.rank; i++)
-        vdims[i] = view_dim(&w, i);
-    const ir_value *r = &g->values[w.root];
-    int cur = w.root;
-    int need_first = is_perm && !dims_equal(r->rank, r->dims, n, rdims);
-    int need_last = !dims_equal(is_perm ? n : r->rank, is_perm ? sdims : r->dims, w.rank, vdims);
-    if (need_first && (cur = rw_reshape(g, cur, n, rdims, name, -1)) < 0)
+        p->vdims[i] = view_dim(&w, i);
+    p->need_first = p->is_perm && !dims_equal(root_rank, root_dims, n, p->rdims);
+    p->need_last = !dims_equal(p->is_perm ? n : root_rank, p->is_perm ? sdims : root_dims, w.rank, p->vdims);
+    if ((p->need_first && !rw_shape_expressible(n, p->rdims)) ||
+        (p->need_last && !rw_shape_expressible(w.rank, p->vdims)))
         return -1;
-    if (is_perm && (cur = rw_transpose(g, cur, n, perm, name, need_last ? -1 : out)) < 0)
+    return 0;
+}
+
+int view_can_emit(const view *w, int root_rank, const ir_dim *root_dims)
+{
+    view_plan p;
+    return plan_emit(w, root_rank, root_dims, &p) == 0;
+}
+
+int view_emit(ir_graph *g, const view *w, int out, const char *name)
+{
+    const ir_value *r = &g->values[w->root];
+    view_plan p;
+    if (plan_emit(w, r->rank, r->dims, &p))
         return -1;
-    if (need_last && (cur = rw_reshape(g, cur, w.rank, vdims, name, out)) < 0)
+    int cur = w->root;
+    if (p.need_first && (cur = rw_reshape(g, cur, p.n, p.rdims, name, -1)) < 0)
         return -1;
-    if (!is_perm && !need_last) {
+    if (p.is_perm && (cur = rw_transpose(g, cur, p.n, p.perm, name, p.need_last ? -1 : out)) < 0)
+        return -1;
+    if (p.need_last && (cur = rw_reshape(g, cur, p.rank, p.vdims, name, out)) < 0)
+        return -1;
+    if (!p.is_perm && !p.need_last) {
         int in = cur;
         if (rw_add_node(g, IR_OP_IDENTITY, name, "Identity", 1, &in, out, 0, NULL) < 0)
             return -1;
