@@ -13,6 +13,7 @@ cd "$(dirname "$0")"
 APT_PACKAGES=(
   build-essential cmake pkg-config
   llvm-19-dev                                   # CPU code generation through the LLVM C API
+  lld                                           # links a model .so with its weights fast (used when present)
   libprotobuf-c-dev protobuf-c-compiler libonnx-dev  # ONNX protobuf: runtime, generator, schema
   libcmocka-dev                                 # unit tests
   libonnx-testdata                              # ONNX's own backend node tests

@@ -186,13 +186,38 @@ static void read_log(const char *path, char *buf, size_t n)
 
 /* Runs the C compiler driver.  $CC may hold a command with arguments
  * separated by spaces ("ccache gcc"). */
-int cg_package_link(cg_package *p, const char *const *inputs, int n)
+/* 1 if an executable named name is on $PATH. */
+static int on_path(const char *name)
+{
+    const char *path = getenv("PATH");
+    char buf[PATH_MAX];
+    while (path && *path) {
+        const char *end = strchr(path, ':');
+        size_t len = end ? (size_t)(end - path) : strlen(path);
+        if (len > 0 && (size_t)snprintf(buf, sizeof buf, "%.*s/%s", (int)len, path, name) < sizeof buf &&
+            access(buf, X_OK) == 0)
+            return 1;
+        path = end ? end + 1 : NULL;
+    }
+    return 0;
+}
+
+const char *cg_package_linker(void)
 {
     const char *cc_env = getenv("CC");
+    if (cc_env && *cc_env)
+        return cc_env;
+    /* lld writes a model with hundreds of MB of weights several times faster
+     * than the BFD linker (it maps its output); cc's own linker otherwise. */
+    return on_path("ld.lld") ? "cc -fuse-ld=lld" : "cc";
+}
+
+int cg_package_link(cg_package *p, const char *const *inputs, int n)
+{
     char cc[1024], so[PATH_MAX], log[PATH_MAX];
     if (!cg_package_path(p, "model.so", so, sizeof so) || !cg_package_path(p, "link.log", log, sizeof log))
         return p->d->status;
-    snprintf(cc, sizeof cc, "%s", cc_env && *cc_env ? cc_env : "cc");
+    snprintf(cc, sizeof cc, "%s", cg_package_linker());
     enum { MAX_INPUTS = 8 };
     char *argv[32 + 8 + MAX_INPUTS + 1];
     int argc = 0;

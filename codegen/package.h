@@ -61,9 +61,12 @@ typedef struct {
 int cg_package_begin(cg_package *p, const cg_options *opt, vitc_diag *d);
 /* dir/name into buf; 0 if it does not fit (reported). */
 int cg_package_path(cg_package *p, const char *name, char *buf, size_t n);
+/* The C compiler driver that links: $CC when set, else cc, told to use lld
+ * when ld.lld is on $PATH. */
+const char *cg_package_linker(void);
 /* Links the inputs (objects, or C sources compiled on the way) into
- * dir/model.so with $CC or cc: -shared -fPIC, against libm only, every
- * symbol resolved.  Returns status, the driver's messages in the error. */
+ * dir/model.so with cg_package_linker(): -shared -fPIC, against libm only,
+ * every symbol resolved.  Returns status, the driver's messages in the error. */
 int cg_package_link(cg_package *p, const char *const *inputs, int n);
 /* Writes the external weights file when opt->external_weights (weights:
  * the blob), then renames it and dir/model.so into place.  Nothing is left

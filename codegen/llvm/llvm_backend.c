@@ -149,8 +149,10 @@ static int package(cg_ctx *cg, LLVMTargetMachineRef tm, timer *t)
             st = cg_package_link(&pk, inputs, cg->blob_object ? 2 : 1);
         if (st == VITC_OK)
             st = cg_package_install(&pk, &cg->blob);
+        char what[160];
+        snprintf(what, sizeof what, "link (%s)", cg_package_linker());
         if (st == VITC_OK)
-            phase_done(t, "link");
+            phase_done(t, what);
     }
     cg_package_end(&pk);
     return st ? st : cg->d->status;
