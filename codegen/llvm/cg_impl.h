@@ -262,5 +262,17 @@ int64_t cg_matmul_scratch(const ir_graph *g, const ir_node *n, int64_t max_batch
 int cg_target_create(cg_ctx *cg, LLVMTargetMachineRef *tm);
 int cg_optimize(cg_ctx *cg, LLVMTargetMachineRef tm);
 int cg_emit_object(cg_ctx *cg, LLVMTargetMachineRef tm, const char *path);
+/* The pieces of cg_optimize, for split.c: the code generator's level for
+ * -O, the module check, and the -O pipeline on any module (0, or -1 with err). */
+LLVMCodeGenOptLevel cg_codegen_level(const cg_ctx *cg);
+int cg_verify_module(cg_ctx *cg);
+int cg_run_pipeline(LLVMModuleRef mod, LLVMTargetMachineRef tm, int opt_level, char *err, size_t nerr);
+/* split.c: how many parts the optimisation and code generation are worth
+ * (one per core, each with enough code); then optimises and writes the
+ * module's code as *nparts objects (paths[0..]), on as many threads, and sets
+ * *nparts to the number written (1: the module was optimised in place and
+ * written to paths[0]).  Returns status. */
+int cg_split_parts(const cg_ctx *cg);
+int cg_optimize_split(cg_ctx *cg, LLVMTargetMachineRef tm, char paths[][PATH_MAX], int *nparts);
 
 #endif

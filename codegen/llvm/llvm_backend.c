@@ -13,6 +13,7 @@
 #include "codegen/progress.h"
 
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -131,35 +132,55 @@ static int llvm_plan(cg_ctx_head *c)
     return VITC_OK;
 }
 
-/* The module as an object, the weights as one of their own (when embedded
- * on an ELF target), linked and moved into place (codegen/package.h). */
-static int package(cg_ctx *cg, LLVMTargetMachineRef tm, timer *t)
+/* The weights, when embedded on an ELF target, are an object of their own
+ * (codegen/elf_obj.c), written on a thread while LLVM optimises and emits the
+ * code: the bytes need no compiling, and for a ViT-B writing them takes about
+ * as long as the -O pipeline. */
+typedef struct {
+    pthread_t thread;
+    int running;
+    vitc_diag d; /* the thread's own; merged into the compile's after the join */
+    const char *path;
+    int machine;
+    cg_section w;
+    int st;
+} weights_writer;
+
+static void *write_weights(void *arg)
 {
-    cg_package pk;
-    char obj[PATH_MAX], wobj[PATH_MAX];
-    int st = cg_package_begin(&pk, cg->opt, cg->d);
-    if (st == VITC_OK && cg_package_path(&pk, "model.o", obj, sizeof obj) &&
-        cg_package_path(&pk, "weights.o", wobj, sizeof wobj) && (st = cg_emit_object(cg, tm, obj)) == VITC_OK) {
-        phase_done(t, "object file");
-        cg_section w = {.symbol = CG_WEIGHTS_SYMBOL, .data = cg->blob.data, .bytes = cg->blob.len};
-        const char *inputs[2] = {obj, wobj};
-        if (cg->blob_object)
-            st = cg_write_elf_object(cg->d, wobj, cg_elf_machine(cg->triple), &w, 1);
-        if (st == VITC_OK)
-            st = cg_package_link(&pk, inputs, cg->blob_object ? 2 : 1);
-        if (st == VITC_OK)
-            st = cg_package_install(&pk, &cg->blob);
-        char what[160];
-        snprintf(what, sizeof what, "link (%s)", cg_package_linker());
-        if (st == VITC_OK)
-            phase_done(t, what);
+    weights_writer *ww = arg;
+    ww->st = cg_write_elf_object(&ww->d, ww->path, ww->machine, &ww->w, 1);
+    return NULL;
+}
+
+static void weights_start(weights_writer *ww, const cg_ctx *cg, const char *path)
+{
+    vitc_diag_init(&ww->d, cg->d->file);
+    ww->d.out = cg->d->out;
+    ww->path = path;
+    ww->machine = cg_elf_machine(cg->triple);
+    ww->w = (cg_section){.symbol = CG_WEIGHTS_SYMBOL, .data = cg->blob.data, .bytes = cg->blob.len};
+    ww->running = pthread_create(&ww->thread, NULL, write_weights, ww) == 0;
+    if (!ww->running) /* no thread to be had: write them now */
+        write_weights(ww);
+}
+
+static int weights_join(weights_writer *ww, vitc_diag *d)
+{
+    if (ww->running)
+        pthread_join(ww->thread, NULL);
+    ww->running = 0;
+    if (ww->d.nerrors) {
+        d->nerrors += ww->d.nerrors;
+        if (d->status == VITC_OK)
+            d->status = ww->d.status;
     }
-    cg_package_end(&pk);
-    return st ? st : cg->d->status;
+    return ww->st;
 }
 
 /* After the kernels: the graph outputs not computed in place, run() and
- * the descriptor, LLVM's -O pipeline, the object and the link. */
+ * the descriptor; then LLVM's -O pipeline and the object (the weights object
+ * meanwhile), the link and the move into place (codegen/package.h). */
 static int llvm_finish(cg_ctx_head *c)
 {
     cg_ctx *cg = (cg_ctx *)c;
@@ -172,11 +193,47 @@ static int llvm_finish(cg_ctx_head *c)
     snprintf(msg, sizeof msg, "emit (%d kernels, %.1f MB of weights)", cg->nknames, (double)cg->blob.len / 1e6);
     phase_done(&cg->t, msg);
     int st = cg->d->status;
-    if (st == VITC_OK && (st = cg_optimize(cg, cg->tm)) == VITC_OK)
-        phase_done(&cg->t, "optimise");
+    if (st != VITC_OK)
+        return st;
+    cg_package pk;
+    enum { MAX_OBJECTS = 8 };
+    char obj[MAX_OBJECTS][PATH_MAX], wobj[PATH_MAX];
+    weights_writer ww = {.st = VITC_OK};
+    int nparts = cg_split_parts(cg);
+    nparts = nparts > MAX_OBJECTS - 1 ? MAX_OBJECTS - 1 : nparts;
+    st = cg_package_begin(&pk, cg->opt, cg->d);
+    for (int p = 0; p < nparts && st == VITC_OK; p++) {
+        char name[32];
+        snprintf(name, sizeof name, "model%d.o", p);
+        if (!cg_package_path(&pk, name, obj[p], sizeof obj[p]))
+            st = cg->d->status;
+    }
+    if (st == VITC_OK && !cg_package_path(&pk, "weights.o", wobj, sizeof wobj))
+        st = cg->d->status;
+    if (st == VITC_OK && cg->blob_object)
+        weights_start(&ww, cg, wobj);
+    if (st == VITC_OK && (st = cg_optimize_split(cg, cg->tm, obj, &nparts)) == VITC_OK) {
+        snprintf(msg, sizeof msg, "optimise and object file (%d thread%s)", nparts, nparts > 1 ? "s" : "");
+        phase_done(&cg->t, msg);
+    }
+    int wst = weights_join(&ww, cg->d);
     if (st == VITC_OK)
-        st = package(cg, cg->tm, &cg->t);
-    return st;
+        st = wst;
+    const char *inputs[MAX_OBJECTS];
+    for (int p = 0; p < nparts; p++)
+        inputs[p] = obj[p];
+    inputs[nparts] = wobj;
+    if (st == VITC_OK)
+        st = cg_package_link(&pk, inputs, nparts + (cg->blob_object ? 1 : 0));
+    if (st == VITC_OK)
+        st = cg_package_install(&pk, &cg->blob);
+    if (st == VITC_OK) {
+        char what[160];
+        snprintf(what, sizeof what, "link (%s)", cg_package_linker());
+        phase_done(&cg->t, what);
+    }
+    cg_package_end(&pk);
+    return st ? st : cg->d->status;
 }
 
 static void llvm_end(cg_ctx_head *c)

@@ -153,10 +153,7 @@ int cg_target_create(cg_ctx *cg, LLVMTargetMachineRef *tm)
         free(cg->features);
         cg->features = f;
     }
-    static const LLVMCodeGenOptLevel levels[4] = {LLVMCodeGenLevelNone, LLVMCodeGenLevelLess, LLVMCodeGenLevelDefault,
-                                                  LLVMCodeGenLevelAggressive};
-    int ol = o->opt_level < 0 ? 0 : o->opt_level > 3 ? 3 : o->opt_level;
-    *tm = LLVMCreateTargetMachine(target, cg->triple, cg->cpu, cg->features, levels[ol], LLVMRelocPIC,
+    *tm = LLVMCreateTargetMachine(target, cg->triple, cg->cpu, cg->features, cg_codegen_level(cg), LLVMRelocPIC,
                                   LLVMCodeModelDefault);
     if (!*tm)
         return cg_fail(cg, VITC_BAD_INPUT, -1, "LLVM cannot make code for cpu '%s' with features '%s'", cg->cpu,
@@ -165,7 +162,15 @@ int cg_target_create(cg_ctx *cg, LLVMTargetMachineRef *tm)
     return VITC_OK;
 }
 
-int cg_optimize(cg_ctx *cg, LLVMTargetMachineRef tm)
+LLVMCodeGenOptLevel cg_codegen_level(const cg_ctx *cg)
+{
+    static const LLVMCodeGenOptLevel levels[4] = {LLVMCodeGenLevelNone, LLVMCodeGenLevelLess, LLVMCodeGenLevelDefault,
+                                                  LLVMCodeGenLevelAggressive};
+    int ol = cg->opt->opt_level;
+    return levels[ol < 0 ? 0 : ol > 3 ? 3 : ol];
+}
+
+int cg_verify_module(cg_ctx *cg)
 {
     char *msg = NULL;
     if (LLVMVerifyModule(cg->mod, LLVMReturnStatusAction, &msg)) {
@@ -174,23 +179,34 @@ int cg_optimize(cg_ctx *cg, LLVMTargetMachineRef tm)
         if (nl)
             *nl = 0;
         cg_fail(cg, VITC_INTERNAL, -1, "the generated LLVM IR is invalid: %s", msg ? msg : "?");
-        LLVMDisposeMessage(msg);
-        return cg->d->status;
     }
     LLVMDisposeMessage(msg);
+    return cg->d->status;
+}
+
+int cg_run_pipeline(LLVMModuleRef mod, LLVMTargetMachineRef tm, int opt_level, char *err, size_t nerr)
+{
     static const char *const pipelines[4] = {"default<O0>", "default<O1>", "default<O2>", "default<O3>"};
-    int ol = cg->opt->opt_level < 0 ? 0 : cg->opt->opt_level > 3 ? 3 : cg->opt->opt_level;
+    int ol = opt_level < 0 ? 0 : opt_level > 3 ? 3 : opt_level;
     LLVMPassBuilderOptionsRef po = LLVMCreatePassBuilderOptions();
     LLVMPassBuilderOptionsSetLoopVectorization(po, ol >= 2);
     LLVMPassBuilderOptionsSetSLPVectorization(po, ol >= 2);
     LLVMPassBuilderOptionsSetLoopUnrolling(po, ol >= 2);
-    LLVMErrorRef e = LLVMRunPasses(cg->mod, pipelines[ol], tm, po);
+    LLVMErrorRef e = LLVMRunPasses(mod, pipelines[ol], tm, po);
     LLVMDisposePassBuilderOptions(po);
-    if (e) {
-        char *em = LLVMGetErrorMessage(e);
-        cg_fail(cg, VITC_INTERNAL, -1, "LLVM's %s pipeline failed: %s", pipelines[ol], em);
-        LLVMDisposeErrorMessage(em);
-    }
+    if (!e)
+        return 0;
+    char *em = LLVMGetErrorMessage(e);
+    snprintf(err, nerr, "LLVM's %s pipeline failed: %s", pipelines[ol], em);
+    LLVMDisposeErrorMessage(em);
+    return -1;
+}
+
+int cg_optimize(cg_ctx *cg, LLVMTargetMachineRef tm)
+{
+    char err[512];
+    if (cg_verify_module(cg) == VITC_OK && cg_run_pipeline(cg->mod, tm, cg->opt->opt_level, err, sizeof err))
+        cg_fail(cg, VITC_INTERNAL, -1, "%s", err);
     return cg->d->status;
 }
 
