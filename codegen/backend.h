@@ -23,6 +23,7 @@ typedef struct {
     const char *features;   /* NULL: the host's features */
     int external_weights;   /* --weights external: write OUTPUT.weights beside it */
     int verbose;            /* progress lines on stderr */
+    double start_s;         /* now_s() when the compile began (import), for the total; 0: at cg_compile */
     /* CUDA backend */
     const char *precision;  /* "fp32", "tf32", "fp16" or "bf16"; NULL: bf16 */
     int emit_source;        /* write the generated CUDA program to output instead of a .so */

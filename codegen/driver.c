@@ -31,8 +31,7 @@ int cg_compile(const cg_backend *be, ir_graph *g, const cg_options *opt, vitc_di
 {
     if (be->unavailable)
         return vitc_error(d, VITC_BAD_INPUT, NULL, "%s", be->unavailable);
-    timer t = {.start = now_s(), .verbose = opt->verbose};
-    t.last = t.start;
+    timer t = {.start = opt->start_s > 0 ? opt->start_s : now_s(), .last = now_s(), .verbose = opt->verbose};
     if (sweep(be, g, d))
         return d->status;
     cg_ctx_head *c = calloc(1, be->ctx_size);
@@ -56,7 +55,8 @@ int cg_compile(const cg_backend *be, ir_graph *g, const cg_options *opt, vitc_di
     if (st == VITC_OK && be->finish)
         st = be->finish(c);
     if (st == VITC_OK && opt->verbose)
-        fprintf(stderr, "vitc: wrote %s in %.3f s\n", opt->output, now_s() - c->t.start);
+        fprintf(stderr, "vitc: wrote %s in %.3f s%s\n", opt->output, now_s() - c->t.start,
+                opt->start_s > 0 ? " (import to link)" : "");
     if (be->end)
         be->end(c);
     cg_plan_free(&c->plan);

@@ -74,16 +74,21 @@ static int compile_model(const char *model, const cg_options *opt0, const char *
     int st = check_output(model, &opt);
     if (st)
         return st;
-    double t0 = now_s();
+    timer t = {.start = now_s(), .verbose = opt.verbose};
+    t.last = opt.start_s = t.start;
     ir_graph *g = cli_load_model(model, &st);
     if (!g)
         return st;
+    char what[64];
+    snprintf(what, sizeof what, "import (%d nodes)", g->nnodes);
+    phase_done(&t, what);
     vitc_diag d;
     vitc_diag_init(&d, model);
     pass_dump pd = {.which = dump_after, .out = stdout};
     st = pass_run_pipeline(g, dump_after ? pass_dump_hook : NULL, &pd, &d);
-    if (st == VITC_OK && opt.verbose)
-        fprintf(stderr, "vitc: import and passes %.3f s (%d nodes)\n", now_s() - t0, g->nnodes);
+    snprintf(what, sizeof what, "passes (%d nodes left)", g->nnodes);
+    if (st == VITC_OK)
+        phase_done(&t, what);
     if (st == VITC_OK)
         st = cg_compile(be, g, &opt, &d);
     ir_graph_free(g);
