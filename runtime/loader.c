@@ -228,6 +228,13 @@ VITC_API vitc_status vitc_model_load(const char *path, vitc_model **out)
     }
     vitc_status st;
     m->abi = find_descriptor(m->handle, path, &st);
+    char missing[512];
+    if (st == VITC_STATUS_OK && strcmp(m->abi->target, "cpu") == 0 && m->abi->features &&
+        rt_cpu_missing_features(m->abi->features, missing, sizeof missing) > 0)
+        st = rt_fail(VITC_STATUS_LOAD_FAILED,
+                     "%s: compiled for CPU features this machine lacks: %s (cpu '%s'); compile it again without "
+                     "--cpu/--features to target this machine",
+                     path, missing, m->abi->cpu ? m->abi->cpu : "?");
     if (st == VITC_STATUS_OK)
         st = m->abi->weights_file ? load_external_weights(m) : place_embedded_weights(m);
     if (st == VITC_STATUS_OK && strcmp(m->abi->target, "cuda") == 0)

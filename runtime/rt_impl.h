@@ -58,4 +58,8 @@ RT_HIDDEN uint64_t rt_fnv1a64(const void *data, uint64_t n);
 RT_HIDDEN size_t rt_dtype_size(int32_t dtype);
 RT_HIDDEN const char *rt_dtype_name(int32_t dtype);
 
+/* cpu_check.c: how many of the "+feature" entries of an LLVM feature list
+ * this CPU lacks (among those it knows to check), named in missing. */
+int rt_cpu_missing_features(const char *list, char *missing, size_t n);
+
 #endif

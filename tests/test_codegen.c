@@ -625,6 +625,70 @@ static void test_external_weights_same_numbers(void **state)
     ir_tensor_free(&in), ir_tensor_free(&o1), ir_tensor_free(&o2);
 }
 
+/* A model compiled for a CPU feature this machine lacks is refused before it
+ * runs (exit 2, the feature named), not killed by SIGILL; compiled for the
+ * machine itself, it runs.  What the machine lacks is read from
+ * /proc/cpuinfo, not from the runtime's own CPUID check. */
+static void test_model_for_missing_cpu_features_is_refused(void **state)
+{
+    (void)state;
+    static const char *const candidates[][2] = {/* LLVM name, /proc/cpuinfo flag */
+                                                {"amx-tile", "amx_tile"},         {"avx512fp16", "avx512_fp16"},
+                                                {"avx512bf16", "avx512_bf16"},    {"avxvnni", "avx_vnni"},
+                                                {"sse4a", "sse4a"},               {"fma4", "fma4"},
+                                                {"avx512vp2intersect", "avx512_vp2intersect"}};
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f)
+        skip();
+    char line[8192], flags[8192 + 2] = "";
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, "flags", 5)) {
+            const char *colon = strchr(line, ':');
+            flags[0] = ' ';
+            strcpy(flags + 1, colon ? colon + 1 : line);
+            strcat(flags, " ");
+            break;
+        }
+    fclose(f);
+    char *nl = strchr(flags, '\n');
+    if (nl)
+        *nl = ' ';
+    const char *lacks = NULL;
+    for (size_t i = 0; !lacks && i < sizeof candidates / sizeof candidates[0]; i++) {
+        char key[64];
+        snprintf(key, sizeof key, " %s ", candidates[i][1]);
+        if (!strstr(flags, key))
+            lacks = candidates[i][0];
+    }
+    if (!lacks || nfixtures < 1) {
+        print_message("this machine has every candidate feature (or no fixture): nothing to refuse\n");
+        skip();
+    }
+    char rel[200], model[4096], so[4200], feat[80], *out, *err;
+    snprintf(rel, sizeof rel, "tests/models/%s", fixtures[0].model);
+    tu_path(model, sizeof model, rel);
+    snprintf(so, sizeof so, "%s/for-%s.so", tmp, lacks);
+    snprintf(feat, sizeof feat, "+%s", lacks);
+    const char *compile[] = {model, "-o", so, "--features", feat, NULL};
+    assert_int_equal(tu_run_vitc(compile, &out, &err), 0);
+    free(out), free(err);
+    char input[4200];
+    snprintf(rel, sizeof rel, "tests/models/%s.b1.input.npy", fixtures[0].family);
+    tu_path(input, sizeof input, rel);
+    const char *run[] = {"run", so, "--input", input, "--output-dir", tmp, NULL};
+    assert_int_equal(tu_run_vitc(run, &out, &err), 2);
+    print_message("compiled with --features %s: %s", feat, err);
+    assert_non_null(strstr(err, "lacks"));
+    assert_non_null(strstr(err, lacks));
+    free(out), free(err);
+    snprintf(so, sizeof so, "%s/for-host.so", tmp);
+    const char *host[] = {model, "-o", so, NULL};
+    assert_int_equal(tu_run_vitc(host, &out, &err), 0);
+    free(out), free(err);
+    assert_int_equal(tu_run_vitc(run, &out, &err), 0);
+    free(out), free(err);
+}
+
 static int setup(void **state)
 {
     nfixtures = tu_fixtures(fixtures, 64);
@@ -638,4 +702,5 @@ TU_MAIN(setup, tu_teardown_tmpdir, test_fixtures_compiled_match_references, test
         test_transcendentals_elementwise_accuracy, test_gelu_epilogue_and_standalone_agree_bitwise,
         test_integer_and_bool_ops, test_data_movement,
         test_matrix_products, test_batchnorm_and_fused_ops, test_memplan_never_overlaps_live_buffers,
-        test_failed_compiles_leave_nothing, test_cli_dump_verbose_cpu, test_external_weights_same_numbers)
+        test_failed_compiles_leave_nothing, test_cli_dump_verbose_cpu, test_external_weights_same_numbers,
+        test_model_for_missing_cpu_features_is_refused)

@@ -18,34 +18,76 @@
 static int has_feature(const char *list, const char *f)
 {
     size_t n = strlen(f);
-    for (const char *p = list; p && *p;) {
+    int on = 0;
+    for (const char *p = list; p && *p;) { /* the last entry for f wins, as in LLVM */
         const char *e = strchr(p, ',');
         size_t len = e ? (size_t)(e - p) : strlen(p);
-        if (len == n + 1 && p[0] == '+' && strncmp(p + 1, f, n) == 0)
-            return 1;
+        if (len == n + 1 && (p[0] == '+' || p[0] == '-') && strncmp(p + 1, f, n) == 0)
+            on = p[0] == '+';
         p = e ? e + 1 : NULL;
     }
-    return 0;
+    return on;
 }
 
-/* x86 CPUs by the widest vectors they have, for a --cpu given without
- * --features (LLVM's C API does not expose a CPU's implied features).  A
- * wrong guess costs speed, not correctness: LLVM splits or widens vectors. */
-static int x86_cpu_vec_floats(const char *cpu)
+/* The features of runtime/cpu_features.def that the target machine's CPU
+ * has, as "+a,+b,...".  LLVM's C API cannot list what a CPU name implies,
+ * but its inliner takes a function that needs feature F into a caller
+ * compiled for that CPU only if the CPU has F: one small module of empty
+ * callees, one per feature, asks about all of them at once.  NULL if out of
+ * memory. */
+static char *cpu_implied_features(const cg_ctx *cg, LLVMTargetMachineRef tm)
 {
-    static const char *const avx512[] = {"skylake-avx512", "cascadelake", "cooperlake", "cannonlake", "icelake-client",
-                                         "icelake-server", "tigerlake", "sapphirerapids", "graniterapids", "emeraldrapids",
-                                         "znver4", "znver5", "x86-64-v4", "rocketlake", NULL};
-    static const char *const avx2[] = {"haswell", "broadwell", "skylake", "alderlake", "raptorlake", "meteorlake",
-                                       "znver1", "znver2", "znver3", "x86-64-v3", "bdver4", "arrowlake", "lunarlake",
-                                       "gracemont", NULL};
-    for (int i = 0; avx512[i]; i++)
-        if (strcmp(cpu, avx512[i]) == 0)
-            return 16;
-    for (int i = 0; avx2[i]; i++)
-        if (strcmp(cpu, avx2[i]) == 0)
-            return 8;
-    return 4;
+    static const char *const names[] = {
+#define CPU_FEATURE(name, leaf, sub, reg, bit, os) name,
+#include "runtime/cpu_features.def"
+#undef CPU_FEATURE
+    };
+    enum { N = sizeof names / sizeof names[0] };
+    LLVMContextRef ctx = LLVMContextCreate();
+    LLVMModuleRef mod = LLVMModuleCreateWithNameInContext("cpu-probe", ctx);
+    LLVMSetTarget(mod, cg->triple);
+    LLVMTypeRef vt = LLVMFunctionType(LLVMVoidTypeInContext(ctx), NULL, 0, 0);
+    LLVMValueRef caller = LLVMAddFunction(mod, "probe", vt), callee[N];
+    LLVMBuilderRef b = LLVMCreateBuilderInContext(ctx);
+    size_t flen = strlen(cg->features) + 64;
+    char *feat = malloc(flen);
+    for (int i = 0; feat && i < N; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "needs%d", i);
+        /* a function's own features replace the machine's: keep those, add F */
+        snprintf(feat, flen, "%s%s+%s", cg->features, *cg->features ? "," : "", names[i]);
+        callee[i] = LLVMAddFunction(mod, name, vt);
+        LLVMSetLinkage(callee[i], LLVMInternalLinkage);
+        LLVMAddAttributeAtIndex(callee[i], LLVMAttributeFunctionIndex,
+                                LLVMCreateStringAttribute(ctx, "target-features", 15, feat, (unsigned)strlen(feat)));
+        LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(ctx, callee[i], "entry"));
+        LLVMBuildRetVoid(b);
+    }
+    LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(ctx, caller, "entry"));
+    for (int i = 0; feat && i < N; i++)
+        LLVMBuildCall2(b, vt, callee[i], NULL, 0, "");
+    LLVMBuildRetVoid(b);
+    LLVMDisposeBuilder(b);
+    char *out = NULL;
+    LLVMPassBuilderOptionsRef po = LLVMCreatePassBuilderOptions();
+    LLVMErrorRef e = feat ? LLVMRunPasses(mod, "cgscc(inline)", tm, po) : NULL;
+    LLVMDisposePassBuilderOptions(po);
+    if (e) {
+        LLVMConsumeError(e);
+    } else if (feat && (out = calloc(1, N * 24 + 1))) {
+        int kept[N];
+        memset(kept, 0, sizeof kept);
+        for (LLVMValueRef i = LLVMGetFirstInstruction(LLVMGetEntryBasicBlock(caller)); i; i = LLVMGetNextInstruction(i))
+            for (int k = 0; LLVMIsACallInst(i) && k < N; k++)
+                kept[k] |= LLVMGetCalledValue(i) == callee[k];
+        for (int k = 0; k < N; k++)
+            if (!kept[k]) /* inlined: the CPU has it */
+                snprintf(out + strlen(out), N * 24 + 1 - strlen(out), "%s+%s", *out ? "," : "", names[k]);
+    }
+    free(feat);
+    LLVMDisposeModule(mod);
+    LLVMContextDispose(ctx);
+    return out;
 }
 
 static void describe_target(cg_ctx *cg)
@@ -56,14 +98,10 @@ static void describe_target(cg_ctx *cg)
         *t = (cg_target){.vec_floats = 4, .nregs = 32, .has_fma = 1};
         return;
     }
-    int vf = 4;
-    if (f && *f)
-        vf = has_feature(f, "avx512f") ? 16 : has_feature(f, "avx") ? 8 : 4;
-    else
-        vf = x86_cpu_vec_floats(cg->cpu);
+    int vf = has_feature(f, "avx512f") ? 16 : has_feature(f, "avx") ? 8 : 4;
     t->vec_floats = vf;
     t->nregs = vf == 16 ? 32 : 16;
-    t->has_fma = f && *f ? has_feature(f, "fma") || vf == 16 : vf >= 8;
+    t->has_fma = has_feature(f, "fma") || vf == 16;
 }
 
 /* Checks a user's --cpu and --features against what LLVM knows for the
@@ -99,10 +137,13 @@ static int check_cpu_features(cg_ctx *cg)
     if (strstr(text, "not a recognized processor"))
         return cg_fail(cg, VITC_BAD_INPUT, -1, "--cpu '%s' is not a processor LLVM knows for %s", cg->cpu, cg->triple);
     if (strstr(text, "not a recognized feature")) {
-        char *nl = strchr(text, '\n');
+        char *nl = strchr(text, '\n'), *ign;
         if (nl)
             *nl = 0;
-        return cg_fail(cg, VITC_BAD_INPUT, -1, "--features '%s': %s", cg->features, text);
+        if ((ign = strstr(text, " (ignoring feature)"))) /* LLVM's words; vitc refuses it */
+            *ign = 0;
+        return cg_fail(cg, VITC_BAD_INPUT, -1, "--features '%s': %s", cg->opt->features ? cg->opt->features : "",
+                       text);
     }
     return VITC_OK;
 }
@@ -130,7 +171,14 @@ int cg_target_create(cg_ctx *cg, LLVMTargetMachineRef *tm)
         cg->cpu = strdup(h);
         LLVMDisposeMessage(h);
     }
-    if (o->features) {
+    if (o->features && !o->cpu) { /* this machine's features, as the user changes them */
+        char *h = LLVMGetHostCPUFeatures();
+        size_t len = strlen(h) + strlen(o->features) + 2;
+        cg->features = malloc(len);
+        if (cg->features)
+            snprintf(cg->features, len, "%s%s%s", h, *h ? "," : "", o->features);
+        LLVMDisposeMessage(h);
+    } else if (o->features) {
         cg->features = strdup(o->features);
     } else if (o->cpu) {
         cg->features = strdup(""); /* what the named CPU implies */
@@ -158,6 +206,22 @@ int cg_target_create(cg_ctx *cg, LLVMTargetMachineRef *tm)
     if (!*tm)
         return cg_fail(cg, VITC_BAD_INPUT, -1, "LLVM cannot make code for cpu '%s' with features '%s'", cg->cpu,
                        cg->features);
+    if ((o->cpu || o->features) && strncmp(cg->triple, "x86_64", 6) == 0) {
+        /* a CPU by name, or features changed: what they imply, spelt out for
+         * the descriptor (the loader checks the host for them) and for
+         * describe_target */
+        char *implied = cpu_implied_features(cg, *tm);
+        size_t len = implied ? strlen(implied) + strlen(cg->features) + 2 : 0;
+        char *f = implied ? malloc(len) : NULL;
+        if (!f) {
+            free(implied);
+            return cg_fail(cg, VITC_INTERNAL, -1, "out of memory");
+        }
+        snprintf(f, len, "%s%s%s", implied, *implied ? "," : "", cg->features);
+        free(implied);
+        free(cg->features);
+        cg->features = f;
+    }
     describe_target(cg);
     return VITC_OK;
 }
