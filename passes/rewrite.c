@@ -87,6 +87,51 @@ int rw_scalar(const ir_graph *g, int v, double *out)
     return 1;
 }
 
+int rw_splat(const ir_graph *g, int v, double *out)
+{
+    for (int depth = 0; v >= 0 && depth < 32; depth++) {
+        const ir_value *c = &g->values[v];
+        if (rw_is_const(g, v)) {
+            int64_t n = rw_numel(c);
+            if (n < 1 || ir_dtype_size(c->dtype) == 0 || (size_t)n * ir_dtype_size(c->dtype) != c->nbytes)
+                return 0;
+            double x = elem_f64(c, 0);
+            for (int64_t i = 1; i < n; i++)
+                if (elem_f64(c, i) != x) /* a NaN is never a splat: it differs from itself */
+                    return 0;
+            *out = x;
+            return x == x;
+        }
+        const ir_node *p = rw_producer(g, v);
+        if (!p)
+            return 0;
+        double cond;
+        switch (ir_op_family_of(p->op)) {
+        case IR_FAM_VIEW: /* the same elements, another shape */
+            v = ir_input(p, 0);
+            continue;
+        default:
+            break;
+        }
+        if (p->op == IR_OP_EXPAND || p->op == IR_OP_TRANSPOSE) {
+            v = ir_input(p, 0);
+        } else if (p->op == IR_OP_WHERE && rw_splat(g, ir_input(p, 0), &cond)) {
+            v = ir_input(p, cond != 0 ? 1 : 2);
+        } else if (p->op == IR_OP_CAST && g->values[v].dtype == IR_BOOL) {
+            if (!rw_splat(g, ir_input(p, 0), &cond))
+                return 0;
+            *out = cond != 0;
+            return 1;
+        } else if (p->op == IR_OP_CAST && ir_dtype_is_float(g->values[v].dtype) &&
+                   ir_dtype_is_float(g->values[ir_input(p, 0)].dtype)) {
+            v = ir_input(p, 0); /* 0 and 1, what the identities ask about, survive any float cast */
+        } else {
+            return 0;
+        }
+    }
+    return 0;
+}
+
 double *rw_const_f64(const ir_graph *g, int v, int64_t *count)
 {
     if (!rw_is_const(g, v) || ir_dtype_size(g->values[v].dtype) == 0)

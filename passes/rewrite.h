@@ -38,6 +38,10 @@ int rw_users(const ir_graph *g, int v, const ir_node **users, int max);
 int rw_is_const(const ir_graph *g, int v);
 /* The value of a constant with exactly one element (any number dtype). */
 int rw_scalar(const ir_graph *g, int v, double *out);
+/* 1 and *out when every element of v is the same number (bool: 0 or 1) for
+ * any batch: a constant so filled, or one seen through views, Expand,
+ * Transpose, a Where whose condition is such a splat, and Casts. */
+int rw_splat(const ir_graph *g, int v, double *out);
 /* Every element of a plain constant as double, malloc'ed; NULL if v is not one. */
 double *rw_const_f64(const ir_graph *g, int v, int64_t *count);
 /* For a binary node with one scalar-constant input and one computed one:

@@ -2,8 +2,11 @@
  *
  * - No-ops go: Identity, inference Dropout, Cast to the same type, Reshape /
  *   Squeeze / Unsqueeze / Flatten / Expand to the same shape, Transpose by
- *   the identity, a full Slice, a one-input Concat; outputs nothing reads
- *   (LayerNormalization's statistics, Dropout's mask).
+ *   the identity, a full Slice, a one-input Concat, adding 0 or multiplying
+ *   by 1 (a splat of any shape that broadcasts away: a mask that masks
+ *   nothing), a Where whose condition is a splat, a NaN guard after a
+ *   Softmax; outputs nothing reads (LayerNormalization's statistics,
+ *   Dropout's mask).
  * - A chain of data-movement ops that computes its input unchanged goes, and
  *   one that only reshapes becomes a single Reshape (view.c decides).
  * - A Transpose feeding a reduction with keepdims=0 is absorbed into the
@@ -80,6 +83,55 @@ static int noop_input(const ir_graph *g, const ir_node *n)
     if (n->op == IR_OP_SLICE)
         return forward_slice(g, n) ? x : -1;
     return n->op == IR_OP_EXPAND || n->op == IR_OP_CAST ? x : -1;
+}
+
+/* The operand an arithmetic identity or a decided Where passes through, -1
+ * if none: x + 0, 0 + x, x - 0, x * 1, 1 * x, x / 1, Where(true, a, _),
+ * Where(false, _, b), where the 0, 1 or condition is a splat (rw_splat: a
+ * mask that broadcasts one value, as exporters write an attention mask that
+ * masks nothing) and the result has the operand's shape and type.  Then
+ * Where(IsNaN(p), 0, p) with p a Softmax's output: p is never NaN unless the
+ * Softmax's input holds NaN or +-inf, which an exporter's guard against
+ * fully masked rows only meets after a mask of -inf, and such masks fold
+ * away first or stop this match (the Where's other operand is not p). */
+static int identity_operand(const ir_graph *g, const ir_node *n)
+{
+    int y = n->noutputs == 1 ? n->outputs[0] : -1, pass = -1;
+    double c;
+    if (y < 0 || n->ninputs < 2)
+        return -1;
+    int a = n->inputs[0], b = n->inputs[1];
+    if (a < 0 || b < 0)
+        return -1;
+    switch (n->op) {
+    case IR_OP_ADD:
+        pass = rw_splat(g, b, &c) && c == 0 ? a : rw_splat(g, a, &c) && c == 0 ? b : -1;
+        break;
+    case IR_OP_SUB:
+        pass = rw_splat(g, b, &c) && c == 0 ? a : -1;
+        break;
+    case IR_OP_MUL:
+        pass = rw_splat(g, b, &c) && c == 1 ? a : rw_splat(g, a, &c) && c == 1 ? b : -1;
+        break;
+    case IR_OP_DIV:
+        pass = rw_splat(g, b, &c) && c == 1 ? a : -1;
+        break;
+    case IR_OP_WHERE: {
+        int other = n->ninputs == 3 ? n->inputs[2] : -1;
+        const ir_node *nan = rw_def(g, a, IR_OP_IS_NAN);
+        if (other >= 0 && rw_splat(g, a, &c))
+            pass = c != 0 ? b : other;
+        else if (nan && other >= 0 && ir_input(nan, 0) == other && rw_def(g, other, IR_OP_SOFTMAX) &&
+                 rw_splat(g, b, &c) && c == 0)
+            pass = other;
+        break;
+    }
+    default:
+        break;
+    }
+    if (pass < 0 || g->values[pass].dtype != g->values[y].dtype || !same_shape(&g->values[pass], &g->values[y]))
+        return -1;
+    return pass;
 }
 
 typedef struct {
@@ -175,6 +227,8 @@ static int match_noop(const ir_graph *g, const ir_node *n, void *mv, char *why, 
 {
     (void)why, (void)nwhy;
     int x = noop_input(g, n);
+    if (x < 0)
+        x = identity_operand(g, n);
     if (x < 0 || rw_is_graph_output(g, n->outputs[0]))
         return 0;
     *(int *)mv = x;

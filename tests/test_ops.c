@@ -23,7 +23,7 @@
 
 /* ---- the rows ---- */
 
-/* An input of a row: a graph input ('x' floats in [-2, 2), 'p' floats in
+/* An input of a row: a graph input ('x' floats in [-2, 2), 'n' the same with NaNs, 'p' floats in
  * [0.1, 2.1), 'b' bools, 'i' int64 in [-20, 20)), or a constant ('w' random
  * floats, 's' a float scalar, 'c' int64 values). dims < 0: times the batch. */
 typedef struct {
@@ -62,6 +62,7 @@ typedef struct {
 #define X(...) {'x', NARGS(__VA_ARGS__), {__VA_ARGS__}}
 #define P(...) {'p', NARGS(__VA_ARGS__), {__VA_ARGS__}}
 #define B(...) {'b', NARGS(__VA_ARGS__), {__VA_ARGS__}}
+#define N(...) {'n', NARGS(__VA_ARGS__), {__VA_ARGS__}}
 #define I(...) {'i', NARGS(__VA_ARGS__), {__VA_ARGS__}}
 #define W(...) {'w', NARGS(__VA_ARGS__), {__VA_ARGS__}}
 #define S(v) {'s', 0, {0}, 0, {0}, v}
@@ -89,6 +90,7 @@ static double r_div(const double *a) { return a[0] / a[1]; }
 static double r_and(const double *a) { return a[0] != 0 && a[1] != 0; }
 static double r_or(const double *a) { return a[0] != 0 || a[1] != 0; }
 static double r_not(const double *a) { return a[0] == 0; }
+static double r_isnan(const double *a) { return isnan(a[0]); }
 static double r_eq(const double *a) { return a[0] == a[1]; }
 static double r_gt(const double *a) { return a[0] > a[1]; }
 static double r_lt(const double *a) { return a[0] < a[1]; }
@@ -139,6 +141,7 @@ static const op_row rows[] = {
     {"Gelu", IR_OP_GELU, IN1(X(-1, 3, 4)), .ref = r_gelu},
     {"Gelu/tanh", IR_OP_GELU, IN1(X(-1, 3, 4)), AT1(AS(APPROXIMATE, "tanh")), .ref = r_gelu_tanh},
     {"Not", IR_OP_NOT, .dt = IR_BOOL, IN1(B(-1, 3, 4)), .ref = r_not},
+    {"IsNaN", IR_OP_IS_NAN, .dt = IR_BOOL, IN1(N(-1, 3, 4)), .ref = r_isnan},
     {"Cast/bool->f32", IR_OP_CAST, IN1(B(-1, 3, 4)), AT1(AI(TO, 1)), .ref = r_ident},
     {"Cast/f32->i64", IR_OP_CAST, .dt = IR_I64, IN1(X(-1, 3, 4)), AT1(AI(TO, 7)), .ref = r_trunc},
     {"CastLike/bool->f32", IR_OP_CAST_LIKE, IN2(B(-1, 3, 4), S(0)), .ref = r_ident},
@@ -208,7 +211,7 @@ static char tmpdir[4096];
 static ir_tensor inputs[NB][NROWS][MAXIN]; /* per batch, row, graph input of the row */
 static ir_tensor refs[NB][NROWS][2];        /* the interpreter's outputs */
 
-static int is_input(char kind) { return kind == 'x' || kind == 'p' || kind == 'b' || kind == 'i'; }
+static int is_input(char kind) { return kind == 'x' || kind == 'p' || kind == 'b' || kind == 'i' || kind == 'n'; }
 
 static ir_dtype input_dtype(char kind) { return kind == 'b' ? IR_BOOL : kind == 'i' ? IR_I64 : IR_F32; }
 
@@ -294,6 +297,8 @@ static void make_inputs(void)
                         ir_tensor_set(t, i, 2 * u);
                     else if (s->kind == 'p')
                         ir_tensor_set(t, i, 1.1 + u);
+                    else if (s->kind == 'n') /* 'x' with a NaN in every third element */
+                        ir_tensor_set(t, i, i % 3 == 1 ? NAN : 2 * u);
                     else if (s->kind == 'b')
                         ir_tensor_set_i64(t, i, u > 0);
                     else

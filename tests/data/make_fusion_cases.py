@@ -56,9 +56,26 @@ class Graph:
         return m
 
 
-def attention(g, x, *, softmax_axis=-1, scale_on="q", separate=False, q_extra_reader=False):
+def batch_mask(g, x, keep):
+    """What HF models through the dynamo exporter add to the logits: a boolean
+    [N, N] mask expanded to [B, 1, N, N] from x's batch, then Where(mask, 0,
+    -3.4e38).  keep: the mask's values (all True masks nothing)."""
+    b = g.op("Gather", [g.op("Shape", [x], "mask/Shape"), g.const(np.int64(0))], "mask/Gather", axis=0)
+    b = g.op("Unsqueeze", [b, g.const(np.array([0]))], "mask/Unsqueeze")
+    shape = g.op("Concat", [b, g.const(np.array([1, N, N]))], "mask/Concat", axis=0)
+    g.count += 1
+    name = "mask%d" % g.count
+    g.inits.append(numpy_helper.from_array(np.asarray(keep, dtype=bool).reshape(1, 1, N, N), name))
+    m = g.op("Expand", [name, shape], "mask/Expand")
+    return g.op("Where", [m, g.const(np.float32(0)), g.const(np.float32(-3.4e38))], "mask/Where")
+
+
+def attention(g, x, *, softmax_axis=-1, scale_on="q", separate=False, q_extra_reader=False, mask=None,
+              nan_guard=False):
     """timm's attention on x [B, N, C]: packed qkv (or three Linears), q * D^-0.5,
-    softmax(q k^T) v, heads merged, output [B, N, C]."""
+    softmax(q k^T) v, heads merged, output [B, N, C].  mask: the values of a
+    boolean mask added to the logits (batch_mask); nan_guard: the softmax's
+    NaNs set to 0 (Where(IsNaN(p), 0, p)), as torch's sdpa export writes."""
     if separate:
         heads = []
         for part in "qkv":
@@ -78,7 +95,11 @@ def attention(g, x, *, softmax_axis=-1, scale_on="q", separate=False, q_extra_re
         v = g.op("Mul", [v, scale], "attn/Mul")
     kt = g.op("Transpose", [k], "attn/Transpose_1", perm=[0, 1, 3, 2])
     s = g.op("MatMul", [q, kt], "attn/MatMul")
+    if mask is not None:
+        s = g.op("Add", [s, batch_mask(g, x, mask)], "attn/AddMask")
     p = g.op("Softmax", [s], "attn/Softmax", axis=softmax_axis)
+    if nan_guard:
+        p = g.op("Where", [g.op("IsNaN", [p], "attn/IsNaN"), g.const(np.float32(0)), p], "attn/Where")
     o = g.op("MatMul", [p, v], "attn/MatMul_1")
     o = g.op("Transpose", [o], "attn/Transpose_2", perm=[0, 2, 1, 3])
     o = g.op("Reshape", [o, g.const([-1, N, C])], "attn/Reshape_1")
@@ -165,6 +186,16 @@ def main():
     g = Graph()
     save("near_gelu_other_constant.onnx", g.model(gelu(g, "x", divisor=1.5), vec, vec),
          "Gelu=0 Erf=1", "Erf's input is x / 1.5, not x / sqrt(2)")
+
+
+    # ---- masks that mask nothing fold away; a real one stays ----
+    g = Graph()
+    save("attention_mask_all_true_nan_guard.onnx",
+         g.model(attention(g, "x", mask=np.ones((N, N)), nan_guard=True), tok, tok),
+         "Attention=1 Softmax=0 Where=0 IsNaN=0 Expand=0", "-")
+    g = Graph()
+    save("near_attention_real_mask.onnx", g.model(attention(g, "x", mask=np.tril(np.ones((N, N)))), tok, tok),
+         "Attention=0 Softmax=1 Where=1", "the Softmax's input is produced by Add")
 
     with open(os.path.join(HERE, "EXPECT.tsv"), "w") as f:
         f.write("# file\top counts after the passes\texplanation fragment (- : none)\n")
