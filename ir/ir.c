@@ -22,6 +22,8 @@ const ir_ew_info ir_ew_table[IR_OP_COUNT] = {
 
 ir_act ir_gelu_act(const ir_node *n)
 {
+    if (n->op == IR_OP_QUICK_GELU)
+        return IR_ACT_QUICK_GELU;
     const ir_attr *a = ir_attr_get(n, IR_ATTR_APPROXIMATE);
     if (!a)
         return IR_ACT_GELU_ERF;
@@ -37,6 +39,7 @@ double ir_act_ref(double x, ir_act a)
     case IR_ACT_GELU_TANH: return 0.5 * x * (1 + tanh(sqrt(2 / 3.14159265358979323846) * (x + 0.044715 * x * x * x)));
     case IR_ACT_RELU: return x > 0 ? x : 0;
     case IR_ACT_RELU6: return x < 0 ? 0 : x > 6 ? 6 : x;
+    case IR_ACT_QUICK_GELU: return x / (1 + exp(-1.702 * x));
     case IR_ACT_NONE: case IR_ACT_COUNT: return x;
     }
     return x;

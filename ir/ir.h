@@ -63,12 +63,13 @@ typedef enum {
     IR_ACT_GELU_TANH = 2, /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
     IR_ACT_RELU = 3,
     IR_ACT_RELU6 = 4,
+    IR_ACT_QUICK_GELU = 5, /* x sigmoid(1.702 x) = x / (1 + exp(-1.702 x)) */
     IR_ACT_COUNT
 } ir_act;
 /* The activation a Gelu node computes (its `approximate` attribute: "none"
  * gives IR_ACT_GELU_ERF, "tanh" IR_ACT_GELU_TANH); IR_ACT_NONE when the
  * attribute names another form, which no backend supports.  The one place
- * that reads the attribute's string. */
+ * that reads the attribute's string.  A QuickGelu node: IR_ACT_QUICK_GELU. */
 struct ir_node;
 ir_act ir_gelu_act(const struct ir_node *n);
 /* The reference value of activation a at x, in double (the interpreter's

@@ -1,5 +1,5 @@
 /* epilogue.c: fuse-epilogue, what follows a Linear becomes part of it:
- * its activation (Gelu exact or tanh, Relu, Clip(0, 6) = ReLU6), then a
+ * its activation (Gelu exact or tanh, QuickGelu, Relu, Clip(0, 6) = ReLU6), then a
  * residual Add of a tensor of the Linear's own shape, in that order, as
  * ops.def specifies: y = act(x @ W + bias) + residual. */
 #include "passes/rewrite.h"
@@ -25,6 +25,8 @@ static int activation_of(const ir_graph *g, const ir_node *n, char *why, size_t 
     }
     if (n->op == IR_OP_RELU)
         return IR_ACT_RELU;
+    if (n->op == IR_OP_QUICK_GELU)
+        return IR_ACT_QUICK_GELU;
     if (n->op != IR_OP_CLIP)
         return -1;
     double lo, hi;
@@ -43,9 +45,9 @@ static int activation_of(const ir_graph *g, const ir_node *n, char *why, size_t 
 /* What a fused activation adds to the op_type. */
 static const char *const act_suffix[] = {
     [IR_ACT_NONE] = "", [IR_ACT_GELU_ERF] = "+Gelu", [IR_ACT_GELU_TANH] = "+Gelu(tanh)",
-    [IR_ACT_RELU] = "+Relu", [IR_ACT_RELU6] = "+ReLU6",
+    [IR_ACT_RELU] = "+Relu", [IR_ACT_RELU6] = "+ReLU6", [IR_ACT_QUICK_GELU] = "+QuickGelu",
 };
-_Static_assert(IR_ACT_COUNT == 5, "act_suffix needs a row for every ir_act");
+_Static_assert(IR_ACT_COUNT == 6, "act_suffix needs a row for every ir_act");
 
 static int same_shape(const ir_value *a, const ir_value *b)
 {

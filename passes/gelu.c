@@ -1,6 +1,7 @@
 /* gelu.c: fuse-gelu, the GELU that TorchScript exports as arithmetic becomes
  * one Gelu node: the exact erf form (approximate "none") and the tanh
- * approximation (approximate "tanh") stay distinct.  Opset 20's Gelu is
+ * approximation (approximate "tanh") stay distinct; CLIP's QuickGELU,
+ * x * sigmoid(1.702 x), becomes one QuickGelu node.  Opset 20's Gelu is
  * already one node.  Each spelling is one rule anchored at its Erf or Tanh;
  * the order and grouping of the products is the pattern vocabulary's
  * business (pattern.c). */
@@ -80,15 +81,40 @@ static int match_tanh(const ir_graph *g, const ir_node *th, void *mv, char *why,
     MISS("Tanh's input is not sqrt(2/pi) (x + 0.044715 x^3)");
 }
 
+/* quick_gelu = x * Sigmoid(1.702 x), CLIP's activation; a Sigmoid of
+ * anything but a scaled x (SiLU's x * Sigmoid(x) included) is no candidate. */
+static int match_quick(const ir_graph *g, const ir_node *sg, void *mv, char *why, size_t nwhy)
+{
+    gelu_match *m = mv;
+    double c;
+    m->approx = "quick";
+    if (!pat_scaled(g, sg->inputs[0], &m->x, &c))
+        return 0;
+    if (!rw_close(c, 1.702, 1e-4))
+        MISS("Sigmoid's input is %.7g x, not 1.702 x (QuickGELU)", c);
+    if (rw_uses(g, sg->inputs[0]) != 1)
+        MISS("1.702 x has other readers");
+    const ir_node *mul = rw_only_user(g, sg->outputs[0]);
+    if (!mul || mul->op != IR_OP_MUL || rw_other_input(mul, sg->outputs[0]) != m->x)
+        MISS("Sigmoid(1.702 x) is not multiplied (once) by x");
+    m->root = mul;
+    return 1;
+}
+
 #undef MISS
 
 static int rewrite(ir_graph *g, int ni, const void *mv)
 {
     const gelu_match *m = mv;
-    int tanh_form = strcmp(m->approx, "tanh") == 0, out = m->root->outputs[0];
+    int out = m->root->outputs[0];
+    const char *name = rw_fused_name(g, &g->nodes[ni], m->root);
+    if (strcmp(m->approx, "quick") == 0)
+        return rw_set_node(g, rw_index(g, m->root), IR_OP_QUICK_GELU, name, "QuickGELU", 1, &m->x, 1, &out, 0, NULL)
+                   ? -1
+                   : 0;
+    int tanh_form = strcmp(m->approx, "tanh") == 0;
     ir_attr a = {.id = IR_ATTR_APPROXIMATE, .kind = IR_AT_STRING, .tensor = -1, .n = (int)strlen(m->approx)};
     a.s = ir_strdup(g->arena, m->approx);
-    const char *name = rw_fused_name(g, &g->nodes[ni], m->root);
     return !a.s || rw_set_node(g, rw_index(g, m->root), IR_OP_GELU, name,
                                tanh_form ? "GELU(tanh form)" : "GELU(erf form)", 1, &m->x, 1, &out, 1, &a)
                ? -1
@@ -98,6 +124,8 @@ static int rewrite(ir_graph *g, int ni, const void *mv)
 static const rw_rule rules[] = {
     {.name = "gelu-erf", .anchor = IR_OP_ERF, .size = sizeof(gelu_match), .match = match_erf, .rewrite = rewrite},
     {.name = "gelu-tanh", .anchor = IR_OP_TANH, .size = sizeof(gelu_match), .match = match_tanh, .rewrite = rewrite},
+    {.name = "quick-gelu", .anchor = IR_OP_SIGMOID, .size = sizeof(gelu_match), .match = match_quick,
+     .rewrite = rewrite},
 };
 
 int pass_fuse_gelu(ir_graph *g, vitc_diag *d) { return RW_APPLY(g, rules, d); }

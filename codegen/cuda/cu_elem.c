@@ -99,6 +99,7 @@ static const char *cs_k(cs_env *e, double c)
 static const char *const act_names[IR_ACT_COUNT] = {
     [IR_ACT_NONE] = "IR_ACT_NONE",         [IR_ACT_GELU_ERF] = "IR_ACT_GELU_ERF", [IR_ACT_GELU_TANH] = "IR_ACT_GELU_TANH",
     [IR_ACT_RELU] = "IR_ACT_RELU",         [IR_ACT_RELU6] = "IR_ACT_RELU6",
+    [IR_ACT_QUICK_GELU] = "IR_ACT_QUICK_GELU",
 };
 
 static const char *cs_mod(cs_env *e, const char *a, const char *b)

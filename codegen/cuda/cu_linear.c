@@ -111,7 +111,7 @@ static int job_of(const ir_graph *g, const ir_node *n, gemm_job *j, char *why, s
             return 0;
         }
     }
-    if (j->act < 0 || j->act > 4) {
+    if (j->act < 0 || j->act >= IR_ACT_COUNT) {
         snprintf(why, len, "activation %d", j->act);
         return 0;
     }

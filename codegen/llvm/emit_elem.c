@@ -330,6 +330,10 @@ static LLVMValueRef w_gelu(const ew_env *e, LLVMValueRef x)
         return vm_act(&v, x, act);
     }
     LLVMValueRef inner;
+    if (act == IR_ACT_QUICK_GELU) {
+        LLVMValueRef ex = call1(cg, b, "expf", "exp", t, LLVMBuildFMul(b, x, fconst(t, -1.702), ""));
+        return LLVMBuildFDiv(b, x, LLVMBuildFAdd(b, fconst(t, 1.0), ex, ""), "");
+    }
     if (act == IR_ACT_GELU_TANH) {
         LLVMValueRef x3 = LLVMBuildFMul(b, LLVMBuildFMul(b, x, x, ""), x, "");
         LLVMValueRef u = LLVMBuildFAdd(b, x, LLVMBuildFMul(b, fconst(t, 0.044715), x3, ""), "");

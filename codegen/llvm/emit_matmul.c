@@ -247,7 +247,7 @@ int cg_matmul_supports(const ir_graph *g, const ir_node *n, char *why, size_t le
                     return fail_why(why, len, "a residual that broadcasts other than along rows is not supported");
             }
             int64_t act = ir_attr_int(n, IR_ATTR_ACTIVATION, 0);
-            if (act < 0 || act > 4)
+            if (act < 0 || act >= IR_ACT_COUNT)
                 return fail_why(why, len, "unknown Linear activation");
             return 1;
         }

@@ -30,7 +30,7 @@ static int gemm_plan_make(const cg_gemm_desc *d, const cg_target *t, gemm_plan *
 {
     memset(p, 0, sizeof *p);
     if (!d || !t || d->K < 1 || d->N < 1 || d->lda < d->K || d->ldc < d->N ||
-        (d->has_residual && d->ldr != 0 && d->ldr < d->N) || d->activation < 0 || d->activation > 4 ||
+        (d->has_residual && d->ldr != 0 && d->ldr < d->N) || d->activation < 0 || d->activation >= IR_ACT_COUNT ||
         (t->vec_floats != 4 && t->vec_floats != 8 && t->vec_floats != 16))
         return -1;
     p->vf = t->vec_floats;

@@ -171,6 +171,10 @@ LLVMValueRef vm_act(const vm_ctx *v, LLVMValueRef x, ir_act act)
     }
     case IR_ACT_RELU: return fmax2(v, x, k(v, 0.0f));
     case IR_ACT_RELU6: return fmin2(v, fmax2(v, x, k(v, 0.0f)), k(v, 6.0f));
+    case IR_ACT_QUICK_GELU: { /* x / (1 + exp(-1.702 x)) */
+        LLVMValueRef e = vm_exp(v, LLVMBuildFMul(b, x, k(v, -1.702f), ""), VM_EXP_FINITE);
+        return LLVMBuildFDiv(b, x, LLVMBuildFAdd(b, e, k(v, 1.0f), ""), "");
+    }
     case IR_ACT_NONE: case IR_ACT_COUNT: return x;
     }
     return x;

@@ -140,6 +140,12 @@ def gelu(g, x, *, divisor=np.sqrt(2), tanh=False):
     return g.op("Mul", [g.op("Mul", [x, a], "act/Mul"), g.const(np.float32(0.5))], "act/Mul_1")
 
 
+def quick_gelu(g, x, *, k=1.702):
+    """CLIP's activation: x * sigmoid(k x)."""
+    return g.op("Mul", [x, g.op("Sigmoid", [g.op("Mul", [x, g.const(np.float32(k))], "act/Mul_k")], "act/Sigmoid")],
+                "act/Mul")
+
+
 def save(name, m, ops, explain):
     path = os.path.join(HERE, name)
     with open(path, "wb") as f:
@@ -196,6 +202,14 @@ def main():
     g = Graph()
     save("near_attention_real_mask.onnx", g.model(attention(g, "x", mask=np.tril(np.ones((N, N)))), tok, tok),
          "Attention=0 Softmax=1 Where=1", "the Softmax's input is produced by Add")
+
+    # ---- QuickGELU: into the Linear before it; another constant is a near miss ----
+    g = Graph()
+    save("quick_gelu_linear.onnx", g.model(quick_gelu(g, g.linear("x", C, C, "fc1")), vec, vec),
+         "Linear=1 Sigmoid=0 Mul=0 QuickGelu=0", "-")
+    g = Graph()
+    save("near_quick_gelu_other_constant.onnx", g.model(quick_gelu(g, "x", k=1.5), vec, vec),
+         "QuickGelu=0 Sigmoid=1", "Sigmoid's input is 1.5 x, not 1.702 x")
 
     with open(os.path.join(HERE, "EXPECT.tsv"), "w") as f:
         f.write("# file\top counts after the passes\texplanation fragment (- : none)\n")

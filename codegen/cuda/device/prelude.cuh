@@ -191,7 +191,7 @@ VK_DEV float vk_warp_max(float v)
 
 /* Activations: ir_act of ir/ir.h, in its order (the Linear's `activation`
  * attribute, and Gelu through ir_gelu_act). */
-enum { IR_ACT_NONE, IR_ACT_GELU_ERF, IR_ACT_GELU_TANH, IR_ACT_RELU, IR_ACT_RELU6 };
+enum { IR_ACT_NONE, IR_ACT_GELU_ERF, IR_ACT_GELU_TANH, IR_ACT_RELU, IR_ACT_RELU6, IR_ACT_QUICK_GELU };
 template <int ACT> VK_DEV float vk_act(float x)
 {
     if (ACT == IR_ACT_GELU_ERF)
@@ -202,6 +202,8 @@ template <int ACT> VK_DEV float vk_act(float x)
         return fmaxf(x, 0.0f);
     if (ACT == IR_ACT_RELU6)
         return fminf(fmaxf(x, 0.0f), 6.0f);
+    if (ACT == IR_ACT_QUICK_GELU)
+        return x / (1.0f + expf(-1.702f * x));
     return x;
 }
 
