@@ -159,7 +159,10 @@ static void *run_part(void *arg)
     LLVMContextRef ctx = LLVMContextCreate();
     LLVMMemoryBufferRef buf = LLVMCreateMemoryBufferWithMemoryRangeCopy(j->bitcode, j->bitcode_len, "vitc");
     LLVMModuleRef mod = NULL;
-    if (!ctx || !buf || LLVMParseBitcodeInContext2(ctx, buf, &mod)) {
+    int bad = !ctx || !buf || LLVMParseBitcodeInContext2(ctx, buf, &mod);
+    if (buf) /* the parse copies what it needs: the buffer stays the caller's */
+        LLVMDisposeMemoryBuffer(buf);
+    if (bad) {
         snprintf(j->err, sizeof j->err, "part %d: cannot read back the module's bitcode", j->part);
         j->st = VITC_INTERNAL;
     } else {
@@ -196,8 +199,6 @@ static void *run_part(void *arg)
     }
     if (mod)
         LLVMDisposeModule(mod);
-    else if (buf)
-        LLVMDisposeMemoryBuffer(buf);
     if (ctx)
         LLVMContextDispose(ctx);
     return NULL;
