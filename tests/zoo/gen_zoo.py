@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""Writes tests/zoo/: ViTs as the libraries build them, exported as users
+export them, with PyTorch's outputs.  tests/zoo/test_zoo.py checks vitc on
+every export listed in zoo.tsv.
+
+Models (tiny configs, weights random and seeded, eval mode): HF transformers
+ViTForImageClassification, CLIPVisionModel (QuickGELU) and Dinov2Model (layer
+scale), each with attn_implementation "eager" and "sdpa".  Exporters: the
+TorchScript exporter at opset 17 (dynamo=False) and the dynamo exporter at its
+default opset, both with a dynamic batch axis.
+
+    .venv-gen/bin/python tests/zoo/gen_zoo.py     # needs requirements.txt here
+"""
+import os
+import warnings
+
+import numpy as np
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+warnings.filterwarnings("ignore")
+
+
+def randomize_(model, seed):
+    """Seeded weights that exercise every term: matrices randn/sqrt(fan_in),
+    biases, tokens and tables 0.1*randn, norm weights and layer scales 1+0.1*randn."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            r = torch.randn(p.shape, generator=g)
+            if p.dim() >= 2 and "embeddings" not in name and "token" not in name:
+                p.copy_(r / np.sqrt(p[0].numel()))
+            elif "norm" in name and name.endswith("weight") or "lambda" in name:
+                p.copy_(1 + 0.1 * r)
+            else:
+                p.copy_(0.1 * r)
+    return model.eval()
+
+
+def models():
+    from transformers import (CLIPVisionConfig, CLIPVisionModel, Dinov2Config, Dinov2Model, ViTConfig,
+                              ViTForImageClassification)
+    tiny = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128, image_size=32,
+                patch_size=8)
+    for attn in ("eager", "sdpa"):
+        for name, cls, cfg in (("hf_vit", ViTForImageClassification, ViTConfig(num_labels=10, **tiny)),
+                               ("hf_clip", CLIPVisionModel, CLIPVisionConfig(hidden_act="quick_gelu", **tiny)),
+                               ("hf_dinov2", Dinov2Model, Dinov2Config(layerscale_value=0.5, **tiny))):
+            cfg._attn_implementation = attn
+            yield "%s_%s" % (name, attn), cls(cfg), 2
+
+
+class Logits(torch.nn.Module):
+    """pixel_values -> the model's first output tensor."""
+
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+
+    def forward(self, x):
+        r = self.m(pixel_values=x)
+        return r.logits if hasattr(r, "logits") else r.last_hidden_state
+
+
+def export(w, x, path, exporter):
+    if exporter == "ts17":
+        torch.onnx.export(w, (x,), path, opset_version=17, dynamo=False, input_names=["x"], output_names=["y"],
+                          dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}})
+    else:
+        torch.onnx.export(w, (x,), path, dynamo=True, dynamic_shapes=({0: torch.export.Dim("batch")},),
+                          external_data=False)
+
+
+def main():
+    rows = []
+    for i, (name, m, depth) in enumerate(models()):
+        w = Logits(randomize_(m, 1000 + i)).eval()
+        rng = np.random.default_rng(2000 + i)
+        for b in (1, 3):
+            x = rng.standard_normal((b, 3, 32, 32)).astype(np.float32)
+            with torch.no_grad():
+                y = w(torch.from_numpy(x)).numpy()
+            np.save(os.path.join(HERE, "%s.b%d.input.npy" % (name, b)), x)
+            np.save(os.path.join(HERE, "%s.b%d.output.npy" % (name, b)), y)
+        for exporter in ("ts17", "dynamo"):
+            f = "%s-%s.onnx" % (name, exporter)
+            export(w, torch.zeros(2, 3, 32, 32), os.path.join(HERE, f), exporter)  # 2: torch.export fixes a batch of 1
+            rows.append((f, name, exporter, str(depth)))
+            print("wrote", f)
+    with open(os.path.join(HERE, "zoo.tsv"), "w") as t:
+        t.write("# file\tmodel (inputs/outputs: MODEL.b{1,3}.{input,output}.npy)\texporter\tblocks\n")
+        for r in rows:
+            t.write("\t".join(r) + "\n")
+
+
+if __name__ == "__main__":
+    main()
