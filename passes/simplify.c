@@ -103,20 +103,18 @@ static int identity_operand(const ir_graph *g, const ir_node *n)
     int a = n->inputs[0], b = n->inputs[1];
     if (a < 0 || b < 0)
         return -1;
-    switch (n->op) {
-    case IR_OP_ADD:
-        pass = rw_splat(g, b, &c) && c == 0 ? a : rw_splat(g, a, &c) && c == 0 ? b : -1;
-        break;
-    case IR_OP_SUB:
-        pass = rw_splat(g, b, &c) && c == 0 ? a : -1;
-        break;
-    case IR_OP_MUL:
-        pass = rw_splat(g, b, &c) && c == 1 ? a : rw_splat(g, a, &c) && c == 1 ? b : -1;
-        break;
-    case IR_OP_DIV:
-        pass = rw_splat(g, b, &c) && c == 1 ? a : -1;
-        break;
-    case IR_OP_WHERE: {
+    /* x op e = x for op's neutral element e, and e op x = x where op commutes */
+    static const struct {
+        ir_op op;
+        double e;
+        int commutes;
+    } neutral[] = {{IR_OP_ADD, 0, 1}, {IR_OP_SUB, 0, 0}, {IR_OP_MUL, 1, 1}, {IR_OP_DIV, 1, 0}};
+    for (size_t i = 0; i < sizeof neutral / sizeof neutral[0]; i++)
+        if (n->op == neutral[i].op)
+            pass = rw_splat(g, b, &c) && c == neutral[i].e                         ? a
+                   : neutral[i].commutes && rw_splat(g, a, &c) && c == neutral[i].e ? b
+                                                                                   : -1;
+    if (n->op == IR_OP_WHERE) {
         int other = n->ninputs == 3 ? n->inputs[2] : -1;
         const ir_node *nan = rw_def(g, a, IR_OP_IS_NAN);
         if (other >= 0 && rw_splat(g, a, &c))
@@ -124,10 +122,6 @@ static int identity_operand(const ir_graph *g, const ir_node *n)
         else if (nan && other >= 0 && ir_input(nan, 0) == other && rw_def(g, other, IR_OP_SOFTMAX) &&
                  rw_splat(g, b, &c) && c == 0)
             pass = other;
-        break;
-    }
-    default:
-        break;
     }
     if (pass < 0 || g->values[pass].dtype != g->values[y].dtype || !same_shape(&g->values[pass], &g->values[y]))
         return -1;
