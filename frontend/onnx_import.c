@@ -333,19 +333,40 @@ static const char *arity_str(char *buf, size_t n, int lo, int hi)
 }
 
 /* One node: op lookup, arity, attributes, input references, outputs. */
+/* In the names map: an output of a node that was refused (its error
+ * reported), so that nodes reading it are skipped without an error of their
+ * own: one unsupported op gives one message, not one per reader. */
+enum { FROM_REFUSED_NODE = -2 };
+
+static void refuse_outputs(importer *im, const Onnx__NodeProto *np)
+{
+    for (size_t i = 0; i < np->n_output && i < 1024; i++)
+        if (np->output[i] && *np->output[i] && map_get(&im->names, np->output[i]) == -1)
+            map_put(&im->names, np->output[i], FROM_REFUSED_NODE);
+}
+
+static int import_node_checked(importer *im, const Onnx__NodeProto *np);
+
 static void import_node(importer *im, const Onnx__NodeProto *np)
+{
+    if (import_node_checked(im, np))
+        refuse_outputs(im, np);
+}
+
+/* 0 when the node was added (or was a Constant), 1 when it was refused. */
+static int import_node_checked(importer *im, const Onnx__NodeProto *np)
 {
     const char *node = np->name ? np->name : "", *op_type = np->op_type ? np->op_type : "";
     vitc_diag *d = im->d;
     int before = d->nerrors;
     if (np->domain && *np->domain && strcmp(np->domain, "ai.onnx") != 0) {
         vitc_error_at(d, VITC_BAD_INPUT, node, op_type, "unsupported operator domain '%s'", np->domain);
-        return;
+        return 1;
     }
     int op = ir_op_from_onnx(op_type);
     if (op < 0) {
         vitc_error_at(d, VITC_BAD_INPUT, node, op_type, "unsupported operator");
-        return;
+        return 1;
     }
     const ir_op_info *info = &ir_op_table[op];
     if ((int)np->n_input < info->min_in || (info->max_in != VAR && (int)np->n_input > info->max_in) ||
@@ -355,7 +376,7 @@ static void import_node(importer *im, const Onnx__NodeProto *np)
         vitc_error_at(d, VITC_BAD_INPUT, node, op_type, "has %zu inputs and %zu outputs; %s takes %s inputs and %s outputs",
                       np->n_input, np->n_output, info->name, arity_str(in, sizeof in, info->min_in, info->max_in),
                       arity_str(out, sizeof out, info->min_out, info->max_out));
-        return;
+        return 1;
     }
     ir_attr attrs[64];
     int nattrs = 0;
@@ -369,12 +390,12 @@ static void import_node(importer *im, const Onnx__NodeProto *np)
             nattrs++;
     }
     if (d->nerrors != before)
-        return;
+        return 1;
     if (op == IR_OP_CONSTANT) {
         import_constant(im, np, attrs, nattrs);
-        return;
+        return d->nerrors != before;
     }
-    int inputs[1024], outputs[1024];
+    int inputs[1024], outputs[1024], refused_input = 0;
     for (size_t i = 0; i < np->n_input; i++) {
         const char *in = np->input[i];
         if (!in || !*in) {
@@ -384,10 +405,14 @@ static void import_node(importer *im, const Onnx__NodeProto *np)
             continue;
         }
         inputs[i] = map_get(&im->names, in);
-        if (inputs[i] < 0)
+        if (inputs[i] == FROM_REFUSED_NODE)
+            refused_input = 1;
+        else if (inputs[i] < 0)
             vitc_error_at(d, VITC_BAD_INPUT, node, op_type,
                           "input '%s' is not a graph input, an initializer or the output of an earlier node", in);
     }
+    if (refused_input)
+        return 1; /* that node's error says why */
     for (size_t i = 0; i < np->n_output; i++) {
         const char *out = np->output[i];
         outputs[i] = -1;
@@ -402,16 +427,19 @@ static void import_node(importer *im, const Onnx__NodeProto *np)
         int id = ir_add_value(im->g, out, IR_VAL_NODE, IR_F32);
         if (id < 0) {
             vitc_error(d, VITC_INTERNAL, NULL, "out of memory");
-            return;
+            return 1;
         }
         map_put(&im->names, im->g->values[id].name, id);
         outputs[i] = id;
     }
     if (d->nerrors != before)
-        return;
+        return 1;
     if (ir_add_node(im->g, (ir_op)op, node, op_type, (int)np->n_input, inputs, (int)np->n_output, outputs,
-                    nattrs, attrs) < 0)
+                    nattrs, attrs) < 0) {
         vitc_error(d, VITC_INTERNAL, NULL, "out of memory");
+        return 1;
+    }
+    return 0;
 }
 
 static int import_opsets(importer *im, const Onnx__ModelProto *m)

@@ -66,6 +66,11 @@ def main():
                 helper.make_node("Mish", ["a"], ["b"], name="mish0"),
                 helper.make_node("HardSwish", ["b"], ["y"], name="hswish0")]),
          "node 'hswish0' (HardSwish): unsupported operator")
+    save("unsupported-op-readers.onnx",
+         model([helper.make_node("Mish", ["x"], ["a"], name="mish0"),
+                helper.make_node("Relu", ["a"], ["b"], name="relu0"),
+                helper.make_node("Add", ["b", "x"], ["y"], name="add0")]),
+         "node 'mish0' (Mish): unsupported operator")
     save("custom-domain.onnx",
          model([helper.make_node("FusedThing", ["x"], ["y"], name="fz", domain="com.example")]),
          "unsupported operator domain")
