@@ -250,13 +250,15 @@ static ir_attr_kind attr_kind(ir_attr_id id)
 {
     switch (id) {
     case IR_ATTR_ALPHA: case IR_ATTR_BETA: case IR_ATTR_EPSILON: case IR_ATTR_MOMENTUM:
-    case IR_ATTR_VALUE_FLOAT: case IR_ATTR_RATIO:
+    case IR_ATTR_VALUE_FLOAT: case IR_ATTR_RATIO: case IR_ATTR_CUBIC_COEFF_A: case IR_ATTR_EXTRAPOLATION_VALUE:
         return IR_AT_FLOAT;
     case IR_ATTR_AXES: case IR_ATTR_DILATIONS: case IR_ATTR_KERNEL_SHAPE: case IR_ATTR_PADS: case IR_ATTR_PERM:
     case IR_ATTR_SPLIT: case IR_ATTR_STRIDES: case IR_ATTR_VALUE_INTS:
         return IR_AT_INTS;
     case IR_ATTR_VALUE_FLOATS: return IR_AT_FLOATS;
-    case IR_ATTR_APPROXIMATE: case IR_ATTR_AUTO_PAD: case IR_ATTR_EQUATION: return IR_AT_STRING;
+    case IR_ATTR_APPROXIMATE: case IR_ATTR_AUTO_PAD: case IR_ATTR_EQUATION: case IR_ATTR_MODE:
+    case IR_ATTR_COORD_MODE: case IR_ATTR_NEAREST_MODE: case IR_ATTR_KEEP_ASPECT_RATIO_POLICY:
+        return IR_AT_STRING;
     case IR_ATTR_VALUE: return IR_AT_TENSOR;
     default: return IR_AT_INT;
     }

@@ -88,6 +88,7 @@ int ik_split(ik_ctx *c);
 int ik_slice(ik_ctx *c);
 int ik_gather(ik_ctx *c);
 int ik_expand(ik_ctx *c);
+int ik_resize(ik_ctx *c);
 int ik_shape(ik_ctx *c);
 int ik_constant_of_shape(ik_ctx *c);
 int ik_range(ik_ctx *c);

@@ -193,6 +193,10 @@ typedef struct ir_value {
                          time in terms of the batch (shape arithmetic); nsymval
                          entries, NULL when unknown */
     int nsymval;
+    double *kval;     /* small float tensors computed at compile time from known
+                         numbers (shape arithmetic written in floats); nkval
+                         entries, NULL when unknown.  Shape inference's own. */
+    int nkval;
 } ir_value;
 
 /* ---- attributes ---- */

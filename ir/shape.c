@@ -7,10 +7,13 @@
  * whose target is computed at run time still gets a static shape in terms of
  * the batch.  A shape that would depend on data is an error naming the node. */
 #include "ir/einsum.h"
+#include "ir/interp.h"
 #include "ir/ir.h"
 
 #include <limits.h>
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define SYMVAL_MAX 64 /* longest integer tensor whose values are tracked */
@@ -111,6 +114,8 @@ static ir_value *out_set(ctx *c, int i, ir_dtype dt, int rank, const ir_dim *dim
     memcpy(v->dims, dims, (size_t)rank * sizeof(ir_dim));
     v->symval = NULL;
     v->nsymval = 0;
+    v->kval = NULL;
+    v->nkval = 0;
     return v;
 }
 
@@ -766,6 +771,54 @@ static int infer_split(ctx *c)
     return VITC_OK;
 }
 
+static int known_tensor(const ir_graph *g, int id, ir_tensor *t);
+
+/* Resize(X, roi, scales, sizes): the output shape from sizes (integers known
+ * at compile time) or from scales (floats: constants or kval). */
+static int infer_resize(ctx *c)
+{
+    const ir_node *n = c->n;
+    ir_value *x = in(c, 0);
+    ir_dim dims[IR_MAX_RANK];
+    if (ir_attr_get(n, IR_ATTR_AXES))
+        FAIL(c, "Resize with axes is not supported");
+    int ns = 0;
+    const ir_dim *sizes = ir_input(n, 3) >= 0 ? known(c, n->inputs[3], &ns) : NULL;
+    if (sizes) {
+        if (ns != x->rank)
+            FAIL(c, "sizes has %d entries for an input of rank %d", ns, x->rank);
+        memcpy(dims, sizes, (size_t)ns * sizeof(ir_dim));
+    } else if (ir_input(n, 2) >= 0 && ir_input(n, 3) < 0) {
+        ir_tensor s = {0};
+        if (!known_tensor(c->g, n->inputs[2], &s))
+            FAIL(c, "the scales are computed from data; vitc needs them at compile time");
+        int64_t cnt = ir_tensor_numel(&s);
+        if (cnt != x->rank) {
+            ir_tensor_free(&s);
+            FAIL(c, "scales has %lld entries for an input of rank %d", (long long)cnt, x->rank);
+        }
+        for (int i = 0; i < x->rank; i++) {
+            double f = ir_tensor_get(&s, i);
+            if (f == 1)
+                dims[i] = x->dims[i];
+            else if (is_static(x->dims[i]) && f > 0 && f * (double)x->dims[i].k < 1e15)
+                dims[i] = ir_dim_const((int64_t)floor(f * (double)x->dims[i].k));
+            else {
+                ir_tensor_free(&s);
+                FAIL(c, "scale %g of dimension %d cannot be applied at compile time", f, i);
+            }
+        }
+        ir_tensor_free(&s);
+    } else {
+        FAIL(c, "the output size is computed from data; vitc needs sizes or scales at compile time");
+    }
+    for (int i = 0; i < x->rank; i++)
+        if (dims[i].k < 0)
+            FAIL(c, "output dimension %d is negative", i);
+    out_set(c, 0, x->dtype, x->rank, dims);
+    return VITC_OK;
+}
+
 static int infer_expand(ctx *c)
 {
     ir_value *x = in(c, 0);
@@ -1044,6 +1097,7 @@ static int (*const rules[IR_OP_COUNT])(ctx *c) = {
     [IR_OP_REDUCE_SUM] = infer_reduce,
     [IR_OP_SPLIT] = infer_split,
     [IR_OP_EXPAND] = infer_expand,
+    [IR_OP_RESIZE] = infer_resize,
     [IR_OP_CONSTANT_OF_SHAPE] = infer_constant_of_shape,
     [IR_OP_RANGE] = infer_range,
     [IR_OP_FLATTEN] = infer_flatten,
@@ -1062,7 +1116,7 @@ static int (*const rules[IR_OP_COUNT])(ctx *c) = {
     [IR_OP_CAST_LIKE] = NULL,
     [IR_OP_CLIP] = NULL,
 };
-_Static_assert(IR_OP_COUNT - IR_EW_COUNT == 31, "rules[]: one line per op without a formula in elemwise.def");
+_Static_assert(IR_OP_COUNT - IR_EW_COUNT == 32, "rules[]: one line per op without a formula in elemwise.def");
 
 static int infer_node(ctx *c)
 {
@@ -1093,6 +1147,92 @@ static int check_output_sizes(ctx *c)
     return VITC_OK;
 }
 
+/* ---- values known at compile time, computed by the interpreter ----
+ * A node whose inputs are all known numbers (constants, symval free of the
+ * batch, kval) and whose output is small is evaluated by the reference
+ * interpreter, with its exact semantics (truncating integer Div, Cast,
+ * Pow...): a float result goes to kval, where the next evaluation finds it,
+ * an integer one to symval, where Reshape, Slice, Expand and the rest find
+ * their targets.  So shape arithmetic written in floats (HF Dinov2 takes the
+ * square root of its patch count through Pow and Cast) is known like the
+ * integer arithmetic sym_folds follow with the batch in it. */
+enum { KNOWN_CONST_MAX = 4096 }; /* largest constant read as an input */
+
+static int known_tensor(const ir_graph *g, int id, ir_tensor *t)
+{
+    const ir_value *v = &g->values[id];
+    int64_t dims[IR_MAX_RANK], n = numel_static(v);
+    if (v->rank < 0 || n < 0 || n > (v->kind == IR_VAL_CONST ? KNOWN_CONST_MAX : SYMVAL_MAX))
+        return 0;
+    for (int i = 0; i < v->rank; i++)
+        dims[i] = v->dims[i].k;
+    int from_const = v->kind == IR_VAL_CONST && !v->symval && v->data;
+    if (!(v->kval && v->nkval == n) && !(v->symval && v->nsymval == n) && !from_const)
+        return 0;
+    for (int i = 0; v->symval && i < v->nsymval; i++)
+        if (!is_static(v->symval[i]))
+            return 0;
+    if (ir_tensor_alloc(t, v->dtype, v->rank, dims))
+        return 0;
+    if (from_const && ir_tensor_nbytes(t) != v->nbytes) {
+        ir_tensor_free(t);
+        return 0;
+    }
+    for (int64_t i = 0; i < n; i++)
+        if (v->kval)
+            ir_tensor_set(t, i, v->kval[i]);
+        else if (v->symval)
+            ir_tensor_set_i64(t, i, v->symval[i].k);
+    if (from_const && !v->kval)
+        memcpy(t->data, v->data, v->nbytes);
+    return 1;
+}
+
+static void evaluate_known(ctx *c)
+{
+    const ir_node *n = c->n;
+    ir_graph *g = c->g;
+    if ((ir_op_table[n->op].flags & OPF_FUSED) || n->noutputs != 1 || n->outputs[0] < 0)
+        return;
+    ir_value *o = &g->values[n->outputs[0]];
+    int64_t cnt = numel_static(o);
+    if (o->symval || cnt < 0 || cnt > SYMVAL_MAX || !ir_interp_supports(g, n))
+        return;
+    ir_tensor in[n->ninputs + 1], out[2];
+    memset(in, 0, sizeof in);
+    memset(out, 0, sizeof out);
+    int ok = 1;
+    for (int k = 0; k < n->ninputs && ok; k++)
+        ok = n->inputs[k] < 0 || known_tensor(g, n->inputs[k], &in[k]);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = ok ? open_memstream(&text, &len) : NULL;
+    if (mem) { /* a failure here is reported where the node runs, as without this */
+        vitc_diag quiet;
+        vitc_diag_init(&quiet, g->path);
+        quiet.out = mem;
+        if (ir_interp_node(g, n, in, out, 1, &quiet) == VITC_OK && ir_tensor_numel(&out[0]) == cnt &&
+            out[0].dtype == o->dtype) {
+            if (ir_dtype_is_float(o->dtype)) {
+                o->kval = ir_alloc_array(g->arena, (size_t)cnt + 1, sizeof(double));
+                for (int64_t i = 0; o->kval && i < cnt; i++)
+                    o->kval[i] = ir_tensor_get(&out[0], i);
+                o->nkval = o->kval ? (int)cnt : 0;
+            } else {
+                ir_dim vals[SYMVAL_MAX];
+                for (int64_t i = 0; i < cnt; i++)
+                    vals[i] = ir_dim_const(ir_tensor_get_i64(&out[0], i));
+                set_symval(c, o, vals, (int)cnt);
+            }
+        }
+        ir_tensor_free(&out[0]);
+        fclose(mem);
+    }
+    free(text);
+    for (int k = 0; k < n->ninputs; k++)
+        ir_tensor_free(&in[k]);
+}
+
 int ir_infer_shapes(ir_graph *g, vitc_diag *d)
 {
     ctx c = {.g = g, .d = d};
@@ -1102,6 +1242,8 @@ int ir_infer_shapes(ir_graph *g, vitc_diag *d)
         status = infer_node(&c);
         if (status == VITC_OK)
             status = check_output_sizes(&c);
+        if (status == VITC_OK)
+            evaluate_known(&c);
     }
     return status;
 }

@@ -5,7 +5,7 @@
  *   the identity, a full Slice, a one-input Concat, adding 0 or multiplying
  *   by 1 (a splat of any shape that broadcasts away: a mask that masks
  *   nothing), a Where whose condition is a splat, a NaN guard after a
- *   Softmax; outputs nothing reads (LayerNormalization's statistics,
+ *   Softmax, a Resize to its input's size; outputs nothing reads (LayerNormalization's statistics,
  *   Dropout's mask).
  * - A chain of data-movement ops that computes its input unchanged goes, and
  *   one that only reshapes becomes a single Reshape (view.c decides).
@@ -82,6 +82,10 @@ static int noop_input(const ir_graph *g, const ir_node *n)
         return n->ninputs == 1 ? x : -1;
     if (n->op == IR_OP_SLICE)
         return forward_slice(g, n) ? x : -1;
+    if (n->op == IR_OP_RESIZE) { /* at its own size (ik_resize says why) */
+        const ir_attr *m = ir_attr_get(n, IR_ATTR_COORD_MODE);
+        return m && m->kind == IR_AT_STRING && strcmp(m->s, "tf_crop_and_resize") == 0 ? -1 : x;
+    }
     return n->op == IR_OP_EXPAND || n->op == IR_OP_CAST ? x : -1;
 }
 

@@ -116,6 +116,7 @@ static double act_ref(double y, int act)
     case 2: return 0.5 * y * (1 + tanh(sqrt(2 / 3.14159265358979323846) * (y + 0.044715 * y * y * y)));
     case 3: return y > 0 ? y : 0;
     case 4: return y < 0 ? 0 : y > 6 ? 6 : y;
+    case 5: return y / (1 + exp(-1.702 * y));
     default: return y;
     }
 }
@@ -299,7 +300,7 @@ static void gemm_rejects_bad_descs(void **state)
         {.K = 0, .N = 4, .lda = 4, .ldc = 4},
         {.K = 4, .N = 0, .lda = 4, .ldc = 4},
         {.K = 4, .N = 4, .lda = 3, .ldc = 4},
-        {.K = 4, .N = 4, .lda = 4, .ldc = 4, .activation = 5},
+        {.K = 4, .N = 4, .lda = 4, .ldc = 4, .activation = IR_ACT_COUNT},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         assert_null(cg_gemm_emit(m, "bad", &bad[i], &t));
@@ -538,8 +539,8 @@ static void vector_math_accuracy(void **state)
     LLVMModuleRef m = cg_jit_module(j, "math");
     kern k;
     assert_int_equal(kern_init(&k, m, &t), 0);
-    static const char *names[6] = {"exp", "erf", "gelu_erf", "gelu_tanh", "relu", "relu6"};
-    for (int op = 0; op < 6; op++)
+    static const char *names[7] = {"exp", "erf", "gelu_erf", "gelu_tanh", "relu", "relu6", "quick_gelu"};
+    for (int op = 0; op < 7; op++)
         emit_map(&k, names[op], op);
     kern_dispose(&k);
     jit_add(j, m);
@@ -547,7 +548,7 @@ static void vector_math_accuracy(void **state)
     float *x = malloc(N * sizeof *x), *y = malloc(N * sizeof *y);
     assert_true(x && y);
     typedef void (*map_fn)(const float *, float *, int64_t);
-    for (int op = 0; op < 6; op++) {
+    for (int op = 0; op < 7; op++) {
         float lo = op == 0 ? -87.0f : -10.0f, hi = op == 0 ? 88.0f : 10.0f;
         for (int i = 0; i < N; i++)
             x[i] = lo + (hi - lo) * (float)i / (N - 1);
