@@ -9,7 +9,8 @@
  *    tokens, not features);
  * 3. a scale/shift whose result only feeds a Linear (through a flattening
  *    Reshape) and is constant along the rows it multiplies goes into that
- *    Linear's W and bias: (x * s + t) @ W + b = x @ (s W) + (t @ W + b). */
+ *    Linear's W and bias: (x * s + t) @ W + b = x @ (s W) + (t @ W + b);
+ *    and a per-feature Mul after a Linear (layer scale) into its W and b. */
 #include "passes/rewrite.h"
 
 #include <math.h>
@@ -56,9 +57,10 @@ static int f32_const(ir_graph *g, const char *name, const char *suffix, int rank
 }
 
 /* Rewrites Linear node li (x -> W, b) to read x2 with W[k, :] *= s[k] (s may
- * be NULL) and W[:, n] *= sc[n], b = (b + t @ W) * sc + sh, all optional. */
+ * be NULL) and W[:, n] *= sc[n], b = (b + t @ W) * sc + sh, all optional;
+ * what_out names what sc/sh came from in the op_type. */
 static int refold_linear(ir_graph *g, int li, int node_at, int x2, const double *s_in, const double *t_in,
-                         const double *s_out, const double *t_out)
+                         const double *s_out, const double *t_out, const char *what_out)
 {
     const ir_node *l = &g->nodes[li];
     const ir_value *wv = &g->values[l->inputs[1]];
@@ -92,8 +94,8 @@ static int refold_linear(ir_graph *g, int li, int node_at, int x2, const double 
     {
         const char *name = l->name;
         char op_type[128];
-        snprintf(op_type, sizeof op_type, "%s%s%s", s_in ? "BatchNormalization+" : "", l->op_type,
-                 s_out ? "+BatchNormalization" : "");
+        snprintf(op_type, sizeof op_type, "%s%s%s%s", s_in ? "BatchNormalization+" : "", l->op_type,
+                 s_out ? "+" : "", s_out ? what_out : "");
         int in[3] = {x2, f32_const(g, name, "/weight", 2, dims, w, K * N), f32_const(g, name, "/bias", 1, &N, b, N)};
         const ir_node *at = &g->nodes[node_at];
         int out = at->outputs[0];
@@ -151,7 +153,7 @@ static int rewrite_bn(ir_graph *g, int ni, const void *mv)
         return -1;
     int r = -1, x = n->inputs[0], rank = xv->rank;
     if (m->linear) { /* 1. into the Linear before */
-        r = refold_linear(g, rw_index(g, m->linear), ni, m->linear->inputs[0], NULL, NULL, s, t);
+        r = refold_linear(g, rw_index(g, m->linear), ni, m->linear->inputs[0], NULL, NULL, s, t, "BatchNormalization");
     } else { /* 2. scale/shift over the channel axis */
         int64_t dims[IR_MAX_RANK];
         dims[0] = C;
@@ -271,9 +273,57 @@ static int rewrite_prefold(ir_graph *g, int ni, const void *mv)
         xin = out;
     }
     if (!r)
-        r = refold_linear(g, li, li, xin, s, t, NULL, NULL);
+        r = refold_linear(g, li, li, xin, s, t, NULL, NULL, NULL);
     free(s);
     free(t);
+    return r;
+}
+
+typedef struct {
+    int linear; /* node index */
+    int scale;  /* the constant of N values */
+} layer_scale_match;
+
+#define MISS(...) return (snprintf(why, nwhy, __VA_ARGS__), -1)
+
+/* layer_scale = Mul(Linear(x, W, b), s), s a constant of the Linear's N
+ * output features (broadcast over the rows): DINOv2's and CaiT's layer scale
+ * before the residual Add, folded into W and b like step 1's BatchNorm. */
+static int match_layer_scale(const ir_graph *g, const ir_node *n, void *mv, char *why, size_t nwhy)
+{
+    layer_scale_match *m = mv;
+    for (int k = 0; k < 2; k++) {
+        const ir_node *l = rw_producer(g, n->inputs[k]);
+        int s = n->inputs[1 - k];
+        if (!l || l->op != IR_OP_LINEAR || !rw_is_const(g, s))
+            continue;
+        const ir_value *sv = &g->values[s], *lo = &g->values[n->inputs[k]], *y = &g->values[n->outputs[0]];
+        int64_t N = g->values[l->inputs[1]].dims[1].k, cnt = 1;
+        for (int i = 0; i < sv->rank; i++)
+            cnt *= sv->dims[i].k;
+        if (sv->rank < 1 || sv->rank > lo->rank || sv->dims[sv->rank - 1].k != N || cnt != N ||
+            y->rank != lo->rank || sv->dtype != IR_F32)
+            MISS("the Mul after the Linear is not by one value per output feature");
+        if (!is_plain_linear(g, l))
+            MISS("the Linear before the per-feature Mul already has an activation or a residual");
+        if (rw_uses(g, n->inputs[k]) != 1)
+            MISS("the Linear's output has other readers than the per-feature Mul");
+        m->linear = rw_index(g, l);
+        m->scale = s;
+        return 1;
+    }
+    return 0;
+}
+
+#undef MISS
+
+static int rewrite_layer_scale(ir_graph *g, int ni, const void *mv)
+{
+    const layer_scale_match *m = mv;
+    int64_t cnt;
+    double *s = rw_const_f64(g, m->scale, &cnt);
+    int r = s ? refold_linear(g, m->linear, ni, g->nodes[m->linear].inputs[0], NULL, NULL, s, NULL, "Mul") : -1;
+    free(s);
     return r;
 }
 
@@ -285,6 +335,8 @@ static const rw_rule bn_rules[] = {
 static const rw_rule prefold_rules[] = {
     {.name = "scale-shift-into-linear", .anchor = IR_OP_ADD, .size = sizeof(prefold_match), .match = match_prefold,
      .rewrite = rewrite_prefold},
+    {.name = "layer-scale-into-linear", .anchor = IR_OP_MUL, .size = sizeof(layer_scale_match),
+     .match = match_layer_scale, .rewrite = rewrite_layer_scale},
 };
 
 int pass_fold_batchnorm(ir_graph *g, vitc_diag *d)

@@ -211,6 +211,16 @@ def main():
     save("near_quick_gelu_other_constant.onnx", g.model(quick_gelu(g, "x", k=1.5), vec, vec),
          "QuickGelu=0 Sigmoid=1", "Sigmoid's input is 1.5 x, not 1.702 x")
 
+    # ---- layer scale: a per-feature Mul after a Linear goes into it (then the residual too) ----
+    g = Graph()
+    y = g.op("Mul", [g.linear("x", C, C, "proj"), g.const(0.5 + 0.1 * rng.standard_normal(C))], "ls/Mul")
+    save("layer_scale_linear.onnx", g.model(g.op("Add", [y, "x"], "residual/Add"), tok, tok),
+         "Linear=1 Mul=0 Add=0", "-")
+    g = Graph()
+    y = g.op("Mul", [g.linear("x", C, C, "proj"), g.const(0.5 + 0.1 * rng.standard_normal((N, 1)))], "ls/Mul")
+    save("near_layer_scale_per_token.onnx", g.model(g.op("Add", [y, "x"], "residual/Add"), tok, tok),
+         "Linear=1 Mul=1", "not by one value per output feature")
+
     with open(os.path.join(HERE, "EXPECT.tsv"), "w") as f:
         f.write("# file\top counts after the passes\texplanation fragment (- : none)\n")
         for row in EXPECT:
