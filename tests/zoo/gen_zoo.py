@@ -5,7 +5,10 @@ every export listed in zoo.tsv.
 
 Models (tiny configs, weights random and seeded, eval mode): HF transformers
 ViTForImageClassification, CLIPVisionModel (QuickGELU) and Dinov2Model (layer
-scale), each with attn_implementation "eager" and "sdpa".  Exporters: the
+scale), each with attn_implementation "eager" and "sdpa"; timm's DeiT with its
+distillation token, a CLIP-style ViT (QuickGELU, pre-norm), a DINOv2-style ViT
+(layer scale) and one with an average-pool head, no class token and no qkv
+bias; torchvision's VisionTransformer.  Exporters: the
 TorchScript exporter at opset 17 (dynamo=False) and the dynamo exporter at its
 default opset, both with a dynamic batch axis.
 
@@ -38,6 +41,22 @@ def randomize_(model, seed):
 
 
 def models():
+    import timm.models.deit
+    import timm.models.vision_transformer as tv
+    import torchvision.models.vision_transformer as tvv
+
+    small = dict(img_size=32, patch_size=8, embed_dim=64, depth=2, num_heads=4, mlp_ratio=2, num_classes=10)
+    yield "timm_deit_distilled", timm.models.deit.VisionTransformerDistilled(**small), 2
+    yield "timm_clip", tv.VisionTransformer(act_layer="quick_gelu", pre_norm=True, **small), 2
+    yield "timm_dinov2", tv.VisionTransformer(init_values=0.5, **small), 2
+    yield "timm_avgpool", tv.VisionTransformer(class_token=False, global_pool="avg", qkv_bias=False, fc_norm=True,
+                                               **small), 2
+    yield "torchvision_vit", tvv.VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=4,
+                                                   hidden_dim=64, mlp_dim=128, num_classes=10), 2
+    yield from hf_models()
+
+
+def hf_models():
     from transformers import (CLIPVisionConfig, CLIPVisionModel, Dinov2Config, Dinov2Model, ViTConfig,
                               ViTForImageClassification)
     tiny = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128, image_size=32,
@@ -47,7 +66,7 @@ def models():
                                ("hf_clip", CLIPVisionModel, CLIPVisionConfig(hidden_act="quick_gelu", **tiny)),
                                ("hf_dinov2", Dinov2Model, Dinov2Config(layerscale_value=0.5, **tiny))):
             cfg._attn_implementation = attn
-            yield "%s_%s" % (name, attn), cls(cfg), 2
+            yield "%s_%s" % (name, attn), Logits(cls(cfg)), 2
 
 
 class Logits(torch.nn.Module):
@@ -74,7 +93,7 @@ def export(w, x, path, exporter):
 def main():
     rows = []
     for i, (name, m, depth) in enumerate(models()):
-        w = Logits(randomize_(m, 1000 + i)).eval()
+        w = randomize_(m, 1000 + i)
         rng = np.random.default_rng(2000 + i)
         for b in (1, 3):
             x = rng.standard_normal((b, 3, 32, 32)).astype(np.float32)
