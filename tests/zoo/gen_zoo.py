@@ -9,8 +9,8 @@ scale), each with attn_implementation "eager" and "sdpa"; timm's DeiT with its
 distillation token, a CLIP-style ViT (QuickGELU, pre-norm), a DINOv2-style ViT
 (layer scale) and one with an average-pool head, no class token and no qkv
 bias; torchvision's VisionTransformer.  Exporters: the
-TorchScript exporter at opset 17 (dynamo=False) and the dynamo exporter at its
-default opset, both with a dynamic batch axis.
+TorchScript exporter at opset 14 and 17 (dynamo=False) and the dynamo exporter at
+its default opset, all with a dynamic batch axis.
 
     .venv-gen/bin/python tests/zoo/gen_zoo.py     # needs requirements.txt here
 """
@@ -82,8 +82,8 @@ class Logits(torch.nn.Module):
 
 
 def export(w, x, path, exporter):
-    if exporter == "ts17":
-        torch.onnx.export(w, (x,), path, opset_version=17, dynamo=False, input_names=["x"], output_names=["y"],
+    if exporter.startswith("ts"):
+        torch.onnx.export(w, (x,), path, opset_version=int(exporter[2:]), dynamo=False, input_names=["x"], output_names=["y"],
                           dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}})
     else:
         torch.onnx.export(w, (x,), path, dynamo=True, dynamic_shapes=({0: torch.export.Dim("batch")},),
@@ -101,7 +101,7 @@ def main():
                 y = w(torch.from_numpy(x)).numpy()
             np.save(os.path.join(HERE, "%s.b%d.input.npy" % (name, b)), x)
             np.save(os.path.join(HERE, "%s.b%d.output.npy" % (name, b)), y)
-        for exporter in ("ts17", "dynamo"):
+        for exporter in ("ts14", "ts17", "dynamo"):
             f = "%s-%s.onnx" % (name, exporter)
             export(w, torch.zeros(2, 3, 32, 32), os.path.join(HERE, f), exporter)  # 2: torch.export fixes a batch of 1
             rows.append((f, name, exporter, str(depth)))
