@@ -13,6 +13,15 @@ TorchScript exporter at opset 14 and 17 (dynamo=False) and the dynamo exporter a
 its default opset, all with a dynamic batch axis.
 
     .venv-gen/bin/python tests/zoo/gen_zoo.py     # needs requirements.txt here
+
+With an older torch (Debian 12's python3-torch 1.13, whose TorchScript exporter
+a Debian user has), the same timm and torchvision models are written as
+MODEL_torch1 at opset 13 and 17 (transformers and the dynamo exporter need
+torch 2); zoo.tsv keeps the rows of the other run:
+
+    python3 -m venv --system-site-packages .venv-deb   # after apt-get install python3-torch python3-torchvision
+    .venv-deb/bin/pip install --no-deps timm==0.9.16 && .venv-deb/bin/pip install pyyaml huggingface_hub safetensors
+    .venv-deb/bin/python tests/zoo/gen_zoo.py
 """
 import os
 import warnings
@@ -21,6 +30,7 @@ import numpy as np
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+OLD_TORCH = int(torch.__version__.split(".")[0]) < 2
 warnings.filterwarnings("ignore")
 
 
@@ -53,7 +63,8 @@ def models():
                                                **small), 2
     yield "torchvision_vit", tvv.VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=4,
                                                    hidden_dim=64, mlp_dim=128, num_classes=10), 2
-    yield from hf_models()
+    if not OLD_TORCH:
+        yield from hf_models()
 
 
 def hf_models():
@@ -83,16 +94,22 @@ class Logits(torch.nn.Module):
 
 def export(w, x, path, exporter):
     if exporter.startswith("ts"):
-        torch.onnx.export(w, (x,), path, opset_version=int(exporter[2:]), dynamo=False, input_names=["x"], output_names=["y"],
-                          dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}})
+        kw = {} if OLD_TORCH else {"dynamo": False}  # 1.13 has only the TorchScript exporter
+        torch.onnx.export(w, (x,), path, opset_version=int(exporter[2:]), input_names=["x"], output_names=["y"],
+                          dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}}, **kw)
     else:
         torch.onnx.export(w, (x,), path, dynamo=True, dynamic_shapes=({0: torch.export.Dim("batch")},),
                           external_data=False)
 
 
 def main():
-    rows = []
+    manifest = os.path.join(HERE, "zoo.tsv")
+    rows = {}  # file -> row, in the manifest's order: this run's rows replace their files' old ones
+    if os.path.exists(manifest):
+        with open(manifest) as t:
+            rows = {r[0]: r for r in (l.rstrip("\n").split("\t") for l in t if l.strip() and not l.startswith("#"))}
     for i, (name, m, depth) in enumerate(models()):
+        name += "_torch1" if OLD_TORCH else ""
         w = randomize_(m, 1000 + i)
         rng = np.random.default_rng(2000 + i)
         for b in (1, 3):
@@ -101,14 +118,14 @@ def main():
                 y = w(torch.from_numpy(x)).numpy()
             np.save(os.path.join(HERE, "%s.b%d.input.npy" % (name, b)), x)
             np.save(os.path.join(HERE, "%s.b%d.output.npy" % (name, b)), y)
-        for exporter in ("ts14", "ts17", "dynamo"):
+        for exporter in ("ts13", "ts17") if OLD_TORCH else ("ts14", "ts17", "dynamo"):
             f = "%s-%s.onnx" % (name, exporter)
             export(w, torch.zeros(2, 3, 32, 32), os.path.join(HERE, f), exporter)  # 2: torch.export fixes a batch of 1
-            rows.append((f, name, exporter, str(depth)))
+            rows[f] = (f, name, exporter, str(depth))
             print("wrote", f)
-    with open(os.path.join(HERE, "zoo.tsv"), "w") as t:
+    with open(manifest, "w") as t:
         t.write("# file\tmodel (inputs/outputs: MODEL.b{1,3}.{input,output}.npy)\texporter\tblocks\n")
-        for r in rows:
+        for r in rows.values():
             t.write("\t".join(r) + "\n")
 
 
