@@ -534,6 +534,11 @@ fail:
 
 ir_graph *onnx_import_buffer(const void *buf, size_t len, const char *path, vitc_diag *d)
 {
+    if (len >= 4 && memcmp(buf, "\177ELF", 4) == 0) {
+        vitc_error(d, VITC_BAD_INPUT, NULL,
+                   "not an ONNX model but a shared library (a compiled model? `vitc inspect` and `vitc run` take those)");
+        return NULL;
+    }
     if (onnx_check_nesting(buf, len, &onnx__model_proto__descriptor, d))
         return NULL;
     Onnx__ModelProto *m = onnx__model_proto__unpack(NULL, len, buf);

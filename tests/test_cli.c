@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static tu_fixture fixtures[64];
@@ -145,7 +146,7 @@ static void test_run_writes_outputs(void **state)
     int rc = tu_run_vitc(args, &out, &err);
     if (rc != 0)
         fail_msg("run exited %d: %s", rc, err);
-    char path[512];
+    char path[1024];
     snprintf(path, sizeof path, "%s/output.npy", dir);
     vitc_diag d;
     vitc_diag_init(&d, path);
@@ -165,6 +166,35 @@ static void test_run_writes_outputs(void **state)
     rc = tu_run_vitc(bad, &out, &err);
     if (rc != 2 || !strstr(err, "expected"))
         fail_msg("wrong input shape: exit %d, stderr %s", rc, err);
+    free(out), free(err);
+    /* A missing --output-dir is made (with its parents) once there is
+     * something to write, and only then. */
+    char nested[300], parent[300];
+    snprintf(parent, sizeof parent, "%s/made", dir);
+    snprintf(nested, sizeof nested, "%s/made/here", dir);
+    const char *failing[] = {"run", model, "--input", input, "--output-dir", nested, NULL};
+    assert_int_equal(tu_run_vitc(failing, &out, &err), 2);
+    free(out), free(err);
+    struct stat sb;
+    assert_int_not_equal(stat(parent, &sb), 0);
+    tu_path(input, sizeof input, "tests/models/face_ln.b1.input.npy");
+    const char *making[] = {"run", model, "--input", input, "--output-dir", nested, NULL};
+    rc = tu_run_vitc(making, &out, &err);
+    if (rc != 0)
+        fail_msg("run into a missing directory: exit %d, stderr %s", rc, err);
+    snprintf(path, sizeof path, "%s/output.npy", nested);
+    assert_int_equal(stat(path, &sb), 0);
+    free(out), free(err);
+    /* A compiled model given where an ONNX file belongs is named as such. */
+    snprintf(path, sizeof path, "%s/lib.so", dir);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    fwrite("\177ELF\2\1\1\0\0\0\0\0\0\0\0\0", 1, 16, f);
+    fclose(f);
+    const char *dump[] = {"dump", path, NULL};
+    rc = tu_run_vitc(dump, &out, &err);
+    if (rc != 2 || !strstr(err, "shared library"))
+        fail_msg("dump of a .so: exit %d, stderr %s", rc, err);
     free(out), free(err);
     tu_rmtree(dir);
 }

@@ -57,17 +57,40 @@ static void print_timing(const char *what, double *ms, long n)
     printf("%s: %ld runs: min %.3f ms, median %.3f ms\n", what, n, ms[0], median);
 }
 
-/* Writes outputs[i] to DIR/NAME.npy and prints one line for each. */
+/* Makes directory dir and the missing ones above it (mkdir -p); status. */
+static int make_dirs(const char *dir)
+{
+    char p[PATH_MAX];
+    if ((size_t)snprintf(p, sizeof p, "%s", dir) >= sizeof p)
+        return cli_usage_error("run: output directory '%s' is too long", dir);
+    for (char *s = p + 1;; s++) {
+        char c = *s;
+        if (c != '/' && c != 0)
+            continue;
+        *s = 0;
+        if (mkdir(p, 0777) != 0 && errno != EEXIST)
+            return cli_usage_error("run: cannot create output directory '%s': %s", p, strerror(errno));
+        *s = c;
+        if (!c)
+            return VITC_OK;
+    }
+}
+
+/* Writes outputs[i] to DIR/NAME.npy (DIR made when missing, only now that
+ * there is something to write) and prints one line for each. */
 static int write_outputs(const char *outdir, const char *const *names, const ir_tensor *outputs, int n)
 {
+    struct stat st;
+    int status = stat(outdir, &st) == 0 ? VITC_OK : make_dirs(outdir);
+    if (status != VITC_OK)
+        return status;
     for (int i = 0; i < n; i++) {
         char name[256], path[PATH_MAX], t[256];
         safe_name(names[i], name, sizeof name);
         snprintf(path, sizeof path, "%s/%s.npy", outdir, name);
         vitc_diag d;
         vitc_diag_init(&d, path);
-        int status = ir_npy_write(path, &outputs[i], &d);
-        if (status != VITC_OK)
+        if ((status = ir_npy_write(path, &outputs[i], &d)) != VITC_OK)
             return status;
         ir_value v = {.name = names[i], .dtype = outputs[i].dtype, .rank = outputs[i].rank};
         for (int k = 0; k < v.rank; k++)
@@ -227,8 +250,8 @@ int cmd_run(int argc, char **argv)
     if (!o.model)
         return cli_usage_error("run: no model given");
     struct stat st;
-    if (stat(o.outdir, &st) != 0 || !S_ISDIR(st.st_mode))
-        return cli_usage_error("run: output directory '%s' does not exist", o.outdir);
+    if (stat(o.outdir, &st) == 0 && !S_ISDIR(st.st_mode))
+        return cli_usage_error("run: output directory '%s' is not a directory", o.outdir);
     double *ms = calloc((size_t)o.repeat, sizeof *ms);
     if (!ms)
         return VITC_INTERNAL;
