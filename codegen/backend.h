@@ -85,6 +85,9 @@ typedef struct cg_backend {
     /* Frees what the context owns, whether the compile succeeded or not
      * (the driver frees the plan and the context itself).  NULL: nothing. */
     void (*end)(cg_ctx_head *c);
+    /* What generates its code, for `vitc --version` ("LLVM 19.1.7",
+     * "NVRTC 13.0"; or why it is not there).  NULL: nothing to say. */
+    const char *(*describe)(void);
 } cg_backend;
 
 /* Compiles an optimised graph (shapes inferred, passes run) into

@@ -24,6 +24,9 @@ static void test_help_and_version(void **state)
     const char *ver[] = {"--version", NULL};
     assert_int_equal(tu_run_vitc(ver, &out, &err), 0);
     assert_true(strncmp(out, "vitc ", 5) == 0);
+    assert_non_null(strstr(out, "\nONNX: opsets "));
+    assert_non_null(strstr(out, "\n--target cpu: LLVM ")); /* what this vitc generates code with */
+    assert_non_null(strstr(out, "\n--target cuda: "));
     free(out), free(err);
     const char *bad[] = {"dump", "--format", "png", "x.onnx", NULL};
     assert_int_equal(tu_run_vitc(bad, &out, &err), 2);

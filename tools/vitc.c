@@ -2,6 +2,8 @@
  * rest of the arguments to it; --help and --version live here. */
 #include "tools/cli.h"
 
+#include "frontend/onnx.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -82,8 +84,16 @@ int main(int argc, char **argv)
     const char *cmd = argv[1];
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0)
         return fputs(usage, stdout), VITC_OK;
-    if (strcmp(cmd, "--version") == 0)
-        return printf("vitc %s\n", VITC_VERSION), VITC_OK;
+    if (strcmp(cmd, "--version") == 0) {
+        printf("vitc %s\nONNX: opsets %d-%d\n", VITC_VERSION, ONNX_MIN_OPSET, ONNX_MAX_OPSET);
+        const cg_backend *backends[] = {&cg_llvm_backend, &cg_cuda_backend};
+        for (int i = 0; i < 2; i++)
+            printf("--target %s: %s\n", backends[i]->name,
+                   backends[i]->unavailable ? backends[i]->unavailable
+                   : backends[i]->describe  ? backends[i]->describe()
+                                            : "available");
+        return VITC_OK;
+    }
     if (strcmp(cmd, "dump") == 0)
         return cmd_dump(argc - 2, argv + 2);
     if (strcmp(cmd, "run") == 0)

@@ -249,6 +249,17 @@ static void cuda_end(cg_ctx_head *h)
     cu_plan_free(c);
 }
 
+static const char *cuda_describe(void)
+{
+    static char buf[300];
+    const char *why;
+    if (!cu_nvrtc_load(&why))
+        snprintf(buf, sizeof buf, "NVRTC not found (%s)", why ? why : "?");
+    else
+        snprintf(buf, sizeof buf, "NVRTC %s", cu_nvrtc_version());
+    return buf;
+}
+
 const cg_backend cg_cuda_backend = {
     .name = "cuda",
     .title = "CUDA",
@@ -260,4 +271,5 @@ const cg_backend cg_cuda_backend = {
     .emit_node = cuda_emit_node,
     .finish = cuda_finish,
     .end = cuda_end,
+    .describe = cuda_describe,
 };

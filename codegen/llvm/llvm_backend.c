@@ -247,6 +247,15 @@ static void llvm_end(cg_ctx_head *c)
     free(cg->triple), free(cg->cpu), free(cg->features);
 }
 
+static const char *llvm_describe(void)
+{
+    static char buf[48];
+    unsigned major, minor, patch;
+    LLVMGetVersion(&major, &minor, &patch);
+    snprintf(buf, sizeof buf, "LLVM %u.%u.%u", major, minor, patch);
+    return buf;
+}
+
 const cg_backend cg_llvm_backend = {
     .name = "cpu",
     .title = "CPU",
@@ -256,4 +265,5 @@ const cg_backend cg_llvm_backend = {
     .emit_node = llvm_emit_node,
     .finish = llvm_finish,
     .end = llvm_end,
+    .describe = llvm_describe,
 };
