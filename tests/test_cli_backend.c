@@ -76,7 +76,7 @@ static void test_inspect_toy(void **state)
     const char *want[] = {"source:     toy_model.c", "vitc toy-1, model ABI 1", "batch:      1 to 8",
                           "x                        f32[B,4]", "shift                    f32[4]",
                           "argmax                   i64[B]", "workspace:  128 bytes", "weights:    32 bytes, embedded",
-                          "kernels (2):\n  toy_scale\n  toy_finish"};
+                          "kernels (2 compiled, 2 launches):\n  toy_scale\n  toy_finish"};
     for (size_t i = 0; i < sizeof want / sizeof *want; i++)
         expect_contains(out, want[i], "inspect");
     free(out);
@@ -299,6 +299,13 @@ static void test_compiled_fixtures(void **state)
         out = vitc_expect(0, insp, name);
         expect_contains(out, name, "inspect source");
         expect_contains(out, "batch:      1 to 4", "inspect batch");
+        /* two blocks: each repeated kernel listed once, with its launches;
+         * no line (the feature list included) much wider than a terminal */
+        expect_contains(out, " compiled, ", "inspect kernel count");
+        expect_contains(out, "(2 launches)", "inspect repeated kernels");
+        for (const char *l = out; *l; l += strcspn(l, "\n") + (l[strcspn(l, "\n")] != 0))
+            if (strcspn(l, "\n") > 120)
+                fail_msg("inspect prints a line of %zu characters: %.60s...", strcspn(l, "\n"), l);
         free(out);
     }
     /* Without a .so, compare compiles one; at a tolerance no float32 code meets

@@ -24,21 +24,59 @@ static void print_tensors(const vitc_model *m, int outputs)
     }
 }
 
-/* The enabled target features ("+avx2,+fma,..."); disabled ones are only counted. */
+/* The enabled target features ("+avx2,+fma,..."), wrapped to lines of about
+ * 100 columns; disabled ones are only counted. */
 static void print_features(const char *f)
 {
-    int on = 0, off = 0;
-    printf("features:  ");
+    enum { WIDTH = 100, INDENT = 12 };
+    int on = 0, off = 0, col = INDENT;
+    printf("features:   ");
     while (*f) {
         size_t n = strcspn(f, ",");
-        if (*f == '-')
+        if (*f == '-') {
             off++;
-        else
-            printf("%s%.*s", on++ ? "," : " ", (int)n, f);
+        } else {
+            if (on && col + 1 + (int)n > WIDTH) {
+                printf(",\n%*s", INDENT, "");
+                col = INDENT;
+            } else if (on) {
+                col += printf(",");
+            }
+            col += printf("%.*s", (int)n, f);
+            on++;
+        }
         f += n + (f[n] == ',');
     }
-    printf(on ? "" : " (none)");
+    printf(on ? "" : "(none)");
     printf(off ? " (%d disabled)\n" : "\n", off);
+}
+
+/* The runtime lists a kernel once per launch ("FUNCTION WHAT NODE"): each
+ * compiled kernel once, with its first launch and how many there are. */
+static void print_kernels(int n, const char *const *names)
+{
+    int distinct = 0;
+    for (int i = 0; i < n; i++) {
+        const char *a = names[i] ? names[i] : "(unnamed)";
+        size_t fn = strcspn(a, " ");
+        int first = 1;
+        for (int j = 0; j < i && first; j++)
+            first = !(names[j] && strncmp(names[j], a, fn) == 0 && (names[j][fn] == ' ' || !names[j][fn]));
+        distinct += first;
+    }
+    printf("kernels (%d compiled, %d launches):\n", distinct, n);
+    for (int i = 0; i < n; i++) {
+        const char *a = names[i] ? names[i] : "(unnamed)";
+        size_t fn = strcspn(a, " ");
+        int first = 1, launches = 0;
+        for (int j = 0; j < n; j++) {
+            int same = names[j] && strncmp(names[j], a, fn) == 0 && (names[j][fn] == ' ' || !names[j][fn]);
+            first &= !(same && j < i);
+            launches += same;
+        }
+        if (first)
+            printf(launches > 1 ? "  %s  (%d launches)\n" : "  %s\n", a, launches);
+    }
 }
 
 int cmd_inspect(int argc, char **argv)
@@ -91,9 +129,7 @@ int cmd_inspect(int argc, char **argv)
                d.weights_file, (unsigned long long)d.weights_fnv1a);
     else
         printf("weights:    %llu bytes, embedded\n", (unsigned long long)d.weights_bytes);
-    printf("kernels (%d):\n", d.nkernels);
-    for (int i = 0; i < d.nkernels; i++)
-        printf("  %s\n", d.kernel_names[i] ? d.kernel_names[i] : "(unnamed)");
+    print_kernels(d.nkernels, d.kernel_names);
     vitc_model_free(m);
     return VITC_OK;
 }
