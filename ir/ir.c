@@ -197,6 +197,7 @@ static void diag_emit(vitc_diag *d, int status, const char *name, const char *op
                       const char *fmt, va_list ap)
 {
     FILE *f = d->out ? d->out : stderr;
+    fflush(stdout); /* what was printed before the error comes before it, piped into one file too */
     fprintf(f, "%s: ", d->file ? d->file : "vitc");
     if (op_type)
         fprintf(f, "node '%s' (%s): ", name && *name ? name : "<unnamed>", op_type);

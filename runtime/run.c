@@ -180,9 +180,10 @@ static vitc_status check_tensor(const vitc_model *m, const char *what, const vit
         if (*batch == 0) {
             if (b < 1 || b > m->abi->max_batch)
                 return rt_fail(VITC_STATUS_BATCH_OUT_OF_RANGE,
-                               "%s: %s '%s' has shape %s: batch %lld; the model runs batches 1 to %lld", m->path, what,
-                               decl->name, given_str(t, got, sizeof got), (long long)b,
-                               (long long)m->abi->max_batch);
+                               "%s: %s '%s' has shape %s: batch %lld; the model runs batches 1 to %lld%s", m->path,
+                               what, decl->name, given_str(t, got, sizeof got), (long long)b,
+                               (long long)m->abi->max_batch,
+                               b > m->abi->max_batch ? " (compile it with a larger --batch to run more)" : "");
             *batch = b;
         } else if (b != *batch) {
             return rt_fail(VITC_STATUS_SHAPE_MISMATCH, "%s: %s '%s' has shape %s: batch %lld, but batch %lld before",

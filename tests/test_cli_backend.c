@@ -142,6 +142,7 @@ static void test_run_toy(void **state)
     const char *big[] = {"run", so, "--input", x9, "--input", shift, "--output-dir", dir, NULL};
     out = vitc_expect(2, big, "run at batch 9");
     expect_contains(out, "batch 9; the model runs batches 1 to 8", "run at batch 9");
+    expect_contains(out, "larger --batch", "run at batch 9: how to run more");
     free(out);
     const char *swapped[] = {"run", so, "--input", shift, "--input", x, "--output-dir", dir, NULL};
     out = vitc_expect(2, swapped, "run with inputs swapped");

@@ -70,6 +70,7 @@ int cli_usage_error(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
+    fflush(stdout); /* what was printed before the error comes before it */
     fputs("vitc: ", stderr);
     vfprintf(stderr, fmt, ap);
     fputs("\n(run 'vitc --help' for usage)\n", stderr);
