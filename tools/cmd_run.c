@@ -61,6 +61,8 @@ static void print_timing(const char *what, double *ms, long n)
 static int make_dirs(const char *dir)
 {
     char p[PATH_MAX];
+    if (!*dir)
+        return cli_usage_error("run: the output directory is an empty name");
     if ((size_t)snprintf(p, sizeof p, "%s", dir) >= sizeof p)
         return cli_usage_error("run: output directory '%s' is too long", dir);
     for (char *s = p + 1;; s++) {
