@@ -313,33 +313,11 @@ static int attention_ok(const ir_graph *g, const ir_node *n)
            ir_attr_int(n, IR_ATTR_HEAD_SIZE, 0) > 0;
 }
 
-/* Resize runs only at its input's own size (ik_resize): known from constant
- * sizes or scales, or from the inferred output shape. */
+/* Resize: the modes and attributes ik_resize implements (interp_resize.c). */
 static int resize_ok(const ir_graph *g, const ir_node *n)
 {
-    const ir_attr *m = ir_attr_get(n, IR_ATTR_COORD_MODE);
-    if (m && m->kind == IR_AT_STRING && strcmp(m->s, "tf_crop_and_resize") == 0)
-        return 0;
-    const ir_value *x = &g->values[n->inputs[0]], *y = n->outputs[0] >= 0 ? &g->values[n->outputs[0]] : NULL;
-    if (y && y->rank >= 0 && y->rank == x->rank) {
-        int same = 1;
-        for (int i = 0; i < x->rank; i++)
-            same &= ir_dim_eq(x->dims[i], y->dims[i]);
-        return same;
-    }
-    int s = ir_input(n, 3) >= 0 ? n->inputs[3] : ir_input(n, 2);
-    if (s < 0 || !ir_value_is_plain_const(g, s) || x->rank < 0)
-        return 0;
-    const ir_value *sv = &g->values[s];
-    size_t es = ir_dtype_size(sv->dtype);
-    if (es == 0 || sv->nbytes != (size_t)x->rank * es)
-        return 0;
-    ir_tensor t = {.dtype = sv->dtype, .rank = 1, .dims = {x->rank}, .data = sv->data};
-    for (int i = 0; i < x->rank; i++)
-        if (s == ir_input(n, 3) ? !(x->dims[i].e == 0 && ir_tensor_get(&t, i) == (double)x->dims[i].k)
-                                : ir_tensor_get(&t, i) != 1)
-            return 0;
-    return 1;
+    (void)g;
+    return ir_resize_supported(n);
 }
 
 static int (*const checks[IR_OP_COUNT])(const ir_graph *g, const ir_node *n) = {

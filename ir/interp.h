@@ -33,4 +33,11 @@ int ir_interp_supports(const ir_graph *g, const ir_node *n);
 int ir_interp_node(const ir_graph *g, const ir_node *n, const ir_tensor *in, ir_tensor *out, int64_t batch,
                    vitc_diag *d);
 
+/* Resize (interp_resize.c): 1 if the interpreter implements n's mode and
+ * attributes; 1 if, when its output has its input's shape, n copies its
+ * input (every coordinate mode maps each element onto itself but
+ * tf_crop_and_resize and tf_half_pixel_for_nn). */
+int ir_resize_supported(const ir_node *n);
+int ir_resize_copies_at_same_size(const ir_node *n);
+
 #endif

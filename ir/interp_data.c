@@ -448,37 +448,6 @@ int ik_gather(ik_ctx *c)
     return VITC_OK;
 }
 
-/* Resize to the input's own size: in every coordinate mode but
- * tf_crop_and_resize each output element then sits on its input element,
- * where every mode's interpolation weights are 1 and 0, so the output is a
- * copy.  Other sizes are not implemented. */
-int ik_resize(ik_ctx *c)
-{
-    const ir_tensor *x = c->in[0];
-    int64_t dims[IR_MAX_RANK];
-    int rank = 0, st;
-    if (c->nin > 3 && c->in[3]) {
-        if ((st = ik_int_list(c, c->in[3], "sizes", dims, IR_MAX_RANK, &rank)))
-            return st;
-    } else if (c->nin > 2 && c->in[2]) {
-        rank = (int)ir_tensor_numel(c->in[2]);
-        for (int i = 0; i < rank && i < x->rank; i++)
-            dims[i] = (int64_t)floor(ir_tensor_get(c->in[2], i) * (double)x->dims[i]);
-    } else {
-        return ik_fail(c, VITC_BAD_INPUT, "neither scales nor sizes is given");
-    }
-    const ir_attr *m = ir_attr_get(c->n, IR_ATTR_COORD_MODE);
-    int same = rank == x->rank && !(m && m->kind == IR_AT_STRING && strcmp(m->s, "tf_crop_and_resize") == 0);
-    for (int i = 0; same && i < rank; i++)
-        same = dims[i] == x->dims[i];
-    if (!same)
-        return ik_fail(c, VITC_BAD_INPUT, "Resize to another size is not supported (only to the input's own size)");
-    if ((st = ik_alloc(c, &c->out[0], x->dtype, x->rank, x->dims)))
-        return st;
-    memcpy(c->out[0].data, x->data, ir_tensor_nbytes(x));
-    return VITC_OK;
-}
-
 /* Expand(x, shape): numpy broadcast of x's shape with the given one. */
 int ik_expand(ik_ctx *c)
 {

@@ -15,6 +15,7 @@
  *   MultiheadAttention works on (L, B, E)) is computed on that tensor and the
  *   permutation moved after it; then the permutation usually meets its
  *   inverse and the chain goes. */
+#include "ir/interp.h"
 #include "passes/rewrite.h"
 
 #include <stdlib.h>
@@ -82,10 +83,8 @@ static int noop_input(const ir_graph *g, const ir_node *n)
         return n->ninputs == 1 ? x : -1;
     if (n->op == IR_OP_SLICE)
         return forward_slice(g, n) ? x : -1;
-    if (n->op == IR_OP_RESIZE) { /* at its own size (ik_resize says why) */
-        const ir_attr *m = ir_attr_get(n, IR_ATTR_COORD_MODE);
-        return m && m->kind == IR_AT_STRING && strcmp(m->s, "tf_crop_and_resize") == 0 ? -1 : x;
-    }
+    if (n->op == IR_OP_RESIZE) /* at its own size */
+        return ir_resize_copies_at_same_size(n) ? x : -1;
     return n->op == IR_OP_EXPAND || n->op == IR_OP_CAST ? x : -1;
 }
 

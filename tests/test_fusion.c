@@ -581,6 +581,28 @@ static void test_constant_arithmetic_folds(void **state)
     ir_graph_free(g);
 }
 
+/* A bicubic Resize of a constant (a position table interpolated to another
+ * grid) becomes a constant; a linear Resize of the input to its own size is
+ * dropped; only the Add is left. */
+static void test_resize_of_a_constant_folds_and_at_its_own_size_is_dropped(void **state)
+{
+    (void)state;
+    ir_graph *g = tu_graph_new("test.onnx", 17);
+    int x = tu_input(g, "x", IR_F32, 4, TU_DIMS(-1, 3, 6, 6));
+    int pos = tu_const_rand(g, "pos", 4, TU_DIMS(1, 3, 4, 4), 1);
+    float up[4] = {1, 1, 1.5f, 1.5f}, same[4] = {1, 1, 1, 1};
+    int grid = tu_node(g, IR_OP_RESIZE, "pos/Resize", IR_F32, 3,
+                       TU_IN(pos, -1, tu_const_f32(g, "up", 1, TU_DIMS(4), up)), 2,
+                       TU_AT(tu_str(IR_ATTR_MODE, "cubic"), tu_int(IR_ATTR_EXCLUDE_OUTSIDE, 1)));
+    int xs = tu_node(g, IR_OP_RESIZE, "x/Resize", IR_F32, 3, TU_IN(x, -1, tu_const_f32(g, "same", 1, TU_DIMS(4), same)),
+                     2, TU_AT(tu_str(IR_ATTR_MODE, "linear"), tu_str(IR_ATTR_COORD_MODE, "align_corners")));
+    tu_output(g, N2(IR_OP_ADD, "add", xs, grid));
+    free(optimize_checked(g, 0));
+    assert_int_equal(count_op(g, IR_OP_RESIZE), 0);
+    assert_int_equal(g->nnodes, 1);
+    ir_graph_free(g);
+}
+
 /* A LayerNormalization whose Mean and InvStdDev nothing reads keeps only Y. */
 static void test_unread_layernorm_statistics_are_dropped(void **state)
 {
@@ -927,7 +949,7 @@ TU_MAIN(setup, NULL, test_linear_kernel_matches_a_loop_for_every_activation,
         test_batchnorm_after_linear_folds_into_its_weights, test_patch_conv_becomes_crop_reshape_and_linear,
         test_view_round_trips_cancel_and_reshape_chains_collapse, test_full_slice_is_dropped_but_a_reversing_one_stays,
         test_gelu_spellings_with_other_groupings_fuse, test_constant_arithmetic_folds,
-        test_unread_layernorm_statistics_are_dropped,
+        test_resize_of_a_constant_folds_and_at_its_own_size_is_dropped, test_unread_layernorm_statistics_are_dropped,
         test_pattern_and_near_miss_models_fuse_or_explain_why_not,
         test_fixtures_fuse_to_the_expected_graph_and_keep_their_outputs,
         test_fixtures_through_the_cpu_backend_match_pytorch, test_cli_dump_after_and_explain_fusion)
