@@ -9,6 +9,7 @@
 #include "ir/einsum.h"
 #include "ir/interp_impl.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -430,6 +431,24 @@ int ir_interp_node(const ir_graph *g, const ir_node *n, const ir_tensor *in, ir_
     if (st != VITC_OK)
         for (int j = 0; j < n->noutputs; j++)
             ir_tensor_free(&out[j]);
+    return st;
+}
+
+int ir_interp_eval(const ir_graph *g, const ir_node *n, const ir_tensor *in, ir_tensor *out)
+{
+    if ((ir_op_table[n->op].flags & OPF_FUSED) || !ir_interp_supports(g, n))
+        return VITC_BAD_INPUT;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    if (!mem)
+        return VITC_INTERNAL;
+    vitc_diag quiet;
+    vitc_diag_init(&quiet, g->path);
+    quiet.out = mem;
+    int st = ir_interp_node(g, n, in, out, 1, &quiet);
+    fclose(mem);
+    free(text);
     return st;
 }
 

@@ -33,6 +33,12 @@ int ir_interp_supports(const ir_graph *g, const ir_node *n);
 int ir_interp_node(const ir_graph *g, const ir_node *n, const ir_tensor *in, ir_tensor *out, int64_t batch,
                    vitc_diag *d);
 
+/* The compile-time evaluator's one way into the interpreter: runs n (an
+ * imported op, never a fused one) like ir_interp_node at batch 1, saying
+ * nothing.  VITC_OK with out filled, or a status: then the node stays in the
+ * graph and its failure, if any, is reported where it runs. */
+int ir_interp_eval(const ir_graph *g, const ir_node *n, const ir_tensor *in, ir_tensor *out);
+
 /* Resize (interp_resize.c): 1 if the interpreter implements n's mode and
  * attributes; 1 if, when its output has its input's shape, n copies its
  * input (every coordinate mode maps each element onto itself but

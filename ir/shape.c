@@ -198,19 +198,6 @@ static int fold_div(const ir_node *n, ir_dim x, ir_dim y, ir_dim z, ir_dim *r)
     return sym_div(x, y, r);
 }
 
-/* Python-style (sign of the divisor) unless fmod; numbers only. */
-static int fold_mod(const ir_node *n, ir_dim x, ir_dim y, ir_dim z, ir_dim *r)
-{
-    (void)z;
-    if (!is_static(x) || !is_static(y) || y.k == 0)
-        return 0;
-    int64_t m = x.k % y.k;
-    if (!ir_attr_int(n, IR_ATTR_FMOD, 0) && m != 0 && ((m < 0) != (y.k < 0)))
-        m += y.k;
-    *r = ir_dim_const(m);
-    return 1;
-}
-
 static int fold_cast(const ir_node *n, ir_dim x, ir_dim y, ir_dim z, ir_dim *r)
 {
     (void)n, (void)y, (void)z;
@@ -242,10 +229,12 @@ static int fold_where(const ir_node *n, ir_dim x, ir_dim y, ir_dim z, ir_dim *r)
     return 1;
 }
 
-/* The ops whose values are followed; the others leave symval unknown. */
+/* The ops whose values are followed with the batch in them; the others
+ * leave symval unknown, and evaluate_known computes them when their inputs
+ * are numbers (an inexact Div, Mod, comparisons, float arithmetic). */
 static const sym_fold_fn sym_folds[IR_OP_COUNT] = {
     [IR_OP_ADD] = fold_add,       [IR_OP_SUB] = fold_sub,   [IR_OP_MUL] = fold_mul,
-    [IR_OP_DIV] = fold_div,       [IR_OP_MOD] = fold_mod,   [IR_OP_CAST] = fold_cast,
+    [IR_OP_DIV] = fold_div,       [IR_OP_CAST] = fold_cast,
     [IR_OP_CAST_LIKE] = fold_cast, [IR_OP_EQUAL] = fold_equal, [IR_OP_WHERE] = fold_where,
 };
 
@@ -1192,11 +1181,11 @@ static void evaluate_known(ctx *c)
 {
     const ir_node *n = c->n;
     ir_graph *g = c->g;
-    if ((ir_op_table[n->op].flags & OPF_FUSED) || n->noutputs != 1 || n->outputs[0] < 0)
+    if (n->noutputs != 1 || n->outputs[0] < 0)
         return;
     ir_value *o = &g->values[n->outputs[0]];
     int64_t cnt = numel_static(o);
-    if (o->symval || cnt < 0 || cnt > SYMVAL_MAX || !ir_interp_supports(g, n))
+    if (o->symval || cnt < 0 || cnt > SYMVAL_MAX)
         return;
     ir_tensor in[n->ninputs + 1], out[2];
     memset(in, 0, sizeof in);
@@ -1204,31 +1193,21 @@ static void evaluate_known(ctx *c)
     int ok = 1;
     for (int k = 0; k < n->ninputs && ok; k++)
         ok = n->inputs[k] < 0 || known_tensor(g, n->inputs[k], &in[k]);
-    char *text = NULL;
-    size_t len = 0;
-    FILE *mem = ok ? open_memstream(&text, &len) : NULL;
-    if (mem) { /* a failure here is reported where the node runs, as without this */
-        vitc_diag quiet;
-        vitc_diag_init(&quiet, g->path);
-        quiet.out = mem;
-        if (ir_interp_node(g, n, in, out, 1, &quiet) == VITC_OK && ir_tensor_numel(&out[0]) == cnt &&
-            out[0].dtype == o->dtype) {
-            if (ir_dtype_is_float(o->dtype)) {
-                o->kval = ir_alloc_array(g->arena, (size_t)cnt + 1, sizeof(double));
-                for (int64_t i = 0; o->kval && i < cnt; i++)
-                    o->kval[i] = ir_tensor_get(&out[0], i);
-                o->nkval = o->kval ? (int)cnt : 0;
-            } else {
-                ir_dim vals[SYMVAL_MAX];
-                for (int64_t i = 0; i < cnt; i++)
-                    vals[i] = ir_dim_const(ir_tensor_get_i64(&out[0], i));
-                set_symval(c, o, vals, (int)cnt);
-            }
+    /* a failure here is reported where the node runs, as without this */
+    if (ok && ir_interp_eval(g, n, in, out) == VITC_OK) {
+        if (ir_tensor_numel(&out[0]) == cnt && out[0].dtype == o->dtype && ir_dtype_is_float(o->dtype)) {
+            o->kval = ir_alloc_array(g->arena, (size_t)cnt + 1, sizeof(double));
+            for (int64_t i = 0; o->kval && i < cnt; i++)
+                o->kval[i] = ir_tensor_get(&out[0], i);
+            o->nkval = o->kval ? (int)cnt : 0;
+        } else if (ir_tensor_numel(&out[0]) == cnt && out[0].dtype == o->dtype) {
+            ir_dim vals[SYMVAL_MAX];
+            for (int64_t i = 0; i < cnt; i++)
+                vals[i] = ir_dim_const(ir_tensor_get_i64(&out[0], i));
+            set_symval(c, o, vals, (int)cnt);
         }
         ir_tensor_free(&out[0]);
-        fclose(mem);
     }
-    free(text);
     for (int k = 0; k < n->ninputs; k++)
         ir_tensor_free(&in[k]);
 }

@@ -1,16 +1,21 @@
-/* constfold.c: constant folding.
+/* constfold.c: fold, the compile-time evaluator of the pipeline.
  *
- * A node whose inputs are all constants (that do not depend on the batch) is
- * run once by the reference interpreter and its outputs become constants.
- * This is what turns torchvision's run-time attention scale (Shape -> Slice
- * -> Cast -> Sqrt -> Div -> Cast -> Sqrt) into a number, removes the Mod of
- * its shape arithmetic, and computes weights that exporters derive from
- * initializers (Transpose, Cast, Reshape of a weight). */
+ * Shape inference (ir/shape.c) already knows every small value computable at
+ * compile time: integers with the batch in them (symval: Shape -> Gather ->
+ * Concat ... of torch exports, the batch kept as k * B^e), and the numbers of
+ * any small node whose inputs are known numbers, evaluated by the reference
+ * interpreter (truncating integer Div, Cast, Pow, Ceil ...).  This pass makes
+ * them constants, in one walk in graph order: a node's reads of known values
+ * become constants (fold_known_inputs, fold.c), then a node whose inputs are
+ * all constants that do not depend on the batch is run by the interpreter and
+ * its outputs become constants, whatever their size (up to MAX_FOLD_BYTES):
+ * torchvision's run-time attention scale (Shape -> Slice -> Cast -> Sqrt ->
+ * Div), the weights exporters derive from initializers (Transpose, Cast,
+ * Reshape of a weight), a position table interpolated by Resize. */
 #include "passes/rewrite.h"
 
 #include "ir/interp.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -53,19 +58,9 @@ static int fold(ir_graph *g, int i, vitc_diag *d)
         if (ir_tensor_nbytes(&in[k]) != c->nbytes)
             return 0;
     }
-    /* Failures here (a malformed constant computation) are left for run time
-     * to report with the same message; folding is only an optimisation. */
-    char *text = NULL;
-    size_t len = 0;
-    FILE *mem = open_memstream(&text, &len);
-    vitc_diag quiet;
-    vitc_diag_init(&quiet, g->path);
-    quiet.out = mem;
-    int st = mem ? ir_interp_node(g, n, in, out, 1, &quiet) : VITC_INTERNAL;
-    if (mem)
-        fclose(mem);
-    free(text);
-    if (st)
+    /* A failure (a malformed constant computation) is left for run time to
+     * report with the same message; folding is only an optimisation. */
+    if (ir_interp_eval(g, n, in, out))
         return 0;
     int made[n->noutputs + 1];
     for (int k = 0; k < n->noutputs; k++) {
@@ -89,16 +84,23 @@ static int fold(ir_graph *g, int i, vitc_diag *d)
     return 1;
 }
 
-int pass_fold_constants(ir_graph *g, vitc_diag *d)
+int pass_fold(ir_graph *g, vitc_diag *d)
 {
-    int changed = 0;
+    int nv = g->nvalues, changed = 0, *repl = fold_repl_new(g, d);
+    if (!repl)
+        return VITC_INTERNAL;
     for (int i = 0; i < g->nnodes; i++) {
+        fold_known_inputs(g, i, repl, nv);
         if (!foldable(g, &g->nodes[i]))
             continue;
         int r = fold(g, i, d);
-        if (r < 0)
+        if (r < 0) {
+            free(repl);
             return -r;
+        }
         changed |= r;
     }
-    return changed ? rw_finish(g, d) : VITC_OK;
+    free(repl);
+    /* the chains that computed known values are left without readers */
+    return changed ? rw_finish(g, d) : pass_dce(g, d);
 }

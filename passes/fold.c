@@ -1,12 +1,14 @@
-/* fold.c: folding of shape arithmetic, and dead-code elimination.
+/* fold.c: known shape values as constants, and dead-code elimination.
  *
  * Shape inference already knows the values of the small integer tensors that
  * torch exports compute from Shape at run time (Shape -> Gather -> Unsqueeze ->
- * Concat -> Reshape).  fold-shapes replaces every use of such a tensor by a
- * constant: a plain one when its values are numbers, or a batch-dependent one
- * (symval entries k * B^e, evaluated when the batch is known) otherwise.  The
- * chains that computed them then have no users, and dce removes them. */
-#include "passes/passes.h"
+ * Concat -> Reshape), with the batch in them where they depend on it.
+ * fold_known_inputs (one half of the fold pass, constfold.c) replaces a node's
+ * reads of such a tensor by a constant: a plain one when its values are
+ * numbers, or a batch-dependent one (symval entries k * B^e, evaluated when
+ * the batch is known) otherwise.  The chains that computed them then have no
+ * users, and dce removes them. */
+#include "passes/rewrite.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -41,29 +43,41 @@ static int make_const(ir_graph *g, int vid)
     return id;
 }
 
+int fold_known_inputs(ir_graph *g, int i, int *repl, int nv)
+{
+    for (int k = 0; k < g->nodes[i].ninputs; k++) {
+        int v = g->nodes[i].inputs[k];
+        if (v < 0 || v >= nv || g->values[v].kind != IR_VAL_NODE || !g->values[v].symval || g->values[v].rank > 1)
+            continue;
+        if (repl[v] < 0)
+            repl[v] = make_const(g, v);
+        if (repl[v] >= 0)
+            g->nodes[i].inputs[k] = repl[v];
+    }
+    return VITC_OK;
+}
+
 int pass_fold_shapes(ir_graph *g, vitc_diag *d)
 {
-    int *repl = malloc(sizeof(int) * ((size_t)g->nvalues + 1));
+    int nv = g->nvalues, *repl = fold_repl_new(g, d);
     if (!repl)
-        return vitc_error(d, VITC_INTERNAL, NULL, "out of memory");
-    int nv = g->nvalues;
-    for (int i = 0; i < nv; i++)
-        repl[i] = -1;
-    for (int i = 0; i < g->nnodes; i++) {
-        ir_node *n = &g->nodes[i];
-        for (int k = 0; k < n->ninputs; k++) {
-            int v = n->inputs[k];
-            if (v < 0 || v >= nv || g->values[v].kind != IR_VAL_NODE || !g->values[v].symval ||
-                g->values[v].rank > 1)
-                continue;
-            if (repl[v] < 0)
-                repl[v] = make_const(g, v);
-            if (repl[v] >= 0)
-                n->inputs[k] = repl[v];
-        }
-    }
+        return VITC_INTERNAL;
+    for (int i = 0; i < g->nnodes; i++)
+        fold_known_inputs(g, i, repl, nv);
     free(repl);
     return VITC_OK;
+}
+
+int *fold_repl_new(const ir_graph *g, vitc_diag *d)
+{
+    int *repl = malloc(sizeof(int) * ((size_t)g->nvalues + 1));
+    if (!repl) {
+        vitc_error(d, VITC_INTERNAL, NULL, "out of memory");
+        return NULL;
+    }
+    for (int i = 0; i < g->nvalues; i++)
+        repl[i] = -1;
+    return repl;
 }
 
 int pass_dce(ir_graph *g, vitc_diag *d)

@@ -66,8 +66,10 @@ void pass_dump_hook(void *ctx, const char *pass, const ir_graph *g);
 int pass_name_known(const char *name);
 
 /* ---- the passes, in pipeline order (see pipeline.c) ---- */
+int pass_fold(ir_graph *g, vitc_diag *d);
+/* fold's first half alone (known shape values as constants), for tests that
+ * compile a graph unfused */
 int pass_fold_shapes(ir_graph *g, vitc_diag *d);
-int pass_fold_constants(ir_graph *g, vitc_diag *d);
 int pass_simplify(ir_graph *g, vitc_diag *d);
 int pass_patchify(ir_graph *g, vitc_diag *d);
 int pass_fuse_linear(ir_graph *g, vitc_diag *d);

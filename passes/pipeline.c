@@ -7,8 +7,7 @@
 
 static const pass_def pipeline[] = {
     /* canonicalisation */
-    {"fold-shapes", pass_fold_shapes},       /* shape arithmetic -> constants in terms of the batch */
-    {"fold-constants", pass_fold_constants}, /* nodes whose inputs are all constants -> constants */
+    {"fold", pass_fold},                     /* values known at compile time -> constants (the batch kept symbolic) */
     {"patchify", pass_patchify},             /* Conv with kernel = stride -> patches @ W */
     {"simplify", pass_simplify},             /* Identity, Dropout, no-op Cast, Reshape/Transpose chains */
     {"fuse-linear", pass_fuse_linear},       /* MatMul/Gemm with a constant weight (+ bias) -> Linear */

@@ -34,6 +34,12 @@ int rw_is_graph_output(const ir_graph *g, int v);
 const ir_node *rw_only_user(const ir_graph *g, int v);
 /* Up to max nodes reading v (each once); returns the count of such nodes. */
 int rw_users(const ir_graph *g, int v, const ir_node **users, int max);
+/* The fold pass's halves (fold.c): repl maps each of the first nv values to
+ * the constant made for it (-1: none yet; fold_repl_new gives it, or NULL
+ * after reporting); fold_known_inputs makes node i read constants where it
+ * read a tensor whose values shape inference knows (symval). */
+int *fold_repl_new(const ir_graph *g, vitc_diag *d);
+int fold_known_inputs(ir_graph *g, int i, int *repl, int nv);
 /* 1 if v is a constant whose values do not depend on the batch. */
 int rw_is_const(const ir_graph *g, int v);
 /* The value of a constant with exactly one element (any number dtype). */

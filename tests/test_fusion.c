@@ -581,6 +581,53 @@ static void test_constant_arithmetic_folds(void **state)
     ir_graph_free(g);
 }
 
+/* Shape arithmetic the fold pass evaluates through the interpreter with the
+ * batch kept symbolic: old TorchScript's nn.MultiheadAttention in-projection
+ * split, Slice bounds from a ceiling-style (E + 2) / 3 on Shape (truncating
+ * integer Div), and HF Dinov2's Reshape target from float Pow and Cast on a
+ * token count; the target's first entry is the batch.  Every Shape, Gather,
+ * Div, Pow and Cast folds away. */
+static void test_shape_arithmetic_with_truncating_div_and_float_pow_folds(void **state)
+{
+    (void)state;
+    ir_graph *g = tu_graph_new("test.onnx", 17);
+    int x = tu_input(g, "x", IR_F32, 3, TU_DIMS(-1, 16, 10));
+    int s = tu_node(g, IR_OP_SHAPE, "shape", IR_I64, 1, TU_IN(x), 0, NULL);
+    int64_t two = 2, one = 1, zero = 0;
+    int e = tu_node(g, IR_OP_GATHER, "e", IR_I64, 2, TU_IN(s, tu_const_i64(g, "i2", 0, NULL, &two)), 0, NULL);
+    int sum = tu_node(g, IR_OP_ADD, "e_plus_2", IR_I64, 2, TU_IN(e, tu_const_i64(g, "two", 0, NULL, &two)), 0, NULL);
+    int64_t three = 3;
+    int third = tu_node(g, IR_OP_DIV, "third", IR_I64, 2, TU_IN(sum, tu_const_i64(g, "three", 0, NULL, &three)), 0, NULL);
+    int end = tu_node(g, IR_OP_MUL, "end", IR_I64, 2, TU_IN(third, tu_const_i64(g, "two_", 0, NULL, &two)), 0, NULL);
+    int ax0 = tu_const_ints(g, "ax0", 1, &zero);
+    int starts = tu_node(g, IR_OP_UNSQUEEZE, "starts", IR_I64, 2, TU_IN(third, ax0), 0, NULL);
+    int ends = tu_node(g, IR_OP_UNSQUEEZE, "ends", IR_I64, 2, TU_IN(end, ax0), 0, NULL);
+    int k = tu_node(g, IR_OP_SLICE, "k", IR_F32, 4, TU_IN(x, starts, ends, tu_const_ints(g, "ax2", 1, &two)), 0, NULL);
+    /* side = Cast(Pow(Cast(tokens, float), 0.5), int64) */
+    int tok = tu_node(g, IR_OP_GATHER, "tokens", IR_I64, 2, TU_IN(s, tu_const_i64(g, "i1", 0, NULL, &one)), 0, NULL);
+    int tf = tu_node(g, IR_OP_CAST, "tokens_f", IR_F32, 1, TU_IN(tok), 1, TU_AT(tu_int(IR_ATTR_TO, 1)));
+    int root = tu_node(g, IR_OP_POW, "root", IR_F32, 2, TU_IN(tf, tu_scalar(g, "half", 0.5f)), 0, NULL);
+    int side = tu_node(g, IR_OP_CAST, "side", IR_I64, 1, TU_IN(root), 1, TU_AT(tu_int(IR_ATTR_TO, 7)));
+    int b = tu_node(g, IR_OP_GATHER, "b", IR_I64, 2, TU_IN(s, tu_const_i64(g, "i0", 0, NULL, &zero)), 0, NULL);
+    int parts[4];
+    int64_t minus1 = -1;
+    parts[0] = tu_node(g, IR_OP_UNSQUEEZE, "b1", IR_I64, 2, TU_IN(b, ax0), 0, NULL);
+    parts[1] = parts[2] = tu_node(g, IR_OP_UNSQUEEZE, "side1", IR_I64, 2, TU_IN(side, ax0), 0, NULL);
+    parts[3] = tu_const_ints(g, "rest", 1, &minus1);
+    int target = tu_node(g, IR_OP_CONCAT, "target", IR_I64, 4, parts, 1, TU_AT(tu_int(IR_ATTR_AXIS, 0)));
+    int grid = tu_node(g, IR_OP_RESHAPE, "grid", IR_F32, 2, TU_IN(k, target), 0, NULL);
+    tu_output(g, grid);
+    free(optimize_checked(g, 0));
+    const ir_value *y = &g->values[g->outputs[0]];
+    assert_int_equal(y->rank, 4);
+    assert_true(ir_dim_eq(y->dims[0], (ir_dim){1, 1}) && y->dims[1].k == 4 && y->dims[2].k == 4 && y->dims[3].k == 4);
+    static const ir_op gone[] = {IR_OP_SHAPE, IR_OP_GATHER, IR_OP_DIV, IR_OP_POW, IR_OP_CAST, IR_OP_CONCAT};
+    for (size_t i = 0; i < sizeof gone / sizeof gone[0]; i++)
+        if (count_op(g, gone[i]))
+            fail_msg("%s is left after folding", ir_op_name(gone[i]));
+    ir_graph_free(g);
+}
+
 /* A bicubic Resize of a constant (a position table interpolated to another
  * grid) becomes a constant; a linear Resize of the input to its own size is
  * dropped; only the Add is left. */
@@ -949,7 +996,7 @@ TU_MAIN(setup, NULL, test_linear_kernel_matches_a_loop_for_every_activation,
         test_batchnorm_after_linear_folds_into_its_weights, test_patch_conv_becomes_crop_reshape_and_linear,
         test_view_round_trips_cancel_and_reshape_chains_collapse, test_full_slice_is_dropped_but_a_reversing_one_stays,
         test_gelu_spellings_with_other_groupings_fuse, test_constant_arithmetic_folds,
-        test_resize_of_a_constant_folds_and_at_its_own_size_is_dropped, test_unread_layernorm_statistics_are_dropped,
+        test_shape_arithmetic_with_truncating_div_and_float_pow_folds, test_resize_of_a_constant_folds_and_at_its_own_size_is_dropped, test_unread_layernorm_statistics_are_dropped,
         test_pattern_and_near_miss_models_fuse_or_explain_why_not,
         test_fixtures_fuse_to_the_expected_graph_and_keep_their_outputs,
         test_fixtures_through_the_cpu_backend_match_pytorch, test_cli_dump_after_and_explain_fusion)
