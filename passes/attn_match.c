@@ -130,6 +130,22 @@ static int match_pv(const ir_graph *g, const ir_node *n, int p, attn_skel *s, ch
     return 0;
 }
 
+/* For n = Add(scores, m) or Sub(scores, m) with scores a product (MatMul or
+ * Einsum, maybe scaled): m, the term added to the scores; -1 otherwise.  A
+ * mask that adds one number everywhere has folded away before (simplify). */
+static int additive_term(const ir_graph *g, const ir_node *n)
+{
+    if (!n || (n->op != IR_OP_ADD && n->op != IR_OP_SUB))
+        return -1;
+    for (int i = 0; i < 2; i++) {
+        double f = 1;
+        const ir_node *p = rw_producer(g, strip_factors(g, n->inputs[i], &f));
+        if (p && (p->op == IR_OP_MATMUL || p->op == IR_OP_EINSUM) && (n->op == IR_OP_ADD || i == 0))
+            return n->inputs[1 - i];
+    }
+    return -1;
+}
+
 int attn_skeleton(const ir_graph *g, const ir_node *sm, attn_skel *s, char *why, size_t nwhy)
 {
     memset(s, 0, sizeof *s);
@@ -138,6 +154,13 @@ int attn_skeleton(const ir_graph *g, const ir_node *sm, attn_skel *s, char *why,
     const ir_value *x = &g->values[sm->inputs[0]];
     int in = strip_factors(g, sm->inputs[0], &s->scale);
     const ir_node *sc = rw_producer(g, in);
+    int bias = additive_term(g, sc);
+    if (bias >= 0) {
+        char t[128];
+        MISS("the Softmax's input is produced by %s: an additive mask or bias '%s' %s on the scores Q K^T "
+             "(not one number; the Attention op takes no bias input)",
+             ir_op_name(sc->op), g->values[bias].name, ir_value_type_str(&g->values[bias], t, sizeof t));
+    }
     if (!sc || (sc->op != IR_OP_MATMUL && sc->op != IR_OP_EINSUM) || rw_is_const(g, sc->inputs[0]) ||
         rw_is_const(g, sc->inputs[sc->ninputs - 1]))
         MISS("the Softmax's input is %s%s, not a product of two computed tensors (Q K^T)", sc ? "produced by " : "",
@@ -218,6 +241,9 @@ int attn_layout_of(const ir_graph *g, const view *q, const view *k, const view *
                    size_t nwhy)
 {
     memset(L, 0, sizeof *L);
+    if (q->root != k->root && k->root == v->root)
+        MISS("cross-attention: Q is read from '%s', K and V from '%s'; the Attention op reads Q, K and V from one "
+             "packed projection", g->values[q->root].name, g->values[k->root].name);
     if (q->root != k->root || q->root != v->root)
         MISS("Q, K and V are read from different tensors ('%s', '%s', '%s'), not from one projection",
              g->values[q->root].name, g->values[k->root].name, g->values[v->root].name);
