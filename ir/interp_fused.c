@@ -91,8 +91,9 @@ int ik_linear(ik_ctx *c)
 }
 
 /* out[b, n, h*D + d] = sum_m P[b,h,n,m] * V[b,h,m,d] with
- * P = softmax_m(scale * sum_d Q[b,h,n,d] K[b,h,m,d]) * post_scale, where
- * Q, K, V are read out of the packed qkv[B, N, 3*H*D] by qkv_layout. */
+ * P = softmax_m(scale * sum_d Q[b,h,n,d] K[b,h,m,d] + bias[b,h,n,m]) * post_scale,
+ * where Q, K, V are read out of the packed qkv[B, N, 3*H*D] by qkv_layout
+ * and bias (0 when absent) broadcasts over its dimensions of size 1. */
 int ik_attention(ik_ctx *c)
 {
     const ir_tensor *X = c->in[0];
@@ -108,18 +109,38 @@ int ik_attention(ik_ctx *c)
         return ik_fail(c, VITC_BAD_INPUT, "qkv must be [B, N, %lld] (3 x %lld heads x %lld), not %s",
                        (long long)(3 * H * D), (long long)H, (long long)D, ik_type_str(X, (char[160]){0}, 160));
     int64_t Bn = X->dims[0], N = X->dims[1], HD = H * D, dims[3] = {Bn, N, HD};
+    const ir_tensor *bias = ik_in(c, 1);
+    int64_t bs[4] = {0, 0, 0, 0}; /* bias strides over (image, head, row, key) */
+    if (bias) {
+        int64_t want[4] = {Bn, H, N, N};
+        int ok = bias->rank == 4;
+        for (int i = 0; ok && i < 4; i++)
+            ok = bias->dims[i] == want[i] || (i < 3 && bias->dims[i] == 1);
+        if (!ok)
+            return ik_fail(c, VITC_BAD_INPUT, "the bias is %s, not [1|%lld, 1|%lld, 1|%lld, %lld]",
+                           ik_type_str(bias, (char[160]){0}, 160), (long long)Bn, (long long)H, (long long)N,
+                           (long long)N);
+        ik_strides(4, bias->dims, bs);
+        for (int i = 0; i < 4; i++)
+            bs[i] = bias->dims[i] == 1 ? 0 : bs[i];
+    }
     int st = ik_alloc(c, &c->out[0], X->dtype, 3, dims);
     if (st)
         return st;
     /* Element (which, h, d) of token n sits at index which*HD + h*D + d
      * (layout 0) or (h*D + d)*3 + which (layout 1) of the last axis. */
     int64_t sw = layout ? 1 : HD, sh = layout ? 3 * D : D, sd = layout ? 3 : 1;
-    double *x = ik_load_f64(c, X);
+    double *x = ik_load_f64(c, X), *bv = bias && x ? ik_load_f64(c, bias) : NULL;
+    if (bias && !bv) {
+        free(x);
+        return c->d->status;
+    }
     double *q = x ? malloc((size_t)(3 * N * D) * sizeof *q) : NULL, *p = q ? malloc((size_t)N * sizeof *p) : NULL;
     double *o = p ? malloc((size_t)D * sizeof *o) : NULL;
     if (!o) {
         st = x ? ik_fail(c, VITC_INTERNAL, "out of memory") : c->d->status;
         free(x);
+        free(bv);
         free(q);
         free(p);
         return st;
@@ -141,7 +162,7 @@ int ik_attention(ik_ctx *c)
                     double s = 0;
                     for (int64_t d = 0; d < D; d++)
                         s += q[n * D + d] * k[m * D + d];
-                    p[m] = s * scale;
+                    p[m] = s * scale + (bv ? bv[b * bs[0] + h * bs[1] + n * bs[2] + m * bs[3]] : 0);
                     mx = p[m] > mx || isnan(p[m]) ? p[m] : mx;
                 }
                 for (int64_t m = 0; m < N; m++)
@@ -157,6 +178,7 @@ int ik_attention(ik_ctx *c)
             }
         }
     free(x);
+    free(bv);
     free(q);
     free(p);
     free(o);

@@ -1046,6 +1046,18 @@ static int infer_attention(ctx *c)
     if (x->rank != 3 || !ir_dim_eq(x->dims[2], ir_dim_const(3 * h * hd)))
         FAIL(c, "Attention input must be [B, N, %lld], last dimension is %s", (long long)(3 * h * hd),
              x->rank > 0 ? dimstr(x->dims[x->rank - 1], s1) : "missing");
+    if (ir_input(c->n, 1) >= 0) { /* bias [1|B, 1|H, 1|N, N] */
+        const ir_value *b = in(c, 1);
+        ir_dim want[4] = {x->dims[0], ir_dim_const(h), x->dims[1], x->dims[1]};
+        int ok = b->rank == 4 && b->dtype == IR_F32;
+        for (int i = 0; ok && i < 4; i++)
+            ok = ir_dim_eq(b->dims[i], want[i]) || (i < 3 && is_one(b->dims[i]));
+        if (!ok) {
+            char t[96];
+            FAIL(c, "Attention's bias is %s, not f32[1|B, 1|%lld, 1|N, N] with N = %s", ir_value_type_str(b, t, sizeof t),
+                 (long long)h, dimstr(x->dims[1], s1));
+        }
+    }
     ir_dim r[3] = {x->dims[0], x->dims[1], ir_dim_const(h * hd)};
     out_set(c, 0, x->dtype, 3, r);
     return VITC_OK;

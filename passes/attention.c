@@ -7,7 +7,10 @@
  * scores, the Softmax and the scale factors are left without readers. */
 #include "passes/attn.h"
 
+#include <stdio.h>
 #include <string.h>
+
+#define MISS(...) return (snprintf(why, nwhy, __VA_ARGS__), -1)
 
 /* O's view of Y = Attention(...) [B, N, H*D], in O's own dimension order. */
 static void o_view(const ir_graph *g, const attn_skel *s, const view *q, const attn_layout *L, int y, view *out)
@@ -38,7 +41,44 @@ typedef struct {
     attn_skel s;
     attn_layout L;
     view q;
+    ir_dim bias_dims[4]; /* the bias as Attention reads it: [1|B, 1|H, 1|N, N] */
 } attention_match;
+
+/* The bias added to the scores as Attention's [1|B, 1|H, 1|N, N] input.
+ * Its dimensions, right-aligned against the scores' (batch..., i, j), are 1
+ * (broadcast) or the scores' own; the batch dimensions hold the image and
+ * head sub-axes of Q's view (attn_layout_of), and a bias that is not
+ * broadcast along them must hold the image before the head, so that a
+ * Reshape (no copy) gives the bias Attention reads. */
+static int bias_dims(const ir_graph *g, attention_match *m, char *why, size_t nwhy)
+{
+    const attn_skel *s = &m->s;
+    const attn_layout *L = &m->L;
+    const ir_value *b = &g->values[s->bias], *sc = &g->values[s->scores->outputs[0]];
+    int r = s->rank, off = r - b->rank, seen_head = 0;
+    if (off < 0)
+        MISS("the mask or bias '%s' has rank %d, the scores %d", b->name, b->rank, r);
+    m->bias_dims[0] = m->bias_dims[1] = m->bias_dims[2] = ir_dim_const(1);
+    m->bias_dims[3] = ir_dim_const(L->tokens);
+    for (int c = 0; c < r; c++) {
+        ir_dim d = c >= off ? b->dims[c - off] : ir_dim_const(1);
+        if (d.k == 1 && d.e == 0 && c != r - 1)
+            continue;
+        if (!ir_dim_eq(d, sc->dims[c]))
+            MISS("the mask or bias '%s' dimension %d is not 1 or the scores' own", b->name, c - off);
+        if (c == r - 2)
+            m->bias_dims[2] = d;
+        for (int j = 0; c < r - 2 && j < L->nbatch_sub[c]; j++) {
+            if (!L->is_head[c][j] && seen_head)
+                MISS("the mask or bias '%s' holds the heads before the images", b->name);
+            seen_head |= L->is_head[c][j];
+            m->bias_dims[L->is_head[c][j] ? 1 : 0] = L->is_head[c][j] ? ir_dim_const(L->heads) : g->values[L->root].dims[0];
+        }
+    }
+    if (!rw_shape_expressible(4, m->bias_dims))
+        MISS("the mask or bias '%s' cannot be reshaped for the Attention op", b->name);
+    return 0;
+}
 
 static int match(const ir_graph *g, const ir_node *sm, void *mv, char *why, size_t nwhy)
 {
@@ -47,7 +87,8 @@ static int match(const ir_graph *g, const ir_node *sm, void *mv, char *why, size
     int r = attn_skeleton(g, sm, &m->s, why, nwhy);
     if (r <= 0)
         return r;
-    if (attn_views(g, &m->s, &m->q, &k, &v, why, nwhy) || attn_layout_of(g, &m->q, &k, &v, &m->L, why, nwhy))
+    if (attn_views(g, &m->s, &m->q, &k, &v, why, nwhy) || attn_layout_of(g, &m->q, &k, &v, &m->L, why, nwhy) ||
+        (m->s.bias >= 0 && bias_dims(g, m, why, nwhy)))
         return -1;
     /* The rewrite gives back O as a view of the fused output; that view must
      * exist (it does not where a dimension is 0: an empty tensor). */
@@ -85,10 +126,16 @@ static int rewrite(ir_graph *g, int ni, const void *mv)
     ir_attr at[5] = {rw_attr_int(IR_ATTR_HEADS, L->heads), rw_attr_int(IR_ATTR_HEAD_SIZE, L->head_size),
                      rw_attr_float(IR_ATTR_SCALE, (float)s->scale), rw_attr_float(IR_ATTR_POST_SCALE, (float)s->post_scale),
                      rw_attr_int(IR_ATTR_QKV_LAYOUT, L->layout)};
-    int in = L->root;
+    int in[2] = {L->root, s->bias}, nin = s->bias >= 0 ? 2 : 1;
+    const ir_value *bv = nin == 2 ? &g->values[s->bias] : NULL;
+    int same = bv && bv->rank == 4;
+    for (int i = 0; same && i < 4; i++)
+        same = ir_dim_eq(bv->dims[i], m->bias_dims[i]);
+    if (bv && !same && (in[1] = rw_reshape(g, s->bias, 4, m->bias_dims, name, -1)) < 0)
+        return -1;
     view ov;
     o_view(g, s, &m->q, L, y, &ov);
-    return rw_set_node(g, rw_index(g, s->pv), IR_OP_ATTENTION, name, op_type, 1, &in, 1, &y, 5, at) ||
+    return rw_set_node(g, rw_index(g, s->pv), IR_OP_ATTENTION, name, op_type, nin, in, 1, &y, 5, at) ||
                    view_emit(g, &ov, s->o, name)
                ? -1
                : 0;

@@ -1,10 +1,11 @@
 /* attn.h: the attention matcher that merge-qkv (qkv.c) and fuse-attention
  * (attention.c) share, private to passes/.
  *
- * attention = pv(Softmax(scores(Q * a, K * b) * s) * p, V) followed by the
- *   head merge, where scores is MatMul(Q, K^T) or an Einsum contracting the
- *   head size, pv is MatMul(P, V) or an Einsum contracting the keys, and
- *   a, b, s, p are optional scalar factors (Mul or Div by constants).
+ * attention = pv(Softmax(scores(Q * a, K * b) * s [+ bias]) * p, V) followed
+ *   by the head merge, where scores is MatMul(Q, K^T) or an Einsum
+ *   contracting the head size, pv is MatMul(P, V) or an Einsum contracting
+ *   the keys, a, b, s, p are optional scalar factors (Mul or Div by
+ *   constants) and bias an optional tensor added to the scaled scores.
  *
  * Every operand is described in canonical order: Q as (batch..., i, d), K as
  * (batch..., j, d), V as (batch..., j, e) and the result O as
@@ -20,6 +21,8 @@ typedef struct {
     int q, k, v, o;     /* operand values (scalar factors stripped) and pv's output */
     int rank;           /* of every operand */
     int qperm[IR_MAX_RANK], kperm[IR_MAX_RANK], vperm[IR_MAX_RANK], operm[IR_MAX_RANK];
+    int bias;           /* the tensor added to the scaled scores (an attention mask, a
+                         * relative position table), or -1 */
     double scale;       /* every factor before the softmax */
     double post_scale;  /* every factor after it */
 } attn_skel;

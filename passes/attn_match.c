@@ -130,18 +130,21 @@ static int match_pv(const ir_graph *g, const ir_node *n, int p, attn_skel *s, ch
     return 0;
 }
 
-/* For n = Add(scores, m) or Sub(scores, m) with scores a product (MatMul or
- * Einsum, maybe scaled): m, the term added to the scores; -1 otherwise.  A
- * mask that adds one number everywhere has folded away before (simplify). */
-static int additive_term(const ir_graph *g, const ir_node *n)
+/* For n = Add(scores, m) with scores a product (MatMul or Einsum, maybe
+ * scaled), in either operand order: m, the term added to the scores, with
+ * the scores' operand in *prod; -1 otherwise.  A mask that adds one number
+ * everywhere has folded away before (simplify). */
+static int additive_term(const ir_graph *g, const ir_node *n, int *prod)
 {
-    if (!n || (n->op != IR_OP_ADD && n->op != IR_OP_SUB))
+    if (!n || n->op != IR_OP_ADD)
         return -1;
     for (int i = 0; i < 2; i++) {
         double f = 1;
         const ir_node *p = rw_producer(g, strip_factors(g, n->inputs[i], &f));
-        if (p && (p->op == IR_OP_MATMUL || p->op == IR_OP_EINSUM) && (n->op == IR_OP_ADD || i == 0))
+        if (p && (p->op == IR_OP_MATMUL || p->op == IR_OP_EINSUM) && !rw_is_const(g, n->inputs[i])) {
+            *prod = n->inputs[i];
             return n->inputs[1 - i];
+        }
     }
     return -1;
 }
@@ -154,12 +157,22 @@ int attn_skeleton(const ir_graph *g, const ir_node *sm, attn_skel *s, char *why,
     const ir_value *x = &g->values[sm->inputs[0]];
     int in = strip_factors(g, sm->inputs[0], &s->scale);
     const ir_node *sc = rw_producer(g, in);
-    int bias = additive_term(g, sc);
-    if (bias >= 0) {
-        char t[128];
-        MISS("the Softmax's input is produced by %s: an additive mask or bias '%s' %s on the scores Q K^T "
-             "(not one number; the Attention op takes no bias input)",
-             ir_op_name(sc->op), g->values[bias].name, ir_value_type_str(&g->values[bias], t, sizeof t));
+    int prod = -1;
+    s->bias = additive_term(g, sc, &prod);
+    if (s->bias >= 0) { /* softmax(scores * s + bias): s is Attention's scale, the bias added after it */
+        const ir_value *bv = &g->values[s->bias];
+        if (s->scale != 1)
+            MISS("the scores are scaled by %g after the mask or bias '%s' is added", s->scale, bv->name);
+        if (rw_uses(g, in) != 1 || rw_uses(g, sm->inputs[0]) != 1)
+            MISS("the scores plus the mask or bias have other readers");
+        if (bv->dtype != x->dtype)
+            MISS("the mask or bias '%s' is %s, not %s like the scores", bv->name, ir_dtype_name(bv->dtype),
+                 ir_dtype_name(x->dtype));
+        for (int i = 0; i < x->rank; i++)
+            if (!ir_dim_eq(g->values[in].dims[i], g->values[prod].dims[i]) || x->rank != g->values[prod].rank)
+                MISS("the mask or bias '%s' broadcasts the scores to another shape", bv->name);
+        in = strip_factors(g, prod, &s->scale);
+        sc = rw_producer(g, in);
     }
     if (!sc || (sc->op != IR_OP_MATMUL && sc->op != IR_OP_EINSUM) || rw_is_const(g, sc->inputs[0]) ||
         rw_is_const(g, sc->inputs[sc->ninputs - 1]))

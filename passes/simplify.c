@@ -18,6 +18,7 @@
 #include "ir/interp.h"
 #include "passes/rewrite.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -88,15 +89,52 @@ static int noop_input(const ir_graph *g, const ir_node *n)
     return n->op == IR_OP_EXPAND || n->op == IR_OP_CAST ? x : -1;
 }
 
+/* 1 when v is finite wherever the model's inputs are: an input, a product of
+ * activations (MatMul, Einsum, Linear), a constant of finite numbers, a
+ * comparison or a Cast of one, and Add, Sub, Mul, Neg, Where (finite
+ * branches), Expand and views of such values, depth levels down. */
+static int finite_logits(const ir_graph *g, int v, int depth)
+{
+    const ir_value *x = &g->values[v];
+    if (ir_value_is_plain_const(g, v)) {
+        int64_t n;
+        double *d = rw_const_f64(g, v, &n);
+        int ok = d != NULL;
+        for (int64_t i = 0; ok && i < n; i++)
+            ok = isfinite(d[i]);
+        free(d);
+        return ok;
+    }
+    if (x->kind == IR_VAL_INPUT)
+        return 1;
+    const ir_node *p = x->kind == IR_VAL_NODE && x->producer >= 0 ? &g->nodes[x->producer] : NULL;
+    if (!p || depth <= 0)
+        return 0;
+    const ir_ew_info *ew = ir_ew(p->op);
+    if (ew && ew->result == IR_EW_PRED)
+        return 1; /* a bool */
+    if (ir_op_family_of(p->op) == IR_FAM_MATMUL)
+        return p->op != IR_OP_ATTENTION;
+    if (ir_op_family_of(p->op) == IR_FAM_VIEW || p->op == IR_OP_EXPAND || p->op == IR_OP_CAST || p->op == IR_OP_NEG)
+        return finite_logits(g, p->inputs[0], depth - 1);
+    if (p->op == IR_OP_ADD || p->op == IR_OP_SUB || p->op == IR_OP_MUL)
+        return finite_logits(g, p->inputs[0], depth - 1) && finite_logits(g, p->inputs[1], depth - 1);
+    if (p->op == IR_OP_WHERE)
+        return finite_logits(g, p->inputs[1], depth - 1) && finite_logits(g, p->inputs[2], depth - 1);
+    return 0;
+}
+
 /* The operand an arithmetic identity or a decided Where passes through, -1
  * if none: x + 0, 0 + x, x - 0, x * 1, 1 * x, x / 1, Where(true, a, _),
  * Where(false, _, b), where the 0, 1 or condition is a splat (rw_splat: a
  * mask that broadcasts one value, as exporters write an attention mask that
  * masks nothing) and the result has the operand's shape and type.  Then
- * Where(IsNaN(p), 0, p) with p a Softmax's output: p is never NaN unless the
- * Softmax's input holds NaN or +-inf, which an exporter's guard against
- * fully masked rows only meets after a mask of -inf, and such masks fold
- * away first or stop this match (the Where's other operand is not p). */
+ * Where(IsNaN(p), 0, p) with p a Softmax's output whose input is finite_logits:
+ * a softmax row is NaN only when its input holds NaN or +inf or is -inf
+ * throughout, which an exporter's guard meets after a mask of -inf over a
+ * whole row; logits that are products plus finite masks never are (for
+ * finite model inputs), so there the guard guards nothing.  A mask computed
+ * from data keeps its guard. */
 static int identity_operand(const ir_graph *g, const ir_node *n)
 {
     int y = n->noutputs == 1 ? n->outputs[0] : -1, pass = -1;
@@ -123,7 +161,7 @@ static int identity_operand(const ir_graph *g, const ir_node *n)
         if (other >= 0 && rw_splat(g, a, &c))
             pass = c != 0 ? b : other;
         else if (nan && other >= 0 && ir_input(nan, 0) == other && rw_def(g, other, IR_OP_SOFTMAX) &&
-                 rw_splat(g, b, &c) && c == 0)
+                 finite_logits(g, rw_def(g, other, IR_OP_SOFTMAX)->inputs[0], 8) && rw_splat(g, b, &c) && c == 0)
             pass = other;
     }
     if (pass < 0 || g->values[pass].dtype != g->values[y].dtype || !same_shape(&g->values[pass], &g->values[y]))

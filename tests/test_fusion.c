@@ -628,6 +628,31 @@ static void test_shape_arithmetic_with_truncating_div_and_float_pow_folds(void *
     ir_graph_free(g);
 }
 
+/* softmax(x + Where(x > 0, 0, m)) guarded by Where(IsNaN(p), 0, p): with m
+ * = -3.4e38 (finite) no row is NaN and the guard folds; with m = -inf a row
+ * with no x > 0 is NaN and the guard stays. */
+static void test_nan_guard_folds_only_after_finite_logits(void **state)
+{
+    (void)state;
+    for (int finite = 0; finite < 2; finite++) {
+        ir_graph *g = tu_graph_new("test.onnx", 17);
+        int x = tu_input(g, "x", IR_F32, 2, TU_DIMS(-1, 3));
+        int pos = tu_node(g, IR_OP_GREATER, "pos", IR_BOOL, 2, TU_IN(x, tu_scalar(g, "zero", 0)), 0, NULL);
+        int mask = tu_node(g, IR_OP_WHERE, "mask", IR_F32, 3,
+                           TU_IN(pos, tu_scalar(g, "z", 0), tu_scalar(g, "m", finite ? -3.4e38f : -INFINITY)), 0, NULL);
+        int p = tu_node(g, IR_OP_SOFTMAX, "p", IR_F32, 1, TU_IN(N2(IR_OP_ADD, "logits", x, mask)), 1,
+                        TU_AT(tu_int(IR_ATTR_AXIS, -1)));
+        int nan = tu_node(g, IR_OP_IS_NAN, "isnan", IR_BOOL, 1, TU_IN(p), 0, NULL);
+        int guard = tu_node(g, IR_OP_WHERE, "guard", IR_F32, 3, TU_IN(nan, tu_scalar(g, "z2", 0), p), 0, NULL);
+        tu_output(g, N1(IR_OP_NEG, "neg", guard)); /* a graph output itself would stay */
+        free(optimize_checked(g, 0));
+        if (count_op(g, IR_OP_IS_NAN) != !finite)
+            fail_msg("mask %s: %d IsNaN left, expected %d", finite ? "-3.4e38" : "-inf", count_op(g, IR_OP_IS_NAN),
+                     !finite);
+        ir_graph_free(g);
+    }
+}
+
 /* A bicubic Resize of a constant (a position table interpolated to another
  * grid) becomes a constant; a linear Resize of the input to its own size is
  * dropped; only the Add is left. */
@@ -996,7 +1021,8 @@ TU_MAIN(setup, NULL, test_linear_kernel_matches_a_loop_for_every_activation,
         test_batchnorm_after_linear_folds_into_its_weights, test_patch_conv_becomes_crop_reshape_and_linear,
         test_view_round_trips_cancel_and_reshape_chains_collapse, test_full_slice_is_dropped_but_a_reversing_one_stays,
         test_gelu_spellings_with_other_groupings_fuse, test_constant_arithmetic_folds,
-        test_shape_arithmetic_with_truncating_div_and_float_pow_folds, test_resize_of_a_constant_folds_and_at_its_own_size_is_dropped, test_unread_layernorm_statistics_are_dropped,
+        test_shape_arithmetic_with_truncating_div_and_float_pow_folds,
+        test_nan_guard_folds_only_after_finite_logits, test_resize_of_a_constant_folds_and_at_its_own_size_is_dropped, test_unread_layernorm_statistics_are_dropped,
         test_pattern_and_near_miss_models_fuse_or_explain_why_not,
         test_fixtures_fuse_to_the_expected_graph_and_keep_their_outputs,
         test_fixtures_through_the_cpu_backend_match_pytorch, test_cli_dump_after_and_explain_fusion)

@@ -194,7 +194,7 @@ static const op_row rows[] = {
     {"Gather/scalar", IR_OP_GATHER, IN2(X(-1, 4, 6), C0(-1)), AT1(AI(AXIS, 2))},
     {"Expand", IR_OP_EXPAND, IN2(W(1, 1, 6), C(2, 4, 6))},
     {"Split", IR_OP_SPLIT, .nout = 2, IN2(X(-1, 4, 6), C(1, 3)), AT1(AI(AXIS, 1))},
-    /* fused: Linear with each activation, Attention in both layouts */
+    /* fused: Linear with each activation, Attention in both layouts, with a bias broadcast or not */
     {"Linear", IR_OP_LINEAR, IN4(X(-1, 5, 8), W(8, 6), W(6), X(-1, 5, 6)), AT1(AI(ACTIVATION, IR_ACT_NONE))},
     {"Linear/gelu", IR_OP_LINEAR, IN3(X(-1, 5, 8), W(8, 6), W(6)), AT1(AI(ACTIVATION, IR_ACT_GELU_ERF))},
     {"Linear/gelu-tanh", IR_OP_LINEAR, IN3(X(-1, 5, 8), W(8, 6), W(6)), AT1(AI(ACTIVATION, IR_ACT_GELU_TANH))},
@@ -204,6 +204,10 @@ static const op_row rows[] = {
     {"Attention", IR_OP_ATTENTION, IN1(X(-1, 7, 24)), AT3(AI(HEADS, 2), AI(HEAD_SIZE, 4), AF(SCALE, 0.5f))},
     {"Attention/interleaved", IR_OP_ATTENTION, IN1(X(-1, 5, 24)),
      AT4(AI(HEADS, 2), AI(HEAD_SIZE, 4), AI(QKV_LAYOUT, 1), AF(POST_SCALE, 0.25f))},
+    {"Attention/bias", IR_OP_ATTENTION, IN2(X(-1, 7, 24), X(-1, 2, 7, 7)), AT2(AI(HEADS, 2), AI(HEAD_SIZE, 4))},
+    {"Attention/bias-broadcast", IR_OP_ATTENTION, IN2(X(-1, 5, 24), W(1, 2, 1, 5)),
+     AT4(AI(HEADS, 2), AI(HEAD_SIZE, 4), AI(QKV_LAYOUT, 1), AF(SCALE, 0.5f))},
+    {"Attention/bias-table", IR_OP_ATTENTION, IN2(X(-1, 6, 24), W(1, 2, 6, 6)), AT2(AI(HEADS, 2), AI(HEAD_SIZE, 4))},
 };
 enum { NROWS = sizeof rows / sizeof rows[0], NB = 2, MAXIN = 5 };
 static const int64_t batches[NB] = {1, 3};

@@ -28,6 +28,11 @@ int cu_attention_supports(const ir_graph *g, const ir_node *n, char *why, size_t
         snprintf(why, len, "Attention with %lld tokens and %lld heads", (long long)x->dims[1].k, (long long)H);
         return 0;
     }
+    int vb = ir_input(n, 1);
+    if (vb >= 0 && (g->values[vb].rank != 4 || g->values[vb].dims[3].k != x->dims[1].k)) {
+        snprintf(why, len, "Attention's bias is not [1|B, 1|H, 1|N, N]");
+        return 0;
+    }
     if (D % 16 != 0 && D > CU_ATTN_SIMT_MAX_D) {
         snprintf(why, len, "head size %lld: the CUDA attention takes multiples of 16, or at most %d", (long long)D,
                  CU_ATTN_SIMT_MAX_D);
@@ -76,11 +81,23 @@ int cu_emit_attention(cu_ctx *c, int node)
     else
         cu_str_add(&s, "    vk::attention_simt<%s, %lld, %d>(", t, (long long)D, layout);
     char f1[48], f2[48];
-    cu_str_add(&s, "(const %s *)p.a[0], (%s *)p.a[1], %lld, %lld, %s, %s);\n}\n", t, t, (long long)N, (long long)H,
+    cu_str_add(&s, "(const %s *)p.a[0], (%s *)p.a[1], %lld, %lld, %s, %s, ", t, t, (long long)N, (long long)H,
                cu_float_lit(scale_log2, f1, sizeof f1), cu_float_lit(post, f2, sizeof f2));
+    int vb = ir_input(n, 1);
+    if (vb >= 0) { /* [1|B, 1|H, 1|N, N]: strides 0 where broadcast */
+        const ir_value *bv = &c->g->values[vb];
+        int64_t si = bv->dims[2].k == 1 && bv->dims[2].e == 0 ? 0 : N;
+        int64_t sh = bv->dims[1].k == 1 ? 0 : bv->dims[2].k * N;
+        int64_t sb = bv->dims[0].k == 1 && bv->dims[0].e == 0 ? 0 : bv->dims[1].k * bv->dims[2].k * N;
+        cu_str_add(&s, "(const %s *)p.a[2], %lldll, %lldll, %lldll);\n}\n", cu_ctype(cu_sdt(c, vb)), (long long)sb,
+                   (long long)sh, (long long)si);
+    } else {
+        cu_str_add(&s, "(const float *)0, 0, 0, 0);\n}\n");
+    }
     char label[128];
-    snprintf(label, sizeof label, "attention %s N=%lld H=%lld D=%lld%s%s", tc ? "mma" : "simt", (long long)N,
-             (long long)H, (long long)D, layout ? " (h d qkv)" : "", tc && kc < (N + 63) / 64 * 64 ? " chunked" : "");
+    snprintf(label, sizeof label, "attention %s N=%lld H=%lld D=%lld%s%s%s", tc ? "mma" : "simt", (long long)N,
+             (long long)H, (long long)D, layout ? " (h d qkv)" : "", tc && kc < (N + 63) / 64 * 64 ? " chunked" : "",
+             vb >= 0 ? " +bias" : "");
     int f = cu_add_kernel(c, "attn", label, &s);
     cu_str_free(&s);
     cu_launch *l = cu_launch_new(c, f, node, threads, smem);
@@ -91,5 +108,7 @@ int cu_emit_attention(cu_ctx *c, int node)
     l->grid[1] = cg_poly_k(H);
     cu_arg_value(c, l, n->inputs[0]);
     cu_arg_value(c, l, out);
+    if (vb >= 0)
+        cu_arg_value(c, l, vb);
     return c->d->status;
 }

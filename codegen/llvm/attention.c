@@ -1,5 +1,5 @@
 /* attention.c: the fused Attention op (ops.def): for each image and head,
- *     O = softmax((Q K^T) * scale) * post_scale @ V
+ *     O = softmax((Q K^T) * scale + bias) * post_scale @ V
  * reading Q, K and V straight out of the packed qkv projection (no split or
  * transpose of qkv beforehand) and writing O with the heads merged, [B, N, H*D].
  *
@@ -11,6 +11,7 @@
  * prefetching, and everything after reads contiguous rows that stay in L2
  * while the query rows go by in chunks of RB rows:
  *     S = Q_chunk @ K^T                (micro-kernel, S chunk in L1)
+ *     [S = scale * S + bias_chunk]     (with a bias: scale applied by the product)
  *     E = exp(scale * (S - rowmax))    (in place), rs = post_scale / rowsum
  *     O_chunk = rs * (E @ V)           (micro-kernel, stored into out)
  * Stack per task: D * NP + 2 * N * DP + RB * (NP + 1) floats (NP, DP: N, D
@@ -76,18 +77,20 @@ static LLVMValueRef head_offset(kern *k, const cg_attention_desc *d, const attn_
 }
 
 /* Whether scale folds into the softmax's exponent: max(scale * s) is
- * scale * max(s) only for scale > 0. */
-static int fold_scale(const cg_attention_desc *d) { return d->scale > 0; }
+ * scale * max(s) only for scale > 0, and without a bias added after it. */
+static int fold_scale(const cg_attention_desc *d) { return d->scale > 0 && !d->has_bias; }
 
-/* softmax(ptr S, i64 rows, ptr rs): row r of S (stride NP, N valid columns)
- * becomes e = exp(scale * (s - max)) (scale folded here, or applied by the
- * S product), and rs[r] = post_scale / sum(e), the factor the P @ V product
- * applies to its row: the probabilities are never normalised in memory. */
+/* softmax(ptr S, i64 rows, ptr rs, ptr bias): row r of S (stride NP, N valid
+ * columns) becomes e = exp(scale * (s - max)) (scale folded here, or applied
+ * by the S product), and rs[r] = post_scale / sum(e), the factor the P @ V
+ * product applies to its row: the probabilities are never normalised in
+ * memory.  With a bias, its row r (at r * bias_i) is added to the scaled row
+ * first. */
 static LLVMValueRef emit_softmax(kern *k, const char *name, const cg_attention_desc *d, const attn_plan *p)
 {
     LLVMBuilderRef b = k->b;
-    LLVMTypeRef params[3] = {k->ptr, k->i64, k->ptr};
-    LLVMValueRef fn = kern_func(k, name, LLVMFunctionType(k->voidt, params, 3, 0), 1);
+    LLVMTypeRef params[4] = {k->ptr, k->i64, k->ptr, k->ptr};
+    LLVMValueRef fn = kern_func(k, name, LLVMFunctionType(k->voidt, params, 4, 0), 1);
     LLVMValueRef S = LLVMGetParam(fn, 0);
     int64_t nfv = d->tokens / p->vf;
     int tail = (int)(d->tokens % p->vf);
@@ -100,13 +103,25 @@ static LLVMValueRef emit_softmax(kern *k, const char *name, const cg_attention_d
     LLVMValueRef row = kern_gep(k, S, kern_mulc(k, R.iv, p->np));
     LLVMValueRef trow = kern_gepc(k, row, nfv * p->vf);
 
+    LLVMValueRef brow = d->has_bias ? kern_gep(k, LLVMGetParam(fn, 3), kern_mulc(k, R.iv, d->bias_i)) : NULL;
     kern_loop L;
     kern_for(k, &L, c0, cn, 1, 0, 1, &ninf, "max");
-    LLVMValueRef mx = kern_fmax(k, L.carry[0], kern_vload(k, kern_gep(k, row, kern_mulc(k, L.iv, p->vf)), k->vf, NULL));
+    LLVMValueRef at0 = kern_gep(k, row, kern_mulc(k, L.iv, p->vf)), s0 = kern_vload(k, at0, k->vf, NULL);
+    if (brow) { /* s + bias, stored back for the exponent */
+        s0 = LLVMBuildFAdd(b, s0, kern_vload(k, kern_gep(k, brow, kern_mulc(k, L.iv, p->vf)), k->vf, NULL), "");
+        kern_vstore(k, s0, at0, k->vf);
+    }
+    LLVMValueRef mx = kern_fmax(k, L.carry[0], s0);
     kern_for_end(k, &L, &mx);
     mx = L.carry[0];
-    if (tail)
-        mx = kern_fmax(k, mx, kern_vload(k, trow, tail, ninf));
+    if (tail) {
+        LLVMValueRef st = kern_vload(k, trow, tail, ninf);
+        if (brow) {
+            st = LLVMBuildFAdd(b, st, kern_vload(k, kern_gepc(k, brow, nfv * p->vf), tail, zero), "");
+            kern_vstore(k, st, trow, tail);
+        }
+        mx = kern_fmax(k, mx, st);
+    }
     LLVMValueRef m = kern_hmax(k, mx);
     /* exponent: fma(s, scale, -scale * max) or s - max */
     LLVMValueRef vscale = kern_vconst(k, fold ? d->scale : 1.0f);
@@ -246,6 +261,7 @@ static LLVMValueRef emit_task(kern *k, attn_emit *e, const char *name, LLVMTypeR
     kern_task_closure(k, fn, &args, &nrb, &rbk);
     LLVMValueRef qkv = kern_field(k, argsty, args, 0, k->ptr);
     LLVMValueRef out = kern_field(k, argsty, args, 1, k->ptr);
+    LLVMValueRef bias = d->has_bias ? kern_field(k, argsty, args, 2, k->ptr) : NULL;
 
     kern_loop T;
     LLVMValueRef bh, rblk;
@@ -257,6 +273,8 @@ static LLVMValueRef emit_task(kern *k, attn_emit *e, const char *name, LLVMTypeR
     LLVMValueRef kk = kern_gep(k, base, head_offset(k, d, p, h, 1));
     LLVMValueRef v = kern_gep(k, base, head_offset(k, d, p, h, 2));
     LLVMValueRef o = kern_gep(k, out, kern_add(k, kern_mulc(k, img, N * p->E), kern_mulc(k, h, D)));
+    LLVMValueRef bh_bias = bias ? kern_gep(k, bias, kern_add(k, kern_mulc(k, img, d->bias_b), kern_mulc(k, h, d->bias_h)))
+                                : NULL;
 
     /* K^T: kt[d][j] = K[j][d]; V: vp[j][d] = V[j][d]; the task's rows of Q */
     LLVMValueRef r0 = kern_mul(k, rblk, rbk);
@@ -271,9 +289,10 @@ static LLVMValueRef emit_task(kern *k, attn_emit *e, const char *name, LLVMTypeR
     LLVMValueRef qrows = kern_gep(k, qb, kern_mulc(k, LLVMBuildSub(b, I.iv, r0, ""), p->dp));
     emit_product(k, e->s_full, e->s_rem, p->nfn, p->remn_cols != 0, p->mr, rows, qrows, p->dp, kt, sbuf, p->np, NULL,
                  p->nr, D);
-    LLVMValueRef sa[3] = {sbuf, rows, rs};
-    LLVMTypeRef smp[3] = {k->ptr, k->i64, k->ptr};
-    LLVMBuildCall2(b, LLVMFunctionType(k->voidt, smp, 3, 0), e->softmax, sa, 3, "");
+    LLVMValueRef sa[4] = {sbuf, rows, rs,
+                          bh_bias ? kern_gep(k, bh_bias, kern_mulc(k, I.iv, d->bias_i)) : LLVMConstNull(k->ptr)};
+    LLVMTypeRef smp[4] = {k->ptr, k->i64, k->ptr, k->ptr};
+    LLVMBuildCall2(b, LLVMFunctionType(k->voidt, smp, 4, 0), e->softmax, sa, 4, "");
     emit_product(k, e->o_full, e->o_rem, p->nfd, p->remd_cols != 0, p->mr, rows, sbuf, p->np, vp,
                  kern_gep(k, o, kern_mulc(k, I.iv, p->E)), p->E, rs, p->nr, N);
     kern_for_end(k, &I, NULL);
@@ -286,7 +305,7 @@ static LLVMValueRef emit_driver(kern *k, const char *name, const cg_attention_de
                                 LLVMValueRef task, LLVMTypeRef argsty)
 {
     LLVMValueRef batch, nt;
-    LLVMValueRef fn = kern_driver_open(k, name, argsty, 2, &batch, &nt);
+    LLVMValueRef fn = kern_driver_open(k, name, argsty, 3, &batch, &nt);
     LLVMValueRef bh = kern_mulc(k, batch, d->heads);
     int64_t maxrb = (d->tokens + p->mr - 1) / p->mr;
     LLVMValueRef nrb = kern_min(k, kern_cdiv(k, kern_mulc(k, nt, 3), bh), kern_i64(k, maxrb));
@@ -305,10 +324,14 @@ LLVMValueRef cg_attention_emit(LLVMModuleRef mod, const char *name, const cg_att
     LLVMValueRef fn = NULL;
     attn_emit e = {.d = d, .p = &p};
     char buf[256];
-    LLVMTypeRef argsty = kern_args_type(&k, 2);
+    LLVMTypeRef argsty = kern_args_type(&k, 3);
     union { float f; uint32_t u; } sc = {.f = d->scale}, ps = {.f = d->post_scale};
-    snprintf(buf, sizeof buf, "vitc.attention.%s.n%lld.h%lld.d%lld.l%d.s%08x.p%08x", k.tag, (long long)d->tokens,
-             (long long)d->heads, (long long)d->head_size, d->qkv_layout, (unsigned)sc.u, (unsigned)ps.u);
+    char bias[96] = "";
+    if (d->has_bias)
+        snprintf(bias, sizeof bias, ".b%lld_%lld_%lld", (long long)d->bias_b, (long long)d->bias_h,
+                 (long long)d->bias_i);
+    snprintf(buf, sizeof buf, "vitc.attention.%s.n%lld.h%lld.d%lld.l%d.s%08x.p%08x%s", k.tag, (long long)d->tokens,
+             (long long)d->heads, (long long)d->head_size, d->qkv_layout, (unsigned)sc.u, (unsigned)ps.u, bias);
     LLVMValueRef task = LLVMGetNamedFunction(mod, buf);
     if (!task) {
         /* S = Q @ K^T (times scale unless folded): A = the Q buffer, B = the K^T buffer */

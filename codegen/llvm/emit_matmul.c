@@ -550,19 +550,28 @@ static int emit_attention(cg_ctx *cg, int node)
     d.qkv_layout = (int)ir_attr_int(n, IR_ATTR_QKV_LAYOUT, 0);
     d.scale = ir_attr_float(n, IR_ATTR_SCALE, 1.0f);
     d.post_scale = ir_attr_float(n, IR_ATTR_POST_SCALE, 1.0f);
+    int vbias = ir_input(n, 1);
+    if (vbias >= 0) { /* [1|B, 1|H, 1|N, N] (shape.c): strides 0 where broadcast */
+        const ir_value *bv = &cg->g->values[vbias];
+        d.has_bias = 1;
+        d.bias_i = bv->dims[2].k == 1 && bv->dims[2].e == 0 ? 0 : d.tokens;
+        d.bias_h = bv->dims[1].k == 1 ? 0 : bv->dims[2].k * d.tokens;
+        d.bias_b = bv->dims[0].k == 1 && bv->dims[0].e == 0 ? 0 : bv->dims[1].k * bv->dims[2].k * d.tokens;
+    }
     char name[64], label[256];
     LLVMValueRef fn = get_driver(cg, KC_ATTENTION, &d, sizeof d, "vitc_attention", name, sizeof name);
     if (!fn)
         return cg_fail(cg, VITC_INTERNAL, node, "the attention kernel generator refused N=%lld H=%lld D=%lld",
                        (long long)d.tokens, (long long)d.heads, (long long)d.head_size);
-    snprintf(label, sizeof label, "Attention N=%lld H=%lld D=%lld %s", (long long)d.tokens, (long long)d.heads,
-             (long long)d.head_size, n->name);
+    snprintf(label, sizeof label, "Attention N=%lld H=%lld D=%lld%s %s", (long long)d.tokens, (long long)d.heads,
+             (long long)d.head_size, d.has_bias ? " +bias" : "", n->name);
     cg_note_kernel(cg, name, label);
     LLVMBuilderRef b = cg->rb;
-    LLVMValueRef f[3] = {cg_value_ptr(cg, b, cg->run_call, n->inputs[0]),
+    LLVMValueRef f[4] = {cg_value_ptr(cg, b, cg->run_call, n->inputs[0]),
                          cg_value_ptr(cg, b, cg->run_call, n->outputs[0]),
+                         vbias >= 0 ? cg_value_ptr(cg, b, cg->run_call, vbias) : LLVMConstNull(LLVMPointerTypeInContext(cg->llc, 0)),
                          cg_poly_value(cg, b, cg->run_batch, cg_poly_dim(X->dims[0]))};
-    cg_call_driver(cg, fn, f, 3);
+    cg_call_driver(cg, fn, f, 4);
     return cg->d->status;
 }
 

@@ -83,16 +83,21 @@ typedef struct {            /* ARGS of a batched-GEMM driver */
 LLVMValueRef cg_bgemm_emit(LLVMModuleRef mod, const char *name, const cg_bgemm_desc *d, const cg_target *t);
 
 /* ---- fused attention (ops.def Attention) ----
- * qkv [B, N, 3*H*D] as in qkv_layout; out [B, N, H*D]. */
+ * qkv [B, N, 3*H*D] as in qkv_layout; out [B, N, H*D]; with has_bias, bias
+ * element (image b, head h, row i, key j) at b*bias_b + h*bias_h + i*bias_i + j
+ * (a stride 0 broadcasts) is added to the scaled scores. */
 typedef struct {
     int64_t tokens, heads, head_size;
     int qkv_layout;
     float scale, post_scale;
+    int has_bias;
+    int64_t bias_b, bias_h, bias_i;
 } cg_attention_desc;
 
 typedef struct {            /* ARGS of an attention driver */
     const float *qkv;
     float *out;
+    const float *bias;      /* read only with has_bias */
     int64_t batch;
 } cg_attention_args;
 

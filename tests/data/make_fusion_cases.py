@@ -71,11 +71,13 @@ def batch_mask(g, x, keep):
 
 
 def attention(g, x, *, softmax_axis=-1, scale_on="q", separate=False, q_extra_reader=False, mask=None,
-              nan_guard=False):
-    """timm's attention on x [B, N, C]: packed qkv (or three Linears), q * D^-0.5,
+              bias=None, nan_guard=False):
+    """timm's attention on x [B, N, C]: packed qkv (or three Linears), q * D^-0.5
+    (scale_on "v": on v; "logits": after the mask or bias is added),
     softmax(q k^T) v, heads merged, output [B, N, C].  mask: the values of a
-    boolean mask added to the logits (batch_mask); nan_guard: the softmax's
-    NaNs set to 0 (Where(IsNaN(p), 0, p)), as torch's sdpa export writes."""
+    boolean mask added to the logits (batch_mask); bias: a constant added to
+    the logits (a relative position table); nan_guard: the softmax's NaNs set
+    to 0 (Where(IsNaN(p), 0, p)), as torch's sdpa export writes."""
     if separate:
         heads = []
         for part in "qkv":
@@ -91,12 +93,16 @@ def attention(g, x, *, softmax_axis=-1, scale_on="q", separate=False, q_extra_re
     scale = g.const(np.float32(D ** -0.5))
     if scale_on == "q":
         q = g.op("Mul", [q, scale], "attn/Mul")
-    else:
+    elif scale_on == "v":
         v = g.op("Mul", [v, scale], "attn/Mul")
     kt = g.op("Transpose", [k], "attn/Transpose_1", perm=[0, 1, 3, 2])
     s = g.op("MatMul", [q, kt], "attn/MatMul")
     if mask is not None:
         s = g.op("Add", [s, batch_mask(g, x, mask)], "attn/AddMask")
+    if bias is not None:
+        s = g.op("Add", [g.const(np.asarray(bias, dtype=np.float32)), s], "attn/AddBias")
+    if scale_on == "logits":
+        s = g.op("Mul", [s, scale], "attn/Mul")
     p = g.op("Softmax", [s], "attn/Softmax", axis=softmax_axis)
     if nan_guard:
         p = g.op("Where", [g.op("IsNaN", [p], "attn/IsNaN"), g.const(np.float32(0)), p], "attn/Where")
@@ -200,8 +206,8 @@ def main():
          g.model(attention(g, "x", mask=np.ones((N, N)), nan_guard=True), tok, tok),
          "Attention=1 Softmax=0 Where=0 IsNaN=0 Expand=0", "-")
     g = Graph()
-    save("near_attention_real_mask.onnx", g.model(attention(g, "x", mask=np.tril(np.ones((N, N)))), tok, tok),
-         "Attention=0 Softmax=1 Where=1", "the Softmax's input is produced by Add")
+    save("attention_causal_mask.onnx", g.model(attention(g, "x", mask=np.tril(np.ones((N, N)))), tok, tok),
+         "Attention=1 Softmax=0 MatMul=0", "-")
 
     # ---- QuickGELU: into the Linear before it; another constant is a near miss ----
     g = Graph()
@@ -220,6 +226,16 @@ def main():
     y = g.op("Mul", [g.linear("x", C, C, "proj"), g.const(0.5 + 0.1 * rng.standard_normal((N, 1)))], "ls/Mul")
     save("near_layer_scale_per_token.onnx", g.model(g.op("Add", [y, "x"], "residual/Add"), tok, tok),
          "Linear=1 Mul=1", "not by one value per output feature")
+
+    # ---- a bias on the logits becomes Attention's input; scaled after it, a near miss ----
+    g = Graph()
+    save("attention_relative_position_bias.onnx",
+         g.model(attention(g, "x", bias=rng.standard_normal((H, N, N))), tok, tok),
+         "Attention=1 Softmax=0 MatMul=0 Add=0", "-")
+    g = Graph()
+    save("near_attention_scaled_after_mask.onnx",
+         g.model(attention(g, "x", mask=np.tril(np.ones((N, N))), scale_on="logits"), tok, tok),
+         "Attention=0 Softmax=1", "the scores are scaled by 0.5 after the mask or bias")
 
     with open(os.path.join(HERE, "EXPECT.tsv"), "w") as f:
         f.write("# file\top counts after the passes\texplanation fragment (- : none)\n")

@@ -1,9 +1,11 @@
 /* attention.cuh: the Attention op of ops.def, one (query tile, head, image)
- * per block: out = softmax((Q K^T) * scale) * post_scale @ V.
+ * per block: out = softmax((Q K^T) * scale + bias) * post_scale @ V.
  *
  * qkv is [B, N, 3*H*D]: LAYOUT 0 puts its last axis as [3][H][D] (timm,
  * torchvision), LAYOUT 1 as [H][D][3] (einops "(h d qkv)").  out is
- * [B, N, H*D].  The softmax is computed online in fp32 (running maximum and
+ * [B, N, H*D].  bias (NULL: none) element (image b, head h, row i, key j)
+ * is at b*sb + h*sh + i*si + j (a stride 0 broadcasts); it is multiplied by
+ * log2(e) like the scale.  The softmax is computed online in fp32 (running maximum and
  * sum per row, base-2 exponentials with log2(e) folded into the scale), so
  * that any N works with registers bounded by the key block.
  *
@@ -62,8 +64,15 @@ VK_DEV void attn_load_rows(unsigned char *dst, int rs, const T *qkv, vk_i64 b, i
     }
 }
 
-template <class T, int D, int LAYOUT, int KC>
-VK_DEV void attention_tc(const T *qkv, T *out, int N, int H, float scale_log2, float post_scale)
+/* The bias of (row q, key) in base-2 units, 0 without one. */
+template <class TB> VK_DEV float attn_bias(const TB *bias, vk_i64 si, int q, int key)
+{
+    return bias ? vk_get(bias + q * si + key) * 1.4426950408889634f : 0.0f;
+}
+
+template <class T, int D, int LAYOUT, int KC, class TB>
+VK_DEV void attention_tc(const T *qkv, T *out, int N, int H, float scale_log2, float post_scale, const TB *bias,
+                         vk_i64 sb, vk_i64 sh, vk_i64 si)
 {
     enum { RS = attn_tc_smem<D, KC>::rs, DK = D / 16, DF = D / 8 };
     static_assert(D % 16 == 0 && KC % 64 == 0, "D a multiple of 16, KC of 64");
@@ -71,6 +80,8 @@ VK_DEV void attention_tc(const T *qkv, T *out, int N, int H, float scale_log2, f
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int tiles = (N + 63) / 64, q0 = (int)(blockIdx.x % tiles) * 64, h = blockIdx.y;
     const vk_i64 b = blockIdx.x / tiles;
+    if (bias)
+        bias += b * sb + h * sh;
 
     attn_load_rows<T, D, LAYOUT, 128>(Qs, RS, qkv, b, N, H, h, 0, q0, 64);
 
@@ -120,7 +131,9 @@ VK_DEV void attention_tc(const T *qkv, T *out, int N, int H, float scale_log2, f
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
                     int key = c0 + kb + j * 8 + (lane & 3) * 2 + (e & 1);
-                    s[j][e] = key < N ? s[j][e] * scale_log2 : -vk_inf();
+                    int q = q0 + warp * 16 + (lane >> 2) + (e >> 1) * 8;
+                    s[j][e] = key < N ? s[j][e] * scale_log2 + (q < N ? attn_bias(bias, si, q, key) : 0.0f)
+                                      : -vk_inf();
                     mx[e >> 1] = fmaxf(mx[e >> 1], s[j][e]);
                 }
             float alpha[2], rs[2] = {0.0f, 0.0f};
@@ -189,14 +202,17 @@ template <int D> struct attn_simt_smem {
     enum { bytes = 2 * ATTN_SIMT_KEYS * D * 4 };
 };
 
-template <class T, int D, int LAYOUT>
-VK_DEV void attention_simt(const T *qkv, T *out, int N, int H, float scale_log2, float post_scale)
+template <class T, int D, int LAYOUT, class TB>
+VK_DEV void attention_simt(const T *qkv, T *out, int N, int H, float scale_log2, float post_scale, const TB *bias,
+                           vk_i64 sb, vk_i64 sh, vk_i64 si)
 {
     float *Ks = (float *)vk_smem, *Vs = Ks + ATTN_SIMT_KEYS * D;
     const int tiles = (N + ATTN_SIMT_ROWS - 1) / ATTN_SIMT_ROWS, h = blockIdx.y;
     const int q = (int)(blockIdx.x % tiles) * ATTN_SIMT_ROWS + threadIdx.x;
     const vk_i64 b = blockIdx.x / tiles;
     const bool active = q < N;
+    if (bias)
+        bias += b * sb + h * sh;
     float qv[D], o[D], m = -vk_inf(), l = 0.0f;
 #pragma unroll
     for (int d = 0; d < D; d++) {
@@ -218,6 +234,8 @@ VK_DEV void attention_simt(const T *qkv, T *out, int N, int H, float scale_log2,
 #pragma unroll
             for (int d = 0; d < D; d++)
                 s += qv[d] * Ks[j * D + d];
+            if (active)
+                s += attn_bias(bias, si, q, c0 + j);
             if (s > m) {
                 float c = vk_exp2(m - s);
                 l *= c;
