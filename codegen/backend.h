@@ -22,7 +22,8 @@ typedef struct {
     const char *cpu;        /* NULL: the host CPU */
     const char *features;   /* NULL: the host's features */
     int external_weights;   /* --weights external: write OUTPUT.weights beside it */
-    int verbose;            /* progress lines on stderr */
+    int verbose;            /* progress lines on stderr: 1 every phase (--verbose), 0 the phases when
+                             * stderr is a terminal or the compile is slow, -1 none (--quiet) */
     double start_s;         /* now_s() when the compile began (import), for the total; 0: at cg_compile */
     /* CUDA backend */
     const char *precision;  /* "fp32", "tf32", "fp16" or "bf16"; NULL: bf16 */

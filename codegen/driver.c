@@ -12,6 +12,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 static int sweep(const cg_backend *be, const ir_graph *g, vitc_diag *d)
 {
@@ -54,7 +55,7 @@ int cg_compile(const cg_backend *be, ir_graph *g, const cg_options *opt, vitc_di
         st = d->status;
     if (st == VITC_OK && be->finish)
         st = be->finish(c);
-    if (st == VITC_OK && opt->verbose)
+    if (st == VITC_OK && (opt->verbose > 0 || (opt->verbose == 0 && isatty(2))))
         fprintf(stderr, "vitc: wrote %s in %.3f s%s\n", opt->output, now_s() - c->t.start,
                 opt->start_s > 0 ? " (import to link)" : "");
     if (be->end)

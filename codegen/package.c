@@ -139,7 +139,8 @@ int cg_package_begin(cg_package *p, const cg_options *opt, vitc_diag *d)
     }
     if (!mkdtemp(p->dir)) {
         p->dir[0] = 0;
-        return fail(p, VITC_BAD_INPUT, "cannot create a temporary directory in '%s': %s", parent, strerror(errno));
+        return fail(p, VITC_BAD_INPUT, "cannot write -o %s: no file can be created in '%s' (%s)", opt->output, parent,
+                    strerror(errno));
     }
     return VITC_OK;
 }

@@ -46,8 +46,14 @@ static int parse_header(const char *h, ir_tensor *t, vitc_diag *d)
         if (strncmp(p + 1, npy_types[i].descr, n) == 0 && p[1 + n] == '\'')
             dt = (int)npy_types[i].dtype;
     }
-    if (dt < 0)
-        return vitc_error(d, VITC_BAD_INPUT, NULL, "npy element type %.8s is not supported (little-endian numbers and bool only)", p);
+    if (dt < 0) {
+        size_t n = p[0] == '\'' ? strcspn(p + 1, "'") : 0;
+        const char *why = n && p[1] == '>' ? "big-endian; save it little-endian, e.g. x.astype('<f4')"
+                          : n && p[2] == 'O' ? "an array of Python objects, not numbers"
+                                              : "little-endian numbers and bool only";
+        return vitc_error(d, VITC_BAD_INPUT, NULL, "npy element type '%.*s' is not supported (%s)",
+                          (int)(n < 16 ? n : 16), p + 1, why);
+    }
     p = dict_value(h, "fortran_order");
     if (!p || strncmp(p, "False", 5) != 0)
         return vitc_error(d, VITC_BAD_INPUT, NULL, "npy array is not in C order");
@@ -88,7 +94,17 @@ int ir_npy_read(const char *path, ir_tensor *t, vitc_diag *d)
         goto out;
     }
     unsigned char pre[12];
-    if (fread(pre, 1, 10, f) != 10 || memcmp(pre, "\x93NUMPY", 6) != 0 || pre[6] < 1 || pre[6] > 3) {
+    size_t got = fread(pre, 1, 10, f);
+    if (got == 0 && ferror(f) && errno == EISDIR) {
+        vitc_error(&local, VITC_BAD_INPUT, NULL, "is a directory; give a .npy file");
+        goto out;
+    }
+    if (got >= 4 && memcmp(pre, "PK\x03\x04", 4) == 0) {
+        vitc_error(&local, VITC_BAD_INPUT, NULL, "is a .npz archive (several arrays); give one .npy file per "
+                                                 "input (numpy.save)");
+        goto out;
+    }
+    if (got != 10 || memcmp(pre, "\x93NUMPY", 6) != 0 || pre[6] < 1 || pre[6] > 3) {
         vitc_error(&local, VITC_BAD_INPUT, NULL, "not a .npy file (bad magic or version)");
         goto out;
     }

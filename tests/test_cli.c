@@ -202,6 +202,138 @@ static void test_run_writes_outputs(void **state)
     tu_rmtree(dir);
 }
 
+/* rc, and stderr containing want (NULL: anything). */
+static void expect_err(int rc, const char *const *args, const char *want)
+{
+    char *out, *err;
+    int got = tu_run_vitc(args, &out, &err);
+    if (got != rc || (want && !strstr(err, want)))
+        fail_msg("vitc %s %s: exit %d (want %d), stderr '%s' (want '%s')", args[0], args[1] ? args[1] : "", got, rc,
+                 err, want ? want : "");
+    free(out), free(err);
+}
+
+/* One option grammar: every subcommand answers --help with its own usage and
+ * exit 0; typos get the nearest name; an option of another subcommand is
+ * named as such; a value to a flag, a missing value and an ambiguous
+ * abbreviation are refused; --x=v and --x v mean the same. */
+static void test_option_grammar(void **state)
+{
+    const char *cmds[][3] = {{"run", "vitc run MODEL.onnx|MODEL.so"}, {"dump", "vitc dump MODEL.onnx"},
+                             {"compare", "vitc compare MODEL.onnx [MODEL.so]"}, {"inspect", "vitc inspect MODEL.so"},
+                             {"x.onnx", "vitc MODEL.onnx -o MODEL.so"}};
+    for (int i = 0; i < 5; i++) {
+        char *out, *err;
+        const char *h[] = {cmds[i][0], "--help", NULL};
+        int rc = tu_run_vitc(h, &out, &err);
+        if (rc != 0 || !strstr(out, cmds[i][1]) || !strstr(out, "options:\n") || !strstr(out, "--help"))
+            fail_msg("vitc %s --help: exit %d, stdout '%s'", cmds[i][0], rc, out);
+        free(out), free(err);
+    }
+    const char *typo_cmd[] = {"dupm", "m.onnx", NULL};
+    expect_err(2, typo_cmd, "did you mean 'dump'?");
+    const char *typo_opt[] = {"run", "m.so", "--repaet", "3", NULL};
+    expect_err(2, typo_opt, "did you mean --repeat?");
+    const char *typo_compile[] = {"m.onnx", "-o", "m.so", "--featrues", "+avx2", NULL};
+    expect_err(2, typo_compile, "did you mean --features?");
+    const char *foreign[] = {"run", "m.so", "--bisect", NULL};
+    expect_err(2, foreign, "--bisect is an option of 'vitc compare', not of 'vitc run'");
+    const char *foreign2[] = {"inspect", "m.so", "--threads", "2", NULL};
+    expect_err(2, foreign2, "--threads is an option of");
+    const char *flag_value[] = {"dump", "m.onnx", "--stats=yes", NULL};
+    expect_err(2, flag_value, "--stats takes no value");
+    const char *missing[] = {"compare", "m.onnx", "--seed", NULL};
+    expect_err(2, missing, "--seed needs a value");
+    const char *ambiguous[] = {"compare", "m.onnx", "--b", NULL};
+    expect_err(2, ambiguous, "ambiguous");
+    const char *bad_count[] = {"run", "m.so", "--threads=-1", NULL};
+    expect_err(2, bad_count, "--threads takes a whole number from 0 to 1024, not '-1'");
+    /* the same value spelled both ways reaches the command: both report the
+     * model file (not the options) as what is wrong */
+    const char *eq[] = {"dump", "/nonexistent/m.onnx", "--stage=optimized", NULL};
+    const char *sp[] = {"dump", "--stage", "optimized", "/nonexistent/m.onnx", NULL};
+    expect_err(2, eq, "/nonexistent/m.onnx");
+    expect_err(2, sp, "/nonexistent/m.onnx");
+    const char *badstage[] = {"dump", "m.onnx", "--stage", "final", NULL};
+    expect_err(2, badstage, "--stage must be");
+}
+
+/* Writes a .npy file of descr and shape (zeros) to dir/name; returns its path. */
+static char *write_npy(const char *dir, const char *name, const char *descr, const char *shape, size_t bytes)
+{
+    static char path[4][4096];
+    static int next;
+    char *p = path[next++ % 4], h[128];
+    snprintf(p, 4096, "%s/%s", dir, name);
+    int n = snprintf(h, sizeof h, "{'descr': '%s', 'fortran_order': False, 'shape': %s, }", descr, shape);
+    while ((10 + n + 1) % 64)
+        h[n++] = ' ';
+    h[n++] = '\n';
+    FILE *f = fopen(p, "wb");
+    assert_non_null(f);
+    fwrite("\x93NUMPY\x01\x00", 1, 8, f);
+    fputc(n & 0xff, f), fputc(n >> 8, f);
+    fwrite(h, 1, (size_t)n, f);
+    for (size_t i = 0; i < bytes; i++)
+        fputc(0, f);
+    fclose(f);
+    return p;
+}
+
+/* Input files that are not what the model takes get a message naming the
+ * file and what is wrong with it. */
+static void test_input_file_messages(void **state)
+{
+    char dir[4096], model[4096], spec[4200];
+    tu_tmpdir(dir, sizeof dir);
+    tu_path(model, sizeof model, "examples/vit-tiny.onnx");
+    const char *be = write_npy(dir, "be.npy", ">f4", "(1, 3, 32, 32)", 3 * 32 * 32 * 4);
+    const char *a1[] = {"run", model, "--input", be, NULL};
+    expect_err(2, a1, "npy element type '>f4' is not supported (big-endian");
+    const char *f64 = write_npy(dir, "f64.npy", "<f8", "(1, 3, 32, 32)", 3 * 32 * 32 * 8);
+    const char *a2[] = {"run", model, "--input", f64, NULL};
+    expect_err(2, a2, "f64.npy: holds f64 values; input 'input' of");
+    char npz[4200];
+    snprintf(npz, sizeof npz, "%s/x.npz", dir);
+    FILE *f = fopen(npz, "wb");
+    assert_non_null(f);
+    fwrite("PK\x03\x04 not really a zip", 1, 26, f);
+    fclose(f);
+    const char *a3[] = {"run", model, "--input", npz, NULL};
+    expect_err(2, a3, "is a .npz archive");
+    const char *a4[] = {"run", model, "--input", dir, NULL};
+    expect_err(2, a4, "is a directory");
+    snprintf(spec, sizeof spec, "pixels=%s", f64);
+    const char *a5[] = {"run", model, "--input", spec, NULL};
+    expect_err(2, a5, "no input named 'pixels' (its input: input f32[B,3,32,32])");
+    const char *a6[] = {"run", model, NULL};
+    expect_err(2, a6, "0 --input given");
+    tu_rmtree(dir);
+}
+
+/* README.md's usage block is `vitc --help`, byte for byte
+ * (tools/update-readme-usage.sh rewrites it). */
+static void test_readme_usage_is_help(void **state)
+{
+    char path[4096], *out, *err;
+    const char *help[] = {"--help", NULL};
+    assert_int_equal(tu_run_vitc(help, &out, &err), 0);
+    size_t len;
+    char *readme = tu_read_file(tu_path(path, sizeof path, "README.md"), &len);
+    assert_non_null(readme);
+    char *begin = strstr(readme, "<!-- vitc --help: begin");
+    assert_non_null(begin);
+    begin = strstr(begin, "```\n");
+    assert_non_null(begin);
+    begin += 4;
+    char *end = strstr(begin, "```\n<!-- vitc --help: end");
+    assert_non_null(end);
+    *end = 0;
+    if (strcmp(begin, out) != 0)
+        fail_msg("README.md's usage block differs from `vitc --help`: run tools/update-readme-usage.sh");
+    free(readme), free(out), free(err);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -210,4 +342,5 @@ static int setup(void **state)
 }
 
 TU_MAIN(setup, NULL, test_help_and_version, test_dump_stats_every_fixture, test_dump_dot_renders,
-        test_broken_models_exit_2, test_run_writes_outputs)
+        test_broken_models_exit_2, test_run_writes_outputs, test_option_grammar, test_readme_usage_is_help,
+        test_input_file_messages)

@@ -19,6 +19,66 @@ int cmd_compile(int argc, char **argv);
  * model.  Errors are printed; returns an exit code. */
 int cli_compile(const char *model, const cg_options *opt);
 
+/* ---- the option grammar (cli_opts.c) ---- */
+#include <stdio.h>
+
+/* One option of a subcommand.  key is what cli_parse hands to the command:
+ * a letter that is also the short option (-o), or a code from 256 up for a
+ * long-only one. */
+typedef struct {
+    const char *name; /* the long name, without "--" */
+    int key;
+    const char *arg;  /* the value's name in the help ("N"); NULL: a flag */
+    const char *help; /* one sentence */
+} cli_option;
+
+typedef struct {
+    const char *name;     /* "run"; "" for the default command, the compile */
+    const char *synopsis; /* "vitc run MODEL ..." */
+    const char *about;    /* what it does, a paragraph */
+    const cli_option *options; /* ends with a NULL name */
+} cli_command;
+
+/* Every subcommand, NULL-terminated (vitc.c). */
+extern const cli_command *const cli_commands[];
+extern const cli_command cli_compile_command, cli_dump_command, cli_run_command, cli_compare_command,
+    cli_inspect_command;
+
+enum {
+    CLI_POSITIONAL = 0,   /* take()'s key for a positional argument */
+    CLI_HELP_SHOWN = -1   /* cli_parse printed the help: exit 0 */
+};
+/* Called for each option (value NULL for a flag) and positional argument, in
+ * order; returns a status (VITC_OK to go on). */
+typedef int (*cli_take)(void *ctx, int key, const char *value);
+/* Parses a subcommand's arguments (argv after its name) with getopt_long.
+ * Returns VITC_OK, CLI_HELP_SHOWN, take()'s status, or VITC_BAD_INPUT after
+ * printing what was wrong. */
+int cli_parse(const cli_command *cmd, int argc, char **argv, cli_take take, void *ctx);
+void cli_print_help(const cli_command *cmd, FILE *f);
+/* A whole number in [lo, hi] for --option, or a usage error. */
+int cli_parse_count(const cli_command *cmd, const char *option, const char *value, long long lo, long long hi,
+                    long long *out);
+/* The candidate within a few edits of word (a likely typo), else NULL. */
+const char *cli_nearest(const char *word, const char *const *candidates, int n);
+
+/* ---- --json output (json.c): a writer, two-space indented ---- */
+#define JSON_MAX_DEPTH 16
+typedef struct {
+    FILE *f;
+    int depth;
+    int count[JSON_MAX_DEPTH]; /* values written at each level */
+} json_w;
+/* key is the member's name inside an object, NULL inside an array or at the top. */
+void json_object(json_w *w, const char *key);
+void json_end_object(json_w *w);
+void json_array(json_w *w, const char *key);
+void json_end_array(json_w *w);
+void json_str(json_w *w, const char *key, const char *v); /* NULL: null */
+void json_num(json_w *w, const char *key, double v);      /* not finite: null */
+void json_int(json_w *w, const char *key, long long v);
+void json_bool(json_w *w, const char *key, int v);
+
 /* Prints "vitc: message" to stderr and returns VITC_BAD_INPUT. */
 int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
@@ -29,9 +89,15 @@ ir_graph *cli_load_model(const char *path, int *status);
 /* --input [NAME=]FILE.npy arguments, matched to the graph's inputs by name or,
  * without names, by position.  Fills inputs[g->ninputs]; returns a status. */
 int cli_load_inputs(const ir_graph *g, char **specs, int nspecs, ir_tensor *inputs);
-/* The same for n inputs known by name (shared by the interpreter and runtime paths). */
-int cli_read_inputs(const char *path, const char *const *names, int n, char **specs, int nspecs,
-                    ir_tensor *inputs);
+/* An input as the model declares it, for matching and messages. */
+typedef struct {
+    const char *name, *type; /* type: "f32[B,3,224,224]" */
+    int dtype;               /* ir_dtype, or -1: not checked */
+} cli_input_sig;
+/* The same for n inputs known by their signature (shared by the interpreter
+ * and runtime paths): a file whose dtype is not the input's is refused, and
+ * a wrong count or name lists the model's inputs. */
+int cli_read_inputs(const char *path, const cli_input_sig *sig, int n, char **specs, int nspecs, ir_tensor *inputs);
 
 /* ---- compiled models through the runtime API (cli_rt.c) ---- */
 #include "vitc/runtime.h"
@@ -49,6 +115,8 @@ int cli_rt_fail(vitc_status s);
 int cli_rt_load(const char *path, vitc_model **m);
 /* A model input/output's type as "f32[B,3,224,224]" into buf. */
 char *cli_tensor_info_str(const vitc_tensor_info *t, char *buf, size_t n);
+/* The same as a JSON member {"name", "dtype", "shape": ["B", 3, 224, 224]}. */
+void cli_tensor_info_json(json_w *w, const vitc_tensor_info *t);
 /* --input [NAME=]FILE.npy matched to the model's inputs (as cli_load_inputs):
  * fills inputs[vitc_model_num_inputs(m)] in the model's order. */
 int cli_rt_load_inputs(const vitc_model *m, const char *path, char **specs, int nspecs, ir_tensor *inputs);

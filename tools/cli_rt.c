@@ -54,18 +54,43 @@ char *cli_tensor_info_str(const vitc_tensor_info *t, char *buf, size_t n)
     return buf;
 }
 
+void cli_tensor_info_json(json_w *w, const vitc_tensor_info *t)
+{
+    int dt = ir_dtype_from_onnx(t->dtype);
+    json_object(w, NULL);
+    json_str(w, "name", t->name);
+    json_str(w, "dtype", dt >= 0 ? ir_dtype_name((ir_dtype)dt) : NULL);
+    json_array(w, "shape");
+    for (int i = 0; i < t->rank; i++) {
+        char b[32];
+        if (!t->is_batch[i]) {
+            json_int(w, NULL, t->dims[i]);
+            continue;
+        }
+        if (t->dims[i] == 1)
+            snprintf(b, sizeof b, "B");
+        else
+            snprintf(b, sizeof b, "%lld*B", (long long)t->dims[i]);
+        json_str(w, NULL, b);
+    }
+    json_end_array(w);
+    json_end_object(w);
+}
+
 int cli_rt_load_inputs(const vitc_model *m, const char *path, char **specs, int nspecs, ir_tensor *inputs)
 {
-    const char *names[64];
+    cli_input_sig sig[64];
+    char types[64][128];
     int nin = vitc_model_num_inputs(m);
     if (nin > 64)
         return cli_usage_error("%s: more than 64 inputs", path);
     for (int k = 0; k < nin; k++) {
         vitc_tensor_info info;
         vitc_model_input(m, k, &info);
-        names[k] = info.name;
+        sig[k] = (cli_input_sig){info.name, cli_tensor_info_str(&info, types[k], sizeof types[k]),
+                                 ir_dtype_from_onnx(info.dtype)};
     }
-    return cli_read_inputs(path, names, nin, specs, nspecs, inputs);
+    return cli_read_inputs(path, sig, nin, specs, nspecs, inputs);
 }
 
 int64_t cli_rt_batch_of(const vitc_model *m, const ir_tensor *inputs)

@@ -21,48 +21,107 @@ static int parse_double(const char *s, double *out)
     return *s && !*end && isfinite(*out) && *out >= 0;
 }
 
+enum { K_RTOL = 256, K_ATOL, K_MAX_REL, K_BISECT, K_BATCH, K_SEED, K_THREADS, K_REFERENCE, K_JSON };
+
+static const cli_option compare_options[] = {
+    {"input", 'i', "[NAME=]FILE.npy", "An input, by name or in the model's input order; without any, seeded random "
+                                      "normal inputs."},
+    {"max-rel", K_MAX_REL, "R", "The norm-wise check: max|out - ref| <= R * max|ref| (default 1e-4; 1e-2 and cosine "
+                                ">= 0.9999 for CUDA models)."},
+    {"rtol", K_RTOL, "R", "Element-wise check as numpy's allclose: |out - ref| <= atol + rtol * |ref| for every "
+                          "element (rtol default 1e-5 once --atol is given); replaces the norm-wise check unless "
+                          "--max-rel is given too."},
+    {"atol", K_ATOL, "A", "The element-wise check's absolute term (default 1e-8 once --rtol is given)."},
+    {"reference", K_REFERENCE, "interpreter|onnxruntime", "What to compare against: vitc's reference "
+                                                          "interpreter (default) or ONNX Runtime through Python "
+                                                          "(python3, or $VITC_PYTHON, with onnxruntime)."},
+    {"bisect", K_BISECT, NULL, "For a failing model, name the first tensor where it parts from the reference and "
+                               "the first pass after which the interpreted graph moves."},
+    {"batch", K_BATCH, "N", "The batch of the random inputs (default 2 where the model has a batch)."},
+    {"seed", K_SEED, "S", "The seed of the random inputs (default 0)."},
+    {"threads", K_THREADS, "N", "Threads for the compiled model (default 0: one per core)."},
+    {"json", K_JSON, NULL, "Print the result as one JSON object instead of the table."},
+    {0},
+};
+
+const cli_command cli_compare_command = {
+    "compare",
+    "vitc compare MODEL.onnx [MODEL.so] [--input [NAME=]FILE.npy ...] [--max-rel R]\n"
+    "                        [--rtol R] [--atol A] [--reference interpreter|onnxruntime] [--bisect]\n"
+    "                        [--batch N] [--seed S] [--threads N] [--json]",
+    "Run the compiled model (without MODEL.so, one compiled into a temporary file) and a reference on the\n"
+    "same inputs, and print per output the max abs error, max rel error (max|out-ref|/max|ref|), cosine\n"
+    "and PASS/FAIL; exit 1 when an output is beyond tolerance. A MODEL.so compiled from another model is\n"
+    "refused.",
+    compare_options,
+};
+
+static int take_compare(void *ctx, int key, const char *v)
+{
+    cmp_opts *o = ctx;
+    long long n;
+    int st = VITC_OK;
+    switch (key) {
+    case CLI_POSITIONAL:
+        if (!o->onnx)
+            o->onnx = v;
+        else if (!o->so)
+            o->so = v;
+        else
+            return cli_usage_error("compare: more than two models given");
+        return VITC_OK;
+    case 'i':
+        if (o->nspecs == CMP_MAX_INPUTS)
+            return cli_usage_error("compare: too many --input options");
+        o->specs[o->nspecs++] = (char *)v;
+        return VITC_OK;
+    case K_MAX_REL:
+        if (!parse_double(v, &o->tol.max_rel))
+            return cli_usage_error("compare: --max-rel takes a number >= 0, not '%s'", v);
+        o->max_rel_given = 1;
+        return VITC_OK;
+    case K_RTOL:
+        if (!parse_double(v, &o->tol.rtol))
+            return cli_usage_error("compare: --rtol takes a number >= 0, not '%s'", v);
+        o->rtol_given = 1;
+        return VITC_OK;
+    case K_ATOL:
+        if (!parse_double(v, &o->tol.atol))
+            return cli_usage_error("compare: --atol takes a number >= 0, not '%s'", v);
+        o->atol_given = 1;
+        return VITC_OK;
+    case K_REFERENCE:
+        if (strcmp(v, "interpreter") != 0 && strcmp(v, "onnxruntime") != 0)
+            return cli_usage_error("compare: --reference takes 'interpreter' or 'onnxruntime', not '%s'", v);
+        o->onnxruntime = strcmp(v, "onnxruntime") == 0;
+        return VITC_OK;
+    case K_BISECT:
+        o->bisect = 1;
+        return VITC_OK;
+    case K_BATCH:
+        if ((st = cli_parse_count(&cli_compare_command, "batch", v, 1, 65536, &n)) == VITC_OK)
+            o->batch = n;
+        return st;
+    case K_SEED:
+        if ((st = cli_parse_count(&cli_compare_command, "seed", v, 0, INT64_MAX, &n)) == VITC_OK)
+            o->seed = (uint64_t)n;
+        return st;
+    case K_THREADS:
+        if ((st = cli_parse_count(&cli_compare_command, "threads", v, 0, 1024, &n)) == VITC_OK)
+            o->nthreads = (int)n;
+        return st;
+    case K_JSON:
+        o->json = 1;
+        return VITC_OK;
+    }
+    return VITC_INTERNAL;
+}
+
 static int parse_args(int argc, char **argv, cmp_opts *o)
 {
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        char *end;
-        if (strcmp(a, "--input") == 0 && v) {
-            if (o->nspecs == CMP_MAX_INPUTS)
-                return cli_usage_error("compare: too many --input options");
-            o->specs[o->nspecs++] = argv[++i];
-        } else if (strcmp(a, "--rtol") == 0 && v) {
-            if (!parse_double(argv[++i], &o->tol.rtol))
-                return cli_usage_error("compare: --rtol takes a number >= 0, not '%s'", v);
-            o->rtol_given = 1;
-        } else if (strcmp(a, "--atol") == 0 && v) {
-            if (!parse_double(argv[++i], &o->tol.atol))
-                return cli_usage_error("compare: --atol takes a number >= 0, not '%s'", v);
-            o->atol_given = 1;
-        } else if (strcmp(a, "--batch") == 0 && v) {
-            o->batch = strtoll(argv[++i], &end, 10);
-            if (*end || o->batch < 1 || o->batch > 65536)
-                return cli_usage_error("compare: --batch takes a count from 1 to 65536");
-        } else if (strcmp(a, "--seed") == 0 && v) {
-            o->seed = strtoull(argv[++i], &end, 10);
-            if (*end || !*v || *v == '-')
-                return cli_usage_error("compare: --seed takes a number");
-        } else if (strcmp(a, "--threads") == 0 && v) {
-            long n = strtol(argv[++i], &end, 10);
-            if (*end || n < 0 || n > 1024)
-                return cli_usage_error("compare: --threads takes a count from 0 (one per core) to 1024");
-            o->nthreads = (int)n;
-        } else if (strcmp(a, "--bisect") == 0) {
-            o->bisect = 1;
-        } else if (a[0] == '-') {
-            return cli_usage_error("compare: unknown option or missing value '%s'", a);
-        } else if (!o->onnx) {
-            o->onnx = a;
-        } else if (!o->so) {
-            o->so = a;
-        } else {
-            return cli_usage_error("compare: more than two models given");
-        }
-    }
+    int st = cli_parse(&cli_compare_command, argc, argv, take_compare, o);
+    if (st != VITC_OK)
+        return st;
     if (!o->onnx)
         return cli_usage_error("compare: no model given");
     if (!cli_is_onnx(o->onnx))
@@ -72,6 +131,15 @@ static int parse_args(int argc, char **argv, cmp_opts *o)
         return cli_usage_error("compare: the second model '%s' must be a compiled .so", o->so);
     if (o->nspecs && o->batch)
         return cli_usage_error("compare: --batch is for random inputs; the --input files fix the batch");
+    if (o->json && o->bisect)
+        return cli_usage_error("compare: --bisect prints a report of its own; it does not combine with --json");
+    o->tol.elementwise = o->rtol_given || o->atol_given;
+    if (o->tol.elementwise && !o->rtol_given)
+        o->tol.rtol = 1e-5; /* numpy's defaults */
+    if (o->tol.elementwise && !o->atol_given)
+        o->tol.atol = 1e-8;
+    if (o->tol.elementwise && !o->max_rel_given)
+        o->tol.max_rel = INFINITY;
     return VITC_OK;
 }
 
@@ -137,6 +205,66 @@ static int run_compiled(cmp_opts *o, vitc_model *m, const ir_graph *g, const ir_
     return status;
 }
 
+/* The result as JSON; returns the index of the first output beyond tolerance, or -1. */
+static int report_json(const cmp_opts *o, const ir_graph *g, const ir_tensor *compiled, const ir_tensor *ref,
+                       int64_t batch, const char *ref_what)
+{
+    json_w w = {.f = stdout};
+    json_object(&w, NULL);
+    json_str(&w, "model", o->onnx);
+    json_str(&w, "compiled", o->so);
+    json_str(&w, "reference", ref_what);
+    json_object(&w, "inputs");
+    json_int(&w, "batch", batch);
+    if (o->nspecs) {
+        json_array(&w, "files");
+        for (int i = 0; i < o->nspecs; i++)
+            json_str(&w, NULL, o->specs[i]);
+        json_end_array(&w);
+    } else {
+        json_int(&w, "seed", (long long)o->seed);
+    }
+    json_end_object(&w);
+    json_object(&w, "tolerance");
+    json_num(&w, "max_rel", o->tol.max_rel);
+    if (o->tol.elementwise) {
+        json_num(&w, "rtol", o->tol.rtol);
+        json_num(&w, "atol", o->tol.atol);
+    }
+    if (o->tol.min_cosine > 0)
+        json_num(&w, "min_cosine", o->tol.min_cosine);
+    json_end_object(&w);
+    json_array(&w, "outputs");
+    int first_bad = -1;
+    for (int i = 0; i < g->noutputs; i++) {
+        cmp_metrics m;
+        cmp_measure(&compiled[i], &ref[i], &o->tol, &m);
+        int ok = cmp_passes(&m, &o->tol);
+        char shape[128], at[96];
+        json_object(&w, NULL);
+        json_str(&w, "name", g->values[g->outputs[i]].name);
+        json_str(&w, "shape", shape_str(&ref[i], shape, sizeof shape));
+        if (m.shape_mismatch)
+            json_str(&w, "compiled_shape", shape_str(&compiled[i], shape, sizeof shape));
+        json_num(&w, "max_abs", m.max_abs);
+        json_num(&w, "max_rel", m.max_rel);
+        json_num(&w, "cosine", m.cosine);
+        json_str(&w, "worst_at", m.worst >= 0 ? cmp_index_str(&ref[i], m.worst, at, sizeof at) : NULL);
+        json_int(&w, "nonfinite", m.nonfinite);
+        if (o->tol.elementwise)
+            json_int(&w, "beyond_elementwise", m.beyond);
+        json_int(&w, "elements", m.count);
+        json_bool(&w, "pass", ok);
+        json_end_object(&w);
+        if (!ok && first_bad < 0)
+            first_bad = i;
+    }
+    json_end_array(&w);
+    json_bool(&w, "pass", first_bad < 0);
+    json_end_object(&w);
+    return first_bad;
+}
+
 /* Prints the table; returns the index of the first output beyond tolerance, or -1. */
 static int report(const cmp_opts *o, const ir_graph *g, const ir_tensor *compiled, const ir_tensor *ref)
 {
@@ -146,7 +274,7 @@ static int report(const cmp_opts *o, const ir_graph *g, const ir_tensor *compile
     cmp_metrics bad = {0};
     for (int i = 0; i < g->noutputs; i++) {
         cmp_metrics m;
-        cmp_measure(&compiled[i], &ref[i], &m);
+        cmp_measure(&compiled[i], &ref[i], &o->tol, &m);
         int ok = cmp_passes(&m, &o->tol);
         char shape[128], at[96] = "-";
         if (m.worst >= 0)
@@ -158,6 +286,9 @@ static int report(const cmp_opts *o, const ir_graph *g, const ir_tensor *compile
         else if (m.nonfinite)
             printf("  %lld element%s NaN or infinite on one side only\n", (long long)m.nonfinite,
                    m.nonfinite == 1 ? " is" : "s are");
+        else if (o->tol.elementwise && m.beyond)
+            printf("  %lld of %lld elements beyond the element-wise tolerance\n", (long long)m.beyond,
+                   (long long)m.count);
         if (!ok && first_bad < 0) {
             first_bad = i;
             bad = m;
@@ -185,8 +316,9 @@ static int compile_temp(cmp_opts *o, int64_t max_batch, char *so, size_t n)
     if (st)
         return st;
     cg_options opt = {.output = so, .max_batch = max_batch, .opt_level = 3};
-    printf("compiling %s for batches 1 to %lld\n", o->onnx, (long long)max_batch);
-    fflush(stdout);
+    FILE *info = o->json ? stderr : stdout;
+    fprintf(info, "compiling %s for batches 1 to %lld\n", o->onnx, (long long)max_batch);
+    fflush(info);
     if ((st = cli_compile(o->onnx, &opt)) == VITC_OK)
         o->so = so;
     return st;
@@ -194,10 +326,11 @@ static int compile_temp(cmp_opts *o, int64_t max_batch, char *so, size_t n)
 
 int cmd_compare(int argc, char **argv)
 {
-    cmp_opts o = {.tol = {.rtol = 1e-4, .atol = 0}};
+    cmp_opts o = {.tol = {.max_rel = 1e-4}};
     int status = parse_args(argc, argv, &o);
     if (status)
-        return status;
+        return status == CLI_HELP_SHOWN ? VITC_OK : status;
+    FILE *info = o.json ? stderr : stdout; /* what is not the result */
     vitc_model *m = NULL;
     ir_graph *g = NULL;
     ir_tensor *inputs = NULL, *ref = NULL, *compiled = NULL;
@@ -218,14 +351,15 @@ int cmd_compare(int argc, char **argv)
         status = cli_load_inputs(g, o.specs, o.nspecs, inputs);
         batch = cmp_batch_of(g, inputs);
         if (status == VITC_OK)
-            printf("inputs: %d file%s given, batch %lld\n", o.nspecs, o.nspecs == 1 ? "" : "s", (long long)batch);
+            fprintf(info, "inputs: %d file%s given, batch %lld\n", o.nspecs, o.nspecs == 1 ? "" : "s",
+                    (long long)batch);
     } else {
         if (!batch) /* 2 exercises the batch dimension, where the model allows it */
             batch = depends_on_batch(g) && (!m || vitc_model_max_batch(m) >= 2) ? 2 : 1;
         status = random_inputs(g, batch, o.seed, inputs);
         if (status == VITC_OK)
-            printf("inputs: seeded random normal (seed %llu), batch %lld\n", (unsigned long long)o.seed,
-                   (long long)batch);
+            fprintf(info, "inputs: seeded random normal (seed %llu), batch %lld\n", (unsigned long long)o.seed,
+                    (long long)batch);
     }
     if (status)
         goto done;
@@ -233,21 +367,33 @@ int cmd_compare(int argc, char **argv)
                (status = cli_rt_load(o.so, &m)) != VITC_OK))
         goto done;
     if (strcmp(vitc_model_target(m), "cuda") == 0) { /* fp16/bf16 on the GPU: DESIGN.md's tolerance */
-        if (!o.rtol_given)
-            o.tol.rtol = 1e-2;
+        if (!o.max_rel_given && !o.tol.elementwise)
+            o.tol.max_rel = 1e-2;
         o.tol.min_cosine = 0.9999;
     }
-    vitc_diag d;
-    vitc_diag_init(&d, o.onnx);
-    if ((status = ir_interpret(g, inputs, ref, NULL, NULL, &d)) != VITC_OK)
-        goto done;
-    printf("tolerance: max|out - ref| <= %g + %g * max|ref|", o.tol.atol, o.tol.rtol);
+    char ref_what[96] = "interpreter";
+    if (o.onnxruntime) {
+        char version[32];
+        if ((status = cmp_reference_ort(&o, g, inputs, ref, version, sizeof version)) != VITC_OK)
+            goto done;
+        snprintf(ref_what, sizeof ref_what, "onnxruntime %s", version);
+    } else {
+        vitc_diag d;
+        vitc_diag_init(&d, o.onnx);
+        if ((status = ir_interpret(g, inputs, ref, NULL, NULL, &d)) != VITC_OK)
+            goto done;
+    }
+    fprintf(info, "tolerance:");
+    if (o.tol.max_rel < INFINITY)
+        fprintf(info, " max|out - ref| <= %g * max|ref|%s", o.tol.max_rel, o.tol.elementwise ? ";" : "");
+    if (o.tol.elementwise)
+        fprintf(info, " |out - ref| <= %g + %g * |ref| element-wise", o.tol.atol, o.tol.rtol);
     if (o.tol.min_cosine > 0)
-        printf(", cosine >= %g", o.tol.min_cosine);
-    printf("\nreference: interpreter on %s; compiled: %s\n", o.onnx, o.so);
+        fprintf(info, ", cosine >= %g", o.tol.min_cosine);
+    fprintf(info, "\nreference: %s on %s; compiled: %s\n", ref_what, o.onnx, o.so);
     if ((status = run_compiled(&o, m, g, inputs, compiled)) != VITC_OK)
         goto done;
-    int failing = report(&o, g, compiled, ref);
+    int failing = o.json ? report_json(&o, g, compiled, ref, batch, ref_what) : report(&o, g, compiled, ref);
     status = failing < 0 ? VITC_OK : VITC_CHECK_FAILED;
     if (o.bisect) {
         int st = failing >= 0 ? cmp_bisect_nodes(g, &o, inputs, failing) : VITC_OK;

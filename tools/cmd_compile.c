@@ -97,74 +97,119 @@ static int compile_model(const char *model, const cg_options *opt0, const char *
 
 int cli_compile(const char *model, const cg_options *opt) { return compile_model(model, opt, NULL, &cg_llvm_backend); }
 
-/* The value of "--name=value" or "--name value" at argv[*i]; NULL if argv[*i]
- * is not that option.  A missing value sets *missing. */
-static const char *opt_value(int argc, char **argv, int *i, const char *name, int *missing)
+enum { K_BATCH = 256, K_TARGET, K_CPU, K_FEATURES, K_WEIGHTS, K_PRECISION, K_EMIT, K_DUMP_AFTER };
+
+static const cli_option compile_options[] = {
+    {"output", 'o', "FILE", "The shared library to write (required)."},
+    {"batch", K_BATCH, "N", "The largest batch the .so runs, from 1 to 1048576 (default 16); any batch from 1 to N "
+                            "runs."},
+    {"opt-level", 'O', "LEVEL", "LLVM optimisation level 0-3 (default 3), also written -O0 .. -O3."},
+    {"target", K_TARGET, "cpu|cuda", "Generate CPU code through LLVM (default) or CUDA kernels through NVRTC."},
+    {"cpu", K_CPU, "NAME", "The CPU to generate code for (an LLVM CPU name such as znver3 or skylake-avx512); "
+                           "default: this host's."},
+    {"features", K_FEATURES, "+a,-b", "CPU features to add to or remove from the host's (or --cpu's), e.g. "
+                                      "-avx512f."},
+    {"weights", K_WEIGHTS, "embedded|external", "Embed the weights in the .so (default) or write them to "
+                                                "MODEL.so.weights beside it."},
+    {"precision", K_PRECISION, "bf16|fp16|tf32|fp32", "--target cuda: the arithmetic (default bf16: 16-bit "
+                                                      "activations, fp32 accumulation)."},
+    {"emit", K_EMIT, "so|cuda", "--target cuda: write the generated CUDA program to -o instead of a .so, for "
+                                "reading."},
+    {"dump-after", K_DUMP_AFTER, "PASS|all", "Print the IR to stdout after that pass (or after every pass)."},
+    {"verbose", 'v', NULL, "Print every phase with its time and the total (import to link) on stderr."},
+    {"quiet", 'q', NULL, "Print nothing but errors (by default the phases are printed when stderr is a terminal "
+                         "or the compile is slow)."},
+    {0},
+};
+
+const cli_command cli_compile_command = {
+    "",
+    "vitc MODEL.onnx -o MODEL.so [--batch N] [-O0..-O3] [--target cpu|cuda] [--cpu NAME]\n"
+    "                            [--features +a,-b] [--weights embedded|external] [--precision P]\n"
+    "                            [--emit so|cuda] [--dump-after PASS|all] [--verbose|--quiet]",
+    "Compile the model into a shared library that runs it for any batch from 1 to --batch: on the CPU\n"
+    "(LLVM, -O3, the host's CPU unless --cpu/--features say otherwise) or, with --target cuda, on\n"
+    "NVIDIA GPUs from sm_80 (kernels compiled by NVRTC for sm_80 and sm_90 plus PTX). The .so appears\n"
+    "only when the compile succeeds, and never overwrites the model.",
+    compile_options,
+};
+
+typedef struct {
+    cg_options opt;
+    const char *model, *target, *dump_after, *emit;
+} compile_args;
+
+static int take_compile(void *ctx, int key, const char *v)
 {
-    size_t n = strlen(name);
-    if (strncmp(argv[*i], name, n) != 0)
-        return NULL;
-    if (argv[*i][n] == '=')
-        return argv[*i] + n + 1;
-    if (argv[*i][n] != 0)
-        return NULL;
-    if (*i + 1 >= argc) {
-        *missing = 1;
-        return NULL;
+    compile_args *a = ctx;
+    long long n;
+    int st;
+    switch (key) {
+    case CLI_POSITIONAL:
+        if (a->model)
+            return cli_usage_error("more than one model given ('%s' and '%s')", a->model, v);
+        a->model = v;
+        return VITC_OK;
+    case 'o':
+        a->opt.output = v;
+        return VITC_OK;
+    case K_BATCH:
+        if ((st = cli_parse_count(&cli_compile_command, "batch", v, 1, MAX_BATCH_LIMIT, &n)) != VITC_OK)
+            return st;
+        a->opt.max_batch = n;
+        return VITC_OK;
+    case 'O':
+        if (strlen(v) != 1 || v[0] < '0' || v[0] > '3')
+            return cli_usage_error("-O takes a level from 0 to 3 (-O0 .. -O3), not '%s'", v);
+        a->opt.opt_level = v[0] - '0';
+        return VITC_OK;
+    case K_TARGET:
+        if (strcmp(v, "cpu") != 0 && strcmp(v, "cuda") != 0)
+            return cli_usage_error("--target takes 'cpu' or 'cuda', not '%s'", v);
+        a->target = v;
+        return VITC_OK;
+    case K_CPU:
+        a->opt.cpu = v;
+        return VITC_OK;
+    case K_FEATURES:
+        a->opt.features = v;
+        return VITC_OK;
+    case K_WEIGHTS:
+        if (strcmp(v, "embedded") != 0 && strcmp(v, "external") != 0)
+            return cli_usage_error("--weights takes 'embedded' or 'external', not '%s'", v);
+        a->opt.external_weights = strcmp(v, "external") == 0;
+        return VITC_OK;
+    case K_PRECISION:
+        a->opt.precision = v;
+        return VITC_OK;
+    case K_EMIT:
+        if (strcmp(v, "so") != 0 && strcmp(v, "cuda") != 0)
+            return cli_usage_error("--emit takes 'so' or 'cuda', not '%s'", v);
+        a->emit = v;
+        return VITC_OK;
+    case K_DUMP_AFTER:
+        if (!pass_name_known(v))
+            return cli_usage_error("--dump-after: '%s' is not a pass (try --dump-after=all)", v);
+        a->dump_after = v;
+        return VITC_OK;
+    case 'v':
+        a->opt.verbose = 1;
+        return VITC_OK;
+    case 'q':
+        a->opt.verbose = -1;
+        return VITC_OK;
     }
-    return argv[++*i];
+    return VITC_INTERNAL;
 }
 
 int cmd_compile(int argc, char **argv)
 {
-    cg_options opt = {.max_batch = DEFAULT_MAX_BATCH, .opt_level = 3};
-    const char *model = NULL, *target = NULL, *dump_after = NULL, *emit = "so", *v;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        int missing = 0;
-        if ((v = opt_value(argc, argv, &i, "-o", &missing))) {
-            opt.output = v;
-        } else if ((v = opt_value(argc, argv, &i, "--target", &missing))) {
-            target = v;
-        } else if ((v = opt_value(argc, argv, &i, "--batch", &missing))) {
-            char *end;
-            errno = 0;
-            long long b = strtoll(v, &end, 10);
-            if (*end || errno || b < 1 || b > MAX_BATCH_LIMIT)
-                return cli_usage_error("--batch takes the largest batch size, from 1 to %d", MAX_BATCH_LIMIT);
-            opt.max_batch = b;
-        } else if (strlen(a) == 3 && a[0] == '-' && a[1] == 'O' && a[2] >= '0' && a[2] <= '3') {
-            opt.opt_level = a[2] - '0';
-        } else if ((v = opt_value(argc, argv, &i, "--cpu", &missing))) {
-            opt.cpu = v;
-        } else if ((v = opt_value(argc, argv, &i, "--features", &missing))) {
-            opt.features = v;
-        } else if ((v = opt_value(argc, argv, &i, "--weights", &missing))) {
-            if (strcmp(v, "embedded") != 0 && strcmp(v, "external") != 0)
-                return cli_usage_error("--weights takes 'embedded' or 'external', not '%s'", v);
-            opt.external_weights = strcmp(v, "external") == 0;
-        } else if ((v = opt_value(argc, argv, &i, "--precision", &missing))) {
-            opt.precision = v;
-        } else if ((v = opt_value(argc, argv, &i, "--emit", &missing))) {
-            if (strcmp(v, "so") != 0 && strcmp(v, "cuda") != 0)
-                return cli_usage_error("--emit takes 'so' or 'cuda', not '%s'", v);
-            emit = v;
-        } else if ((v = opt_value(argc, argv, &i, "--dump-after", &missing))) {
-            if (!pass_name_known(v))
-                return cli_usage_error("--dump-after: '%s' is not a pass (try --dump-after=all)", v);
-            dump_after = v;
-        } else if (strcmp(a, "--verbose") == 0 || strcmp(a, "-v") == 0) {
-            opt.verbose = 1;
-        } else if (missing) {
-            return cli_usage_error("%s needs a value", a);
-        } else if (a[0] == '-') {
-            return cli_usage_error("unknown option '%s'", a);
-        } else if (model) {
-            return cli_usage_error("more than one model given ('%s' and '%s')", model, a);
-        } else {
-            model = a;
-        }
-    }
+    compile_args a = {.opt = {.max_batch = DEFAULT_MAX_BATCH, .opt_level = 3}, .emit = "so"};
+    int st = cli_parse(&cli_compile_command, argc, argv, take_compile, &a);
+    if (st != VITC_OK)
+        return st == CLI_HELP_SHOWN ? VITC_OK : st;
+    cg_options opt = a.opt;
+    const char *model = a.model, *target = a.target, *dump_after = a.dump_after, *emit = a.emit;
     if (!model)
         return cli_usage_error("no model given");
     if (strcmp(emit, "cuda") == 0) { /* the generated CUDA program, for reading */
@@ -175,8 +220,6 @@ int cmd_compile(int argc, char **argv)
     }
     if (!target)
         target = "cpu";
-    if (strcmp(target, "cpu") != 0 && strcmp(target, "cuda") != 0)
-        return cli_usage_error("--target takes 'cpu' or 'cuda', not '%s'", target);
     if (opt.precision && strcmp(target, "cuda") != 0)
         return cli_usage_error("--precision applies to --target cuda (the CPU backend computes in fp32)");
     /* the default stays cpu in every build, so that one command line means

@@ -8,33 +8,69 @@
 #include <stdio.h>
 #include <string.h>
 
+enum { K_STAGE = 256, K_FORMAT, K_STATS, K_DUMP_AFTER, K_EXPLAIN };
+
+static const cli_option dump_options[] = {
+    {"stage", K_STAGE, "imported|optimized", "The graph as read with shapes inferred (default), or after the "
+                                              "passes."},
+    {"format", K_FORMAT, "text|dot", "One node per line with types and shapes in terms of the batch B "
+                                     "(default), or a Graphviz graph."},
+    {"stats", K_STATS, NULL, "One 'OpType count' line per op type, sorted by op type."},
+    {"dump-after", K_DUMP_AFTER, "PASS|all", "Print the IR after that pass (or after every pass) instead."},
+    {"explain-fusion", K_EXPLAIN, NULL, "Print how many patterns each pass fused and, for every candidate that "
+                                        "did not fuse, its node and the first condition that failed."},
+    {0},
+};
+
+const cli_command cli_dump_command = {
+    "dump",
+    "vitc dump MODEL.onnx [--stage imported|optimized] [--format text|dot] [--stats]\n"
+    "                     [--dump-after PASS|all] [--explain-fusion]",
+    "Print the graph IR of an ONNX model.",
+    dump_options,
+};
+
+typedef struct {
+    const char *model, *stage, *format, *dump_after;
+    int stats, explain;
+} dump_args;
+
+static int take_dump(void *ctx, int key, const char *v)
+{
+    dump_args *a = ctx;
+    switch (key) {
+    case CLI_POSITIONAL:
+        if (a->model)
+            return cli_usage_error("dump: more than one model given ('%s' and '%s')", a->model, v);
+        a->model = v;
+        return VITC_OK;
+    case K_STAGE:
+        a->stage = v;
+        return VITC_OK;
+    case K_FORMAT:
+        a->format = v;
+        return VITC_OK;
+    case K_STATS:
+        a->stats = 1;
+        return VITC_OK;
+    case K_DUMP_AFTER:
+        a->dump_after = v;
+        return VITC_OK;
+    case K_EXPLAIN:
+        a->explain = 1;
+        return VITC_OK;
+    }
+    return VITC_INTERNAL;
+}
+
 int cmd_dump(int argc, char **argv)
 {
-    const char *model = NULL, *stage = "imported", *format = "text", *dump_after = NULL;
-    int stats = 0, explain = 0;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--stats") == 0)
-            stats = 1;
-        else if (strcmp(a, "--explain-fusion") == 0)
-            explain = 1;
-        else if (strcmp(a, "--dump-after") == 0 && i + 1 < argc)
-            dump_after = argv[++i];
-        else if (strncmp(a, "--dump-after=", 13) == 0)
-            dump_after = a + 13;
-        else if ((strcmp(a, "--stage") == 0 || strcmp(a, "--format") == 0) && i + 1 < argc)
-            *(a[2] == 's' ? &stage : &format) = argv[++i];
-        else if (strncmp(a, "--stage=", 8) == 0)
-            stage = a + 8;
-        else if (strncmp(a, "--format=", 9) == 0)
-            format = a + 9;
-        else if (a[0] == '-')
-            return cli_usage_error("dump: unknown option '%s'", a);
-        else if (model)
-            return cli_usage_error("dump: more than one model given ('%s' and '%s')", model, a);
-        else
-            model = a;
-    }
+    dump_args a = {.stage = "imported", .format = "text"};
+    int st = cli_parse(&cli_dump_command, argc, argv, take_dump, &a);
+    if (st != VITC_OK)
+        return st == CLI_HELP_SHOWN ? VITC_OK : st;
+    const char *model = a.model, *stage = a.stage, *format = a.format, *dump_after = a.dump_after;
+    int stats = a.stats, explain = a.explain;
     if (!model)
         return cli_usage_error("dump: no model given");
     int optimized = strcmp(stage, "optimized") == 0;

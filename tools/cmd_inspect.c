@@ -51,44 +51,176 @@ static void print_features(const char *f)
     printf(off ? " (%d disabled)\n" : "\n", off);
 }
 
+/* 1 if launch names a and b ("FUNCTION WHAT NODE") run the same function. */
+static int same_function(const char *a, const char *b)
+{
+    size_t fn = strcspn(a, " ");
+    return b && strncmp(b, a, fn) == 0 && (b[fn] == ' ' || !b[fn]);
+}
+
+/* How many launches of names[i]'s function there are; 0 if an earlier
+ * launch already ran it. */
+static int launches_of(int n, const char *const *names, int i)
+{
+    const char *a = names[i] ? names[i] : "(unnamed)";
+    int launches = 0;
+    for (int j = 0; j < n; j++) {
+        if (same_function(a, names[j]) && j < i)
+            return 0;
+        launches += same_function(a, names[j]) || j == i;
+    }
+    return launches;
+}
+
+static void json_kernels(json_w *w, int n, const char *const *names)
+{
+    json_array(w, "kernels");
+    for (int i = 0; i < n; i++) {
+        int launches = launches_of(n, names, i);
+        if (!launches)
+            continue;
+        const char *a = names[i] ? names[i] : "(unnamed)";
+        size_t fn = strcspn(a, " ");
+        char f[256];
+        snprintf(f, sizeof f, "%.*s", (int)fn, a);
+        json_object(w, NULL);
+        json_str(w, "function", f);
+        json_str(w, "first_launch", a[fn] ? a + fn + 1 : "");
+        json_int(w, "launches", launches);
+        json_end_object(w);
+    }
+    json_end_array(w);
+}
+
+static void json_features(json_w *w, const char *f)
+{
+    json_array(w, "features");
+    while (*f) {
+        size_t n = strcspn(f, ",");
+        char one[128];
+        if (*f != '-' && n < sizeof one) {
+            int plus = *f == '+';
+            snprintf(one, sizeof one, "%.*s", (int)n - plus, f + plus);
+            json_str(w, NULL, one);
+        }
+        f += n + (f[n] == ',');
+    }
+    json_end_array(w);
+}
+
+static void inspect_json(const char *path, long long file_bytes, const vitc_model *m, const vitc_model_details *d)
+{
+    json_w w = {.f = stdout};
+    json_object(&w, NULL);
+    json_str(&w, "model", path);
+    json_int(&w, "file_bytes", file_bytes);
+    json_str(&w, "source", d->source);
+    json_str(&w, "vitc_version", d->compiler_version);
+    json_int(&w, "abi_version", d->abi_version);
+    json_str(&w, "target", d->target);
+    json_str(&w, "triple", d->triple);
+    json_str(&w, "cpu", d->cpu);
+    json_features(&w, d->features);
+    vitc_cuda_details cd;
+    if (strcmp(d->target, "cuda") == 0 && vitc_model_cuda_details(m, &cd) == VITC_STATUS_OK) {
+        json_object(&w, "cuda");
+        json_str(&w, "precision", cd.precision);
+        json_int(&w, "functions", cd.nfunctions);
+        json_int(&w, "launches", cd.nlaunches);
+        json_array(&w, "images");
+        for (int i = 0; i < cd.nimages; i++) {
+            json_object(&w, NULL);
+            json_str(&w, "target", cd.images[i].target);
+            json_str(&w, "kind", cd.images[i].kind);
+            json_int(&w, "bytes", (long long)cd.images[i].bytes);
+            json_end_object(&w);
+        }
+        json_end_array(&w);
+        json_end_object(&w);
+    }
+    json_int(&w, "max_batch", d->max_batch);
+    for (int out = 0; out < 2; out++) {
+        int n = out ? vitc_model_num_outputs(m) : vitc_model_num_inputs(m);
+        json_array(&w, out ? "outputs" : "inputs");
+        for (int i = 0; i < n; i++) {
+            vitc_tensor_info info;
+            if (out)
+                vitc_model_output(m, i, &info);
+            else
+                vitc_model_input(m, i, &info);
+            cli_tensor_info_json(&w, &info);
+        }
+        json_end_array(&w);
+    }
+    json_int(&w, "workspace_bytes", (long long)d->workspace_bytes);
+    json_object(&w, "weights");
+    json_int(&w, "bytes", (long long)d->weights_bytes);
+    json_bool(&w, "embedded", !d->weights_file);
+    json_str(&w, "file", d->weights_file);
+    char h[24];
+    snprintf(h, sizeof h, "%016llx", (unsigned long long)d->weights_fnv1a);
+    json_str(&w, "fnv1a", h);
+    json_end_object(&w);
+    json_kernels(&w, d->nkernels, d->kernel_names);
+    json_end_object(&w);
+}
+
 /* The runtime lists a kernel once per launch ("FUNCTION WHAT NODE"): each
  * compiled kernel once, with its first launch and how many there are. */
 static void print_kernels(int n, const char *const *names)
 {
     int distinct = 0;
-    for (int i = 0; i < n; i++) {
-        const char *a = names[i] ? names[i] : "(unnamed)";
-        size_t fn = strcspn(a, " ");
-        int first = 1;
-        for (int j = 0; j < i && first; j++)
-            first = !(names[j] && strncmp(names[j], a, fn) == 0 && (names[j][fn] == ' ' || !names[j][fn]));
-        distinct += first;
-    }
+    for (int i = 0; i < n; i++)
+        distinct += launches_of(n, names, i) > 0;
     printf("kernels (%d compiled, %d launches):\n", distinct, n);
     for (int i = 0; i < n; i++) {
-        const char *a = names[i] ? names[i] : "(unnamed)";
-        size_t fn = strcspn(a, " ");
-        int first = 1, launches = 0;
-        for (int j = 0; j < n; j++) {
-            int same = names[j] && strncmp(names[j], a, fn) == 0 && (names[j][fn] == ' ' || !names[j][fn]);
-            first &= !(same && j < i);
-            launches += same;
-        }
-        if (first)
-            printf(launches > 1 ? "  %s  (%d launches)\n" : "  %s\n", a, launches);
+        int launches = launches_of(n, names, i);
+        if (launches)
+            printf(launches > 1 ? "  %s  (%d launches)\n" : "  %s\n", names[i] ? names[i] : "(unnamed)", launches);
     }
+}
+
+enum { K_JSON = 256 };
+
+static const cli_option inspect_options[] = {
+    {"json", K_JSON, NULL, "Print it as one JSON object instead."},
+    {0},
+};
+
+const cli_command cli_inspect_command = {
+    "inspect",
+    "vitc inspect MODEL.so [--json]",
+    "Print what a compiled model holds: the ONNX file it came from, the vitc that compiled it, its target\n"
+    "and CPU features, inputs and outputs with the batch B, the batch limit, the workspace and weights\n"
+    "sizes, and its kernels.",
+    inspect_options,
+};
+
+typedef struct {
+    const char *path;
+    int json;
+} inspect_args;
+
+static int take_inspect(void *ctx, int key, const char *v)
+{
+    inspect_args *a = ctx;
+    if (key == K_JSON) {
+        a->json = 1;
+        return VITC_OK;
+    }
+    if (a->path)
+        return cli_usage_error("inspect: more than one model given");
+    a->path = v;
+    return VITC_OK;
 }
 
 int cmd_inspect(int argc, char **argv)
 {
-    const char *path = NULL;
-    for (int i = 0; i < argc; i++) {
-        if (argv[i][0] == '-')
-            return cli_usage_error("inspect: unknown option '%s'", argv[i]);
-        if (path)
-            return cli_usage_error("inspect: more than one model given");
-        path = argv[i];
-    }
+    inspect_args a = {0};
+    int st = cli_parse(&cli_inspect_command, argc, argv, take_inspect, &a);
+    if (st != VITC_OK)
+        return st == CLI_HELP_SHOWN ? VITC_OK : st;
+    const char *path = a.path;
     if (!path)
         return cli_usage_error("inspect: no model given");
     if (cli_is_onnx(path))
@@ -102,6 +234,11 @@ int cmd_inspect(int argc, char **argv)
     vitc_model_get_details(m, &d);
     struct stat sb;
     long long file_bytes = stat(path, &sb) == 0 ? (long long)sb.st_size : -1;
+    if (a.json) {
+        inspect_json(path, file_bytes, m, &d);
+        vitc_model_free(m);
+        return fflush(stdout) == 0 ? VITC_OK : VITC_INTERNAL;
+    }
 
     printf("model:      %s (%lld bytes)\n", path, file_bytes);
     printf("source:     %s\n", d.source);

@@ -6,6 +6,7 @@
 #include "tools/cli.h"
 
 #include "ir/interp.h"
+#include "tools/compare.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -23,6 +24,7 @@ typedef struct {
     int nspecs;
     long repeat;
     int nthreads; /* compiled models: 0 = one per core */
+    int json;
 } run_opts;
 
 /* An output name as a file name: path separators and odd bytes become '_'. */
@@ -49,12 +51,31 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* "N runs: min X ms, median Y ms" for the times of the runs (sorted here). */
-static void print_timing(const char *what, double *ms, long n)
+/* The times of n runs (sorted here) as min, median, mean, p90 (nearest
+ * rank) and images per second at the median, printed as one line or, with
+ * json, as the member key. */
+static void report_timing(json_w *json, const char *key, const char *what, double *ms, long n, int64_t batch)
 {
     qsort(ms, (size_t)n, sizeof *ms, cmp_double);
-    double median = n % 2 ? ms[n / 2] : (ms[n / 2 - 1] + ms[n / 2]) / 2;
-    printf("%s: %ld runs: min %.3f ms, median %.3f ms\n", what, n, ms[0], median);
+    double median = n % 2 ? ms[n / 2] : (ms[n / 2 - 1] + ms[n / 2]) / 2, sum = 0;
+    for (long i = 0; i < n; i++)
+        sum += ms[i];
+    long k90 = (long)((9 * n + 9) / 10) - 1; /* nearest rank: ceil(0.9 n) */
+    double p90 = ms[k90 < 0 ? 0 : k90], ips = median > 0 ? (double)batch * 1e3 / median : 0;
+    if (!json) {
+        printf("%s: %ld runs: min %.3f ms, median %.3f ms, mean %.3f ms, p90 %.3f ms; %.1f images/s\n", what, n,
+               ms[0], median, sum / (double)n, p90, ips);
+        return;
+    }
+    json_object(json, key);
+    json_str(json, "what", what);
+    json_int(json, "runs", n);
+    json_num(json, "min_ms", ms[0]);
+    json_num(json, "median_ms", median);
+    json_num(json, "mean_ms", sum / (double)n);
+    json_num(json, "p90_ms", p90);
+    json_num(json, "images_per_s", ips);
+    json_end_object(json);
 }
 
 /* Makes directory dir and the missing ones above it (mkdir -p); status. */
@@ -79,13 +100,16 @@ static int make_dirs(const char *dir)
 }
 
 /* Writes outputs[i] to DIR/NAME.npy (DIR made when missing, only now that
- * there is something to write) and prints one line for each. */
-static int write_outputs(const char *outdir, const char *const *names, const ir_tensor *outputs, int n)
+ * there is something to write) and prints one line for each (with json, the
+ * member "outputs"). */
+static int write_outputs(json_w *json, const char *outdir, const char *const *names, const ir_tensor *outputs, int n)
 {
     struct stat st;
     int status = stat(outdir, &st) == 0 ? VITC_OK : make_dirs(outdir);
     if (status != VITC_OK)
         return status;
+    if (json)
+        json_array(json, "outputs");
     for (int i = 0; i < n; i++) {
         char name[256], path[PATH_MAX], t[256];
         safe_name(names[i], name, sizeof name);
@@ -97,8 +121,19 @@ static int write_outputs(const char *outdir, const char *const *names, const ir_
         ir_value v = {.name = names[i], .dtype = outputs[i].dtype, .rank = outputs[i].rank};
         for (int k = 0; k < v.rank; k++)
             v.dims[k] = ir_dim_const(outputs[i].dims[k]);
-        printf("%s: %s -> %s\n", names[i], ir_value_type_str(&v, t, sizeof t), path);
+        ir_value_type_str(&v, t, sizeof t);
+        if (!json) {
+            printf("%s: %s -> %s\n", names[i], t, path);
+            continue;
+        }
+        json_object(json, NULL);
+        json_str(json, "name", names[i]);
+        json_str(json, "type", t);
+        json_str(json, "file", path);
+        json_end_object(json);
     }
+    if (json)
+        json_end_array(json);
     return VITC_OK;
 }
 
@@ -131,9 +166,17 @@ static int run_interpreter(const run_opts *o, double *ms)
         goto done;
     for (int i = 0; i < g->noutputs; i++)
         names[i] = g->values[g->outputs[i]].name;
-    status = write_outputs(o->outdir, names, outputs, g->noutputs);
-    if (status == VITC_OK && o->repeat > 1)
-        print_timing("reference interpreter", ms, o->repeat);
+    json_w jw = {.f = stdout}, *json = o->json ? &jw : NULL;
+    if (json) {
+        json_object(json, NULL);
+        json_str(json, "model", o->model);
+        json_str(json, "runner", "interpreter");
+    }
+    status = write_outputs(json, o->outdir, names, outputs, g->noutputs);
+    if (status == VITC_OK && (o->repeat > 1 || json))
+        report_timing(json, "timing", "reference interpreter", ms, o->repeat, cmp_batch_of(g, inputs));
+    if (json)
+        json_end_object(json);
 done:
     for (int i = 0; inputs && i < g->ninputs; i++)
         ir_tensor_free(&inputs[i]);
@@ -194,18 +237,28 @@ static int run_compiled(const run_opts *o, double *ms)
         vitc_model_output(m, i, &info);
         names[i] = info.name;
     }
-    status = write_outputs(o->outdir, names, outputs, nout);
-    if (status == VITC_OK && o->repeat > 1) {
+    json_w jw = {.f = stdout}, *json = o->json ? &jw : NULL;
+    int nt = vitc_context_num_threads(c);
+    if (json) {
+        json_object(json, NULL);
+        json_str(json, "model", o->model);
+        json_str(json, "runner", vitc_model_target(m));
+        json_int(json, "batch", batch);
+        json_int(json, "threads", nt);
+    }
+    status = write_outputs(json, o->outdir, names, outputs, nout);
+    if (status == VITC_OK && (o->repeat > 1 || json)) {
         char what[128];
-        int nt = vitc_context_num_threads(c);
         snprintf(what, sizeof what, "compiled model, batch %lld, %d thread%s", (long long)batch, nt,
                  nt == 1 ? "" : "s");
-        print_timing(what, ms, o->repeat);
+        report_timing(json, "timing", what, ms, o->repeat, batch);
         if (gpu_ms) {
             snprintf(what, sizeof what, "GPU kernels (CUDA events), batch %lld", (long long)batch);
-            print_timing(what, gpu_ms, o->repeat);
+            report_timing(json, "gpu_timing", what, gpu_ms, o->repeat, batch);
         }
     }
+    if (json)
+        json_end_object(json);
     free(gpu_ms);
 done:
     for (int i = 0; inputs && i < nin; i++)
@@ -220,39 +273,74 @@ done:
     return status;
 }
 
+enum { K_OUTPUT_DIR = 256, K_REPEAT, K_THREADS, K_JSON };
+
+static const cli_option run_options[] = {
+    {"input", 'i', "[NAME=]FILE.npy", "An input, by name or (without NAME=) in the model's input order; once per "
+                                      "input."},
+    {"output-dir", K_OUTPUT_DIR, "DIR", "Where to write one NAME.npy per output (default '.'; made, with its "
+                                        "parents, when the run succeeds)."},
+    {"repeat", K_REPEAT, "N", "Run N times and print min, median, mean and p90 times and images/s (for a CUDA "
+                              "model also its kernels' GPU time)."},
+    {"threads", K_THREADS, "N", "Compiled models: threads to run on, the caller's included (default 0: one per "
+                                "core)."},
+    {"json", K_JSON, NULL, "Print the outputs written and the timings as one JSON object instead."},
+    {0},
+};
+
+const cli_command cli_run_command = {
+    "run",
+    "vitc run MODEL.onnx|MODEL.so --input [NAME=]FILE.npy ... [--output-dir DIR] [--repeat N]\n"
+    "                             [--threads N] [--json]",
+    "Run a compiled model (.so) through the runtime, or an ONNX model with the reference interpreter\n"
+    "(plain loops, double accumulation), and write one NAME.npy per output.",
+    run_options,
+};
+
+static int take_run(void *ctx, int key, const char *v)
+{
+    run_opts *o = ctx;
+    long long n;
+    int st = VITC_OK;
+    switch (key) {
+    case CLI_POSITIONAL:
+        if (o->model)
+            return cli_usage_error("run: more than one model given ('%s' and '%s')", o->model, v);
+        o->model = v;
+        return VITC_OK;
+    case 'i':
+        if (o->nspecs == MAX_INPUTS)
+            return cli_usage_error("run: too many --input options");
+        o->specs[o->nspecs++] = (char *)v;
+        return VITC_OK;
+    case K_OUTPUT_DIR:
+        o->outdir = v;
+        return VITC_OK;
+    case K_REPEAT:
+        if ((st = cli_parse_count(&cli_run_command, "repeat", v, 1, 100000, &n)) == VITC_OK)
+            o->repeat = (long)n;
+        return st;
+    case K_THREADS:
+        if ((st = cli_parse_count(&cli_run_command, "threads", v, 0, 1024, &n)) == VITC_OK)
+            o->nthreads = (int)n;
+        return st;
+    case K_JSON:
+        o->json = 1;
+        return VITC_OK;
+    }
+    return VITC_INTERNAL;
+}
+
 int cmd_run(int argc, char **argv)
 {
     run_opts o = {.outdir = ".", .repeat = 1};
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        char *end;
-        if (strcmp(a, "--input") == 0 && i + 1 < argc) {
-            if (o.nspecs == MAX_INPUTS)
-                return cli_usage_error("run: too many --input options");
-            o.specs[o.nspecs++] = argv[++i];
-        } else if (strcmp(a, "--output-dir") == 0 && i + 1 < argc) {
-            o.outdir = argv[++i];
-        } else if (strcmp(a, "--repeat") == 0 && i + 1 < argc) {
-            o.repeat = strtol(argv[++i], &end, 10);
-            if (*end || o.repeat < 1 || o.repeat > 100000)
-                return cli_usage_error("run: --repeat takes a count from 1 to 100000");
-        } else if (strcmp(a, "--threads") == 0 && i + 1 < argc) {
-            long n = strtol(argv[++i], &end, 10);
-            if (*end || n < 0 || n > 1024)
-                return cli_usage_error("run: --threads takes a count from 0 (one per core) to 1024");
-            o.nthreads = (int)n;
-        } else if (a[0] == '-') {
-            return cli_usage_error("run: unknown option or missing value '%s'", a);
-        } else if (o.model) {
-            return cli_usage_error("run: more than one model given");
-        } else {
-            o.model = a;
-        }
-    }
+    int st = cli_parse(&cli_run_command, argc, argv, take_run, &o);
+    if (st != VITC_OK)
+        return st == CLI_HELP_SHOWN ? VITC_OK : st;
     if (!o.model)
         return cli_usage_error("run: no model given");
-    struct stat st;
-    if (stat(o.outdir, &st) == 0 && !S_ISDIR(st.st_mode))
+    struct stat sb;
+    if (stat(o.outdir, &sb) == 0 && !S_ISDIR(sb.st_mode))
         return cli_usage_error("run: output directory '%s' is not a directory", o.outdir);
     double *ms = calloc((size_t)o.repeat, sizeof *ms);
     if (!ms)

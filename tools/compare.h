@@ -11,7 +11,9 @@
 #define CMP_MAX_INPUTS 64
 
 typedef struct {
-    double rtol, atol;  /* pass: max|out-ref| <= atol + rtol * max|ref| */
+    double max_rel;     /* norm-wise: max|out-ref| <= max_rel * max|ref| (INFINITY: not checked) */
+    int elementwise;    /* and, when set, numpy's allclose: */
+    double rtol, atol;  /* |out-ref| <= atol + rtol * |ref| for every element */
     double min_cosine;  /* and cosine >= min_cosine, when > 0 */
 } cmp_tolerance;
 
@@ -20,7 +22,9 @@ typedef struct {
     char *specs[CMP_MAX_INPUTS];
     int nspecs;
     cmp_tolerance tol;
-    int rtol_given, atol_given;
+    int rtol_given, atol_given, max_rel_given;
+    int onnxruntime;        /* --reference onnxruntime: the reference comes from ONNX Runtime */
+    int json;
     int bisect;
     int64_t batch;          /* random inputs: 0 = choose */
     uint64_t seed;
@@ -35,12 +39,15 @@ typedef struct {
     double cosine;      /* of out and ref as vectors */
     int64_t worst;      /* flat index of the largest difference (or the first non-finite one) */
     int64_t nonfinite;  /* elements NaN or infinite in one of them only */
+    int64_t beyond;     /* elements beyond the element-wise tolerance (when it is checked) */
+    int64_t count;      /* elements compared */
     int shape_mismatch;
 } cmp_metrics;
 
 /* ---- compare_metrics.c ---- */
-/* Measures out against ref (any dtypes, compared as double). */
-void cmp_measure(const ir_tensor *out, const ir_tensor *ref, cmp_metrics *m);
+/* Measures out against ref (any dtypes, compared as double); t for the
+ * element-wise count. */
+void cmp_measure(const ir_tensor *out, const ir_tensor *ref, const cmp_tolerance *t, cmp_metrics *m);
 /* 1 if m is within t. */
 int cmp_passes(const cmp_metrics *m, const cmp_tolerance *t);
 /* A flat index of t as "[i,j,k]". */
@@ -63,6 +70,12 @@ int cmp_compile_graph(const cmp_opts *o, ir_graph *g, const char *path, int64_t 
  * position); outs[vitc_model_num_outputs(m)] get its outputs, in its order.
  * Returns an exit code, the error printed. */
 int cmp_run_so(const cmp_opts *o, vitc_model *m, const ir_graph *g, const ir_tensor *inputs, ir_tensor *outs);
+
+/* --reference onnxruntime: runs o->onnx in ONNX Runtime through Python
+ * ($VITC_PYTHON, else python3) on inputs (g's order); ref[g->noutputs] get its
+ * outputs and version its version.  Returns an exit code, the error printed. */
+int cmp_reference_ort(cmp_opts *o, const ir_graph *g, const ir_tensor *inputs, ir_tensor *ref, char *version,
+                      size_t vlen);
 
 /* ---- compare_bisect.c ---- */
 /* Interprets g after each pass of the pipeline (which runs on g) and prints

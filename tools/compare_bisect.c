@@ -77,7 +77,7 @@ static void after_pass(void *arg, const char *pass, const ir_graph *g)
         if (k == b->nout)
             k = i < b->nout ? i : 0;
         cmp_metrics m;
-        cmp_measure(&out[i], &b->ref[k], &m);
+        cmp_measure(&out[i], &b->ref[k], &b->o->tol, &m);
         ok &= cmp_passes(&m, &b->o->tol);
         if (!(m.max_rel <= worst)) {
             worst = m.max_rel;
@@ -188,7 +188,7 @@ static int probe(const ir_graph *g, cmp_opts *o, const ir_tensor *inputs, int v,
         st = cmp_run_so(o, m, g, inputs, &got);
     if (st == VITC_OK) {
         cmp_metrics mt;
-        cmp_measure(&got, &ref.t, &mt);
+        cmp_measure(&got, &ref.t, &o->tol, &mt);
         *ok = cmp_passes(&mt, &o->tol);
         const ir_node *n = &g->nodes[g->values[v].producer];
         printf("  tensor %-28s of node '%s' (%s): max rel error %-10.3g cosine %.9f  %s\n", g->values[v].name,

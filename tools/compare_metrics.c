@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-void cmp_measure(const ir_tensor *out, const ir_tensor *ref, cmp_metrics *m)
+void cmp_measure(const ir_tensor *out, const ir_tensor *ref, const cmp_tolerance *t, cmp_metrics *m)
 {
     memset(m, 0, sizeof *m);
     m->worst = -1;
@@ -22,6 +22,7 @@ void cmp_measure(const ir_tensor *out, const ir_tensor *ref, cmp_metrics *m)
         return;
     }
     int64_t n = ir_tensor_numel(ref), first_bad = -1;
+    m->count = n;
     double dot = 0, na = 0, nb = 0;
     for (int64_t i = 0; i < n; i++) {
         double a = ir_tensor_get(out, i), b = ir_tensor_get(ref, i);
@@ -34,6 +35,8 @@ void cmp_measure(const ir_tensor *out, const ir_tensor *ref, cmp_metrics *m)
             continue;
         }
         double diff = fabs(a - b);
+        if (t && t->elementwise && !(diff <= t->atol + t->rtol * fabs(b)))
+            m->beyond++;
         if (m->worst < 0 || diff > m->max_abs) {
             m->max_abs = diff;
             m->worst = i;
@@ -56,7 +59,9 @@ int cmp_passes(const cmp_metrics *m, const cmp_tolerance *t)
 {
     if (m->shape_mismatch || m->nonfinite)
         return 0;
-    if (!(m->max_abs <= t->atol + t->rtol * m->max_ref))
+    if (!(m->max_abs <= t->max_rel * m->max_ref) && t->max_rel < INFINITY)
+        return 0;
+    if (t->elementwise && m->beyond)
         return 0;
     return !(t->min_cosine > 0) || m->cosine >= t->min_cosine;
 }

@@ -7,10 +7,16 @@
 #include "passes/passes.h"
 
 #include <dirent.h>
+#include <errno.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+extern char **environ;
 
 int64_t cmp_batch_of(const ir_graph *g, const ir_tensor *inputs)
 {
@@ -38,22 +44,33 @@ int cmp_temp_path(cmp_opts *o, const char *name, char *path, size_t n)
     return VITC_OK;
 }
 
-void cmp_temp_cleanup(cmp_opts *o)
+/* Removes the files in dir and its subdirectories (one level: what compare
+ * makes), then dir. */
+static void remove_tree(const char *path, int depth)
 {
-    if (!o->tmpdir[0])
-        return;
-    DIR *dir = opendir(o->tmpdir);
+    DIR *dir = opendir(path);
     struct dirent *e;
     while (dir && (e = readdir(dir))) {
         if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
             continue;
-        char path[512];
-        snprintf(path, sizeof path, "%s/%s", o->tmpdir, e->d_name);
-        unlink(path);
+        char p[1024];
+        struct stat st;
+        snprintf(p, sizeof p, "%s/%s", path, e->d_name);
+        if (depth < 1 && lstat(p, &st) == 0 && S_ISDIR(st.st_mode))
+            remove_tree(p, depth + 1);
+        else
+            unlink(p);
     }
     if (dir)
         closedir(dir);
-    rmdir(o->tmpdir);
+    rmdir(path);
+}
+
+void cmp_temp_cleanup(cmp_opts *o)
+{
+    if (!o->tmpdir[0])
+        return;
+    remove_tree(o->tmpdir, 0);
     o->tmpdir[0] = 0;
 }
 
@@ -103,4 +120,95 @@ int cmp_run_so(const cmp_opts *o, vitc_model *m, const ir_graph *g, const ir_ten
     vitc_context_free(c);
     free(in);
     return status;
+}
+
+/* The program --reference onnxruntime runs: MODEL DIR NIN INPUT_NAMES...
+ * OUTPUT_NAMES...; inputs are DIR/in<i>.npy, outputs go to DIR/out<i>.npy
+ * and the ONNX Runtime version to DIR/version.  Exit 3: not importable. */
+static const char ort_program[] =
+    "import sys\n"
+    "try:\n"
+    "    import numpy as np, onnxruntime as ort\n"
+    "except Exception as e:\n"
+    "    sys.stderr.write('vitc: --reference onnxruntime: %s cannot import onnxruntime: %s\\n' % (sys.executable, e))\n"
+    "    sys.exit(3)\n"
+    "model, d, nin = sys.argv[1], sys.argv[2], int(sys.argv[3])\n"
+    "names, outs = sys.argv[4:4 + nin], sys.argv[4 + nin:]\n"
+    "so = ort.SessionOptions()\n"
+    "so.log_severity_level = 3\n"
+    "s = ort.InferenceSession(model, so, providers=['CPUExecutionProvider'])\n"
+    "feed = {n: np.load('%s/in%d.npy' % (d, i)) for i, n in enumerate(names)}\n"
+    "for i, r in enumerate(s.run(outs, feed)):\n"
+    "    np.save('%s/out%d.npy' % (d, i), np.ascontiguousarray(r))\n"
+    "open(d + '/version', 'w').write(ort.__version__)\n";
+
+int cmp_reference_ort(cmp_opts *o, const ir_graph *g, const ir_tensor *inputs, ir_tensor *ref, char *version,
+                      size_t vlen)
+{
+    char dir[512], path[600];
+    int st = cmp_temp_path(o, "ort", dir, sizeof dir);
+    if (st)
+        return st;
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+        fprintf(stderr, "vitc: cannot make %s: %s\n", dir, strerror(errno));
+        return VITC_INTERNAL;
+    }
+    for (int i = 0; i < g->ninputs; i++) {
+        snprintf(path, sizeof path, "%s/in%d.npy", dir, i);
+        vitc_diag d;
+        vitc_diag_init(&d, path);
+        if ((st = ir_npy_write(path, &inputs[i], &d)) != VITC_OK)
+            return st;
+    }
+    const char *py = getenv("VITC_PYTHON");
+    py = py && *py ? py : "python3";
+    int n = 0, argc = 6 + g->ninputs + g->noutputs;
+    char nin[16];
+    snprintf(nin, sizeof nin, "%d", g->ninputs);
+    char **argv = calloc((size_t)argc + 1, sizeof *argv);
+    if (!argv)
+        return VITC_INTERNAL;
+    argv[n++] = (char *)py;
+    argv[n++] = (char *)"-c";
+    argv[n++] = (char *)ort_program;
+    argv[n++] = (char *)o->onnx;
+    argv[n++] = dir;
+    argv[n++] = nin;
+    for (int i = 0; i < g->ninputs; i++)
+        argv[n++] = (char *)g->values[g->inputs[i]].name;
+    for (int i = 0; i < g->noutputs; i++)
+        argv[n++] = (char *)g->values[g->outputs[i]].name;
+    fflush(stdout);
+    pid_t pid;
+    int rc = posix_spawnp(&pid, py, NULL, NULL, argv, environ), ws = 0;
+    free(argv);
+    if (rc != 0) {
+        fprintf(stderr, "vitc: --reference onnxruntime: cannot run %s: %s (set VITC_PYTHON to a Python with "
+                        "onnxruntime)\n", py, strerror(rc));
+        return VITC_BAD_INPUT;
+    }
+    while (waitpid(pid, &ws, 0) < 0 && errno == EINTR)
+        ;
+    if (!WIFEXITED(ws) || WEXITSTATUS(ws) != 0) {
+        if (!WIFEXITED(ws) || WEXITSTATUS(ws) != 3)
+            fprintf(stderr, "vitc: --reference onnxruntime: ONNX Runtime failed on %s (%s exited %d)\n", o->onnx,
+                    py, WIFEXITED(ws) ? WEXITSTATUS(ws) : -1);
+        return VITC_BAD_INPUT;
+    }
+    for (int i = 0; i < g->noutputs; i++) {
+        snprintf(path, sizeof path, "%s/out%d.npy", dir, i);
+        vitc_diag d;
+        vitc_diag_init(&d, path);
+        if ((st = ir_npy_read(path, &ref[i], &d)) != VITC_OK)
+            return st;
+    }
+    snprintf(path, sizeof path, "%s/version", dir);
+    FILE *f = fopen(path, "r");
+    version[0] = 0;
+    if (f) {
+        if (!fgets(version, (int)vlen, f))
+            version[0] = 0;
+        fclose(f);
+    }
+    return VITC_OK;
 }

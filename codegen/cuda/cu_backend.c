@@ -186,7 +186,7 @@ static int cuda_plan(cg_ctx_head *h)
     const char *nvrtc_missing;
     if (!opt->emit_source && !cu_nvrtc_load(&nvrtc_missing))
         return vitc_error(c->d, VITC_BAD_INPUT, NULL, "--target cuda: %s", nvrtc_missing);
-    if (opt->verbose)
+    if (opt->verbose > 0)
         fprintf(stderr, "vitc: compiling %s for CUDA (sm_80, sm_90, PTX), %s, batch 1..%lld, NVRTC %s\n",
                 opt->source ? opt->source : c->g->path, opt->precision ? opt->precision : "bf16",
                 (long long)opt->max_batch, cu_nvrtc_version());
@@ -228,7 +228,7 @@ static int cuda_finish(cg_ctx_head *h)
             for (int i = 0; i < c->nk; i++)
                 for (int k = 0; k < CU_NTARGETS; k++)
                     spills += c->k[i].spill[k] > 0;
-            if (opt->verbose || spills)
+            if (opt->verbose > 0 || spills)
                 report_kernels(c);
             if (spills)
                 fprintf(stderr, "vitc: warning: %d kernel compilations spill registers to local memory\n", spills);

@@ -114,7 +114,7 @@ static int llvm_plan(cg_ctx_head *c)
     LLVMSetModuleDataLayout(cg->mod, dl);
     LLVMDisposeTargetData(dl);
     LLVMSetTarget(cg->mod, cg->triple);
-    if (opt->verbose)
+    if (opt->verbose > 0)
         fprintf(stderr, "vitc: compiling %s for %s, cpu %s (%d-float vectors), -O%d, batch 1..%lld\n",
                 opt->source ? opt->source : g->path, cg->triple, cg->cpu, cg->target.vec_floats, opt->opt_level,
                 (long long)opt->max_batch);
@@ -126,7 +126,7 @@ static int llvm_plan(cg_ctx_head *c)
         nk += cg->kind[i] == CG_NODE_KERNEL;
     snprintf(msg, sizeof msg, "plan (%d of %d nodes make kernels)", nk, g->nnodes);
     phase_done(&cg->t, msg);
-    if (opt->verbose)
+    if (opt->verbose > 0)
         fprintf(stderr, "vitc: workspace %.3f MB at batch %lld (%.3f MB without reuse)\n",
                 (double)cg->workspace_bytes / 1e6, (long long)cg->max_batch, (double)cg->workspace_unplanned / 1e6);
     return VITC_OK;
