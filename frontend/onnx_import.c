@@ -6,6 +6,7 @@
  * once; every unsupported node, attribute or reference is reported (all of
  * them, not just the first) before the import fails. */
 #include "frontend/onnx_impl.h"
+#include "runtime/abi.h" /* vitc_model_hash */
 
 #include <libgen.h>
 #include <limits.h>
@@ -566,6 +567,8 @@ ir_graph *onnx_import_file(const char *path, vitc_diag *d)
     if (onnx_read_file(path, (size_t)INT32_MAX, &buf, &len, d))
         return NULL;
     ir_graph *g = onnx_import_buffer(buf, len, path, d);
+    if (g)
+        g->source_hash = vitc_model_hash(buf, len);
     free(buf);
     return g;
 }

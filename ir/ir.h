@@ -231,6 +231,7 @@ typedef struct ir_graph {
     ir_arena *arena;
     const char *path; /* model file, for messages */
     int64_t opset;    /* default-domain opset */
+    uint64_t source_hash; /* vitc_model_hash of the ONNX file's bytes; 0: not read from a file */
     ir_value *values;
     int nvalues, cap_values;
     ir_node *nodes;

@@ -27,6 +27,24 @@ static inline uint64_t vitc_fnv1a(uint64_t h, const void *p, size_t n)
     return h;
 }
 
+/* The hash of an ONNX file a model records (source_fnv1a) and `vitc compare`
+ * checks: FNV-1a's step over 64-bit little-endian words (then the bytes left
+ * over), eight times faster than over bytes on a model of hundreds of MB. */
+static inline uint64_t vitc_model_hash(const void *p, size_t n)
+{
+    const unsigned char *s = (const unsigned char *)p;
+    uint64_t h = VITC_FNV1A_INIT;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w = 0;
+        for (int k = 7; k >= 0; k--)
+            w = w << 8 | s[i + (size_t)k];
+        h ^= w;
+        h *= 0x100000001b3ull;
+    }
+    return vitc_fnv1a(h, s + i, n - i);
+}
+
 /* One input or output.  Dimension i is dims[i], times the batch when bit i of
  * batch_mask is set. */
 typedef struct {
@@ -84,6 +102,7 @@ typedef struct {
     /* Fields added after the first release of ABI version 1: a descriptor
      * whose size ends before one of them is read as having it NULL. */
     const struct vitc_cuda_plan *cuda_plan; /* target "cuda": how to run it; NULL for "cpu" */
+    uint64_t source_hash;        /* vitc_model_hash of the ONNX file compiled; 0: unknown */
 } vitc_abi_model;
 
 /* Bytes of the descriptor as first released: the runtime accepts any size

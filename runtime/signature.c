@@ -81,5 +81,8 @@ VITC_API vitc_status vitc_model_get_details(const vitc_model *m, vitc_model_deta
     d->weights_fnv1a = a->weights_fnv1a;
     d->nkernels = a->nkernels;
     d->kernel_names = a->kernel_names;
+    /* fields added to the descriptor later: 0 where it ends before them */
+    if (a->size >= offsetof(vitc_abi_model, source_hash) + sizeof a->source_hash)
+        d->source_hash = a->source_hash;
     return VITC_STATUS_OK;
 }

@@ -210,6 +210,25 @@ static void test_compare_toy(void **state)
     free(out);
     const char *usage[] = {"compare", so, onnx, NULL};
     free(vitc_expect(2, usage, "compare with the models swapped"));
+
+    /* a .so vitc compiled records its model's hash: compare refuses another
+     * model, even one with the same signature (toy_y_wrong differs in one bias) */
+    if (compile_available()) {
+        char dir[4096], mine[4200];
+        tu_tmpdir(dir, sizeof dir);
+        snprintf(mine, sizeof mine, "%s/toy_y.so", dir);
+        const char *cc[] = {onnx, "-o", mine, "--quiet", NULL};
+        free(vitc_expect(0, cc, "compile toy_y"));
+        const char *same[] = {"compare", onnx, mine, NULL};
+        free(vitc_expect(0, same, "compare toy_y with its own .so"));
+        const char *other[] = {"compare", wrong, mine, NULL};
+        char *out2, *err2;
+        int rc = tu_run_vitc(other, &out2, &err2);
+        if (rc != 2 || !strstr(err2, "was compiled from a different model than"))
+            fail_msg("compare toy_y_wrong with toy_y's .so: exit %d, stderr %s", rc, err2);
+        free(out2), free(err2);
+        tu_rmtree(dir);
+    }
 }
 
 /* ---- compiled fixtures ---- */
@@ -320,14 +339,16 @@ static void test_compiled_fixtures(void **state)
     expect_contains(tout, "first parts from the reference at tensor '", "compare --bisect over tensors");
     free(tout);
 
-    /* A model compared with another model's compiled code fails with the numbers. */
-    char so[512], onnx[4096];
+    /* A model compared with another model's compiled code (same signature)
+     * is refused: the .so records the hash of the file it came from. */
+    char so[512], onnx[4096], *out, *err;
     assert_int_equal(compile_fixture("timm-ts17.onnx", so, sizeof so), 0);
     tu_path(onnx, sizeof onnx, "tests/models/torchvision-ts17.onnx");
     const char *cmp[] = {"compare", onnx, so, NULL};
-    char *out = vitc_expect(1, cmp, "torchvision-ts17.onnx against timm-ts17's .so");
-    expect_contains(out, "FAIL", "compare of different models");
-    free(out);
+    int rc = tu_run_vitc(cmp, &out, &err);
+    if (rc != 2 || !strstr(err, "was compiled from a different model than"))
+        fail_msg("torchvision-ts17.onnx against timm-ts17's .so: exit %d, stderr %s", rc, err);
+    free(out), free(err);
 }
 
 /* --weights external: the .so loads its weights from MODEL.so.weights beside

@@ -339,6 +339,21 @@ int cmd_compare(int argc, char **argv)
         goto done;
     if (!(g = cli_load_model(o.onnx, &status)))
         goto done;
+    if (m) { /* the .so must come from this very file (its bytes' hash, recorded at compile time) */
+        vitc_model_details md;
+        vitc_model_get_details(m, &md);
+        if (md.source_hash && md.source_hash != g->source_hash) {
+            fflush(stdout);
+            fprintf(stderr, "vitc: compare: %s was compiled from a different model than %s (it records %s with "
+                            "hash %016llx; this file's is %016llx)\n", o.so, o.onnx, md.source,
+                    (unsigned long long)md.source_hash, (unsigned long long)g->source_hash);
+            status = VITC_BAD_INPUT;
+            goto done;
+        }
+        if (!md.source_hash)
+            fprintf(info, "note: %s records no model hash (an older vitc made it); not checked against %s\n", o.so,
+                    o.onnx);
+    }
     inputs = calloc((size_t)g->ninputs + 1, sizeof *inputs);
     ref = calloc((size_t)g->noutputs + 1, sizeof *ref);
     compiled = calloc((size_t)g->noutputs + 1, sizeof *compiled);

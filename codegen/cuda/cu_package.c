@@ -170,8 +170,9 @@ static void write_descriptor(cu_ctx *c, cu_str *b, const cu_image *images, int n
     } else {
         cu_str_add(b, "0");
     }
-    cu_str_add(b, ", 0x%016llxull,\n    run, %d, kernel_names, &plan};\n",
-               (unsigned long long)vitc_fnv1a(VITC_FNV1A_INIT, c->weights.data, c->weights.len), c->nk);
+    cu_str_add(b, ", 0x%016llxull,\n    run, %d, kernel_names, &plan, 0x%016llxull};\n",
+               (unsigned long long)vitc_fnv1a(VITC_FNV1A_INIT, c->weights.data, c->weights.len), c->nk,
+               (unsigned long long)g->source_hash);
 }
 
 static int write_text(cu_ctx *c, const char *path, const cu_str *b)

@@ -519,10 +519,10 @@ int cg_module_finish(cg_ctx *cg)
     LLVMTypeRef tf[5] = {cg->t_ptr, cg->t_i32, cg->t_i32, LLVMArrayType2(cg->t_i64, VITC_ABI_MAX_RANK), cg->t_i32};
     LLVMStructSetBody(tt, tf, 5, 0);
     LLVMTypeRef mt = LLVMStructCreateNamed(cg->llc, "vitc_abi_model");
-    LLVMTypeRef mf[22] = {cg->t_i32, cg->t_i32, cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_ptr,
+    LLVMTypeRef mf[23] = {cg->t_i32, cg->t_i32, cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_ptr,
                           cg->t_i32, cg->t_i32, cg->t_ptr, cg->t_ptr, cg->t_i64, cg->t_i64, cg->t_ptr, cg->t_i64,
-                          cg->t_ptr, cg->t_i64, cg->t_ptr, cg->t_i32, cg->t_ptr, cg->t_ptr};
-    LLVMStructSetBody(mt, mf, 22, 0);
+                          cg->t_ptr, cg->t_i64, cg->t_ptr, cg->t_i32, cg->t_ptr, cg->t_ptr, cg->t_i64};
+    LLVMStructSetBody(mt, mf, 23, 0);
     LLVMTargetDataRef td = LLVMGetModuleDataLayout(cg->mod);
     if (LLVMABISizeOfType(td, mt) != sizeof(vitc_abi_model) || LLVMABISizeOfType(td, tt) != sizeof(vitc_abi_tensor))
         return cg_fail(cg, VITC_INTERNAL, -1, "the descriptor's layout for %s differs from runtime/abi.h", cg->triple);
@@ -559,7 +559,7 @@ int cg_module_finish(cg_ctx *cg)
         LLVMValueRef init = LLVMConstStringInContext2(cg->llc, (const char *)cg->blob.data, cg->blob.len, 1);
         weights = private_const(cg, init, "vitc_weights", 64);
     }
-    LLVMValueRef f[22] = {
+    LLVMValueRef f[23] = {
         LLVMConstInt(cg->t_i32, VITC_ABI_VERSION, 0),
         LLVMConstInt(cg->t_i32, sizeof(vitc_abi_model), 0),
         cstr(cg, VITC_VERSION),
@@ -582,9 +582,10 @@ int cg_module_finish(cg_ctx *cg)
         LLVMConstInt(cg->t_i32, (unsigned)cg->nknames, 0),
         knames,
         LLVMConstNull(cg->t_ptr), /* cuda_plan */
+        LLVMConstInt(cg->t_i64, g->source_hash, 0),
     };
     LLVMValueRef desc = LLVMAddGlobal(cg->mod, mt, VITC_ABI_SYMBOL);
-    LLVMSetInitializer(desc, LLVMConstNamedStruct(mt, f, 22));
+    LLVMSetInitializer(desc, LLVMConstNamedStruct(mt, f, 23));
     LLVMSetGlobalConstant(desc, 1);
     LLVMSetLinkage(desc, LLVMExternalLinkage);
     LLVMSetVisibility(desc, LLVMDefaultVisibility);

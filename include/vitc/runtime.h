@@ -88,6 +88,7 @@ typedef struct {
     uint64_t weights_fnv1a;
     int nkernels;
     const char *const *kernel_names;
+    uint64_t source_hash;         /* hash of the ONNX file's bytes (runtime/abi.h vitc_model_hash); 0: unknown */
 } vitc_model_details;
 
 VITC_API vitc_status vitc_model_get_details(const vitc_model *m, vitc_model_details *out);
