@@ -93,32 +93,37 @@ int ik_linear(ik_ctx *c)
 /* out[b, n, h*D + d] = sum_m P[b,h,n,m] * V[b,h,m,d] with
  * P = softmax_m(scale * sum_d Q[b,h,n,d] K[b,h,m,d] + bias[b,h,n,m]) * post_scale,
  * where Q, K, V are read out of the packed qkv[B, N, 3*H*D] by qkv_layout
- * and bias (0 when absent) broadcasts over its dimensions of size 1. */
+ * (or, for cross-attention, Q out of q[B, Nq, H*D] and K, V out of
+ * kv[B, Nk, 2*H*D]) and bias (0 when absent) broadcasts over its
+ * dimensions of size 1. */
 int ik_attention(ik_ctx *c)
 {
-    const ir_tensor *X = c->in[0];
+    const ir_tensor *X = c->in[0], *Qt = ik_in(c, 2), *bias = ik_in(c, 1);
     if (!ir_dtype_is_float(X->dtype))
         return ik_fail(c, VITC_BAD_INPUT, "Attention takes float tensors, not %s", ir_dtype_name(X->dtype));
     int64_t H = ir_attr_int(c->n, IR_ATTR_HEADS, 0), D = ir_attr_int(c->n, IR_ATTR_HEAD_SIZE, 0);
-    int64_t layout = ir_attr_int(c->n, IR_ATTR_QKV_LAYOUT, 0);
+    int64_t layout = ir_attr_int(c->n, IR_ATTR_QKV_LAYOUT, 0), P = Qt ? 2 : 3;
     double scale = ir_attr_float(c->n, IR_ATTR_SCALE, 1.0f), post = ir_attr_float(c->n, IR_ATTR_POST_SCALE, 1.0f);
     if (H < 1 || D < 1 || H > 65536 || D > 65536 || (layout != 0 && layout != 1))
         return ik_fail(c, VITC_BAD_INPUT, "heads %lld, head_size %lld and qkv_layout %lld are not valid", (long long)H,
                        (long long)D, (long long)layout);
-    if (X->rank != 3 || X->dims[2] != 3 * H * D)
-        return ik_fail(c, VITC_BAD_INPUT, "qkv must be [B, N, %lld] (3 x %lld heads x %lld), not %s",
-                       (long long)(3 * H * D), (long long)H, (long long)D, ik_type_str(X, (char[160]){0}, 160));
-    int64_t Bn = X->dims[0], N = X->dims[1], HD = H * D, dims[3] = {Bn, N, HD};
-    const ir_tensor *bias = ik_in(c, 1);
-    int64_t bs[4] = {0, 0, 0, 0}; /* bias strides over (image, head, row, key) */
+    if (X->rank != 3 || X->dims[2] != P * H * D)
+        return ik_fail(c, VITC_BAD_INPUT, "%s must be [B, N, %lld] (%lld x %lld heads x %lld), not %s", Qt ? "kv" : "qkv",
+                       (long long)(P * H * D), (long long)P, (long long)H, (long long)D,
+                       ik_type_str(X, (char[160]){0}, 160));
+    int64_t Bn = X->dims[0], N = X->dims[1], HD = H * D, Nq = Qt ? Qt->dims[1] : N;
+    if (Qt && (Qt->rank != 3 || Qt->dims[0] != Bn || Qt->dims[2] != HD || Qt->dtype != X->dtype))
+        return ik_fail(c, VITC_BAD_INPUT, "q must be [%lld, Nq, %lld], not %s", (long long)Bn, (long long)HD,
+                       ik_type_str(Qt, (char[160]){0}, 160));
+    int64_t dims[3] = {Bn, Nq, HD}, bs[4] = {0, 0, 0, 0}; /* bias strides over (image, head, row, key) */
     if (bias) {
-        int64_t want[4] = {Bn, H, N, N};
+        int64_t want[4] = {Bn, H, Nq, N};
         int ok = bias->rank == 4;
         for (int i = 0; ok && i < 4; i++)
             ok = bias->dims[i] == want[i] || (i < 3 && bias->dims[i] == 1);
         if (!ok)
             return ik_fail(c, VITC_BAD_INPUT, "the bias is %s, not [1|%lld, 1|%lld, 1|%lld, %lld]",
-                           ik_type_str(bias, (char[160]){0}, 160), (long long)Bn, (long long)H, (long long)N,
+                           ik_type_str(bias, (char[160]){0}, 160), (long long)Bn, (long long)H, (long long)Nq,
                            (long long)N);
         ik_strides(4, bias->dims, bs);
         for (int i = 0; i < 4; i++)
@@ -128,35 +133,39 @@ int ik_attention(ik_ctx *c)
     if (st)
         return st;
     /* Element (which, h, d) of token n sits at index which*HD + h*D + d
-     * (layout 0) or (h*D + d)*3 + which (layout 1) of the last axis. */
-    int64_t sw = layout ? 1 : HD, sh = layout ? 3 * D : D, sd = layout ? 3 : 1;
+     * (layout 0) or (h*D + d)*P + which (layout 1) of the last axis; K and V
+     * are parts 1 and 2 of qkv, 0 and 1 of kv. */
+    int64_t sw = layout ? 1 : HD, sh = layout ? P * D : D, sd = layout ? P : 1, k0 = Qt ? 0 : 1;
     double *x = ik_load_f64(c, X), *bv = bias && x ? ik_load_f64(c, bias) : NULL;
-    if (bias && !bv) {
-        free(x);
-        return c->d->status;
-    }
-    double *q = x ? malloc((size_t)(3 * N * D) * sizeof *q) : NULL, *p = q ? malloc((size_t)N * sizeof *p) : NULL;
-    double *o = p ? malloc((size_t)D * sizeof *o) : NULL;
-    if (!o) {
-        st = x ? ik_fail(c, VITC_INTERNAL, "out of memory") : c->d->status;
+    double *xq = Qt && x && (bv || !bias) ? ik_load_f64(c, Qt) : NULL;
+    if ((bias && !bv) || (Qt && !xq)) {
         free(x);
         free(bv);
-        free(q);
-        free(p);
+        return c->d->status;
+    }
+    double *q = x ? malloc((size_t)((Nq + 2 * N) * D + 1) * sizeof *q) : NULL;
+    double *p = q ? malloc((size_t)(N + 1) * sizeof *p) : NULL, *o = p ? malloc((size_t)D * sizeof *o) : NULL;
+    if (!o) {
+        st = x ? ik_fail(c, VITC_INTERNAL, "out of memory") : c->d->status;
+        free(x), free(xq), free(bv), free(q), free(p);
         return st;
     }
-    double *k = q + N * D, *v = k + N * D;
+    double *k = q + Nq * D, *v = k + N * D;
     for (int64_t b = 0; b < Bn; b++)
         for (int64_t h = 0; h < H; h++) {
-            const double *xb = x + b * N * 3 * HD;
+            const double *xb = x + b * N * P * HD;
             for (int64_t n = 0; n < N; n++)
                 for (int64_t d = 0; d < D; d++) {
-                    const double *e = xb + n * 3 * HD + h * sh + d * sd;
-                    q[n * D + d] = e[0];
-                    k[n * D + d] = e[sw];
-                    v[n * D + d] = e[2 * sw];
+                    const double *e = xb + n * P * HD + h * sh + d * sd;
+                    if (!Qt)
+                        q[n * D + d] = e[0];
+                    k[n * D + d] = e[k0 * sw];
+                    v[n * D + d] = e[(k0 + 1) * sw];
                 }
-            for (int64_t n = 0; n < N; n++) {
+            for (int64_t n = 0; Qt && n < Nq; n++)
+                for (int64_t d = 0; d < D; d++)
+                    q[n * D + d] = xq[(b * Nq + n) * HD + h * D + d];
+            for (int64_t n = 0; n < Nq; n++) {
                 double mx = -INFINITY, sum = 0;
                 for (int64_t m = 0; m < N; m++) {
                     double s = 0;
@@ -174,13 +183,9 @@ int ik_attention(ik_ctx *c)
                         o[d] += pm * v[m * D + d];
                 }
                 for (int64_t d = 0; d < D; d++)
-                    ir_tensor_set(&c->out[0], (b * N + n) * HD + h * D + d, o[d]);
+                    ir_tensor_set(&c->out[0], (b * Nq + n) * HD + h * D + d, o[d]);
             }
         }
-    free(x);
-    free(bv);
-    free(q);
-    free(p);
-    free(o);
+    free(x), free(xq), free(bv), free(q), free(p), free(o);
     return VITC_OK;
 }

@@ -1043,22 +1043,31 @@ static int infer_attention(ctx *c)
     char s1[48];
     if (h < 1 || hd < 1 || h > 65536 || hd > 65536)
         FAIL(c, "Attention needs positive heads and head_size, got %lld and %lld", (long long)h, (long long)hd);
-    if (x->rank != 3 || !ir_dim_eq(x->dims[2], ir_dim_const(3 * h * hd)))
-        FAIL(c, "Attention input must be [B, N, %lld], last dimension is %s", (long long)(3 * h * hd),
+    int cross = ir_input(c->n, 2) >= 0, parts = cross ? 2 : 3;
+    if (x->rank != 3 || !ir_dim_eq(x->dims[2], ir_dim_const(parts * h * hd)))
+        FAIL(c, "Attention input must be [B, N, %lld], last dimension is %s", (long long)(parts * h * hd),
              x->rank > 0 ? dimstr(x->dims[x->rank - 1], s1) : "missing");
-    if (ir_input(c->n, 1) >= 0) { /* bias [1|B, 1|H, 1|N, N] */
+    ir_dim nq = x->dims[1];
+    if (cross) { /* q [B, Nq, H*D] */
+        const ir_value *q = in(c, 2);
+        if (q->rank != 3 || !ir_dim_eq(q->dims[0], x->dims[0]) || !ir_dim_eq(q->dims[2], ir_dim_const(h * hd)) ||
+            q->dtype != x->dtype)
+            FAIL(c, "Attention's queries must be [B, Nq, %lld] like its keys' images", (long long)(h * hd));
+        nq = q->dims[1];
+    }
+    if (ir_input(c->n, 1) >= 0) { /* bias [1|B, 1|H, 1|Nq, Nk] */
         const ir_value *b = in(c, 1);
-        ir_dim want[4] = {x->dims[0], ir_dim_const(h), x->dims[1], x->dims[1]};
+        ir_dim want[4] = {x->dims[0], ir_dim_const(h), nq, x->dims[1]};
         int ok = b->rank == 4 && b->dtype == IR_F32;
         for (int i = 0; ok && i < 4; i++)
             ok = ir_dim_eq(b->dims[i], want[i]) || (i < 3 && is_one(b->dims[i]));
         if (!ok) {
             char t[96];
-            FAIL(c, "Attention's bias is %s, not f32[1|B, 1|%lld, 1|N, N] with N = %s", ir_value_type_str(b, t, sizeof t),
+            FAIL(c, "Attention's bias is %s, not f32[1|B, 1|%lld, 1|Nq, Nk] with Nk = %s", ir_value_type_str(b, t, sizeof t),
                  (long long)h, dimstr(x->dims[1], s1));
         }
     }
-    ir_dim r[3] = {x->dims[0], x->dims[1], ir_dim_const(h * hd)};
+    ir_dim r[3] = {x->dims[0], nq, ir_dim_const(h * hd)};
     out_set(c, 0, x->dtype, 3, r);
     return VITC_OK;
 }

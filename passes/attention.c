@@ -1,5 +1,6 @@
 /* attention.c: fuse-attention.  Where attn_match.c recognises attention on
- * a packed projection (attn.h), the probabilities @ V node is replaced by an
+ * a packed projection, or cross-attention on a Q projection and a packed K, V
+ * one (attn.h), the probabilities @ V node is replaced by an
  * Attention node (ops.def) reading the projection, followed by the view
  * that gives back the exporter's head-split result O from Attention's
  * [B, N, H*D] output.  The exporter's head merge after O then cancels
@@ -59,7 +60,7 @@ static int bias_dims(const ir_graph *g, attention_match *m, char *why, size_t nw
     if (off < 0)
         MISS("the mask or bias '%s' has rank %d, the scores %d", b->name, b->rank, r);
     m->bias_dims[0] = m->bias_dims[1] = m->bias_dims[2] = ir_dim_const(1);
-    m->bias_dims[3] = ir_dim_const(L->tokens);
+    m->bias_dims[3] = ir_dim_const(L->kv_tokens);
     for (int c = 0; c < r; c++) {
         ir_dim d = c >= off ? b->dims[c - off] : ir_dim_const(1);
         if (d.k == 1 && d.e == 0 && c != r - 1)
@@ -126,8 +127,8 @@ static int rewrite(ir_graph *g, int ni, const void *mv)
     ir_attr at[5] = {rw_attr_int(IR_ATTR_HEADS, L->heads), rw_attr_int(IR_ATTR_HEAD_SIZE, L->head_size),
                      rw_attr_float(IR_ATTR_SCALE, (float)s->scale), rw_attr_float(IR_ATTR_POST_SCALE, (float)s->post_scale),
                      rw_attr_int(IR_ATTR_QKV_LAYOUT, L->layout)};
-    int in[2] = {L->root, s->bias}, nin = s->bias >= 0 ? 2 : 1;
-    const ir_value *bv = nin == 2 ? &g->values[s->bias] : NULL;
+    int in[3] = {L->root, s->bias, L->q_root}, nin = L->q_root >= 0 ? 3 : s->bias >= 0 ? 2 : 1;
+    const ir_value *bv = s->bias >= 0 ? &g->values[s->bias] : NULL;
     int same = bv && bv->rank == 4;
     for (int i = 0; same && i < 4; i++)
         same = ir_dim_eq(bv->dims[i], m->bias_dims[i]);

@@ -34,16 +34,20 @@ int attn_skeleton(const ir_graph *g, const ir_node *softmax, attn_skel *s, char 
  * canonical order.  0, or -1 with the reason. */
 int attn_views(const ir_graph *g, const attn_skel *s, view *q, view *k, view *v, char *why, size_t nwhy);
 
-/* How Q, K and V sit in one packed projection qkv [B, N, 3*H*D]. */
+/* How Q, K and V sit in one packed projection qkv [B, N, 3*H*D], or, for
+ * cross-attention, Q in its own [B, Nq, H*D] and K, V in one packed
+ * [B, Nk, 2*H*D]. */
 typedef struct {
-    int root;                 /* the packed tensor */
+    int root;                 /* the packed tensor (qkv, or kv) */
+    int q_root;               /* cross-attention: the Q projection; -1 when Q is in root */
     int layout;               /* qkv_layout of ops.def */
-    int64_t heads, head_size, tokens;
+    int64_t heads, head_size, tokens, kv_tokens; /* tokens: of the queries and the output */
     int nbatch_sub[IR_MAX_RANK]; /* for each canonical batch dim of Q: its sub-axes ... */
     int is_head[IR_MAX_RANK][VIEW_MAX_SUB]; /* ... each the image index (0) or the head (1) */
 } attn_layout;
 
-/* Checks that q, k, v read one packed tensor as heads; 0, or -1 with the reason. */
+/* Checks that q, k, v read one packed tensor as heads (or q one tensor and
+ * k, v another); 0, or -1 with the reason. */
 int attn_layout_of(const ir_graph *g, const view *q, const view *k, const view *v, attn_layout *L, char *why,
                    size_t nwhy);
 

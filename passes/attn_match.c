@@ -250,76 +250,141 @@ int attn_views(const ir_graph *g, const attn_skel *s, view *q, view *k, view *v,
     return 0;
 }
 
-int attn_layout_of(const ir_graph *g, const view *q, const view *k, const view *v, attn_layout *L, char *why,
-                   size_t nwhy)
+/* How one operand's canonical view w (batch..., rows, columns) reads its
+ * root [B', T, C]: every token as a row, D columns at stride sd, batch
+ * sub-axes that are the image (size B', the root's own) or one static head
+ * axis (H heads at stride sh). */
+typedef struct {
+    int64_t T, C, D, sd, H, sh;
+    int nbatch_sub[IR_MAX_RANK];
+    int is_head[IR_MAX_RANK][VIEW_MAX_SUB];
+} operand_shape;
+
+static int operand_of(const ir_graph *g, const view *w, const char *what, operand_shape *o, char *why, size_t nwhy)
 {
-    memset(L, 0, sizeof *L);
-    if (q->root != k->root && k->root == v->root)
-        MISS("cross-attention: Q is read from '%s', K and V from '%s'; the Attention op reads Q, K and V from one "
-             "packed projection", g->values[q->root].name, g->values[k->root].name);
-    if (q->root != k->root || q->root != v->root)
-        MISS("Q, K and V are read from different tensors ('%s', '%s', '%s'), not from one projection",
-             g->values[q->root].name, g->values[k->root].name, g->values[v->root].name);
-    const ir_value *r = &g->values[q->root];
+    const ir_value *r = &g->values[w->root];
     char t[128];
+    memset(o, 0, sizeof *o);
     if (r->rank != 3 || r->dims[1].e || r->dims[2].e)
-        MISS("Q, K and V are read from '%s' of type %s, not from a [B, N, 3*H*D] projection", r->name,
+        MISS("%s is read from '%s' of type %s, not from a [B, N, features] projection", what, r->name,
              ir_value_type_str(r, t, sizeof t));
     ir_dim Bd = r->dims[0];
-    int64_t N = r->dims[1].k, C = r->dims[2].k;
-    int nb = q->rank - 2;
-    ir_dim bstride = ir_dim_const(N * C);
-    /* rows: all N tokens; columns: one head's D features */
-    if (q->nsub[nb] != 1 || !ir_dim_eq(q->sub[nb][0].size, ir_dim_const(N)) ||
-        !ir_dim_eq(q->sub[nb][0].stride, ir_dim_const(C)))
-        MISS("Q's rows are not the %lld tokens of '%s'", (long long)N, r->name);
-    if (q->nsub[nb + 1] != 1 || q->sub[nb + 1][0].size.e || q->sub[nb + 1][0].stride.e)
-        MISS("Q's columns are not one head of '%s'", r->name);
-    int64_t D = q->sub[nb + 1][0].size.k, sd = q->sub[nb + 1][0].stride.k, H = 1, sh = 0;
-    int seen_b = 0, seen_h = 0;
+    o->T = r->dims[1].k, o->C = r->dims[2].k, o->H = 1;
+    int nb = w->rank - 2, seen_b = 0, seen_h = 0;
+    ir_dim bstride = ir_dim_const(o->T * o->C);
+    /* rows: all the tokens; columns: one head's D features */
+    int one_row = o->T == 1 && w->nsub[nb] == 0; /* a dimension of size 1 has no sub-axes */
+    if (!one_row && (w->nsub[nb] != 1 || !ir_dim_eq(w->sub[nb][0].size, ir_dim_const(o->T)) ||
+                     !ir_dim_eq(w->sub[nb][0].stride, ir_dim_const(o->C))))
+        MISS("%s's rows are not the %lld tokens of '%s'", what, (long long)o->T, r->name);
+    if (w->nsub[nb + 1] != 1 || w->sub[nb + 1][0].size.e || w->sub[nb + 1][0].stride.e)
+        MISS("%s's columns are not one head of '%s'", what, r->name);
+    o->D = w->sub[nb + 1][0].size.k, o->sd = w->sub[nb + 1][0].stride.k;
     for (int c = 0; c < nb; c++) {
-        L->nbatch_sub[c] = q->nsub[c];
-        for (int j = 0; j < q->nsub[c]; j++) {
-            view_sub s = q->sub[c][j];
+        o->nbatch_sub[c] = w->nsub[c];
+        for (int j = 0; j < w->nsub[c]; j++) {
+            view_sub s = w->sub[c][j];
             if (!seen_b && !seen_h && ir_dim_eq(s.size, Bd) && ir_dim_eq(s.stride, bstride)) {
                 seen_b = 1;
-                L->is_head[c][j] = 0;
+                o->is_head[c][j] = 0;
             } else if (!seen_h && !s.size.e && !s.stride.e) {
                 seen_h = 1;
-                H = s.size.k;
-                sh = s.stride.k;
-                L->is_head[c][j] = 1;
+                o->H = s.size.k;
+                o->sh = s.stride.k;
+                o->is_head[c][j] = 1;
             } else {
-                MISS("Q's batch axes are not (image, head) of '%s'", r->name);
+                MISS("%s's batch axes are not (image, head) of '%s'", what, r->name);
             }
         }
     }
     if (!seen_b && !(Bd.e == 0 && Bd.k == 1))
-        MISS("Q's batch axes do not include the images of '%s'", r->name);
-    if (C != 3 * H * D)
-        MISS("'%s' has %lld features, not 3 x %lld heads x %lld", r->name, (long long)C, (long long)H, (long long)D);
+        MISS("%s's batch axes do not include the images of '%s'", what, r->name);
+    return 0;
+}
+
+/* The layout (0: [parts][H][D], 1: [H][D][parts]) in which o holds parts
+ * projections of H heads of D, with the element offset of each part; -1. */
+static int parts_layout(const operand_shape *o, int parts, int64_t *off)
+{
+    if (o->C != parts * o->H * o->D)
+        return -1;
+    for (int i = 0; i < parts; i++)
+        off[i] = o->sd == 1 ? i * o->H * o->D : i;
+    if (o->sd == 1 && (o->H == 1 || o->sh == o->D))
+        return 0;
+    return o->sd == parts && (o->H == 1 || o->sh == parts * o->D) ? 1 : -1;
+}
+
+/* Cross-attention: Q from its own projection [B|1, Nq, H*D] (heads as
+ * [H][D]), K and V from one packed [B, Nk, 2*H*D]. */
+static int cross_layout_of(const ir_graph *g, const view *q, const view *k, const view *v, attn_layout *L, char *why,
+                           size_t nwhy)
+{
+    operand_shape oq, ok;
+    int64_t off[2], qoff[1];
+    if (operand_of(g, q, "Q", &oq, why, nwhy) || operand_of(g, k, "K", &ok, why, nwhy))
+        return -1;
+    const char *kv = g->values[k->root].name;
+    if (ok.H != oq.H || ok.D != oq.D)
+        MISS("Q has %lld heads of %lld, K %lld of %lld", (long long)oq.H, (long long)oq.D, (long long)ok.H,
+             (long long)ok.D);
+    if (parts_layout(&oq, 1, qoff) != 0 || q->base != 0)
+        MISS("Q's heads are not all of '%s' laid out as [H][D]", g->values[q->root].name);
+    if ((L->layout = parts_layout(&ok, 2, off)) < 0)
+        MISS("'%s' has %lld features, not K and V of %lld heads x %lld as [2][H][D] or [H][D][2]", kv,
+             (long long)ok.C, (long long)ok.H, (long long)ok.D);
+    if (!view_same_subs(k, v) || memcmp(oq.is_head, ok.is_head, sizeof ok.is_head) ||
+        memcmp(oq.nbatch_sub, ok.nbatch_sub, sizeof ok.nbatch_sub))
+        MISS("Q, K and V are not read with the same images and heads");
+    if (k->base != off[0] || v->base != off[1])
+        MISS("K and V are not the two parts of the packed projection '%s'", kv);
+    const ir_dim *qb = &g->values[q->root].dims[0], *kb = &g->values[k->root].dims[0];
+    if (!ir_dim_eq(*qb, *kb))
+        MISS("Q is read from '%s' for other images than K and V", g->values[q->root].name);
+    L->root = k->root;
+    L->q_root = q->root;
+    L->heads = ok.H;
+    L->head_size = ok.D;
+    L->tokens = oq.T;
+    L->kv_tokens = ok.T;
+    memcpy(L->nbatch_sub, oq.nbatch_sub, sizeof L->nbatch_sub);
+    memcpy(L->is_head, oq.is_head, sizeof L->is_head);
+    return 0;
+}
+
+int attn_layout_of(const ir_graph *g, const view *q, const view *k, const view *v, attn_layout *L, char *why,
+                   size_t nwhy)
+{
+    memset(L, 0, sizeof *L);
+    L->q_root = -1;
+    if (q->root != k->root && k->root == v->root)
+        return cross_layout_of(g, q, k, v, L, why, nwhy);
+    if (q->root != k->root || q->root != v->root)
+        MISS("Q, K and V are read from different tensors ('%s', '%s', '%s'), not from one projection",
+             g->values[q->root].name, g->values[k->root].name, g->values[v->root].name);
+    operand_shape o;
     int64_t off[3];
-    if (sd == 1 && (H == 1 || sh == D)) {
-        L->layout = 0;
-        off[0] = 0, off[1] = H * D, off[2] = 2 * H * D;
-    } else if (sd == 3 && (H == 1 || sh == 3 * D)) {
-        L->layout = 1;
-        off[0] = 0, off[1] = 1, off[2] = 2;
-    } else {
-        MISS("the heads of '%s' are laid out neither as [3][H][D] nor as [H][D][3]", r->name);
-    }
+    if (operand_of(g, q, "Q", &o, why, nwhy))
+        return -1;
+    const char *r = g->values[q->root].name;
+    if (o.C != 3 * o.H * o.D)
+        MISS("'%s' has %lld features, not 3 x %lld heads x %lld", r, (long long)o.C, (long long)o.H, (long long)o.D);
+    if ((L->layout = parts_layout(&o, 3, off)) < 0)
+        MISS("the heads of '%s' are laid out neither as [3][H][D] nor as [H][D][3]", r);
     const view *qkv[3] = {q, k, v};
     const char *names[3] = {"Q", "K", "V"};
     for (int i = 0; i < 3; i++) {
         if (!view_same_subs(qkv[i], q))
             MISS("%s is not read with the same heads and tokens as Q", names[i]);
         if (qkv[i]->base != off[i])
-            MISS("%s is not part %d of the packed projection '%s' (it starts at element %lld)", names[i], i + 1,
-                 r->name, (long long)qkv[i]->base);
+            MISS("%s is not part %d of the packed projection '%s' (it starts at element %lld)", names[i], i + 1, r,
+                 (long long)qkv[i]->base);
     }
     L->root = q->root;
-    L->heads = H;
-    L->head_size = D;
-    L->tokens = N;
+    L->heads = o.H;
+    L->head_size = o.D;
+    L->tokens = L->kv_tokens = o.T;
+    memcpy(L->nbatch_sub, o.nbatch_sub, sizeof L->nbatch_sub);
+    memcpy(L->is_head, o.is_head, sizeof L->is_head);
     return 0;
 }

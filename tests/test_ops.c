@@ -68,6 +68,7 @@ typedef struct {
 #define S(v) {'s', 0, {0}, 0, {0}, v}
 #define C(...) {'c', 1, {NARGS(__VA_ARGS__)}, NARGS(__VA_ARGS__), {__VA_ARGS__}}
 #define C0(v) {'c', 0, {0}, 1, {v}}
+#define NONE {'-', 0, {0}} /* an omitted optional input */
 #define AI(id, v) {IR_ATTR_##id, 'i', .i = v}
 #define AF(id, v) {IR_ATTR_##id, 'f', .f = v}
 #define AS(id, v) {IR_ATTR_##id, 's', .s = v}
@@ -208,6 +209,10 @@ static const op_row rows[] = {
     {"Attention/bias-broadcast", IR_OP_ATTENTION, IN2(X(-1, 5, 24), W(1, 2, 1, 5)),
      AT4(AI(HEADS, 2), AI(HEAD_SIZE, 4), AI(QKV_LAYOUT, 1), AF(SCALE, 0.5f))},
     {"Attention/bias-table", IR_OP_ATTENTION, IN2(X(-1, 6, 24), W(1, 2, 6, 6)), AT2(AI(HEADS, 2), AI(HEAD_SIZE, 4))},
+    /* cross-attention: kv [B, 6, 2*H*D], no bias, queries [B, 3, H*D]; a learned single query with a bias */
+    {"Attention/cross", IR_OP_ATTENTION, IN3(X(-1, 6, 16), NONE, X(-1, 3, 8)), AT2(AI(HEADS, 2), AI(HEAD_SIZE, 4))},
+    {"Attention/cross-bias", IR_OP_ATTENTION, IN3(X(-1, 7, 16), W(1, 2, 1, 7), X(-1, 1, 8)),
+     AT4(AI(HEADS, 2), AI(HEAD_SIZE, 4), AI(QKV_LAYOUT, 1), AF(SCALE, 0.5f))},
 };
 enum { NROWS = sizeof rows / sizeof rows[0], NB = 2, MAXIN = 5 };
 static const int64_t batches[NB] = {1, 3};
@@ -239,6 +244,8 @@ static void add_row(ir_graph *g, int r)
             in[k] = tu_const_f32(g, name, s->rank, s->dims, NULL);
         else if (s->kind == 's')
             in[k] = tu_scalar(g, name, s->f);
+        else if (s->kind == '-')
+            in[k] = -1;
         else
             in[k] = tu_const_i64(g, name, s->rank, s->dims, s->vals);
     }

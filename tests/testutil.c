@@ -516,6 +516,14 @@ ir_graph *tu_graph_fused(void)
     tu_output(g, tu_node(g, IR_OP_ATTENTION, NULL, IR_F32, 1, TU_IN(qkv16), 4,
                          TU_AT(tu_int(IR_ATTR_HEADS, 2), tu_int(IR_ATTR_HEAD_SIZE, 16), tu_int(IR_ATTR_QKV_LAYOUT, 1),
                                tu_float(IR_ATTR_SCALE, 0.25f))));
+    /* a bias per image, head and row; cross-attention of 33 queries with a bias broadcast over images and rows */
+    int mask = tu_input(g, "mask", IR_F32, 4, TU_DIMS(-1, 2, 70, 70));
+    tu_output(g, tu_node(g, IR_OP_ATTENTION, NULL, IR_F32, 2, TU_IN(qkv16, mask), 3,
+                         TU_AT(tu_int(IR_ATTR_HEADS, 2), tu_int(IR_ATTR_HEAD_SIZE, 16), tu_float(IR_ATTR_SCALE, 0.25f))));
+    int kv16 = tu_input(g, "kv16", IR_F32, 3, TU_DIMS(-1, 70, 64)), q16 = tu_input(g, "q16", IR_F32, 3, TU_DIMS(-1, 33, 32));
+    int table = tu_const_f32(g, "table", 4, TU_DIMS(1, 2, 1, 70), NULL);
+    tu_output(g, tu_node(g, IR_OP_ATTENTION, NULL, IR_F32, 3, TU_IN(kv16, table, q16), 3,
+                         TU_AT(tu_int(IR_ATTR_HEADS, 2), tu_int(IR_ATTR_HEAD_SIZE, 16), tu_float(IR_ATTR_SCALE, 0.25f))));
     return g;
 }
 

@@ -177,7 +177,8 @@ ir_graph *tu_graph_data(void);
 ir_graph *tu_graph_matmul(void);
 /* BatchNormalization, Linear with residual and GELU, without bias and with
  * RELU6, with K = 6 (unaligned rows); Attention in both layouts, with a post
- * scale, and over 70 tokens (partial query and key blocks). */
+ * scale, and over 70 tokens (partial query and key blocks), with a bias, and
+ * cross-attention with a broadcast bias. */
 ir_graph *tu_graph_fused(void);
 
 /* ---- running graphs ---- */

@@ -18,10 +18,15 @@ int cu_attention_supports(const ir_graph *g, const ir_node *n, char *why, size_t
 {
     const ir_value *x = &g->values[n->inputs[0]];
     int64_t H = ir_attr_int(n, IR_ATTR_HEADS, 0), D = ir_attr_int(n, IR_ATTR_HEAD_SIZE, 0);
-    int layout = (int)ir_attr_int(n, IR_ATTR_QKV_LAYOUT, 0);
-    if (x->rank != 3 || x->dims[1].e != 0 || x->dims[2].e != 0 || H < 1 || D < 1 || x->dims[2].k != 3 * H * D ||
+    int layout = (int)ir_attr_int(n, IR_ATTR_QKV_LAYOUT, 0), vq = ir_input(n, 2), parts = vq >= 0 ? 2 : 3;
+    if (x->rank != 3 || x->dims[1].e != 0 || x->dims[2].e != 0 || H < 1 || D < 1 || x->dims[2].k != parts * H * D ||
         (layout != 0 && layout != 1)) {
-        snprintf(why, len, "Attention input is not [images, tokens, 3*heads*head_size] with a known layout");
+        snprintf(why, len, "Attention input is not [images, tokens, %d*heads*head_size] with a known layout", parts);
+        return 0;
+    }
+    if (vq >= 0 && (g->values[vq].rank != 3 || g->values[vq].dims[1].e != 0 || g->values[vq].dims[1].k < 1 ||
+                    g->values[vq].dims[1].k > (1 << 20))) {
+        snprintf(why, len, "Attention's queries are not [images, tokens, heads*head_size]");
         return 0;
     }
     if (x->dims[1].k < 1 || x->dims[1].k > (1 << 20) || H > 65535) {
@@ -49,6 +54,10 @@ int cu_emit_attention(cu_ctx *c, int node)
         return VITC_OK;
     const ir_value *x = &c->g->values[n->inputs[0]];
     int64_t N = x->dims[1].k, H = ir_attr_int(n, IR_ATTR_HEADS, 0), D = ir_attr_int(n, IR_ATTR_HEAD_SIZE, 0);
+    int vq = ir_input(n, 2), np = vq >= 0 ? 2 : 3;
+    int64_t Nq = vq >= 0 ? c->g->values[vq].dims[1].k : N;
+    if (vq >= 0 && strcmp(cu_ctype(cu_sdt(c, vq)), cu_ctype(cu_sdt(c, n->inputs[0]))) != 0)
+        return cu_fail(c, VITC_INTERNAL, node, "attention queries and keys in different storage types");
     int layout = (int)ir_attr_int(n, IR_ATTR_QKV_LAYOUT, 0);
     float scale = ir_attr_float(n, IR_ATTR_SCALE, 1.0f), post = ir_attr_float(n, IR_ATTR_POST_SCALE, 1.0f);
     int tc = (c->prec == CU_FP16 || c->prec == CU_BF16) && D % 16 == 0;
@@ -77,9 +86,9 @@ int cu_emit_attention(cu_ctx *c, int node)
     cu_str s = {0};
     cu_str_add(&s, "VK_KERNEL(@, %u)\n{\n", threads);
     if (tc)
-        cu_str_add(&s, "    vk::attention_tc<%s, %lld, %d, %lld>(", t, (long long)D, layout, (long long)kc);
+        cu_str_add(&s, "    vk::attention_tc<%s, %lld, %d, %lld, %d>(", t, (long long)D, layout, (long long)kc, np);
     else
-        cu_str_add(&s, "    vk::attention_simt<%s, %lld, %d>(", t, (long long)D, layout);
+        cu_str_add(&s, "    vk::attention_simt<%s, %lld, %d, %d>(", t, (long long)D, layout, np);
     char f1[48], f2[48];
     cu_str_add(&s, "(const %s *)p.a[0], (%s *)p.a[1], %lld, %lld, %s, %s, ", t, t, (long long)N, (long long)H,
                cu_float_lit(scale_log2, f1, sizeof f1), cu_float_lit(post, f2, sizeof f2));
@@ -89,26 +98,32 @@ int cu_emit_attention(cu_ctx *c, int node)
         int64_t si = bv->dims[2].k == 1 && bv->dims[2].e == 0 ? 0 : N;
         int64_t sh = bv->dims[1].k == 1 ? 0 : bv->dims[2].k * N;
         int64_t sb = bv->dims[0].k == 1 && bv->dims[0].e == 0 ? 0 : bv->dims[1].k * bv->dims[2].k * N;
-        cu_str_add(&s, "(const %s *)p.a[2], %lldll, %lldll, %lldll);\n}\n", cu_ctype(cu_sdt(c, vb)), (long long)sb,
+        cu_str_add(&s, "(const %s *)p.a[2], %lldll, %lldll, %lldll, ", cu_ctype(cu_sdt(c, vb)), (long long)sb,
                    (long long)sh, (long long)si);
     } else {
-        cu_str_add(&s, "(const float *)0, 0, 0, 0);\n}\n");
+        cu_str_add(&s, "(const float *)0, 0, 0, 0, ");
     }
+    if (vq >= 0) /* the queries follow the bias among the arguments */
+        cu_str_add(&s, "(const %s *)p.a[%d], %lld);\n}\n", t, vb >= 0 ? 3 : 2, (long long)Nq);
+    else
+        cu_str_add(&s, "(const %s *)0, %lld);\n}\n", t, (long long)Nq);
     char label[128];
-    snprintf(label, sizeof label, "attention %s N=%lld H=%lld D=%lld%s%s%s", tc ? "mma" : "simt", (long long)N,
+    snprintf(label, sizeof label, "attention %s N=%lld H=%lld D=%lld%s%s%s%s", tc ? "mma" : "simt", (long long)N,
              (long long)H, (long long)D, layout ? " (h d qkv)" : "", tc && kc < (N + 63) / 64 * 64 ? " chunked" : "",
-             vb >= 0 ? " +bias" : "");
+             vb >= 0 ? " +bias" : "", vq >= 0 ? " cross" : "");
     int f = cu_add_kernel(c, "attn", label, &s);
     cu_str_free(&s);
     cu_launch *l = cu_launch_new(c, f, node, threads, smem);
     if (!l)
         return c->d->status;
     /* blockIdx.x: query tile + tiles * image */
-    l->grid[0] = cg_poly_scale(cg_poly_dim(x->dims[0]), (N + rows - 1) / rows);
+    l->grid[0] = cg_poly_scale(cg_poly_dim(x->dims[0]), (Nq + rows - 1) / rows);
     l->grid[1] = cg_poly_k(H);
     cu_arg_value(c, l, n->inputs[0]);
     cu_arg_value(c, l, out);
     if (vb >= 0)
         cu_arg_value(c, l, vb);
+    if (vq >= 0)
+        cu_arg_value(c, l, vq);
     return c->d->status;
 }

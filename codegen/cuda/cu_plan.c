@@ -162,6 +162,8 @@ static void mark_wide(cu_ctx *c)
             wide[cu_root(c, n->inputs[3])] = 1;
             wide[cu_root(c, n->outputs[0])] = 1;
         }
+        if (n->op == IR_OP_ATTENTION && ir_input(n, 2) >= 0) /* cross-attention's queries, stored like its keys */
+            narrow[cu_root(c, n->inputs[2])] = 1;
         if (n->op == IR_OP_ATTENTION ||
             ((n->op == IR_OP_LINEAR || n->op == IR_OP_MATMUL || n->op == IR_OP_GEMM) &&
              cu_linear_supports(g, n, why, sizeof why)))

@@ -1,7 +1,8 @@
 /* attention.c: the fused Attention op (ops.def): for each image and head,
  *     O = softmax((Q K^T) * scale + bias) * post_scale @ V
  * reading Q, K and V straight out of the packed qkv projection (no split or
- * transpose of qkv beforehand) and writing O with the heads merged, [B, N, H*D].
+ * transpose of qkv beforehand) and writing O with the heads merged, [B, N, H*D];
+ * for cross-attention Q out of its own q [B, Nq, H*D] and K, V out of kv.
  *
  * A task is one (image, head, block of query rows); rows are split only when
  * there are fewer than 3 (image, head) pairs per thread.  A task first copies
@@ -30,8 +31,10 @@ enum { PREFETCH_ROWS = 6 };               /* qkv rows prefetched ahead of a copy
 
 typedef struct {
     int vf, nv, nr, mr, rb;
-    int64_t E, ld;            /* H*D; qkv row stride 3*H*D */
-    int64_t ks;               /* stride of d inside a head: 1 (layout 0) or 3 */
+    int parts;                /* projections packed in qkv: 3, or 2 (K and V) with a separate Q */
+    int64_t nq;               /* query rows: tokens, or q_tokens */
+    int64_t E, ld;            /* H*D; qkv row stride parts*H*D */
+    int64_t ks;               /* stride of d inside a head: 1 (layout 0) or parts */
     int64_t npn, nfn, np;     /* panels over the keys (columns of S) */
     int remn_nv, remn_lanes, remn_cols;
     int64_t npd, nfd, dp;     /* panels over the head dimension (columns of O) */
@@ -50,30 +53,32 @@ static void panels(int64_t n, int nr, int vf, int64_t *np, int64_t *nf, int *rnv
 static int attn_plan_make(const cg_attention_desc *d, const cg_target *t, attn_plan *p)
 {
     memset(p, 0, sizeof *p);
-    if (!d || !t || d->tokens < 1 || d->heads < 1 || d->head_size < 1 || (d->qkv_layout != 0 && d->qkv_layout != 1) ||
-        (t->vec_floats != 4 && t->vec_floats != 8 && t->vec_floats != 16))
+    if (!d || !t || d->tokens < 1 || d->q_tokens < 0 || d->heads < 1 || d->head_size < 1 ||
+        (d->qkv_layout != 0 && d->qkv_layout != 1) || (t->vec_floats != 4 && t->vec_floats != 8 && t->vec_floats != 16))
         return -1;
     p->vf = t->vec_floats;
     kern_uk_shape(t, &p->mr, &p->nv);
     p->nr = p->nv * p->vf;
     p->rb = RB_TILES * p->mr;
+    p->parts = d->q_tokens > 0 ? 2 : 3;
+    p->nq = d->q_tokens > 0 ? d->q_tokens : d->tokens;
     p->E = d->heads * d->head_size;
-    p->ld = 3 * p->E;
-    p->ks = d->qkv_layout ? 3 : 1;
+    p->ld = p->parts * p->E;
+    p->ks = d->qkv_layout ? p->parts : 1;
     panels(d->tokens, p->nr, p->vf, &p->npn, &p->nfn, &p->remn_nv, &p->remn_lanes, &p->remn_cols);
     panels(d->head_size, p->nr, p->vf, &p->npd, &p->nfd, &p->remd_nv, &p->remd_lanes, &p->remd_cols);
     p->np = p->npn * p->nr;
     p->dp = p->npd * p->nr;
-    double bytes = 4.0 * ((double)d->head_size * p->np + 2.0 * d->tokens * p->dp + (double)p->rb * (p->np + 1));
+    double bytes = 4.0 * ((double)d->head_size * p->np + (double)(p->nq + d->tokens) * p->dp + (double)p->rb * (p->np + 1));
     return bytes <= ATTN_MAX_STACK ? 0 : -1;
 }
 
-/* Offset of Q/K/V (which 0/1/2) of head h in a qkv row. */
+/* Offset of part which (Q, K, V: 0, 1, 2; K, V of kv: 0, 1) of head h in a qkv row. */
 static LLVMValueRef head_offset(kern *k, const cg_attention_desc *d, const attn_plan *p, LLVMValueRef h, int which)
 {
     if (d->qkv_layout == 0)
         return kern_addc(k, kern_mulc(k, h, d->head_size), which * p->E);
-    return kern_addc(k, kern_mulc(k, h, 3 * d->head_size), which);
+    return kern_addc(k, kern_mulc(k, h, p->parts * d->head_size), which);
 }
 
 /* Whether scale folds into the softmax's exponent: max(scale * s) is
@@ -247,7 +252,7 @@ static LLVMValueRef emit_task(kern *k, attn_emit *e, const char *name, LLVMTypeR
     LLVMValueRef kt = LLVMBuildArrayAlloca(b, k->f32, kern_i64(k, D * p->np), "kt");
     LLVMValueRef sbuf = LLVMBuildArrayAlloca(b, k->f32, kern_i64(k, p->rb * p->np), "s");
     LLVMValueRef vp = LLVMBuildArrayAlloca(b, k->f32, kern_i64(k, N * p->dp), "v");
-    LLVMValueRef qb = LLVMBuildArrayAlloca(b, k->f32, kern_i64(k, N * p->dp), "q");
+    LLVMValueRef qb = LLVMBuildArrayAlloca(b, k->f32, kern_i64(k, p->nq * p->dp), "q");
     LLVMValueRef rs = LLVMBuildArrayAlloca(b, k->f32, kern_i64(k, p->rb), "rowscale");
     LLVMSetAlignment(kt, 64);
     LLVMSetAlignment(sbuf, 64);
@@ -269,19 +274,24 @@ static LLVMValueRef emit_task(kern *k, attn_emit *e, const char *name, LLVMTypeR
     LLVMValueRef img = LLVMBuildSDiv(b, bh, kern_i64(k, d->heads), "img");
     LLVMValueRef h = LLVMBuildSub(b, bh, kern_mulc(k, img, d->heads), "head");
     LLVMValueRef base = kern_gep(k, qkv, kern_mulc(k, img, N * p->ld));
-    LLVMValueRef q = kern_gep(k, base, head_offset(k, d, p, h, 0));
-    LLVMValueRef kk = kern_gep(k, base, head_offset(k, d, p, h, 1));
-    LLVMValueRef v = kern_gep(k, base, head_offset(k, d, p, h, 2));
-    LLVMValueRef o = kern_gep(k, out, kern_add(k, kern_mulc(k, img, N * p->E), kern_mulc(k, h, D)));
+    int kw = p->parts - 2; /* K's part: 1 in qkv, 0 in kv */
+    LLVMValueRef kk = kern_gep(k, base, head_offset(k, d, p, h, kw));
+    LLVMValueRef v = kern_gep(k, base, head_offset(k, d, p, h, kw + 1));
+    /* Q: in qkv (row stride ld, d stride ks), or in q [B, nq, E] */
+    int64_t ldq = p->parts == 3 ? p->ld : p->E, ksq = p->parts == 3 ? p->ks : 1;
+    LLVMValueRef q = p->parts == 3 ? kern_gep(k, base, head_offset(k, d, p, h, 0))
+                                   : kern_gep(k, kern_field(k, argsty, args, 3, k->ptr),
+                                              kern_add(k, kern_mulc(k, img, p->nq * p->E), kern_mulc(k, h, D)));
+    LLVMValueRef o = kern_gep(k, out, kern_add(k, kern_mulc(k, img, p->nq * p->E), kern_mulc(k, h, D)));
     LLVMValueRef bh_bias = bias ? kern_gep(k, bias, kern_add(k, kern_mulc(k, img, d->bias_b), kern_mulc(k, h, d->bias_h)))
                                 : NULL;
 
     /* K^T: kt[d][j] = K[j][d]; V: vp[j][d] = V[j][d]; the task's rows of Q */
     LLVMValueRef r0 = kern_mul(k, rblk, rbk);
-    LLVMValueRef r1 = kern_min(k, kern_i64(k, N), kern_add(k, r0, rbk));
+    LLVMValueRef r1 = kern_min(k, kern_i64(k, p->nq), kern_add(k, r0, rbk));
     emit_copy(k, kt, 1, p->np, kk, p->ld, p->ks, kern_i64(k, N), D);
     emit_copy(k, vp, p->dp, 1, v, p->ld, p->ks, kern_i64(k, N), D);
-    emit_copy(k, qb, p->dp, 1, kern_gep(k, q, kern_mulc(k, r0, p->ld)), p->ld, p->ks, LLVMBuildSub(b, r1, r0, ""), D);
+    emit_copy(k, qb, p->dp, 1, kern_gep(k, q, kern_mulc(k, r0, ldq)), ldq, ksq, LLVMBuildSub(b, r1, r0, ""), D);
 
     kern_loop I;
     kern_for(k, &I, r0, r1, p->rb, 0, 0, NULL, "chunk");
@@ -305,12 +315,12 @@ static LLVMValueRef emit_driver(kern *k, const char *name, const cg_attention_de
                                 LLVMValueRef task, LLVMTypeRef argsty)
 {
     LLVMValueRef batch, nt;
-    LLVMValueRef fn = kern_driver_open(k, name, argsty, 3, &batch, &nt);
+    LLVMValueRef fn = kern_driver_open(k, name, argsty, 4, &batch, &nt);
     LLVMValueRef bh = kern_mulc(k, batch, d->heads);
-    int64_t maxrb = (d->tokens + p->mr - 1) / p->mr;
+    int64_t maxrb = (p->nq + p->mr - 1) / p->mr;
     LLVMValueRef nrb = kern_min(k, kern_cdiv(k, kern_mulc(k, nt, 3), bh), kern_i64(k, maxrb));
-    LLVMValueRef rbk = kern_mulc(k, kern_cdiv(k, kern_cdiv(k, kern_i64(k, d->tokens), nrb), kern_i64(k, p->mr)), p->mr);
-    nrb = kern_cdiv(k, kern_i64(k, d->tokens), rbk);
+    LLVMValueRef rbk = kern_mulc(k, kern_cdiv(k, kern_cdiv(k, kern_i64(k, p->nq), nrb), kern_i64(k, p->mr)), p->mr);
+    nrb = kern_cdiv(k, kern_i64(k, p->nq), rbk);
     kern_driver_close(k, fn, nrb, rbk, kern_mul(k, bh, nrb), task);
     return fn;
 }
@@ -324,14 +334,16 @@ LLVMValueRef cg_attention_emit(LLVMModuleRef mod, const char *name, const cg_att
     LLVMValueRef fn = NULL;
     attn_emit e = {.d = d, .p = &p};
     char buf[256];
-    LLVMTypeRef argsty = kern_args_type(&k, 3);
+    LLVMTypeRef argsty = kern_args_type(&k, 4);
     union { float f; uint32_t u; } sc = {.f = d->scale}, ps = {.f = d->post_scale};
-    char bias[96] = "";
+    char suffix[96] = ""; /* the bias's strides, the queries of cross-attention */
     if (d->has_bias)
-        snprintf(bias, sizeof bias, ".b%lld_%lld_%lld", (long long)d->bias_b, (long long)d->bias_h,
+        snprintf(suffix, sizeof suffix, ".b%lld_%lld_%lld", (long long)d->bias_b, (long long)d->bias_h,
                  (long long)d->bias_i);
+    if (d->q_tokens > 0)
+        snprintf(suffix + strlen(suffix), sizeof suffix - strlen(suffix), ".q%lld", (long long)d->q_tokens);
     snprintf(buf, sizeof buf, "vitc.attention.%s.n%lld.h%lld.d%lld.l%d.s%08x.p%08x%s", k.tag, (long long)d->tokens,
-             (long long)d->heads, (long long)d->head_size, d->qkv_layout, (unsigned)sc.u, (unsigned)ps.u, bias);
+             (long long)d->heads, (long long)d->head_size, d->qkv_layout, (unsigned)sc.u, (unsigned)ps.u, suffix);
     LLVMValueRef task = LLVMGetNamedFunction(mod, buf);
     if (!task) {
         /* S = Q @ K^T (times scale unless folded): A = the Q buffer, B = the K^T buffer */

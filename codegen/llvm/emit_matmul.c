@@ -292,8 +292,11 @@ int cg_matmul_supports(const ir_graph *g, const ir_node *n, char *why, size_t le
             return fail_why(why, len, "Attention needs qkv [B, N, 3*H*D] with a static N");
         int64_t H = ir_attr_int(n, IR_ATTR_HEADS, 0), D = ir_attr_int(n, IR_ATTR_HEAD_SIZE, 0);
         int64_t layout = ir_attr_int(n, IR_ATTR_QKV_LAYOUT, 0);
-        if (H < 1 || D < 1 || (layout != 0 && layout != 1) || A->dims[2].e != 0 || A->dims[2].k != 3 * H * D)
+        int vq = ir_input(n, 2), parts = vq >= 0 ? 2 : 3;
+        if (H < 1 || D < 1 || (layout != 0 && layout != 1) || A->dims[2].e != 0 || A->dims[2].k != parts * H * D)
             return fail_why(why, len, "Attention heads, head_size or qkv_layout do not fit its input");
+        if (vq >= 0 && (g->values[vq].rank != 3 || !is_static(g->values[vq].dims[1])))
+            return fail_why(why, len, "Attention's queries are not [B, Nq, H*D] with a static Nq");
         return 1;
     }
     case IR_OP_CONV: {
@@ -550,7 +553,8 @@ static int emit_attention(cg_ctx *cg, int node)
     d.qkv_layout = (int)ir_attr_int(n, IR_ATTR_QKV_LAYOUT, 0);
     d.scale = ir_attr_float(n, IR_ATTR_SCALE, 1.0f);
     d.post_scale = ir_attr_float(n, IR_ATTR_POST_SCALE, 1.0f);
-    int vbias = ir_input(n, 1);
+    int vbias = ir_input(n, 1), vq = ir_input(n, 2);
+    d.q_tokens = vq >= 0 ? cg->g->values[vq].dims[1].k : 0;
     if (vbias >= 0) { /* [1|B, 1|H, 1|N, N] (shape.c): strides 0 where broadcast */
         const ir_value *bv = &cg->g->values[vbias];
         d.has_bias = 1;
@@ -563,15 +567,20 @@ static int emit_attention(cg_ctx *cg, int node)
     if (!fn)
         return cg_fail(cg, VITC_INTERNAL, node, "the attention kernel generator refused N=%lld H=%lld D=%lld",
                        (long long)d.tokens, (long long)d.heads, (long long)d.head_size);
-    snprintf(label, sizeof label, "Attention N=%lld H=%lld D=%lld%s %s", (long long)d.tokens, (long long)d.heads,
-             (long long)d.head_size, d.has_bias ? " +bias" : "", n->name);
+    char cross[32] = "";
+    if (vq >= 0)
+        snprintf(cross, sizeof cross, " Nq=%lld", (long long)d.q_tokens);
+    snprintf(label, sizeof label, "Attention N=%lld%s H=%lld D=%lld%s %s", (long long)d.tokens, cross,
+             (long long)d.heads, (long long)d.head_size, d.has_bias ? " +bias" : "", n->name);
     cg_note_kernel(cg, name, label);
     LLVMBuilderRef b = cg->rb;
-    LLVMValueRef f[4] = {cg_value_ptr(cg, b, cg->run_call, n->inputs[0]),
+    LLVMValueRef none = LLVMConstNull(LLVMPointerTypeInContext(cg->llc, 0));
+    LLVMValueRef f[5] = {cg_value_ptr(cg, b, cg->run_call, n->inputs[0]),
                          cg_value_ptr(cg, b, cg->run_call, n->outputs[0]),
-                         vbias >= 0 ? cg_value_ptr(cg, b, cg->run_call, vbias) : LLVMConstNull(LLVMPointerTypeInContext(cg->llc, 0)),
+                         vbias >= 0 ? cg_value_ptr(cg, b, cg->run_call, vbias) : none,
+                         vq >= 0 ? cg_value_ptr(cg, b, cg->run_call, vq) : none,
                          cg_poly_value(cg, b, cg->run_batch, cg_poly_dim(X->dims[0]))};
-    cg_call_driver(cg, fn, f, 4);
+    cg_call_driver(cg, fn, f, 5);
     return cg->d->status;
 }
 

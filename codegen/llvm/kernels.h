@@ -85,19 +85,23 @@ LLVMValueRef cg_bgemm_emit(LLVMModuleRef mod, const char *name, const cg_bgemm_d
 /* ---- fused attention (ops.def Attention) ----
  * qkv [B, N, 3*H*D] as in qkv_layout; out [B, N, H*D]; with has_bias, bias
  * element (image b, head h, row i, key j) at b*bias_b + h*bias_h + i*bias_i + j
- * (a stride 0 broadcasts) is added to the scaled scores. */
+ * (a stride 0 broadcasts) is added to the scaled scores.  Cross-attention
+ * (q_tokens > 0): Q is read from q [B, q_tokens, H*D], qkv is kv
+ * [B, N, 2*H*D] holding K and V, out is [B, q_tokens, H*D]. */
 typedef struct {
     int64_t tokens, heads, head_size;
     int qkv_layout;
     float scale, post_scale;
     int has_bias;
     int64_t bias_b, bias_h, bias_i;
+    int64_t q_tokens;
 } cg_attention_desc;
 
 typedef struct {            /* ARGS of an attention driver */
     const float *qkv;
     float *out;
     const float *bias;      /* read only with has_bias */
+    const float *q;         /* read only with q_tokens */
     int64_t batch;
 } cg_attention_args;
 

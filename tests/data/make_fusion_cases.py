@@ -115,6 +115,24 @@ def attention(g, x, *, softmax_axis=-1, scale_on="q", separate=False, q_extra_re
     return o
 
 
+def attention_pool(g, x):
+    """timm's attention pooling: one query per image (here from the mean token;
+    timm's is a learned latent) attends to the tokens, K and V from one packed
+    projection: Q [B, H, 1, D], K, V [B, H, N, D], output [B, 1, C]."""
+    q = g.linear(g.op("ReduceMean", [x], "pool/ReduceMean", axes=[1]), C, C, "pool/q")
+    q = g.op("Transpose", [g.op("Reshape", [q, g.const([-1, 1, H, D])], "pool/q/Reshape")], "pool/q/Transpose",
+             perm=[0, 2, 1, 3])
+    kv = g.op("Reshape", [g.linear(x, C, 2 * C, "pool/kv"), g.const([-1, N, 2, H, D])], "pool/kv/Reshape")
+    kv = g.op("Transpose", [kv], "pool/kv/Transpose", perm=[2, 0, 3, 1, 4])
+    k, v = (g.op("Gather", [kv, g.const(np.int64(i))], "pool/Gather_%d" % i, axis=0) for i in range(2))
+    s = g.op("MatMul", [g.op("Mul", [q, g.const(np.float32(D ** -0.5))], "pool/Mul"),
+                        g.op("Transpose", [k], "pool/Transpose_k", perm=[0, 1, 3, 2])], "pool/MatMul")
+    o = g.op("MatMul", [g.op("Softmax", [s], "pool/Softmax", axis=-1), v], "pool/MatMul_1")
+    o = g.op("Transpose", [o], "pool/Transpose_o", perm=[0, 2, 1, 3])
+    o = g.op("Reshape", [o, g.const([-1, 1, C])], "pool/Reshape_o")
+    return o
+
+
 def layernorm(g, x, *, axes=(-1,), eps_inside=True, reciprocal=False):
     """The decomposed LayerNorm of TorchScript exports at opset < 17."""
     mean = g.op("ReduceMean", [x], "ln/ReduceMean", axes=list(axes))
@@ -236,6 +254,11 @@ def main():
     save("near_attention_scaled_after_mask.onnx",
          g.model(attention(g, "x", mask=np.tril(np.ones((N, N))), scale_on="logits"), tok, tok),
          "Attention=0 Softmax=1", "the scores are scaled by 0.5 after the mask or bias")
+
+    # ---- cross-attention: a pooling query over the tokens ----
+    g = Graph()
+    save("attention_pool_cross.onnx", g.model(attention_pool(g, "x"), tok, ["B", 1, C]),
+         "Attention=1 Softmax=0 MatMul=0 Linear=2", "-")
 
     with open(os.path.join(HERE, "EXPECT.tsv"), "w") as f:
         f.write("# file\top counts after the passes\texplanation fragment (- : none)\n")

@@ -13,6 +13,7 @@ TorchScript exporter at opset 14 and 17 (dynamo=False) and the dynamo exporter a
 its default opset, all with a dynamic batch axis.
 
     .venv-gen/bin/python tests/zoo/gen_zoo.py     # needs requirements.txt here
+    .venv-gen/bin/python tests/zoo/gen_zoo.py --only timm_attnpool   # one model (seeds as in a full run)
 
 With an older torch (Debian 12's python3-torch 1.13, whose TorchScript exporter
 a Debian user has), the same timm and torchvision models are written as
@@ -24,6 +25,7 @@ torch 2); zoo.tsv keeps the rows of the other run:
     .venv-deb/bin/python tests/zoo/gen_zoo.py
 """
 import os
+import sys
 import warnings
 
 import numpy as np
@@ -65,6 +67,9 @@ def models():
                                                    hidden_dim=64, mlp_dim=128, num_classes=10), 2
     if not OLD_TORCH:
         yield from hf_models()
+        # attention pooling (timm's AttentionPoolLatent: a learned query attends to the tokens, K and V from one
+        # packed projection): cross-attention.  Last, so that the seeds of the models above stay as they were.
+        yield "timm_attnpool", tv.VisionTransformer(class_token=False, global_pool="map", **small), 3
 
 
 def hf_models():
@@ -108,7 +113,10 @@ def main():
     if os.path.exists(manifest):
         with open(manifest) as t:
             rows = {r[0]: r for r in (l.rstrip("\n").split("\t") for l in t if l.strip() and not l.startswith("#"))}
+    only = sys.argv[sys.argv.index("--only") + 1].split(",") if "--only" in sys.argv else None
     for i, (name, m, depth) in enumerate(models()):
+        if only and name not in only:
+            continue
         name += "_torch1" if OLD_TORCH else ""
         w = randomize_(m, 1000 + i)
         rng = np.random.default_rng(2000 + i)

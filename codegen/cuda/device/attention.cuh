@@ -3,7 +3,9 @@
  *
  * qkv is [B, N, 3*H*D]: LAYOUT 0 puts its last axis as [3][H][D] (timm,
  * torchvision), LAYOUT 1 as [H][D][3] (einops "(h d qkv)").  out is
- * [B, N, H*D].  bias (NULL: none) element (image b, head h, row i, key j)
+ * [B, N, H*D].  Cross-attention (NP 2): qkv holds only K and V, as
+ * [B, N, 2*H*D], Q is q [B, Nq, H*D] and out [B, Nq, H*D]; for NP 3, q is
+ * unused and Nq is N.  bias (NULL: none) element (image b, head h, row i, key j)
  * is at b*sb + h*sh + i*si + j (a stride 0 broadcasts); it is multiplied by
  * log2(e) like the scale.  The softmax is computed online in fp32 (running maximum and
  * sum per row, base-2 exponentials with log2(e) folded into the scale), so
@@ -25,13 +27,14 @@
 
 namespace vk {
 
-/* Element (b, n, head h, d) of Q (which 0), K (1) or V (2). */
-template <int LAYOUT> VK_DEV vk_i64 qkv_index(vk_i64 row, int H, int D, int h, int d, int which)
+/* Element (b, n, head h, d) of part which of a row of NP packed parts: Q
+ * (which 0), K (1) or V (2) of qkv; K (0) or V (1) of kv; Q (0) of q. */
+template <int LAYOUT, int NP> VK_DEV vk_i64 qkv_index(vk_i64 row, int H, int D, int h, int d, int which)
 {
-    vk_i64 base = row * 3 * H * D;
+    vk_i64 base = row * NP * H * D;
     if (LAYOUT == 0)
         return base + (vk_i64)which * H * D + h * D + d;
-    return base + ((vk_i64)h * D + d) * 3 + which;
+    return base + ((vk_i64)h * D + d) * NP + which;
 }
 
 template <int D, int KC> struct attn_tc_smem {
@@ -40,7 +43,7 @@ template <int D, int KC> struct attn_tc_smem {
 
 /* Copies rows [r0, r0 + nrows) of Q, K or V for head h of image b into
  * shared memory rows of rs bytes; rows at or past N become zeros. */
-template <class T, int D, int LAYOUT, int NT>
+template <class T, int D, int LAYOUT, int NT, int NP>
 VK_DEV void attn_load_rows(unsigned char *dst, int rs, const T *qkv, vk_i64 b, int N, int H, int h, int which, int r0,
                            int nrows)
 {
@@ -49,7 +52,7 @@ VK_DEV void attn_load_rows(unsigned char *dst, int rs, const T *qkv, vk_i64 b, i
         for (int c = threadIdx.x; c < nrows * CH; c += NT) {
             int r = c / CH, ch = c % CH, n = r0 + r;
             bool ok = n < N;
-            const T *src = qkv + qkv_index<0>(b * N + (ok ? n : 0), H, D, h, ch * 8, which);
+            const T *src = qkv + qkv_index<0, NP>(b * N + (ok ? n : 0), H, D, h, ch * 8, which);
             vk_cp_async16(dst + r * rs + ch * 16, src, ok);
         }
     } else {
@@ -57,7 +60,7 @@ VK_DEV void attn_load_rows(unsigned char *dst, int rs, const T *qkv, vk_i64 b, i
             int r = c / D, d = c % D, n = r0 + r;
             T *e = (T *)(dst + r * rs) + d;
             if (n < N)
-                *e = qkv[qkv_index<1>(b * N + n, H, D, h, d, which)];
+                *e = qkv[qkv_index<1, NP>(b * N + n, H, D, h, d, which)];
             else
                 vk_put(e, 0.0f);
         }
@@ -70,20 +73,23 @@ template <class TB> VK_DEV float attn_bias(const TB *bias, vk_i64 si, int q, int
     return bias ? vk_get(bias + q * si + key) * 1.4426950408889634f : 0.0f;
 }
 
-template <class T, int D, int LAYOUT, int KC, class TB>
+template <class T, int D, int LAYOUT, int KC, int NP, class TB>
 VK_DEV void attention_tc(const T *qkv, T *out, int N, int H, float scale_log2, float post_scale, const TB *bias,
-                         vk_i64 sb, vk_i64 sh, vk_i64 si)
+                         vk_i64 sb, vk_i64 sh, vk_i64 si, const T *qsrc, int Nq)
 {
     enum { RS = attn_tc_smem<D, KC>::rs, DK = D / 16, DF = D / 8 };
     static_assert(D % 16 == 0 && KC % 64 == 0, "D a multiple of 16, KC of 64");
     unsigned char *Qs = vk_smem, *Ks = Qs + 64 * RS, *Vs = Ks + KC * RS;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int tiles = (N + 63) / 64, q0 = (int)(blockIdx.x % tiles) * 64, h = blockIdx.y;
+    const int tiles = (Nq + 63) / 64, q0 = (int)(blockIdx.x % tiles) * 64, h = blockIdx.y;
     const vk_i64 b = blockIdx.x / tiles;
     if (bias)
         bias += b * sb + h * sh;
 
-    attn_load_rows<T, D, LAYOUT, 128>(Qs, RS, qkv, b, N, H, h, 0, q0, 64);
+    if (NP == 2)
+        attn_load_rows<T, D, 0, 128, 1>(Qs, RS, qsrc, b, Nq, H, h, 0, q0, 64);
+    else
+        attn_load_rows<T, D, LAYOUT, 128, 3>(Qs, RS, qkv, b, N, H, h, 0, q0, 64);
 
     vk_u32 qf[DK][4];
     float o[DF][4], m[2], l[2];
@@ -97,8 +103,8 @@ VK_DEV void attention_tc(const T *qkv, T *out, int N, int H, float scale_log2, f
 
     for (int c0 = 0; c0 < N; c0 += KC) {
         __syncthreads(); /* the previous chunk is no longer read */
-        attn_load_rows<T, D, LAYOUT, 128>(Ks, RS, qkv, b, N, H, h, 1, c0, KC);
-        attn_load_rows<T, D, LAYOUT, 128>(Vs, RS, qkv, b, N, H, h, 2, c0, KC);
+        attn_load_rows<T, D, LAYOUT, 128, NP>(Ks, RS, qkv, b, N, H, h, NP - 2, c0, KC);
+        attn_load_rows<T, D, LAYOUT, 128, NP>(Vs, RS, qkv, b, N, H, h, NP - 1, c0, KC);
         vk_cp_async_commit();
         vk_cp_async_wait<0>();
         __syncthreads();
@@ -132,7 +138,7 @@ VK_DEV void attention_tc(const T *qkv, T *out, int N, int H, float scale_log2, f
                 for (int e = 0; e < 4; e++) {
                     int key = c0 + kb + j * 8 + (lane & 3) * 2 + (e & 1);
                     int q = q0 + warp * 16 + (lane >> 2) + (e >> 1) * 8;
-                    s[j][e] = key < N ? s[j][e] * scale_log2 + (q < N ? attn_bias(bias, si, q, key) : 0.0f)
+                    s[j][e] = key < N ? s[j][e] * scale_log2 + (q < Nq ? attn_bias(bias, si, q, key) : 0.0f)
                                       : -vk_inf();
                     mx[e >> 1] = fmaxf(mx[e >> 1], s[j][e]);
                 }
@@ -186,10 +192,10 @@ VK_DEV void attention_tc(const T *qkv, T *out, int N, int H, float scale_log2, f
 #pragma unroll
     for (int i = 0; i < 2; i++) {
         int q = q0 + warp * 16 + (lane >> 2) + i * 8;
-        if (q >= N)
+        if (q >= Nq)
             continue;
         float inv = post_scale / l[i];
-        T *dst = out + (b * N + q) * HD + h * D;
+        T *dst = out + (b * Nq + q) * HD + h * D;
 #pragma unroll
         for (int j = 0; j < DF; j++)
             vk_put2(dst + j * 8 + (lane & 3) * 2, o[j][2 * i] * inv, o[j][2 * i + 1] * inv);
@@ -202,21 +208,23 @@ template <int D> struct attn_simt_smem {
     enum { bytes = 2 * ATTN_SIMT_KEYS * D * 4 };
 };
 
-template <class T, int D, int LAYOUT, class TB>
+template <class T, int D, int LAYOUT, int NP, class TB>
 VK_DEV void attention_simt(const T *qkv, T *out, int N, int H, float scale_log2, float post_scale, const TB *bias,
-                           vk_i64 sb, vk_i64 sh, vk_i64 si)
+                           vk_i64 sb, vk_i64 sh, vk_i64 si, const T *qsrc, int Nq)
 {
     float *Ks = (float *)vk_smem, *Vs = Ks + ATTN_SIMT_KEYS * D;
-    const int tiles = (N + ATTN_SIMT_ROWS - 1) / ATTN_SIMT_ROWS, h = blockIdx.y;
+    const int tiles = (Nq + ATTN_SIMT_ROWS - 1) / ATTN_SIMT_ROWS, h = blockIdx.y;
     const int q = (int)(blockIdx.x % tiles) * ATTN_SIMT_ROWS + threadIdx.x;
     const vk_i64 b = blockIdx.x / tiles;
-    const bool active = q < N;
+    const bool active = q < Nq;
     if (bias)
         bias += b * sb + h * sh;
     float qv[D], o[D], m = -vk_inf(), l = 0.0f;
 #pragma unroll
     for (int d = 0; d < D; d++) {
-        qv[d] = active ? vk_get(qkv + qkv_index<LAYOUT>(b * N + q, H, D, h, d, 0)) * scale_log2 : 0.0f;
+        const T *qe = NP == 2 ? qsrc + qkv_index<0, 1>(b * Nq + q, H, D, h, d, 0)
+                              : qkv + qkv_index<LAYOUT, 3>(b * N + q, H, D, h, d, 0);
+        qv[d] = active ? vk_get(qe) * scale_log2 : 0.0f;
         o[d] = 0.0f;
     }
     for (int c0 = 0; c0 < N; c0 += ATTN_SIMT_KEYS) {
@@ -224,8 +232,8 @@ VK_DEV void attention_simt(const T *qkv, T *out, int N, int H, float scale_log2,
         for (int c = threadIdx.x; c < ATTN_SIMT_KEYS * D; c += ATTN_SIMT_ROWS) {
             int r = c / D, d = c % D, n = c0 + r;
             bool ok = n < N;
-            Ks[c] = ok ? vk_get(qkv + qkv_index<LAYOUT>(b * N + n, H, D, h, d, 1)) : 0.0f;
-            Vs[c] = ok ? vk_get(qkv + qkv_index<LAYOUT>(b * N + n, H, D, h, d, 2)) : 0.0f;
+            Ks[c] = ok ? vk_get(qkv + qkv_index<LAYOUT, NP>(b * N + n, H, D, h, d, NP - 2)) : 0.0f;
+            Vs[c] = ok ? vk_get(qkv + qkv_index<LAYOUT, NP>(b * N + n, H, D, h, d, NP - 1)) : 0.0f;
         }
         __syncthreads();
         int nk = N - c0 < ATTN_SIMT_KEYS ? N - c0 : ATTN_SIMT_KEYS;
@@ -254,7 +262,7 @@ VK_DEV void attention_simt(const T *qkv, T *out, int N, int H, float scale_log2,
     if (!active)
         return;
     float inv = post_scale / l;
-    T *dst = out + (b * N + q) * (vk_i64)(H * D) + h * D;
+    T *dst = out + (b * Nq + q) * (vk_i64)(H * D) + h * D;
 #pragma unroll
     for (int d = 0; d < D; d++)
         vk_put(dst + d, o[d] * inv);
