@@ -14,6 +14,8 @@ its default opset, all with a dynamic batch axis.
 
     .venv-gen/bin/python tests/zoo/gen_zoo.py     # needs requirements.txt here
     .venv-gen/bin/python tests/zoo/gen_zoo.py --only timm_attnpool   # one model (seeds as in a full run)
+    .venv-gen/bin/python tests/zoo/gen_zoo.py --full /tmp/zoo-full [--only ...]  # library sizes, not committed
+    VITC_ZOO=/tmp/zoo-full tests/zoo/test_zoo.py                               # and check them
 
 With an older torch (Debian 12's python3-torch 1.13, whose TorchScript exporter
 a Debian user has), the same timm and torchvision models are written as
@@ -32,6 +34,10 @@ import numpy as np
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# --full DIR: the same models at the libraries' full sizes (ViT-B/16, 224x224), written to DIR (not committed)
+FULL = sys.argv[sys.argv.index("--full") + 1] if "--full" in sys.argv else None
+IMG = 224 if FULL else 32
+OUT = FULL or HERE
 OLD_TORCH = int(torch.__version__.split(".")[0]) < 2
 warnings.filterwarnings("ignore")
 
@@ -57,32 +63,55 @@ def models():
     import timm.models.vision_transformer as tv
     import torchvision.models.vision_transformer as tvv
 
-    small = dict(img_size=32, patch_size=8, embed_dim=64, depth=2, num_heads=4, mlp_ratio=2, num_classes=10)
-    yield "timm_deit_distilled", timm.models.deit.VisionTransformerDistilled(**small), 2
-    yield "timm_clip", tv.VisionTransformer(act_layer="quick_gelu", pre_norm=True, **small), 2
-    yield "timm_dinov2", tv.VisionTransformer(init_values=0.5, **small), 2
+    small = dict(img_size=IMG, patch_size=8, embed_dim=64, depth=2, num_heads=4, mlp_ratio=2, num_classes=10)
+    if FULL:  # ViT-B/16 as the libraries default to it
+        small = dict(img_size=IMG, patch_size=16, embed_dim=768, depth=12, num_heads=12, mlp_ratio=4,
+                     num_classes=1000)
+    d = small["depth"]
+    yield "timm_deit_distilled", timm.models.deit.VisionTransformerDistilled(**small), d
+    yield "timm_clip", tv.VisionTransformer(act_layer="quick_gelu", pre_norm=True, **small), d
+    yield "timm_dinov2", tv.VisionTransformer(init_values=0.5, **small), d
     yield "timm_avgpool", tv.VisionTransformer(class_token=False, global_pool="avg", qkv_bias=False, fc_norm=True,
-                                               **small), 2
-    yield "torchvision_vit", tvv.VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=4,
-                                                   hidden_dim=64, mlp_dim=128, num_classes=10), 2
+                                               **small), d
+    yield "torchvision_vit", (tvv.vit_b_16() if FULL else
+                              tvv.VisionTransformer(image_size=IMG, patch_size=8, num_layers=2, num_heads=4,
+                                                    hidden_dim=64, mlp_dim=128, num_classes=10)), d
     if not OLD_TORCH:
         yield from hf_models()
         # attention pooling (timm's AttentionPoolLatent: a learned query attends to the tokens, K and V from one
         # packed projection): cross-attention.  Last, so that the seeds of the models above stay as they were.
-        yield "timm_attnpool", tv.VisionTransformer(class_token=False, global_pool="map", **small), 3
+        yield "timm_attnpool", tv.VisionTransformer(class_token=False, global_pool="map", **small), d + 1
+        yield from hf_deit()
+
+
+def hf_tiny():
+    """The HF configs' sizes: tiny, or with --full their defaults (ViT-B/16)."""
+    if FULL:
+        return dict(image_size=IMG, patch_size=16), 12
+    return dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128, image_size=IMG,
+                patch_size=8), 2
+
+
+def hf_deit():
+    """HF DeiT with its distillation token (the "with teacher" head averages the class and distillation heads)."""
+    from transformers import DeiTConfig, DeiTForImageClassificationWithTeacher
+    tiny, d = hf_tiny()
+    for attn in ("eager", "sdpa"):
+        cfg = DeiTConfig(num_labels=10, **tiny)
+        cfg._attn_implementation = attn
+        yield "hf_deit_%s" % attn, Logits(DeiTForImageClassificationWithTeacher(cfg)), d
 
 
 def hf_models():
     from transformers import (CLIPVisionConfig, CLIPVisionModel, Dinov2Config, Dinov2Model, ViTConfig,
                               ViTForImageClassification)
-    tiny = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128, image_size=32,
-                patch_size=8)
+    tiny, d = hf_tiny()
     for attn in ("eager", "sdpa"):
         for name, cls, cfg in (("hf_vit", ViTForImageClassification, ViTConfig(num_labels=10, **tiny)),
                                ("hf_clip", CLIPVisionModel, CLIPVisionConfig(hidden_act="quick_gelu", **tiny)),
                                ("hf_dinov2", Dinov2Model, Dinov2Config(layerscale_value=0.5, **tiny))):
             cfg._attn_implementation = attn
-            yield "%s_%s" % (name, attn), Logits(cls(cfg)), 2
+            yield "%s_%s" % (name, attn), Logits(cls(cfg)), d
 
 
 class Logits(torch.nn.Module):
@@ -108,7 +137,8 @@ def export(w, x, path, exporter):
 
 
 def main():
-    manifest = os.path.join(HERE, "zoo.tsv")
+    os.makedirs(OUT, exist_ok=True)
+    manifest = os.path.join(OUT, "zoo.tsv")
     rows = {}  # file -> row, in the manifest's order: this run's rows replace their files' old ones
     if os.path.exists(manifest):
         with open(manifest) as t:
@@ -121,14 +151,14 @@ def main():
         w = randomize_(m, 1000 + i)
         rng = np.random.default_rng(2000 + i)
         for b in (1, 3):
-            x = rng.standard_normal((b, 3, 32, 32)).astype(np.float32)
+            x = rng.standard_normal((b, 3, IMG, IMG)).astype(np.float32)
             with torch.no_grad():
                 y = w(torch.from_numpy(x)).numpy()
-            np.save(os.path.join(HERE, "%s.b%d.input.npy" % (name, b)), x)
-            np.save(os.path.join(HERE, "%s.b%d.output.npy" % (name, b)), y)
+            np.save(os.path.join(OUT, "%s.b%d.input.npy" % (name, b)), x)
+            np.save(os.path.join(OUT, "%s.b%d.output.npy" % (name, b)), y)
         for exporter in ("ts13", "ts17") if OLD_TORCH else ("ts14", "ts17", "dynamo"):
             f = "%s-%s.onnx" % (name, exporter)
-            export(w, torch.zeros(2, 3, 32, 32), os.path.join(HERE, f), exporter)  # 2: torch.export fixes a batch of 1
+            export(w, torch.zeros(2, 3, IMG, IMG), os.path.join(OUT, f), exporter)  # 2: torch.export fixes a batch of 1
             rows[f] = (f, name, exporter, str(depth))
             print("wrote", f)
     with open(manifest, "w") as t:

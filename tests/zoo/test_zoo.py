@@ -21,12 +21,15 @@ import numpy as np
 
 SRC = os.environ.get("VITC_SOURCE_DIR", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 VITC = os.environ.get("VITC_BIN", "vitc")
-ZOO = os.path.join(SRC, "tests", "zoo")
+ZOO = os.environ.get("VITC_ZOO") or os.path.join(SRC, "tests", "zoo")  # VITC_ZOO: gen_zoo.py --full output
 LEFT_OUT = ("Softmax", "Erf", "Sigmoid", "Pow", "Sqrt", "IsNaN")
 
 
 def rows(name):
-    with open(os.path.join(ZOO, name)) as f:
+    path = os.path.join(ZOO, name)
+    if not os.path.exists(path) and name == "known-failures.tsv":  # a --full directory has none
+        return []
+    with open(path) as f:
         return [l.rstrip("\n").split("\t") for l in f if l.strip() and not l.startswith("#")]
 
 
