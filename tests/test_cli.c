@@ -297,7 +297,8 @@ static void test_input_file_messages(void **state)
     snprintf(npz, sizeof npz, "%s/x.npz", dir);
     FILE *f = fopen(npz, "wb");
     assert_non_null(f);
-    fwrite("PK\x03\x04 not really a zip", 1, 26, f);
+    static const char zip[] = "PK\x03\x04 not really a zip";
+    fwrite(zip, 1, sizeof zip - 1, f);
     fclose(f);
     const char *a3[] = {"run", model, "--input", npz, NULL};
     expect_err(2, a3, "is a .npz archive");
