@@ -1,7 +1,8 @@
-/* loader.c: opening a compiled model.  dlopens the .so, finds its
- * descriptor (VITC_ABI_SYMBOL), checks the ABI version, the size and the
- * sanity of every field before anything else trusts it, and brings the
- * weights into 64-byte aligned memory: embedded ones in place, external ones
+/* loader.c: opening a compiled model.  Reads its descriptor
+ * (VITC_ABI_SYMBOL) from the file as data and checks the ABI version, the
+ * size, the sanity of every field and the CPU features it needs before any
+ * of the file's code can run; then dlopens the .so, checks the descriptor it
+ * exports the same way, and brings the weights into 64-byte aligned memory: embedded ones in place, external ones
  * read from the file beside the .so and checked against their size and
  * FNV-1a checksum. */
 #include "runtime/rt_cuda.h"
@@ -79,52 +80,38 @@ static int check_tensors(const char *path, const char *what, const vitc_abi_tens
     return 0;
 }
 
-/* The descriptor of the .so behind handle, checked; NULL after recording why. */
-static const vitc_abi_model *find_descriptor(void *handle, const char *path, vitc_status *st)
+/* A descriptor's fields are usable: version, size, target, counts,
+ * tensors, weights; with check_cpu, this machine has the CPU features it
+ * was compiled for.  VITC_STATUS_OK, or the status after recording why. */
+static vitc_status check_descriptor(const vitc_abi_model *abi, const char *path, int check_cpu)
 {
-    const vitc_abi_model *abi = dlsym(handle, VITC_ABI_SYMBOL);
-    if (!abi) {
-        /* A model of another ABI version exports the symbol with its own suffix. */
-        for (int v = 0; v < 64; v++) {
-            char sym[32];
-            snprintf(sym, sizeof sym, "vitc_model_v%d", v);
-            if (v != VITC_ABI_VERSION && dlsym(handle, sym)) {
-                *st = rt_fail(VITC_STATUS_ABI_MISMATCH,
-                              "%s: compiled for vitc model ABI %d; this runtime reads ABI %d (recompile the model)",
-                              path, v, VITC_ABI_VERSION);
-                return NULL;
-            }
-        }
-        *st = rt_fail(VITC_STATUS_LOAD_FAILED, "%s: not a vitc model (no symbol %s)", path, VITC_ABI_SYMBOL);
-        return NULL;
-    }
     if (abi->abi_version != VITC_ABI_VERSION || abi->size < VITC_ABI_MODEL_BASE_SIZE ||
-        abi->size > sizeof(vitc_abi_model)) {
-        *st = rt_fail(VITC_STATUS_ABI_MISMATCH,
-                      "%s: model ABI version %u (descriptor of %u bytes); this runtime reads version %d (%zu to %zu bytes)",
-                      path, abi->abi_version, abi->size, VITC_ABI_VERSION, (size_t)VITC_ABI_MODEL_BASE_SIZE,
-                      sizeof(vitc_abi_model));
-        return NULL;
-    }
-    if (!abi->target || (strcmp(abi->target, "cpu") != 0 && strcmp(abi->target, "cuda") != 0)) {
-        *st = rt_fail(VITC_STATUS_ABI_MISMATCH, "%s: unknown target '%s'", path, abi->target ? abi->target : "(null)");
-        return NULL;
-    }
-    *st = VITC_STATUS_LOAD_FAILED;
-    if (!abi->run || abi->max_batch < 1 || (abi->nkernels > 0 && !abi->kernel_names) || abi->nkernels < 0) {
-        rt_fail(VITC_STATUS_LOAD_FAILED, "%s: malformed model descriptor (run, max_batch or kernel list)", path);
-        return NULL;
-    }
+        abi->size > sizeof(vitc_abi_model))
+        return rt_fail(VITC_STATUS_ABI_MISMATCH,
+                       "%s: model ABI version %u (descriptor of %u bytes); this runtime reads version %d (%zu to %zu bytes)",
+                       path, abi->abi_version, abi->size, VITC_ABI_VERSION, (size_t)VITC_ABI_MODEL_BASE_SIZE,
+                       sizeof(vitc_abi_model));
+    if (!abi->target || (strcmp(abi->target, "cpu") != 0 && strcmp(abi->target, "cuda") != 0))
+        return rt_fail(VITC_STATUS_ABI_MISMATCH, "%s: unknown target '%s'", path, abi->target ? abi->target : "(null)");
+    if (!abi->run || abi->max_batch < 1 || (abi->nkernels > 0 && !abi->kernel_names) || abi->nkernels < 0)
+        return rt_fail(VITC_STATUS_LOAD_FAILED, "%s: malformed model descriptor (run, max_batch or kernel list)", path);
+    for (int32_t i = 0; i < abi->nkernels; i++)
+        if (!abi->kernel_names[i])
+            return rt_fail(VITC_STATUS_LOAD_FAILED, "%s: malformed model descriptor: kernel name %d is NULL", path, i);
     if (check_tensors(path, "inputs", abi->inputs, abi->ninputs) ||
         check_tensors(path, "outputs", abi->outputs, abi->noutputs))
-        return NULL;
-    if (!abi->weights_file && abi->weights_bytes > 0 && !abi->weights) {
-        rt_fail(VITC_STATUS_LOAD_FAILED, "%s: malformed model descriptor: %llu bytes of weights but none embedded",
-                path, (unsigned long long)abi->weights_bytes);
-        return NULL;
-    }
-    *st = VITC_STATUS_OK;
-    return abi;
+        return VITC_STATUS_LOAD_FAILED;
+    if (!abi->weights_file && abi->weights_bytes > 0 && !abi->weights)
+        return rt_fail(VITC_STATUS_LOAD_FAILED, "%s: malformed model descriptor: %llu bytes of weights but none embedded",
+                       path, (unsigned long long)abi->weights_bytes);
+    char missing[512];
+    if (check_cpu && strcmp(abi->target, "cpu") == 0 && abi->features &&
+        rt_cpu_missing_features(abi->features, missing, sizeof missing) > 0)
+        return rt_fail(VITC_STATUS_LOAD_FAILED,
+                       "%s: compiled for CPU features this machine lacks: %s (cpu '%s'); compile it again without "
+                       "--cpu/--features to target this machine",
+                       path, missing, abi->cpu ? abi->cpu : "?");
+    return VITC_STATUS_OK;
 }
 
 /* Reads the external weights file named by the descriptor, from the .so's
@@ -192,12 +179,15 @@ static vitc_status place_embedded_weights(vitc_model *m)
     return VITC_STATUS_OK;
 }
 
-VITC_API vitc_status vitc_model_load(const char *path, vitc_model **out)
+/* Opens the model at path: its descriptor read from the file as data and
+ * checked (elf_desc.c; nothing of the file runs), then, unless data_only,
+ * the file dlopen'ed and its weights placed. */
+static vitc_status open_model(const char *fn, const char *path, int data_only, vitc_model **out)
 {
     if (out)
         *out = NULL;
     if (!path || !out)
-        return rt_fail(VITC_STATUS_INVALID_ARGUMENT, "vitc_model_load: %s is NULL", path ? "out" : "path");
+        return rt_fail(VITC_STATUS_INVALID_ARGUMENT, "%s: %s is NULL", fn, path ? "out" : "path");
     struct stat sb;
     if (stat(path, &sb) != 0)
         return rt_fail(VITC_STATUS_LOAD_FAILED, "%s: %s", path, strerror(errno));
@@ -205,38 +195,41 @@ VITC_API vitc_status vitc_model_load(const char *path, vitc_model **out)
         return rt_fail(VITC_STATUS_LOAD_FAILED, "%s: not a regular file", path);
 
     vitc_model *m = calloc(1, sizeof *m);
-    /* dlopen searches the library path for a name without '/': say "./". */
     size_t len = strlen(path);
-    char *dlpath = m ? malloc(len + 3) : NULL;
     if (m)
         m->path = malloc(len + 1);
-    if (!m || !dlpath || !m->path) {
-        free(dlpath);
+    if (!m || !m->path) {
         vitc_model_free(m);
         return rt_fail(VITC_STATUS_OUT_OF_MEMORY, "out of memory");
     }
     memcpy(m->path, path, len + 1);
-    snprintf(dlpath, len + 3, "%s%s", strchr(path, '/') ? "" : "./", path);
-    dlerror();
-    m->handle = dlopen(dlpath, RTLD_NOW | RTLD_LOCAL);
-    free(dlpath);
-    if (!m->handle) {
-        const char *why = dlerror();
-        vitc_status st = rt_fail(VITC_STATUS_LOAD_FAILED, "%s: cannot load: %s", path, why ? why : "dlopen failed");
-        vitc_model_free(m);
-        return st;
-    }
-    vitc_status st;
-    m->abi = find_descriptor(m->handle, path, &st);
-    char missing[512];
-    if (st == VITC_STATUS_OK && strcmp(m->abi->target, "cpu") == 0 && m->abi->features &&
-        rt_cpu_missing_features(m->abi->features, missing, sizeof missing) > 0)
-        st = rt_fail(VITC_STATUS_LOAD_FAILED,
-                     "%s: compiled for CPU features this machine lacks: %s (cpu '%s'); compile it again without "
-                     "--cpu/--features to target this machine",
-                     path, missing, m->abi->cpu ? m->abi->cpu : "?");
+    m->data_only = data_only;
+    vitc_status st = rt_elf_desc_read(path, &m->elf);
     if (st == VITC_STATUS_OK)
-        st = m->abi->weights_file ? load_external_weights(m) : place_embedded_weights(m);
+        st = check_descriptor(m->abi = rt_elf_desc_model(m->elf), path, !data_only);
+    if (st == VITC_STATUS_OK && !data_only) {
+        /* dlopen searches the library path for a name without '/': say "./". */
+        char *dlpath = malloc(len + 3);
+        if (!dlpath) {
+            vitc_model_free(m);
+            return rt_fail(VITC_STATUS_OUT_OF_MEMORY, "out of memory");
+        }
+        snprintf(dlpath, len + 3, "%s%s", strchr(path, '/') ? "" : "./", path);
+        dlerror();
+        m->handle = dlopen(dlpath, RTLD_NOW | RTLD_LOCAL);
+        free(dlpath);
+        if (!m->handle) {
+            const char *why = dlerror();
+            st = rt_fail(VITC_STATUS_LOAD_FAILED, "%s: cannot load: %s", path, why ? why : "dlopen failed");
+        } else if (!(m->abi = dlsym(m->handle, VITC_ABI_SYMBOL))) {
+            st = rt_fail(VITC_STATUS_LOAD_FAILED, "%s: its descriptor %s is not visible once loaded", path,
+                         VITC_ABI_SYMBOL);
+        } else {
+            st = check_descriptor(m->abi, path, 1);
+        }
+        if (st == VITC_STATUS_OK)
+            st = m->abi->weights_file ? load_external_weights(m) : place_embedded_weights(m);
+    }
     if (st == VITC_STATUS_OK && strcmp(m->abi->target, "cuda") == 0)
         st = rt_cuda_model_load(m);
     if (st != VITC_STATUS_OK) {
@@ -247,6 +240,16 @@ VITC_API vitc_status vitc_model_load(const char *path, vitc_model **out)
     return VITC_STATUS_OK;
 }
 
+VITC_API vitc_status vitc_model_load(const char *path, vitc_model **out)
+{
+    return open_model("vitc_model_load", path, 0, out);
+}
+
+VITC_API vitc_status vitc_model_read(const char *path, vitc_model **out)
+{
+    return open_model("vitc_model_read", path, 1, out);
+}
+
 VITC_API void vitc_model_free(vitc_model *m)
 {
     if (!m)
@@ -255,6 +258,7 @@ VITC_API void vitc_model_free(vitc_model *m)
     free(m->weights_owned);
     if (m->handle)
         dlclose(m->handle);
+    rt_elf_desc_free(m->elf);
     free(m->path);
     free(m);
 }

@@ -11,8 +11,12 @@
 
 #define RT_HIDDEN __attribute__((visibility("hidden")))
 
+typedef struct rt_elf_desc rt_elf_desc;
+
 struct vitc_model {
-    void *handle;                 /* dlopen handle of the .so */
+    void *handle;                 /* dlopen handle of the .so; NULL when read as data only */
+    rt_elf_desc *elf;             /* the descriptor as read from the file (elf_desc.c) */
+    int data_only;                /* vitc_model_read: described, never run */
     const vitc_abi_model *abi;    /* its descriptor, inside the .so */
     const void *weights;          /* 64-byte aligned: embedded, or weights_owned */
     void *weights_owned;          /* malloc'ed copy (external file, or realigned), else NULL */
@@ -57,6 +61,15 @@ RT_HIDDEN uint64_t rt_fnv1a64(const void *data, uint64_t n);
 /* Bytes per element of an ONNX dtype code; 0 if the runtime does not know it. */
 RT_HIDDEN size_t rt_dtype_size(int32_t dtype);
 RT_HIDDEN const char *rt_dtype_name(int32_t dtype);
+
+/* ---- the descriptor read from the file, nothing of it run (elf_desc.c) ---- */
+/* Maps the file read-only and copies its descriptor out, relocated; the
+ * fields are not yet checked.  LOAD_FAILED or ABI_MISMATCH, with the
+ * reason recorded, when the file is not an ELF shared library of this
+ * machine or has no usable descriptor. */
+RT_HIDDEN vitc_status rt_elf_desc_read(const char *path, rt_elf_desc **out);
+RT_HIDDEN const vitc_abi_model *rt_elf_desc_model(const rt_elf_desc *d);
+RT_HIDDEN void rt_elf_desc_free(rt_elf_desc *d);
 
 /* cpu_check.c: how many of the "+feature" entries of an LLVM feature list
  * this CPU lacks (among those it knows to check), named in missing. */

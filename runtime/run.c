@@ -36,6 +36,10 @@ VITC_API vitc_status vitc_context_create(vitc_model *m, int nthreads, vitc_conte
     if (nthreads < 0 || nthreads > RT_MAX_THREADS)
         return rt_fail(VITC_STATUS_INVALID_ARGUMENT, "vitc_context_create: %d threads (0 for one per core, at most %d)",
                        nthreads, RT_MAX_THREADS);
+    if (m->data_only)
+        return rt_fail(VITC_STATUS_INVALID_ARGUMENT,
+                       "%s: read with vitc_model_read, to be described only; load it with vitc_model_load to run it",
+                       m->path);
     vitc_context *c = calloc(1, sizeof *c);
     if (!c)
         return rt_fail(VITC_STATUS_OUT_OF_MEMORY, "out of memory");

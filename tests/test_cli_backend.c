@@ -90,6 +90,34 @@ static void test_inspect_toy(void **state)
     char onnx[4096];
     const char *o[] = {"inspect", tu_path(onnx, sizeof onnx, "tests/data/runtime/toy_y.onnx"), NULL};
     free(vitc_expect(2, o, "inspect an ONNX file"));
+
+    /* inspect reads a file as data: a constructor in it does not run.  run
+     * refuses a model built for CPU features this machine lacks before
+     * opening it (so its constructor does not run either). */
+    char dir[4096], marker[4200], npy[4200];
+    tu_tmpdir(dir, sizeof dir);
+    snprintf(marker, sizeof marker, "%s/constructor-ran", dir);
+    setenv("VITC_TOY_CTOR_FILE", marker, 1);
+    const char *ctor[] = {"inspect", toy(so, sizeof so, "toy_model_ctor"), NULL};
+    free(vitc_expect(0, ctor, "inspect a model with a constructor"));
+    assert_int_not_equal(access(marker, F_OK), 0);
+    const char *fj[] = {"inspect", "--json", toy(so, sizeof so, "toy_model_foreign_cpu"), NULL};
+    out = vitc_expect(0, fj, "inspect a model for another CPU");
+    expect_contains(out, "\"amx-tile\"", "inspect --json lists the features");
+    free(out);
+    snprintf(npy, sizeof npy, "%s/x.npy", dir);
+    const int64_t dims[] = {2, 4};
+    const double x[8] = {0};
+    write_npy(npy, IR_F32, 2, dims, x);
+    const char *fr[] = {"run", toy(so, sizeof so, "toy_model_foreign_cpu"), "--input", npy, NULL};
+    out = vitc_expect(2, fr, "run a model for another CPU");
+    expect_contains(out, "CPU features this machine lacks", "run a model for another CPU");
+    free(out);
+    assert_int_not_equal(access(marker, F_OK), 0);
+    const char *lr[] = {"run", toy(so, sizeof so, "toy_model_ctor"), "--input", npy, NULL};
+    free(vitc_expect(2, lr, "run a model with a constructor (one input missing)"));
+    assert_int_equal(access(marker, F_OK), 0); /* loading it does run it: the check above can fail */
+    unsetenv("VITC_TOY_CTOR_FILE");
 }
 
 static void test_run_toy(void **state)

@@ -2,7 +2,9 @@
  * itself: the ONNX file it came from, the vitc and ABI that made it, its
  * target, inputs and outputs with the batch B, the batch limit, the memory a
  * context takes, its weights (embedded or in a file beside it) and kernels;
- * for a CUDA model also its precision and the GPU targets it carries code for. */
+ * for a CUDA model also its precision and the GPU targets it carries code for.
+ * The file is read as data (vitc_model_read), never loaded: inspecting a
+ * file runs none of its code. */
 #include "tools/cli.h"
 
 #include <stdio.h>
@@ -226,10 +228,10 @@ int cmd_inspect(int argc, char **argv)
     if (cli_is_onnx(path))
         return cli_usage_error("inspect: '%s' is an ONNX model; inspect reads compiled models "
                                "(use 'vitc dump' for ONNX)", path);
-    vitc_model *m;
-    int status = cli_rt_load(path, &m);
-    if (status)
-        return status;
+    vitc_model *m; /* read as data: nothing of the file runs, however it was made */
+    vitc_status rs = vitc_model_read(path, &m);
+    if (rs != VITC_STATUS_OK)
+        return cli_rt_fail(rs);
     vitc_model_details d;
     vitc_model_get_details(m, &d);
     struct stat sb;

@@ -63,7 +63,16 @@ typedef struct {
 typedef struct vitc_model vitc_model;
 typedef struct vitc_context vitc_context;
 
+/* Loads a model to run it.  Its descriptor is read from the file and
+ * checked (ABI, fields, the CPU features it was compiled for against this
+ * machine's) before the file is opened as a library, so a model this
+ * machine cannot run is refused before any of its code runs. */
 VITC_API vitc_status vitc_model_load(const char *path, vitc_model **out);
+/* Reads what a model says about itself without loading it: the file is
+ * parsed as ELF data and never opened as a library, so nothing in it runs
+ * (safe on a file you do not trust).  Everything below answers as for a
+ * loaded model, except that vitc_context_create refuses it. */
+VITC_API vitc_status vitc_model_read(const char *path, vitc_model **out);
 VITC_API void vitc_model_free(vitc_model *m);
 VITC_API int vitc_model_num_inputs(const vitc_model *m);
 VITC_API int vitc_model_num_outputs(const vitc_model *m);

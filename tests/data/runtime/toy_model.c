@@ -14,7 +14,12 @@
  *   TOY_ABI_VERSION=n   a descriptor claiming another ABI version
  *   TOY_SYMBOL=name     export the descriptor under another name
  *   TOY_NO_DESCRIPTOR   an ordinary shared library, no descriptor at all
- *   TOY_SINGLE_OUTPUT   y only (no argmax): the compiled twin of toy_y.onnx */
+ *   TOY_SINGLE_OUTPUT   y only (no argmax): the compiled twin of toy_y.onnx
+ *   TOY_CONSTRUCTOR     code that runs when the file is opened as a library:
+ *                       it writes the file $VITC_TOY_CTOR_FILE names, so a
+ *                       test can tell whether the file was ever loaded
+ *   TOY_FOREIGN_CPU     compiled for CPU features no machine has together
+ *                       (Intel's AMX tiles and AMD's SSE4a), with the constructor */
 #include "runtime/abi.h"
 
 #include <string.h>
@@ -27,6 +32,29 @@
 #endif
 #ifndef TOY_SYMBOL
 #define TOY_SYMBOL vitc_model_v1
+#endif
+
+#ifdef TOY_FOREIGN_CPU
+#define TOY_CONSTRUCTOR
+#define TOY_FEATURES "+sse2,+amx-tile,+sse4a"
+#endif
+#ifndef TOY_FEATURES
+#define TOY_FEATURES ""
+#endif
+
+#ifdef TOY_CONSTRUCTOR
+#include <stdio.h>
+#include <stdlib.h>
+
+__attribute__((constructor)) static void toy_constructor(void)
+{
+    const char *path = getenv("VITC_TOY_CTOR_FILE");
+    FILE *f = path ? fopen(path, "w") : NULL;
+    if (f) {
+        fputs("the model's constructor ran\n", f);
+        fclose(f);
+    }
+}
 #endif
 
 #ifndef TOY_NO_DESCRIPTOR
@@ -113,7 +141,7 @@ __attribute__((visibility("default"))) const vitc_abi_model TOY_SYMBOL = {
     .target = "cpu",
     .triple = "x86_64-pc-linux-gnu",
     .cpu = "generic",
-    .features = "",
+    .features = TOY_FEATURES,
     .source = "toy_model.c",
     .ninputs = 2,
 #ifdef TOY_SINGLE_OUTPUT
