@@ -1,0 +1,67 @@
+"""compile() and inspect(): the vitc CLI shipped in this package, run as a subprocess."""
+import json
+import os
+import subprocess
+import sys
+
+from ._errors import VitcError
+from ._runtime import CLI_PATH
+
+
+def _run_cli(args):
+    cmd = [CLI_PATH] + args
+    p = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    stdout = p.stdout.decode("utf-8", "replace")
+    stderr = p.stderr.decode("utf-8", "replace")
+    if p.returncode != 0:
+        msg = stderr.strip()
+        if p.returncode < 0:
+            msg = (msg + "\n" if msg else "") + f"vitc was killed by signal {-p.returncode}"
+        raise VitcError(msg or f"vitc exited with status {p.returncode}", exit_code=p.returncode,
+                        stderr=stderr, command=cmd)
+    return stdout, stderr
+
+
+def _option(key, value):
+    """One keyword argument as the CLI's option: opt_level=3 -> -O3, cpu="znver3" ->
+    --cpu=znver3, features=["+avx2", "-avx512f"] -> --features=+avx2,-avx512f, quiet=True -> --quiet."""
+    if key == "opt_level":
+        return [f"-O{value}"]
+    flag = "--" + key.replace("_", "-")
+    if value is True:
+        return [flag]
+    if isinstance(value, (list, tuple)):
+        value = ",".join(str(v) for v in value)
+    return [f"{flag}={os.fspath(value) if isinstance(value, os.PathLike) else value}"]
+
+
+def compile(model, output, *, batch=None, target=None, **options):
+    """Compiles an ONNX model into a shared library with the vitc CLI; returns `output`.
+
+    Keywords are the CLI's options (`vitc help compile`), '_' for '-':
+    batch=8 (largest batch; default 16), target="cpu"|"cuda", opt_level=0..3,
+    cpu="znver3", features="+a,-b" (or a list), weights="embedded"|"external",
+    precision="bf16"|"fp16"|"tf32"|"fp32", emit="so"|"cuda", verbose=True,
+    quiet=True.  None or False leaves an option out.  The CLI's messages on
+    stderr are passed on to sys.stderr; on failure VitcError carries them
+    (message) and its exit code (exit_code: 2 bad usage or bad input, 3
+    internal error), and no file is written.
+    """
+    args = [os.fspath(model), "-o", os.fspath(output)]
+    opts = {"batch": batch, "target": target, **options}
+    for key, value in opts.items():
+        if value is None or value is False:
+            continue
+        args += _option(key, value)
+    stdout, stderr = _run_cli(args)
+    if stdout:
+        sys.stdout.write(stdout)
+    if stderr:
+        sys.stderr.write(stderr)
+    return os.fspath(output)
+
+
+def inspect(path):
+    """What a compiled model holds, as `vitc inspect --json` prints it (a dict)."""
+    stdout, _ = _run_cli(["inspect", os.fspath(path), "--json"])
+    return json.loads(stdout)

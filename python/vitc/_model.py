@@ -1,0 +1,311 @@
+"""Model: a compiled model loaded through the C runtime (vitc_model_load) and run
+with vitc_run on numpy arrays, without copies.
+
+Arrays are handed to the runtime as they are: what the runtime can check
+(count, names, dtype, rank, dims, the batch against the compiled limit) it
+checks, and its message becomes a VitcError; what only Python can see (not
+an ndarray, not C-contiguous, misaligned, a non-native byte order, an output
+that is read-only) is a TypeError or ValueError raised here.  Nothing is
+converted or copied behind the caller's back.
+"""
+import ctypes
+import os
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import _runtime
+from ._errors import runtime_error
+
+# ONNX TensorProto codes, which vitc_tensor.dtype uses; a dtype the model does
+# not take still goes to the runtime, which names both in its message.
+_ONNX_CODE = {
+    np.dtype(np.float32): 1, np.dtype(np.uint8): 2, np.dtype(np.int8): 3, np.dtype(np.uint16): 4,
+    np.dtype(np.int16): 5, np.dtype(np.int32): 6, np.dtype(np.int64): 7, np.dtype(np.bool_): 9,
+    np.dtype(np.float16): 10, np.dtype(np.float64): 11, np.dtype(np.uint32): 12, np.dtype(np.uint64): 13,
+    np.dtype(np.complex64): 14, np.dtype(np.complex128): 15,
+}
+_NUMPY_DTYPE = {code: dt for dt, code in _ONNX_CODE.items()}
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """One input or output of a compiled model.
+
+    name: its ONNX name; dtype: a numpy dtype (float32, or int64 where the
+    model says); dims and batch_dims: dimension i is dims[i], times the batch
+    where batch_dims[i].  shape shows the batch: ("B", 3, 224, 224), or
+    "2*B" for a dimension that is twice the batch, as `vitc inspect` prints
+    it; shape_at(batch) is the concrete shape of an array at that batch.
+    """
+    name: str
+    dtype: np.dtype
+    dims: tuple
+    batch_dims: tuple
+
+    @property
+    def shape(self):
+        return tuple(("B" if d == 1 else f"{d}*B") if b else d for d, b in zip(self.dims, self.batch_dims))
+
+    @property
+    def rank(self):
+        return len(self.dims)
+
+    def shape_at(self, batch):
+        """The shape of this tensor when the model runs `batch` images."""
+        return tuple(d * batch if b else d for d, b in zip(self.dims, self.batch_dims))
+
+    def __repr__(self):
+        shape = ",".join(str(d) for d in self.shape)
+        return f"TensorInfo({self.name!r}, {self.dtype}[{shape}])"
+
+
+def _info(c):
+    dtype = _NUMPY_DTYPE.get(c.dtype)
+    if dtype is None:
+        raise NotImplementedError(f"vitc: a tensor '{_runtime.decode(c.name)}' of ONNX dtype {c.dtype}, "
+                                  "which numpy cannot hold")
+    return TensorInfo(_runtime.decode(c.name), dtype, tuple(c.dims[:c.rank]),
+                      tuple(bool(b) for b in c.is_batch[:c.rank]))
+
+
+def _check_array(what, a, writeable=False):
+    """The checks the runtime cannot make: it sees a pointer, a dtype code and dims."""
+    if not isinstance(a, np.ndarray):
+        raise TypeError(f"{what}: expected a numpy.ndarray, got {type(a).__module__}.{type(a).__qualname__}")
+    if not a.dtype.isnative:
+        raise TypeError(f"{what}: dtype {a.dtype.str} is not in this machine's byte order; "
+                        f"convert it with .astype({a.dtype.newbyteorder('=').name!r})")
+    if a.dtype not in _ONNX_CODE:
+        raise TypeError(f"{what}: dtype {a.dtype} is not a tensor dtype a compiled model can take")
+    if not a.flags.c_contiguous:
+        raise ValueError(f"{what}: the array is not C-contiguous (shape {a.shape}, strides {a.strides}); the "
+                         "runtime reads one dense row-major block; pass np.ascontiguousarray(...) (a copy)")
+    if not a.flags.aligned:
+        raise ValueError(f"{what}: the array's data is not aligned to its {a.dtype.itemsize}-byte elements")
+    if writeable and not a.flags.writeable:
+        raise ValueError(f"{what}: the array is read-only")
+
+
+def _fill(t, name, a):
+    t.name = _runtime.encode(name) if name is not None else None
+    t.dtype = _ONNX_CODE[a.dtype]
+    t.rank = a.ndim  # above MAX_RANK the runtime refuses it by its rank
+    for k, d in enumerate(a.shape[:_runtime.MAX_RANK]):
+        t.dims[k] = d
+    t.data = a.ctypes.data
+
+
+class Model:
+    """A model compiled by vitc (a .so), loaded with vitc.load(path, threads).
+
+    m(x) runs it on the arrays given in input order (or by name, m(input=x))
+    and returns the output array, or a tuple of them in output order when the
+    model has several.  m.run({"input": x}) returns {name: array}.  The batch
+    is read from the inputs; outputs are new arrays unless run(..., out=)
+    gives them.
+
+    Every run takes a context (the runtime's workspace and thread pool, with
+    `threads` threads) from the model's pool, creating one when all are busy,
+    so several Python threads may run one Model at once; the GIL is released
+    while a model runs.  close() (or leaving a `with` block, or the object
+    being collected) frees the contexts and the model, after any runs in
+    flight; a closed model raises ValueError.
+    """
+
+    def __init__(self, path, threads=0):
+        self._handle = None
+        self._cond = threading.Condition()
+        self._idle, self._busy, self._closed = [], 0, False
+        if not isinstance(threads, int) or isinstance(threads, bool):
+            raise TypeError(f"threads must be an int (0: one per core), not {type(threads).__name__}")
+        self._rt = _runtime.lib()
+        self._path = os.fspath(path)
+        self._threads_asked = threads
+        handle = ctypes.c_void_p()
+        st = self._rt.vitc_model_load(os.fsencode(self._path), ctypes.byref(handle))
+        if st != 0:
+            raise runtime_error(st, *_runtime.last_error(st))
+        self._handle = handle.value
+        try:
+            self._inputs = self._signature(self._rt.vitc_model_num_inputs, self._rt.vitc_model_input)
+            self._outputs = self._signature(self._rt.vitc_model_num_outputs, self._rt.vitc_model_output)
+            self._max_batch = int(self._rt.vitc_model_max_batch(self._handle))
+            self._target = _runtime.decode(self._rt.vitc_model_target(self._handle))
+            self._version = _runtime.decode(self._rt.vitc_model_compiler_version(self._handle))
+            ctx = self._new_context()  # the first context now: its errors (no GPU, memory) belong to load()
+            self._nthreads = int(self._rt.vitc_context_num_threads(ctx))
+            self._idle.append(ctx)
+        except BaseException:
+            self.close()
+            raise
+
+    def _signature(self, count, get):
+        infos = []
+        for i in range(count(self._handle)):
+            c = _runtime.CTensorInfo()
+            st = get(self._handle, i, ctypes.byref(c))
+            if st != 0:
+                raise runtime_error(st, *_runtime.last_error(st))
+            infos.append(_info(c))
+        return tuple(infos)
+
+    def _new_context(self):
+        ctx = ctypes.c_void_p()
+        st = self._rt.vitc_context_create(self._handle, self._threads_asked, ctypes.byref(ctx))
+        if st != 0:
+            raise runtime_error(st, *_runtime.last_error(st))
+        return ctx.value
+
+    # -- what the model is --
+    path = property(lambda self: self._path, doc="The .so this model was loaded from.")
+    inputs = property(lambda self: list(self._inputs), doc="The inputs, as TensorInfo, in the model's order.")
+    outputs = property(lambda self: list(self._outputs), doc="The outputs, as TensorInfo, in the model's order.")
+    max_batch = property(lambda self: self._max_batch, doc="The largest batch it runs (vitc --batch).")
+    target = property(lambda self: self._target, doc='"cpu" or "cuda".')
+    compiler_version = property(lambda self: self._version, doc="The vitc version that compiled it.")
+    threads = property(lambda self: self._nthreads, doc="Threads each run uses, the caller's included.")
+    closed = property(lambda self: self._handle is None)
+
+    def __repr__(self):
+        sig = lambda ts: ", ".join(f"{t.name}: {t.dtype}[{','.join(map(str, t.shape))}]" for t in ts)
+        state = "closed" if self.closed else f"{self._target}, batch 1..{self._max_batch}, {self._nthreads} threads"
+        return f"<vitc.Model {self._path!r} {state}; inputs ({sig(self._inputs)}) -> ({sig(self._outputs)})>"
+
+    # -- running --
+    def __call__(self, *args, **kwargs):
+        """Runs the model on inputs given by position (model order) and/or by name;
+        returns the one output array, or a tuple of them in the model's output order."""
+        feed = [(None, a) for a in args] + list(kwargs.items())
+        res = self._run(feed, None)
+        return res[0] if len(res) == 1 else tuple(res)
+
+    def run(self, inputs, out=None):
+        """Runs the model on {input name: array}; returns {output name: array}.
+
+        out: optional {output name: array} to write into (C-contiguous, writeable,
+        the output's dtype and shape at the batch), returned in the result.
+        """
+        if not isinstance(inputs, Mapping):
+            raise TypeError(f"run() takes a mapping of input name to array, not {type(inputs).__name__}; "
+                            "call the model (m(x)) to pass arrays by position")
+        if out is not None and not isinstance(out, Mapping):
+            raise TypeError(f"out must be a mapping of output name to array, not {type(out).__name__}")
+        res = self._run(list(inputs.items()), out)
+        return {t.name: a for t, a in zip(self._outputs, res)}
+
+    def _batch_of(self, feed):
+        """The batch the runtime will read (the first batch dimension of the first input
+        in the model's order), or 1 where it will refuse the inputs anyway."""
+        by_slot = {}
+        for i, (name, a) in enumerate(feed):
+            j = i if name is None else next((k for k, t in enumerate(self._inputs) if t.name == name), None)
+            if j is not None and j < len(self._inputs):
+                by_slot.setdefault(j, a)
+        for j, t in enumerate(self._inputs):
+            for k, (d, b) in enumerate(zip(t.dims, t.batch_dims)):
+                if not b or d == 0:
+                    continue
+                a = by_slot.get(j)
+                if a is None or a.ndim != t.rank or a.shape[k] % d:
+                    return 1
+                batch = a.shape[k] // d
+                return batch if 1 <= batch <= self._max_batch else 1
+        return 1
+
+    def _run(self, feed, out):
+        for i, (name, a) in enumerate(feed):
+            what = f"input '{name}'" if name is not None else \
+                (f"input {i} ('{self._inputs[i].name}')" if i < len(self._inputs) else f"input {i}")
+            _check_array(what, a)
+        out = dict(out or {})
+        for name, a in out.items():
+            _check_array(f"output '{name}'", a, writeable=True)
+        batch = self._batch_of(feed)
+        results = [out.pop(t.name) if t.name in out else np.empty(t.shape_at(batch), t.dtype)
+                   for t in self._outputs]
+        extra = list(out.items())  # names the model lacks: the runtime says so
+        cin = (_runtime.CTensor * max(len(feed), 1))()
+        for t, (name, a) in zip(cin, feed):
+            _fill(t, name, a)
+        outs = [(t.name, a) for t, a in zip(self._outputs, results)] + extra
+        cout = (_runtime.CTensor * max(len(outs), 1))()
+        for t, (name, a) in zip(cout, outs):
+            _fill(t, name, a)
+        ctx = self._acquire()
+        try:
+            # CDLL: the GIL is released until vitc_run returns.
+            st = self._rt.vitc_run(ctx, cin, len(feed), cout, len(outs))
+            if st != 0:
+                raise runtime_error(st, *_runtime.last_error(st))  # same thread: its vitc_last_error
+        finally:
+            self._release(ctx)
+        return results
+
+    # -- contexts and lifetime --
+    def _acquire(self):
+        with self._cond:
+            if self._handle is None or self._closed:
+                raise ValueError(f"{self._path}: the model is closed")
+            ctx = self._idle.pop() if self._idle else None
+            self._busy += 1
+        if ctx is None:
+            try:
+                ctx = self._new_context()
+            except BaseException:
+                self._release(None)
+                raise
+        return ctx
+
+    def _release(self, ctx):
+        with self._cond:
+            if ctx is not None:
+                self._idle.append(ctx)
+            self._busy -= 1
+            self._cond.notify_all()
+
+    def close(self):
+        """Frees the model's contexts and the model, once runs in flight have returned."""
+        with self._cond:
+            self._closed = True
+            while self._busy:
+                self._cond.wait()
+            handle, self._handle = self._handle, None
+            contexts, self._idle = self._idle, []
+        for ctx in contexts:
+            self._rt.vitc_context_free(ctx)
+        if handle is not None:
+            self._rt.vitc_model_free(handle)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        # no run can be in flight: a run holds a reference to the model
+        if getattr(self, "_cond", None) is None or getattr(self, "_rt", None) is None:
+            return
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+def load(path, threads=0):
+    """Loads a model compiled by vitc (vitc_model_load): a Model.
+
+    threads: threads per run, the caller's included; 0 (default) is one per
+    core, or VITC_NUM_THREADS when set.  A model compiled for CPU features
+    this machine lacks, a file that is not a vitc model, or one compiled by an
+    incompatible vitc raises VitcError with the runtime's message.
+    """
+    return Model(path, threads)
+
+
+for _c in (TensorInfo, Model):
+    _c.__module__ = "vitc"  # its public name: vitc.Model in reprs and tracebacks
+del _c
