@@ -1,0 +1,318 @@
+"""test_python.py: the Python package (python/vitc) as `pip install .` installs it.
+
+Run by tests/test_python.sh (ctest test_python) with the venv's pytest, from
+outside the source tree, with VITC_SOURCE_DIR set:
+  - the installed package runs its own vitc CLI and its own runtime library;
+  - a committed fixture compiled with vitc.compile and run at batch 1 and 3
+    matches PyTorch's output (max|out-ref|/max|ref| <= 1e-4);
+  - Model.inputs/outputs are what `vitc inspect --json` says;
+  - bad inputs raise, with the runtime's message where the runtime checks;
+  - broken models fail to compile with VitcError, exit code 2;
+  - the GIL is released while a model runs, and two threads run one model;
+  - models are freed by close(), a with block, or being collected.
+"""
+import gc
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import vitc
+
+SRC = os.environ.get("VITC_SOURCE_DIR", os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+MODELS = os.path.join(SRC, "tests", "models")
+BROKEN = os.path.join(SRC, "tests", "data", "broken")
+MAX_REL = 1e-4
+
+
+def rel_err(out, ref):
+    return float(np.max(np.abs(out.astype(np.float64) - ref)) / max(np.max(np.abs(ref)), 1e-30))
+
+
+def fixture_io(family, batch):
+    return (np.load(os.path.join(MODELS, f"{family}.b{batch}.input.npy")),
+            np.load(os.path.join(MODELS, f"{family}.b{batch}.output.npy")))
+
+
+def mapped(path):
+    """Whether this process has the file mapped (dlopen'ed)."""
+    real = os.path.realpath(path)
+    with open("/proc/self/maps") as f:
+        return any(line.split()[-1] == real for line in f if len(line.split()) >= 6)
+
+
+@pytest.fixture(scope="module")
+def timm_so(tmp_path_factory):
+    so = str(tmp_path_factory.mktemp("timm") / "timm.so")
+    assert vitc.compile(os.path.join(MODELS, "timm-ts17.onnx"), so, batch=8, quiet=True) == so
+    return so
+
+
+@pytest.fixture(scope="module")
+def model(timm_so):
+    with vitc.load(timm_so, threads=2) as m:
+        yield m
+
+
+@pytest.fixture(scope="module")
+def face_so(tmp_path_factory):
+    """face_ln (144 tokens) up to batch 128, weights beside the .so: a run long enough to watch."""
+    so = str(tmp_path_factory.mktemp("face") / "face.so")
+    vitc.compile(os.path.join(MODELS, "face_ln-ts17.onnx"), so, batch=128, target="cpu", opt_level=3,
+                 weights="external", quiet=True)
+    return so
+
+
+# ---- the installed package ----
+
+def test_package_runs_its_own_binaries(model):
+    pkg = os.path.dirname(os.path.realpath(vitc.__file__))
+    assert pkg.startswith(os.path.realpath(sys.prefix)), f"vitc imported from {pkg}, not from this venv"
+    assert pkg != os.path.realpath(os.path.join(SRC, "python", "vitc")), "vitc imported from the source tree"
+    for path in (vitc.CLI_PATH, vitc.RUNTIME_PATH):
+        assert os.path.dirname(os.path.dirname(path)) == pkg and os.path.isfile(path), path
+    assert os.access(vitc.CLI_PATH, os.X_OK)
+    assert mapped(vitc.RUNTIME_PATH), "the package's libvitc_runtime is not the one loaded"
+    out = subprocess.run([vitc.CLI_PATH, "--version"], capture_output=True, text=True, check=True).stdout
+    assert out.split()[:2] == ["vitc", vitc.__version__]
+    assert model.compiler_version == vitc.__version__
+
+
+# ---- results against PyTorch ----
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_matches_pytorch(model, batch, capsys):
+    x, ref = fixture_io("timm", batch)
+    y = model(x)
+    assert isinstance(y, np.ndarray) and y.dtype == np.float32
+    assert y.shape == ref.shape == model.outputs[0].shape_at(batch)
+    by_name = model.run({"input": x})
+    assert list(by_name) == ["output"]
+    np.testing.assert_array_equal(by_name["output"], y)
+    np.testing.assert_array_equal(model(input=x), y)
+    err = rel_err(y, ref)
+    with capsys.disabled():
+        print(f"\n    timm-ts17 batch {batch}: max|out-ref|/max|ref| = {err:.3g} against PyTorch")
+    assert err <= MAX_REL
+
+
+def test_out_arrays(model):
+    x, ref = fixture_io("timm", 3)
+    out = np.empty((3, 10), np.float32)
+    res = model.run({"input": x}, out={"output": out})
+    assert res["output"] is out and rel_err(out, ref) <= MAX_REL
+    with pytest.raises(vitc.ShapeMismatch, match=r"output 'output' has shape \[4,10\]"):
+        model.run({"input": x}, out={"output": np.empty((4, 10), np.float32)})
+    with pytest.raises(ValueError, match="read-only"):
+        ro = np.empty((3, 10), np.float32)
+        ro.flags.writeable = False
+        model.run({"input": x}, out={"output": ro})
+
+
+# ---- the signature ----
+
+def test_signature_is_what_inspect_says(model, timm_so):
+    p = subprocess.run([vitc.CLI_PATH, "inspect", "--json", timm_so], capture_output=True, text=True, check=True)
+    info = json.loads(p.stdout)
+    assert vitc.inspect(timm_so) == info
+    dtypes = {"f32": np.float32, "i64": np.int64}
+    for ours, theirs in ((model.inputs, info["inputs"]), (model.outputs, info["outputs"])):
+        assert [t.name for t in ours] == [t["name"] for t in theirs]
+        assert [list(t.shape) for t in ours] == [t["shape"] for t in theirs]
+        assert [t.dtype for t in ours] == [np.dtype(dtypes[t["dtype"]]) for t in theirs]
+    assert model.max_batch == info["max_batch"] == 8
+    assert model.target == info["target"] == "cpu"
+    assert model.inputs[0].shape == ("B", 3, 32, 32)
+    assert model.inputs[0].shape_at(3) == (3, 3, 32, 32)
+    assert model.outputs[0].shape_at(8) == (8, 10)
+    assert model.threads == 2
+    assert "batch 1..8" in repr(model) and "float32[B,3,32,32]" in repr(model)
+
+
+# ---- bad inputs: the runtime's message where the runtime checks ----
+
+def test_wrong_dtype(model, timm_so):
+    x, _ = fixture_io("timm", 1)
+    with pytest.raises(vitc.VitcError, match=r"input 'input' has dtype float64 .*expects float32") as e:
+        model(x.astype(np.float64))
+    assert isinstance(e.value, TypeError) and e.value.status_name == "dtype mismatch"
+    assert e.value.message.startswith(timm_so + ":")  # the runtime names the model's file
+    with pytest.raises(TypeError, match="byte order"):
+        model(x.astype(">f4"))
+    with pytest.raises(TypeError, match="expected a numpy.ndarray, got builtins.list"):
+        model(x.tolist())
+
+
+def test_not_contiguous(model):
+    x, _ = fixture_io("timm", 3)
+    with pytest.raises(ValueError, match="not C-contiguous") as e:
+        model(np.asfortranarray(x))
+    assert not isinstance(e.value, vitc.VitcError)  # said here: the runtime sees only a pointer
+    with pytest.raises(ValueError, match="not C-contiguous"):
+        model(np.concatenate([x, x], axis=3)[..., ::2])
+
+
+def test_wrong_shape(model, timm_so):
+    with pytest.raises(vitc.VitcError, match=r"input 'input' has shape \[1,3,32,31\]; the model expects \[B,3,32,32\]") as e:
+        model(np.zeros((1, 3, 32, 31), np.float32))
+    assert isinstance(e.value, ValueError) and e.value.status_name == "shape mismatch"
+    with pytest.raises(vitc.ShapeMismatch, match="has rank 3"):
+        model(np.zeros((3, 32, 32), np.float32))
+
+
+def test_unknown_input_name(model):
+    x, _ = fixture_io("timm", 1)
+    with pytest.raises(vitc.VitcError, match="the model has no input named 'pixels'") as e:
+        model.run({"pixels": x})
+    assert isinstance(e.value, ValueError) and e.value.status_name == "invalid argument"
+    with pytest.raises(vitc.InvalidArgument, match="the model has 1 inputs; 2 given"):
+        model(x, x)
+    with pytest.raises(vitc.InvalidArgument, match="the model has 1 inputs; 0 given"):
+        model.run({})
+    with pytest.raises(TypeError, match="mapping"):
+        model.run([x])
+
+
+def test_batch_over_the_limit(model):
+    with pytest.raises(vitc.VitcError, match=r"batch 9; the model runs batches 1 to 8") as e:
+        model(np.zeros((9, 3, 32, 32), np.float32))
+    assert isinstance(e.value, ValueError) and e.value.status_name == "batch out of range"
+    with pytest.raises(vitc.BatchOutOfRange, match="batch 0"):
+        model(np.zeros((0, 3, 32, 32), np.float32))
+
+
+def test_load_errors(tmp_path):
+    missing = str(tmp_path / "nothing.so")
+    with pytest.raises(vitc.VitcError, match="nothing.so") as e:
+        vitc.load(missing)
+    assert e.value.status_name == "load failed"
+    with pytest.raises(vitc.VitcError):
+        vitc.load(os.path.join(MODELS, "timm-ts17.onnx"))
+    with pytest.raises(TypeError):
+        vitc.load(missing, threads="2")
+
+
+# ---- the compiler ----
+
+def broken_cases():
+    with open(os.path.join(BROKEN, "EXPECT.tsv")) as f:
+        rows = dict(line.rstrip("\n").split("\t", 1) for line in f.readlines()[1:] if "\t" in line)
+    return [(name, rows[name]) for name in ("cycle.onnx", "unsupported-ops.onnx", "matmul-mismatch.onnx",
+                                             "random-bytes.onnx")]
+
+
+@pytest.mark.parametrize("name,fragment", broken_cases(), ids=lambda v: v if v.endswith(".onnx") else "")
+def test_compile_broken_model(tmp_path, name, fragment):
+    so = tmp_path / "broken.so"
+    with pytest.raises(vitc.VitcError) as e:
+        vitc.compile(os.path.join(BROKEN, name), so)
+    assert e.value.exit_code == 2
+    assert fragment in e.value.message and name in e.value.message
+    assert e.value.command[0] == vitc.CLI_PATH
+    assert not so.exists()
+
+
+def test_compile_bad_option(tmp_path):
+    with pytest.raises(vitc.VitcError, match="did you mean --batch") as e:
+        vitc.compile(os.path.join(MODELS, "timm-ts17.onnx"), tmp_path / "m.so", batchh=4)
+    assert e.value.exit_code == 2
+    with pytest.raises(vitc.VitcError, match=r"-O takes a level from 0 to 3") as e:
+        vitc.compile(os.path.join(MODELS, "timm-ts17.onnx"), tmp_path / "m.so", opt_level=7)
+    assert e.value.exit_code == 2
+
+
+def test_compile_options_reach_the_cli(face_so):
+    assert os.path.isfile(face_so + ".weights")  # weights="external"
+    assert vitc.inspect(face_so)["weights"]["embedded"] is False
+    with vitc.load(face_so) as m:
+        assert m.max_batch == 128
+        for batch in (1, 3):
+            x, ref = fixture_io("face_ln", batch)
+            assert rel_err(m(x), ref) <= MAX_REL
+
+
+# ---- threads ----
+
+def test_gil_is_released_while_running(face_so):
+    """A thread runs the model (about 0.1 s at batch 128 on one thread) while this one
+    keeps time in a Python loop: with the GIL held through the call, none of this
+    thread's samples could fall inside the call."""
+    with vitc.load(face_so, threads=1) as m:
+        x = np.random.default_rng(0).standard_normal(m.inputs[0].shape_at(128), dtype=np.float32)
+        m(x)
+        best = 0.0
+        for _ in range(3):
+            window = []
+
+            def worker():
+                window.append(time.perf_counter())
+                m(x)
+                window.append(time.perf_counter())
+
+            th = threading.Thread(target=worker)
+            samples = []
+            th.start()
+            while th.is_alive():
+                samples.append(time.perf_counter())
+            th.join()
+            t0, t1 = window
+            inside = [s for s in samples if t0 < s < t1]
+            covered = (inside[-1] - inside[0]) / (t1 - t0) if len(inside) > 1 else 0.0
+            best = max(best, covered)
+            if best >= 0.5:
+                break
+        assert best >= 0.5, f"this thread ran through {best:.0%} of a {1e3 * (t1 - t0):.0f} ms model call"
+
+
+def test_two_threads_run_one_model(model):
+    rng = np.random.default_rng(1)
+    xs = [rng.standard_normal((8, 3, 32, 32), dtype=np.float32) for _ in range(2)]
+    want = [model(x) for x in xs]
+    got, errors = [[], []], []
+
+    def worker(i):
+        try:
+            for _ in range(20):
+                got[i].append(model(xs[i]))
+        except BaseException as e:  # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(2)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout=60)
+    assert not any(th.is_alive() for th in threads), "a thread did not finish"
+    assert not errors, errors
+    for i in range(2):
+        assert len(got[i]) == 20
+        for y in got[i]:
+            np.testing.assert_allclose(y, want[i], rtol=1e-6, atol=1e-6)
+
+
+# ---- lifetime ----
+
+def test_close_and_with_free_the_model(timm_so, tmp_path):
+    x, ref = fixture_io("timm", 1)
+    so = str(tmp_path / "copy.so")
+    shutil.copyfile(timm_so, so)
+    with vitc.load(so) as m:
+        assert mapped(so)
+        assert rel_err(m(x), ref) <= MAX_REL
+    assert m.closed and not mapped(so)
+    with pytest.raises(ValueError, match="closed"):
+        m(x)
+    m.close()  # twice is fine
+
+    m = vitc.load(so)
+    m(x)
+    assert mapped(so)
+    del m
+    gc.collect()
+    assert not mapped(so), "a collected Model left its .so loaded"
