@@ -79,7 +79,18 @@ typedef struct {
     void *pool;
     vitc_abi_parallel_for parallel_for;
     int32_t nthreads;            /* threads in the pool, the caller's included */
+    /* Profiling: when profile is not NULL, run() calls profile(profile_arg, i)
+     * right after the code of part i (vitc_abi_model.profile) is done. */
+    void (*profile)(void *profile_arg, int32_t part);
+    void *profile_arg;
 } vitc_abi_call;
+
+/* A part of run() that a profile times: the code of one IR node. */
+typedef struct {
+    const char *kernels;         /* the compiled functions it runs, comma-separated */
+    const char *op;              /* the IR op ("Linear", "Attention", ...) */
+    const char *source;          /* the ONNX node(s) it came from: "NAME (OP_TYPES)" */
+} vitc_abi_part;
 
 typedef struct {
     uint32_t abi_version;        /* VITC_ABI_VERSION */
@@ -103,6 +114,8 @@ typedef struct {
      * whose size ends before one of them is read as having it NULL. */
     const struct vitc_cuda_plan *cuda_plan; /* target "cuda": how to run it; NULL for "cpu" */
     uint64_t source_hash;        /* vitc_model_hash of the ONNX file compiled; 0: unknown */
+    int32_t nparts;              /* profile marks run() makes: 0 where it makes none */
+    const vitc_abi_part *parts;
 } vitc_abi_model;
 
 /* Bytes of the descriptor as first released: the runtime accepts any size

@@ -391,6 +391,7 @@ static int copy_descriptor(rt_elf_desc *d, uint64_t va, uint64_t symsize)
     a->run = NULL;
     a->kernel_names = NULL;
     a->cuda_plan = NULL;
+    a->parts = NULL;
     if (n < VITC_ABI_MODEL_BASE_SIZE) {
         if (a->size >= VITC_ABI_MODEL_BASE_SIZE)
             return bad(d, "%s", "its descriptor symbol is smaller than the descriptor");
@@ -421,6 +422,12 @@ static int copy_descriptor(rt_elf_desc *d, uint64_t va, uint64_t symsize)
     if (n >= offsetof(vitc_abi_model, cuda_plan) + sizeof(void *)) {
         uint64_t plan = PTR(cuda_plan);
         a->cuda_plan = plan ? fix_cuda_plan(d, plan, a) : NULL;
+    }
+    if (n >= offsetof(vitc_abi_model, parts) + sizeof(void *)) {
+        static const size_t part_ptrs[] = {offsetof(vitc_abi_part, kernels), offsetof(vitc_abi_part, op),
+                                           offsetof(vitc_abi_part, source)};
+        static const elf_fix part_fix[] = {fix_string, fix_string, fix_string};
+        a->parts = copy_array(d, PTR(parts), a->nparts, sizeof(vitc_abi_part), part_ptrs, part_fix, 3, "profile part");
     }
 #undef PTR
     if (!ok)

@@ -104,6 +104,10 @@ static vitc_status check_descriptor(const vitc_abi_model *abi, const char *path,
     if (!abi->weights_file && abi->weights_bytes > 0 && !abi->weights)
         return rt_fail(VITC_STATUS_LOAD_FAILED, "%s: malformed model descriptor: %llu bytes of weights but none embedded",
                        path, (unsigned long long)abi->weights_bytes);
+    int nparts = rt_abi_nparts(abi);
+    for (int i = 0; i < nparts; i++)
+        if (!abi->parts[i].kernels || !abi->parts[i].op || !abi->parts[i].source)
+            return rt_fail(VITC_STATUS_LOAD_FAILED, "%s: malformed model descriptor: profile part %d", path, i);
     char missing[512];
     if (check_cpu && strcmp(abi->target, "cpu") == 0 && abi->features &&
         rt_cpu_missing_features(abi->features, missing, sizeof missing) > 0)

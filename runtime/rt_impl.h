@@ -37,6 +37,7 @@ struct vitc_context {
     const void **in_ptrs;
     void **out_ptrs;
     struct rt_cuda_ctx *cuda;     /* CUDA models: stream, device workspace, graphs */
+    struct rt_profile *profile;   /* per-part times while profiling (profile.c), else NULL */
 };
 
 /* ---- errors (error.c) ---- */
@@ -61,6 +62,13 @@ RT_HIDDEN uint64_t rt_fnv1a64(const void *data, uint64_t n);
 /* Bytes per element of an ONNX dtype code; 0 if the runtime does not know it. */
 RT_HIDDEN size_t rt_dtype_size(int32_t dtype);
 RT_HIDDEN const char *rt_dtype_name(int32_t dtype);
+
+/* ---- profiling (profile.c) ---- */
+/* The profile parts a descriptor lists (0 where it lists none). */
+RT_HIDDEN int rt_abi_nparts(const vitc_abi_model *a);
+/* Fills call's profile hook when c is profiling, and starts the clock. */
+RT_HIDDEN void rt_profile_begin(vitc_context *c, vitc_abi_call *call);
+RT_HIDDEN void rt_profile_free(vitc_context *c);
 
 /* ---- the descriptor read from the file, nothing of it run (elf_desc.c) ---- */
 /* Maps the file read-only and copies its descriptor out, relocated; the

@@ -79,6 +79,7 @@ VITC_API void vitc_context_free(vitc_context *c)
     if (!c)
         return;
     rt_cuda_context_free(c);
+    rt_profile_free(c);
     rt_pool_free(c->pool);
     free(c->workspace);
     free(c->in_slots);
@@ -231,6 +232,7 @@ VITC_API vitc_status vitc_run(vitc_context *c, const vitc_tensor *inputs, int ni
         .parallel_for = rt_parallel_for,
         .nthreads = c->nthreads,
     };
+    rt_profile_begin(c, &call);
     int32_t r = a->run(&call);
     if (r == 0)
         return VITC_STATUS_OK;

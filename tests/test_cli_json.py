@@ -7,6 +7,8 @@
 - `vitc run --json --repeat`: parses; the output file it names holds
   PyTorch's output for the example (error <= 1e-4); the timing statistics are
   consistent (min <= median <= p90, images/s = batch / median).
+- `vitc run --profile --json`: every part is timed once per run, the parts'
+  time lies within the runs' wall time, each names an ONNX node of the model.
 - `vitc compare --json`, against the interpreter and against ONNX Runtime:
   parses, and its max_rel equals the error computed here between ONNX
   Runtime's output and the compiled model's, run by this script.
@@ -94,6 +96,41 @@ def main():
     check(t["runs"] == 7 and 0 < t["min_ms"] <= t["median_ms"] <= t["p90_ms"], f"run timing ordered {t}")
     ips = r["batch"] * 1e3 / t["median_ms"]
     check(abs(t["images_per_s"] - ips) <= 1e-6 * ips, "run images/s = batch / median")
+
+    # run --profile: every part timed once per run, the parts' time within the
+    # runs' wall time, each part naming ONNX nodes of the model, an op per part
+    runs = 20
+    r = vitc_json("run", so, "--input", x, "--output-dir", os.path.join(tmp, "out"), "--repeat", str(runs),
+                  "--profile", "--json")
+    prof = r["profile"]
+    parts = prof["parts"]
+    check(prof["runs"] == runs and len(parts) > 10, f"profile: {len(parts)} parts over {prof['runs']} runs")
+    check(all(p["calls"] == runs for p in parts), "profile: every part called once per run")
+    check(sorted(p["index"] for p in parts) == list(range(len(parts))), "profile: part indices 0..n-1")
+    check(all(parts[i]["total_ms"] >= parts[i + 1]["total_ms"] for i in range(len(parts) - 1)),
+          "profile: parts longest first")
+    in_parts = sum(p["total_ms"] for p in parts)
+    wall = r["timing"]["mean_ms"] * runs
+    check(0.5 * wall <= in_parts <= wall, f"profile: {in_parts:.3f} ms in parts within the runs' {wall:.3f} ms")
+    check(abs(sum(p["share"] for p in parts) - 1) < 1e-6, "profile: shares add up to 1")
+    node_names = {n.name for n in onnx.load(EXAMPLE).graph.node}
+    # a fused node is named by its ONNX nodes' common scope ("/blocks/blocks.0/attn/qkv" for .../MatMul, .../Add)
+    def names_nodes(src):
+        name = src.split(" (")[0]
+        return name in node_names or any(n.startswith(name + "/") for n in node_names)
+    named = [p for p in parts if names_nodes(p["source"])]
+    check(len(named) == len(parts), f"profile: {len(named)} of {len(parts)} parts name ONNX nodes of the model")
+    ops = {p["op"] for p in parts}
+    check({"Linear", "Attention", "LayerNormalization"} <= ops, f"profile ops {sorted(ops)}")
+    by_op = {o["op"]: o["total_ms"] for o in prof["ops"]}
+    check(all(abs(by_op[o] - sum(p["total_ms"] for p in parts if p["op"] == o)) < 1e-6 for o in ops),
+          "profile: time per op is the sum of its parts")
+    text = subprocess.run([VITC, "run", so, "--input", x, "--output-dir", os.path.join(tmp, "out"), "--profile"],
+                          capture_output=True, text=True)
+    check(text.returncode == 0 and "by op: " in text.stdout and "/blocks/blocks.0/attn" in text.stdout,
+          "run --profile prints the table")
+    bad = subprocess.run([VITC, "run", EXAMPLE, "--input", x, "--profile"], capture_output=True, text=True)
+    check(bad.returncode == 2 and "compiled models" in bad.stderr, "run --profile on an ONNX file: exit 2")
 
     # compare: against the interpreter, and against ONNX Runtime as computed here
     c = vitc_json("compare", EXAMPLE, so, "--input", x, "--json")

@@ -422,6 +422,23 @@ static void test_read_runs_nothing(void **state)
     (void)state;
 }
 
+/* A model without profile marks (these hand-written ones) says so. */
+static void test_profile_without_marks(void **state)
+{
+    vitc_model *m = load_toy("toy_model");
+    vitc_context *c = NULL;
+    assert_int_equal(vitc_context_create(m, 1, &c), VITC_STATUS_OK);
+    assert_int_equal(vitc_context_set_profiling(c, 1), VITC_STATUS_INVALID_ARGUMENT);
+    assert_non_null(strstr(vitc_last_error(), "no profile marks"));
+    assert_int_equal(vitc_context_profile_parts(c), -1);
+    vitc_profile_part p;
+    assert_int_equal(vitc_context_profile_part(c, 0, &p), VITC_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(vitc_context_set_profiling(NULL, 1), VITC_STATUS_INVALID_ARGUMENT);
+    vitc_context_free(c);
+    vitc_model_free(m);
+    (void)state;
+}
+
 /* Damaged files: every truncation and thousands of byte changes of a model
  * are read without a crash or a read outside the file (ASan in CI); the
  * intact file reads back the same after all that. */
@@ -686,6 +703,7 @@ int main(void)
         cmocka_unit_test(test_not_a_model),
         cmocka_unit_test(test_read_runs_nothing),
         cmocka_unit_test(test_read_damaged_files),
+        cmocka_unit_test(test_profile_without_marks),
         cmocka_unit_test(test_threads_and_contexts),
         cmocka_unit_test(test_pool_many_jobs),
     };

@@ -2,7 +2,8 @@
  * output.  MODEL.onnx runs on the reference interpreter; anything else is
  * taken as a compiled model (.so) and runs through the runtime API.  With
  * --repeat N it times N runs and prints the min and median (for a CUDA model
- * also of its kernels' GPU time, from CUDA events). */
+ * also of its kernels' GPU time, from CUDA events); with --profile, the time
+ * of each part of a compiled CPU model's runs (vitc_context_profile_part). */
 #include "tools/cli.h"
 
 #include "ir/interp.h"
@@ -25,6 +26,7 @@ typedef struct {
     long repeat;
     int nthreads; /* compiled models: 0 = one per core */
     int json;
+    int profile;
 } run_opts;
 
 /* An output name as a file name: path separators and odd bytes become '_'. */
@@ -189,6 +191,93 @@ done:
     return status;
 }
 
+typedef struct {
+    int index;
+    vitc_profile_part p;
+} profile_row;
+
+static int longest_first(const void *a, const void *b)
+{
+    const profile_row *x = a, *y = b;
+    return x->p.seconds < y->p.seconds ? 1 : x->p.seconds > y->p.seconds ? -1 : x->index - y->index;
+}
+
+/* The profile of c's runs: every part, longest first, with its share of the
+ * time in all parts; then the time per op.  With json, as member "profile". */
+static int report_profile(json_w *json, const vitc_context *c, long runs)
+{
+    int n = vitc_context_profile_parts(c);
+    profile_row *rows = calloc((size_t)(n > 0 ? n : 1), sizeof *rows);
+    if (n < 0 || !rows) {
+        free(rows);
+        return n < 0 ? cli_rt_fail(VITC_STATUS_INVALID_ARGUMENT) : VITC_INTERNAL;
+    }
+    double total = 0;
+    for (int i = 0; i < n; i++) {
+        rows[i].index = i;
+        vitc_context_profile_part(c, i, &rows[i].p);
+        total += rows[i].p.seconds;
+    }
+    qsort(rows, (size_t)n, sizeof *rows, longest_first);
+    /* time per op, in the order ops first appear among the longest */
+    const char **ops = calloc((size_t)(n > 0 ? n : 1), sizeof *ops);
+    double *op_s = calloc((size_t)(n > 0 ? n : 1), sizeof *op_s);
+    int nops = 0;
+    for (int i = 0; ops && op_s && i < n; i++) {
+        int k = 0;
+        while (k < nops && strcmp(ops[k], rows[i].p.op) != 0)
+            k++;
+        if (k == nops)
+            ops[nops++] = rows[i].p.op;
+        op_s[k] += rows[i].p.seconds;
+    }
+    double share_den = total > 0 ? total : 1;
+    if (json) {
+        json_object(json, "profile");
+        json_int(json, "runs", runs);
+        json_num(json, "ms_per_run", 1e3 * total / (double)runs);
+        json_array(json, "parts");
+        for (int i = 0; i < n; i++) {
+            json_object(json, NULL);
+            json_int(json, "index", rows[i].index);
+            json_str(json, "op", rows[i].p.op);
+            json_str(json, "kernels", rows[i].p.kernels);
+            json_str(json, "source", rows[i].p.source);
+            json_int(json, "calls", rows[i].p.calls);
+            json_num(json, "total_ms", 1e3 * rows[i].p.seconds);
+            json_num(json, "share", rows[i].p.seconds / share_den);
+            json_end_object(json);
+        }
+        json_end_array(json);
+        json_array(json, "ops");
+        for (int k = 0; k < nops; k++) {
+            json_object(json, NULL);
+            json_str(json, "op", ops[k]);
+            json_num(json, "total_ms", 1e3 * op_s[k]);
+            json_num(json, "share", op_s[k] / share_den);
+            json_end_object(json);
+        }
+        json_end_array(json);
+        json_end_object(json);
+    } else {
+        printf("profile: %d parts, %ld run%s, %.3f ms per run in them; longest first\n", n, runs, runs == 1 ? "" : "s",
+               1e3 * total / (double)runs);
+        printf("  %5s %6s %10s %6s  %-18s %-22s %s\n", "part", "share", "total ms", "calls", "op", "kernels", "from");
+        for (int i = 0; i < n; i++)
+            printf("  %5d %5.1f%% %10.3f %6lld  %-18s %-22s %s\n", rows[i].index, 100 * rows[i].p.seconds / share_den,
+                   1e3 * rows[i].p.seconds, (long long)rows[i].p.calls, rows[i].p.op, rows[i].p.kernels,
+                   rows[i].p.source);
+        printf("by op:");
+        for (int k = 0; k < nops; k++)
+            printf("%s %s %.1f%%", k ? "," : "", ops[k], 100 * op_s[k] / share_den);
+        printf("\n");
+    }
+    free(ops);
+    free(op_s);
+    free(rows);
+    return VITC_OK;
+}
+
 static int run_compiled(const run_opts *o, double *ms)
 {
     vitc_model *m = NULL;
@@ -215,6 +304,10 @@ static int run_compiled(const run_opts *o, double *ms)
         goto done;
     vitc_status vs = vitc_context_create(m, o->nthreads, &c);
     if (vs != VITC_STATUS_OK) {
+        status = cli_rt_fail(vs);
+        goto done;
+    }
+    if (o->profile && (vs = vitc_context_set_profiling(c, 1)) != VITC_STATUS_OK) {
         status = cli_rt_fail(vs);
         goto done;
     }
@@ -257,6 +350,8 @@ static int run_compiled(const run_opts *o, double *ms)
             report_timing(json, "gpu_timing", what, gpu_ms, o->repeat, batch);
         }
     }
+    if (status == VITC_OK && o->profile)
+        status = report_profile(json, c, o->repeat);
     if (json)
         json_end_object(json);
     free(gpu_ms);
@@ -273,7 +368,7 @@ done:
     return status;
 }
 
-enum { K_OUTPUT_DIR = 256, K_REPEAT, K_THREADS, K_JSON };
+enum { K_OUTPUT_DIR = 256, K_REPEAT, K_THREADS, K_JSON, K_PROFILE };
 
 static const cli_option run_options[] = {
     {"input", 'i', "[NAME=]FILE.npy", "An input, by name or (without NAME=) in the model's input order; once per "
@@ -284,14 +379,17 @@ static const cli_option run_options[] = {
                               "model also its kernels' GPU time)."},
     {"threads", K_THREADS, "N", "Compiled models: threads to run on, the caller's included (default 0: one per "
                                 "core)."},
-    {"json", K_JSON, NULL, "Print the outputs written and the timings as one JSON object instead."},
+    {"profile", K_PROFILE, NULL, "Compiled CPU models: time each part of the runs (the code of one node of the "
+                                 "compiled graph: its op, kernels and ONNX nodes) and print the parts longest "
+                                 "first with their share, then the time per op."},
+    {"json", K_JSON, NULL, "Print the outputs written, the timings and the profile as one JSON object instead."},
     {0},
 };
 
 const cli_command cli_run_command = {
     "run",
     "vitc run MODEL.onnx|MODEL.so --input [NAME=]FILE.npy ... [--output-dir DIR] [--repeat N]\n"
-    "                             [--threads N] [--json]",
+    "                             [--threads N] [--profile] [--json]",
     "Run a compiled model (.so) through the runtime, or an ONNX model with the reference interpreter\n"
     "(plain loops, double accumulation), and write one NAME.npy per output.",
     run_options,
@@ -327,6 +425,9 @@ static int take_run(void *ctx, int key, const char *v)
     case K_JSON:
         o->json = 1;
         return VITC_OK;
+    case K_PROFILE:
+        o->profile = 1;
+        return VITC_OK;
     }
     return VITC_INTERNAL;
 }
@@ -342,6 +443,9 @@ int cmd_run(int argc, char **argv)
     struct stat sb;
     if (stat(o.outdir, &sb) == 0 && !S_ISDIR(sb.st_mode))
         return cli_usage_error("run: output directory '%s' is not a directory", o.outdir);
+    if (o.profile && cli_is_onnx(o.model))
+        return cli_usage_error("run: --profile times compiled models; '%s' is an ONNX model (compile it first)",
+                               o.model);
     double *ms = calloc((size_t)o.repeat, sizeof *ms);
     if (!ms)
         return VITC_INTERNAL;

@@ -85,7 +85,7 @@ typedef struct cg_ctx {
     LLVMTypeRef t_pf;   /* void (ptr pool, i64 n, ptr task, ptr arg) */
     LLVMTypeRef t_call; /* vitc_abi_call */
     LLVMTypeRef t_driver; /* void (ptr args, ptr pool, ptr pf, i32 nthreads): kernels.h drivers */
-    LLVMValueRef run_fn, run_call, run_batch, run_pool, run_pf, run_nthreads;
+    LLVMValueRef run_fn, run_call, run_batch, run_pool, run_pf, run_nthreads, run_profile, run_profile_arg;
     LLVMValueRef run_closure; /* [CG_MAX_KPTRS + 1 x ptr] in run()'s frame, reused by every launch */
     LLVMValueRef fn, fn_call, fn_batch; /* the kernel being built */
     LLVMValueRef fn_ptr[CG_MAX_KPTRS];  /* its tensors' base pointers, from the closure */
@@ -103,6 +103,10 @@ typedef struct cg_ctx {
     /* kernels, for the descriptor */
     char **knames;
     int nknames, capknames;
+    struct {
+        char *text[3]; /* kernels, op, source: vitc_abi_part */
+    } *parts;          /* the profile's parts, one per node that launched code */
+    int nparts, capparts;
     int nfuncs;
 } cg_ctx;
 
@@ -157,6 +161,10 @@ LLVMValueRef cg_value_ptr(cg_ctx *cg, LLVMBuilderRef b, LLVMValueRef call, int v
 LLVMValueRef cg_weights_ptr(cg_ctx *cg, LLVMBuilderRef b, LLVMValueRef call, int64_t off);
 /* Records a kernel function's name and label for the descriptor. */
 void cg_note_kernel(cg_ctx *cg, const char *fname, const char *label);
+/* Ends a part of the profile: node's code, whose kernels are those noted
+ * from kernel_names[first_kname] on.  Records the part for the descriptor
+ * and makes run() report it done (call->profile) when profiling. */
+void cg_profile_mark(cg_ctx *cg, int node, int first_kname);
 /* Base pointer of node's scratch (plus byte offset). */
 LLVMValueRef cg_scratch_ptr(cg_ctx *cg, LLVMBuilderRef b, LLVMValueRef call, int node, int64_t byte_off);
 /* The caller's buffer for graph output k. */

@@ -62,9 +62,8 @@ static int llvm_supports(const ir_graph *g, const ir_node *n, char *why, size_t 
 }
 
 /* The code of one kernel node (cg_schedule skips views and fused nodes). */
-static int llvm_emit_node(cg_ctx_head *c, int i)
+static int emit_node_code(cg_ctx *cg, int i)
 {
-    cg_ctx *cg = (cg_ctx *)c;
     const ir_node *n = &cg->g->nodes[i];
     switch (ir_op_family_of(n->op)) {
     case IR_FAM_VIEW: return cg_emit_data(cg, i); /* a view that is a graph output: a copy */
@@ -75,6 +74,17 @@ static int llvm_emit_node(cg_ctx_head *c, int i)
     case IR_FAM_SHAPE: break;
     }
     return cg_fail(cg, VITC_INTERNAL, i, "has no code generator");
+}
+
+/* A node's code, then its profile mark when it launched any. */
+static int llvm_emit_node(cg_ctx_head *c, int i)
+{
+    cg_ctx *cg = (cg_ctx *)c;
+    int first = cg->nknames;
+    int st = emit_node_code(cg, i);
+    if (st == VITC_OK && cg->nknames > first)
+        cg_profile_mark(cg, i, first);
+    return st == VITC_OK ? cg->d->status : st;
 }
 
 /* Graph outputs not computed in place: inputs, constants, repeated outputs. */
@@ -184,7 +194,10 @@ static int weights_join(weights_writer *ww, vitc_diag *d)
 static int llvm_finish(cg_ctx_head *c)
 {
     cg_ctx *cg = (cg_ctx *)c;
+    int first = cg->nknames;
     emit_output_copies(cg);
+    if (cg->d->status == VITC_OK && cg->nknames > first)
+        cg_profile_mark(cg, -1, first);
     if (cg->d->status == VITC_OK)
         cg_module_finish(cg);
     if (cg->d->status == VITC_OK)

@@ -16,7 +16,10 @@
  * it to the pool would cost more than it saves. */
 #define CG_PARALLEL_MIN_WORK (1 << 15)
 
-enum { CALL_BATCH, CALL_INPUTS, CALL_OUTPUTS, CALL_WORKSPACE, CALL_WEIGHTS, CALL_POOL, CALL_PF, CALL_NTHREADS };
+enum {
+    CALL_BATCH, CALL_INPUTS, CALL_OUTPUTS, CALL_WORKSPACE, CALL_WEIGHTS, CALL_POOL, CALL_PF, CALL_NTHREADS,
+    CALL_PROFILE, CALL_PROFILE_ARG, CALL_NFIELDS
+};
 
 int cg_fail(cg_ctx *cg, int status, int node, const char *fmt, ...)
 {
@@ -77,9 +80,10 @@ int cg_module_begin(cg_ctx *cg)
     cg->t_pf = LLVMFunctionType(cg->t_void, pf_args, 4, 0);
     LLVMTypeRef drv_args[4] = {cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_i32};
     cg->t_driver = LLVMFunctionType(cg->t_void, drv_args, 4, 0);
-    LLVMTypeRef call_fields[8] = {cg->t_i64, cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_i32};
+    LLVMTypeRef call_fields[CALL_NFIELDS] = {cg->t_i64, cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_ptr,
+                                             cg->t_ptr, cg->t_ptr, cg->t_i32, cg->t_ptr, cg->t_ptr};
     cg->t_call = LLVMStructCreateNamed(c, "vitc_abi_call");
-    LLVMStructSetBody(cg->t_call, call_fields, 8, 0);
+    LLVMStructSetBody(cg->t_call, call_fields, CALL_NFIELDS, 0);
 
     LLVMTypeRef run_args[1] = {cg->t_ptr};
     cg->run_fn = LLVMAddFunction(cg->mod, "vitc_run", LLVMFunctionType(cg->t_i32, run_args, 1, 0));
@@ -95,6 +99,10 @@ int cg_module_begin(cg_ctx *cg)
     cg->run_pf = LLVMBuildLoad2(cg->rb, cg->t_ptr, f, "parallel_for");
     f = LLVMBuildStructGEP2(cg->rb, cg->t_call, cg->run_call, CALL_NTHREADS, "");
     cg->run_nthreads = LLVMBuildLoad2(cg->rb, cg->t_i32, f, "nthreads");
+    f = LLVMBuildStructGEP2(cg->rb, cg->t_call, cg->run_call, CALL_PROFILE, "");
+    cg->run_profile = LLVMBuildLoad2(cg->rb, cg->t_ptr, f, "profile");
+    f = LLVMBuildStructGEP2(cg->rb, cg->t_call, cg->run_call, CALL_PROFILE_ARG, "");
+    cg->run_profile_arg = LLVMBuildLoad2(cg->rb, cg->t_ptr, f, "profile_arg");
     cg->run_closure = LLVMBuildAlloca(cg->rb, LLVMArrayType2(cg->t_ptr, CG_MAX_KPTRS + 1), "closure");
     return VITC_OK;
 }
@@ -118,6 +126,12 @@ void cg_module_free(cg_ctx *cg)
     free(cg->knames);
     cg->knames = NULL;
     cg->nknames = cg->capknames = 0;
+    for (int i = 0; i < cg->nparts; i++)
+        for (int k = 0; k < 3; k++)
+            free(cg->parts[i].text[k]);
+    free(cg->parts);
+    cg->parts = NULL;
+    cg->nparts = cg->capparts = 0;
     cg_blob_free(&cg->blob);
 }
 
@@ -239,6 +253,72 @@ void cg_note_kernel(cg_ctx *cg, const char *fname, const char *label)
         snprintf(s, len, "%s %s", fname, label);
         cg->knames[cg->nknames++] = s;
     }
+}
+
+/* "fn1,fn2" from the kernel names "FUNCTION LABEL..." noted from first on. */
+static char *part_kernels(const cg_ctx *cg, int first)
+{
+    size_t len = 1;
+    for (int i = first; i < cg->nknames; i++)
+        len += strcspn(cg->knames[i], " ") + 1;
+    char *s = malloc(len);
+    if (!s)
+        return NULL;
+    size_t k = 0;
+    for (int i = first; i < cg->nknames; i++) {
+        size_t n = strcspn(cg->knames[i], " ");
+        int seen = 0;
+        for (int j = first; j < i && !seen; j++)
+            seen = strcspn(cg->knames[j], " ") == n && strncmp(cg->knames[j], cg->knames[i], n) == 0;
+        if (seen)
+            continue;
+        if (k)
+            s[k++] = ',';
+        memcpy(s + k, cg->knames[i], n);
+        k += n;
+    }
+    s[k] = 0;
+    return s;
+}
+
+void cg_profile_mark(cg_ctx *cg, int node, int first_kname)
+{
+    if (cg->nparts == cg->capparts) {
+        int cap = cg->capparts ? 2 * cg->capparts : 64;
+        void *p = realloc(cg->parts, sizeof *cg->parts * (size_t)cap);
+        if (!p) {
+            cg_fail(cg, VITC_INTERNAL, node, "out of memory");
+            return;
+        }
+        cg->parts = p;
+        cg->capparts = cap;
+    }
+    const ir_node *n = node >= 0 ? &cg->g->nodes[node] : NULL; /* NULL: the copies into graph outputs */
+    const char *name = !n ? "graph outputs" : n->name && *n->name ? n->name : "(unnamed)";
+    const char *types = !n ? "copies" : n->op_type && *n->op_type ? n->op_type : ir_op_name(n->op);
+    size_t len = strlen(name) + strlen(types) + 4;
+    char *source = malloc(len), *op = strdup(n ? ir_op_name(n->op) : "Copy"), *kernels = part_kernels(cg, first_kname);
+    if (source)
+        snprintf(source, len, "%s (%s)", name, types);
+    int i = cg->nparts++;
+    cg->parts[i].text[0] = kernels;
+    cg->parts[i].text[1] = op;
+    cg->parts[i].text[2] = source;
+    if (!kernels || !op || !source) {
+        cg_fail(cg, VITC_INTERNAL, node, "out of memory");
+        return;
+    }
+    /* if (call->profile) call->profile(call->profile_arg, i); */
+    LLVMBuilderRef b = cg->rb;
+    LLVMBasicBlockRef on = LLVMAppendBasicBlockInContext(cg->llc, cg->run_fn, "profile");
+    LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(cg->llc, cg->run_fn, "next");
+    LLVMBuildCondBr(b, LLVMBuildIsNotNull(b, cg->run_profile, ""), on, next);
+    LLVMPositionBuilderAtEnd(b, on);
+    LLVMTypeRef args[2] = {cg->t_ptr, cg->t_i32};
+    LLVMValueRef vals[2] = {cg->run_profile_arg, LLVMConstInt(cg->t_i32, (unsigned)i, 0)};
+    LLVMBuildCall2(b, LLVMFunctionType(cg->t_void, args, 2, 0), cg->run_profile, vals, 2, "");
+    LLVMBuildBr(b, next);
+    LLVMPositionBuilderAtEnd(b, next);
 }
 
 void cg_launch(cg_ctx *cg, LLVMValueRef fn, const LLVMValueRef *ptrs, int nptrs, cg_poly nitems, cg_poly work)
@@ -519,13 +599,28 @@ int cg_module_finish(cg_ctx *cg)
     LLVMTypeRef tf[5] = {cg->t_ptr, cg->t_i32, cg->t_i32, LLVMArrayType2(cg->t_i64, VITC_ABI_MAX_RANK), cg->t_i32};
     LLVMStructSetBody(tt, tf, 5, 0);
     LLVMTypeRef mt = LLVMStructCreateNamed(cg->llc, "vitc_abi_model");
-    LLVMTypeRef mf[23] = {cg->t_i32, cg->t_i32, cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_ptr,
+    LLVMTypeRef mf[25] = {cg->t_i32, cg->t_i32, cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_ptr,
                           cg->t_i32, cg->t_i32, cg->t_ptr, cg->t_ptr, cg->t_i64, cg->t_i64, cg->t_ptr, cg->t_i64,
-                          cg->t_ptr, cg->t_i64, cg->t_ptr, cg->t_i32, cg->t_ptr, cg->t_ptr, cg->t_i64};
-    LLVMStructSetBody(mt, mf, 23, 0);
+                          cg->t_ptr, cg->t_i64, cg->t_ptr, cg->t_i32, cg->t_ptr, cg->t_ptr, cg->t_i64,
+                          cg->t_i32, cg->t_ptr};
+    LLVMStructSetBody(mt, mf, 25, 0);
+    LLVMTypeRef pf[3] = {cg->t_ptr, cg->t_ptr, cg->t_ptr};
+    LLVMTypeRef pt = LLVMStructTypeInContext(cg->llc, pf, 3, 0);
     LLVMTargetDataRef td = LLVMGetModuleDataLayout(cg->mod);
-    if (LLVMABISizeOfType(td, mt) != sizeof(vitc_abi_model) || LLVMABISizeOfType(td, tt) != sizeof(vitc_abi_tensor))
+    if (LLVMABISizeOfType(td, mt) != sizeof(vitc_abi_model) || LLVMABISizeOfType(td, tt) != sizeof(vitc_abi_tensor) ||
+        LLVMABISizeOfType(td, cg->t_call) != sizeof(vitc_abi_call) || LLVMABISizeOfType(td, pt) != sizeof(vitc_abi_part))
         return cg_fail(cg, VITC_INTERNAL, -1, "the descriptor's layout for %s differs from runtime/abi.h", cg->triple);
+    LLVMValueRef *pv = calloc((size_t)cg->nparts + 1, sizeof *pv);
+    if (!pv)
+        return cg_fail(cg, VITC_INTERNAL, -1, "out of memory");
+    for (int i = 0; i < cg->nparts; i++) {
+        LLVMValueRef t[3] = {cstr(cg, cg->parts[i].text[0]), cstr(cg, cg->parts[i].text[1]),
+                             cstr(cg, cg->parts[i].text[2])};
+        pv[i] = LLVMConstStructInContext(cg->llc, t, 3, 0);
+    }
+    LLVMValueRef parts = cg->nparts ? private_const(cg, LLVMConstArray2(pt, pv, (uint64_t)cg->nparts), "vitc_parts", 8)
+                                    : LLVMConstNull(cg->t_ptr);
+    free(pv);
 
     LLVMValueRef ins = tensor_array(cg, tt, g->inputs, g->ninputs, "vitc_inputs");
     LLVMValueRef outs = tensor_array(cg, tt, g->outputs, g->noutputs, "vitc_outputs");
@@ -559,7 +654,7 @@ int cg_module_finish(cg_ctx *cg)
         LLVMValueRef init = LLVMConstStringInContext2(cg->llc, (const char *)cg->blob.data, cg->blob.len, 1);
         weights = private_const(cg, init, "vitc_weights", 64);
     }
-    LLVMValueRef f[23] = {
+    LLVMValueRef f[25] = {
         LLVMConstInt(cg->t_i32, VITC_ABI_VERSION, 0),
         LLVMConstInt(cg->t_i32, sizeof(vitc_abi_model), 0),
         cstr(cg, VITC_VERSION),
@@ -583,9 +678,11 @@ int cg_module_finish(cg_ctx *cg)
         knames,
         LLVMConstNull(cg->t_ptr), /* cuda_plan */
         LLVMConstInt(cg->t_i64, g->source_hash, 0),
+        LLVMConstInt(cg->t_i32, (unsigned)cg->nparts, 0),
+        parts,
     };
     LLVMValueRef desc = LLVMAddGlobal(cg->mod, mt, VITC_ABI_SYMBOL);
-    LLVMSetInitializer(desc, LLVMConstNamedStruct(mt, f, 23));
+    LLVMSetInitializer(desc, LLVMConstNamedStruct(mt, f, 25));
     LLVMSetGlobalConstant(desc, 1);
     LLVMSetLinkage(desc, LLVMExternalLinkage);
     LLVMSetVisibility(desc, LLVMDefaultVisibility);

@@ -161,6 +161,25 @@ VITC_API vitc_status vitc_run_device(vitc_context *c, const vitc_tensor *inputs,
  * first run. */
 VITC_API vitc_status vitc_context_device_ms(const vitc_context *c, double *ms);
 
+/* Profiling a CPU model: time per part of a run, a part being the code of
+ * one node of the compiled graph (one or more kernels).  Turning it on
+ * clears the counts; every later vitc_run adds each part's wall time and a
+ * call; turning it off keeps the counts.  INVALID_ARGUMENT for a model
+ * without profile marks (a CUDA model, or a CPU model compiled before
+ * vitc made them): the message says which. */
+VITC_API vitc_status vitc_context_set_profiling(vitc_context *c, int on);
+typedef struct {
+    const char *kernels;   /* the compiled functions the part runs, comma-separated */
+    const char *op;        /* the op of the compiled graph ("Linear", "Attention", ...) */
+    const char *source;    /* the ONNX node(s) it came from: "NAME (OP_TYPES)" */
+    int64_t calls;         /* runs that went through it since profiling was turned on */
+    double seconds;        /* wall time in it, summed over those calls */
+} vitc_profile_part;
+/* The parts of the model's runs, in run order (-1 with an error where the
+ * model has none); part i's counts so far. */
+VITC_API int vitc_context_profile_parts(const vitc_context *c);
+VITC_API vitc_status vitc_context_profile_part(const vitc_context *c, int i, vitc_profile_part *out);
+
 VITC_API const char *vitc_status_string(vitc_status s);
 /* The message of this thread's last failed call ("" if none). */
 VITC_API const char *vitc_last_error(void);
