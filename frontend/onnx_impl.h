@@ -34,5 +34,9 @@ int onnx_check_nesting(const void *buf, size_t len, const ProtobufCMessageDescri
 
 /* Reads a whole regular file of at most max bytes. */
 int onnx_read_file(const char *path, size_t max, unsigned char **buf, size_t *len, vitc_diag *d);
+/* The same, the file mapped read-only instead of copied (a model of
+ * hundreds of MB is then read once, by the parser); onnx_unmap_file ends it. */
+int onnx_map_file(const char *path, size_t max, const unsigned char **buf, size_t *len, vitc_diag *d);
+void onnx_unmap_file(const unsigned char *buf, size_t len);
 
 #endif

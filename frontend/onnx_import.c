@@ -68,8 +68,10 @@ typedef struct {
     const char *model_dir; /* for external data; NULL refuses it */
 } importer;
 
-/* Adds a constant value from a TensorProto. */
-static int import_tensor(importer *im, const Onnx__TensorProto *t, const char *name, const char *what)
+/* Adds a constant value from a TensorProto.  Its raw_data, in the layout
+ * the IR keeps (little-endian, as the host), becomes the value's data
+ * without a copy: the unpacked message gives it up. */
+static int import_tensor(importer *im, Onnx__TensorProto *t, const char *name, const char *what)
 {
     onnx_tensor_info info;
     if (onnx_tensor_shape(t, &info, what, im->d) ||
@@ -79,6 +81,15 @@ static int import_tensor(importer *im, const Onnx__TensorProto *t, const char *n
     if (id < 0)
         goto oom;
     ir_value *v = &im->g->values[id];
+    int external = t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+    if (!external && t->has_raw_data && t->raw_data.data && info.nbytes >= 4096 &&
+        ir_arena_adopt(im->g->arena, t->raw_data.data) == 0) {
+        v->data = t->raw_data.data;
+        v->nbytes = info.nbytes;
+        t->raw_data.data = NULL; /* the arena frees it now, not protobuf-c */
+        t->raw_data.len = 0;
+        return id;
+    }
     v->data = ir_alloc(im->g->arena, info.nbytes ? info.nbytes : 1);
     if (!v->data)
         goto oom;
@@ -491,7 +502,7 @@ static ir_graph *import_model(const Onnx__ModelProto *m, const char *path, const
     if (gp->n_sparse_initializer)
         vitc_error(d, VITC_BAD_INPUT, NULL, "sparse initializers are not supported");
     for (size_t i = 0; i < gp->n_initializer; i++) {
-        const Onnx__TensorProto *t = gp->initializer[i];
+        Onnx__TensorProto *t = gp->initializer[i];
         const char *name = t->name ? t->name : "";
         char what[300];
         snprintf(what, sizeof what, "initializer '%.256s'", name);
@@ -562,13 +573,13 @@ ir_graph *onnx_import_file(const char *path, vitc_diag *d)
 {
     if (!d->file)
         d->file = path;
-    unsigned char *buf;
+    const unsigned char *buf;
     size_t len;
-    if (onnx_read_file(path, (size_t)INT32_MAX, &buf, &len, d))
+    if (onnx_map_file(path, (size_t)INT32_MAX, &buf, &len, d))
         return NULL;
     ir_graph *g = onnx_import_buffer(buf, len, path, d);
     if (g)
         g->source_hash = vitc_model_hash(buf, len);
-    free(buf);
+    onnx_unmap_file(buf, len);
     return g;
 }

@@ -12,6 +12,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -233,6 +234,43 @@ int onnx_read_file(const char *path, size_t max, unsigned char **buf, size_t *le
     *buf = b;
     *len = size;
     return VITC_OK;
+}
+
+int onnx_map_file(const char *path, size_t max, const unsigned char **buf, size_t *len, vitc_diag *d)
+{
+    static const unsigned char empty[1];
+    *buf = NULL;
+    *len = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return vitc_error(d, VITC_BAD_INPUT, NULL, "cannot open: %s", strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return vitc_error(d, VITC_BAD_INPUT, NULL, "not a regular file");
+    }
+    if ((uint64_t)st.st_size > max) {
+        close(fd);
+        return vitc_error(d, VITC_BAD_INPUT, NULL, "file is %lld bytes, more than the %zu a protobuf message may hold",
+                          (long long)st.st_size, max);
+    }
+    size_t size = (size_t)st.st_size;
+    void *p = size ? mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0) : (void *)empty;
+    int err = errno;
+    close(fd);
+    if (p == MAP_FAILED)
+        return vitc_error(d, VITC_BAD_INPUT, NULL, "cannot map %zu bytes: %s", size, strerror(err));
+    if (size)
+        madvise(p, size, MADV_SEQUENTIAL);
+    *buf = p;
+    *len = size;
+    return VITC_OK;
+}
+
+void onnx_unmap_file(const unsigned char *buf, size_t len)
+{
+    if (buf && len)
+        munmap((void *)buf, len);
 }
 
 int onnx_read_tensor_file(const char *path, ir_tensor *out, vitc_diag *d)

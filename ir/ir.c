@@ -104,6 +104,8 @@ typedef struct block {
 
 struct ir_arena {
     block *head;
+    void **adopted; /* malloc'ed buffers freed with the arena */
+    size_t nadopted, capadopted;
 };
 
 enum { ARENA_BLOCK = 1 << 16 };
@@ -118,10 +120,34 @@ void ir_arena_free(ir_arena *a)
         next = b->next;
         free(b);
     }
+    for (size_t i = 0; i < a->nadopted; i++)
+        free(a->adopted[i]);
+    free(a->adopted);
     free(a);
 }
 
-void *ir_alloc(ir_arena *a, size_t n)
+int ir_arena_adopt(ir_arena *a, void *p)
+{
+    if (a->nadopted == a->capadopted) {
+        size_t cap = a->capadopted ? 2 * a->capadopted : 64;
+        void **n = realloc(a->adopted, cap * sizeof *n);
+        if (!n)
+            return -1;
+        a->adopted = n;
+        a->capadopted = cap;
+    }
+    a->adopted[a->nadopted++] = p;
+    return 0;
+}
+
+static void *arena_take(ir_arena *a, size_t n, int zero);
+
+void *ir_alloc(ir_arena *a, size_t n) { return arena_take(a, n, 1); }
+
+/* ir_alloc without the zeroing, for memory about to be overwritten whole. */
+void *ir_alloc_uninit(ir_arena *a, size_t n) { return arena_take(a, n, 0); }
+
+static void *arena_take(ir_arena *a, size_t n, int zero)
 {
     if (n > SIZE_MAX - 32)
         return NULL;
@@ -138,7 +164,8 @@ void *ir_alloc(ir_arena *a, size_t n)
             nb->next = b->next;
             b->next = nb;
             nb->used = n;
-            memset(nb->mem, 0, n);
+            if (zero)
+                memset(nb->mem, 0, n);
             return nb->mem;
         }
         nb->next = b;
@@ -146,7 +173,8 @@ void *ir_alloc(ir_arena *a, size_t n)
     }
     void *p = b->mem + b->used;
     b->used += n;
-    memset(p, 0, n);
+    if (zero)
+        memset(p, 0, n);
     return p;
 }
 
@@ -327,10 +355,10 @@ int ir_add_const(ir_graph *g, const char *name, ir_dtype dtype, int rank, const 
     v->rank = rank;
     for (int i = 0; i < rank; i++)
         v->dims[i] = ir_dim_const(dims[i]);
-    v->data = ir_alloc(g->arena, nbytes ? nbytes : 1);
+    v->data = nbytes && data ? ir_alloc_uninit(g->arena, nbytes) : ir_alloc(g->arena, nbytes ? nbytes : 1);
     if (!v->data)
         return -1;
-    if (nbytes)
+    if (nbytes && data)
         memcpy(v->data, data, nbytes);
     v->nbytes = nbytes;
     return id;

@@ -129,7 +129,11 @@ typedef struct ir_arena ir_arena;
 ir_arena *ir_arena_new(void);
 void ir_arena_free(ir_arena *a);
 /* Zeroed memory; NULL only when the system is out of memory or n overflows. */
-void *ir_alloc(ir_arena *a, size_t n);
+void *ir_alloc(ir_arena *a, size_t n);          /* zeroed */
+void *ir_alloc_uninit(ir_arena *a, size_t n);   /* not zeroed: for memory written whole at once */
+/* Takes a malloc'ed buffer into the arena: freed with it.  -1 (not taken)
+ * when out of memory. */
+int ir_arena_adopt(ir_arena *a, void *p);
 void *ir_alloc_array(ir_arena *a, size_t count, size_t size);
 char *ir_strdup(ir_arena *a, const char *s);
 char *ir_strndup(ir_arena *a, const char *s, size_t n);

@@ -37,8 +37,12 @@ static inline uint64_t vitc_model_hash(const void *p, size_t n)
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
         uint64_t w = 0;
+#if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        __builtin_memcpy(&w, s + i, 8); /* the same word, one load */
+#else
         for (int k = 7; k >= 0; k--)
             w = w << 8 | s[i + (size_t)k];
+#endif
         h ^= w;
         h *= 0x100000001b3ull;
     }
@@ -106,7 +110,7 @@ typedef struct {
     const void *weights;         /* embedded weights, or NULL when external */
     uint64_t weights_bytes;
     const char *weights_file;    /* external weights: a file name beside the .so, else NULL */
-    uint64_t weights_fnv1a;      /* FNV-1a 64 of the weights, checked for external files */
+    uint64_t weights_fnv1a;      /* FNV-1a 64 of the weights, checked for external files; 0 when embedded */
     int32_t (*run)(const vitc_abi_call *call); /* 0 on success */
     int32_t nkernels;            /* for `vitc inspect` */
     const char *const *kernel_names;

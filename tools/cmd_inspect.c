@@ -161,7 +161,7 @@ static void inspect_json(const char *path, long long file_bytes, const vitc_mode
     json_str(&w, "file", d->weights_file);
     char h[24];
     snprintf(h, sizeof h, "%016llx", (unsigned long long)d->weights_fnv1a);
-    json_str(&w, "fnv1a", h);
+    json_str(&w, "fnv1a", d->weights_fnv1a ? h : NULL); /* null: not recorded (embedded) */
     json_end_object(&w);
     json_kernels(&w, d->nkernels, d->kernel_names);
     json_end_object(&w);

@@ -672,7 +672,10 @@ int cg_module_finish(cg_ctx *cg)
         weights,
         cg_i64(cg, (int64_t)cg->blob.len),
         wfile,
-        LLVMConstInt(cg->t_i64, vitc_fnv1a(VITC_FNV1A_INIT, cg->blob.data, cg->blob.len), 0),
+        /* checked where the weights are a file of their own; embedded ones are the .so's
+         * own bytes, and hashing hundreds of MB byte by byte costs a good part of a second */
+        LLVMConstInt(cg->t_i64, cg->opt->external_weights ? vitc_fnv1a(VITC_FNV1A_INIT, cg->blob.data, cg->blob.len) : 0,
+                     0),
         cg->run_fn,
         LLVMConstInt(cg->t_i32, (unsigned)cg->nknames, 0),
         knames,

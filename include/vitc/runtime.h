@@ -94,7 +94,7 @@ typedef struct {
     uint64_t workspace_bytes;     /* per context */
     uint64_t weights_bytes;
     const char *weights_file;     /* external weights beside the .so, NULL when embedded */
-    uint64_t weights_fnv1a;
+    uint64_t weights_fnv1a;       /* external weights' checksum (0 for embedded weights of CPU models) */
     int nkernels;
     const char *const *kernel_names;
     uint64_t source_hash;         /* hash of the ONNX file's bytes (runtime/abi.h vitc_model_hash); 0: unknown */
