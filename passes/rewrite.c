@@ -143,8 +143,14 @@ double *rw_const_f64(const ir_graph *g, int v, int64_t *count)
     double *p = malloc((size_t)(n ? n : 1) * sizeof *p);
     if (!p)
         return NULL;
-    for (int64_t i = 0; i < n; i++)
-        p[i] = elem_f64(c, i);
+    if (c->dtype == IR_F32) { /* weights: the common case, without a call per element */
+        const float *f = c->data;
+        for (int64_t i = 0; i < n; i++)
+            p[i] = f[i];
+    } else {
+        for (int64_t i = 0; i < n; i++)
+            p[i] = elem_f64(c, i);
+    }
     *count = n;
     return p;
 }
