@@ -1,23 +1,32 @@
 #!/usr/bin/env python3
 """bench/run.py: vitc against ONNX Runtime and PyTorch eager, in one run, on the full-size ViTs.
 
-For each model (ViT-Ti/S/B timm-style, torchvision vit_b_16, the insightface face ViT):
+For each model (ViT-Ti/S/B timm-style, torchvision vit_b_16, an einops ViT-B, the insightface face
+ViT with LayerNorm and with BatchNorm):
   1. export it (tests/models/gen_fixtures.py --full, TorchScript opset 17; cached in --workdir),
-  2. compile it with vitc (--batch = the largest batch benchmarked), timing the compile,
-  3. time vitc (through the C runtime API, via ctypes), ONNX Runtime (all graph optimisations)
-     and PyTorch eager on the same seeded inputs, same thread count, batch 1 and 8: median of
-     --repeat runs after --warmup runs, each runtime in its own process so that its peak resident
-     memory can be read,
-  4. print and write a Markdown table: ms, GFLOP/s, vitc's speed relative to ONNX Runtime and
-     PyTorch, the fraction of the machine's peak FLOP/s (measured by bench/peak_fma), peak RSS,
-     vitc's error against ONNX Runtime, and the compile seconds.
+  2. compile it with vitc for each --isa (the host's features; "avx2": the AVX2 code path, forced
+     with --features=-avx512f on a host with AVX-512), timing the compile,
+  3. start one worker process per runtime (vitc through the C runtime API via ctypes, ONNX Runtime
+     with all graph optimisations, PyTorch eager), each with the same seeded input and thread
+     count, warm each up, then alternate them in short blocks (--block calls of vitc, then of
+     ONNX Runtime, then of PyTorch, --blocks times, the leading runtime rotating) with a --pause
+     between blocks, so that drift
+     on a shared machine hits every runtime alike and a thread pool still spinning after its block
+     has parked before the next runtime starts (alternating call by call lets one runtime's idle
+     spinning steal a core from the next),
+  4. repeat the whole table --rounds times in this one command, and report per row the median of
+     the rounds' medians and the spread of the ratios over the rounds,
+  5. measure the machine's peak fp32 FLOP/s (bench/peak_fma) before and after, and write a
+     Markdown table with the date, CPU model, ISA, commit and command: ms, images/s, vitc's speed
+     relative to ONNX Runtime and PyTorch, vitc's and ONNX Runtime's fraction of peak, peak RSS of
+     each worker, vitc's error against ONNX Runtime, the compile seconds.
 
 Needs a Python with torch, torchvision, timm, einops, onnx, onnxruntime and numpy (see
 tests/models/requirements.txt), and a built vitc (./setup.sh):
 
     tests/models/setup-gen-env.sh .venv-gen
-    .venv-gen/bin/python bench/run.py                   # all models, 2 threads, batch 1 and 8
-    .venv-gen/bin/python bench/run.py --models vit_ti16_timm --batches 1 --repeat 5
+    .venv-gen/bin/python bench/run.py                   # every model, 2 threads, batch 1 and 8
+    .venv-gen/bin/python bench/run.py --models vit_ti16_timm --batches 1 --rounds 1
 """
 import argparse
 import ctypes
@@ -37,7 +46,9 @@ import numpy as np
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "tests", "models"))
 
-MODELS = ["vit_ti16_timm", "vit_s16_timm", "vit_b16_timm", "vit_b16_torchvision", "face_vit_s"]
+MODELS = ["vit_ti16_timm", "vit_s16_timm", "vit_b16_timm", "vit_b16_torchvision", "vit_b16_einops",
+          "face_vit_s", "face_vit_s_bn"]
+RUNTIMES = ("vitc", "ort", "torch")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -90,7 +101,7 @@ def model_gflop(vitc, model, batch):
 
 
 # ---------------------------------------------------------------------------------------------
-# One runtime in one process: prints a JSON line
+# A worker: one runtime in its own process, driven over stdin/stdout, one JSON line per reply
 # ---------------------------------------------------------------------------------------------
 class VitcTensor(ctypes.Structure):
     _fields_ = [("name", ctypes.c_char_p), ("dtype", ctypes.c_int32), ("rank", ctypes.c_int32),
@@ -117,12 +128,12 @@ def runner_vitc(args, x):
 
     check(lib.vitc_model_load(args.so.encode(), ctypes.byref(model)), "load")
     check(lib.vitc_context_create(model, args.threads, ctypes.byref(ctx)), "context")
-    info_out = np.empty(tuple(args.out_shape), np.float32)
-    tin, tout = make_tensor(x), make_tensor(info_out)
+    out = np.empty(tuple(args.out_shape), np.float32)
+    tin, tout = make_tensor(x), make_tensor(out)
 
     def run():
         check(lib.vitc_run(ctx, ctypes.byref(tin), 1, ctypes.byref(tout), 1), "run")
-        return info_out
+        return out
 
     return run
 
@@ -162,76 +173,172 @@ def peak_rss_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def one(args):
+def worker(args):
+    """Loads one runtime, warms it up, then answers: 'run N' (times of N calls), 'save PATH'
+    (the last output), 'quit' (peak RSS)."""
     x = np.load(args.input)
-    run = {"vitc": runner_vitc, "ort": runner_ort, "torch": runner_torch}[args.one](args, x)
+    t0 = time.perf_counter()
+    run = {"vitc": runner_vitc, "ort": runner_ort, "torch": runner_torch}[args.worker](args, x)
+    y = None
     for _ in range(args.warmup):
         y = run()
-    times = []
-    for _ in range(args.repeat):
-        t0 = time.perf_counter()
-        y = run()
-        times.append((time.perf_counter() - t0) * 1e3)
-    np.save(args.save, np.asarray(y, np.float32))
-    rss = peak_rss_mb()
-    print(json.dumps({"median_ms": statistics.median(times), "min_ms": min(times), "rss_mb": rss}))
+    reply = lambda obj: print(json.dumps(obj), flush=True)
+    reply({"ready": True, "load_s": time.perf_counter() - t0})
+    for line in sys.stdin:
+        cmd, _, arg = line.strip().partition(" ")
+        if cmd == "run":
+            times = []
+            for _ in range(int(arg)):
+                t = time.perf_counter()
+                y = run()
+                times.append((time.perf_counter() - t) * 1e3)
+            reply({"ms": times})
+        elif cmd == "save":
+            np.save(arg, np.asarray(y, np.float32))
+            reply({"saved": arg})
+        elif cmd == "quit":
+            reply({"rss_mb": peak_rss_mb()})
+            return
+
+
+class Worker:
+    def __init__(self, args, runtime, name, onnx_path, so, inp, out_shape):
+        cmd = [sys.executable, os.path.abspath(__file__), "--worker", runtime, "--name", name, "--onnx", onnx_path,
+               "--so", so, "--input", inp, "--threads", str(args.threads), "--warmup", str(args.warmup),
+               "--runtime-lib", args.runtime_lib, "--out-shape", *[str(d) for d in out_shape]]
+        env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
+        self.runtime = runtime
+        self.p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True, env=env)
+        self.error = None
+        self.ready = self._reply()
+
+    def _reply(self):
+        line = self.p.stdout.readline()
+        if not line:
+            self.error = (self.p.stderr.read().strip().splitlines() or ["exited"])[-1]
+            return None
+        return json.loads(line)
+
+    def ask(self, cmd):
+        if self.error:
+            return None
+        self.p.stdin.write(cmd + "\n")
+        self.p.stdin.flush()
+        return self._reply()
+
+    def close(self):
+        r = self.ask("quit")
+        self.p.wait()
+        return r
 
 
 # ---------------------------------------------------------------------------------------------
 # Driver
 # ---------------------------------------------------------------------------------------------
-def peak_gflops(repo_build, threads):
+def peak_gflops(build, threads):
     """The machine's fp32 peak with this many threads, as bench/peak_fma measures it."""
-    exe = os.path.join(repo_build, "bench", "peak_fma")
+    exe = os.path.join(build, "bench", "peak_fma")
     if not os.path.exists(exe):
-        return None, "bench/peak_fma not built"
+        return None
     out = subprocess.run([exe], capture_output=True, text=True).stdout
     m = re.search(r"peak fp32, %d threads?:\s+([\d.]+) GFLOP/s" % threads, out)
-    if not m:
-        return None, f"peak_fma printed no figure for {threads} threads"
-    return float(m.group(1)), ""
+    return float(m.group(1)) if m else None
 
 
-def cpu_name():
+def cpu_info():
+    name, flags = platform.processor(), set()
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
                 if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
+                    name = line.split(":", 1)[1].strip()
+                elif line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
     except OSError:
         pass
-    return platform.processor()
+    isa = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "SSE"
+    extra = [f for f in ("avx512_bf16", "amx_tile", "avx512_vnni") if f in flags]
+    return name, isa + (" (" + ", ".join(extra) + ")" if extra else ""), flags
 
 
-def child(args, runtime, name, onnx_path, so, inp, batch, out_shape, save):
-    cmd = [sys.executable, os.path.abspath(__file__), "--one", runtime, "--name", name, "--onnx", onnx_path,
-           "--so", so, "--input", inp, "--threads", str(args.threads), "--repeat", str(args.repeat),
-           "--warmup", str(args.warmup), "--save", save, "--runtime-lib", args.runtime_lib,
-           "--out-shape", *[str(d) for d in out_shape]]
-    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
-    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    if r.returncode != 0:
-        return {"error": (r.stderr.strip().splitlines() or ["failed"])[-1]}
-    return json.loads(r.stdout.strip().splitlines()[-1])
+def git_commit():
+    r = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    dirty = subprocess.run(["git", "-C", REPO, "status", "--porcelain", "--untracked-files=no"],
+                           capture_output=True, text=True).stdout.strip()
+    return (r.stdout.strip() or "unknown") + (" (with uncommitted changes)" if dirty else "")
+
+
+def compile_model(vitc, onnx_path, so, batch, isa_args):
+    t0 = time.perf_counter()
+    subprocess.run([vitc, onnx_path, "-o", so, "--batch", str(batch), "--quiet", *isa_args], check=True)
+    return time.perf_counter() - t0
+
+
+def bench_one(args, name, isa, onnx_path, so, batch, image, seed):
+    """One row of one round: the three workers alternated in blocks.  Returns per runtime the
+    call times, the peak RSS, and vitc's error against ONNX Runtime."""
+    import gen_fixtures as gf
+    inp = os.path.join(args.workdir, f"{name}.bench.b{batch}.input.npy")
+    np.save(inp, gf.make_input(seed + 7, batch, image))
+    out_shape = [batch, 512 if name.startswith("face") else 1000]
+    workers = {}
+    for rt in RUNTIMES:
+        if rt in args.skip:
+            continue
+        workers[rt] = Worker(args, rt, name, onnx_path, so, inp, out_shape)
+        time.sleep(args.pause)
+    times = {rt: [] for rt in workers}
+    order = list(workers)
+    for k in range(args.blocks):
+        for rt in order[k % len(order):] + order[:k % len(order)]:  # each runtime leads some blocks
+            w = workers[rt]
+            r = w.ask(f"run {args.block}")
+            if r:
+                times[rt] += r["ms"]
+            time.sleep(args.pause)
+    saved = {}
+    for rt in ("vitc", "ort"):
+        if rt in workers:
+            path = os.path.join(args.workdir, f"{name}.{isa}.b{batch}.{rt}.npy")
+            if workers[rt].ask(f"save {path}"):
+                saved[rt] = path
+    res = {}
+    for rt, w in workers.items():
+        done = w.close()
+        res[rt] = {"ms": times[rt], "rss_mb": done["rss_mb"] if done else None, "error": w.error}
+    err = None
+    if len(saved) == 2:
+        y, r = np.load(saved["vitc"]), np.load(saved["ort"])
+        err = float(np.max(np.abs(y - r)) / np.max(np.abs(r)))
+    return res, err
 
 
 def main():
-    ap = argparse.ArgumentParser(description="vitc vs ONNX Runtime vs PyTorch on full-size ViTs")
+    ap = argparse.ArgumentParser(description="vitc vs ONNX Runtime vs PyTorch on full-size ViTs, alternated in blocks")
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--batches", default="1,8")
+    ap.add_argument("--isa", default="host,avx2",
+                    help="code paths to compile vitc for: host (the host's features) and/or avx2 "
+                         "(--features=-avx512f; the same as host on a host without AVX-512)")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--repeat", type=int, default=10)
+    ap.add_argument("--block", type=int, default=3, help="calls of one runtime in a row")
+    ap.add_argument("--blocks", type=int, default=4, help="blocks per runtime and row in each round")
+    ap.add_argument("--pause", type=float, default=0.3, help="seconds between blocks")
+    ap.add_argument("--rounds", type=int, default=3, help="times the whole table is measured")
     ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--skip", default="", help="runtimes to leave out, e.g. torch")
     ap.add_argument("--workdir", default="/tmp/vitc-bench")
     ap.add_argument("--build", default=os.path.join(REPO, "build"))
     ap.add_argument("--out", default=os.path.join(REPO, "bench", "results.md"))
-    # child-process mode
-    ap.add_argument("--one", choices=["vitc", "ort", "torch"])
+    # worker mode
+    ap.add_argument("--worker", choices=RUNTIMES)
     ap.add_argument("--name"), ap.add_argument("--onnx"), ap.add_argument("--so"), ap.add_argument("--input")
-    ap.add_argument("--save"), ap.add_argument("--runtime-lib"), ap.add_argument("--out-shape", nargs="*", type=int)
+    ap.add_argument("--runtime-lib"), ap.add_argument("--out-shape", nargs="*", type=int)
     args = ap.parse_args()
-    if args.one:
-        return one(args)
+    if args.worker:
+        return worker(args)
+    args.skip = set(filter(None, args.skip.split(",")))
 
     vitc = os.path.join(args.build, "vitc")
     args.runtime_lib = os.path.join(args.build, "libvitc_runtime.so")
@@ -241,98 +348,145 @@ def main():
     os.makedirs(args.workdir, exist_ok=True)
     names = args.models.split(",")
     batches = [int(b) for b in args.batches.split(",")]
+    cpu, isa_desc, flags = cpu_info()
+    isas = []
+    for isa in args.isa.split(","):
+        if isa == "host":
+            isas.append(("host", []))
+        elif isa == "avx2" and "avx512f" in flags:
+            isas.append(("avx2", ["--features=-avx512f"]))
+        elif isa == "avx2":
+            print("== avx2: the host has no AVX-512, so its own code path is the AVX2 one", flush=True)
+        else:
+            raise SystemExit(f"unknown --isa {isa}")
     import gen_fixtures as gf
-    peak, note = peak_gflops(args.build, args.threads)
+    peak_before = peak_gflops(args.build, args.threads)
+    print(f"== {cpu}, {isa_desc}; peak {peak_before} GFLOP/s with {args.threads} threads", flush=True)
 
-    rows = []
+    compiled, gflops = {}, {}
     for name in names:
         onnx_path = os.path.join(args.workdir, f"{name}.onnx")
         if not os.path.exists(onnx_path):
             print(f"== exporting {name}", flush=True)
             subprocess.run([sys.executable, os.path.join(REPO, "tests", "models", "gen_fixtures.py"),
                             "--full", args.workdir, "--only", name], check=True)
-        so = os.path.join(args.workdir, f"{name}.so")
-        print(f"== compiling {name}", flush=True)
-        t0 = time.perf_counter()
-        subprocess.run([vitc, onnx_path, "-o", so, "--batch", str(max(batches))], check=True)
-        compile_s = time.perf_counter() - t0
-        _, seed, image = gf.FULL[name]
+        for isa, isa_args in isas:
+            so = os.path.join(args.workdir, f"{name}.{isa}.so")
+            s = compile_model(vitc, onnx_path, so, max(batches), isa_args)
+            compiled[name, isa] = (onnx_path, so, s)
+            print(f"== compiled {name} ({isa}) in {s:.2f} s", flush=True)
         for b in batches:
-            inp = os.path.join(args.workdir, f"{name}.bench.b{b}.input.npy")
-            np.save(inp, gf.make_input(seed + 7, b, image))
-            gflop = model_gflop(vitc, onnx_path, b)
-            res, outs = {}, {}
-            out_shape = None
-            for rt in ("ort", "vitc", "torch"):
-                save = os.path.join(args.workdir, f"{name}.b{b}.{rt}.npy")
-                if rt == "vitc":
-                    out_shape = list(np.load(outs["ort"]).shape) if "ort" in outs else [b, 1000]
-                print(f"   {name} batch {b}: {rt}", flush=True)
-                res[rt] = child(args, rt, name, onnx_path, so, inp, b, out_shape or [b], save)
-                if "error" not in res[rt]:
-                    outs[rt] = save
-            err = None
-            if "vitc" in outs and "ort" in outs:
-                y, r = np.load(outs["vitc"]), np.load(outs["ort"])
-                err = float(np.max(np.abs(y - r)) / np.max(np.abs(r)))
-            rows.append(dict(name=name, batch=b, gflop=gflop, res=res, err=err, compile_s=compile_s))
-            print(format_row(rows[-1], peak), flush=True)
-    write_table(args, rows, peak, note)
+            gflops[name, b] = model_gflop(vitc, onnx_path, b)
+
+    results = {}  # (name, isa, batch) -> list over rounds of (res, err)
+    for rnd in range(args.rounds):
+        for name in names:
+            _, seed, image = gf.FULL[name]
+            for isa, _ in isas:
+                onnx_path, so, _ = compiled[name, isa]
+                for b in batches:
+                    res, err = bench_one(args, name, isa, onnx_path, so, b, image, seed)
+                    results.setdefault((name, isa, b), []).append((res, err))
+                    med = {rt: statistics.median(r["ms"]) for rt, r in res.items() if r["ms"]}
+                    print(f"   round {rnd + 1} {name} ({isa}) b{b}: " +
+                          ", ".join(f"{rt} {v:.2f} ms" for rt, v in med.items()) +
+                          (f", vitc/ORT {med['ort'] / med['vitc']:.2f}x" if "vitc" in med and "ort" in med else ""),
+                          flush=True)
+    peak_after = peak_gflops(args.build, args.threads)
+    # where vitc's time goes: its own profile (vitc run --profile), after the timed rounds
+    profiles = {}
+    for name in names:
+        for isa, _ in isas:
+            for b in batches:
+                inp = os.path.join(args.workdir, f"{name}.bench.b{b}.input.npy")
+                r = subprocess.run([vitc, "run", compiled[name, isa][1], "--input", inp, "--repeat", "5",
+                                    "--threads", str(args.threads), "--profile", "--json", "--output-dir",
+                                    os.path.join(args.workdir, "profile-out")], capture_output=True, text=True)
+                if r.returncode == 0:
+                    profiles[name, isa, b] = json.loads(r.stdout)["profile"]["ops"]
+    write_table(args, cpu, isa_desc, peak_before, peak_after, names, isas, batches, compiled, gflops, results,
+                profiles)
 
 
-def ms(res, rt):
-    r = res.get(rt, {})
-    return r.get("median_ms") if "error" not in r else None
+def by_op(ops):
+    if not ops:
+        return "n/a"
+    top = sorted(ops, key=lambda o: -o["share"])[:3]
+    return ", ".join(f"{o['op']} {o['share']:.0%}" for o in top)
 
 
-def format_row(row, peak):
-    res, g = row["res"], row["gflop"]
-    v, o, t = ms(res, "vitc"), ms(res, "ort"), ms(res, "torch")
-    f = lambda x: f"{x:.1f}" if x is not None else "n/a"
-    ratio = lambda a, b: f"{b / a:.2f}x" if a and b else "n/a"
-    gfs = lambda x: f"{g / (x / 1e3):.0f}" if x else "n/a"
-    frac = f"{(g / (v / 1e3)) / peak:.0%}" if v and peak else "n/a"
-    rss = lambda rt: f"{res[rt]['rss_mb']:.0f}" if "rss_mb" in res.get(rt, {}) else "n/a"
-    err = f"{row['err']:.1e}" if row["err"] is not None else "n/a"
-    return (f"| {row['name']} | {row['batch']} | {g:.1f} | {f(v)} | {f(o)} | {f(t)} | {gfs(v)} | {gfs(o)} | "
-            f"{ratio(v, o)} | {ratio(v, t)} | {frac} | {rss('vitc')} / {rss('ort')} / {rss('torch')} | {err} | "
-            f"{row['compile_s']:.1f} |")
-
-
-def write_table(args, rows, peak, note):
+def write_table(args, cpu, isa_desc, peak_before, peak_after, names, isas, batches, compiled, gflops, results,
+                profiles):
     import onnxruntime
     try:
         import torch
         tv = torch.__version__
     except ImportError:
         tv = "n/a"
+    peaks = [p for p in (peak_before, peak_after) if p]
+    peak = max(peaks) if peaks else None
+    n_calls = args.block * args.blocks
     head = [
         f"# vitc benchmark: {datetime.date.today().isoformat()}",
         "",
-        f"Machine: {cpu_name()}, {os.cpu_count()} cores visible; {args.threads} threads for every runtime. "
-        f"Measured peak fp32: {peak:.0f} GFLOP/s with {args.threads} threads (bench/peak_fma)"
-        if peak else f"Machine: {cpu_name()}; peak not measured ({note})",
-        f"ONNX Runtime {onnxruntime.__version__} (all graph optimisations), PyTorch {tv} eager; "
-        f"median of {args.repeat} runs after {args.warmup} warm-up runs; same seeded input for all.",
-        "Command: `.venv-gen/bin/python bench/run.py " + " ".join(sys.argv[1:]) + "`",
+        f"- Machine: {cpu}, {os.cpu_count()} cores visible, {isa_desc}; {args.threads} threads for every runtime.",
+        f"- Peak fp32 measured in this run (bench/peak_fma, {args.threads} threads): " +
+        (f"{peak_before:.0f} GFLOP/s before, {peak_after:.0f} after; % of peak uses {peak:.0f}." if len(peaks) == 2
+         else "not measured (bench/peak_fma missing)"),
+        f"- vitc at commit {git_commit()}; ONNX Runtime {onnxruntime.__version__} (all graph optimisations); "
+        f"PyTorch {tv} eager.",
+        f"- Method: per row, one worker process per runtime, alternated in blocks of {args.block} calls "
+        f"({args.blocks} blocks each, {args.pause:.1f} s pause between blocks, {args.warmup} warm-up calls); "
+        f"the whole table measured {args.rounds} times in this one command. ms: median over the rounds of each "
+        f"round's median of {n_calls} calls; ratios: median over the rounds [lowest-highest].",
+        "- Command: `.venv-gen/bin/python bench/run.py " + " ".join(sys.argv[1:]) + "`",
         "",
-        "vitc/ORT and vitc/torch are speed ratios (above 1: vitc is faster). RSS is each runtime's peak resident "
-        "memory in its own process (includes the Python interpreter, ~30 MB, and for torch its libraries). "
-        "err: max|vitc - ORT| / max|ORT|. compile: seconds for `vitc MODEL.onnx -o MODEL.so`.",
+        "vitc/ORT and vitc/torch are speed ratios (above 1: vitc is faster). isa: vitc's code path (host: the "
+        "host's features; avx2: compiled with --features=-avx512f). RSS: each worker's peak resident memory "
+        "(includes the Python interpreter, ~30 MB, and for torch its libraries). err: max|vitc - ORT| / max|ORT|. "
+        "compile: seconds for `vitc MODEL.onnx -o MODEL.so`. vitc's time by op: `vitc run --profile` "
+        "(the three largest shares).",
         "",
-        "| model | batch | GFLOP | vitc ms | ORT ms | torch ms | vitc GFLOP/s | ORT GFLOP/s | vitc/ORT | vitc/torch | "
-        "vitc % peak | RSS MB vitc / ORT / torch | err | compile s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| model | isa | batch | GFLOP | vitc ms | ORT ms | torch ms | vitc img/s | vitc/ORT | vitc/torch | "
+        "vitc % peak | ORT % peak | RSS MB vitc / ORT / torch | err | compile s | vitc's time by op |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    lines = head + [format_row(r, peak) for r in rows]
-    errors = [f"- {r['name']} b{r['batch']} {rt}: {v['error']}" for r in rows for rt, v in r["res"].items()
-              if "error" in v]
-    if errors:
-        lines += ["", "Failures:", *errors]
-    text = "\n".join(lines) + "\n"
+    lines = []
+    failures = []
+    for name in names:
+        for isa, _ in isas:
+            for b in batches:
+                rounds = results[name, isa, b]
+                g = gflops[name, b]
+                med = {}
+                for rt in RUNTIMES:
+                    per = [statistics.median(r[rt]["ms"]) for r, _ in rounds if rt in r and r[rt]["ms"]]
+                    med[rt] = (statistics.median(per), per) if per else None
+                    for r, _ in rounds:
+                        if rt in r and r[rt]["error"]:
+                            failures.append(f"- {name} ({isa}) b{b} {rt}: {r[rt]['error']}")
+
+                def ratio(other):
+                    if not med["vitc"] or not med.get(other):
+                        return "n/a"
+                    rs = [o / v for v, o in zip(med["vitc"][1], med[other][1])]
+                    return f"{statistics.median(rs):.2f}x [{min(rs):.2f}-{max(rs):.2f}]"
+
+                f = lambda rt: f"{med[rt][0]:.1f}" if med.get(rt) else "n/a"
+                pk = lambda rt: f"{g / (med[rt][0] / 1e3) / peak:.0%}" if med.get(rt) and peak else "n/a"
+                ips = f"{b / (med['vitc'][0] / 1e3):.1f}" if med.get("vitc") else "n/a"
+                rss = lambda rt: "/".join(sorted({f"{r[rt]['rss_mb']:.0f}" for r, _ in rounds
+                                                  if rt in r and r[rt]["rss_mb"]})[:1]) or "n/a"
+                errs = [e for _, e in rounds if e is not None]
+                err = f"{max(errs):.1e}" if errs else "n/a"
+                lines.append(f"| {name} | {isa} | {b} | {g:.1f} | {f('vitc')} | {f('ort')} | {f('torch')} | {ips} | "
+                             f"{ratio('ort')} | {ratio('torch')} | {pk('vitc')} | {pk('ort')} | "
+                             f"{rss('vitc')} / {rss('ort')} / {rss('torch')} | {err} | {compiled[name, isa][2]:.1f} | "
+                             f"{by_op(profiles.get((name, isa, b)))} |")
+    text = "\n".join(head + lines + (["", "Failures:", *failures] if failures else [])) + "\n"
     print(text)
-    with open(args.out, "w") as f:
-        f.write(text)
+    with open(args.out, "w") as fh:
+        fh.write(text)
     print(f"wrote {args.out}")
 
 

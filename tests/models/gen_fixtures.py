@@ -450,19 +450,46 @@ TINY_INPUT_SEED = {"torchvision": 11, "timm": 12, "einops": 13, "face_ln": 14, "
 # Full-size benchmark models (ts17 only, --full OUTDIR). The face ViT is insightface's "vit_s"
 # (get_model("vit_s"): img 112, patch 9, embed_dim 512, depth 12, num_heads 8, mlp_ratio 4 (the
 # default), norm_layer "ln", num_features 512); "vit_t" is the same with embed_dim 256.
+def calibrated_bn(builder, image):
+    """A builder whose model's BatchNorm statistics are measured after randomize_ (as training
+    would leave them), instead of drawn: twelve blocks of BatchNorm over random statistics leave
+    activations no trained model has, where float rounding alone moves the output."""
+    def build():
+        m = builder()
+        m.calibrate_bn = image
+        return m
+    return build
+
+
 FULL = {
     "vit_ti16_timm": (lambda: build_timm(224, 16, 12, 3, 192, 4.0, 1000), 201, 224),
     "vit_s16_timm": (lambda: build_timm(224, 16, 12, 6, 384, 4.0, 1000), 202, 224),
     "vit_b16_timm": (lambda: build_timm(224, 16, 12, 12, 768, 4.0, 1000), 203, 224),
     "vit_b16_torchvision": (build_torchvision_vit_b_16, 204, 224),
     "face_vit_s": (lambda: build_face("ln", 512, 12, 8, 4.0, 512), 205, 112),
+    "vit_b16_einops": (lambda: build_einops(224, 16, 12, 12, 768, 4, 1000), 206, 224),
+    "face_vit_s_bn": (calibrated_bn(lambda: build_face("bn", 512, 12, 8, 4.0, 512), 112), 207, 112),
 }
+
+
+@torch.no_grad()
+def calibrate_bn_(m, seed, image):
+    m.eval()
+    for mod in m.modules():
+        if isinstance(mod, (nn.BatchNorm1d, nn.BatchNorm2d)):
+            mod.reset_running_stats()
+            mod.momentum = None  # a cumulative average over the calibration batches
+            mod.train()          # only the BatchNorms: the rest stays in inference mode
+    for k in range(4):
+        m(torch.from_numpy(make_input(seed + 500 + k, 16, image)))
 
 
 def make_model(builder, seed):
     torch.manual_seed(seed)
     m = builder()
     randomize_(m, seed)
+    if getattr(m, "calibrate_bn", False):
+        calibrate_bn_(m, seed, m.calibrate_bn)
     m.eval()
     for p in m.parameters():
         p.requires_grad_(False)
