@@ -25,6 +25,7 @@
 
 #define ELF_MAX_STRING (1u << 20) /* longest string a descriptor may point to */
 #define ELF_MAX_COPY (1u << 26)   /* bytes of descriptor arrays copied, in all */
+#define ELF_MAX_RELOCS (1u << 22) /* pointer relocations kept (a model has a few per kernel) */
 
 typedef struct {
     uint64_t offset, value; /* where the pointer is (a virtual address), what it holds */
@@ -123,6 +124,8 @@ static reloc_kind kind_of(int machine, uint32_t type)
 
 static int push_reloc(rt_elf_desc *d, size_t *cap, uint64_t offset, uint64_t value)
 {
+    if (d->nrelocs >= ELF_MAX_RELOCS)
+        return bad(d, "%s", "more relocations than a vitc model has");
     if (d->nrelocs == *cap) {
         size_t n = *cap ? *cap * 2 : 256;
         elf_reloc *r = n < (SIZE_MAX / sizeof *r) ? realloc(d->relocs, n * sizeof *r) : NULL;

@@ -230,6 +230,8 @@ static vitc_status open_model(const char *fn, const char *path, int data_only, v
                          VITC_ABI_SYMBOL);
         } else {
             st = check_descriptor(m->abi, path, 1);
+            rt_elf_desc_free(m->elf); /* the loaded descriptor is the one used from here on */
+            m->elf = NULL;
         }
         if (st == VITC_STATUS_OK)
             st = m->abi->weights_file ? load_external_weights(m) : place_embedded_weights(m);
