@@ -196,11 +196,9 @@ int onnx_tensor_data(const Onnx__TensorProto *t, const onnx_tensor_info *info, c
     return VITC_OK;
 }
 
-/* Reads a whole file into memory, refusing anything over max bytes. */
-int onnx_read_file(const char *path, size_t max, unsigned char **buf, size_t *len, vitc_diag *d)
+/* Opens a regular file of at most max bytes: its descriptor, size in *size. */
+static int open_bounded(const char *path, size_t max, int *fd_out, size_t *size, vitc_diag *d)
 {
-    *buf = NULL;
-    *len = 0;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return vitc_error(d, VITC_BAD_INPUT, NULL, "cannot open: %s", strerror(errno));
@@ -214,7 +212,20 @@ int onnx_read_file(const char *path, size_t max, unsigned char **buf, size_t *le
         return vitc_error(d, VITC_BAD_INPUT, NULL, "file is %lld bytes, more than the %zu a protobuf message may hold",
                           (long long)st.st_size, max);
     }
-    size_t size = (size_t)st.st_size;
+    *fd_out = fd;
+    *size = (size_t)st.st_size;
+    return VITC_OK;
+}
+
+/* Reads a whole file into memory, refusing anything over max bytes. */
+int onnx_read_file(const char *path, size_t max, unsigned char **buf, size_t *len, vitc_diag *d)
+{
+    *buf = NULL;
+    *len = 0;
+    int fd, st;
+    size_t size;
+    if ((st = open_bounded(path, max, &fd, &size, d)) != VITC_OK)
+        return st;
     unsigned char *b = malloc(size ? size : 1);
     if (!b) {
         close(fd);
@@ -241,20 +252,10 @@ int onnx_map_file(const char *path, size_t max, const unsigned char **buf, size_
     static const unsigned char empty[1];
     *buf = NULL;
     *len = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return vitc_error(d, VITC_BAD_INPUT, NULL, "cannot open: %s", strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return vitc_error(d, VITC_BAD_INPUT, NULL, "not a regular file");
-    }
-    if ((uint64_t)st.st_size > max) {
-        close(fd);
-        return vitc_error(d, VITC_BAD_INPUT, NULL, "file is %lld bytes, more than the %zu a protobuf message may hold",
-                          (long long)st.st_size, max);
-    }
-    size_t size = (size_t)st.st_size;
+    int fd, st;
+    size_t size;
+    if ((st = open_bounded(path, max, &fd, &size, d)) != VITC_OK)
+        return st;
     void *p = size ? mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0) : (void *)empty;
     int err = errno;
     close(fd);
