@@ -24,6 +24,8 @@ int fz_model_one(const uint8_t *data, size_t size);
 int fz_interp_one(const uint8_t *data, size_t size);
 /* The .npy reader (and writer, on what it read) and the TensorProto reader. */
 int fz_npy_one(const uint8_t *data, size_t size);
+/* A compiled model read as data (vitc_model_read), then every answer about it. */
+int fz_so_one(const uint8_t *data, size_t size);
 
 /* The interpreter harness skips graphs whose tensors at batch 2 add up to more
  * than this many elements, or whose nodes do more than FZ_MAX_WORK

@@ -5,7 +5,8 @@
  *   fuzz_replay FILE|DIR...
  *
  * .onnx files go through the model and interpreter harnesses, .npy and .pb
- * files through the tensor-file harness; a directory is read one level deep.
+ * files through the tensor-file harness, .so files through the compiled-model
+ * reader; a directory is read one level deep.
  * A finding aborts (the harness prints it), so any exit but 0 is a failure. */
 #include "fuzz.h"
 
@@ -45,7 +46,8 @@ static unsigned char *slurp(const char *path, size_t *len)
 static int replay_file(const char *path)
 {
     int model = ends_with(path, ".onnx"), tensor = ends_with(path, ".npy") || ends_with(path, ".pb");
-    if (!model && !tensor)
+    int so = ends_with(path, ".so");
+    if (!model && !tensor && !so)
         return 0;
     size_t len;
     unsigned char *buf = slurp(path, &len);
@@ -57,6 +59,8 @@ static int replay_file(const char *path)
     if (model) {
         fz_model_one(buf, len);
         fz_interp_one(buf, len);
+    } else if (so) {
+        fz_so_one(buf, len);
     } else {
         fz_npy_one(buf, len);
     }

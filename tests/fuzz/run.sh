@@ -4,8 +4,8 @@
 #
 #   tests/fuzz/run.sh [-t SECONDS] [HARNESS...]
 #
-# HARNESS is one of model, model_struct, interp, interp_struct, npy (default:
-# all five); -t is the time per harness (default 60).  CI runs
+# HARNESS is one of model, model_struct, interp, interp_struct, npy, so
+# (default: all six); -t is the time per harness (default 60).  CI runs
 # `tests/fuzz/run.sh -t 12` (about a minute); a longer run is e.g.
 # `VITC_FUZZ_CORPUS=~/vitc-corpus tests/fuzz/run.sh -t 3600 model_struct`.
 #
@@ -27,7 +27,7 @@ if [ "${1:-}" = "-t" ]; then
   shift 2
 fi
 HARNESSES=("$@")
-[ ${#HARNESSES[@]} -gt 0 ] || HARNESSES=(model model_struct interp interp_struct npy)
+[ ${#HARNESSES[@]} -gt 0 ] || HARNESSES=(model model_struct interp interp_struct npy so)
 BUILD=${VITC_FUZZ_BUILD:-$ROOT/build-fuzz}
 NODE_TESTS=${VITC_ONNX_NODE_TESTS:-/usr/share/libonnx-testdata/data/node}
 
@@ -60,6 +60,12 @@ if [ -d "$NODE_TESTS" ]; then
   done
 fi
 
+# Compiled models: the hand-written ones of the runtime tests, in their variants.
+mkdir -p "$WORK/seeds-so"
+for v in "" -DTOY_EXTERNAL -DTOY_SINGLE_OUTPUT -DTOY_UNALIGNED -DTOY_FOREIGN_CPU -DTOY_NO_DESCRIPTOR; do
+  cc -shared -fPIC -O1 -I"$ROOT" $v tests/data/runtime/toy_model.c -o "$WORK/seeds-so/toy${v#-D}.so" 2> /dev/null || true
+done
+
 # A dictionary of the strings that matter in a model: op types and attribute names.
 {
   sed -n 's/^OP([A-Z_0-9]*, *\("[A-Za-z]*"\).*/\1/p' ir/ops.def
@@ -74,6 +80,7 @@ printf '%-14s %8s %12s %s\n' harness seconds executions findings > "$WORK/summar
 for h in "${HARNESSES[@]}"; do
   case $h in
     npy) seeds=$WORK/seeds-npy; maxlen=1100000 ;;
+    so) seeds=$WORK/seeds-so; maxlen=200000 ;;
     *) seeds=$WORK/seeds-model; maxlen=3000000 ;;
   esac
   corpus=${VITC_FUZZ_CORPUS:+$VITC_FUZZ_CORPUS/$h}
