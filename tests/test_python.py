@@ -316,3 +316,30 @@ def test_close_and_with_free_the_model(timm_so, tmp_path):
     del m
     gc.collect()
     assert not mapped(so), "a collected Model left its .so loaded"
+
+
+def test_profile(model, timm_so):
+    """m.profile: every part called once per run, the parts' time within the runs' wall time,
+    the same parts (op, kernels, source) as `vitc run --profile --json` lists."""
+    x, _ = fixture_io("timm", 3)
+    runs = 5
+    t0 = time.perf_counter()
+    parts = model.profile(x, runs=runs)
+    wall = time.perf_counter() - t0
+    assert len(parts) > 5
+    assert all(p["calls"] == runs for p in parts)
+    assert all(parts[i]["seconds"] >= parts[i + 1]["seconds"] for i in range(len(parts) - 1))
+    in_parts = sum(p["seconds"] for p in parts)
+    assert 0 < in_parts <= wall
+    assert {"Linear", "Attention"} <= {p["op"] for p in parts}
+    cli = subprocess.run([vitc.CLI_PATH, "run", timm_so, "--input", os.path.join(SRC, "tests", "models",
+                          "timm.b3.input.npy"), "--profile", "--json", "--output-dir", os.path.dirname(timm_so)],
+                         capture_output=True, text=True)
+    assert cli.returncode == 0, cli.stderr
+    cli_parts = {(p["index"], p["op"], p["kernels"], p["source"]) for p in json.loads(cli.stdout)["profile"]["parts"]}
+    assert {(p["index"], p["op"], p["kernels"], p["source"]) for p in parts} == cli_parts
+    # each profile starts from zero
+    again = model.profile(x, runs=1)
+    assert all(p["calls"] == 1 for p in again)
+    with pytest.raises(ValueError):
+        model.profile(x, runs=0)

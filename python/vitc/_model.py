@@ -215,7 +215,40 @@ class Model:
                 return batch if 1 <= batch <= self._max_batch else 1
         return 1
 
-    def _run(self, feed, out):
+    def profile(self, inputs, runs=10):
+        """Runs the model `runs` times on inputs (an array, or {input name: array}) with the
+        runtime's profile on, and returns its parts longest first: one dict per part of a run
+        (the code of one node of the compiled graph) with "index" (its place in the run), "op",
+        "kernels", "source" (the ONNX nodes it came from), "calls" and "seconds" (summed over
+        the runs).  VitcError where the model has no profile (a CUDA model, or one compiled
+        before vitc made profile marks)."""
+        feed = list(inputs.items()) if isinstance(inputs, Mapping) else [(None, inputs)]
+        if not isinstance(runs, int) or runs < 1:
+            raise ValueError(f"runs must be a positive int, not {runs!r}")
+        rt = self._rt
+        ctx = self._acquire()
+        try:
+            st = rt.vitc_context_set_profiling(ctx, 1)
+            if st != 0:
+                raise runtime_error(st, *_runtime.last_error(st))
+            try:
+                for _ in range(runs):
+                    self._run(feed, None, ctx)
+                parts = []
+                for i in range(rt.vitc_context_profile_parts(ctx)):
+                    p = _runtime.CProfilePart()
+                    st = rt.vitc_context_profile_part(ctx, i, ctypes.byref(p))
+                    if st != 0:
+                        raise runtime_error(st, *_runtime.last_error(st))
+                    parts.append({"index": i, "op": _runtime.decode(p.op), "kernels": _runtime.decode(p.kernels),
+                                  "source": _runtime.decode(p.source), "calls": p.calls, "seconds": p.seconds})
+            finally:
+                rt.vitc_context_set_profiling(ctx, 0)
+        finally:
+            self._release(ctx)
+        return sorted(parts, key=lambda p: (-p["seconds"], p["index"]))
+
+    def _run(self, feed, out, ctx=None):
         for i, (name, a) in enumerate(feed):
             what = f"input '{name}'" if name is not None else \
                 (f"input {i} ('{self._inputs[i].name}')" if i < len(self._inputs) else f"input {i}")
@@ -234,14 +267,17 @@ class Model:
         cout = (_runtime.CTensor * max(len(outs), 1))()
         for t, (name, a) in zip(cout, outs):
             _fill(t, name, a)
-        ctx = self._acquire()
+        own = ctx is None  # profile() passes the context it profiles
+        if own:
+            ctx = self._acquire()
         try:
             # CDLL: the GIL is released until vitc_run returns.
             st = self._rt.vitc_run(ctx, cin, len(feed), cout, len(outs))
             if st != 0:
                 raise runtime_error(st, *_runtime.last_error(st))  # same thread: its vitc_last_error
         finally:
-            self._release(ctx)
+            if own:
+                self._release(ctx)
         return results
 
     # -- contexts and lifetime --

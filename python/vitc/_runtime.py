@@ -42,6 +42,17 @@ class CTensorInfo(ctypes.Structure):
     ]
 
 
+class CProfilePart(ctypes.Structure):
+    """vitc_profile_part"""
+    _fields_ = [
+        ("kernels", ctypes.c_char_p),
+        ("op", ctypes.c_char_p),
+        ("source", ctypes.c_char_p),
+        ("calls", ctypes.c_int64),
+        ("seconds", ctypes.c_double),
+    ]
+
+
 _P = ctypes.c_void_p
 _I = ctypes.c_int
 _SIGNATURES = {
@@ -58,6 +69,9 @@ _SIGNATURES = {
     "vitc_context_free": (None, [_P]),
     "vitc_context_num_threads": (_I, [_P]),
     "vitc_run": (_I, [_P, ctypes.POINTER(CTensor), _I, ctypes.POINTER(CTensor), _I]),
+    "vitc_context_set_profiling": (_I, [_P, _I]),
+    "vitc_context_profile_parts": (_I, [_P]),
+    "vitc_context_profile_part": (_I, [_P, _I, ctypes.POINTER(CProfilePart)]),
     "vitc_status_string": (ctypes.c_char_p, [_I]),
     "vitc_last_error": (ctypes.c_char_p, []),
 }
