@@ -47,6 +47,9 @@ FILE *fz_devnull(void);
 const char *fz_model_path(void);
 /* Reports a finding: prints what and aborts. */
 void fz_die(const char *what, const vitc_diag *d) __attribute__((noreturn));
+/* The bytes as a file (one in-memory file, refilled on each call): its
+ * /proc/self/fd path, read as a user's file would be. */
+const char *fz_bytes_file(const uint8_t *data, size_t size);
 /* A diagnostics sink writing to /dev/null (VITC_FUZZ_VERBOSE=1: stderr). */
 void fz_diag(vitc_diag *d, const char *file);
 

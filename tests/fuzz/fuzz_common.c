@@ -6,6 +6,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 static FILE *devnull;
@@ -93,4 +94,19 @@ void fz_die(const char *what, const vitc_diag *d)
     }
     fflush(stderr);
     abort();
+}
+
+const char *fz_bytes_file(const uint8_t *data, size_t size)
+{
+    static int fd = -1;
+    static char path[64];
+    if (fd < 0) {
+        fd = memfd_create("vitc-fuzz-file", MFD_CLOEXEC);
+        if (fd < 0)
+            fz_die("memfd_create failed", NULL);
+        snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    }
+    if (ftruncate(fd, 0) != 0 || (size && pwrite(fd, data, size, 0) != (ssize_t)size))
+        fz_die("cannot fill the in-memory file", NULL);
+    return path;
 }

@@ -6,27 +6,14 @@
 
 #include "frontend/onnx.h"
 
-#include <sys/mman.h>
-#include <unistd.h>
-
-static int memfd = -1;
-static char memfd_path[64];
-
 int fz_npy_one(const uint8_t *data, size_t size)
 {
-    if (memfd < 0) {
-        memfd = memfd_create("vitc-fuzz-npy", MFD_CLOEXEC);
-        if (memfd < 0)
-            fz_die("memfd_create failed", NULL);
-        snprintf(memfd_path, sizeof memfd_path, "/proc/self/fd/%d", memfd);
-    }
-    if (ftruncate(memfd, 0) != 0 || (size && pwrite(memfd, data, size, 0) != (ssize_t)size))
-        fz_die("cannot fill the in-memory file", NULL);
+    const char *path = fz_bytes_file(data, size);
 
     vitc_diag d;
-    fz_diag(&d, memfd_path);
+    fz_diag(&d, path);
     ir_tensor t;
-    int st = ir_npy_read(memfd_path, &t, &d);
+    int st = ir_npy_read(path, &t, &d);
     if (st == VITC_OK) {
         vitc_diag w;
         fz_diag(&w, "/dev/null");
@@ -37,8 +24,8 @@ int fz_npy_one(const uint8_t *data, size_t size)
         fz_die("the .npy reader failed without a bad-input message", &d);
     }
 
-    fz_diag(&d, memfd_path);
-    st = onnx_read_tensor_file(memfd_path, &t, &d);
+    fz_diag(&d, path);
+    st = onnx_read_tensor_file(path, &t, &d);
     if (st == VITC_OK)
         ir_tensor_free(&t);
     else if (st != VITC_BAD_INPUT || d.nerrors == 0)

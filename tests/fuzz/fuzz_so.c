@@ -9,11 +9,7 @@
 #include <vitc/runtime.h>
 
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
-static int memfd = -1;
-static char memfd_path[64];
 static volatile size_t sink; /* keeps the reads below from being optimised away */
 
 static void touch(const char *s)
@@ -24,17 +20,10 @@ static void touch(const char *s)
 
 int fz_so_one(const uint8_t *data, size_t size)
 {
-    if (memfd < 0) {
-        memfd = memfd_create("vitc-fuzz-so", MFD_CLOEXEC);
-        if (memfd < 0)
-            fz_die("memfd_create failed", NULL);
-        snprintf(memfd_path, sizeof memfd_path, "/proc/self/fd/%d", memfd);
-    }
-    if (ftruncate(memfd, 0) != 0 || (size && pwrite(memfd, data, size, 0) != (ssize_t)size))
-        fz_die("cannot fill the in-memory file", NULL);
+    const char *path = fz_bytes_file(data, size);
 
     vitc_model *m = NULL;
-    vitc_status st = vitc_model_read(memfd_path, &m);
+    vitc_status st = vitc_model_read(path, &m);
     if (st != VITC_STATUS_OK) {
         if (m || !*vitc_last_error() ||
             (st != VITC_STATUS_LOAD_FAILED && st != VITC_STATUS_ABI_MISMATCH && st != VITC_STATUS_OUT_OF_MEMORY))
