@@ -2,9 +2,9 @@
  * (VITC_ABI_SYMBOL) from the file as data and checks the ABI version, the
  * size, the sanity of every field and the CPU features it needs before any
  * of the file's code can run; then dlopens the .so, checks the descriptor it
- * exports the same way, and brings the weights into 64-byte aligned memory: embedded ones in place, external ones
- * read from the file beside the .so and checked against their size and
- * FNV-1a checksum. */
+ * exports the same way, and brings the weights into 64-byte aligned memory:
+ * embedded ones in place, external ones read from the file beside the .so
+ * and checked against their size and FNV-1a checksum. */
 #include "runtime/rt_cuda.h"
 #include "runtime/rt_impl.h"
 
