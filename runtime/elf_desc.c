@@ -496,7 +496,8 @@ void rt_elf_desc_free(rt_elf_desc *d)
 vitc_status rt_elf_desc_read(const char *path, rt_elf_desc **out)
 {
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO given as a model is refused below, not waited on */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
         return rt_fail(VITC_STATUS_LOAD_FAILED, "%s: %s", path, strerror(errno));
     struct stat sb;

@@ -192,12 +192,6 @@ static vitc_status open_model(const char *fn, const char *path, int data_only, v
         *out = NULL;
     if (!path || !out)
         return rt_fail(VITC_STATUS_INVALID_ARGUMENT, "%s: %s is NULL", fn, path ? "out" : "path");
-    struct stat sb;
-    if (stat(path, &sb) != 0)
-        return rt_fail(VITC_STATUS_LOAD_FAILED, "%s: %s", path, strerror(errno));
-    if (!S_ISREG(sb.st_mode))
-        return rt_fail(VITC_STATUS_LOAD_FAILED, "%s: not a regular file", path);
-
     vitc_model *m = calloc(1, sizeof *m);
     size_t len = strlen(path);
     if (m)
