@@ -475,8 +475,9 @@ def write_table(args, cpu, isa_desc, peak_before, peak_after, names, isas, batch
                 f = lambda rt: f"{med[rt][0]:.1f}" if med.get(rt) else "n/a"
                 pk = lambda rt: f"{g / (med[rt][0] / 1e3) / peak:.0%}" if med.get(rt) and peak else "n/a"
                 ips = f"{b / (med['vitc'][0] / 1e3):.1f}" if med.get("vitc") else "n/a"
-                rss = lambda rt: "/".join(sorted({f"{r[rt]['rss_mb']:.0f}" for r, _ in rounds
-                                                  if rt in r and r[rt]["rss_mb"]})[:1]) or "n/a"
+                def rss(rt):  # the largest peak over the rounds
+                    v = [r[rt]["rss_mb"] for r, _ in rounds if rt in r and r[rt]["rss_mb"]]
+                    return f"{max(v):.0f}" if v else "n/a"
                 errs = [e for _, e in rounds if e is not None]
                 err = f"{max(errs):.1e}" if errs else "n/a"
                 lines.append(f"| {name} | {isa} | {b} | {g:.1f} | {f('vitc')} | {f('ort')} | {f('torch')} | {ips} | "

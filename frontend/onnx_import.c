@@ -70,7 +70,8 @@ typedef struct {
 
 /* Adds a constant value from a TensorProto.  Its raw_data, in the layout
  * the IR keeps (little-endian, as the host), becomes the value's data
- * without a copy: the unpacked message gives it up. */
+ * without a copy: the unpacked message gives it up (from 4 KiB on; smaller
+ * ones are copied into the arena's blocks rather than kept as a buffer each). */
 static int import_tensor(importer *im, Onnx__TensorProto *t, const char *name, const char *what)
 {
     onnx_tensor_info info;
