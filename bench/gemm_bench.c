@@ -5,11 +5,15 @@
  * and the two batched GEMMs it replaces (cg_bgemm_emit) on the same models,
  * counting only the 4 N^2 D flops of the two products.
  *
- *   gemm_bench [--peak G1,G2] [BATCH ...]
+ *   gemm_bench [--peak G1,G2] [--cold] [BATCH ...]
  * BATCH: default 1 and 8 (M = 197 * batch).  --peak: the 1- and 2-thread
  * peaks in GFLOP/s (from peak_fma on a quiet machine) when this run shares
- * the machine with other work and would measure them too low. */
+ * the machine with other work and would measure them too low.  --cold: each
+ * GEMM call reads another copy of the packed weights, from copies that
+ * together exceed the last-level cache (COLD_BYTES), as a model's layers read
+ * theirs: from memory, not from cache as a repeated call would. */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +35,10 @@ static const layer layers[] = {
     {"ViT-Ti", "fc1", 192, 768, 0, 1},  {"ViT-Ti", "fc2", 768, 192, 1, 0},
 };
 #define NLAYERS (sizeof layers / sizeof layers[0])
+
+/* --cold: weight copies of this many bytes in all, above the largest
+ * last-level caches (a virtual machine may report a whole socket's) */
+#define COLD_BYTES ((size_t)640 << 20)
 
 typedef struct {
     const char *model;
@@ -58,37 +66,52 @@ static float *aligned_floats(size_t n)
 
 /* Seconds of the fastest call among at least 5 calls and 0.3 s, after a
  * warm-up: on a machine shared with other work the minimum is the stable
- * statistic (interference only ever adds time). */
-static double time_kernel(driver_fn fn, const void *args, rt_pool *pool, int nthreads)
+ * statistic (interference only ever adds time).  Call i gets the arguments
+ * at args + (i % nargs) * size: one set, or (--cold) one per weight copy. */
+static double time_kernel_n(driver_fn fn, const void *args, size_t size, int nargs, rt_pool *pool, int nthreads)
 {
-    fn(args, pool, rt_parallel_for, nthreads);
+    const char *a = args;
+    fn(a, pool, rt_parallel_for, nthreads);
     double start = bench_now(), best = 1e30;
     for (int n = 0; n < 10000 && (n < 5 || bench_now() - start < 0.3); n++) {
+        const void *an = a + (size_t)((n + 1) % nargs) * size;
         double t0 = bench_now();
-        fn(args, pool, rt_parallel_for, nthreads);
+        fn(an, pool, rt_parallel_for, nthreads);
         double t = bench_now() - t0;
         best = t < best ? t : best;
     }
     return best;
 }
 
+static double time_kernel(driver_fn fn, const void *args, rt_pool *pool, int nthreads)
+{
+    return time_kernel_n(fn, args, 0, 1, pool, nthreads);
+}
+
 int main(int argc, char **argv)
 {
-    int batches[16] = {1, 8}, nb = 2, first = 1;
+    int batches[16] = {1, 8}, nb = 2, first = 1, cold = 0;
     double given[3] = {0};
-    if (argc > 2 && !strcmp(argv[1], "--peak")) {
-        if (sscanf(argv[2], "%lf,%lf", &given[1], &given[2]) < 1 || !(given[1] > 0)) {
-            fprintf(stderr, "usage: gemm_bench [--peak G1,G2] [BATCH ...]\n");
-            return 2;
+    for (;;) {
+        if (argc > first + 1 && !strcmp(argv[first], "--peak")) {
+            if (sscanf(argv[first + 1], "%lf,%lf", &given[1], &given[2]) < 1 || !(given[1] > 0)) {
+                fprintf(stderr, "usage: gemm_bench [--peak G1,G2] [--cold] [BATCH ...]\n");
+                return 2;
+            }
+            first += 2;
+        } else if (argc > first && !strcmp(argv[first], "--cold")) {
+            cold = 1;
+            first++;
+        } else {
+            break;
         }
-        first = 3;
     }
     if (argc > first) {
         nb = 0;
         for (int i = first; i < argc && nb < 16; i++) {
             batches[nb] = atoi(argv[i]);
             if (batches[nb] < 1 || batches[nb] > 1024) {
-                fprintf(stderr, "usage: gemm_bench [--peak G1,G2] [BATCH ...] (batches 1..1024)\n");
+                fprintf(stderr, "usage: gemm_bench [--peak G1,G2] [--cold] [BATCH ...] (batches 1..1024)\n");
                 return 2;
             }
             nb++;
@@ -154,6 +177,8 @@ int main(int argc, char **argv)
            compile_s);
     printf("peak: %.1f GFLOP/s at 1 thread, %.1f at %d threads (%s)\n", peak[1], peak[maxthreads], maxthreads,
            given[1] > 0 ? "given" : "measured now");
+    if (cold)
+        printf("weights: a different copy per call, %zu MiB of copies per layer (--cold)\n", COLD_BYTES >> 20);
     printf("%-7s %-5s %6s %5s %5s  %-22s %-22s\n", "model", "layer", "M", "K", "N", "1 thread: GFLOP/s peak",
            maxthreads > 1 ? "2 threads: GFLOP/s peak" : "");
     rt_pool *pools[3] = {NULL, rt_pool_new(1), maxthreads > 1 ? rt_pool_new(2) : NULL};
@@ -168,23 +193,34 @@ int main(int argc, char **argv)
             cg_gemm_desc d = {.K = ly->K, .N = ly->N, .lda = ly->K, .ldc = ly->N, .ldr = ly->N, .has_bias = 1,
                               .has_residual = ly->has_residual, .activation = ly->activation};
             float *A = aligned_floats((size_t)(M * ly->K)), *W = aligned_floats((size_t)(ly->K * ly->N));
-            float *P = aligned_floats(cg_gemm_packed_bytes(&d, &t) / sizeof(float));
+            size_t pbytes = cg_gemm_packed_bytes(&d, &t);
+            int ncopies = cold ? (int)((COLD_BYTES + pbytes - 1) / pbytes) : 1;
+            float *P = aligned_floats(pbytes / sizeof(float) * (size_t)ncopies);
             float *bias = aligned_floats((size_t)ly->N), *C = aligned_floats((size_t)(M * ly->N));
             float *R = ly->has_residual ? C : NULL; /* in place, as the compiler plans it */
-            cg_gemm_pack(&d, &t, W, P);
-            cg_gemm_args args = {.A = A, .W = P, .bias = bias, .R = R, .C = C, .M = M};
+            cg_gemm_args *args = calloc((size_t)ncopies, sizeof *args);
+            if (!args) {
+                fprintf(stderr, "gemm_bench: out of memory\n");
+                return 3;
+            }
+            for (int c = 0; c < ncopies; c++) {
+                float *Pc = P + pbytes / sizeof(float) * (size_t)c;
+                cg_gemm_pack(&d, &t, W, Pc);
+                args[c] = (cg_gemm_args){.A = A, .W = Pc, .bias = bias, .R = R, .C = C, .M = M};
+            }
             snprintf(name, sizeof name, "gemm%zu", l);
             driver_fn fn = (driver_fn)cg_jit_lookup(j, name);
             double flops = 2.0 * (double)M * (double)ly->K * (double)ly->N;
             printf("%-7s %-5s %6lld %5lld %5lld ", ly->model, ly->layer, (long long)M, (long long)ly->K,
                    (long long)ly->N);
             for (int nt = 1; nt <= maxthreads; nt++) {
-                double s = time_kernel(fn, &args, pools[nt], nt);
+                double s = time_kernel_n(fn, args, sizeof *args, ncopies, pools[nt], nt);
                 double g = flops / s * 1e-9;
                 printf(" %8.1f %5.1f%%        ", g, 100.0 * g / peak[nt]);
             }
             printf("\n");
             fflush(stdout);
+            free(args);
             free(A), free(W), free(P), free(bias), free(C);
         }
     }

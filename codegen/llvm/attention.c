@@ -161,15 +161,8 @@ typedef struct {
 /* Prefetches (for reading) the cache lines of n floats from p. */
 static void emit_prefetch(kern *k, LLVMValueRef p, int64_t n)
 {
-    LLVMTypeRef ty = k->ptr, fnty;
-    unsigned id = LLVMLookupIntrinsicID("llvm.prefetch", 13);
-    fnty = LLVMIntrinsicGetType(k->ctx, id, &ty, 1);
-    LLVMValueRef fn = LLVMGetIntrinsicDeclaration(k->mod, id, &ty, 1);
-    for (int64_t off = 0; off < n + 15; off += 16) {
-        LLVMValueRef args[4] = {kern_gepc(k, p, off < n ? off : n - 1), LLVMConstInt(k->i32, 0, 0),
-                                LLVMConstInt(k->i32, 3, 0), LLVMConstInt(k->i32, 1, 0)};
-        LLVMBuildCall2(k->b, fnty, fn, args, 4, "");
-    }
+    for (int64_t off = 0; off < n + 15; off += 16)
+        kern_prefetch(k, kern_gepc(k, p, off < n ? off : n - 1), 3);
 }
 
 /* Copies rows of one head out of qkv into a buffer:
@@ -234,12 +227,12 @@ static void emit_product(kern *k, LLVMValueRef *full, LLVMValueRef *rem, int64_t
         kern_for(k, &P, zero, kern_i64(k, nf), 1, 0, 0, NULL, "panel");
         LLVMValueRef off = kern_mulc(k, P.iv, nr);
         kern_uk_rows(k, full, mr, zero, rows, A, lda, kern_gep(k, B, off), kern_gep(k, C, off), ldc, NULL, 0, NULL,
-                     rs, kc, NULL, NULL);
+                     rs, kc, NULL, NULL, NULL, NULL);
         kern_for_end(k, &P, NULL);
     }
     if (has_rem)
         kern_uk_rows(k, rem, mr, zero, rows, A, lda, kern_gepc(k, B, nf * nr), kern_gepc(k, C, nf * nr), ldc, NULL, 0,
-                     NULL, rs, kc, NULL, NULL);
+                     NULL, rs, kc, NULL, NULL, NULL, NULL);
 }
 
 static LLVMValueRef emit_task(kern *k, attn_emit *e, const char *name, LLVMTypeRef argsty)

@@ -95,9 +95,10 @@ typedef struct {
     LLVMValueRef m0, m1;
 } gemm_emit;
 
-/* One panel of one K block: all rows of the task. */
+/* One panel of one K block: all rows of the task; pf (or NULL) is the B
+ * block read next, pf_lines its cache lines per whole tile of rows. */
 static void emit_panel(kern *k, gemm_emit *e, LLVMValueRef *kernels, LLVMValueRef panel, LLVMValueRef k0,
-                       LLVMValueRef kc, LLVMValueRef first, LLVMValueRef last)
+                       LLVMValueRef kc, LLVMValueRef first, LLVMValueRef last, LLVMValueRef pf, LLVMValueRef pf_lines)
 {
     const cg_gemm_desc *d = e->d;
     const gemm_plan *p = e->p;
@@ -105,7 +106,33 @@ static void emit_panel(kern *k, gemm_emit *e, LLVMValueRef *kernels, LLVMValueRe
     LLVMValueRef boff = kern_mulc(k, kern_add(k, kern_mulc(k, panel, d->K), k0), p->nr);
     kern_uk_rows(k, kernels, p->mr, e->m0, e->m1, kern_gep(k, e->A, k0), d->lda, kern_gep(k, e->W, boff),
                  kern_gep(k, e->C, n0), d->ldc, d->has_residual ? kern_gep(k, e->R, n0) : NULL, d->ldr,
-                 d->has_bias ? kern_gep(k, e->bias, n0) : NULL, NULL, kc, first, last);
+                 d->has_bias ? kern_gep(k, e->bias, n0) : NULL, NULL, kc, first, last, pf, pf_lines);
+}
+
+/* The B block the task reads after panel `panel` of the K block at k0: the
+ * next panel's, or after the task's last panel the first panel's of the next
+ * K block (none after the last).  A layer's weights come from memory (a
+ * model's do not fit the caches), and the hardware prefetcher starts afresh
+ * on each block, so without this the micro-kernel waits for them, most of all
+ * at batch 1 where each block serves few rows. */
+static void next_block(kern *k, gemm_emit *e, LLVMValueRef panel, LLVMValueRef p0, LLVMValueRef p1, LLVMValueRef k0,
+                       LLVMValueRef kc, LLVMValueRef *pf, LLVMValueRef *pf_lines)
+{
+    const cg_gemm_desc *d = e->d;
+    const gemm_plan *p = e->p;
+    LLVMBuilderRef b = k->b;
+    LLVMValueRef np = kern_addc(k, panel, 1);
+    LLVMValueRef in_task = LLVMBuildICmp(b, LLVMIntSLT, np, p1, "");
+    LLVMValueRef k1 = kern_add(k, k0, kc);
+    LLVMValueRef off = LLVMBuildSelect(b, in_task, kern_add(k, kern_mulc(k, np, d->K), k0),
+                                       kern_add(k, kern_mulc(k, p0, d->K), k1), "");
+    *pf = kern_gep(k, e->W, kern_mulc(k, off, p->nr));
+    LLVMValueRef any = LLVMBuildOr(b, in_task, LLVMBuildICmp(b, LLVMIntSLT, k1, kern_i64(k, d->K), ""), "");
+    LLVMValueRef lines = LLVMBuildSelect(b, any, kern_cdiv(k, kern_mulc(k, kc, p->nr), kern_i64(k, 16)),
+                                         kern_i64(k, 0), "");
+    LLVMValueRef tiles = kern_max(k, LLVMBuildSDiv(b, LLVMBuildSub(b, e->m1, e->m0, ""), kern_i64(k, p->mr), ""),
+                                  kern_i64(k, 1));
+    *pf_lines = kern_cdiv(k, lines, tiles);
 }
 
 /* All panels [p0, p1) of one K block. */
@@ -116,14 +143,16 @@ static void emit_kblock(kern *k, gemm_emit *e, LLVMValueRef p0, LLVMValueRef p1,
     if (p->nfull) {
         kern_loop L;
         kern_for(k, &L, p0, kern_min(k, p1, kern_i64(k, p->nfull)), 1, 0, 0, NULL, "panel");
-        emit_panel(k, e, e->full, L.iv, k0, kc, first, last);
+        LLVMValueRef pf, pf_lines;
+        next_block(k, e, L.iv, p0, p1, k0, kc, &pf, &pf_lines);
+        emit_panel(k, e, e->full, L.iv, k0, kc, first, last, pf, pf_lines);
         kern_for_end(k, &L, NULL);
     }
     if (p->rem_nv) {
         LLVMBasicBlockRef brem = kern_block(k, "rempanel"), bjoin = kern_block(k, "rempanel.join");
         LLVMBuildCondBr(k->b, LLVMBuildICmp(k->b, LLVMIntEQ, p1, kern_i64(k, p->npanels), ""), brem, bjoin);
         LLVMPositionBuilderAtEnd(k->b, brem);
-        emit_panel(k, e, e->rem, kern_i64(k, p->nfull), k0, kc, first, last);
+        emit_panel(k, e, e->rem, kern_i64(k, p->nfull), k0, kc, first, last, NULL, NULL);
         LLVMBuildBr(k->b, bjoin);
         LLVMPositionBuilderAtEnd(k->b, bjoin);
     }

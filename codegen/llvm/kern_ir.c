@@ -299,6 +299,17 @@ static LLVMValueRef reduce(kern *k, LLVMValueRef v, int is_max)
     return LLVMBuildExtractElement(k->b, v, LLVMConstInt(k->i32, 0, 0), "");
 }
 
+void kern_prefetch(kern *k, LLVMValueRef p, int locality)
+{
+    LLVMTypeRef ty = k->ptr;
+    unsigned id = LLVMLookupIntrinsicID("llvm.prefetch", 13);
+    LLVMTypeRef fnty = LLVMIntrinsicGetType(k->ctx, id, &ty, 1);
+    LLVMValueRef fn = LLVMGetIntrinsicDeclaration(k->mod, id, &ty, 1);
+    LLVMValueRef args[4] = {p, LLVMConstInt(k->i32, 0, 0), LLVMConstInt(k->i32, (unsigned)locality, 0),
+                            LLVMConstInt(k->i32, 1, 0)};
+    LLVMBuildCall2(k->b, fnty, fn, args, 4, "");
+}
+
 LLVMValueRef kern_hsum(kern *k, LLVMValueRef v) { return reduce(k, v, 0); }
 LLVMValueRef kern_hmax(kern *k, LLVMValueRef v) { return reduce(k, v, 1); }
 

@@ -92,6 +92,9 @@ LLVMValueRef kern_gepc(kern *k, LLVMValueRef p, int64_t idx);
 /* A vector at p; only the first lanes lanes are read when lanes < vf (the
  * others are pass, or zero when pass is NULL). */
 LLVMValueRef kern_vload(kern *k, LLVMValueRef p, int lanes, LLVMValueRef pass);
+/* A prefetch of the cache line at p for reading: locality 3 into L1, 2 into
+ * L2 (llvm.prefetch; never faults, whatever p is). */
+void kern_prefetch(kern *k, LLVMValueRef p, int locality);
 /* Stores v at p; only the first lanes lanes when lanes < vf. */
 void kern_vstore(kern *k, LLVMValueRef v, LLVMValueRef p, int lanes);
 LLVMValueRef kern_bcast(kern *k, LLVMValueRef p); /* splat of the float at p */
