@@ -256,7 +256,7 @@ static LLVMValueRef emit_task(kern *k, attn_emit *e, const char *name, LLVMTypeR
     emit_zero_cols(k, vp, p->dp, N, D, p->dp);
 
     LLVMValueRef args, nrb, rbk;
-    kern_task_closure(k, fn, &args, &nrb, &rbk);
+    kern_task_closure(k, fn, &args, &nrb, &rbk, NULL);
     LLVMValueRef qkv = kern_field(k, argsty, args, 0, k->ptr);
     LLVMValueRef out = kern_field(k, argsty, args, 1, k->ptr);
     LLVMValueRef bias = d->has_bias ? kern_field(k, argsty, args, 2, k->ptr) : NULL;
@@ -314,7 +314,7 @@ static LLVMValueRef emit_driver(kern *k, const char *name, const cg_attention_de
     LLVMValueRef nrb = kern_min(k, kern_cdiv(k, kern_mulc(k, nt, 3), bh), kern_i64(k, maxrb));
     LLVMValueRef rbk = kern_mulc(k, kern_cdiv(k, kern_cdiv(k, kern_i64(k, p->nq), nrb), kern_i64(k, p->mr)), p->mr);
     nrb = kern_cdiv(k, kern_i64(k, p->nq), rbk);
-    kern_driver_close(k, fn, nrb, rbk, kern_mul(k, bh, nrb), task);
+    kern_driver_close(k, fn, nrb, rbk, NULL, kern_mul(k, bh, nrb), task);
     return fn;
 }
 

@@ -123,7 +123,7 @@ static LLVMValueRef emit_task(kern *k, bgemm_emit *e, const char *name, LLVMType
         }
     }
     LLVMValueRef args, nmb, mc;
-    kern_task_closure(k, fn, &args, &nmb, &mc);
+    kern_task_closure(k, fn, &args, &nmb, &mc, NULL);
     LLVMValueRef A = kern_field(k, argsty, args, 0, k->ptr);
     LLVMValueRef B = kern_field(k, argsty, args, 1, k->ptr);
     LLVMValueRef C = kern_field(k, argsty, args, 2, k->ptr);
@@ -159,7 +159,7 @@ static LLVMValueRef emit_driver(kern *k, const char *name, const cg_bgemm_desc *
     LLVMValueRef nmb = kern_min(k, kern_cdiv(k, kern_mulc(k, nt, 3), batch), kern_i64(k, mrb));
     LLVMValueRef mc = kern_mulc(k, kern_cdiv(k, kern_i64(k, mrb), nmb), p->mr);
     nmb = kern_cdiv(k, kern_i64(k, d->M), mc);
-    kern_driver_close(k, fn, nmb, mc, kern_mul(k, batch, nmb), task);
+    kern_driver_close(k, fn, nmb, mc, NULL, kern_mul(k, batch, nmb), task);
     return fn;
 }
 

@@ -6,8 +6,11 @@
  * a panel is one contiguous K x NR block and any K block of it is contiguous.
  *
  * Work: the driver cuts C into tasks of mc rows x (ppb panels) columns,
- * handed to the runtime's parallel_for; mc is chosen at run time from M and
- * the thread count so that every thread gets several tasks.  A task walks K
+ * handed to the runtime's parallel_for; mc and ppb are chosen at run time
+ * from M and the thread count: every thread gets several tasks, and the
+ * rows are split (each row block reads all the weights again, from memory
+ * when the layer is large) only as far as the A block's cache footprint or
+ * the thread count ask for, the columns first otherwise.  A task walks K
  * in blocks of kc (a B micro-panel of kc x NR, 16 KiB, stays in L1 while the
  * rows of the task go by), then panels, then rows by MR: each step is one
  * micro-kernel call (kern_uk.h) that keeps an MR x NR tile of C in registers,
@@ -22,7 +25,6 @@ typedef struct {
     int64_t npanels, nfull; /* panels of nr columns; those without padding */
     int rem_nv, rem_lanes;  /* the padded last panel, when N % nr != 0 */
     int64_t kc, nkb;        /* K blocks */
-    int64_t ppb, nnb;       /* panels per column block; column blocks */
     int64_t mc_max;         /* largest row block of a task */
 } gemm_plan;
 
@@ -56,9 +58,6 @@ static int gemm_plan_make(const cg_gemm_desc *d, const cg_target *t, gemm_plan *
         p->kc = d->K, p->nkb = 1;
     else
         p->nkb = (d->K + p->kc - 1) / p->kc;
-    p->nnb = (p->npanels + 7) / 8;
-    p->ppb = (p->npanels + p->nnb - 1) / p->nnb;
-    p->nnb = (p->npanels + p->ppb - 1) / p->ppb;
     p->mc_max = 12 * p->mr;
     return 0;
 }
@@ -158,15 +157,16 @@ static void emit_kblock(kern *k, gemm_emit *e, LLVMValueRef p0, LLVMValueRef p1,
     }
 }
 
-/* task(closure {args, nmb, mc}, begin, end): tasks t = ni * nmb + mi. */
+/* task(closure {args, nmb, mc, ppb}, begin, end): tasks t = ni * nmb + mi,
+ * column block ni of ppb panels, row block mi of mc rows. */
 static LLVMValueRef emit_task(kern *k, gemm_emit *e, const char *name, LLVMTypeRef argsty)
 {
     const cg_gemm_desc *d = e->d;
     const gemm_plan *p = e->p;
     LLVMBuilderRef b = k->b;
     LLVMValueRef fn = kern_func(k, name, kern_task_type(k), 1);
-    LLVMValueRef args, nmb, mc;
-    kern_task_closure(k, fn, &args, &nmb, &mc);
+    LLVMValueRef args, nmb, mc, ppb;
+    kern_task_closure(k, fn, &args, &nmb, &mc, &ppb);
     e->A = kern_field(k, argsty, args, 0, k->ptr);
     e->W = kern_field(k, argsty, args, 1, k->ptr);
     e->bias = kern_field(k, argsty, args, 2, k->ptr);
@@ -179,8 +179,8 @@ static LLVMValueRef emit_task(kern *k, gemm_emit *e, const char *name, LLVMTypeR
     kern_task_loop(k, fn, &T, nmb, &ni, &mi);
     e->m0 = kern_mul(k, mi, mc);
     e->m1 = kern_min(k, M, kern_add(k, e->m0, mc));
-    LLVMValueRef p0 = kern_mulc(k, ni, p->ppb);
-    LLVMValueRef p1 = kern_min(k, kern_i64(k, p->npanels), kern_addc(k, p0, p->ppb));
+    LLVMValueRef p0 = kern_mul(k, ni, ppb);
+    LLVMValueRef p1 = kern_min(k, kern_i64(k, p->npanels), kern_add(k, p0, ppb));
     if (p->nkb == 1) {
         emit_kblock(k, e, p0, p1, kern_i64(k, 0), kern_i64(k, d->K), NULL, NULL);
     } else {
@@ -198,18 +198,30 @@ static LLVMValueRef emit_task(kern *k, gemm_emit *e, const char *name, LLVMTypeR
     return fn;
 }
 
-/* driver(args, pool, pf, nthreads): picks the row block mc and runs the tasks. */
+/* driver(args, pool, pf, nthreads): picks the blocks and runs the tasks.
+ *     nmb0 = ceil(M / mc_max)                  row blocks the cache needs
+ *     ppb  = clamp(npanels * nmb0 / T, 1, 8)   T = TASKS_PER_THREAD * nthreads
+ *     nmb  = max(nmb0, ceil(T / ceil(npanels / ppb)))   at most a block per tile
+ * so that a batch-1 layer is cut into column blocks, each reading its part
+ * of the weights once, before its rows are split. */
+enum { TASKS_PER_THREAD = 4, PPB_MAX = 8 };
+
 static LLVMValueRef emit_driver(kern *k, const char *name, const gemm_plan *p, LLVMValueRef task,
                                 LLVMTypeRef argsty)
 {
     LLVMValueRef M, nt;
     LLVMValueRef fn = kern_driver_open(k, name, argsty, 5, &M, &nt);
+    LLVMValueRef one = kern_i64(k, 1), np = kern_i64(k, p->npanels);
     LLVMValueRef mrb = kern_cdiv(k, M, kern_i64(k, p->mr));
-    LLVMValueRef want = kern_cdiv(k, kern_mulc(k, nt, 3), kern_i64(k, p->nnb));
-    LLVMValueRef nmb = kern_min(k, kern_max(k, kern_cdiv(k, M, kern_i64(k, p->mc_max)), want), mrb);
+    LLVMValueRef tasks = kern_mulc(k, nt, TASKS_PER_THREAD);
+    LLVMValueRef nmb0 = kern_cdiv(k, M, kern_i64(k, p->mc_max));
+    LLVMValueRef ppb = LLVMBuildSDiv(k->b, kern_mul(k, np, nmb0), tasks, "");
+    ppb = kern_max(k, kern_min(k, ppb, kern_i64(k, PPB_MAX)), one);
+    LLVMValueRef nnb = kern_cdiv(k, np, ppb);
+    LLVMValueRef nmb = kern_min(k, kern_max(k, nmb0, kern_cdiv(k, tasks, nnb)), mrb);
     LLVMValueRef mc = kern_mulc(k, kern_cdiv(k, mrb, nmb), p->mr);
     nmb = kern_cdiv(k, M, mc);
-    kern_driver_close(k, fn, nmb, mc, kern_mulc(k, nmb, p->nnb), task);
+    kern_driver_close(k, fn, nmb, mc, ppb, kern_mul(k, nmb, nnb), task);
     return fn;
 }
 

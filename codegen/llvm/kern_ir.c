@@ -94,8 +94,8 @@ LLVMTypeRef kern_args_type(kern *k, int nptr)
 
 LLVMTypeRef kern_closure_type(kern *k)
 {
-    LLVMTypeRef c[3] = {k->ptr, k->i64, k->i64};
-    return LLVMStructTypeInContext(k->ctx, c, 3, 0);
+    LLVMTypeRef c[4] = {k->ptr, k->i64, k->i64, k->i64};
+    return LLVMStructTypeInContext(k->ctx, c, 4, 0);
 }
 
 LLVMValueRef kern_driver_open(kern *k, const char *name, LLVMTypeRef argsty, unsigned count_field,
@@ -113,8 +113,8 @@ LLVMValueRef kern_driver_open(kern *k, const char *name, LLVMTypeRef argsty, uns
     return fn;
 }
 
-void kern_driver_close(kern *k, LLVMValueRef fn, LLVMValueRef nblk, LLVMValueRef blk, LLVMValueRef ntasks,
-                       LLVMValueRef task)
+void kern_driver_close(kern *k, LLVMValueRef fn, LLVMValueRef nblk, LLVMValueRef blk, LLVMValueRef aux,
+                       LLVMValueRef ntasks, LLVMValueRef task)
 {
     LLVMBuilderRef b = k->b;
     LLVMTypeRef cloty = kern_closure_type(k);
@@ -122,17 +122,21 @@ void kern_driver_close(kern *k, LLVMValueRef fn, LLVMValueRef nblk, LLVMValueRef
     LLVMBuildStore(b, LLVMGetParam(fn, 0), LLVMBuildStructGEP2(b, cloty, clo, 0, ""));
     LLVMBuildStore(b, nblk, LLVMBuildStructGEP2(b, cloty, clo, 1, ""));
     LLVMBuildStore(b, blk, LLVMBuildStructGEP2(b, cloty, clo, 2, ""));
+    LLVMBuildStore(b, aux ? aux : kern_i64(k, 0), LLVMBuildStructGEP2(b, cloty, clo, 3, ""));
     kern_call_pf(k, LLVMGetParam(fn, 2), LLVMGetParam(fn, 1), ntasks, task, clo);
     LLVMBuildRetVoid(b);
 }
 
-void kern_task_closure(kern *k, LLVMValueRef fn, LLVMValueRef *args, LLVMValueRef *nblk, LLVMValueRef *blk)
+void kern_task_closure(kern *k, LLVMValueRef fn, LLVMValueRef *args, LLVMValueRef *nblk, LLVMValueRef *blk,
+                       LLVMValueRef *aux)
 {
     LLVMTypeRef cloty = kern_closure_type(k);
     LLVMValueRef clo = LLVMGetParam(fn, 0);
     *args = kern_field(k, cloty, clo, 0, k->ptr);
     *nblk = kern_field(k, cloty, clo, 1, k->i64);
     *blk = kern_field(k, cloty, clo, 2, k->i64);
+    if (aux)
+        *aux = kern_field(k, cloty, clo, 3, k->i64);
 }
 
 void kern_task_loop(kern *k, LLVMValueRef fn, kern_loop *T, LLVMValueRef nblk, LLVMValueRef *outer,

@@ -54,20 +54,23 @@ void kern_call_pf(kern *k, LLVMValueRef pf, LLVMValueRef pool, LLVMValueRef n, L
                   LLVMValueRef arg);
 /* A kernel's argument struct: nptr pointers, then one i64 (the rows or batch). */
 LLVMTypeRef kern_args_type(kern *k, int nptr);
-/* The closure every kernel's driver hands its tasks: {ptr args, i64 nblk, i64 blk}:
- * the kernel's argument struct, the number of row blocks and the rows per block. */
+/* The closure every kernel's driver hands its tasks: {ptr args, i64 nblk, i64 blk,
+ * i64 aux}: the kernel's argument struct, the number of row blocks, the rows per
+ * block, and one more run-time choice of the driver's (0 unless it sets one). */
 LLVMTypeRef kern_closure_type(kern *k);
 /* Opens driver(args, pool, pf, nthreads) named name: returns at once when the
  * i64 field count_field of args is <= 0.  Leaves the builder in the block that
  * runs, with *count that field and *nthreads the thread count (at least 1). */
 LLVMValueRef kern_driver_open(kern *k, const char *name, LLVMTypeRef argsty, unsigned count_field,
                               LLVMValueRef *count, LLVMValueRef *nthreads);
-/* Closes driver fn: stores {args, nblk, blk} in a closure, runs tasks
- * 0..ntasks-1 of task over it through the pool's parallel_for, returns. */
-void kern_driver_close(kern *k, LLVMValueRef fn, LLVMValueRef nblk, LLVMValueRef blk, LLVMValueRef ntasks,
-                       LLVMValueRef task);
-/* Reads a task's closure (kern_closure_type) at parameter 0 of task fn. */
-void kern_task_closure(kern *k, LLVMValueRef fn, LLVMValueRef *args, LLVMValueRef *nblk, LLVMValueRef *blk);
+/* Closes driver fn: stores {args, nblk, blk, aux} in a closure (aux NULL: 0),
+ * runs tasks 0..ntasks-1 of task over it through the pool's parallel_for. */
+void kern_driver_close(kern *k, LLVMValueRef fn, LLVMValueRef nblk, LLVMValueRef blk, LLVMValueRef aux,
+                       LLVMValueRef ntasks, LLVMValueRef task);
+/* Reads a task's closure (kern_closure_type) at parameter 0 of task fn; aux
+ * may be NULL when unused. */
+void kern_task_closure(kern *k, LLVMValueRef fn, LLVMValueRef *args, LLVMValueRef *nblk, LLVMValueRef *blk,
+                       LLVMValueRef *aux);
 /* Opens the loop over task fn's range [begin, end) in T and splits each task
  * t into *outer = t / nblk and *inner = t % nblk (the row block). */
 void kern_task_loop(kern *k, LLVMValueRef fn, kern_loop *T, LLVMValueRef nblk, LLVMValueRef *outer,
