@@ -236,12 +236,13 @@ class Worker:
 # ---------------------------------------------------------------------------------------------
 # Driver
 # ---------------------------------------------------------------------------------------------
-def peak_gflops(build, threads):
-    """The machine's fp32 peak with this many threads, as bench/peak_fma measures it."""
+def peak_gflops(build, threads, isa="host"):
+    """The machine's fp32 peak with this many threads, as bench/peak_fma measures it (isa avx2: with
+    the vectors of vitc's AVX2 path)."""
     exe = os.path.join(build, "bench", "peak_fma")
     if not os.path.exists(exe):
         return None
-    out = subprocess.run([exe], capture_output=True, text=True).stdout
+    out = subprocess.run([exe] + (["--avx2"] if isa == "avx2" else []), capture_output=True, text=True).stdout
     m = re.search(r"peak fp32, %d threads?:\s+([\d.]+) GFLOP/s" % threads, out)
     return float(m.group(1)) if m else None
 
@@ -270,6 +271,8 @@ def git_commit():
 
 
 def compile_model(vitc, onnx_path, so, batch, isa_args):
+    # the previous models' hundreds of MB still being written back would slow this one's writes
+    os.sync()
     t0 = time.perf_counter()
     subprocess.run([vitc, onnx_path, "-o", so, "--batch", str(batch), "--quiet", *isa_args], check=True)
     return time.perf_counter() - t0
@@ -360,8 +363,10 @@ def main():
         else:
             raise SystemExit(f"unknown --isa {isa}")
     import gen_fixtures as gf
-    peak_before = peak_gflops(args.build, args.threads)
-    print(f"== {cpu}, {isa_desc}; peak {peak_before} GFLOP/s with {args.threads} threads", flush=True)
+    peak_isas = ["host"] + [isa for isa, _ in isas if isa != "host"]
+    peak_before = {isa: peak_gflops(args.build, args.threads, isa) for isa in peak_isas}
+    print(f"== {cpu}, {isa_desc}; peak with {args.threads} threads: " +
+          ", ".join(f"{isa} {v} GFLOP/s" for isa, v in peak_before.items()), flush=True)
 
     compiled, gflops = {}, {}
     for name in names:
@@ -392,7 +397,7 @@ def main():
                           ", ".join(f"{rt} {v:.2f} ms" for rt, v in med.items()) +
                           (f", vitc/ORT {med['ort'] / med['vitc']:.2f}x" if "vitc" in med and "ort" in med else ""),
                           flush=True)
-    peak_after = peak_gflops(args.build, args.threads)
+    peak_after = {isa: peak_gflops(args.build, args.threads, isa) for isa in peak_isas}
     # where vitc's time goes: its own profile (vitc run --profile), after the timed rounds
     profiles = {}
     for name in names:
@@ -423,16 +428,23 @@ def write_table(args, cpu, isa_desc, peak_before, peak_after, names, isas, batch
         tv = torch.__version__
     except ImportError:
         tv = "n/a"
-    peaks = [p for p in (peak_before, peak_after) if p]
-    peak = max(peaks) if peaks else None
+    peak = {}
+    for isa in peak_before:
+        pair = [v for v in (peak_before[isa], peak_after.get(isa)) if v]
+        peak[isa] = max(pair) if pair else None
+    def peak_line(isa):
+        b, a = peak_before.get(isa), peak_after.get(isa)
+        return f"{isa}: {b:.0f} GFLOP/s before, {a:.0f} after" if b and a else f"{isa}: not measured"
     n_calls = args.block * args.blocks
     head = [
         f"# vitc benchmark: {datetime.date.today().isoformat()}",
         "",
         f"- Machine: {cpu}, {os.cpu_count()} cores visible, {isa_desc}; {args.threads} threads for every runtime.",
-        f"- Peak fp32 measured in this run (bench/peak_fma, {args.threads} threads): " +
-        (f"{peak_before:.0f} GFLOP/s before, {peak_after:.0f} after; % of peak uses {peak:.0f}." if len(peaks) == 2
-         else "not measured (bench/peak_fma missing)"),
+        f"- Peak fp32 measured in this run (bench/peak_fma, {args.threads} threads; % of peak uses the larger): " +
+        "; ".join(peak_line(isa) for isa in peak_before) + "." +
+        (" The avx2 rows' vitc % peak is of the AVX2 peak (8-float vectors); ORT, which has no switch to leave "
+         "AVX-512 aside, runs the host's kernels in those rows too, so its % peak there is of the host's peak."
+         if "avx2" in peak_before and "host" in peak_before else ""),
         f"- vitc at commit {git_commit()}; ONNX Runtime {onnxruntime.__version__} (all graph optimisations); "
         f"PyTorch {tv} eager.",
         f"- Method: per row, one worker process per runtime, alternated in blocks of {args.block} calls "
@@ -473,7 +485,9 @@ def write_table(args, cpu, isa_desc, peak_before, peak_after, names, isas, batch
                     return f"{statistics.median(rs):.2f}x [{min(rs):.2f}-{max(rs):.2f}]"
 
                 f = lambda rt: f"{med[rt][0]:.1f}" if med.get(rt) else "n/a"
-                pk = lambda rt: f"{g / (med[rt][0] / 1e3) / peak:.0%}" if med.get(rt) and peak else "n/a"
+                def pk(rt):  # vitc against the peak of its code path, the others against the host's
+                    p = peak.get(isa if rt == "vitc" else "host")
+                    return f"{g / (med[rt][0] / 1e3) / p:.0%}" if med.get(rt) and p else "n/a"
                 ips = f"{b / (med['vitc'][0] / 1e3):.1f}" if med.get("vitc") else "n/a"
                 def rss(rt):  # the largest peak over the rounds
                     v = [r[rt]["rss_mb"] for r, _ in rounds if rt in r and r[rt]["rss_mb"]]
