@@ -12,6 +12,7 @@
 #include <sys/mman.h>
 #endif
 
+#include <errno.h>
 #include <fcntl.h>
 #include <math.h>
 #include <spawn.h>
@@ -196,12 +197,20 @@ int tu_run_vitc(const char *const *args, char **out, char **err)
     posix_spawn_file_actions_adddup2(&fa, fileno(fe), 2);
     pid_t pid;
     int rc = -1;
-    if (posix_spawnp(&pid, bin, &fa, NULL, (char *const *)argv, environ) == 0) {
-        int st;
-        if (waitpid(pid, &st, 0) == pid && WIFEXITED(st))
+    int serr = posix_spawnp(&pid, bin, &fa, NULL, (char *const *)argv, environ);
+    if (serr == 0) {
+        int st = 0;
+        pid_t w;
+        while ((w = waitpid(pid, &st, 0)) < 0 && errno == EINTR)
+            ;
+        if (w != pid)
+            fprintf(stderr, "waiting for %s failed: %s\n", bin, strerror(errno));
+        else if (WIFEXITED(st))
             rc = WEXITSTATUS(st);
         else if (WIFSIGNALED(st))
             fprintf(stderr, "vitc died with signal %d\n", WTERMSIG(st));
+    } else {
+        fprintf(stderr, "cannot run %s: %s\n", bin, strerror(serr));
     }
     posix_spawn_file_actions_destroy(&fa);
     char *so = slurp(fo), *se = slurp(fe);
