@@ -5,12 +5,10 @@
  * holds, for every k, the NR floats W[k, p*NR .. p*NR+NR) (zeros past N), so
  * a panel is one contiguous K x NR block and any K block of it is contiguous.
  *
- * Work: the driver cuts C into tasks of mc rows x (ppb panels) columns,
- * handed to the runtime's parallel_for; mc and ppb are chosen at run time
- * from M and the thread count: every thread gets several tasks, and the
- * rows are split (each row block reads all the weights again, from memory
- * when the layer is large) only as far as the A block's cache footprint or
- * the thread count ask for, the columns first otherwise.  A task walks K
+ * Work: the driver cuts C into nmb row blocks of mc rows and nnb column
+ * blocks of whole panels (their sizes differ by one panel at most), handed
+ * to the runtime's parallel_for as nmb * nnb tasks; both are chosen at run
+ * time from M and the thread count (emit_driver).  A task walks K
  * in blocks of kc (a B micro-panel of kc x NR, 16 KiB, stays in L1 while the
  * rows of the task go by), then panels, then rows by MR: each step is one
  * micro-kernel call (kern_uk.h) that keeps an MR x NR tile of C in registers,
@@ -157,16 +155,17 @@ static void emit_kblock(kern *k, gemm_emit *e, LLVMValueRef p0, LLVMValueRef p1,
     }
 }
 
-/* task(closure {args, nmb, mc, ppb}, begin, end): tasks t = ni * nmb + mi,
- * column block ni of ppb panels, row block mi of mc rows. */
+/* task(closure {args, nmb, mc, nnb}, begin, end): tasks t = ni * nmb + mi,
+ * row block mi of mc rows, column block ni: panels [ni * P / nnb,
+ * (ni + 1) * P / nnb) of the P panels. */
 static LLVMValueRef emit_task(kern *k, gemm_emit *e, const char *name, LLVMTypeRef argsty)
 {
     const cg_gemm_desc *d = e->d;
     const gemm_plan *p = e->p;
     LLVMBuilderRef b = k->b;
     LLVMValueRef fn = kern_func(k, name, kern_task_type(k), 1);
-    LLVMValueRef args, nmb, mc, ppb;
-    kern_task_closure(k, fn, &args, &nmb, &mc, &ppb);
+    LLVMValueRef args, nmb, mc, nnb;
+    kern_task_closure(k, fn, &args, &nmb, &mc, &nnb);
     e->A = kern_field(k, argsty, args, 0, k->ptr);
     e->W = kern_field(k, argsty, args, 1, k->ptr);
     e->bias = kern_field(k, argsty, args, 2, k->ptr);
@@ -179,8 +178,8 @@ static LLVMValueRef emit_task(kern *k, gemm_emit *e, const char *name, LLVMTypeR
     kern_task_loop(k, fn, &T, nmb, &ni, &mi);
     e->m0 = kern_mul(k, mi, mc);
     e->m1 = kern_min(k, M, kern_add(k, e->m0, mc));
-    LLVMValueRef p0 = kern_mul(k, ni, ppb);
-    LLVMValueRef p1 = kern_min(k, kern_i64(k, p->npanels), kern_add(k, p0, ppb));
+    LLVMValueRef p0 = LLVMBuildSDiv(b, kern_mulc(k, ni, p->npanels), nnb, "p0");
+    LLVMValueRef p1 = LLVMBuildSDiv(b, kern_mulc(k, kern_addc(k, ni, 1), p->npanels), nnb, "p1");
     if (p->nkb == 1) {
         emit_kblock(k, e, p0, p1, kern_i64(k, 0), kern_i64(k, d->K), NULL, NULL);
     } else {
@@ -199,29 +198,53 @@ static LLVMValueRef emit_task(kern *k, gemm_emit *e, const char *name, LLVMTypeR
 }
 
 /* driver(args, pool, pf, nthreads): picks the blocks and runs the tasks.
- *     nmb0 = ceil(M / mc_max)                  row blocks the cache needs
- *     ppb  = clamp(npanels * nmb0 / T, 1, 8)   T = TASKS_PER_THREAD * nthreads
- *     nmb  = max(nmb0, ceil(T / ceil(npanels / ppb)))   at most a block per tile
- * so that a batch-1 layer is cut into column blocks, each reading its part
- * of the weights once, before its rows are split. */
-enum { TASKS_PER_THREAD = 4, PPB_MAX = 8 };
+ * Each row block reads all of W again (from memory: a model's weights do not
+ * stay in cache) and each column block all of A again (from L2 or L3).  Two
+ * choices of row blocks: nmb0 = ceil(M / mc_max), the fewest the A block's
+ * cache footprint allows, and, when M fits SMALL_M_TILES tiles, one.  Each
+ * gets the fewest column blocks (at most PPB_MAX panels each) that make
+ * T = TASKS_PER_THREAD * nthreads tasks, rounded up to a multiple of T (the
+ * pool hands out T chunks of tasks: 10 tasks would be 5 chunks of 2, 3 for
+ * one thread and 2 for the other); the one that reads fewer floats,
+ * nnb * M * K + nmb * K * N,
+ * wins.  At batch 1 a qkv or fc1 layer (|W| 12-16x |A|) is then cut by
+ * columns only, each weight read once; a proj or fc2 (|W| 4x |A|) keeps two
+ * row blocks, which reads A fewer times. */
+enum { TASKS_PER_THREAD = 4, PPB_MAX = 8, SMALL_M_TILES = 17 };
 
-static LLVMValueRef emit_driver(kern *k, const char *name, const gemm_plan *p, LLVMValueRef task,
-                                LLVMTypeRef argsty)
+typedef struct {
+    LLVMValueRef nmb, nnb, cost;
+} gemm_split;
+
+static gemm_split split_for(kern *k, const gemm_plan *p, const cg_gemm_desc *d, LLVMValueRef M, LLVMValueRef nmb,
+                            LLVMValueRef nt)
 {
+    LLVMValueRef np = kern_i64(k, p->npanels), tasks = kern_mulc(k, nt, TASKS_PER_THREAD);
+    gemm_split s = {.nmb = nmb};
+    LLVMValueRef nnb = kern_max(k, kern_cdiv(k, tasks, nmb), kern_i64(k, (p->npanels + PPB_MAX - 1) / PPB_MAX));
+    LLVMValueRef total = kern_mul(k, kern_cdiv(k, kern_mul(k, nmb, nnb), tasks), tasks);
+    s.nnb = kern_min(k, kern_cdiv(k, total, nmb), np);
+    s.cost = kern_add(k, kern_mul(k, s.nnb, M), kern_mulc(k, nmb, d->N));
+    return s;
+}
+
+static LLVMValueRef emit_driver(kern *k, const char *name, const cg_gemm_desc *d, const gemm_plan *p,
+                                LLVMValueRef task, LLVMTypeRef argsty)
+{
+    LLVMBuilderRef b = k->b;
     LLVMValueRef M, nt;
     LLVMValueRef fn = kern_driver_open(k, name, argsty, 5, &M, &nt);
-    LLVMValueRef one = kern_i64(k, 1), np = kern_i64(k, p->npanels);
     LLVMValueRef mrb = kern_cdiv(k, M, kern_i64(k, p->mr));
-    LLVMValueRef tasks = kern_mulc(k, nt, TASKS_PER_THREAD);
-    LLVMValueRef nmb0 = kern_cdiv(k, M, kern_i64(k, p->mc_max));
-    LLVMValueRef ppb = LLVMBuildSDiv(k->b, kern_mul(k, np, nmb0), tasks, "");
-    ppb = kern_max(k, kern_min(k, ppb, kern_i64(k, PPB_MAX)), one);
-    LLVMValueRef nnb = kern_cdiv(k, np, ppb);
-    LLVMValueRef nmb = kern_min(k, kern_max(k, nmb0, kern_cdiv(k, tasks, nnb)), mrb);
+    LLVMValueRef nmb0 = kern_min(k, kern_cdiv(k, M, kern_i64(k, p->mc_max)), mrb);
+    LLVMValueRef small = LLVMBuildICmp(b, LLVMIntSLE, M, kern_i64(k, (int64_t)SMALL_M_TILES * p->mr), "");
+    gemm_split a = split_for(k, p, d, M, nmb0, nt);
+    gemm_split c = split_for(k, p, d, M, LLVMBuildSelect(b, small, kern_i64(k, 1), nmb0, ""), nt);
+    LLVMValueRef pick_c = LLVMBuildICmp(b, LLVMIntSLT, c.cost, a.cost, "");
+    LLVMValueRef nmb = LLVMBuildSelect(b, pick_c, c.nmb, a.nmb, "");
+    LLVMValueRef nnb = LLVMBuildSelect(b, pick_c, c.nnb, a.nnb, "");
     LLVMValueRef mc = kern_mulc(k, kern_cdiv(k, mrb, nmb), p->mr);
     nmb = kern_cdiv(k, M, mc);
-    kern_driver_close(k, fn, nmb, mc, ppb, kern_mul(k, nmb, nnb), task);
+    kern_driver_close(k, fn, nmb, mc, nnb, kern_mul(k, nmb, nnb), task);
     return fn;
 }
 
@@ -256,7 +279,7 @@ LLVMValueRef cg_gemm_emit(LLVMModuleRef mod, const char *name, const cg_gemm_des
         }
         task = emit_task(&k, &e, buf, argsty);
     }
-    fn = emit_driver(&k, name, &p, task, argsty);
+    fn = emit_driver(&k, name, d, &p, task, argsty);
 done:
     kern_dispose(&k);
     return fn;
