@@ -205,11 +205,10 @@ static LLVMValueRef emit_task(kern *k, gemm_emit *e, const char *name, LLVMTypeR
  * gets the fewest column blocks (at most PPB_MAX panels each) that make
  * T = TASKS_PER_THREAD * nthreads tasks, rounded up to a multiple of T (the
  * pool hands out T chunks of tasks: 10 tasks would be 5 chunks of 2, 3 for
- * one thread and 2 for the other); the one that reads fewer floats,
- * nnb * M * K + nmb * K * N,
- * wins.  At batch 1 a qkv or fc1 layer (|W| 12-16x |A|) is then cut by
- * columns only, each weight read once; a proj or fc2 (|W| 4x |A|) keeps two
- * row blocks, which reads A fewer times. */
+ * one thread and 2 for the other); the one that reads fewer floats again,
+ * nnb * M * K + nmb * K * N, wins.  At batch 1 a qkv or fc1 layer (|W|
+ * 12-16x |A|) is then cut by columns only, each weight read once; a proj or
+ * fc2 (|W| 4x |A|) keeps two row blocks, which reads A fewer times. */
 enum { TASKS_PER_THREAD = 4, PPB_MAX = 8, SMALL_M_TILES = 17 };
 
 typedef struct {
