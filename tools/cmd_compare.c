@@ -26,8 +26,8 @@ enum { K_RTOL = 256, K_ATOL, K_MAX_REL, K_BISECT, K_BATCH, K_SEED, K_THREADS, K_
 static const cli_option compare_options[] = {
     {"input", 'i', "[NAME=]FILE.npy", "An input, by name or in the model's input order; without any, seeded random "
                                       "normal inputs."},
-    {"max-rel", K_MAX_REL, "R", "The norm-wise check: max|out - ref| <= R * max|ref| (default 1e-4; 1e-2 and cosine "
-                                ">= 0.9999 for CUDA models)."},
+    {"max-rel", K_MAX_REL, "R", "The norm-wise check: max|out - ref| <= R * max|ref| (default 1e-4; for CUDA models "
+                                "by precision: tf32 1e-3, bf16 and fp16 1e-2 and cosine >= 0.9999)."},
     {"rtol", K_RTOL, "R", "Element-wise check as numpy's allclose: |out - ref| <= atol + rtol * |ref| for every "
                           "element (rtol default 1e-5 once --atol is given); replaces the norm-wise check unless "
                           "--max-rel is given too."},
@@ -35,8 +35,9 @@ static const cli_option compare_options[] = {
     {"reference", K_REFERENCE, "interpreter|onnxruntime", "What to compare against: vitc's reference "
                                                           "interpreter (default) or ONNX Runtime through Python "
                                                           "(python3, or $VITC_PYTHON, with onnxruntime)."},
-    {"bisect", K_BISECT, NULL, "For a failing model, name the first tensor where it parts from the reference and "
-                               "the first pass after which the interpreted graph moves."},
+    {"bisect", K_BISECT, NULL, "For a failing model, name the first tensor where it parts from the reference (cuts "
+                               "of the graph compiled for the model's target and precision) and the first pass "
+                               "after which the interpreted graph moves."},
     {"batch", K_BATCH, "N", "The batch of the random inputs (default 2 where the model has a batch)."},
     {"seed", K_SEED, "S", "The seed of the random inputs (default 0)."},
     {"threads", K_THREADS, "N", "Threads for the compiled model (default 0: one per core)."},
@@ -381,10 +382,15 @@ int cmd_compare(int argc, char **argv)
     if (!m && ((status = compile_temp(&o, batch < 1 ? 1 : batch, temp_so, sizeof temp_so)) != VITC_OK ||
                (status = cli_rt_load(o.so, &m)) != VITC_OK))
         goto done;
-    if (strcmp(vitc_model_target(m), "cuda") == 0) { /* fp16/bf16 on the GPU: DESIGN.md's tolerance */
+    vitc_cuda_details cd;
+    if (strcmp(vitc_model_target(m), "cuda") == 0 && vitc_model_cuda_details(m, &cd) == VITC_STATUS_OK) {
+        /* the GPU's arithmetic: DESIGN.md's tolerance by precision; --bisect compiles its cuts alike */
+        snprintf(o.precision, sizeof o.precision, "%s", cd.precision);
+        int half = strcmp(cd.precision, "bf16") == 0 || strcmp(cd.precision, "fp16") == 0;
         if (!o.max_rel_given && !o.tol.elementwise)
-            o.tol.max_rel = 1e-2;
-        o.tol.min_cosine = 0.9999;
+            o.tol.max_rel = half ? 1e-2 : strcmp(cd.precision, "tf32") == 0 ? 1e-3 : 1e-4;
+        if (half)
+            o.tol.min_cosine = 0.9999;
     }
     char ref_what[96] = "interpreter";
     if (o.onnxruntime) {

@@ -30,6 +30,7 @@ typedef struct {
     uint64_t seed;
     int nthreads;
     char tmpdir[256];       /* temporary .so files, "" until made */
+    char precision[8];      /* a CUDA model's ("bf16", ...): --bisect's cuts are compiled for CUDA; "": CPU */
 } cmp_opts;
 
 typedef struct {

@@ -82,7 +82,9 @@ int cmp_compile_graph(const cmp_opts *o, ir_graph *g, const char *path, int64_t 
     if (st != VITC_OK)
         return st;
     cg_options opt = {.output = path, .source = o->onnx, .max_batch = max_batch, .opt_level = 3};
-    return cg_compile(&cg_llvm_backend, g, &opt, &d);
+    if (o->precision[0])
+        opt.precision = o->precision;
+    return cg_compile(o->precision[0] ? &cg_cuda_backend : &cg_llvm_backend, g, &opt, &d);
 }
 
 int cmp_run_so(const cmp_opts *o, vitc_model *m, const ir_graph *g, const ir_tensor *inputs, ir_tensor *outs)
