@@ -10,9 +10,12 @@ an NVIDIA GPU, python3 and PyTorch with CUDA; nothing is built or downloaded her
   2. compile: every model for fp32, tf32, bf16 and fp16 with the kit's vitc (in parallel);
   3. check: every model, precision and batch against PyTorch fp32 (TF32 off) on the same GPU:
      error = max|out - ref| / max|ref| within 1e-4 (fp32), 1e-3 (tf32), 1e-2 and cosine >= 0.9999
-     (bf16, fp16); the workspace filled with NaN bytes before the first run (VITC_CUDA_POISON);
+     (bf16, fp16), or, at tf32/bf16/fp16, within twice PyTorch's own error at that precision on the
+     same input (TF32 matmuls, autocast; the cosine bar still holds): the rounding of the precision
+     itself, which the tiny seeded models at batch 64 and 256 push past the fixed bar under PyTorch
+     too; the workspace filled with NaN bytes before the first run (VITC_CUDA_POISON);
      the CUDA graph's replay and a plain launch (VITC_CUDA_GRAPH=0) bit for bit equal to the first
-     run; host and device entry points (vitc_run, vitc_run_device) equal; the 128x128 GEMM tile
+     run; host and device entry points (vitc_run, vitc_run_device) equal; the large GEMM tile
      present in the large models.  Every failure is listed before any timing; exit status 1;
   4. time: vitc bf16 against PyTorch eager bf16 (scaled-dot-product attention) and torch.compile,
      inputs already on the GPU: device time per batch (CUDA events: vitc's own around its kernels,
@@ -53,9 +56,9 @@ class SetupError(Exception):
 
 
 class Log:
-    def __init__(self, path):
-        self.f = open(path, "w")
-        self.t0 = time.time()
+    def __init__(self, path, append=False):
+        self.f = open(path, "a" if append else "w")
+        self.t0 = float(os.environ.setdefault("VITC_GPU_CHECK_T0", str(time.time())))  # the parent's, in a child
 
     def __call__(self, msg):
         line = f"[{time.time() - self.t0:6.1f}s] {msg}"
@@ -244,14 +247,44 @@ def rel_cos(torch, out, ref):
 
 
 def references(G, torch, dev, s, batches):
-    """{batch: (input, PyTorch fp32 output)} on dev, the seeded inputs of gen_fixtures."""
+    """{batch: (input, PyTorch fp32 output, {precision: PyTorch's own output at that precision})} on dev,
+    the seeded inputs of gen_fixtures.  PyTorch's reduced precisions: TF32 matmuls (allow_tf32), and
+    autocast to bf16 and fp16 on the GPU (bf16 on the CPU, where autocast has no fp16)."""
     ref_model = G.make_model(s.builder, s.seed).to(dev)
     inputs = {}
     with torch.inference_mode():
         for b in batches:
             x = torch.from_numpy(G.make_input(s.input_seed, b, s.image)).to(dev)
-            inputs[b] = (x, ref_model(x).float())
+            own = {}
+            if dev.type == "cuda":
+                torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+                try:
+                    own["tf32"] = ref_model(x).float()
+                finally:
+                    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+            for p, dt in (("bf16", torch.bfloat16), ("fp16", torch.float16)):
+                if dev.type == "cuda" or p == "bf16":
+                    with torch.autocast(device_type=dev.type, dtype=dt):
+                        own[p] = ref_model(x).float()
+            inputs[b] = (x, ref_model(x).float(), own)
     return inputs
+
+
+def judge(p, err, cos, pt_err):
+    """(ok, how, notes) for vitc's error at precision p, given PyTorch's own error at p (None: not known).
+    Within the bar, or, at a reduced precision, within twice PyTorch's own error on the same input and GPU
+    (the rounding of the precision itself, which no kernel can beat; FlashAttention's tests use the
+    same rule); bf16 and fp16 need the cosine too."""
+    tol, ctol = BARS[p]
+    notes = []
+    if ctol is not None and cos < ctol:
+        notes.append(f"cosine below {ctol}")
+    if err <= tol:
+        return not notes, "bar", notes
+    if p != "fp32" and pt_err is not None and err <= 2 * pt_err:
+        return not notes, "2x PyTorch", notes
+    notes.append(f"error above {tol:g}" + (f" and above 2x PyTorch's own {pt_err:.2e}" if pt_err is not None else ""))
+    return False, "", notes
 
 
 def check_model(G, torch, dev, vitc, s, sos, batches, log):
@@ -269,7 +302,7 @@ def check_model(G, torch, dev, vitc, s, sos, batches, log):
             os.environ["VITC_CUDA_POISON"] = "1"
             ctx, ctx_plain = vitc.context(m, graphs=True), vitc.context(m, graphs=False)
             for b in batches:
-                x, ref = inputs[b]
+                x, ref, own = inputs[b]
                 y1, y2, y3 = (torch.empty(ref.shape, dtype=torch.float32, device=dev) for _ in range(3))
                 y1.fill_(float("nan")), y2.fill_(float("nan")), y3.fill_(float("nan"))
                 vitc.run(ctx, x, y1)      # captures the graph of this batch, then launches it
@@ -289,16 +322,15 @@ def check_model(G, torch, dev, vitc, s, sos, batches, log):
                 if not finite:
                     notes.append("NaN/Inf in the output (an unwritten or overflowing value)")
                 err, cos = rel_cos(torch, y1, ref)
-                tol, ctol = BARS[p]
-                ok = finite and equal and err <= tol and (ctol is None or cos >= ctol)
-                if finite and err > tol:
-                    notes.append(f"error above {tol:g}")
-                if finite and ctol is not None and cos < ctol:
-                    notes.append(f"cosine below {ctol}")
-                rows.append(dict(model=s.name, precision=p, batch=b, err=err, cos=cos, equal=equal, ok=ok,
-                                 note="; ".join(notes)))
-                log(f"check {s.name} {p} batch {b}: err {err:.2e} cos {cos:.6f} "
-                    f"{'ok' if ok else 'FAIL: ' + '; '.join(notes)}")
+                pt_err = rel_cos(torch, own[p], ref)[0] if p in own else None
+                good, how, why = judge(p, err, cos, pt_err)
+                if finite:
+                    notes += why
+                ok = finite and equal and good
+                rows.append(dict(model=s.name, precision=p, batch=b, err=err, cos=cos, pt_err=pt_err, equal=equal,
+                                 ok=ok, how=how if ok else "", note="; ".join(notes)))
+                log(f"check {s.name} {p} batch {b}: err {err:.2e} cos {cos:.6f} (PyTorch {fmt(pt_err, '.2e')}) "
+                    f"{'ok (' + how + ')' if ok else 'FAIL: ' + '; '.join(notes)}")
         except Exception as e:  # a failing run is a result, the others go on
             rows.append(dict(model=s.name, precision=p, batch=0, ok=False, note=str(e).splitlines()[0][:300]))
             log(f"check {s.name} {p}: FAIL: {e}")
@@ -314,7 +346,7 @@ def dry_check_model(G, torch, dev, vitc, s, sos, batches, log):
     inspected, loaded through ctypes and its context refused for want of a device."""
     rows = []
     inputs = references(G, torch, dev, s, batches)
-    shapes = " ".join(f"b{b}:{tuple(r.shape)}" for b, (_, r) in inputs.items())
+    shapes = " ".join(f"b{b}:{tuple(r.shape)}" for b, (_, r, _) in inputs.items())
     for p in PRECISIONS:
         so = sos.get((s.name, p))
         if not so:
@@ -340,8 +372,10 @@ def dry_check_model(G, torch, dev, vitc, s, sos, batches, log):
 
 
 def has_large_tile(vitc, so):
+    """Whether the model's GEMMs include a tile larger than 64x64 (vitc inspect's kernel labels)."""
+    import re
     r = subprocess.run([vitc.bin, "inspect", so], capture_output=True, text=True)
-    return "128x128" in r.stdout
+    return any(int(a) * int(b) > 64 * 64 for a, b in re.findall(r" mma (\d+)x(\d+) ", r.stdout))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -426,8 +460,9 @@ def time_setup(G, torch, dev, s, log):
     return gflop, eager, classes
 
 
-def time_model(G, torch, dev, vitc, s, so, batches, args, rows, log):
-    """Appends one row per batch to rows (those done stay there when a later batch raises)."""
+def time_model(G, torch, dev, vitc, s, so, batches, args, rows, log, failed=False, progress=None):
+    """Appends one row per batch to rows (those done stay there when a later batch raises), calling
+    progress() after each."""
     timer = Timer(torch, dev)
     gflop, eager, classes = time_setup(G, torch, dev, s, log)
     compiled = None
@@ -442,7 +477,7 @@ def time_model(G, torch, dev, vitc, s, so, batches, args, rows, log):
             pin = dev.type == "cuda"
             xh = x.cpu().pin_memory() if pin else x.cpu()
             yh = torch.empty(y.shape, dtype=torch.float32).pin_memory() if pin else torch.empty(y.shape)
-            row = dict(model=s.name, batch=b, gflop=gflop * b)
+            row = dict(model=s.name + (" (bf16 check FAILED)" if failed else ""), batch=b, gflop=gflop * b)
 
             def vitc_dev():
                 vitc.run(ctx, x, y)
@@ -471,6 +506,8 @@ def time_model(G, torch, dev, vitc, s, so, batches, args, rows, log):
                         compiled = None
             rows.append(row)
             log("time " + " ".join(f"{k}={fmt(v)}" for k, v in row.items()))
+            if progress:
+                progress()
     finally:
         vitc.free(m, ctx)
 
@@ -497,14 +534,18 @@ def report(args, info, checks, large_tile, skipped, timings, peak, out):
          "## Correctness", "",
          f"{len(checks) - len(fails)} of {len(checks)} model/precision/batch checks pass "
          "(against PyTorch fp32 on this GPU, TF32 off; error = max|out-ref|/max|ref|; bars: fp32 1e-4, tf32 1e-3, "
-         "bf16/fp16 1e-2 and cosine >= 0.9999; workspace poisoned with NaN bytes; graph replay and plain launch "
-         "bit-identical to the first run).  128x128 GEMM tile in: " + (", ".join(large_tile) or "NONE") + ".", ""]
+         "bf16/fp16 1e-2 and cosine >= 0.9999, or, for tf32/bf16/fp16, at most twice PyTorch's own error at that "
+         "precision on the same input (TF32 matmuls; autocast), with the cosine bar still; \"PyTorch\" is that "
+         "error, \"by\" which rule passed; workspace poisoned with NaN bytes; graph replay and plain launch "
+         "bit-identical to the first run).  Large GEMM tile in: " + (", ".join(large_tile) or "NONE") + ".", ""]
     if fails:
         L += ["**FAILURES**", ""] + [f"- {r['model']} {r['precision']} batch {r['batch']}: {r['note']}" for r in fails] + [""]
-    L += ["| model | precision | batch | error | cosine | replay = plain | result |", "|---|---|---|---|---|---|---|"]
+    L += ["| model | precision | batch | error | PyTorch | cosine | replay = plain | result | by |",
+          "|---|---|---|---|---|---|---|---|---|"]
     for r in checks:
         L.append(f"| {r['model']} | {r['precision']} | {r['batch']} | {fmt(r.get('err'), '.2e')} | "
-                 f"{fmt(r.get('cos'), '.6f')} | {fmt(r.get('equal'))} | {'PASS' if r['ok'] else 'FAIL ' + r['note']} |")
+                 f"{fmt(r.get('pt_err'), '.2e')} | {fmt(r.get('cos'), '.6f')} | {fmt(r.get('equal'))} | "
+                 f"{'PASS' if r['ok'] else 'FAIL ' + r['note']} | {r.get('how', '')} |")
     if timings:
         pk = lambda r, k: r["gflop"] / r[k] / peak * 100 if r.get(k) and peak else None  # GFLOP/ms = TFLOP/s
         ips = lambda r, k: r["batch"] / (r[k] / 1e3) if r.get(k) else None
@@ -534,32 +575,37 @@ def report(args, info, checks, large_tile, skipped, timings, peak, out):
 
 
 # ------------------------------------------------------------------------------------------------
-def main():
+def parse_args():
     ap = argparse.ArgumentParser(description="vitc on this machine's GPU: correctness, then speed against PyTorch")
     ap.add_argument("--kit", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     ap.add_argument("--quick", action="store_true", help="seed families (opset 17) and ViT-B/16 at batch 1 and 64")
     ap.add_argument("--out", default=os.environ.get("OUT") or "gpu-check-out")
     ap.add_argument("--work", default=os.environ.get("TMPDIR", "/tmp") + "/vitc-gpu-check", help="models, .so files")
     ap.add_argument("--batches", help="comma-separated (default 1,8,64,256; quick: 1,64)")
+    ap.add_argument("--models", help="comma-separated names to keep (e.g. timm-ts17,vit_b16_timm; default all)")
     ap.add_argument("--no-time", action="store_true", help="correctness only")
     ap.add_argument("--no-compile", action="store_true", help="leave torch.compile out of the timing")
+    ap.add_argument("--time-models", help="comma-separated full-size models to time (default: every one checked)")
+    ap.add_argument("--time-failing", action="store_true",
+                    help="time a model whose bf16 check failed too (its rows say so); by default it is left out")
     ap.add_argument("--compile-mode", default="default", help="torch.compile mode (e.g. max-autotune)")
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1), help="parallel vitc compiles")
+    ap.add_argument("--check-timeout", type=int, default=300,
+                    help="seconds for one model's checks (each model is checked in a process of its own)")
     ap.add_argument("--cpu-dry-run", action="store_true",
                     help="without a GPU, everything before it: models, compiles, vitc inspect, PyTorch fp32 "
                          "references and the timing setup on the CPU; then stop (exit 0 when all of that works)")
-    args = ap.parse_args()
-    os.makedirs(args.out, exist_ok=True)
-    os.makedirs(args.work, exist_ok=True)
-    log = Log(os.path.join(args.out, "gpu-check.log"))
-    emu = os.environ.get("VITC_KIT_EMULATE")  # tests only: the CPU emulation of the driver
+    ap.add_argument("--check-one", help=argparse.SUPPRESS)  # internal: NAME, checked in this child process
+    return ap.parse_args()
 
+
+def setup(args, log):
+    """vitc, torch, the device and gen_fixtures, as both the parent and a --check-one child need them."""
     vitc = Vitc(args.kit)
-    dry = args.cpu_dry_run
     gpu, arch, why = vitc.device()
-    if dry:
+    if args.cpu_dry_run:
         gpu, arch = f"none (--cpu-dry-run; vitc's device: {gpu or why})", 0
     elif not gpu:
         raise SetupError(f"no GPU: {why}")
@@ -568,7 +614,7 @@ def main():
         import torch
     except ImportError as e:
         raise SetupError(f"PyTorch and numpy are needed here: {e}")
-    if emu or dry:
+    if os.environ.get("VITC_KIT_EMULATE") or args.cpu_dry_run:  # tests only: the CPU emulation of the driver
         dev = torch.device("cpu")
     elif not torch.cuda.is_available():
         raise SetupError(f"no GPU: vitc sees {gpu}, but PyTorch {torch.__version__} sees no CUDA device")
@@ -583,6 +629,64 @@ def main():
     from torch.onnx._internal.torchscript_exporter import symbolic_opset14
     torch.onnx.register_custom_op_symbolic("aten::scaled_dot_product_attention",
                                            symbolic_opset14.scaled_dot_product_attention, 13)
+    return vitc, torch, dev, G, gpu, arch
+
+
+def model_batches(args, s, batches):
+    emu = os.environ.get("VITC_KIT_EMULATE")
+    return batches if s.full or emu else sorted(set(batches) | {1, 8, 64, 256})  # tiny: every batch
+
+
+def check_child(args, batches):
+    """--check-one NAME: one model's checks in this process (a sticky CUDA error or a hang stays here);
+    the rows go to WORK/NAME.rows.json."""
+    log = Log(os.path.join(args.out, "gpu-check.log"), append=True)
+    vitc, torch, dev, G, _, _ = setup(args, log)
+    s = next(s for s in model_specs(G, args.quick) if s.name == args.check_one)
+    sos = {(s.name, p): so for p, so in json.load(open(os.path.join(args.work, s.name + ".sos.json"))).items()}
+    b = model_batches(args, s, batches)
+    check = dry_check_model if args.cpu_dry_run else check_model
+    rows = check(G, torch, dev, vitc, s, sos, b, log)
+    with open(os.path.join(args.work, s.name + ".rows.json.tmp"), "w") as f:
+        json.dump(rows, f)
+    os.replace(os.path.join(args.work, s.name + ".rows.json.tmp"), os.path.join(args.work, s.name + ".rows.json"))
+    return 0
+
+
+def check_in_child(args, s, sos, log):
+    """Runs --check-one for s in a process of its own, args.check_timeout seconds at most; its rows, or
+    one failing row saying how the process ended."""
+    rows_path = os.path.join(args.work, s.name + ".rows.json")
+    if os.path.exists(rows_path):
+        os.remove(rows_path)
+    with open(os.path.join(args.work, s.name + ".sos.json"), "w") as f:
+        json.dump({p: sos.get((s.name, p)) for p in PRECISIONS}, f)
+    cmd = [sys.executable, os.path.abspath(__file__)] + sys.argv[1:] + ["--kit", args.kit, "--out", args.out,
+                                                                          "--work", args.work, "--check-one", s.name]
+    try:
+        r = subprocess.run(cmd, timeout=args.check_timeout)
+        how = f"exit {r.returncode}" + (f" (signal {-r.returncode})" if r.returncode < 0 else "")
+    except subprocess.TimeoutExpired:
+        how = f"still running after {args.check_timeout} s (a hang?), killed"
+    if os.path.exists(rows_path):
+        return json.load(open(rows_path))
+    log(f"check {s.name}: the check process ended without results: {how}")
+    return [dict(model=s.name, precision="-", batch=0, ok=False,
+                 note=f"the check process ended without results: {how} (gpu-check.log)")]
+
+
+def main():
+    args = parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    os.makedirs(args.work, exist_ok=True)
+    quick_batches = [1, 64] if args.quick else [1, 8, 64, 256]
+    batches = [int(b) for b in args.batches.split(",")] if args.batches else quick_batches
+    if args.check_one:
+        return check_child(args, batches)
+    log = Log(os.path.join(args.out, "gpu-check.log"))
+    emu = os.environ.get("VITC_KIT_EMULATE")  # tests only: the CPU emulation of the driver
+    dry = args.cpu_dry_run
+    vitc, torch, dev, G, gpu, arch = setup(args, log)
 
     driver = "n/a"
     if shutil.which("nvidia-smi"):
@@ -597,8 +701,14 @@ def main():
                 host=platform.node(), quick=args.quick)
     log(f"device {gpu} (sm_{arch}), driver {driver}, kit {commit}, PyTorch {info['torch']}")
 
-    batches = [int(b) for b in args.batches.split(",")] if args.batches else ([1, 64] if args.quick else [1, 8, 64, 256])
     specs = model_specs(G, args.quick)
+    if args.models:
+        keep = set(args.models.split(","))
+        unknown = keep - {s.name for s in specs}
+        if unknown:
+            raise SetupError(f"--models: no model {', '.join(sorted(unknown))} here "
+                             f"(there are: {', '.join(s.name for s in specs)})")
+        specs = [s for s in specs if s.name in keep]
     make_models(G, torch, specs, args.work, log)
     with open(os.path.join(args.out, "compile.log"), "w") as clog:
         sos = compile_all(vitc, specs, max(batches + [256]), args.work, args.jobs, log, clog, emu)
@@ -609,19 +719,13 @@ def main():
             if s.error:
                 checks.append(dict(model=s.name, precision="-", batch=0, ok=False, note=s.error))
             continue
-        b = batches if s.full or emu else sorted(set(batches) | {1, 8, 64, 256})  # tiny: every batch
-        if dry:
-            checks += dry_check_model(G, torch, dev, vitc, s, sos, b, log)
-        else:
-            checks += check_model(G, torch, dev, vitc, s, sos, b, log)
+        checks += check_in_child(args, s, sos, log)
         so = sos.get((s.name, "bf16"))
         if so and has_large_tile(vitc, so):
             large_tile.append(s.name)
-        if dev.type == "cuda":
-            torch.cuda.empty_cache()
-    if not large_tile:
+    if not large_tile and any(s.full for s in specs):
         checks.append(dict(model="(all)", precision="-", batch=0, ok=False,
-                           note="no model has the 128x128 GEMM tile: it was not exercised"))
+                           note="no model has a GEMM tile larger than 64x64: it was not exercised"))
     fails = [r for r in checks if not r["ok"]]
     log(f"correctness: {len(checks) - len(fails)} of {len(checks)} checks pass")
     for r in fails:
@@ -643,15 +747,18 @@ def main():
         log(f"bf16 matmul peak: {peak:.0f} TFLOP/s")
         for s in specs:
             bad = any(not r["ok"] for r in checks if r["model"] == s.name and r["precision"] == "bf16")
-            if s.full or emu:
-                if bad or not sos.get((s.name, "bf16")):
+            if (s.full or emu) and (not args.time_models or s.name in args.time_models.split(",")):
+                if not sos.get((s.name, "bf16")) or (bad and not args.time_failing):
                     log(f"time {s.name}: skipped (bf16 failed its check)")
                     continue
                 try:
-                    time_model(G, torch, dev, vitc, s, sos[(s.name, "bf16")], batches, args, timings, log)
+                    # the report so far after every batch: it survives a command's time limit
+                    time_model(G, torch, dev, vitc, s, sos[(s.name, "bf16")], batches, args, timings, log, bad,
+                               lambda: report(args, info, checks, large_tile, skipped + ["timings: in progress"],
+                                              timings, peak, args.out))
                 except Exception as e:  # noqa: BLE001  (the correctness results are kept and reported)
                     why = f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:300]}"
-                    skipped.append(f"timing of {s.name} failed after {len([r for r in timings if r['model'] == s.name])} "
+                    skipped.append(f"timing of {s.name} failed after {len([r for r in timings if r['model'].split(' ')[0] == s.name])} "
                                    f"batches: {why}")
                     log(f"time {s.name}: FAILED: {why}")
                     traceback.print_exc()
