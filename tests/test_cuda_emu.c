@@ -216,6 +216,16 @@ static void test_ops_emulated(void **state)
     check_graph("matmul", g, FP32 | FP16);
 
     check_graph("bn-fused", tu_graph_fused(), ALL);
+
+    /* a K long enough to split (2048: 16 blocks share each 64 x 64 tile at
+     * batch 1 and 3), an odd N, and every epilogue (bias, GELU, residual) in
+     * the kernel that adds the partial sums */
+    g = tu_graph_new("splitk.onnx", 18);
+    int xs = tu_input(g, "xs", IR_F32, 3, TU_DIMS(-1, 7, 2048)), rs = tu_input(g, "rs", IR_F32, 3, TU_DIMS(-1, 7, 41));
+    int ws = tu_const_f32(g, "ws", 2, TU_DIMS(2048, 41), NULL), bs = tu_const_f32(g, "bs", 1, TU_DIMS(41), NULL);
+    tu_output(g, tu_node(g, IR_OP_LINEAR, NULL, IR_F32, 4, TU_IN(xs, ws, bs, rs), 1,
+                         TU_AT(tu_int(IR_ATTR_ACTIVATION, IR_ACT_GELU_ERF))));
+    check_graph("split-k", g, TF32 | FP16 | BF16);
 }
 
 /* ---- the runtime on a fake driver ---- */
@@ -340,7 +350,7 @@ static void test_runtime_on_fake_driver(void **state)
         fail_msg("face_ln at batch 128 has no 128x128 GEMM tile to test the shared memory opt-in with");
     const char *cmp[] = {"compare", model, so, "--batch", "120", NULL};
     int rc = vitc_text(cmp, text, sizeof text);
-    print_message("fake sm_90: vitc compare face_ln-ts17 at batch 120 (128x128 tiles, 61440 bytes of shared "
+    print_message("fake sm_90: vitc compare face_ln-ts17 at batch 120 (128x128 tiles, 81920 bytes of shared "
                   "memory): exit %d\n%s",
                   rc, text);
     assert_int_equal(rc, 0);

@@ -85,6 +85,8 @@ typedef struct cu_ctx {
     int64_t *off;         /* root values: workspace offset (bytes), -1 if none */
     int64_t *woff;        /* constants: weights offset as stored, -1 until used */
     int64_t *gemm_w;      /* constants used as GEMM weights: offset of their GEMM form, -1 */
+    /* per node */
+    int64_t *scratch_off; /* workspace offset of the node's scratch (a split GEMM's partial sums), -1 */
     /* per graph input / output */
     vitc_cuda_io *in_io, *out_io;
     uint64_t ws_bytes, ws_unplanned;
@@ -129,6 +131,8 @@ const char *cu_poly_expr(cg_poly p, char *buf, size_t n);
 /* ---- per-op generators: each checks support, and emits a node's launches ---- */
 int cu_linear_supports(const ir_graph *g, const ir_node *n, char *why, size_t len);
 int cu_emit_linear(cu_ctx *c, int node);
+/* Bytes of scratch node n needs at some batch (a split GEMM's partial sums), 0 if none. */
+int64_t cu_linear_scratch(const cu_ctx *c, int node);
 /* The GEMM weight layout: W [K, N] fp32 into Wt [Np, Kp] of type t (F32, F16
  * or BF16), transposed, zero-padded, converted rounding to nearest even. */
 void cu_pack_weight(const float *W, int64_t K, int64_t N, int64_t Kp, int64_t Np, ir_dtype t, void *out);

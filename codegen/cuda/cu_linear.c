@@ -6,9 +6,26 @@
  * and zero-padded to the tiles (gemm.cuh), so that every tile load is in
  * bounds and 16-byte aligned.  Bias, activation and residual run in the
  * GEMM's epilogue.  fp16/bf16/tf32 use the tensor-core kernel with one of
- * two tiles, chosen per batch: 128 x 128 (8 warps) once the grid fills a
- * GPU of CU_GEMM_WAVE SMs, 64 x 64 (4 warps) below, so that small batches
- * still spread over the machine; fp32 uses the SIMT kernel. */
+ * two tiles, chosen per batch: the large one (128 x 128, 8 warps) once its
+ * grid fills a GPU of CU_GEMM_WAVE SMs, 64 x 64 (4 warps) below, so that
+ * small batches still spread over the machine; where even the 64 x 64 grid
+ * has fewer blocks than SMs (a batch-1 ViT-B's fc2 and proj: 48), K is split
+ * over up to CU_SPLIT_MAX blocks per tile, towards CU_SPLIT_BLOCKS blocks,
+ * whose fp32 partial sums a second kernel adds in a fixed order before the
+ * epilogue (gemm.cuh).  The launches cover the batches in ranges of one
+ * (tile, split) each.  fp32 uses the SIMT kernel.
+ *
+ * Measured on an H100 (ViT-B/16 bf16, bench/kit/tile-sweep, 2026-11-26): the
+ * split took batch 1 from 1.59 to 1.20 ms, fc2 and proj gaining most; qkv
+ * (144 blocks) gained nothing, and splits of 192 (fc1) and 300 blocks (batch
+ * 8) lost, hence the one-wave threshold.  Large tiles at batch 64 / 256:
+ * 128 x 128 with 8 warps, 3 stages 14.0 / 50.1 ms, 4 stages 13.8 / 49.3 ms;
+ * 128 x 256 and 256 x 128 (64 x 64 warp tiles) 17.2-18.0 / 58.4-58.8 ms,
+ * 128 x 128 with 4 warps 15.8 / 54.1 ms, 128-byte k steps 14.3 / 51.7 ms.
+ *
+ * VITC_CUDA_GEMM_LARGE=BMxBN/WMxWN/STAGES/BKB (read when compiling) replaces
+ * the large tile, and VITC_CUDA_SPLIT_K=0 turns the split off: knobs for
+ * measuring tiles on a GPU (bench/kit), not for users. */
 #include "codegen/cuda/cu_impl.h"
 
 #include <math.h>
@@ -16,8 +33,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CU_GEMM_WAVE 132 /* SMs of an H100 SXM: blocks that make one full wave */
-#define CU_GEMM_NPAD 128 /* Wt rows: a multiple of every BN */
+#define CU_GEMM_WAVE 132      /* SMs of an H100 SXM: blocks that make one full wave */
+#define CU_SPLIT_BLOCKS 528   /* a split K aims at this many blocks (4 per SM) */
+#define CU_SPLIT_MAX 16       /* blocks per tile at most */
+#define CU_SPLIT_MIN_KT 4     /* k tiles per block at least */
+#define CU_SPLIT_SCAN 4096    /* batches looked at for ranges (above: no split) */
 
 typedef struct {
     int x, w, trans_w, bias, res, act, out;
@@ -27,10 +47,28 @@ typedef struct {
 } gemm_job;
 
 typedef struct {
-    int bm, bn, wm, wn, stages;
+    int bm, bn, wm, wn, stages, bkb;
 } tile;
 
-static const tile TILE_L = {128, 128, 2, 4, 3}, TILE_S = {64, 64, 2, 2, 3};
+static const tile TILE_S = {64, 64, 2, 2, 3, 64};
+
+/* The large tile: 128 x 128, or VITC_CUDA_GEMM_LARGE's (checked against
+ * what gemm_tc can run: warp tiles of whole 16 x 16 fragments, 2 to 8
+ * stages, at most 227 KiB of shared memory). */
+static tile large_tile(void)
+{
+    tile t = {128, 128, 2, 4, 4, 64};
+    const char *e = getenv("VITC_CUDA_GEMM_LARGE");
+    tile u;
+    if (e && sscanf(e, "%dx%d/%dx%d/%d/%d", &u.bm, &u.bn, &u.wm, &u.wn, &u.stages, &u.bkb) == 6 && u.wm > 0 &&
+        u.wn > 0 && u.wm * u.wn <= 16 && u.bm > 0 && u.bn > 0 && u.bm % (16 * u.wm) == 0 && u.bn % (16 * u.wn) == 0 &&
+        u.bm <= 256 && u.bn <= 256 && u.stages >= 2 && u.stages <= 8 && (u.bkb == 64 || u.bkb == 128) &&
+        (u.bm + u.bn) * (u.bkb + 16) * u.stages <= 227 * 1024)
+        t = u;
+    return t;
+}
+
+static unsigned tile_smem(tile t) { return (unsigned)((t.bm + t.bn) * (t.bkb + 16) * t.stages); }
 
 static int is_f32_const(const ir_graph *g, int v) { return ir_value_is_plain_const(g, v) && g->values[v].dtype == IR_F32; }
 
@@ -196,18 +234,138 @@ static int64_t bias_offset(cu_ctx *c, int node, const gemm_job *j)
     return off;
 }
 
-/* The first batch from which the large tile fills a wave (max_batch + 1 if never). */
-static int64_t large_from(const cu_ctx *c, const gemm_job *j)
+/* The GEMM's padded sizes for the precision: Kp a multiple of every tile's k
+ * step, Np of every BN. */
+static void padded(const cu_ctx *c, const gemm_job *j, int64_t *Kp, int64_t *Np)
 {
-    int64_t nt = (j->N + TILE_L.bn - 1) / TILE_L.bn, lo = 1, hi = c->max_batch + 1;
-    while (lo < hi) { /* M grows with the batch: binary search */
-        int64_t mid = lo + (hi - lo) / 2, m = cg_poly_eval(j->M, mid);
-        if (m >= 0 && (m + TILE_L.bm - 1) / TILE_L.bm * nt >= CU_GEMM_WAVE)
-            hi = mid;
-        else
-            lo = mid + 1;
+    tile L = large_tile();
+    int simt = c->prec == CU_FP32;
+    int64_t es = c->prec == CU_FP16 || c->prec == CU_BF16 ? 2 : 4;
+    int64_t bk = simt ? 16 : (L.bkb > TILE_S.bkb ? L.bkb : TILE_S.bkb) / es;
+    int64_t np = simt ? 64 : L.bn > TILE_S.bn ? L.bn : TILE_S.bn;
+    *Kp = (j->K + bk - 1) / bk * bk;
+    *Np = (j->N + np - 1) / np * np;
+}
+
+/* The tile and the K split (1: none) of the tensor-core GEMM at a batch. */
+static void choose(const cu_ctx *c, const gemm_job *j, int64_t batch, tile *t, int *split)
+{
+    tile L = large_tile();
+    int64_t m = cg_poly_eval(j->M, batch), Kp, Np;
+    padded(c, j, &Kp, &Np);
+    *split = 1;
+    if (m >= 0 && (m + L.bm - 1) / L.bm * ((j->N + L.bn - 1) / L.bn) >= CU_GEMM_WAVE) {
+        *t = L;
+        return;
     }
-    return lo;
+    *t = TILE_S;
+    const char *e = getenv("VITC_CUDA_SPLIT_K");
+    if (m <= 0 || (e && strcmp(e, "0") == 0))
+        return;
+    int64_t blocks = (m + TILE_S.bm - 1) / TILE_S.bm * ((j->N + TILE_S.bn - 1) / TILE_S.bn);
+    int64_t nkt = Kp / (TILE_S.bkb / (c->prec == CU_TF32 ? 4 : 2));
+    int64_t s = blocks >= CU_GEMM_WAVE ? 1 : (CU_SPLIT_BLOCKS + blocks - 1) / blocks;
+    if (s > nkt / CU_SPLIT_MIN_KT)
+        s = nkt / CU_SPLIT_MIN_KT;
+    if (s > CU_SPLIT_MAX)
+        s = CU_SPLIT_MAX;
+    *split = s > 1 ? (int)s : 1;
+}
+
+int64_t cu_linear_scratch(const cu_ctx *c, int node)
+{
+    gemm_job j;
+    char why[256];
+    if (c->prec == CU_FP32 || !job_of(c->g, &c->g->nodes[node], &j, why, sizeof why))
+        return 0;
+    int64_t bytes = 0;
+    for (int64_t b = 1; b <= c->max_batch && b <= CU_SPLIT_SCAN; b++) {
+        tile t;
+        int s;
+        choose(c, &j, b, &t, &s);
+        int64_t m = cg_poly_eval(j.M, b);
+        if (s > 1 && m > 0 && s * m * j.N * 4 > bytes)
+            bytes = s * m * j.N * 4;
+    }
+    return bytes;
+}
+
+/* The kernel text of a tensor-core GEMM (split: the partial-sum form). */
+static void gemm_text(cu_str *t, const gemm_job *j, tile tl, int split, int vec_a, const char *ta, const char *tw,
+                      const char *tr, const char *to, int64_t Kp)
+{
+    cu_str_add(t, "VK_KERNEL(@, %u)\n{\n", (unsigned)(tl.wm * tl.wn * 32));
+    cu_str_add(t, "    vk::gemm_tc<%s, %d, %d, %d, %d, %d, %d, %s, %s, %d, %s, %s, %s, %s>(", tw, tl.bm, tl.bn, tl.wm,
+               tl.wn, tl.stages, tl.bkb, vec_a ? "true" : "false", split > 1 ? "true" : "false", j->act,
+               j->bias >= 0 ? "true" : "false", j->res >= 0 ? "true" : "false", tr, to);
+    cu_str_add(t, "(const %s *)p.a[0], (const %s *)p.a[1], (const float *)p.a[2], (const %s *)p.a[3], (%s *)p.a[4],"
+                  "\n        (float *)p.a[6], (vk_i64)p.a[5], %lld, %lld, %lld, %lldLL, %lldLL, %lldLL);\n}\n",
+               ta, tw, tr, to, (long long)j->N, (long long)j->K, (long long)Kp, (long long)j->K,
+               (long long)j->res_ld, (long long)j->N);
+}
+
+/* Arguments 0-5 of a GEMM launch: A, Wt, bias, R, C, M (gemm.cuh's order). */
+static void gemm_args(cu_ctx *c, cu_launch *l, const gemm_job *j, int64_t woff, int64_t boff)
+{
+    cu_arg_value(c, l, j->x);
+    cu_arg_ptr(c, l, VITC_CUDA_ARG_WEIGHTS, woff);
+    if (j->bias >= 0)
+        cu_arg_ptr(c, l, VITC_CUDA_ARG_WEIGHTS, boff);
+    else
+        cu_arg_int(c, l, cg_poly_k(0));
+    if (j->res >= 0)
+        cu_arg_value(c, l, j->res);
+    else
+        cu_arg_int(c, l, cg_poly_k(0));
+    cu_arg_value(c, l, j->out);
+    cu_arg_int(c, l, j->M);
+}
+
+/* The kernel that adds a split GEMM's partial sums and applies its epilogue:
+ * its function index, or -1. */
+static int reduce_kernel(cu_ctx *c, const gemm_job *j, const char *tr, const char *to)
+{
+    cu_str t = {0};
+    cu_str_add(&t, "VK_KERNEL(@, 256)\n{\n    vk::gemm_splitk_reduce<%d, %s, %s, %s, %s>((const float *)p.a[0], "
+                   "(int)p.a[1], (const float *)p.a[2],\n        (const %s *)p.a[3], (%s *)p.a[4], (vk_i64)p.a[5], "
+                   "%lld, %lldLL, %lldLL);\n}\n",
+               j->act, j->bias >= 0 ? "true" : "false", j->res >= 0 ? "true" : "false", tr, to, tr, to,
+               (long long)j->N, (long long)j->res_ld, (long long)j->N);
+    char label[160];
+    snprintf(label, sizeof label, "gemm split-k sum N=%lld%s%s%s%s", (long long)j->N, j->bias >= 0 ? " +bias" : "",
+             act_name(j->act), j->res >= 0 ? " +residual" : "", strcmp(to, "float") == 0 ? " (fp32 out)" : "");
+    int f = cu_add_kernel(c, "gemm", label, &t);
+    cu_str_free(&t);
+    return f;
+}
+
+/* The fp32 SIMT GEMM: one launch for every batch. */
+static int emit_simt(cu_ctx *c, int node, const gemm_job *j, int64_t woff, int64_t boff, const char *tw,
+                     const char *tr, int64_t Kp)
+{
+    cu_str t = {0};
+    cu_str_add(&t, "VK_KERNEL(@, 256)\n{\n");
+    cu_str_add(&t, "    vk::gemm_simt<%s, %d, %s, %s, %s>(", tw, j->act, j->bias >= 0 ? "true" : "false",
+               j->res >= 0 ? "true" : "false", tr);
+    cu_str_add(&t, "(const %s *)p.a[0], (const %s *)p.a[1], (const float *)p.a[2], (const %s *)p.a[3], (%s *)p.a[4],"
+                   "\n        (vk_i64)p.a[5], %lld, %lld, %lld, %lldLL, %lldLL, %lldLL);\n}\n",
+               tw, tw, tr, tw, (long long)j->N, (long long)j->K, (long long)Kp, (long long)j->K,
+               (long long)j->res_ld, (long long)j->N);
+    char label[160];
+    snprintf(label, sizeof label, "gemm fp32 simt 64x64 K=%lld N=%lld%s%s%s", (long long)j->K, (long long)j->N,
+             j->bias >= 0 ? " +bias" : "", act_name(j->act), j->res >= 0 ? " +residual" : "");
+    int f = cu_add_kernel(c, "gemm", label, &t);
+    cu_str_free(&t);
+    cu_launch *l = cu_launch_new(c, f, node, 256, 2u * 16 * 68 * 4);
+    if (!l)
+        return c->d->status;
+    l->min_batch = 1;
+    l->max_batch = c->max_batch;
+    l->grid[0] = cg_poly_k((j->N + 63) / 64);
+    l->grid[1] = j->M;
+    l->div[1] = 64;
+    gemm_args(c, l, j, woff, boff);
+    return c->d->status;
 }
 
 int cu_emit_linear(cu_ctx *c, int node)
@@ -221,8 +379,8 @@ int cu_emit_linear(cu_ctx *c, int node)
         return VITC_OK; /* nobody reads it */
     ir_dtype wt = c->prec == CU_FP16 ? IR_F16 : c->prec == CU_BF16 ? IR_BF16 : IR_F32;
     int simt = c->prec == CU_FP32;
-    int64_t bk = simt ? 16 : 64 / (int64_t)ir_dtype_size(wt);
-    int64_t Kp = (j.K + bk - 1) / bk * bk, Np = (j.N + CU_GEMM_NPAD - 1) / CU_GEMM_NPAD * CU_GEMM_NPAD;
+    int64_t Kp, Np;
+    padded(c, &j, &Kp, &Np);
     int64_t woff = packed_weight(c, node, &j, wt, Kp, Np);
     int64_t boff = j.bias >= 0 ? bias_offset(c, node, &j) : 0;
     if (woff < 0 || boff < 0)
@@ -232,60 +390,76 @@ int cu_emit_linear(cu_ctx *c, int node)
     if (strcmp(ta, tw) != 0 || (simt && strcmp(to, tw) != 0))
         return cu_fail(c, VITC_INTERNAL, node, "GEMM operands stored as %s and %s, output %s", ta, tw, to);
     int vec_a = (j.K * (int64_t)ir_dtype_size(wt)) % 16 == 0;
-    int64_t from_l = simt ? 1 : large_from(c, &j);
-    for (int variant = 0; variant < (simt ? 1 : 2); variant++) {
-        tile tl = variant == 0 ? TILE_S : TILE_L;
-        int64_t lo = variant == 0 ? 1 : from_l, hi = variant == 0 ? from_l - 1 : c->max_batch;
-        if (simt) {
-            lo = 1;
+    if (simt)
+        return emit_simt(c, node, &j, woff, boff, tw, tr, Kp);
+    int64_t scratch = c->scratch_off ? c->scratch_off[node] : -1;
+    for (int64_t lo = 1; lo <= c->max_batch;) {
+        /* the range of batches from lo with lo's tile and split */
+        tile tl, t2;
+        int split, s2;
+        choose(c, &j, lo, &tl, &split);
+        int64_t hi = lo;
+        if (lo > CU_SPLIT_SCAN) {
             hi = c->max_batch;
+        } else {
+            while (hi < c->max_batch && hi < CU_SPLIT_SCAN) {
+                choose(c, &j, hi + 1, &t2, &s2);
+                if (s2 != split || memcmp(&t2, &tl, sizeof tl) != 0)
+                    break;
+                hi++;
+            }
+            if (hi == CU_SPLIT_SCAN && split == 1 && tl.bm != TILE_S.bm)
+                hi = c->max_batch; /* the large tile to the end */
         }
-        if (lo > hi)
-            continue;
-        unsigned threads = simt ? 256u : (unsigned)(tl.wm * tl.wn * 32);
-        unsigned smem = simt ? 2u * 16 * 68 * 4 : (unsigned)((tl.bm + tl.bn) * 80 * tl.stages);
-        int bm = simt ? 64 : tl.bm, bn = simt ? 64 : tl.bn;
+        if (split > 1 && scratch < 0)
+            return cu_fail(c, VITC_INTERNAL, node, "a split GEMM without scratch");
         cu_str t = {0};
-        cu_str_add(&t, "VK_KERNEL(@, %u)\n{\n", threads);
-        if (simt)
-            cu_str_add(&t, "    vk::gemm_simt<%s, %d, %s, %s, %s>(", tw, j.act, j.bias >= 0 ? "true" : "false",
-                       j.res >= 0 ? "true" : "false", tr);
-        else
-            cu_str_add(&t, "    vk::gemm_tc<%s, %d, %d, %d, %d, %d, %s, %d, %s, %s, %s, %s>(", tw, tl.bm, tl.bn, tl.wm,
-                       tl.wn, tl.stages, vec_a ? "true" : "false", j.act, j.bias >= 0 ? "true" : "false",
-                       j.res >= 0 ? "true" : "false", tr, to);
-        cu_str_add(&t, "(const %s *)p.a[0], (const %s *)p.a[1], (const float *)p.a[2], (const %s *)p.a[3], (%s *)p.a[4],"
-                       "\n        (vk_i64)p.a[5], %lld, %lld, %lld, %lldLL, %lldLL, %lldLL);\n}\n",
-                   ta, tw, tr, to, (long long)j.N, (long long)j.K, (long long)Kp, (long long)j.K, (long long)j.res_ld,
-                   (long long)j.N);
-        char label[160];
-        snprintf(label, sizeof label, "gemm %s %dx%d%s K=%lld N=%lld%s%s%s%s",
-                 simt ? "fp32 simt" : c->prec == CU_TF32 ? "tf32 mma" : c->prec == CU_FP16 ? "f16 mma" : "bf16 mma", bm,
-                 bn, vec_a || simt ? "" : " (unaligned A)", (long long)j.K, (long long)j.N,
-                 j.bias >= 0 ? " +bias" : "", act_name(j.act), j.res >= 0 ? " +residual" : "",
-                 strcmp(to, tw) != 0 ? " (fp32 out)" : "");
+        gemm_text(&t, &j, tl, split, vec_a, ta, tw, tr, to, Kp);
+        char label[192];
+        snprintf(label, sizeof label, "gemm %s %dx%d%s K=%lld N=%lld%s%s%s%s%s",
+                 c->prec == CU_TF32 ? "tf32 mma" : c->prec == CU_FP16 ? "f16 mma" : "bf16 mma", tl.bm, tl.bn,
+                 vec_a ? "" : " (unaligned A)", (long long)j.K, (long long)j.N, split > 1 ? " split-k partials" : "",
+                 split > 1 ? "" : j.bias >= 0 ? " +bias" : "", split > 1 ? "" : act_name(j.act),
+                 split > 1 ? "" : j.res >= 0 ? " +residual" : "",
+                 split == 1 && strcmp(to, tw) != 0 ? " (fp32 out)" : "");
         int f = cu_add_kernel(c, "gemm", label, &t);
         cu_str_free(&t);
-        cu_launch *l = cu_launch_new(c, f, node, threads, smem);
+        cu_launch *l = cu_launch_new(c, f, node, (unsigned)(tl.wm * tl.wn * 32), tile_smem(tl));
         if (!l)
             return c->d->status;
         l->min_batch = lo;
         l->max_batch = hi;
-        l->grid[0] = cg_poly_k((j.N + bn - 1) / bn); /* N tiles first (gemm.cuh) */
+        l->grid[0] = cg_poly_k((j.N + tl.bn - 1) / tl.bn); /* N tiles first (gemm.cuh) */
         l->grid[1] = j.M;
-        l->div[1] = bm;
-        cu_arg_value(c, l, j.x);
-        cu_arg_ptr(c, l, VITC_CUDA_ARG_WEIGHTS, woff);
-        if (j.bias >= 0)
-            cu_arg_ptr(c, l, VITC_CUDA_ARG_WEIGHTS, boff);
-        else
-            cu_arg_int(c, l, cg_poly_k(0));
-        if (j.res >= 0)
-            cu_arg_value(c, l, j.res);
-        else
-            cu_arg_int(c, l, cg_poly_k(0));
-        cu_arg_value(c, l, j.out);
-        cu_arg_int(c, l, j.M);
+        l->div[1] = tl.bm;
+        l->grid[2] = cg_poly_k(split);
+        gemm_args(c, l, &j, woff, boff);
+        if (split > 1) {
+            cu_arg_ws(c, l, scratch);
+            if ((f = reduce_kernel(c, &j, tr, to)) < 0)
+                return c->d->status;
+            enum { RT = 256 };
+            l = cu_launch_new(c, f, node, RT, 0);
+            if (!l)
+                return c->d->status;
+            l->min_batch = lo;
+            l->max_batch = hi;
+            l->grid[0] = cg_poly_mul(j.M, cg_poly_k((j.N + 1) / 2));
+            l->div[0] = RT;
+            cu_arg_ws(c, l, scratch);
+            cu_arg_int(c, l, cg_poly_k(split));
+            if (j.bias >= 0)
+                cu_arg_ptr(c, l, VITC_CUDA_ARG_WEIGHTS, boff);
+            else
+                cu_arg_int(c, l, cg_poly_k(0));
+            if (j.res >= 0)
+                cu_arg_value(c, l, j.res);
+            else
+                cu_arg_int(c, l, cg_poly_k(0));
+            cu_arg_value(c, l, j.out);
+            cu_arg_int(c, l, j.M);
+        }
+        lo = hi + 1;
     }
     return c->d->status;
 }

@@ -192,11 +192,13 @@ int cu_plan_storage(cu_ctx *c)
     c->gemm_w = malloc(sizeof(int64_t) * ((size_t)nv + 1));
     c->in_io = calloc((size_t)g->ninputs + 1, sizeof(vitc_cuda_io));
     c->out_io = calloc((size_t)g->noutputs + 1, sizeof(vitc_cuda_io));
+    c->scratch_off = malloc(sizeof(int64_t) * ((size_t)nn + 1));
+    int64_t *scratch = calloc((size_t)nn + 1, sizeof(int64_t));
     unsigned char *in_ws = calloc((size_t)nv + 1, 1);
     ir_value *sized = malloc(sizeof(ir_value) * ((size_t)nv + 1));
-    if (!c->sdt || !c->off || !c->woff || !c->gemm_w || !c->in_io || !c->out_io || !in_ws ||
-        !sized) {
-        free(in_ws), free(sized);
+    if (!c->sdt || !c->off || !c->woff || !c->gemm_w || !c->in_io || !c->out_io || !in_ws || !sized ||
+        !c->scratch_off || !scratch) {
+        free(in_ws), free(sized), free(scratch);
         return cu_fail(c, VITC_INTERNAL, -1, "out of memory");
     }
     for (int v = 0; v < nv; v++) {
@@ -206,12 +208,16 @@ int cu_plan_storage(cu_ctx *c)
     }
     /* views: input 0 and output 0 stored alike (a Cast between types stored alike is one too) */
     if (cg_plan_build((cg_ctx_head *)c, c->sdt) != VITC_OK) {
-        free(in_ws), free(sized);
+        free(in_ws), free(sized), free(scratch);
         return c->d->status;
     }
+    char why[8];
     for (int i = 0; i < nn; i++) {
         const ir_node *n = &g->nodes[i];
         c->plan.skip[i] = n->noutputs >= 1 && n->outputs[0] >= 0 && c->plan.view_of[n->outputs[0]] >= 0;
+        c->scratch_off[i] = -1;
+        if (!c->plan.skip[i] && cu_linear_supports(g, n, why, sizeof why))
+            scratch[i] = cu_linear_scratch(c, i);
     }
 
     mark_wide(c);
@@ -232,10 +238,12 @@ int cu_plan_storage(cu_ctx *c)
         sized[v].dtype = c->sdt[v];
     ir_graph gs = *g;
     gs.values = sized;
-    pass_memplan_req req = {.max_batch = c->max_batch, .in_workspace = in_ws, .alias_of = c->plan.view_of};
+    pass_memplan_req req = {
+        .max_batch = c->max_batch, .in_workspace = in_ws, .alias_of = c->plan.view_of, .scratch = scratch};
     pass_memplan_result plan;
     int st = pass_memplan(&gs, &req, &plan, c->d);
     free(sized);
+    free(scratch);
     if (st != VITC_OK) {
         free(in_ws);
         return st;
@@ -243,6 +251,8 @@ int cu_plan_storage(cu_ctx *c)
     for (int v = 0; v < nv; v++)
         if (in_ws[v])
             c->off[v] = plan.offset[v];
+    for (int i = 0; i < nn; i++)
+        c->scratch_off[i] = plan.scratch_offset ? plan.scratch_offset[i] : -1;
     uint64_t end = plan.total;
     c->ws_unplanned = plan.unplanned;
     pass_memplan_free(&plan);
@@ -279,6 +289,8 @@ int cu_plan_storage(cu_ctx *c)
 void cu_plan_free(cu_ctx *c)
 {
     free(c->sdt), free(c->off), free(c->woff), free(c->gemm_w);
+    free(c->scratch_off);
+    c->scratch_off = NULL;
     free(c->in_io), free(c->out_io);
     c->sdt = NULL;
     c->off = c->woff = c->gemm_w = NULL;

@@ -9,27 +9,33 @@
  *                differ from A's (a residual stream kept in fp32)
  *
  * gemm_tc runs on tensor cores: a block computes a BM x BN tile with WM x WN
- * warps; k advances 64 bytes per stage (32 halves, or 16 floats for TF32)
- * through a STAGES-deep cp.async pipeline, both tiles k-contiguous in shared
- * memory with rows padded to 80 bytes so that ldmatrix is free of bank
- * conflicts.  Each 32-byte k step is one mma per (16-row, 8-column) fragment
- * (m16n8k16 for f16/bf16, m16n8k8 for TF32), which load through identical
- * ldmatrix addressing.  gemm_simt is the plain fp32 FFMA version.
+ * warps; k advances BKB bytes per stage (64: 32 halves or 16 floats for TF32;
+ * 128: twice that) through a STAGES-deep cp.async pipeline, both tiles
+ * k-contiguous in shared memory with rows padded by 16 bytes so that ldmatrix
+ * is free of bank conflicts.  Each 32-byte k step is one mma per (16-row,
+ * 8-column) fragment (m16n8k16 for f16/bf16, m16n8k8 for TF32), which load
+ * through identical ldmatrix addressing.  gemm_simt is the plain fp32 FFMA
+ * version.
  *
  * Grid: x over N tiles (ceil(N / BN)), y over M tiles (ceil(M / BM)).  Blocks
  * are scheduled x first, so the blocks in flight share a few rows of A and
  * sweep the weight (small: it stays in L2); with M tiles first, an A larger
  * than L2 (ViT-B at batch 256: 77 MB of activations) would be read from
- * memory once per N tile. */
+ * memory once per N tile.
+ *
+ * Split K (SPLIT, for grids too small to fill the GPU: a batch-1 ViT's fc2
+ * has 48 blocks of 64 x 64 for 132 SMs, each walking K = 3072 alone):
+ * gridDim.z blocks share a tile, block z taking the k tiles [z nkt / S,
+ * (z+1) nkt / S), and store their fp32 sums to P[z] ([M, N], no epilogue);
+ * gemm_splitk_reduce then adds the S partial tiles in the order z = 0..S-1
+ * (the same bits on every run) and applies the epilogue. */
 #ifndef VK_GEMM_CUH
 #define VK_GEMM_CUH
 
 namespace vk {
 
-enum { GEMM_BKB = 64, GEMM_RS = GEMM_BKB + 16 };
-
-template <int BM, int BN, int STAGES> struct gemm_smem {
-    enum { stage = (BM + BN) * GEMM_RS, bytes = STAGES * stage };
+template <int BM, int BN, int STAGES, int BKB> struct gemm_smem {
+    enum { row = BKB + 16, stage = (BM + BN) * row, bytes = STAGES * stage };
 };
 
 /* Epilogue for one output element pair (c, c + 1) of row r; v1 is ignored
@@ -61,32 +67,37 @@ VK_DEV void gemm_store2(float v0, float v1, vk_i64 r, int c, int N, const float 
     }
 }
 
-template <class T, int BM, int BN, int WM, int WN, int STAGES, bool VEC_A, int ACT, bool BIAS, bool RES, class TR,
-          class TC>
-VK_DEV void gemm_tc(const T *A, const T *Wt, const float *bias, const TR *R, TC *C, vk_i64 M, int N, int K, int Kp,
-                    vk_i64 lda, vk_i64 ldr, vk_i64 ldc)
+template <class T, int BM, int BN, int WM, int WN, int STAGES, int BKB, bool VEC_A, bool SPLIT, int ACT, bool BIAS,
+          bool RES, class TR, class TC>
+VK_DEV void gemm_tc(const T *A, const T *Wt, const float *bias, const TR *R, TC *C, float *P, vk_i64 M, int N, int K,
+                    int Kp, vk_i64 lda, vk_i64 ldr, vk_i64 ldc)
 {
     enum {
         EL = sizeof(T),
-        BK = GEMM_BKB / EL,
-        RS = GEMM_RS,
+        BK = BKB / EL,
+        CH = BKB / 16, /* 16-byte chunks of a row per stage */
+        KS = BKB / 32, /* mma k steps per stage */
+        RS = gemm_smem<BM, BN, STAGES, BKB>::row,
         NT = WM * WN * 32,
         WTM = BM / WM,
         WTN = BN / WN,
         MF = WTM / 16,
         NF = WTN / 8,
-        STAGE = gemm_smem<BM, BN, STAGES>::stage
+        STAGE = gemm_smem<BM, BN, STAGES, BKB>::stage
     };
     static_assert(WTM % 16 == 0 && WTN % 16 == 0, "warp tiles are multiples of 16");
     static_assert(STAGES >= 2, "at least double buffering");
+    static_assert(BKB == 64 || BKB == 128, "64 or 128 bytes of k per stage");
 
     unsigned char *smem = vk_smem;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int wm = warp / WN, wn = warp % WN;
     const vk_i64 m0 = (vk_i64)blockIdx.y * BM;
     const int n0 = blockIdx.x * BN;
-    const int nkt = Kp / BK;
     const int kbytes = K * EL;
+    /* this block's k tiles: all of them, or its share of a split K */
+    const int kt0 = SPLIT ? (int)((vk_i64)blockIdx.z * (Kp / BK) / gridDim.z) : 0;
+    const int nkt = SPLIT ? (int)((vk_i64)(blockIdx.z + 1) * (Kp / BK) / gridDim.z) - kt0 : Kp / BK;
 
     float acc[MF][NF][4];
 #pragma unroll
@@ -97,11 +108,12 @@ VK_DEV void gemm_tc(const T *A, const T *Wt, const float *bias, const TR *R, TC 
             for (int e = 0; e < 4; e++)
                 acc[i][j][e] = 0.0f;
 
-    /* Loads k tile kt into stage s: A rows past M and k past K read as zeros. */
+    /* Loads k tile kt0 + kt into stage s: A rows past M and k past K read as zeros. */
     auto load_stage = [&](int s, int kt) {
         unsigned char *sa = smem + s * STAGE, *sb = sa + BM * RS;
-        for (int c = tid; c < BM * 4; c += NT) {
-            int r = c >> 2, ch = c & 3, kb = kt * GEMM_BKB + ch * 16;
+        kt += kt0;
+        for (int c = tid; c < BM * CH; c += NT) {
+            int r = c / CH, ch = c % CH, kb = kt * BKB + ch * 16;
             vk_i64 row = m0 + r;
             if (VEC_A) {
                 bool ok = row < M && kb < kbytes;
@@ -120,9 +132,9 @@ VK_DEV void gemm_tc(const T *A, const T *Wt, const float *bias, const TR *R, TC 
                 }
             }
         }
-        for (int c = tid; c < BN * 4; c += NT) {
-            int r = c >> 2, ch = c & 3;
-            const unsigned char *src = (const unsigned char *)(Wt + (vk_i64)(n0 + r) * Kp) + kt * GEMM_BKB + ch * 16;
+        for (int c = tid; c < BN * CH; c += NT) {
+            int r = c / CH, ch = c % CH;
+            const unsigned char *src = (const unsigned char *)(Wt + (vk_i64)(n0 + r) * Kp) + kt * BKB + ch * 16;
             vk_cp_async16(sb + r * RS + ch * 16, src, true);
         }
     };
@@ -146,7 +158,7 @@ VK_DEV void gemm_tc(const T *A, const T *Wt, const float *bias, const TR *R, TC 
 
         const unsigned char *sa = smem + (kt % STAGES) * STAGE, *sb = sa + BM * RS;
 #pragma unroll
-        for (int ks = 0; ks < 2; ks++) {
+        for (int ks = 0; ks < KS; ks++) {
             vk_u32 af[MF][4], bf[NF][2];
 #pragma unroll
             for (int i = 0; i < MF; i++) {
@@ -182,11 +194,43 @@ VK_DEV void gemm_tc(const T *A, const T *Wt, const float *bias, const TR *R, TC 
             int c = n0 + wn * WTN + j * 8 + (lane & 3) * 2;
             if (c >= N)
                 continue;
+            if (SPLIT) { /* this block's share of the sum, for gemm_splitk_reduce */
+                float *pz = P + (vk_i64)blockIdx.z * M * N;
+                const float *none = 0;
+                if (r < M)
+                    gemm_store2<0, false, false>(acc[i][j][0], acc[i][j][1], r, c, N, none, none, 0, pz, N);
+                if (r + 8 < M)
+                    gemm_store2<0, false, false>(acc[i][j][2], acc[i][j][3], r + 8, c, N, none, none, 0, pz, N);
+                continue;
+            }
             if (r < M)
                 gemm_store2<ACT, BIAS, RES>(acc[i][j][0], acc[i][j][1], r, c, N, bias, R, ldr, C, ldc);
             if (r + 8 < M)
                 gemm_store2<ACT, BIAS, RES>(acc[i][j][2], acc[i][j][3], r + 8, c, N, bias, R, ldr, C, ldc);
         }
+}
+
+/* C = epilogue(sum over z < S of P[z]): one thread per pair of columns of a
+ * row, ceil(N / 2) pairs a row, M rows. */
+template <int ACT, bool BIAS, bool RES, class TR, class TC>
+VK_DEV void gemm_splitk_reduce(const float *P, int S, const float *bias, const TR *R, TC *C, vk_i64 M, int N,
+                               vk_i64 ldr, vk_i64 ldc)
+{
+    const int NH = (N + 1) / 2;
+    const vk_i64 i = (vk_i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= M * NH)
+        return;
+    const vk_i64 r = i / NH;
+    const int c = (int)(i % NH) * 2;
+    const bool two = c + 1 < N;
+    float v0 = 0.0f, v1 = 0.0f;
+    for (int z = 0; z < S; z++) {
+        const float *pz = P + (vk_i64)z * M * N + r * N + c;
+        v0 += pz[0];
+        if (two)
+            v1 += pz[1];
+    }
+    gemm_store2<ACT, BIAS, RES>(v0, v1, r, c, N, bias, R, ldr, C, ldc);
 }
 
 /* fp32 SIMT version: 64 x 64 tiles, 256 threads, 4 x 4 outputs each, k in
