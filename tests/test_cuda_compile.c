@@ -486,6 +486,35 @@ static void test_cli_options_and_no_device(void **state)
     free(text);
 }
 
+/* The tile knob of bench/kit/tile-sweep: a tile the GEMM cannot run is
+ * refused (exit 2, naming the variable), one it can is compiled in. */
+static void test_gemm_tile_knob(void **state)
+{
+    (void)state;
+    char model[4096], so[8300], *text;
+    tu_path(model, sizeof model, "tests/models/face_ln-ts17.onnx");
+    snprintf(so, sizeof so, "%s/knob.so", tmpdir);
+    const char *args[] = {model, "--target", "cuda", "--batch", "256", "-o", so, NULL};
+    setenv("VITC_CUDA_GEMM_LARGE", "128x100/2x4/4/64", 1);
+    int rc = vitc_text(args, &text);
+    print_message("%s", text);
+    assert_int_equal(rc, 2);
+    assert_non_null(strstr(text, "VITC_CUDA_GEMM_LARGE='128x100/2x4/4/64' is not a tile"));
+    free(text);
+    setenv("VITC_CUDA_GEMM_LARGE", "128x256/2x4/3/64", 1);
+    rc = vitc_text(args, &text);
+    unsetenv("VITC_CUDA_GEMM_LARGE");
+    if (rc != 0)
+        fail_msg("vitc exited %d:\n%s", rc, text);
+    free(text);
+    const char *insp[] = {"inspect", so, NULL};
+    rc = vitc_text(insp, &text);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(text, "mma 128x256 "));
+    free(text);
+    unlink(so);
+}
+
 static int setup(void **state)
 {
     nfixtures = tu_fixtures(fixtures, 64);
@@ -496,7 +525,7 @@ static int setup(void **state)
 
 TU_MAIN(setup, tu_teardown_tmpdir, test_driver_constants_match_cuda_h, test_weight_packing_and_rounding,
         test_literals_and_polynomials, test_fixtures_compile_for_every_target,
-        test_gemm_tile_ranges_cover_every_batch, test_unsupported_nodes_all_listed,
+        test_gemm_tile_ranges_cover_every_batch, test_gemm_tile_knob, test_unsupported_nodes_all_listed,
         test_cli_options_and_no_device)
 
 #else

@@ -52,19 +52,23 @@ typedef struct {
 
 static const tile TILE_S = {64, 64, 2, 2, 3, 64};
 
-/* The large tile: 128 x 128, or VITC_CUDA_GEMM_LARGE's (checked against
- * what gemm_tc can run: warp tiles of whole 16 x 16 fragments, 2 to 8
- * stages, at most 227 KiB of shared memory). */
-static tile large_tile(void)
+/* The large tile: 128 x 128, or VITC_CUDA_GEMM_LARGE's when it names one
+ * gemm_tc can run (warp tiles of whole 16 x 16 fragments, 2 to 8 stages, at
+ * most 227 KiB of shared memory); *bad set when it is set and does not. */
+static tile large_tile(int *bad)
 {
-    tile t = {128, 128, 2, 4, 4, 64};
+    tile t = {128, 128, 2, 4, 4, 64}, u;
     const char *e = getenv("VITC_CUDA_GEMM_LARGE");
-    tile u;
-    if (e && sscanf(e, "%dx%d/%dx%d/%d/%d", &u.bm, &u.bn, &u.wm, &u.wn, &u.stages, &u.bkb) == 6 && u.wm > 0 &&
+    char end;
+    *bad = 0;
+    if (!e || !*e)
+        return t;
+    if (sscanf(e, "%dx%d/%dx%d/%d/%d%c", &u.bm, &u.bn, &u.wm, &u.wn, &u.stages, &u.bkb, &end) == 6 && u.wm > 0 &&
         u.wn > 0 && u.wm * u.wn <= 16 && u.bm > 0 && u.bn > 0 && u.bm % (16 * u.wm) == 0 && u.bn % (16 * u.wn) == 0 &&
         u.bm <= 256 && u.bn <= 256 && u.stages >= 2 && u.stages <= 8 && (u.bkb == 64 || u.bkb == 128) &&
         (u.bm + u.bn) * (u.bkb + 16) * u.stages <= 227 * 1024)
-        t = u;
+        return u;
+    *bad = 1;
     return t;
 }
 
@@ -238,7 +242,8 @@ static int64_t bias_offset(cu_ctx *c, int node, const gemm_job *j)
  * step, Np of every BN. */
 static void padded(const cu_ctx *c, const gemm_job *j, int64_t *Kp, int64_t *Np)
 {
-    tile L = large_tile();
+    int bad;
+    tile L = large_tile(&bad);
     int simt = c->prec == CU_FP32;
     int64_t es = c->prec == CU_FP16 || c->prec == CU_BF16 ? 2 : 4;
     int64_t bk = simt ? 16 : (L.bkb > TILE_S.bkb ? L.bkb : TILE_S.bkb) / es;
@@ -247,10 +252,12 @@ static void padded(const cu_ctx *c, const gemm_job *j, int64_t *Kp, int64_t *Np)
     *Np = (j->N + np - 1) / np * np;
 }
 
-/* The tile and the K split (1: none) of the tensor-core GEMM at a batch. */
+/* The tile and the K split (1: none) of the tensor-core GEMM at a batch
+ * (no split above CU_SPLIT_SCAN, the batches cu_linear_scratch sizes). */
 static void choose(const cu_ctx *c, const gemm_job *j, int64_t batch, tile *t, int *split)
 {
-    tile L = large_tile();
+    int bad;
+    tile L = large_tile(&bad);
     int64_t m = cg_poly_eval(j->M, batch), Kp, Np;
     padded(c, j, &Kp, &Np);
     *split = 1;
@@ -260,7 +267,7 @@ static void choose(const cu_ctx *c, const gemm_job *j, int64_t batch, tile *t, i
     }
     *t = TILE_S;
     const char *e = getenv("VITC_CUDA_SPLIT_K");
-    if (m <= 0 || (e && strcmp(e, "0") == 0))
+    if (m <= 0 || batch > CU_SPLIT_SCAN || (e && strcmp(e, "0") == 0))
         return;
     int64_t blocks = (m + TILE_S.bm - 1) / TILE_S.bm * ((j->N + TILE_S.bn - 1) / TILE_S.bn);
     int64_t nkt = Kp / (TILE_S.bkb / (c->prec == CU_TF32 ? 4 : 2));
@@ -392,6 +399,13 @@ int cu_emit_linear(cu_ctx *c, int node)
     int vec_a = (j.K * (int64_t)ir_dtype_size(wt)) % 16 == 0;
     if (simt)
         return emit_simt(c, node, &j, woff, boff, tw, tr, Kp);
+    int bad;
+    large_tile(&bad);
+    if (bad)
+        return cu_fail(c, VITC_BAD_INPUT, node,
+                       "VITC_CUDA_GEMM_LARGE='%s' is not a tile the GEMM can run (BMxBN/WMxWN/STAGES/BKB, e.g. "
+                       "128x128/2x4/4/64: warp tiles of whole 16x16 fragments, 2 to 8 stages, 64 or 128 k bytes, "
+                       "at most 227 KiB of shared memory)", getenv("VITC_CUDA_GEMM_LARGE"));
     int64_t scratch = c->scratch_off ? c->scratch_off[node] : -1;
     for (int64_t lo = 1; lo <= c->max_batch;) {
         /* the range of batches from lo with lo's tile and split */
