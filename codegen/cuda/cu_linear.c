@@ -82,6 +82,11 @@ static int job_of(const ir_graph *g, const ir_node *n, gemm_job *j, char *why, s
     memset(j, 0, sizeof *j);
     j->bias = j->res = -1;
     j->alpha = j->beta = 1.0f;
+    if ((n->op != IR_OP_LINEAR && n->op != IR_OP_MATMUL && n->op != IR_OP_GEMM) || n->ninputs < 2 ||
+        n->noutputs < 1 || n->inputs[0] < 0 || n->inputs[1] < 0) {
+        snprintf(why, len, "%s is not a product of two inputs", ir_op_name(n->op));
+        return 0;
+    }
     j->x = n->inputs[0];
     j->w = n->inputs[1];
     j->out = n->outputs[0];
