@@ -486,8 +486,9 @@ static void test_cli_options_and_no_device(void **state)
     free(text);
 }
 
-/* The tile knob of bench/kit/tile-sweep: a tile the GEMM cannot run is
- * refused (exit 2, naming the variable), one it can is compiled in. */
+/* The knobs of bench/kit/tile-sweep: a tile the GEMM cannot run is refused
+ * (exit 2, naming the variable), one it can is compiled in; the wgmma GEMM
+ * compiles for sm_90a. */
 static void test_gemm_tile_knob(void **state)
 {
     (void)state;
@@ -511,6 +512,21 @@ static void test_gemm_tile_knob(void **state)
     rc = vitc_text(insp, &text);
     assert_int_equal(rc, 0);
     assert_non_null(strstr(text, "mma 128x256 "));
+    free(text);
+    /* VITC_CUDA_WGMMA=1: the large tile on wgmma, NVRTC adding an sm_90a
+     * image whose compile takes the wgmma body (NVRTC defines
+     * __CUDA_ARCH_FEAT_SM90_ALL for sm_90a only; it fails on a bad operand) */
+    setenv("VITC_CUDA_WGMMA", "1", 1);
+    rc = vitc_text(args, &text);
+    unsetenv("VITC_CUDA_WGMMA");
+    if (rc != 0)
+        fail_msg("vitc with VITC_CUDA_WGMMA=1 exited %d:\n%s", rc, text);
+    free(text);
+    rc = vitc_text(insp, &text);
+    assert_int_equal(rc, 0);
+    print_message("%s", strstr(text, "gpu code:") ? strstr(text, "gpu code:") : text);
+    assert_non_null(strstr(text, "bf16 wgmma 128x128 "));
+    assert_non_null(strstr(text, "sm_90a (cubin"));
     free(text);
     unlink(so);
 }

@@ -223,7 +223,7 @@ static int cuda_finish(cg_ctx_head *h)
         int nimages = 0;
         st = cu_nvrtc_compile(c, program, images, &nimages);
         if (st == VITC_OK) {
-            phase_done(&c->t, "nvrtc (sm_80, sm_90, PTX)");
+            phase_done(&c->t, c->wgmma ? "nvrtc (sm_80, sm_90, sm_90a, PTX)" : "nvrtc (sm_80, sm_90, PTX)");
             int spills = 0;
             for (int i = 0; i < c->nk; i++)
                 for (int k = 0; k < CU_NTARGETS; k++)

@@ -78,6 +78,7 @@ typedef struct cu_ctx {
     CG_CTX_HEAD /* codegen/backend.h: g, opt, d, max_batch, plan (uses, views), t */
     cg_blob weights;      /* the weights blob (codegen/package.h) */
     cu_precision prec;
+    int wgmma;            /* a kernel uses gemm_wg (VITC_CUDA_WGMMA=1): NVRTC adds an sm_90a image */
     ir_dtype act;         /* storage of float activations: IR_F32, IR_F16 or IR_BF16 */
 
     /* per value */

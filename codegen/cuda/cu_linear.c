@@ -25,7 +25,9 @@
  *
  * VITC_CUDA_GEMM_LARGE=BMxBN/WMxWN/STAGES/BKB (read when compiling) replaces
  * the large tile, and VITC_CUDA_SPLIT_K=0 turns the split off: knobs for
- * measuring tiles on a GPU (bench/kit), not for users. */
+ * measuring tiles on a GPU (bench/kit), not for users.  VITC_CUDA_WGMMA=1
+ * makes the default large tile gemm_wg in f16/bf16 (gemm.cuh: wgmma on
+ * sm_90a, an extra image; gemm_tc elsewhere), not yet run on a GPU. */
 #include "codegen/cuda/cu_impl.h"
 
 #include <math.h>
@@ -302,14 +304,28 @@ int64_t cu_linear_scratch(const cu_ctx *c, int node)
     return bytes;
 }
 
-/* The kernel text of a tensor-core GEMM (split: the partial-sum form). */
-static void gemm_text(cu_str *t, const gemm_job *j, tile tl, int split, int vec_a, const char *ta, const char *tw,
-                      const char *tr, const char *to, int64_t Kp)
+/* Whether the large tile runs as gemm_wg (VITC_CUDA_WGMMA=1, f16/bf16, the
+ * default 128 x 128 tile of 8 warps and 64-byte k steps). */
+static int use_wgmma(const cu_ctx *c, tile tl, int split)
+{
+    const char *e = getenv("VITC_CUDA_WGMMA");
+    return e && strcmp(e, "1") == 0 && split == 1 && (c->prec == CU_BF16 || c->prec == CU_FP16) && tl.bm == 128 &&
+           tl.bn == 128 && tl.wm == 2 && tl.wn == 4 && tl.bkb == 64;
+}
+
+/* The kernel text of a tensor-core GEMM (split: the partial-sum form; wg:
+ * gemm_wg). */
+static void gemm_text(cu_str *t, const gemm_job *j, tile tl, int split, int wg, int vec_a, const char *ta,
+                      const char *tw, const char *tr, const char *to, int64_t Kp)
 {
     cu_str_add(t, "VK_KERNEL(@, %u)\n{\n", (unsigned)(tl.wm * tl.wn * 32));
-    cu_str_add(t, "    vk::gemm_tc<%s, %d, %d, %d, %d, %d, %d, %s, %s, %d, %s, %s, %s, %s>(", tw, tl.bm, tl.bn, tl.wm,
-               tl.wn, tl.stages, tl.bkb, vec_a ? "true" : "false", split > 1 ? "true" : "false", j->act,
-               j->bias >= 0 ? "true" : "false", j->res >= 0 ? "true" : "false", tr, to);
+    if (wg)
+        cu_str_add(t, "    vk::gemm_wg<%s, %d, %s, %d, %s, %s, %s, %s>(", tw, tl.stages, vec_a ? "true" : "false",
+                   j->act, j->bias >= 0 ? "true" : "false", j->res >= 0 ? "true" : "false", tr, to);
+    else
+        cu_str_add(t, "    vk::gemm_tc<%s, %d, %d, %d, %d, %d, %d, %s, %s, %d, %s, %s, %s, %s>(", tw, tl.bm, tl.bn,
+                   tl.wm, tl.wn, tl.stages, tl.bkb, vec_a ? "true" : "false", split > 1 ? "true" : "false", j->act,
+                   j->bias >= 0 ? "true" : "false", j->res >= 0 ? "true" : "false", tr, to);
     cu_str_add(t, "(const %s *)p.a[0], (const %s *)p.a[1], (const float *)p.a[2], (const %s *)p.a[3], (%s *)p.a[4],"
                   "\n        (float *)p.a[6], (vk_i64)p.a[5], %lld, %lld, %lld, %lldLL, %lldLL, %lldLL);\n}\n",
                ta, tw, tr, to, (long long)j->N, (long long)j->K, (long long)Kp, (long long)j->K,
@@ -433,10 +449,14 @@ int cu_emit_linear(cu_ctx *c, int node)
         if (split > 1 && scratch < 0)
             return cu_fail(c, VITC_INTERNAL, node, "a split GEMM without scratch");
         cu_str t = {0};
-        gemm_text(&t, &j, tl, split, vec_a, ta, tw, tr, to, Kp);
+        int wg = use_wgmma(c, tl, split);
+        c->wgmma |= wg;
+        gemm_text(&t, &j, tl, split, wg, vec_a, ta, tw, tr, to, Kp);
         char label[192];
         snprintf(label, sizeof label, "gemm %s %dx%d%s K=%lld N=%lld%s%s%s%s%s",
-                 c->prec == CU_TF32 ? "tf32 mma" : c->prec == CU_FP16 ? "f16 mma" : "bf16 mma", tl.bm, tl.bn,
+                 c->prec == CU_TF32 ? "tf32 mma" : c->prec == CU_FP16 ? (wg ? "f16 wgmma" : "f16 mma")
+                                                                      : (wg ? "bf16 wgmma" : "bf16 mma"),
+                 tl.bm, tl.bn,
                  vec_a ? "" : " (unaligned A)", (long long)j.K, (long long)j.N, split > 1 ? " split-k partials" : "",
                  split > 1 ? "" : j.bias >= 0 ? " +bias" : "", split > 1 ? "" : act_name(j.act),
                  split > 1 ? "" : j.res >= 0 ? " +residual" : "",

@@ -112,7 +112,7 @@ int cu_nvrtc_load(const char **why)
 
 typedef struct {
     const char *program;
-    int arch, want_ptx;
+    int arch, specific, want_ptx; /* specific: the arch-specific target (sm_90a) */
     nvrtcResult rc;
     const char *failed_call;
     char *log, *cubin, *ptx;
@@ -135,7 +135,7 @@ static void *compile_one(void *p)
 {
     job *j = p;
     char arch[64];
-    snprintf(arch, sizeof arch, "--gpu-architecture=sm_%d", j->arch);
+    snprintf(arch, sizeof arch, "--gpu-architecture=sm_%d%s", j->arch, j->specific ? "a" : "");
     const char *opts[] = {arch, "-lineinfo", "--std=c++17", "--ptxas-options=-v", "--diag-suppress=177,550"};
     nvrtcProgram prog;
     j->failed_call = "nvrtcCreateProgram";
@@ -302,50 +302,56 @@ int cu_nvrtc_compile(cu_ctx *c, const char *program, cu_image *images, int *nima
     const char *why;
     if (!cu_nvrtc_load(&why))
         return cu_fail(c, VITC_BAD_INPUT, -1, "%s", why);
+    /* the targets of cu_target_arch, and sm_90a after them when a kernel has
+     * an arch-specific body (gemm_wg); the cache keeps the former only */
+    int nj = CU_NTARGETS + (c->wgmma ? 1 : 0);
     char cpath[4096];
-    int cached = cache_path(program, cpath, sizeof cpath);
+    int cached = !c->wgmma && cache_path(program, cpath, sizeof cpath);
     if (cached && cache_load(c, cpath, images, nimages))
         return VITC_OK;
-    job jobs[CU_NTARGETS];
-    pthread_t th[CU_NTARGETS];
-    int started[CU_NTARGETS] = {0};
+    job jobs[CU_NTARGETS + 1];
+    pthread_t th[CU_NTARGETS + 1];
+    int started[CU_NTARGETS + 1] = {0};
     memset(jobs, 0, sizeof jobs);
-    for (int t = 0; t < CU_NTARGETS; t++) {
+    for (int t = 0; t < nj; t++) {
         jobs[t].program = program;
-        jobs[t].arch = cu_target_arch[t];
+        jobs[t].arch = t < CU_NTARGETS ? cu_target_arch[t] : 90;
+        jobs[t].specific = t >= CU_NTARGETS;
         jobs[t].want_ptx = t == CU_NTARGETS - 1;
         started[t] = pthread_create(&th[t], NULL, compile_one, &jobs[t]) == 0;
         if (!started[t])
             compile_one(&jobs[t]);
     }
-    for (int t = 0; t < CU_NTARGETS; t++)
+    for (int t = 0; t < nj; t++)
         if (started[t])
             pthread_join(th[t], NULL);
     int st = VITC_OK;
-    for (int t = 0; t < CU_NTARGETS; t++) {
+    for (int t = 0; t < nj; t++) {
         job *j = &jobs[t];
         if (j->rc != NVRTC_SUCCESS && st == VITC_OK) {
             /* the first lines of the log name the kernel and the line */
             char head[4096] = "";
             if (j->log)
                 snprintf(head, sizeof head, "%s", j->log);
-            st = cu_fail(c, VITC_INTERNAL, -1, "NVRTC %s for sm_%d: %s (%s)%s%s", cu_nvrtc_version(), j->arch,
-                         nvrtcGetErrorString(j->rc), j->failed_call, *head ? ":\n" : "", head);
+            st = cu_fail(c, VITC_INTERNAL, -1, "NVRTC %s for sm_%d%s: %s (%s)%s%s", cu_nvrtc_version(), j->arch,
+                         j->specific ? "a" : "", nvrtcGetErrorString(j->rc), j->failed_call, *head ? ":\n" : "",
+                         head);
         }
-        if (j->log && j->rc == NVRTC_SUCCESS)
+        if (j->log && j->rc == NVRTC_SUCCESS && t < CU_NTARGETS)
             parse_ptxas(c, t, j->log);
     }
     int n = 0;
-    for (int t = 0; st == VITC_OK && t < CU_NTARGETS; t++) {
-        images[n++] = (cu_image){VITC_CUDA_IMAGE_CUBIN, jobs[t].arch, 0, jobs[t].cubin, jobs[t].cubin_bytes};
+    for (int t = 0; st == VITC_OK && t < nj; t++) {
+        images[n++] = (cu_image){VITC_CUDA_IMAGE_CUBIN, jobs[t].arch, jobs[t].specific, jobs[t].cubin,
+                                 jobs[t].cubin_bytes};
         jobs[t].cubin = NULL;
     }
-    for (int t = 0; st == VITC_OK && t < CU_NTARGETS; t++)
+    for (int t = 0; st == VITC_OK && t < nj; t++)
         if (jobs[t].ptx) {
             images[n++] = (cu_image){VITC_CUDA_IMAGE_PTX, jobs[t].arch, 0, jobs[t].ptx, jobs[t].ptx_bytes};
             jobs[t].ptx = NULL;
         }
-    for (int t = 0; t < CU_NTARGETS; t++)
+    for (int t = 0; t < nj; t++)
         free(jobs[t].log), free(jobs[t].cubin), free(jobs[t].ptx);
     if (st != VITC_OK) {
         cu_images_free(images, n);

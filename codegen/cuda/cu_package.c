@@ -142,6 +142,8 @@ static void write_descriptor(cu_ctx *c, cu_str *b, const cu_image *images, int n
     size_t k = 0;
     for (int t = 0; t < CU_NTARGETS; t++)
         k += (size_t)snprintf(archs + k, sizeof archs - k, "sm_%d,", cu_target_arch[t]);
+    if (c->wgmma)
+        k += (size_t)snprintf(archs + k, sizeof archs - k, "sm_90a,");
     snprintf(archs + k, sizeof archs - k, "compute_%d", cu_target_arch[CU_NTARGETS - 1]);
     cu_str_add(b, "/* The descriptor of a CUDA model, written by vitc %s. */\n%s\n", VITC_VERSION, cg_abi_text);
     write_plan(c, b, images, nimages);

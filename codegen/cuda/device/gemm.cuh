@@ -210,6 +210,135 @@ VK_DEV void gemm_tc(const T *A, const T *Wt, const float *bias, const TR *R, TC 
         }
 }
 
+/* ---- Hopper (sm_90a): the large tile on wgmma, opt-in (VITC_CUDA_WGMMA=1) ----
+ *
+ * gemm_wg computes what gemm_tc<T, 128, 128, 2, 4, STAGES, 64> computes, with
+ * the same launch (256 threads, that kernel's shared memory), so that one plan
+ * serves every GPU: compiled for sm_90a it runs the k loop on wgmma, for any
+ * other target (and on the emulation) it is gemm_tc.  The same cp.async
+ * stages of 32 halves of k, stored in wgmma's canonical no-swizzle K-major
+ * layout: core matrices of 8 rows x 16 bytes (128 contiguous bytes), the four
+ * of a row group along k 128 bytes apart (the descriptor's leading byte
+ * offset), row groups 512 bytes apart (its stride byte offset), for A's 128
+ * rows and Wt's 128 columns alike.  Two warpgroups each issue
+ * wgmma.m64n128k16 for their 64 rows, two per stage, then commit and wait
+ * before the stage is refilled; the cp.async writes reach the tensor cores'
+ * (async) proxy through fence.proxy.async before the barrier.  Accumulators:
+ * per 8 columns j, d[4j..4j+3] as mma.m16n8's C fragment, for the warp's 16
+ * rows of its warpgroup's 64.  Not yet run on a GPU: bench/kit checks it. */
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL) && !defined(VITC_EMU)
+/* The shared memory descriptor of a K-major no-swizzle operand at smem. */
+VK_DEV unsigned long long wg_desc(const void *smem)
+{
+    unsigned long long a = vk_smem_addr(smem);
+    return ((a & 0x3ffff) >> 4) | ((unsigned long long)(128 >> 4) << 16) | ((unsigned long long)(512 >> 4) << 32);
+}
+
+/* d (64 floats) += A (64 x 16 at da) * B (16 x 128 at db). */
+VK_DEV void wg_mma(float *d, unsigned long long da, unsigned long long db, b16)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+                 : "l"(da), "l"(db), "r"(1));
+}
+VK_DEV void wg_mma(float *d, unsigned long long da, unsigned long long db, h16)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+                 : "l"(da), "l"(db), "r"(1));
+}
+#endif
+
+template <class T, int STAGES, bool VEC_A, int ACT, bool BIAS, bool RES, class TR, class TC>
+VK_DEV void gemm_wg(const T *A, const T *Wt, const float *bias, const TR *R, TC *C, float *P, vk_i64 M, int N, int K,
+                    int Kp, vk_i64 lda, vk_i64 ldr, vk_i64 ldc)
+{
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL) && !defined(VITC_EMU)
+    enum { BM = 128, BN = 128, BK = 32, EL = sizeof(T), TILE = 128 * 64, STAGE = 2 * TILE };
+    static_assert(EL == 2, "wgmma here takes f16 or bf16");
+    static_assert(STAGE * STAGES <= gemm_smem<BM, BN, STAGES, 64>::bytes, "within gemm_tc's shared memory");
+    (void)P;
+    unsigned char *smem = vk_smem;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wgi = warp >> 2;
+    const vk_i64 m0 = (vk_i64)blockIdx.y * BM;
+    const int n0 = blockIdx.x * BN;
+    const int nkt = Kp / BK, kbytes = K * EL;
+    float d[64];
+#pragma unroll
+    for (int i = 0; i < 64; i++)
+        d[i] = 0.0f;
+
+    /* row r, 16-byte chunk c of a 128-row operand tile: (r / 8) * 512 + c * 128 + (r % 8) * 16 */
+    auto load_stage = [&](int s, int kt) {
+        unsigned char *sa = smem + s * STAGE, *sb = sa + TILE;
+        for (int i = tid; i < BM * 4; i += 256) {
+            int r = i >> 2, ch = i & 3, kb = kt * 64 + ch * 16;
+            unsigned off = (r >> 3) * 512 + ch * 128 + (r & 7) * 16;
+            vk_i64 row = m0 + r;
+            if (VEC_A) {
+                bool ok = row < M && kb < kbytes;
+                const unsigned char *src = (const unsigned char *)(A + (ok ? row : 0) * lda) + (ok ? kb : 0);
+                vk_cp_async16(sa + off, src, ok);
+            } else {
+                T *dst = (T *)(sa + off);
+                int k0 = kb / EL;
+#pragma unroll
+                for (int e = 0; e < 8; e++) {
+                    int k = k0 + e;
+                    if (row < M && k < K)
+                        dst[e] = A[row * lda + k];
+                    else
+                        vk_put(&dst[e], 0.0f);
+                }
+            }
+            const unsigned char *wsrc = (const unsigned char *)(Wt + (vk_i64)(n0 + r) * Kp) + kt * 64 + ch * 16;
+            vk_cp_async16(sb + off, wsrc, true);
+        }
+    };
+
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; s++) {
+        if (s < nkt)
+            load_stage(s, s);
+        vk_cp_async_commit();
+    }
+    for (int kt = 0; kt < nkt; kt++) {
+        vk_cp_async_wait<STAGES - 2>();
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        __syncthreads();
+        int nt = kt + STAGES - 1;
+        if (nt < nkt)
+            load_stage(nt % STAGES, nt);
+        vk_cp_async_commit();
+        const unsigned char *sa = smem + (kt % STAGES) * STAGE, *sb = sa + TILE;
+        asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#pragma unroll
+        for (int ks = 0; ks < 2; ks++)
+            wg_mma(d, wg_desc(sa + wgi * 8 * 512 + ks * 256), wg_desc(sb + ks * 256), T());
+        asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+        asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+    }
+    vk_cp_async_wait<0>();
+
+    const vk_i64 r = m0 + wgi * 64 + (warp & 3) * 16 + (lane >> 2);
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+        int c = n0 + j * 8 + (lane & 3) * 2;
+        if (c >= N)
+            continue;
+        if (r < M)
+            gemm_store2<ACT, BIAS, RES>(d[4 * j], d[4 * j + 1], r, c, N, bias, R, ldr, C, ldc);
+        if (r + 8 < M)
+            gemm_store2<ACT, BIAS, RES>(d[4 * j + 2], d[4 * j + 3], r + 8, c, N, bias, R, ldr, C, ldc);
+    }
+#else
+    gemm_tc<T, 128, 128, 2, 4, STAGES, 64, VEC_A, false, ACT, BIAS, RES, TR, TC>(A, Wt, bias, R, C, P, M, N, K, Kp, lda,
+                                                                               ldr, ldc);
+#endif
+}
+
 /* C = epilogue(sum over z < S of P[z]): one thread per pair of columns of a
  * row, ceil(N / 2) pairs a row, M rows. */
 template <int ACT, bool BIAS, bool RES, class TR, class TC>
