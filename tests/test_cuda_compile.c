@@ -486,6 +486,22 @@ static void test_cli_options_and_no_device(void **state)
     free(text);
 }
 
+/* Compiles with args while var=val, then returns `vitc inspect so`'s text. */
+static char *knob_build(const char *var, const char *val, const char *const *args, const char *so)
+{
+    char *text;
+    setenv(var, val, 1);
+    int rc = vitc_text(args, &text);
+    unsetenv(var);
+    if (rc != 0)
+        fail_msg("vitc with %s=%s exited %d:\n%s", var, val, rc, text);
+    free(text);
+    const char *insp[] = {"inspect", so, NULL};
+    rc = vitc_text(insp, &text);
+    assert_int_equal(rc, 0);
+    return text;
+}
+
 /* The knobs of bench/kit/tile-sweep: a tile the GEMM cannot run is refused
  * (exit 2, naming the variable), one it can is compiled in; the wgmma GEMM
  * compiles for sm_90a. */
@@ -498,32 +514,18 @@ static void test_gemm_tile_knob(void **state)
     const char *args[] = {model, "--target", "cuda", "--batch", "256", "-o", so, NULL};
     setenv("VITC_CUDA_GEMM_LARGE", "128x100/2x4/4/64", 1);
     int rc = vitc_text(args, &text);
+    unsetenv("VITC_CUDA_GEMM_LARGE");
     print_message("%s", text);
     assert_int_equal(rc, 2);
     assert_non_null(strstr(text, "VITC_CUDA_GEMM_LARGE='128x100/2x4/4/64' is not a tile"));
     free(text);
-    setenv("VITC_CUDA_GEMM_LARGE", "128x256/2x4/3/64", 1);
-    rc = vitc_text(args, &text);
-    unsetenv("VITC_CUDA_GEMM_LARGE");
-    if (rc != 0)
-        fail_msg("vitc exited %d:\n%s", rc, text);
-    free(text);
-    const char *insp[] = {"inspect", so, NULL};
-    rc = vitc_text(insp, &text);
-    assert_int_equal(rc, 0);
+    text = knob_build("VITC_CUDA_GEMM_LARGE", "128x256/2x4/3/64", args, so);
     assert_non_null(strstr(text, "mma 128x256 "));
     free(text);
     /* VITC_CUDA_WGMMA=1: the large tile on wgmma, NVRTC adding an sm_90a
      * image whose compile takes the wgmma body (NVRTC defines
      * __CUDA_ARCH_FEAT_SM90_ALL for sm_90a only; it fails on a bad operand) */
-    setenv("VITC_CUDA_WGMMA", "1", 1);
-    rc = vitc_text(args, &text);
-    unsetenv("VITC_CUDA_WGMMA");
-    if (rc != 0)
-        fail_msg("vitc with VITC_CUDA_WGMMA=1 exited %d:\n%s", rc, text);
-    free(text);
-    rc = vitc_text(insp, &text);
-    assert_int_equal(rc, 0);
+    text = knob_build("VITC_CUDA_WGMMA", "1", args, so);
     print_message("%s", strstr(text, "gpu code:") ? strstr(text, "gpu code:") : text);
     assert_non_null(strstr(text, "bf16 wgmma 128x128 "));
     assert_non_null(strstr(text, "sm_90a (cubin"));

@@ -38,6 +38,18 @@ template <int BM, int BN, int STAGES, int BKB> struct gemm_smem {
     enum { row = BKB + 16, stage = (BM + BN) * row, bytes = STAGES * stage };
 };
 
+/* The pipeline's first STAGES - 1 k tiles, one cp.async group each (empty
+ * groups past nkt keep the wait counts of the main loop right). */
+template <int STAGES, class F> VK_DEV void gemm_prefill(int nkt, F &load_stage)
+{
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; s++) {
+        if (s < nkt)
+            load_stage(s, s);
+        vk_cp_async_commit();
+    }
+}
+
 /* Epilogue for one output element pair (c, c + 1) of row r; v1 is ignored
  * when c + 1 >= N. */
 template <int ACT, bool BIAS, bool RES, class TR, class TC>
@@ -139,12 +151,7 @@ VK_DEV void gemm_tc(const T *A, const T *Wt, const float *bias, const TR *R, TC 
         }
     };
 
-#pragma unroll
-    for (int s = 0; s < STAGES - 1; s++) {
-        if (s < nkt)
-            load_stage(s, s);
-        vk_cp_async_commit();
-    }
+    gemm_prefill<STAGES>(nkt, load_stage);
 
     for (int kt = 0; kt < nkt; kt++) {
         vk_cp_async_wait<STAGES - 2>();
@@ -298,12 +305,7 @@ VK_DEV void gemm_wg(const T *A, const T *Wt, const float *bias, const TR *R, TC 
         }
     };
 
-#pragma unroll
-    for (int s = 0; s < STAGES - 1; s++) {
-        if (s < nkt)
-            load_stage(s, s);
-        vk_cp_async_commit();
-    }
+    gemm_prefill<STAGES>(nkt, load_stage);
     for (int kt = 0; kt < nkt; kt++) {
         vk_cp_async_wait<STAGES - 2>();
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
