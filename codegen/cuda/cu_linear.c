@@ -259,23 +259,24 @@ static void padded(const cu_ctx *c, const gemm_job *j, int64_t *Kp, int64_t *Np)
     *Np = (j->N + np - 1) / np * np;
 }
 
-/* The tile and the K split (1: none) of the tensor-core GEMM at a batch
- * (no split above CU_SPLIT_SCAN, the batches cu_linear_scratch sizes). */
-static void choose(const cu_ctx *c, const gemm_job *j, int64_t batch, tile *t, int *split)
+/* The tile and the K split (1: none) of the tensor-core GEMM (Kp: padded())
+ * at a batch (no split above CU_SPLIT_SCAN, the batches cu_linear_scratch
+ * sizes); returns 1 for the large tile, which, M growing with the batch,
+ * every larger batch takes too. */
+static int choose(const cu_ctx *c, const gemm_job *j, int64_t Kp, int64_t batch, tile *t, int *split)
 {
     int bad;
     tile L = large_tile(&bad);
-    int64_t m = cg_poly_eval(j->M, batch), Kp, Np;
-    padded(c, j, &Kp, &Np);
+    int64_t m = cg_poly_eval(j->M, batch);
     *split = 1;
     if (m >= 0 && (m + L.bm - 1) / L.bm * ((j->N + L.bn - 1) / L.bn) >= CU_GEMM_WAVE) {
         *t = L;
-        return;
+        return 1;
     }
     *t = TILE_S;
     const char *e = getenv("VITC_CUDA_SPLIT_K");
     if (m <= 0 || batch > CU_SPLIT_SCAN || (e && strcmp(e, "0") == 0))
-        return;
+        return 0;
     int64_t blocks = (m + TILE_S.bm - 1) / TILE_S.bm * ((j->N + TILE_S.bn - 1) / TILE_S.bn);
     int64_t nkt = Kp / (TILE_S.bkb / (c->prec == CU_TF32 ? 4 : 2));
     int64_t s = blocks >= CU_GEMM_WAVE ? 1 : (CU_SPLIT_BLOCKS + blocks - 1) / blocks;
@@ -284,6 +285,7 @@ static void choose(const cu_ctx *c, const gemm_job *j, int64_t batch, tile *t, i
     if (s > CU_SPLIT_MAX)
         s = CU_SPLIT_MAX;
     *split = s > 1 ? (int)s : 1;
+    return 0;
 }
 
 int64_t cu_linear_scratch(const cu_ctx *c, int node)
@@ -292,11 +294,13 @@ int64_t cu_linear_scratch(const cu_ctx *c, int node)
     char why[256];
     if (c->prec == CU_FP32 || !job_of(c->g, &c->g->nodes[node], &j, why, sizeof why))
         return 0;
-    int64_t bytes = 0;
+    int64_t bytes = 0, Kp, Np;
+    padded(c, &j, &Kp, &Np);
     for (int64_t b = 1; b <= c->max_batch && b <= CU_SPLIT_SCAN; b++) {
         tile t;
         int s;
-        choose(c, &j, b, &t, &s);
+        if (choose(c, &j, Kp, b, &t, &s))
+            break; /* the large tile from here on: no split */
         int64_t m = cg_poly_eval(j.M, b);
         if (s > 1 && m > 0 && s * m * j.N * 4 > bytes)
             bytes = s * m * j.N * 4;
@@ -432,20 +436,12 @@ int cu_emit_linear(cu_ctx *c, int node)
         /* the range of batches from lo with lo's tile and split */
         tile tl, t2;
         int split, s2;
-        choose(c, &j, lo, &tl, &split);
         int64_t hi = lo;
-        if (lo > CU_SPLIT_SCAN) {
-            hi = c->max_batch;
-        } else {
-            while (hi < c->max_batch && hi < CU_SPLIT_SCAN) {
-                choose(c, &j, hi + 1, &t2, &s2);
-                if (s2 != split || memcmp(&t2, &tl, sizeof tl) != 0)
-                    break;
+        if (choose(c, &j, Kp, lo, &tl, &split) || lo > CU_SPLIT_SCAN)
+            hi = c->max_batch; /* the large tile stays; past the scan nothing splits */
+        else /* the 64 x 64 tile while the split stays the same */
+            while (hi < c->max_batch && hi < CU_SPLIT_SCAN && !choose(c, &j, Kp, hi + 1, &t2, &s2) && s2 == split)
                 hi++;
-            }
-            if (hi == CU_SPLIT_SCAN && split == 1 && tl.bm != TILE_S.bm)
-                hi = c->max_batch; /* the large tile to the end */
-        }
         if (split > 1 && scratch < 0)
             return cu_fail(c, VITC_INTERNAL, node, "a split GEMM without scratch");
         cu_str t = {0};
