@@ -38,6 +38,30 @@ template <int BM, int BN, int STAGES, int BKB> struct gemm_smem {
     enum { row = BKB + 16, stage = (BM + BN) * row, bytes = STAGES * stage };
 };
 
+/* The 16 bytes of A's row `row` from byte kb of k into shared memory at dst,
+ * zeros past M rows and K columns: one cp.async when the rows are 16-byte
+ * aligned (VEC_A), element by element otherwise. */
+template <bool VEC_A, class T>
+VK_DEV void gemm_load_a16(unsigned char *dst, const T *A, vk_i64 row, int kb, vk_i64 M, int K, vk_i64 lda)
+{
+    if (VEC_A) {
+        bool ok = row < M && kb < K * (int)sizeof(T);
+        const unsigned char *src = (const unsigned char *)(A + (ok ? row : 0) * lda) + (ok ? kb : 0);
+        vk_cp_async16(dst, src, ok);
+    } else {
+        T *d = (T *)dst;
+        int k0 = kb / (int)sizeof(T);
+#pragma unroll
+        for (int e = 0; e < 16 / (int)sizeof(T); e++) {
+            int k = k0 + e;
+            if (row < M && k < K)
+                d[e] = A[row * lda + k];
+            else
+                vk_put(&d[e], 0.0f);
+        }
+    }
+}
+
 /* The pipeline's first STAGES - 1 k tiles, one cp.async group each (empty
  * groups past nkt keep the wait counts of the main loop right). */
 template <int STAGES, class F> VK_DEV void gemm_prefill(int nkt, F &load_stage)
@@ -106,7 +130,6 @@ VK_DEV void gemm_tc(const T *A, const T *Wt, const float *bias, const TR *R, TC 
     const int wm = warp / WN, wn = warp % WN;
     const vk_i64 m0 = (vk_i64)blockIdx.y * BM;
     const int n0 = blockIdx.x * BN;
-    const int kbytes = K * EL;
     /* this block's k tiles: all of them, or its share of a split K */
     const int kt0 = SPLIT ? (int)((vk_i64)blockIdx.z * (Kp / BK) / gridDim.z) : 0;
     const int nkt = SPLIT ? (int)((vk_i64)(blockIdx.z + 1) * (Kp / BK) / gridDim.z) - kt0 : Kp / BK;
@@ -127,22 +150,7 @@ VK_DEV void gemm_tc(const T *A, const T *Wt, const float *bias, const TR *R, TC 
         for (int c = tid; c < BM * CH; c += NT) {
             int r = c / CH, ch = c % CH, kb = kt * BKB + ch * 16;
             vk_i64 row = m0 + r;
-            if (VEC_A) {
-                bool ok = row < M && kb < kbytes;
-                const unsigned char *src = (const unsigned char *)(A + (ok ? row : 0) * lda) + (ok ? kb : 0);
-                vk_cp_async16(sa + r * RS + ch * 16, src, ok);
-            } else {
-                T *dst = (T *)(sa + r * RS + ch * 16);
-                int k0 = kb / EL;
-#pragma unroll
-                for (int e = 0; e < 16 / EL; e++) {
-                    int k = k0 + e;
-                    if (row < M && k < K)
-                        dst[e] = A[row * lda + k];
-                    else
-                        vk_put(&dst[e], 0.0f);
-                }
-            }
+            gemm_load_a16<VEC_A>(sa + r * RS + ch * 16, A, row, kb, M, K, lda);
         }
         for (int c = tid; c < BN * CH; c += NT) {
             int r = c / CH, ch = c % CH;
@@ -271,7 +279,7 @@ VK_DEV void gemm_wg(const T *A, const T *Wt, const float *bias, const TR *R, TC 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wgi = warp >> 2;
     const vk_i64 m0 = (vk_i64)blockIdx.y * BM;
     const int n0 = blockIdx.x * BN;
-    const int nkt = Kp / BK, kbytes = K * EL;
+    const int nkt = Kp / BK;
     float d[64];
 #pragma unroll
     for (int i = 0; i < 64; i++)
@@ -284,22 +292,7 @@ VK_DEV void gemm_wg(const T *A, const T *Wt, const float *bias, const TR *R, TC 
             int r = i >> 2, ch = i & 3, kb = kt * 64 + ch * 16;
             unsigned off = (r >> 3) * 512 + ch * 128 + (r & 7) * 16;
             vk_i64 row = m0 + r;
-            if (VEC_A) {
-                bool ok = row < M && kb < kbytes;
-                const unsigned char *src = (const unsigned char *)(A + (ok ? row : 0) * lda) + (ok ? kb : 0);
-                vk_cp_async16(sa + off, src, ok);
-            } else {
-                T *dst = (T *)(sa + off);
-                int k0 = kb / EL;
-#pragma unroll
-                for (int e = 0; e < 8; e++) {
-                    int k = k0 + e;
-                    if (row < M && k < K)
-                        dst[e] = A[row * lda + k];
-                    else
-                        vk_put(&dst[e], 0.0f);
-                }
-            }
+            gemm_load_a16<VEC_A>(sa + off, A, row, kb, M, K, lda);
             const unsigned char *wsrc = (const unsigned char *)(Wt + (vk_i64)(n0 + r) * Kp) + kt * 64 + ch * 16;
             vk_cp_async16(sb + off, wsrc, true);
         }
