@@ -213,14 +213,46 @@ const char *cg_package_linker(void)
     return on_path("ld.lld") ? "cc -fuse-ld=lld" : "cc";
 }
 
-int cg_package_link(cg_package *p, const char *const *inputs, int n)
+int cg_package_reserves(void)
 {
-    char cc[1024], so[PATH_MAX], log[PATH_MAX];
-    if (!cg_package_path(p, "model.so", so, sizeof so) || !cg_package_path(p, "link.log", log, sizeof log))
+    const char *cc_env = getenv("CC");
+    return !(cc_env && *cc_env) && on_path("ld.lld");
+}
+
+/* The script that makes room for the late bytes: after the .vitc.late
+ * sections (their 64 bytes), before .text, so in the read-only segment
+ * (lld places by flags: the section is SHF_ALLOC only).  lld does not write
+ * a region no input section covers: it stays a hole until it is filled. */
+static int write_reserve_script(cg_package *p, const char *path, size_t reserve)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return fail(p, VITC_BAD_INPUT, "cannot write %s: %s", path, strerror(errno));
+    fprintf(f,
+            "/* vitc: room for the weights, written into the linked file after the link */\n"
+            "SECTIONS\n{\n  .vitc.late : ALIGN(64)\n  {\n    *(.vitc.late)\n    . += %zu;\n  }\n}\n"
+            "INSERT BEFORE .text;\n",
+            reserve);
+    if (fclose(f) != 0)
+        return fail(p, VITC_BAD_INPUT, "writing %s failed: %s", path, strerror(errno));
+    return VITC_OK;
+}
+
+int cg_package_link(cg_package *p, const char *const *inputs, int n, size_t reserve)
+{
+    char cc[1024], so[PATH_MAX], log[PATH_MAX], script[PATH_MAX], script_arg[PATH_MAX + 8];
+    if (!cg_package_path(p, "model.so", so, sizeof so) || !cg_package_path(p, "link.log", log, sizeof log) ||
+        !cg_package_path(p, "reserve.ld", script, sizeof script))
         return p->d->status;
+    if (reserve) {
+        int st = write_reserve_script(p, script, reserve);
+        if (st)
+            return st;
+        snprintf(script_arg, sizeof script_arg, "-Wl,-T,%s", script);
+    }
     snprintf(cc, sizeof cc, "%s", cg_package_linker());
     enum { MAX_INPUTS = 8 };
-    char *argv[32 + 8 + MAX_INPUTS + 1];
+    char *argv[32 + 9 + MAX_INPUTS + 1];
     int argc = 0;
     for (char *tok = strtok(cc, " \t"); tok && argc < 32; tok = strtok(NULL, " \t"))
         argv[argc++] = tok;
@@ -233,6 +265,8 @@ int cg_package_link(cg_package *p, const char *const *inputs, int n)
         argv[argc++] = (char *)head[i];
     for (int i = 0; i < n; i++)
         argv[argc++] = (char *)inputs[i];
+    if (reserve)
+        argv[argc++] = script_arg;
     const char *tail[] = {"-lm", "-Wl,-z,noexecstack", "-Wl,-z,defs", NULL};
     for (int i = 0; tail[i]; i++)
         argv[argc++] = (char *)tail[i];

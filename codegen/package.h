@@ -2,7 +2,9 @@
  *
  *   the weights blob   constants, each 64-byte aligned, in one growable buffer
  *   elf_obj.c          read-only bytes (weights, code images) as an ELF
- *                      relocatable object defining one hidden symbol each
+ *                      relocatable object defining one hidden symbol each;
+ *                      the weights, left a hole there, are written into
+ *                      the linked .so
  *   package.c          a private directory beside the output, the link by the
  *                      system's C compiler driver (cc -shared), and the atomic
  *                      install of the .so and its external weights file
@@ -38,7 +40,8 @@ typedef struct {
     const char *symbol; /* hidden, 64-byte aligned */
     const void *data;
     size_t bytes;
-    int nul; /* a zero byte follows (a C string's terminator) */
+    int nul;  /* a zero byte follows (a C string's terminator) */
+    int late; /* not written into the object (a hole): cg_elf_fill_late writes it into the linked file */
 } cg_section;
 
 /* The ELF machine of a target triple (NULL: the host vitc runs on), or 0
@@ -46,9 +49,17 @@ typedef struct {
 int cg_elf_machine(const char *triple);
 /* The triple of the host vitc runs on, as LLVM spells it ("x86_64-pc-linux-gnu"). */
 const char *cg_host_triple(void);
-/* Writes a relocatable object with one read-only section holding every
- * item, each at a 64-byte boundary under its own hidden symbol. */
-int cg_write_elf_object(vitc_diag *d, const char *path, int machine, const cg_section *items, int n);
+/* Writes a relocatable object with read-only sections holding every item,
+ * each at a 64-byte boundary under its own hidden symbol: .vitc.const the
+ * items written, .vitc.late the late ones after 64 bytes of its own, as a
+ * hole, or with reserved, not at all (the link's script reserves
+ * cg_elf_late_bytes after them; cg_package_link). */
+int cg_write_elf_object(vitc_diag *d, const char *path, int machine, const cg_section *items, int n, int reserved);
+/* The bytes the late items take after .vitc.late's own. */
+size_t cg_elf_late_bytes(const cg_section *items, int n);
+/* Writes the late items of the object cg_write_elf_object made of the same
+ * items into path, the file it was linked into, where its section landed. */
+int cg_elf_fill_late(vitc_diag *d, const char *path, const cg_section *items, int n);
 
 /* ---- the .so (package.c) ---- */
 typedef struct {
@@ -64,10 +75,16 @@ int cg_package_path(cg_package *p, const char *name, char *buf, size_t n);
 /* The C compiler driver that links: $CC when set, else cc, told to use lld
  * when ld.lld is on $PATH. */
 const char *cg_package_linker(void);
+/* 1 when the linker takes a script that reserves the late bytes of an
+ * object (cg_write_elf_object's reserved): lld, vitc's own choice.  lld then
+ * leaves them a hole in its output instead of copying zeros there. */
+int cg_package_reserves(void);
 /* Links the inputs (objects, or C sources compiled on the way) into
  * dir/model.so with cg_package_linker(): -shared -fPIC, against libm only,
- * every symbol resolved.  Returns status, the driver's messages in the error. */
-int cg_package_link(cg_package *p, const char *const *inputs, int n);
+ * every symbol resolved; reserve > 0 (when cg_package_reserves()) bytes
+ * after the inputs' .vitc.late sections, in the read-only segment.
+ * Returns status, the driver's messages in the error. */
+int cg_package_link(cg_package *p, const char *const *inputs, int n, size_t reserve);
 /* Writes the external weights file when opt->external_weights (weights:
  * the blob), then renames it and dir/model.so into place.  Nothing is left
  * at the output paths on failure. */

@@ -625,6 +625,47 @@ static void test_external_weights_same_numbers(void **state)
     ir_tensor_free(&in), ir_tensor_free(&o1), ir_tensor_free(&o2);
 }
 
+/* The weights reach the .so both ways (codegen/elf_obj.c): through vitc's own
+ * lld, whose script reserves their room, and through any other linker ($CC),
+ * which copies the hole of the weights object; written into the linked file
+ * afterwards, they give PyTorch's numbers, bit for bit the same both ways. */
+static void test_weights_written_after_either_link(void **state)
+{
+    char onnx[4096], so[2][4200], *out, *err;
+    tu_path(onnx, sizeof onnx, "tests/models/face_ln-ts17.onnx");
+    ir_tensor in, ref, got[2];
+    tu_read_npy("tests/models/face_ln.b3.input.npy", &in);
+    tu_read_npy("tests/models/face_ln.b3.output.npy", &ref);
+    const char *cc = getenv("CC");
+    char *saved = cc ? strdup(cc) : NULL;
+    for (int k = 0; k < 2; k++) {
+        snprintf(so[k], sizeof so[k], "%s/link%d.so", tmp, k);
+        if (k)
+            setenv("CC", "cc", 1);
+        else
+            unsetenv("CC");
+        const char *a[] = {onnx, "-o", so[k], "--batch", "3", "--verbose", NULL};
+        int st = tu_run_vitc(a, &out, &err);
+        if (st != 0)
+            fail_msg("compile with %s: %s", k ? "CC=cc" : "vitc's linker", err);
+        const char *link = strstr(err, "link (");
+        print_message("%.*s", link ? (int)(strcspn(link, "\n") + 1) : 0, link ? link : "");
+        assert_non_null(strstr(err, "weights into the .so"));
+        free(out), free(err);
+        tu_run_so(so[k], &in, 1, &got[k], 1, 3);
+        double e = tu_error(&got[k], &ref);
+        print_message("face_ln-ts17 batch 3 linked %s: error %.3g vs PyTorch\n", k ? "by CC=cc" : "by vitc's choice", e);
+        assert_true(e <= TOL);
+    }
+    if (saved)
+        setenv("CC", saved, 1);
+    else
+        unsetenv("CC");
+    free(saved);
+    assert_true(tu_error(&got[0], &got[1]) == 0);
+    ir_tensor_free(&in), ir_tensor_free(&ref), ir_tensor_free(&got[0]), ir_tensor_free(&got[1]);
+}
+
 /* A model compiled for a CPU feature this machine lacks is refused before it
  * runs (exit 2, the feature named), not killed by SIGILL; compiled for the
  * machine itself, it runs.  What the machine lacks is read from
@@ -703,4 +744,5 @@ TU_MAIN(setup, tu_teardown_tmpdir, test_fixtures_compiled_match_references, test
         test_integer_and_bool_ops, test_data_movement,
         test_matrix_products, test_batchnorm_and_fused_ops, test_memplan_never_overlaps_live_buffers,
         test_failed_compiles_leave_nothing, test_cli_dump_verbose_cpu, test_external_weights_same_numbers,
+        test_weights_written_after_either_link,
         test_model_for_missing_cpu_features_is_refused)

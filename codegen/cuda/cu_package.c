@@ -205,8 +205,10 @@ int cu_package(cu_ctx *c, const cu_image *images, int nimages)
         items[n++] = (cg_section){.symbol = names[i], .data = images[i].data, .bytes = bytes, .nul = nul};
     }
     if (embedded)
-        items[n++] = (cg_section){.symbol = CG_WEIGHTS_SYMBOL, .data = c->weights.data, .bytes = c->weights.len};
+        items[n++] = (cg_section){
+            .symbol = CG_WEIGHTS_SYMBOL, .data = c->weights.data, .bytes = c->weights.len, .late = 1};
 
+    size_t reserve = cg_package_reserves() ? cg_elf_late_bytes(items, n) : 0;
     cu_str src = {0};
     write_descriptor(c, &src, images, nimages, embedded);
     if (src.oom) {
@@ -221,9 +223,12 @@ int cu_package(cu_ctx *c, const cu_image *images, int nimages)
         const char *inputs[2] = {cpath, opath};
         st = write_text(c, cpath, &src);
         if (st == VITC_OK)
-            st = cg_write_elf_object(c->d, opath, machine, items, n);
+            st = cg_write_elf_object(c->d, opath, machine, items, n, reserve > 0);
         if (st == VITC_OK)
-            st = cg_package_link(&pk, inputs, 2);
+            st = cg_package_link(&pk, inputs, 2, reserve);
+        char so[PATH_MAX];
+        if (st == VITC_OK)
+            st = cg_package_path(&pk, "model.so", so, sizeof so) ? cg_elf_fill_late(c->d, so, items, n) : c->d->status;
         if (st == VITC_OK)
             st = cg_package_install(&pk, &c->weights);
     }

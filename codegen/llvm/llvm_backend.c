@@ -13,7 +13,6 @@
 #include "codegen/progress.h"
 
 #include <limits.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -142,55 +141,11 @@ static int llvm_plan(cg_ctx_head *c)
     return VITC_OK;
 }
 
-/* The weights, when embedded on an ELF target, are an object of their own
- * (codegen/elf_obj.c), written on a thread while LLVM optimises and emits the
- * code: the bytes need no compiling, and for a ViT-B writing them takes about
- * as long as the -O pipeline. */
-typedef struct {
-    pthread_t thread;
-    int running;
-    vitc_diag d; /* the thread's own; merged into the compile's after the join */
-    const char *path;
-    int machine;
-    cg_section w;
-    int st;
-} weights_writer;
-
-static void *write_weights(void *arg)
-{
-    weights_writer *ww = arg;
-    ww->st = cg_write_elf_object(&ww->d, ww->path, ww->machine, &ww->w, 1);
-    return NULL;
-}
-
-static void weights_start(weights_writer *ww, const cg_ctx *cg, const char *path)
-{
-    vitc_diag_init(&ww->d, cg->d->file);
-    ww->d.out = cg->d->out;
-    ww->path = path;
-    ww->machine = cg_elf_machine(cg->triple);
-    ww->w = (cg_section){.symbol = CG_WEIGHTS_SYMBOL, .data = cg->blob.data, .bytes = cg->blob.len};
-    ww->running = pthread_create(&ww->thread, NULL, write_weights, ww) == 0;
-    if (!ww->running) /* no thread to be had: write them now */
-        write_weights(ww);
-}
-
-static int weights_join(weights_writer *ww, vitc_diag *d)
-{
-    if (ww->running)
-        pthread_join(ww->thread, NULL);
-    ww->running = 0;
-    if (ww->d.nerrors) {
-        d->nerrors += ww->d.nerrors;
-        if (d->status == VITC_OK)
-            d->status = ww->d.status;
-    }
-    return ww->st;
-}
-
 /* After the kernels: the graph outputs not computed in place, run() and
- * the descriptor; then LLVM's -O pipeline and the object (the weights object
- * meanwhile), the link and the move into place (codegen/package.h). */
+ * the descriptor; then LLVM's -O pipeline and the objects, the link, the
+ * weights written into the linked file (an embedded blob is an object of its
+ * own, codegen/elf_obj.c, with a hole where they go) and the move into place
+ * (codegen/package.h). */
 static int llvm_finish(cg_ctx_head *c)
 {
     cg_ctx *cg = (cg_ctx *)c;
@@ -211,7 +166,8 @@ static int llvm_finish(cg_ctx_head *c)
     cg_package pk;
     enum { MAX_OBJECTS = 8 };
     char obj[MAX_OBJECTS][PATH_MAX], wobj[PATH_MAX];
-    weights_writer ww = {.st = VITC_OK};
+    cg_section w = {.symbol = CG_WEIGHTS_SYMBOL, .data = cg->blob.data, .bytes = cg->blob.len, .late = 1};
+    size_t reserve = cg->blob_object && cg_package_reserves() ? cg_elf_late_bytes(&w, 1) : 0;
     int nparts = cg_split_parts(cg);
     nparts = nparts > MAX_OBJECTS - 1 ? MAX_OBJECTS - 1 : nparts;
     st = cg_package_begin(&pk, cg->opt, cg->d);
@@ -224,26 +180,36 @@ static int llvm_finish(cg_ctx_head *c)
     if (st == VITC_OK && !cg_package_path(&pk, "weights.o", wobj, sizeof wobj))
         st = cg->d->status;
     if (st == VITC_OK && cg->blob_object)
-        weights_start(&ww, cg, wobj);
+        st = cg_write_elf_object(cg->d, wobj, cg_elf_machine(cg->triple), &w, 1, reserve > 0);
     if (st == VITC_OK && (st = cg_optimize_split(cg, cg->tm, obj, &nparts)) == VITC_OK) {
         snprintf(msg, sizeof msg, "optimise and object file (%d thread%s)", nparts, nparts > 1 ? "s" : "");
         phase_done(&cg->t, msg);
     }
-    int wst = weights_join(&ww, cg->d);
-    if (st == VITC_OK)
-        st = wst;
     const char *inputs[MAX_OBJECTS];
     for (int p = 0; p < nparts; p++)
         inputs[p] = obj[p];
     inputs[nparts] = wobj;
     if (st == VITC_OK)
-        st = cg_package_link(&pk, inputs, nparts + (cg->blob_object ? 1 : 0));
-    if (st == VITC_OK)
-        st = cg_package_install(&pk, &cg->blob);
+        st = cg_package_link(&pk, inputs, nparts + (cg->blob_object ? 1 : 0), reserve);
     if (st == VITC_OK) {
         char what[160];
         snprintf(what, sizeof what, "link (%s)", cg_package_linker());
         phase_done(&cg->t, what);
+    }
+    if (st == VITC_OK && cg->blob_object) {
+        char so[PATH_MAX];
+        st = cg_package_path(&pk, "model.so", so, sizeof so) ? cg_elf_fill_late(cg->d, so, &w, 1) : cg->d->status;
+    }
+    if (st == VITC_OK)
+        st = cg_package_install(&pk, &cg->blob);
+    if (st == VITC_OK) {
+        if (cg->blob_object)
+            snprintf(msg, sizeof msg, "weights into the .so (%.1f MB), install", (double)cg->blob.len / 1e6);
+        else if (cg->opt->external_weights)
+            snprintf(msg, sizeof msg, "weights file (%.1f MB), install", (double)cg->blob.len / 1e6);
+        else
+            snprintf(msg, sizeof msg, "install");
+        phase_done(&cg->t, msg);
     }
     cg_package_end(&pk);
     return st ? st : cg->d->status;
