@@ -5,8 +5,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-/* k steps per iteration of the main loop; tiles of 1 or 2 rows (only the
- * M remainder) are not unrolled, to keep compile time down */
+/* k steps per iteration of the main loop */
 enum { UNROLL = 4 };
 
 LLVMTypeRef kern_uk_type(kern *k)
@@ -140,21 +139,33 @@ LLVMValueRef kern_uk_emit(kern *k, const char *name, const kern_uk *s)
             acc[i] = zero;
     }
 
-    /* main loop: UNROLL steps per iteration, then the remaining steps */
-    int unroll = s->mr >= 4 ? UNROLL : 1;
+    /* main loop: UNROLL steps per iteration, then the remaining steps.  A
+     * tile of 1 or 2 rows has too few accumulators to keep both FMA pipes
+     * busy through their latency (2 or 4 chains): it keeps SETS of them,
+     * step u of an iteration adding into set u % SETS, and adds the sets
+     * together after the loop (1 row: 4 chains at the pipes' full rate
+     * instead of a quarter of it). */
+    int unroll = UNROLL, sets = s->mr >= 4 ? 1 : s->mr == 2 ? 2 : 4;
+    while (sets > 1 && sets * n > KERN_MAX_CARRY)
+        sets /= 2;
+    for (int i = n; i < sets * n; i++)
+        acc[i] = zero;
     kern_loop L;
-    kern_for(k, &L, kern_i64(k, 0), kc, unroll, 1, n, acc, "k");
+    kern_for(k, &L, kern_i64(k, 0), kc, unroll, 1, sets * n, acc, "k");
     LLVMValueRef cur[KERN_MAX_CARRY];
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < sets * n; i++)
         cur[i] = L.carry[i];
     for (int u = 0; u < unroll; u++)
-        uk_step(k, s, A, B, kern_addc(k, L.iv, u), cur);
+        uk_step(k, s, A, B, kern_addc(k, L.iv, u), cur + (u % sets) * n);
     kern_for_end(k, &L, cur);
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
         acc[i] = L.carry[i];
-    if (unroll > 1) {
+        for (int g = 1; g < sets; g++)
+            acc[i] = LLVMBuildFAdd(b, acc[i], L.carry[g * n + i], "");
+    }
+    {
         kern_loop T;
-        kern_for(k, &T, L.iv, kc, 1, 0, n, L.carry, "kt");
+        kern_for(k, &T, L.iv, kc, 1, 0, n, acc, "kt");
         for (int i = 0; i < n; i++)
             cur[i] = T.carry[i];
         uk_step(k, s, A, B, T.iv, cur);
