@@ -81,10 +81,11 @@ const char *cg_package_linker(void);
 int cg_package_reserves(void);
 /* Links the inputs (objects, or C sources compiled on the way) into
  * dir/model.so with cg_package_linker(): -shared -fPIC, against libm only,
- * every symbol resolved; reserve > 0 (when cg_package_reserves()) bytes
- * after the inputs' .vitc.late sections, in the read-only segment.
- * Returns status, the driver's messages in the error. */
-int cg_package_link(cg_package *p, const char *const *inputs, int n, size_t reserve);
+ * every symbol resolved.  late: the bytes of late items (cg_elf_late_bytes),
+ * reserved after the inputs' .vitc.late sections in the read-only segment
+ * when cg_package_reserves(); with any, no build id.  Returns status, the
+ * driver's messages in the error. */
+int cg_package_link(cg_package *p, const char *const *inputs, int n, size_t late);
 /* Writes the external weights file when opt->external_weights (weights:
  * the blob), then renames it and dir/model.so into place.  Nothing is left
  * at the output paths on failure. */

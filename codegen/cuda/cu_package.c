@@ -208,7 +208,7 @@ int cu_package(cu_ctx *c, const cu_image *images, int nimages)
         items[n++] = (cg_section){
             .symbol = CG_WEIGHTS_SYMBOL, .data = c->weights.data, .bytes = c->weights.len, .late = 1};
 
-    size_t reserve = cg_package_reserves() ? cg_elf_late_bytes(items, n) : 0;
+    size_t late = cg_elf_late_bytes(items, n);
     cu_str src = {0};
     write_descriptor(c, &src, images, nimages, embedded);
     if (src.oom) {
@@ -223,9 +223,9 @@ int cu_package(cu_ctx *c, const cu_image *images, int nimages)
         const char *inputs[2] = {cpath, opath};
         st = write_text(c, cpath, &src);
         if (st == VITC_OK)
-            st = cg_write_elf_object(c->d, opath, machine, items, n, reserve > 0);
+            st = cg_write_elf_object(c->d, opath, machine, items, n, late && cg_package_reserves());
         if (st == VITC_OK)
-            st = cg_package_link(&pk, inputs, 2, reserve);
+            st = cg_package_link(&pk, inputs, 2, late);
         char so[PATH_MAX];
         if (st == VITC_OK)
             st = cg_package_path(&pk, "model.so", so, sizeof so) ? cg_elf_fill_late(c->d, so, items, n) : c->d->status;

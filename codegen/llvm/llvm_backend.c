@@ -167,7 +167,7 @@ static int llvm_finish(cg_ctx_head *c)
     enum { MAX_OBJECTS = 8 };
     char obj[MAX_OBJECTS][PATH_MAX], wobj[PATH_MAX];
     cg_section w = {.symbol = CG_WEIGHTS_SYMBOL, .data = cg->blob.data, .bytes = cg->blob.len, .late = 1};
-    size_t reserve = cg->blob_object && cg_package_reserves() ? cg_elf_late_bytes(&w, 1) : 0;
+    size_t late = cg->blob_object ? cg_elf_late_bytes(&w, 1) : 0;
     int nparts = cg_split_parts(cg);
     nparts = nparts > MAX_OBJECTS - 1 ? MAX_OBJECTS - 1 : nparts;
     st = cg_package_begin(&pk, cg->opt, cg->d);
@@ -180,7 +180,7 @@ static int llvm_finish(cg_ctx_head *c)
     if (st == VITC_OK && !cg_package_path(&pk, "weights.o", wobj, sizeof wobj))
         st = cg->d->status;
     if (st == VITC_OK && cg->blob_object)
-        st = cg_write_elf_object(cg->d, wobj, cg_elf_machine(cg->triple), &w, 1, reserve > 0);
+        st = cg_write_elf_object(cg->d, wobj, cg_elf_machine(cg->triple), &w, 1, late && cg_package_reserves());
     if (st == VITC_OK && (st = cg_optimize_split(cg, cg->tm, obj, &nparts)) == VITC_OK) {
         snprintf(msg, sizeof msg, "optimise and object file (%d thread%s)", nparts, nparts > 1 ? "s" : "");
         phase_done(&cg->t, msg);
@@ -190,7 +190,7 @@ static int llvm_finish(cg_ctx_head *c)
         inputs[p] = obj[p];
     inputs[nparts] = wobj;
     if (st == VITC_OK)
-        st = cg_package_link(&pk, inputs, nparts + (cg->blob_object ? 1 : 0), reserve);
+        st = cg_package_link(&pk, inputs, nparts + (cg->blob_object ? 1 : 0), late);
     if (st == VITC_OK) {
         char what[160];
         snprintf(what, sizeof what, "link (%s)", cg_package_linker());
