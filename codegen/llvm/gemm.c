@@ -203,9 +203,9 @@ static LLVMValueRef emit_task(kern *k, gemm_emit *e, const char *name, LLVMTypeR
  * choices of row blocks: nmb0 = ceil(M / mc_max), the fewest the A block's
  * cache footprint allows, and, when M fits SMALL_M_TILES tiles, one.  Each
  * gets the fewest column blocks (at most PPB_MAX panels each) that make
- * T = TASKS_PER_THREAD * nthreads tasks, rounded up to a multiple of T (the
- * pool hands out T chunks of tasks: 10 tasks would be 5 chunks of 2, 3 for
- * one thread and 2 for the other); the one that reads fewer floats again,
+ * T = TASKS_PER_THREAD * nthreads tasks, rounded up to a multiple of T, then
+ * evened out (split_for: equal blocks, a task count the threads share); the
+ * one that reads fewer floats again,
  * nnb * M * K + nmb * K * N, wins.  At batch 1 a qkv or fc1 layer (|W|
  * 12-16x |A|) is then cut by columns only, each weight read once; a proj or
  * fc2 (|W| 4x |A|) keeps two row blocks, which reads A fewer times. */
