@@ -3,18 +3,19 @@
  * A ViT-B carries 330 MB of weights.  Handing them to a compiler as one
  * constant array costs a copy, and seconds in the assembly printer; the
  * bytes need no compiling.  On ELF hosts and targets they are written here
- * as a relocatable object with a single 64-byte-aligned read-only section
- * (.vitc.const) and one hidden symbol per item (the weights, a CUDA model's
- * code images), which the code that uses them declares and the linker joins
- * to it.  Other object formats keep the weights inside the LLVM module.
+ * as a relocatable object with 64-byte-aligned read-only sections and one
+ * hidden symbol per item (the weights, a CUDA model's code images), which
+ * the code that uses them declares and the linker joins to it.  Other
+ * object formats keep the weights inside the LLVM module.
  *
- * An item marked late is not written: the object has a hole of its size
- * there (a sparse file, nothing on disk), the linker copies the hole's zeros
- * like any section, and cg_elf_fill_late then writes the bytes once, into
- * the linked file, where the section landed.  The weights are so written
- * once instead of three times (object, linker's copy) and no thread
- * competes with LLVM to write them.  Any linker that keeps an input
- * section's bytes does; nothing depends on a linker script. */
+ * Items are written into .vitc.const; an item marked late (the weights) is
+ * not: it goes in .vitc.late, after 64 bytes of that section's own, as a
+ * hole of its size (a sparse file, nothing on disk) that any linker copies
+ * like other bytes, or, with vitc's lld, not at all: a linker script
+ * (package.c) reserves its room, which lld leaves unwritten.  Either way
+ * cg_elf_fill_late then writes the bytes once, into the linked file, where
+ * the section landed: no 346 MB object written beside LLVM's work, no
+ * linker copy of it. */
 #include "codegen/package.h"
 
 #include <elf.h>
@@ -53,6 +54,8 @@ const char *cg_host_triple(void)
 
 static size_t align64(size_t x) { return (x + 63) & ~(size_t)63; }
 
+static const unsigned char zeros[64];
+
 enum { SEC_NULL, SEC_CONST, SEC_LATE, SEC_NOTE, SEC_SYMTAB, SEC_STRTAB, SEC_SHSTRTAB, NSEC };
 #define CONST_NAME ".vitc.const"
 #define LATE_NAME ".vitc.late"
@@ -80,7 +83,6 @@ static size_t layout(const cg_section *items, int n, int late, size_t *off)
  * late ones; pos counts from the section's start. */
 static int write_items(FILE *f, const cg_section *items, int n, int late, size_t pos, size_t end)
 {
-    static const unsigned char zeros[ANCHOR];
     int ok = 1;
     for (int i = 0; ok && i < n; i++) {
         if (!items[i].late != !late)
@@ -177,7 +179,6 @@ int cg_write_elf_object(vitc_diag *d, const char *path, int machine, const cg_se
         free(strtab), free(syms);
         return vitc_error(d, VITC_BAD_INPUT, NULL, "cannot write %s: %s", path, strerror(errno));
     }
-    static const unsigned char zeros[64];
     int ok = fwrite(&eh, sizeof eh, 1, f) == 1;
     ok = ok && write_items(f, items, n, 0, 0, off_late - off_const);
     ok = ok && fwrite(zeros, 1, ANCHOR, f) == ANCHOR;

@@ -302,6 +302,14 @@ int cg_package_link(cg_package *p, const char *const *inputs, int n, size_t late
                 *msg ? ":\n" : "", msg);
 }
 
+int cg_package_fill_late(cg_package *p, const cg_section *items, int n)
+{
+    char so[PATH_MAX];
+    if (!cg_package_path(p, "model.so", so, sizeof so))
+        return p->d->status;
+    return cg_elf_fill_late(p->d, so, items, n);
+}
+
 static int write_file(cg_package *p, const char *path, const void *data, size_t n)
 {
     FILE *f = fopen(path, "wb");

@@ -86,6 +86,9 @@ int cg_package_reserves(void);
  * when cg_package_reserves(); with any, no build id.  Returns status, the
  * driver's messages in the error. */
 int cg_package_link(cg_package *p, const char *const *inputs, int n, size_t late);
+/* Writes the late items of the weights object into dir/model.so after the
+ * link (cg_elf_fill_late).  Returns status. */
+int cg_package_fill_late(cg_package *p, const cg_section *items, int n);
 /* Writes the external weights file when opt->external_weights (weights:
  * the blob), then renames it and dir/model.so into place.  Nothing is left
  * at the output paths on failure. */

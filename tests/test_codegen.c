@@ -465,6 +465,22 @@ static void test_memplan_never_overlaps_live_buffers(void **state)
 
 /* ---- failures ---- */
 
+/* $CC as the test found it, to put back after a case that sets it. */
+static char *cc_save(void)
+{
+    const char *cc = getenv("CC");
+    return cc ? strdup(cc) : NULL;
+}
+
+static void cc_restore(char *saved)
+{
+    if (saved)
+        setenv("CC", saved, 1);
+    else
+        unsetenv("CC");
+    free(saved);
+}
+
 static void test_failed_compiles_leave_nothing(void **state)
 {
     char dir[4096], so[4200], model[4200], *out, *err;
@@ -502,15 +518,10 @@ static void test_failed_compiles_leave_nothing(void **state)
     x = tu_input(g, "x", IR_F32, 2, TU_DIMS(-1, 3));
     tu_output(g, tu_node(g, IR_OP_RELU, NULL, IR_F32, 1, TU_IN(x), 0, NULL));
     assert_int_equal(ir_infer_shapes(g, &d), 0);
-    const char *cc = getenv("CC");
-    char *saved = cc ? strdup(cc) : NULL;
+    char *saved = cc_save();
     setenv("CC", "false", 1);
     int st = tu_compile_cpu(g, so, 1, 2, &msg);
-    if (saved)
-        setenv("CC", saved, 1);
-    else
-        unsetenv("CC");
-    free(saved);
+    cc_restore(saved);
     assert_int_not_equal(st, 0);
     print_message("with CC=false: %s", msg);
     assert_non_null(strstr(msg, "linking"));
@@ -636,8 +647,7 @@ static void test_weights_written_after_either_link(void **state)
     ir_tensor in, ref, got[2];
     tu_read_npy("tests/models/face_ln.b3.input.npy", &in);
     tu_read_npy("tests/models/face_ln.b3.output.npy", &ref);
-    const char *cc = getenv("CC");
-    char *saved = cc ? strdup(cc) : NULL;
+    char *saved = cc_save();
     for (int k = 0; k < 2; k++) {
         snprintf(so[k], sizeof so[k], "%s/link%d.so", tmp, k);
         if (k)
@@ -657,11 +667,7 @@ static void test_weights_written_after_either_link(void **state)
         print_message("face_ln-ts17 batch 3 linked %s: error %.3g vs PyTorch\n", k ? "by CC=cc" : "by vitc's choice", e);
         assert_true(e <= TOL);
     }
-    if (saved)
-        setenv("CC", saved, 1);
-    else
-        unsetenv("CC");
-    free(saved);
+    cc_restore(saved);
     assert_true(tu_error(&got[0], &got[1]) == 0);
     ir_tensor_free(&in), ir_tensor_free(&ref), ir_tensor_free(&got[0]), ir_tensor_free(&got[1]);
 }

@@ -226,9 +226,8 @@ int cu_package(cu_ctx *c, const cu_image *images, int nimages)
             st = cg_write_elf_object(c->d, opath, machine, items, n, late && cg_package_reserves());
         if (st == VITC_OK)
             st = cg_package_link(&pk, inputs, 2, late);
-        char so[PATH_MAX];
         if (st == VITC_OK)
-            st = cg_package_path(&pk, "model.so", so, sizeof so) ? cg_elf_fill_late(c->d, so, items, n) : c->d->status;
+            st = cg_package_fill_late(&pk, items, n);
         if (st == VITC_OK)
             st = cg_package_install(&pk, &c->weights);
     }

@@ -234,13 +234,13 @@ static gemm_split split_for(kern *k, const gemm_plan *p, const cg_gemm_desc *d, 
      * model 5-8% slower. */
     LLVMBuilderRef b = k->b;
     LLVMValueRef best = s.nnb;
-    LLVMValueRef rows = kern_cdiv(k, M, nmb);
+    LLVMValueRef rows = kern_cdiv(k, M, nmb), twice = kern_mulc(k, s.nnb, 2);
     for (int64_t dv = p->npanels; dv >= 1; dv--) {
         if (p->npanels % dv)
             continue;
         LLVMValueRef c = kern_i64(k, dv);
         LLVMValueRef ok = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGE, c, s.nnb, ""),
-                                       LLVMBuildICmp(b, LLVMIntSLE, c, kern_mulc(k, s.nnb, 2), ""), "");
+                                       LLVMBuildICmp(b, LLVMIntSLE, c, twice, ""), "");
         LLVMValueRef flop = kern_mulc(k, rows, p->npanels / dv * p->nr * d->K * 2);
         ok = LLVMBuildAnd(b, ok, LLVMBuildICmp(b, LLVMIntSGE, flop, kern_i64(k, MIN_TASK_FLOP), ""), "");
         LLVMValueRef even = LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildSRem(b, kern_mulc(k, nmb, dv), nt, ""),

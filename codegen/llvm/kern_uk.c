@@ -145,17 +145,17 @@ LLVMValueRef kern_uk_emit(kern *k, const char *name, const kern_uk *s)
      * step u of an iteration adding into set u % SETS, and adds the sets
      * together after the loop (1 row: 4 chains at the pipes' full rate
      * instead of a quarter of it). */
-    int unroll = UNROLL, sets = s->mr >= 4 ? 1 : s->mr == 2 ? 2 : 4;
+    int sets = s->mr >= 4 ? 1 : s->mr == 2 ? 2 : 4;
     while (sets > 1 && sets * n > KERN_MAX_CARRY)
         sets /= 2;
     for (int i = n; i < sets * n; i++)
         acc[i] = zero;
     kern_loop L;
-    kern_for(k, &L, kern_i64(k, 0), kc, unroll, 1, sets * n, acc, "k");
+    kern_for(k, &L, kern_i64(k, 0), kc, UNROLL, 1, sets * n, acc, "k");
     LLVMValueRef cur[KERN_MAX_CARRY];
     for (int i = 0; i < sets * n; i++)
         cur[i] = L.carry[i];
-    for (int u = 0; u < unroll; u++)
+    for (int u = 0; u < UNROLL; u++)
         uk_step(k, s, A, B, kern_addc(k, L.iv, u), cur + (u % sets) * n);
     kern_for_end(k, &L, cur);
     for (int i = 0; i < n; i++) {
@@ -163,16 +163,14 @@ LLVMValueRef kern_uk_emit(kern *k, const char *name, const kern_uk *s)
         for (int g = 1; g < sets; g++)
             acc[i] = LLVMBuildFAdd(b, acc[i], L.carry[g * n + i], "");
     }
-    {
-        kern_loop T;
-        kern_for(k, &T, L.iv, kc, 1, 0, n, acc, "kt");
-        for (int i = 0; i < n; i++)
-            cur[i] = T.carry[i];
-        uk_step(k, s, A, B, T.iv, cur);
-        kern_for_end(k, &T, cur);
-        for (int i = 0; i < n; i++)
-            acc[i] = T.carry[i];
-    }
+    kern_loop T;
+    kern_for(k, &T, L.iv, kc, 1, 0, n, acc, "kt");
+    for (int i = 0; i < n; i++)
+        cur[i] = T.carry[i];
+    uk_step(k, s, A, B, T.iv, cur);
+    kern_for_end(k, &T, cur);
+    for (int i = 0; i < n; i++)
+        acc[i] = T.carry[i];
 
     if (s->kblocked) {
         LLVMBasicBlockRef bepi = kern_block(k, "epilogue"), braw = kern_block(k, "partial");

@@ -196,10 +196,8 @@ static int llvm_finish(cg_ctx_head *c)
         snprintf(what, sizeof what, "link (%s)", cg_package_linker());
         phase_done(&cg->t, what);
     }
-    if (st == VITC_OK && cg->blob_object) {
-        char so[PATH_MAX];
-        st = cg_package_path(&pk, "model.so", so, sizeof so) ? cg_elf_fill_late(cg->d, so, &w, 1) : cg->d->status;
-    }
+    if (st == VITC_OK && cg->blob_object)
+        st = cg_package_fill_late(&pk, &w, 1);
     if (st == VITC_OK)
         st = cg_package_install(&pk, &cg->blob);
     if (st == VITC_OK) {
