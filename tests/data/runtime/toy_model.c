@@ -11,6 +11,12 @@
  * changes the result.  Variants, chosen with -D when CMake builds it:
  *   TOY_EXTERNAL        weights in "toy_model_ext.weights" beside the .so
  *   TOY_UNALIGNED       embedded weights at an address that is not 64-byte aligned
+ *   TOY_BIG             3 MiB of embedded weights (scale, bias, zeros, a last
+ *                       float of 7) and as much workspace: run() returns 10
+ *                       unless both are 2 MiB aligned and the weights are a
+ *                       copy (VITC_HUGE_PAGES unset) or its own (=0), 11
+ *                       unless the last float arrived, 12 unless its own
+ *                       storage still reads as written
  *   TOY_ABI_VERSION=n   a descriptor claiming another ABI version
  *   TOY_SYMBOL=name     export the descriptor under another name
  *   TOY_NO_DESCRIPTOR   an ordinary shared library, no descriptor at all
@@ -22,6 +28,7 @@
  *                       (Intel's AMX tiles and AMD's SSE4a), with the constructor */
 #include "runtime/abi.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #define TOY_MAX_BATCH 8
@@ -65,6 +72,11 @@ __attribute__((constructor)) static void toy_constructor(void)
 #elif defined(TOY_UNALIGNED)
 static const float toy_storage[9] __attribute__((aligned(64))) = {0, 2, -1, 0.5f, 3, 1, 0, -2, 0.25f};
 #define TOY_WEIGHTS ((const void *)&toy_storage[1])
+#elif defined(TOY_BIG)
+#define TOY_BIG_FLOATS (3 << 18) /* 3 MiB */
+static const float toy_storage[TOY_BIG_FLOATS] __attribute__((aligned(64))) = {
+    2, -1, 0.5f, 3, 1, 0, -2, 0.25f, [TOY_BIG_FLOATS - 1] = 7};
+#define TOY_WEIGHTS ((const void *)toy_storage)
 #else
 static const float toy_storage[8] __attribute__((aligned(64))) = {2, -1, 0.5f, 3, 1, 0, -2, 0.25f};
 #define TOY_WEIGHTS ((const void *)toy_storage)
@@ -107,6 +119,18 @@ static int32_t toy_run(const vitc_abi_call *call)
     if (call->batch < 1 || call->batch > TOY_MAX_BATCH || ((uintptr_t)call->workspace & 63) ||
         ((uintptr_t)call->weights & 63) || call->nthreads < 1)
         return 9; /* the runtime broke its side of the contract */
+#ifdef TOY_BIG
+    const char *huge = getenv("VITC_HUGE_PAGES");
+    int in_place = huge && strcmp(huge, "0") == 0;
+    if (in_place ? call->weights != (const void *)toy_storage
+                 : call->weights == (const void *)toy_storage || ((uintptr_t)call->weights & ((2u << 20) - 1)) ||
+                       ((uintptr_t)call->workspace & ((2u << 20) - 1)))
+        return 10;
+    if (((const float *)call->weights)[TOY_BIG_FLOATS - 1] != 7)
+        return 11;
+    if (toy_storage[TOY_BIG_FLOATS - 1] != 7 || toy_storage[0] != 2)
+        return 12;
+#endif
     toy_job j = {
         .call = call,
         .x = call->inputs[0],
@@ -152,7 +176,11 @@ __attribute__((visibility("default"))) const vitc_abi_model TOY_SYMBOL = {
     .inputs = toy_inputs,
     .outputs = toy_outputs,
     .max_batch = TOY_MAX_BATCH,
+#ifdef TOY_BIG
+    .workspace_bytes = (uint64_t)3 << 20,
+#else
     .workspace_bytes = sizeof(float) * TOY_MAX_BATCH * TOY_COLS,
+#endif
 #ifdef TOY_EXTERNAL
     .weights = NULL,
     .weights_file = "toy_model_ext.weights",
@@ -160,7 +188,11 @@ __attribute__((visibility("default"))) const vitc_abi_model TOY_SYMBOL = {
     .weights = TOY_WEIGHTS,
     .weights_file = NULL,
 #endif
+#ifdef TOY_BIG
+    .weights_bytes = sizeof toy_storage,
+#else
     .weights_bytes = sizeof(float) * 2 * TOY_COLS,
+#endif
     .weights_fnv1a = 0x4d05ad38320c76b2ull,
     .run = toy_run,
     .nkernels = 2,
