@@ -51,10 +51,12 @@ typedef void (*task_fn)(void *, int64_t, int64_t);
 typedef void (*driver_fn)(const void *args, void *pool, void (*pf)(void *, int64_t, task_fn, void *),
                           int32_t nthreads);
 
+/* Allocated as the runtime allocates a model's weights and workspace (huge
+ * pages from 2 MiB), so that the GEMM sees the TLB a model's layers see. */
 static float *aligned_floats(size_t n)
 {
-    void *p = NULL;
-    if (posix_memalign(&p, 64, (n ? n : 1) * sizeof(float))) {
+    void *p = rt_aligned_alloc((uint64_t)(n ? n : 1) * sizeof(float));
+    if (!p) {
         fprintf(stderr, "gemm_bench: out of memory\n");
         exit(3);
     }
