@@ -1,12 +1,12 @@
 /* gemm_bench.c: the generated GEMM (cg_gemm_emit) on the Linear layers of
- * ViT-B/16 and ViT-Ti/16, at 1 and 2 threads of the runtime's own pool,
+ * ViT-B/16, ViT-Ti/16 and the face ViT, at 1 and 2 threads of the runtime's own pool,
  * in GFLOP/s and as a fraction of this machine's peak (measured first with
  * the same FMA loop as peak_fma); then fused attention (cg_attention_emit)
  * and the two batched GEMMs it replaces (cg_bgemm_emit) on the same models,
  * counting only the 4 N^2 D flops of the two products.
  *
  *   gemm_bench [--peak G1,G2] [--cold] [BATCH ...]
- * BATCH: default 1 and 8 (M = 197 * batch).  --peak: the 1- and 2-thread
+ * BATCH: default 1 and 8 (M = tokens * batch: 197, the face ViT's 144).  --peak: the 1- and 2-thread
  * peaks in GFLOP/s (from peak_fma on a quiet machine) when this run shares
  * the machine with other work and would measure them too low.  --cold: each
  * GEMM call reads another copy of the packed weights, from copies that
@@ -24,15 +24,17 @@
 
 typedef struct {
     const char *model, *layer;
-    int64_t K, N;
+    int64_t tokens, K, N;
     int has_residual, activation; /* every layer has a bias */
 } layer;
 
 static const layer layers[] = {
-    {"ViT-B", "qkv", 768, 2304, 0, 0},  {"ViT-B", "proj", 768, 768, 1, 0},
-    {"ViT-B", "fc1", 768, 3072, 0, 1},  {"ViT-B", "fc2", 3072, 768, 1, 0},
-    {"ViT-Ti", "qkv", 192, 576, 0, 0},  {"ViT-Ti", "proj", 192, 192, 1, 0},
-    {"ViT-Ti", "fc1", 192, 768, 0, 1},  {"ViT-Ti", "fc2", 768, 192, 1, 0},
+    {"ViT-B", "qkv", 197, 768, 2304, 0, 0},  {"ViT-B", "proj", 197, 768, 768, 1, 0},
+    {"ViT-B", "fc1", 197, 768, 3072, 0, 1},  {"ViT-B", "fc2", 197, 3072, 768, 1, 0},
+    {"ViT-Ti", "qkv", 197, 192, 576, 0, 0},  {"ViT-Ti", "proj", 197, 192, 192, 1, 0},
+    {"ViT-Ti", "fc1", 197, 192, 768, 0, 1},  {"ViT-Ti", "fc2", 197, 768, 192, 1, 0},
+    {"face", "qkv", 144, 512, 1536, 0, 0},   {"face", "proj", 144, 512, 512, 1, 0},
+    {"face", "fc1", 144, 512, 2048, 0, 4},   {"face", "fc2", 144, 2048, 512, 1, 0}, /* fc1: ReLU6 */
 };
 #define NLAYERS (sizeof layers / sizeof layers[0])
 
@@ -191,7 +193,7 @@ int main(int argc, char **argv)
     for (int bi = 0; bi < nb; bi++) {
         for (size_t l = 0; l < NLAYERS; l++) {
             const layer *ly = &layers[l];
-            int64_t M = 197 * (int64_t)batches[bi];
+            int64_t M = ly->tokens * (int64_t)batches[bi];
             cg_gemm_desc d = {.K = ly->K, .N = ly->N, .lda = ly->K, .ldc = ly->N, .ldr = ly->N, .has_bias = 1,
                               .has_residual = ly->has_residual, .activation = ly->activation};
             float *A = aligned_floats((size_t)(M * ly->K)), *W = aligned_floats((size_t)(ly->K * ly->N));

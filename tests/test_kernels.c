@@ -228,31 +228,43 @@ static void run_gemm_case(cg_jit *j, const cg_target *t, const gemm_case *c, con
     gfree(&ga), gfree(&gw), gfree(&gp), gfree(&gb), gfree(&gr), gfree(&gc);
 }
 
+/* Each case with three L2 sizes: the host's, one that fits no rows of A
+ * (K blocks outside the panels), and 64 KiB, where a K-blocked task of few
+ * rows walks the panels outside and one of many rows the K blocks (gemm.c
+ * picks at run time). */
 static void gemm_all_cases(void **state)
 {
     cg_jit *j = jit_new();
-    cg_target t = cg_jit_target(j);
-    printf("  host %s: %d floats per vector, %d registers, fma %d\n", cg_jit_cpu(j), t.vec_floats, t.nregs, t.has_fma);
+    cg_target host = cg_jit_target(j);
+    printf("  host %s: %d floats per vector, %d registers, fma %d, L2 %lld bytes\n", cg_jit_cpu(j), host.vec_floats,
+           host.nregs, host.has_fma, (long long)host.l2_bytes);
+    const int64_t l2[3] = {host.l2_bytes, 1, 64 * 1024};
     LLVMModuleRef m = cg_jit_module(j, "gemm");
     char name[64];
-    for (size_t i = 0; i < NGEMM; i++) {
-        const gemm_case *c = &gemm_cases[i];
-        int64_t ldr = c->res == 1 ? c->N + 3 : c->res == 2 ? c->ldc : 0;
-        cg_gemm_desc d = {.K = c->K, .N = c->N, .lda = c->lda, .ldc = c->ldc, .ldr = ldr, .has_bias = c->bias,
-                          .has_residual = c->res != 0, .activation = c->act};
-        snprintf(name, sizeof name, "gemm%zu", i);
-        if (!cg_gemm_emit(m, name, &d, &t))
-            fail_msg("cg_gemm_emit failed for case %zu", i);
+    for (int li = 0; li < 3; li++) {
+        cg_target t = host;
+        t.l2_bytes = l2[li];
+        for (size_t i = 0; i < NGEMM; i++) {
+            const gemm_case *c = &gemm_cases[i];
+            int64_t ldr = c->res == 1 ? c->N + 3 : c->res == 2 ? c->ldc : 0;
+            cg_gemm_desc d = {.K = c->K, .N = c->N, .lda = c->lda, .ldc = c->ldc, .ldr = ldr, .has_bias = c->bias,
+                              .has_residual = c->res != 0, .activation = c->act};
+            snprintf(name, sizeof name, "gemm%zu_l%d", i, li);
+            if (!cg_gemm_emit(m, name, &d, &t))
+                fail_msg("cg_gemm_emit failed for case %zu", i);
+        }
     }
     jit_add(j, m);
-    for (size_t i = 0; i < NGEMM; i++) {
-        snprintf(name, sizeof name, "gemm%zu", i);
-        gemm_case c = gemm_cases[i];
-        run_gemm_case(j, &t, &c, name, i % 2 ? 4 : 1);
-        c.M = c.M > 1 ? 1 : 13;
-        run_gemm_case(j, &t, &c, name, 2);
-        c.M = 0;
-        run_gemm_case(j, &t, &c, name, 1);
+    for (int li = 0; li < 3; li++) {
+        for (size_t i = 0; i < NGEMM; i++) {
+            snprintf(name, sizeof name, "gemm%zu_l%d", i, li);
+            gemm_case c = gemm_cases[i];
+            run_gemm_case(j, &host, &c, name, i % 2 ? 4 : 1);
+            c.M = c.M > 1 ? 1 : 13;
+            run_gemm_case(j, &host, &c, name, 2);
+            c.M = 0;
+            run_gemm_case(j, &host, &c, name, 1);
+        }
     }
     cg_jit_free(j);
 }

@@ -8,9 +8,14 @@
  * Work: the driver cuts C into nmb row blocks of mc rows and nnb column
  * blocks of whole panels (their sizes differ by one panel at most), handed
  * to the runtime's parallel_for as nmb * nnb tasks; both are chosen at run
- * time from M and the thread count (emit_driver).  A task walks K
- * in blocks of kc (a B micro-panel of kc x NR, 16 KiB, stays in L1 while the
- * rows of the task go by), then panels, then rows by MR: each step is one
+ * time from M and the thread count (emit_driver).  K is cut into blocks of
+ * kc (a B micro-panel of kc x NR, 16 KiB, stays in L1 while the rows of the
+ * task go by).  A task whose rows of A (all of K) fit three quarters of the
+ * L2 walks panels, then K blocks, then rows by MR: B in memory order, each
+ * panel's C tile in cache across its K blocks (`gemm_bench --cold 1`: the
+ * face ViT's layers 6-8% faster, ViT-B's K = 768 layers within the noise);
+ * a task with more walks K blocks, then panels, then rows, so that A's K
+ * block stays in L2 (ViT-B's fc2, K = 3072, was 5-9% slower the other way).  Each step is one
  * micro-kernel call (kern_uk.h) that keeps an MR x NR tile of C in registers,
  * reads A in place and applies the epilogue before the only store. */
 #include "codegen/llvm/kern_uk.h"
@@ -24,6 +29,7 @@ typedef struct {
     int rem_nv, rem_lanes;  /* the padded last panel, when N % nr != 0 */
     int64_t kc, nkb;        /* K blocks */
     int64_t mc_max;         /* largest row block of a task */
+    int64_t a_budget;       /* bytes of A a task may keep in L2 (see emit_task) */
 } gemm_plan;
 
 static int gemm_plan_make(const cg_gemm_desc *d, const cg_target *t, gemm_plan *p)
@@ -57,6 +63,7 @@ static int gemm_plan_make(const cg_gemm_desc *d, const cg_target *t, gemm_plan *
     else
         p->nkb = (d->K + p->kc - 1) / p->kc;
     p->mc_max = 12 * p->mr;
+    p->a_budget = (t->l2_bytes > 0 ? t->l2_bytes : 512 * 1024) / 4 * 3;
     return 0;
 }
 
@@ -82,6 +89,8 @@ void cg_gemm_pack(const cg_gemm_desc *d, const cg_target *t, const float *W, flo
             memcpy(out + (pn * d->K + k) * p.nr, W + k * d->N + n0, (size_t)w * sizeof(float));
     }
 }
+
+enum { TASKS_PER_THREAD = 4, PPB_MAX = 8, SMALL_M_TILES = 17 }; /* see emit_driver */
 
 /* Everything the task function's body needs while it is being emitted. */
 typedef struct {
@@ -155,6 +164,71 @@ static void emit_kblock(kern *k, gemm_emit *e, LLVMValueRef p0, LLVMValueRef p1,
     }
 }
 
+/* K blocks outside, panels [p0, p1) inside: A's K block of the task's rows
+ * stays in L2 while the panels go by; the task's C tile is read and written
+ * again for each K block. */
+static void emit_kblocks_outer(kern *k, gemm_emit *e, LLVMValueRef p0, LLVMValueRef p1)
+{
+    const cg_gemm_desc *d = e->d;
+    const gemm_plan *p = e->p;
+    LLVMBuilderRef b = k->b;
+    kern_loop KB;
+    kern_for(k, &KB, kern_i64(k, 0), kern_i64(k, p->nkb), 1, 0, 0, NULL, "kb");
+    LLVMValueRef k0 = kern_mulc(k, KB.iv, p->kc);
+    LLVMValueRef kc = kern_min(k, kern_i64(k, p->kc), LLVMBuildSub(b, kern_i64(k, d->K), k0, ""));
+    LLVMValueRef first = LLVMBuildICmp(b, LLVMIntEQ, KB.iv, kern_i64(k, 0), "first");
+    LLVMValueRef last = LLVMBuildICmp(b, LLVMIntEQ, KB.iv, kern_i64(k, p->nkb - 1), "last");
+    emit_kblock(k, e, p0, p1, k0, kc, first, last);
+    kern_for_end(k, &KB, NULL);
+}
+
+/* Panels [pb, pe) of one kind (kernels: full or padded) outside, K blocks
+ * inside: B is read in the order it lies in memory, each panel's C tile
+ * stays in cache across its K blocks, and A (the task's rows, all of K) is
+ * read from L2 once per panel.  prefetch: the next B block into L2 while
+ * these rows are computed, as next_block does. */
+static void panel_kblocks(kern *k, gemm_emit *e, LLVMValueRef *kernels, LLVMValueRef pb, LLVMValueRef pe, int prefetch)
+{
+    const cg_gemm_desc *d = e->d;
+    const gemm_plan *p = e->p;
+    LLVMBuilderRef b = k->b;
+    kern_loop L, KB;
+    kern_for(k, &L, pb, pe, 1, 0, 0, NULL, "panel");
+    kern_for(k, &KB, kern_i64(k, 0), kern_i64(k, p->nkb), 1, 0, 0, NULL, "kb");
+    LLVMValueRef k0 = kern_mulc(k, KB.iv, p->kc);
+    LLVMValueRef kc = kern_min(k, kern_i64(k, p->kc), LLVMBuildSub(b, kern_i64(k, d->K), k0, ""));
+    LLVMValueRef first = LLVMBuildICmp(b, LLVMIntEQ, KB.iv, kern_i64(k, 0), "first");
+    LLVMValueRef last = LLVMBuildICmp(b, LLVMIntEQ, KB.iv, kern_i64(k, p->nkb - 1), "last");
+    LLVMValueRef pf = NULL, pf_lines = NULL;
+    if (prefetch) { /* the block after this one in memory, while it is the task's */
+        LLVMValueRef next = kern_add(k, kern_add(k, kern_mulc(k, L.iv, d->K), k0), kc);
+        pf = kern_gep(k, e->W, kern_mulc(k, next, p->nr));
+        LLVMValueRef any = LLVMBuildICmp(b, LLVMIntSLT, next, kern_mulc(k, pe, d->K), "");
+        LLVMValueRef lines = LLVMBuildSelect(b, any, kern_i64(k, (p->kc * p->nr + 15) / 16), kern_i64(k, 0), "");
+        LLVMValueRef tiles = kern_max(k, LLVMBuildSDiv(b, LLVMBuildSub(b, e->m1, e->m0, ""), kern_i64(k, p->mr), ""),
+                                      kern_i64(k, 1));
+        pf_lines = kern_cdiv(k, lines, tiles);
+    }
+    emit_panel(k, e, kernels, L.iv, k0, kc, first, last, pf, pf_lines);
+    kern_for_end(k, &KB, NULL);
+    kern_for_end(k, &L, NULL);
+}
+
+static void emit_panels_outer(kern *k, gemm_emit *e, LLVMValueRef p0, LLVMValueRef p1)
+{
+    const gemm_plan *p = e->p;
+    if (p->nfull)
+        panel_kblocks(k, e, e->full, p0, kern_min(k, p1, kern_i64(k, p->nfull)), 1);
+    if (p->rem_nv) {
+        LLVMBasicBlockRef brem = kern_block(k, "rempanel"), bjoin = kern_block(k, "rempanel.join");
+        LLVMBuildCondBr(k->b, LLVMBuildICmp(k->b, LLVMIntEQ, p1, kern_i64(k, p->npanels), ""), brem, bjoin);
+        LLVMPositionBuilderAtEnd(k->b, brem);
+        panel_kblocks(k, e, e->rem, kern_i64(k, p->nfull), kern_i64(k, p->npanels), 0);
+        LLVMBuildBr(k->b, bjoin);
+        LLVMPositionBuilderAtEnd(k->b, bjoin);
+    }
+}
+
 /* task(closure {args, nmb, mc, nnb}, begin, end): tasks t = ni * nmb + mi,
  * row block mi of mc rows, column block ni: panels [ni * P / nnb,
  * (ni + 1) * P / nnb) of the P panels. */
@@ -183,14 +257,28 @@ static LLVMValueRef emit_task(kern *k, gemm_emit *e, const char *name, LLVMTypeR
     if (p->nkb == 1) {
         emit_kblock(k, e, p0, p1, kern_i64(k, 0), kern_i64(k, d->K), NULL, NULL);
     } else {
-        kern_loop KB;
-        kern_for(k, &KB, kern_i64(k, 0), kern_i64(k, p->nkb), 1, 0, 0, NULL, "kb");
-        LLVMValueRef k0 = kern_mulc(k, KB.iv, p->kc);
-        LLVMValueRef kc = kern_min(k, kern_i64(k, p->kc), LLVMBuildSub(b, kern_i64(k, d->K), k0, ""));
-        LLVMValueRef first = LLVMBuildICmp(b, LLVMIntEQ, KB.iv, kern_i64(k, 0), "first");
-        LLVMValueRef last = LLVMBuildICmp(b, LLVMIntEQ, KB.iv, kern_i64(k, p->nkb - 1), "last");
-        emit_kblock(k, e, p0, p1, k0, kc, first, last);
-        kern_for_end(k, &KB, NULL);
+        /* Panels outside the K blocks when the task's rows of A fit the L2
+         * budget, else K blocks outside (A's K block stays in L2 instead). */
+        int64_t rows_max = SMALL_M_TILES * p->mr > p->mc_max ? SMALL_M_TILES * p->mr : p->mc_max;
+        int64_t arow = d->K * (int64_t)sizeof(float);
+        if (p->mr * arow > p->a_budget) {
+            emit_kblocks_outer(k, e, p0, p1);
+        } else if (rows_max * arow <= p->a_budget) {
+            emit_panels_outer(k, e, p0, p1);
+        } else {
+            LLVMBasicBlockRef bp = kern_block(k, "panels.outer"), bk = kern_block(k, "kblocks.outer"),
+                              bj = kern_block(k, "order.join");
+            LLVMValueRef fits = LLVMBuildICmp(b, LLVMIntSLE, kern_mulc(k, LLVMBuildSub(b, e->m1, e->m0, ""), arow),
+                                              kern_i64(k, p->a_budget), "a.fits");
+            LLVMBuildCondBr(b, fits, bp, bk);
+            LLVMPositionBuilderAtEnd(b, bp);
+            emit_panels_outer(k, e, p0, p1);
+            LLVMBuildBr(b, bj);
+            LLVMPositionBuilderAtEnd(b, bk);
+            emit_kblocks_outer(k, e, p0, p1);
+            LLVMBuildBr(b, bj);
+            LLVMPositionBuilderAtEnd(b, bj);
+        }
     }
     kern_for_end(k, &T, NULL);
     LLVMBuildRetVoid(b);
@@ -209,7 +297,6 @@ static LLVMValueRef emit_task(kern *k, gemm_emit *e, const char *name, LLVMTypeR
  * nnb * M * K + nmb * K * N, wins.  At batch 1 a qkv or fc1 layer (|W|
  * 12-16x |A|) is then cut by columns only, each weight read once; a proj or
  * fc2 (|W| 4x |A|) keeps two row blocks, which reads A fewer times. */
-enum { TASKS_PER_THREAD = 4, PPB_MAX = 8, SMALL_M_TILES = 17 };
 #define MIN_TASK_FLOP 8000000 /* about 40 us of one core */
 
 typedef struct {
@@ -283,9 +370,9 @@ LLVMValueRef cg_gemm_emit(LLVMModuleRef mod, const char *name, const cg_gemm_des
     char buf[256];
     LLVMTypeRef argsty = kern_args_type(&k, 5);
     /* the task depends on the description only: shared by equal layers */
-    snprintf(buf, sizeof buf, "vitc.gemm.%s.K%lld.N%lld.a%lld.c%lld.r%lld.e%d%d%d", k.tag, (long long)d->K,
+    snprintf(buf, sizeof buf, "vitc.gemm.%s.K%lld.N%lld.a%lld.c%lld.r%lld.e%d%d%d.l%lld", k.tag, (long long)d->K,
              (long long)d->N, (long long)d->lda, (long long)d->ldc, (long long)d->ldr, d->has_bias ? 1 : 0,
-             d->has_residual ? 1 : 0, d->activation);
+             d->has_residual ? 1 : 0, d->activation, (long long)p.a_budget);
     LLVMValueRef task = LLVMGetNamedFunction(mod, buf);
     if (!task) {
         kern_uk s = {

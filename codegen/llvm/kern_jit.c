@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 struct cg_jit {
     LLVMOrcLLJITRef jit;
@@ -43,7 +44,18 @@ cg_target cg_target_from_features(const char *features)
     else if (has_feature(features, "avx"))
         t.vec_floats = 8;
     t.has_fma = has_feature(features, "fma") || has_feature(features, "avx512f");
+    t.l2_bytes = cg_host_l2_bytes(); /* the JIT runs its code here */
     return t;
+}
+
+int64_t cg_host_l2_bytes(void)
+{
+#ifdef _SC_LEVEL2_CACHE_SIZE
+    long n = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    return n > 0 ? n : 0;
+#else
+    return 0;
+#endif
 }
 
 static void set_err(char *err, size_t errlen, const char *what, LLVMErrorRef e)

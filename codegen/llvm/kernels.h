@@ -20,12 +20,15 @@ typedef struct {
     int vec_floats; /* floats per SIMD register: 4 (SSE), 8 (AVX2), 16 (AVX-512) */
     int nregs;      /* SIMD registers: 16 (AVX2), 32 (AVX-512) */
     int has_fma;
+    int64_t l2_bytes; /* L2 cache per core, for blocking (0: unknown, taken as 512 KiB) */
 } cg_target;
 
 /* The target for an LLVM feature string ("+avx2,+fma,-avx512f,..."): 16
  * floats and 32 registers with +avx512f, 8 and 16 with +avx, else 4 and 16
- * (SSE); has_fma with +fma or +avx512f. */
+ * (SSE); has_fma with +fma or +avx512f; this machine's L2. */
 cg_target cg_target_from_features(const char *features);
+/* This machine's L2 cache per core in bytes (sysconf), 0 when unknown. */
+int64_t cg_host_l2_bytes(void);
 
 /* ---- GEMM with packed constant weights and a fused epilogue ----
  * C[m, n] = act(sum_k A[m, k] * W[k, n] + bias[n]) + R[m, n], for m < M.
