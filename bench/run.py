@@ -349,6 +349,7 @@ def main():
         if not os.path.exists(p):
             raise SystemExit(f"{p} is missing: build vitc first (./setup.sh)")
     os.makedirs(args.workdir, exist_ok=True)
+    args.commit = git_commit()  # the code measured: a commit made while the run goes on is not it
     names = args.models.split(",")
     batches = [int(b) for b in args.batches.split(",")]
     cpu, isa_desc, flags = cpu_info()
@@ -445,7 +446,7 @@ def write_table(args, cpu, isa_desc, peak_before, peak_after, names, isas, batch
         (" The avx2 rows' vitc % peak is of the AVX2 peak (8-float vectors); ORT, which has no switch to leave "
          "AVX-512 aside, runs the host's kernels in those rows too, so its % peak there is of the host's peak."
          if "avx2" in peak_before and "host" in peak_before else ""),
-        f"- vitc at commit {git_commit()}; ONNX Runtime {onnxruntime.__version__} (all graph optimisations); "
+        f"- vitc at commit {args.commit}; ONNX Runtime {onnxruntime.__version__} (all graph optimisations); "
         f"PyTorch {tv} eager.",
         f"- Method: per row, one worker process per runtime, alternated in blocks of {args.block} calls "
         f"({args.blocks} blocks each, {args.pause:.1f} s pause between blocks, {args.warmup} warm-up calls); "
