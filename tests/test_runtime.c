@@ -554,21 +554,29 @@ static void test_external_weights(void **state)
     rmdir(dir);
 }
 
+/* Loads toy model `name`, runs it once on 2 threads at `batch` and checks
+ * the outputs; `what` names the case in a failure. */
+static void run_toy_once(const char *name, int64_t batch, int seed, const char *what)
+{
+    vitc_model *m = load_toy(name);
+    vitc_context *c;
+    assert_int_equal(vitc_context_create(m, 2, &c), VITC_STATUS_OK);
+    toy_run t;
+    toy_setup(&t, batch, seed);
+    vitc_status st = vitc_run(c, t.in, 2, t.out, 2);
+    if (st != VITC_STATUS_OK)
+        fail_msg("%s: %s", what, vitc_last_error());
+    toy_check(&t, what);
+    vitc_context_free(c);
+    vitc_model_free(m);
+}
+
 /* Embedded weights at an odd address are copied to aligned memory (the toy's
  * run() returns an error if the weights it gets are not 64-byte aligned). */
 static void test_unaligned_embedded_weights(void **state)
 {
-    vitc_model *m = load_toy("toy_model_unaligned");
-    vitc_context *c;
-    assert_int_equal(vitc_context_create(m, 2, &c), VITC_STATUS_OK);
-    toy_run t;
-    toy_setup(&t, 3, 2);
-    vitc_status st = vitc_run(c, t.in, 2, t.out, 2);
-    if (st != VITC_STATUS_OK)
-        fail_msg("%s", vitc_last_error());
-    toy_check(&t, "unaligned weights");
-    vitc_context_free(c);
-    vitc_model_free(m);
+    run_toy_once("toy_model_unaligned", 3, 2, "unaligned weights");
+    (void)state;
 }
 
 /* Weights of 2 MiB and more are copied into 2 MiB-aligned memory meant for
@@ -578,24 +586,12 @@ static void test_unaligned_embedded_weights(void **state)
  * storage, whose pages the loader dropped behind the copy, still reads back. */
 static void test_big_weights_placement(void **state)
 {
-    const char *modes[] = {NULL, "0", "1"};
-    for (int i = 0; i < 3; i++) {
-        if (modes[i])
-            setenv("VITC_HUGE_PAGES", modes[i], 1);
-        else
-            unsetenv("VITC_HUGE_PAGES");
-        vitc_model *m = load_toy("toy_model_big");
-        vitc_context *c;
-        assert_int_equal(vitc_context_create(m, 2, &c), VITC_STATUS_OK);
-        toy_run t;
-        toy_setup(&t, 5, 3);
-        vitc_status st = vitc_run(c, t.in, 2, t.out, 2);
-        if (st != VITC_STATUS_OK)
-            fail_msg("VITC_HUGE_PAGES=%s: %s", modes[i] ? modes[i] : "(unset)", vitc_last_error());
-        toy_check(&t, "3 MiB of weights");
-        vitc_context_free(c);
-        vitc_model_free(m);
-    }
+    unsetenv("VITC_HUGE_PAGES");
+    run_toy_once("toy_model_big", 5, 3, "3 MiB of weights, VITC_HUGE_PAGES unset");
+    setenv("VITC_HUGE_PAGES", "0", 1);
+    run_toy_once("toy_model_big", 5, 3, "3 MiB of weights, VITC_HUGE_PAGES=0");
+    setenv("VITC_HUGE_PAGES", "1", 1);
+    run_toy_once("toy_model_big", 5, 3, "3 MiB of weights, VITC_HUGE_PAGES=1");
     unsetenv("VITC_HUGE_PAGES");
     (void)state;
 }
