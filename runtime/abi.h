@@ -107,7 +107,9 @@ typedef struct {
     const vitc_abi_tensor *inputs, *outputs;
     int64_t max_batch;
     uint64_t workspace_bytes;    /* activation memory at max_batch; valid for any batch */
-    const void *weights;         /* embedded weights, or NULL when external */
+    const void *weights;         /* embedded weights, or NULL when external: in the file's read-only
+                                  * data, for the loader may copy them and drop those pages
+                                  * (MADV_DONTNEED: read again from the file if touched) */
     uint64_t weights_bytes;
     const char *weights_file;    /* external weights: a file name beside the .so, else NULL */
     uint64_t weights_fnv1a;      /* FNV-1a 64 of the weights, checked for external files; 0 when embedded */

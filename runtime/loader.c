@@ -216,15 +216,18 @@ static vitc_status place_embedded_weights(vitc_model *m)
      * at a time (read again from the file should anything touch them), so
      * the weights are not held twice even while loading. */
     const char *src = abi->weights;
-    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    long page = sysconf(_SC_PAGESIZE);
     for (uint64_t off = 0, step = (uint64_t)16 << 20; off < abi->weights_bytes; off += step) {
         uint64_t len = abi->weights_bytes - off < step ? abi->weights_bytes - off : step;
         memcpy((char *)m->weights_owned + off, src + off, (size_t)len);
 #ifdef MADV_DONTNEED
-        uintptr_t lo = ((uintptr_t)src + off + page - 1) & ~(page - 1);
-        uintptr_t hi = ((uintptr_t)src + off + len) & ~(page - 1);
-        if (page > 1 && hi > lo)
-            (void)madvise((void *)lo, hi - lo, MADV_DONTNEED);
+        if (page > 1) { /* whole pages of weights only */
+            uintptr_t mask = ~((uintptr_t)page - 1);
+            uintptr_t lo = ((uintptr_t)src + off + (uintptr_t)page - 1) & mask;
+            uintptr_t hi = ((uintptr_t)src + off + len) & mask;
+            if (hi > lo)
+                (void)madvise((void *)lo, hi - lo, MADV_DONTNEED);
+        }
 #endif
     }
     return VITC_STATUS_OK;

@@ -15,9 +15,10 @@
  * panel's C tile in cache across its K blocks (`gemm_bench --cold 1`: the
  * face ViT's layers 6-8% faster, ViT-B's K = 768 layers within the noise);
  * a task with more walks K blocks, then panels, then rows, so that A's K
- * block stays in L2 (ViT-B's fc2, K = 3072, was 5-9% slower the other way).  Each step is one
- * micro-kernel call (kern_uk.h) that keeps an MR x NR tile of C in registers,
- * reads A in place and applies the epilogue before the only store. */
+ * block stays in L2 (ViT-B's fc2, K = 3072, was 5-9% slower the other way).
+ * Each step is one micro-kernel call (kern_uk.h) that keeps an MR x NR tile
+ * of C in registers, reads A in place and applies the epilogue before the
+ * only store. */
 #include "codegen/llvm/kern_uk.h"
 
 #include <stdio.h>
