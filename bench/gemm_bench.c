@@ -1,17 +1,18 @@
 /* gemm_bench.c: the generated GEMM (cg_gemm_emit) on the Linear layers of
- * ViT-B/16, ViT-Ti/16 and the face ViT, at 1 and 2 threads of the runtime's own pool,
- * in GFLOP/s and as a fraction of this machine's peak (measured first with
- * the same FMA loop as peak_fma); then fused attention (cg_attention_emit)
- * and the two batched GEMMs it replaces (cg_bgemm_emit) on the same models,
- * counting only the 4 N^2 D flops of the two products.
+ * ViT-B/16, ViT-Ti/16 and the face ViT, at 1 and 2 threads of the runtime's
+ * own pool, in GFLOP/s and as a fraction of this machine's peak (measured
+ * first with the same FMA loop as peak_fma); then fused attention
+ * (cg_attention_emit) and the two batched GEMMs it replaces (cg_bgemm_emit)
+ * on the same models, counting only the 4 N^2 D flops of the two products.
  *
  *   gemm_bench [--peak G1,G2] [--cold] [BATCH ...]
- * BATCH: default 1 and 8 (M = tokens * batch: 197, the face ViT's 144).  --peak: the 1- and 2-thread
- * peaks in GFLOP/s (from peak_fma on a quiet machine) when this run shares
- * the machine with other work and would measure them too low.  --cold: each
- * GEMM call reads another copy of the packed weights, from copies that
- * together exceed the last-level cache (COLD_BYTES), as a model's layers read
- * theirs: from memory, not from cache as a repeated call would. */
+ * BATCH: default 1 and 8 (M = tokens * batch: 197, the face ViT's 144).
+ * --peak: the 1- and 2-thread peaks in GFLOP/s (from peak_fma on a quiet
+ * machine) when this run shares the machine with other work and would
+ * measure them too low.  --cold: each GEMM call reads another copy of the
+ * packed weights, from copies that together exceed the last-level cache
+ * (COLD_BYTES), as a model's layers read theirs: from memory, not from cache
+ * as a repeated call would. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>

@@ -116,6 +116,17 @@ static void emit_panel(kern *k, gemm_emit *e, LLVMValueRef *kernels, LLVMValueRe
                  d->has_bias ? kern_gep(k, e->bias, n0) : NULL, NULL, kc, first, last, pf, pf_lines);
 }
 
+/* The cache lines of a B block to prefetch before each whole tile of the
+ * task's rows: `lines` spread over the tiles, none unless `any` (there is a
+ * next block). */
+static LLVMValueRef lines_per_tile(kern *k, gemm_emit *e, LLVMValueRef any, LLVMValueRef lines)
+{
+    LLVMBuilderRef b = k->b;
+    LLVMValueRef tiles = kern_max(k, LLVMBuildSDiv(b, LLVMBuildSub(b, e->m1, e->m0, ""), kern_i64(k, e->p->mr), ""),
+                                  kern_i64(k, 1));
+    return kern_cdiv(k, LLVMBuildSelect(b, any, lines, kern_i64(k, 0), ""), tiles);
+}
+
 /* The B block the task reads after panel `panel` of the K block at k0: the
  * next panel's, or after the task's last panel the first panel's of the next
  * K block (none after the last).  A layer's weights come from memory (a
@@ -135,11 +146,24 @@ static void next_block(kern *k, gemm_emit *e, LLVMValueRef panel, LLVMValueRef p
                                        kern_add(k, kern_mulc(k, p0, d->K), k1), "");
     *pf = kern_gep(k, e->W, kern_mulc(k, off, p->nr));
     LLVMValueRef any = LLVMBuildOr(b, in_task, LLVMBuildICmp(b, LLVMIntSLT, k1, kern_i64(k, d->K), ""), "");
-    LLVMValueRef lines = LLVMBuildSelect(b, any, kern_cdiv(k, kern_mulc(k, kc, p->nr), kern_i64(k, 16)),
-                                         kern_i64(k, 0), "");
-    LLVMValueRef tiles = kern_max(k, LLVMBuildSDiv(b, LLVMBuildSub(b, e->m1, e->m0, ""), kern_i64(k, p->mr), ""),
-                                  kern_i64(k, 1));
-    *pf_lines = kern_cdiv(k, lines, tiles);
+    *pf_lines = lines_per_tile(k, e, any, kern_cdiv(k, kern_mulc(k, kc, p->nr), kern_i64(k, 16)));
+}
+
+/* The padded last panel is the task's when its panels end at the last
+ * (p1 == npanels): rem_panel_open branches there and returns the join block
+ * that rem_panel_close ends the branch in. */
+static LLVMBasicBlockRef rem_panel_open(kern *k, const gemm_emit *e, LLVMValueRef p1)
+{
+    LLVMBasicBlockRef brem = kern_block(k, "rempanel"), bjoin = kern_block(k, "rempanel.join");
+    LLVMBuildCondBr(k->b, LLVMBuildICmp(k->b, LLVMIntEQ, p1, kern_i64(k, e->p->npanels), ""), brem, bjoin);
+    LLVMPositionBuilderAtEnd(k->b, brem);
+    return bjoin;
+}
+
+static void rem_panel_close(kern *k, LLVMBasicBlockRef bjoin)
+{
+    LLVMBuildBr(k->b, bjoin);
+    LLVMPositionBuilderAtEnd(k->b, bjoin);
 }
 
 /* All panels [p0, p1) of one K block. */
@@ -156,13 +180,28 @@ static void emit_kblock(kern *k, gemm_emit *e, LLVMValueRef p0, LLVMValueRef p1,
         kern_for_end(k, &L, NULL);
     }
     if (p->rem_nv) {
-        LLVMBasicBlockRef brem = kern_block(k, "rempanel"), bjoin = kern_block(k, "rempanel.join");
-        LLVMBuildCondBr(k->b, LLVMBuildICmp(k->b, LLVMIntEQ, p1, kern_i64(k, p->npanels), ""), brem, bjoin);
-        LLVMPositionBuilderAtEnd(k->b, brem);
+        LLVMBasicBlockRef bjoin = rem_panel_open(k, e, p1);
         emit_panel(k, e, e->rem, kern_i64(k, p->nfull), k0, kc, first, last, NULL, NULL);
-        LLVMBuildBr(k->b, bjoin);
-        LLVMPositionBuilderAtEnd(k->b, bjoin);
+        rem_panel_close(k, bjoin);
     }
+}
+
+/* The K block of loop KB: its start k0, its length kc (the last may be
+ * shorter) and whether it is the first or the last. */
+typedef struct {
+    LLVMValueRef k0, kc, first, last;
+} kblock;
+
+static kblock kblock_at(kern *k, const gemm_emit *e, LLVMValueRef iv)
+{
+    const gemm_plan *p = e->p;
+    LLVMBuilderRef b = k->b;
+    kblock kb;
+    kb.k0 = kern_mulc(k, iv, p->kc);
+    kb.kc = kern_min(k, kern_i64(k, p->kc), LLVMBuildSub(b, kern_i64(k, e->d->K), kb.k0, ""));
+    kb.first = LLVMBuildICmp(b, LLVMIntEQ, iv, kern_i64(k, 0), "first");
+    kb.last = LLVMBuildICmp(b, LLVMIntEQ, iv, kern_i64(k, p->nkb - 1), "last");
+    return kb;
 }
 
 /* K blocks outside, panels [p0, p1) inside: A's K block of the task's rows
@@ -170,16 +209,10 @@ static void emit_kblock(kern *k, gemm_emit *e, LLVMValueRef p0, LLVMValueRef p1,
  * again for each K block. */
 static void emit_kblocks_outer(kern *k, gemm_emit *e, LLVMValueRef p0, LLVMValueRef p1)
 {
-    const cg_gemm_desc *d = e->d;
-    const gemm_plan *p = e->p;
-    LLVMBuilderRef b = k->b;
     kern_loop KB;
-    kern_for(k, &KB, kern_i64(k, 0), kern_i64(k, p->nkb), 1, 0, 0, NULL, "kb");
-    LLVMValueRef k0 = kern_mulc(k, KB.iv, p->kc);
-    LLVMValueRef kc = kern_min(k, kern_i64(k, p->kc), LLVMBuildSub(b, kern_i64(k, d->K), k0, ""));
-    LLVMValueRef first = LLVMBuildICmp(b, LLVMIntEQ, KB.iv, kern_i64(k, 0), "first");
-    LLVMValueRef last = LLVMBuildICmp(b, LLVMIntEQ, KB.iv, kern_i64(k, p->nkb - 1), "last");
-    emit_kblock(k, e, p0, p1, k0, kc, first, last);
+    kern_for(k, &KB, kern_i64(k, 0), kern_i64(k, e->p->nkb), 1, 0, 0, NULL, "kb");
+    kblock kb = kblock_at(k, e, KB.iv);
+    emit_kblock(k, e, p0, p1, kb.k0, kb.kc, kb.first, kb.last);
     kern_for_end(k, &KB, NULL);
 }
 
@@ -196,21 +229,15 @@ static void panel_kblocks(kern *k, gemm_emit *e, LLVMValueRef *kernels, LLVMValu
     kern_loop L, KB;
     kern_for(k, &L, pb, pe, 1, 0, 0, NULL, "panel");
     kern_for(k, &KB, kern_i64(k, 0), kern_i64(k, p->nkb), 1, 0, 0, NULL, "kb");
-    LLVMValueRef k0 = kern_mulc(k, KB.iv, p->kc);
-    LLVMValueRef kc = kern_min(k, kern_i64(k, p->kc), LLVMBuildSub(b, kern_i64(k, d->K), k0, ""));
-    LLVMValueRef first = LLVMBuildICmp(b, LLVMIntEQ, KB.iv, kern_i64(k, 0), "first");
-    LLVMValueRef last = LLVMBuildICmp(b, LLVMIntEQ, KB.iv, kern_i64(k, p->nkb - 1), "last");
+    kblock kb = kblock_at(k, e, KB.iv);
     LLVMValueRef pf = NULL, pf_lines = NULL;
     if (prefetch) { /* the block after this one in memory, while it is the task's */
-        LLVMValueRef next = kern_add(k, kern_add(k, kern_mulc(k, L.iv, d->K), k0), kc);
+        LLVMValueRef next = kern_add(k, kern_add(k, kern_mulc(k, L.iv, d->K), kb.k0), kb.kc);
         pf = kern_gep(k, e->W, kern_mulc(k, next, p->nr));
         LLVMValueRef any = LLVMBuildICmp(b, LLVMIntSLT, next, kern_mulc(k, pe, d->K), "");
-        LLVMValueRef lines = LLVMBuildSelect(b, any, kern_i64(k, (p->kc * p->nr + 15) / 16), kern_i64(k, 0), "");
-        LLVMValueRef tiles = kern_max(k, LLVMBuildSDiv(b, LLVMBuildSub(b, e->m1, e->m0, ""), kern_i64(k, p->mr), ""),
-                                      kern_i64(k, 1));
-        pf_lines = kern_cdiv(k, lines, tiles);
+        pf_lines = lines_per_tile(k, e, any, kern_i64(k, (p->kc * p->nr + 15) / 16));
     }
-    emit_panel(k, e, kernels, L.iv, k0, kc, first, last, pf, pf_lines);
+    emit_panel(k, e, kernels, L.iv, kb.k0, kb.kc, kb.first, kb.last, pf, pf_lines);
     kern_for_end(k, &KB, NULL);
     kern_for_end(k, &L, NULL);
 }
@@ -221,12 +248,9 @@ static void emit_panels_outer(kern *k, gemm_emit *e, LLVMValueRef p0, LLVMValueR
     if (p->nfull)
         panel_kblocks(k, e, e->full, p0, kern_min(k, p1, kern_i64(k, p->nfull)), 1);
     if (p->rem_nv) {
-        LLVMBasicBlockRef brem = kern_block(k, "rempanel"), bjoin = kern_block(k, "rempanel.join");
-        LLVMBuildCondBr(k->b, LLVMBuildICmp(k->b, LLVMIntEQ, p1, kern_i64(k, p->npanels), ""), brem, bjoin);
-        LLVMPositionBuilderAtEnd(k->b, brem);
+        LLVMBasicBlockRef bjoin = rem_panel_open(k, e, p1);
         panel_kblocks(k, e, e->rem, kern_i64(k, p->nfull), kern_i64(k, p->npanels), 0);
-        LLVMBuildBr(k->b, bjoin);
-        LLVMPositionBuilderAtEnd(k->b, bjoin);
+        rem_panel_close(k, bjoin);
     }
 }
 

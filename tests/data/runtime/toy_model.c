@@ -122,9 +122,10 @@ static int32_t toy_run(const vitc_abi_call *call)
 #ifdef TOY_BIG
     const char *huge = getenv("VITC_HUGE_PAGES");
     int in_place = huge && strcmp(huge, "0") == 0;
+    const uintptr_t huge_page = (uintptr_t)2 << 20;
     if (in_place ? call->weights != (const void *)toy_storage
-                 : call->weights == (const void *)toy_storage || ((uintptr_t)call->weights & ((2u << 20) - 1)) ||
-                       ((uintptr_t)call->workspace & ((2u << 20) - 1)))
+                 : call->weights == (const void *)toy_storage || ((uintptr_t)call->weights & (huge_page - 1)) ||
+                       ((uintptr_t)call->workspace & (huge_page - 1)))
         return 10;
     if (((const float *)call->weights)[TOY_BIG_FLOATS - 1] != 7)
         return 11;
