@@ -261,14 +261,20 @@ static void test_fixtures_compile_for_every_target(void **state)
             vitc_cuda_details cd;
             assert_int_equal(vitc_model_cuda_details(m, &cd), VITC_STATUS_OK);
             assert_string_equal(cd.precision, precisions[pi]);
-            assert_int_equal(cd.nimages, 3);
+            /* sm_80, sm_90, [sm_90a where a GEMM runs on wgmma,] compute_90 */
+            int ptx = cd.nimages - 1;
+            assert_true(cd.nimages == 3 || cd.nimages == 4);
             assert_string_equal(cd.images[0].target, "sm_80");
             assert_string_equal(cd.images[0].kind, "cubin");
             assert_string_equal(cd.images[1].target, "sm_90");
             assert_string_equal(cd.images[1].kind, "cubin");
-            assert_string_equal(cd.images[2].target, "compute_90");
-            assert_string_equal(cd.images[2].kind, "ptx");
-            for (int k = 0; k < 3; k++)
+            if (cd.nimages == 4) {
+                assert_string_equal(cd.images[2].target, "sm_90a");
+                assert_string_equal(cd.images[2].kind, "cubin");
+            }
+            assert_string_equal(cd.images[ptx].target, "compute_90");
+            assert_string_equal(cd.images[ptx].kind, "ptx");
+            for (int k = 0; k < cd.nimages; k++)
                 assert_true(cd.images[k].bytes > 1000);
             assert_true(cd.nlaunches >= cd.nfunctions && cd.nfunctions > 5);
             vitc_model_details d;
@@ -290,7 +296,7 @@ static void test_fixtures_compile_for_every_target(void **state)
             print_message("%-24s %-5s %7d %8d %8d %7d %10llu %10llu %10llu %8.2f\n", fixtures[i].model,
                           precisions[pi], cd.nfunctions, cd.nlaunches, maxregs, spills,
                           (unsigned long long)cd.images[0].bytes, (unsigned long long)cd.images[1].bytes,
-                          (unsigned long long)cd.images[2].bytes,
+                          (unsigned long long)cd.images[ptx].bytes,
                           (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
             vitc_model_free(m);
             if (i == 0 && pi == 2) { /* what `vitc inspect` shows of one of them */
@@ -504,7 +510,7 @@ static char *knob_build(const char *var, const char *val, const char *const *arg
 
 /* The knobs of bench/kit/tile-sweep: a tile the GEMM cannot run is refused
  * (exit 2, naming the variable), one it can is compiled in; the wgmma GEMM
- * compiles for sm_90a. */
+ * compiles for sm_90a unless turned off. */
 static void test_gemm_tile_knob(void **state)
 {
     (void)state;
@@ -522,13 +528,19 @@ static void test_gemm_tile_knob(void **state)
     text = knob_build("VITC_CUDA_GEMM_LARGE", "128x256/2x4/3/64", args, so);
     assert_non_null(strstr(text, "mma 128x256 "));
     free(text);
-    /* VITC_CUDA_WGMMA=1: the large tile on wgmma, NVRTC adding an sm_90a
-     * image whose compile takes the wgmma body (NVRTC defines
-     * __CUDA_ARCH_FEAT_SM90_ALL for sm_90a only; it fails on a bad operand) */
-    text = knob_build("VITC_CUDA_WGMMA", "1", args, so);
+    /* by default the large tile runs on wgmma in an sm_90a image (NVRTC
+     * defines __CUDA_ARCH_FEAT_SM90_ALL for sm_90a only, so this compile takes
+     * the wgmma body and fails on a bad operand); VITC_CUDA_WGMMA=0 leaves it
+     * on mma.sync with no sm_90a image */
+    text = knob_build("VITC_CUDA_WGMMA", "", args, so);
     print_message("%s", strstr(text, "gpu code:") ? strstr(text, "gpu code:") : text);
     assert_non_null(strstr(text, "bf16 wgmma 128x128 "));
     assert_non_null(strstr(text, "sm_90a (cubin"));
+    free(text);
+    text = knob_build("VITC_CUDA_WGMMA", "0", args, so);
+    assert_non_null(strstr(text, "bf16 mma 128x128 "));
+    assert_null(strstr(text, "wgmma"));
+    assert_null(strstr(text, "sm_90a"));
     free(text);
     unlink(so);
 }

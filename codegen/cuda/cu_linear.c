@@ -23,11 +23,22 @@
  * 128 x 256 and 256 x 128 (64 x 64 warp tiles) 17.2-18.0 / 58.4-58.8 ms,
  * 128 x 128 with 4 warps 15.8 / 54.1 ms, 128-byte k steps 14.3 / 51.7 ms.
  *
+ * On sm_90a (an extra NVRTC image, which the runtime prefers on Hopper) the
+ * large tile runs as gemm_wg: wgmma from shared memory in the 128-byte
+ * swizzled layout, hence 128 bytes of k per stage; elsewhere as gemm_tc in
+ * the same launch.  Measured on an H100 (ViT-B/16 bf16, GPU time of the whole
+ * model at batch 64 / 256, 2026-11-26): mma.sync 128 x 128 / 4 stages / 64
+ * bytes 13.8 / 49.5 ms; wgmma without swizzle 18.5-21.2 / 63.5-78.9 ms (its
+ * shared-memory reads were the limit: neither a deeper pipeline nor a wgmma
+ * group left in flight moved it); wgmma with the swizzle 128 x 128 / 3
+ * stages 10.3 / 35.2 ms (the default), 4 stages 12.0 / 44.9 (one block per
+ * SM instead of two), 128 x 256 / 4 stages 11.9 / 41.5 ms.  The same tile on
+ * mma.sync measured 14.3 / 51.7 ms there (4% behind its best).
+ *
  * VITC_CUDA_GEMM_LARGE=BMxBN/WMxWN/STAGES/BKB (read when compiling) replaces
- * the large tile, and VITC_CUDA_SPLIT_K=0 turns the split off: knobs for
- * measuring tiles on a GPU (bench/kit), not for users.  VITC_CUDA_WGMMA=1
- * makes the default large tile gemm_wg in f16/bf16 (gemm.cuh: wgmma on
- * sm_90a, an extra image; gemm_tc elsewhere), not yet run on a GPU. */
+ * the large tile, VITC_CUDA_SPLIT_K=0 turns the split off and
+ * VITC_CUDA_WGMMA=0 keeps every GEMM on mma.sync (no sm_90a image): knobs for
+ * measuring on a GPU (bench/kit), not for users. */
 #include "codegen/cuda/cu_impl.h"
 
 #include <math.h>
@@ -54,12 +65,12 @@ typedef struct {
 
 static const tile TILE_S = {64, 64, 2, 2, 3, 64};
 
-/* The large tile: 128 x 128, or VITC_CUDA_GEMM_LARGE's when it names one
+/* The large tile: 128 x 128 (3 stages of 128 bytes of k), or VITC_CUDA_GEMM_LARGE's when it names one
  * gemm_tc can run (warp tiles of whole 16 x 16 fragments, 2 to 8 stages, at
  * most 227 KiB of shared memory); *bad set when it is set and does not. */
 static tile large_tile(int *bad)
 {
-    tile t = {128, 128, 2, 4, 4, 64}, u;
+    tile t = {128, 128, 2, 4, 3, 128}, u;
     const char *e = getenv("VITC_CUDA_GEMM_LARGE");
     char end;
     *bad = 0;
@@ -308,13 +319,15 @@ int64_t cu_linear_scratch(const cu_ctx *c, int node)
     return bytes;
 }
 
-/* Whether the large tile runs as gemm_wg (VITC_CUDA_WGMMA=1, f16/bf16, the
- * default 128 x 128 tile of 8 warps and 64-byte k steps). */
+/* Whether the large tile runs as gemm_wg (f16/bf16 unless VITC_CUDA_WGMMA=0;
+ * a tile of 128 x 128 or 128 x 256 with 2 x 4 warps, two warpgroups, whose
+ * shared memory holds at least three stages of the wgmma layout: gemm.cuh). */
 static int use_wgmma(const cu_ctx *c, tile tl, int split)
 {
     const char *e = getenv("VITC_CUDA_WGMMA");
-    return e && strcmp(e, "1") == 0 && split == 1 && (c->prec == CU_BF16 || c->prec == CU_FP16) && tl.bm == 128 &&
-           tl.bn == 128 && tl.wm == 2 && tl.wn == 4 && tl.bkb == 64;
+    return !(e && strcmp(e, "0") == 0) && split == 1 && (c->prec == CU_BF16 || c->prec == CU_FP16) &&
+           tl.bm == 128 && (tl.bn == 128 || tl.bn == 256) && tl.wm == 2 && tl.wn == 4 &&
+           (tile_smem(tl) - 1024) / ((unsigned)(tl.bm + tl.bn) * (unsigned)tl.bkb) >= 3;
 }
 
 /* The kernel text of a tensor-core GEMM (split: the partial-sum form; wg:
@@ -324,8 +337,9 @@ static void gemm_text(cu_str *t, const gemm_job *j, tile tl, int split, int wg, 
 {
     cu_str_add(t, "VK_KERNEL(@, %u)\n{\n", (unsigned)(tl.wm * tl.wn * 32));
     if (wg)
-        cu_str_add(t, "    vk::gemm_wg<%s, %d, %s, %d, %s, %s, %s, %s>(", tw, tl.stages, vec_a ? "true" : "false",
-                   j->act, j->bias >= 0 ? "true" : "false", j->res >= 0 ? "true" : "false", tr, to);
+        cu_str_add(t, "    vk::gemm_wg<%s, %d, %d, %d, 1, %s, %d, %s, %s, %s, %s>(", tw, tl.bn, tl.stages, tl.bkb,
+                   vec_a ? "true" : "false", j->act, j->bias >= 0 ? "true" : "false", j->res >= 0 ? "true" : "false",
+                   tr, to);
     else
         cu_str_add(t, "    vk::gemm_tc<%s, %d, %d, %d, %d, %d, %d, %s, %s, %d, %s, %s, %s, %s>(", tw, tl.bm, tl.bn,
                    tl.wm, tl.wn, tl.stages, tl.bkb, vec_a ? "true" : "false", split > 1 ? "true" : "false", j->act,

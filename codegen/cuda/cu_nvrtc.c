@@ -214,7 +214,7 @@ void cu_images_free(cu_image *images, int n)
 
 /* ---- the on-disk cache ---- */
 
-static int cache_path(const char *program, char *path, size_t n)
+static int cache_path(const char *program, int wgmma, char *path, size_t n)
 {
     const char *dir = getenv("VITC_NVRTC_CACHE");
     if (!dir || !*dir)
@@ -225,6 +225,7 @@ static int cache_path(const char *program, char *path, size_t n)
     for (int t = 0; t < CU_NTARGETS; t++)
         h = vitc_fnv1a(h, &cu_target_arch[t], sizeof(int));
     h = vitc_fnv1a(h, "opts:lineinfo,c++17,v,1", 23);
+    h = vitc_fnv1a(h, &wgmma, sizeof wgmma); /* an sm_90a image too */
     return (size_t)snprintf(path, n, "%s/%016llx.vkc", dir, (unsigned long long)h) < n;
 }
 
@@ -303,10 +304,10 @@ int cu_nvrtc_compile(cu_ctx *c, const char *program, cu_image *images, int *nima
     if (!cu_nvrtc_load(&why))
         return cu_fail(c, VITC_BAD_INPUT, -1, "%s", why);
     /* the targets of cu_target_arch, and sm_90a after them when a kernel has
-     * an arch-specific body (gemm_wg); the cache keeps the former only */
+     * an arch-specific body (gemm_wg) */
     int nj = CU_NTARGETS + (c->wgmma ? 1 : 0);
     char cpath[4096];
-    int cached = !c->wgmma && cache_path(program, cpath, sizeof cpath);
+    int cached = cache_path(program, c->wgmma, cpath, sizeof cpath);
     if (cached && cache_load(c, cpath, images, nimages))
         return VITC_OK;
     job jobs[CU_NTARGETS + 1];

@@ -225,101 +225,161 @@ VK_DEV void gemm_tc(const T *A, const T *Wt, const float *bias, const TR *R, TC 
         }
 }
 
-/* ---- Hopper (sm_90a): the large tile on wgmma, opt-in (VITC_CUDA_WGMMA=1) ----
+/* ---- Hopper (sm_90a): the large tile on wgmma (VITC_CUDA_WGMMA) ----
  *
- * gemm_wg computes what gemm_tc<T, 128, 128, 2, 4, STAGES, 64> computes, with
+ * gemm_wg computes what gemm_tc<T, 128, BN, 2, 4, STAGES, BKB> computes, with
  * the same launch (256 threads, that kernel's shared memory), so that one plan
  * serves every GPU: compiled for sm_90a it runs the k loop on wgmma, for any
- * other target (and on the emulation) it is gemm_tc.  The same cp.async
- * stages of 32 halves of k, stored in wgmma's canonical no-swizzle K-major
- * layout: core matrices of 8 rows x 16 bytes (128 contiguous bytes), the four
- * of a row group along k 128 bytes apart (the descriptor's leading byte
- * offset), row groups 512 bytes apart (its stride byte offset), for A's 128
- * rows and Wt's 128 columns alike.  Two warpgroups each issue
- * wgmma.m64n128k16 for their 64 rows, two per stage, then commit and wait
- * before the stage is refilled; the cp.async writes reach the tensor cores'
- * (async) proxy through fence.proxy.async before the barrier.  Accumulators:
- * per 8 columns j, d[4j..4j+3] as mma.m16n8's C fragment, for the warp's 16
- * rows of its warpgroup's 64.  Not yet run on a GPU: bench/kit checks it. */
+ * other target (and on the emulation) it is gemm_tc.
+ *
+ * Shared memory holds WS stages of BKB bytes of k (as many as fit gemm_tc's
+ * shared memory), filled by cp.async in wgmma's canonical no-swizzle K-major
+ * layout: core matrices of 8 rows x 16 bytes (128 contiguous bytes), the
+ * BKB / 16 of a row group along k 128 bytes apart (the descriptor's leading
+ * byte offset), row groups BKB * 8 bytes apart (its stride byte offset), for
+ * A's 128 rows and Wt's BN columns alike; eight consecutive threads fill one
+ * core matrix, so the 16-byte stores are free of bank conflicts.  Two
+ * warpgroups each issue wgmma.m64nBNk16 for their 64 rows, BKB / 32 per
+ * stage, and commit them as one group; with WAIT = 1 a warpgroup lets one
+ * group run on while it waits for the next stage, so the stage refilled is
+ * the one read two groups back (k tiles run WS - 2 ahead), with WAIT = 0 it
+ * waits for each group (WS - 1 ahead).  The cp.async writes reach the tensor
+ * cores' (async) proxy through fence.proxy.async before the barrier.
+ * Accumulators: per 8 columns j, d[4j..4j+3] as mma.m16n8's C fragment, for
+ * the warp's 16 rows of its warpgroup's 64. */
+template <int N> struct wg_n {
+};
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL) && !defined(VITC_EMU)
-/* The shared memory descriptor of a K-major no-swizzle operand at smem. */
-VK_DEV unsigned long long wg_desc(const void *smem)
+/* The shared memory descriptor of a K-major operand at smem: no swizzle, row
+ * groups sbo bytes apart and core matrices along k 128 bytes apart; or
+ * (sw128) rows of 128 bytes swizzled in atoms of 8 rows (1024 bytes, sbo). */
+VK_DEV unsigned long long wg_desc(const void *smem, unsigned sbo, bool sw128)
 {
     unsigned long long a = vk_smem_addr(smem);
-    return ((a & 0x3ffff) >> 4) | ((unsigned long long)(128 >> 4) << 16) | ((unsigned long long)(512 >> 4) << 32);
+    return ((a & 0x3ffff) >> 4) | ((unsigned long long)(sw128 ? 1 : 128 >> 4) << 16) |
+           ((unsigned long long)(sbo >> 4) << 32) | ((unsigned long long)(sw128 ? 1 : 0) << 62);
 }
 
-/* d (64 floats) += A (64 x 16 at da) * B (16 x 128 at db). */
-VK_DEV void wg_mma(float *d, unsigned long long da, unsigned long long db, b16)
+/* d (N / 2 floats) += A (64 x 16 at da) * B (16 x N at db). */
+VK_DEV void wg_mma(float *d, unsigned long long da, unsigned long long db, b16, wg_n<128>)
 {
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
                  "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
                  : "l"(da), "l"(db), "r"(1));
 }
-VK_DEV void wg_mma(float *d, unsigned long long da, unsigned long long db, h16)
+VK_DEV void wg_mma(float *d, unsigned long long da, unsigned long long db, h16, wg_n<128>)
 {
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
                  "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
                  : "l"(da), "l"(db), "r"(1));
 }
+VK_DEV void wg_mma(float *d, unsigned long long da, unsigned long long db, b16, wg_n<256>)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127}, %128, %129, p, 1, 1, 0, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+                 : "l"(da), "l"(db), "r"(1));
+}
+VK_DEV void wg_mma(float *d, unsigned long long da, unsigned long long db, h16, wg_n<256>)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127}, %128, %129, p, 1, 1, 0, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+                 : "l"(da), "l"(db), "r"(1));
+}
 #endif
 
-template <class T, int STAGES, bool VEC_A, int ACT, bool BIAS, bool RES, class TR, class TC>
+template <class T, int BN, int STAGES, int BKB, int WAIT, bool VEC_A, int ACT, bool BIAS, bool RES, class TR, class TC>
 VK_DEV void gemm_wg(const T *A, const T *Wt, const float *bias, const TR *R, TC *C, float *P, vk_i64 M, int N, int K,
                     int Kp, vk_i64 lda, vk_i64 ldr, vk_i64 ldc)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL) && !defined(VITC_EMU)
-    enum { BM = 128, BN = 128, BK = 32, EL = sizeof(T), TILE = 128 * 64, STAGE = 2 * TILE };
+    enum {
+        BM = 128,
+        EL = sizeof(T),
+        BK = BKB / EL,
+        SW = BKB == 128,      /* rows of 128 bytes: the 128-byte swizzle */
+        CH = BKB / 16,        /* 16-byte chunks of a row */
+        SBO = 8 * BKB,        /* bytes between row groups (swizzle atoms) */
+        TA = BM * BKB,        /* A's part of a stage */
+        STAGE = (BM + BN) * BKB,
+        WS = (gemm_smem<BM, BN, STAGES, BKB>::bytes - 1024) / STAGE, /* 1 KiB to align the atoms */
+        AHEAD = WAIT ? WS - 2 : WS - 1 /* k tiles loaded ahead of the one computed */
+    };
     static_assert(EL == 2, "wgmma here takes f16 or bf16");
-    static_assert(STAGE * STAGES <= gemm_smem<BM, BN, STAGES, 64>::bytes, "within gemm_tc's shared memory");
+    static_assert(BN == 128 || BN == 256, "wgmma.m64n128 or m64n256");
+    static_assert(WAIT == 0 || WAIT == 1, "0 or 1 wgmma groups left in flight");
+    static_assert(AHEAD >= 1, "a k tile loaded ahead");
     (void)P;
-    unsigned char *smem = vk_smem;
+    unsigned char *smem = vk_smem + ((1024 - (vk_smem_addr(vk_smem) & 1023)) & 1023);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wgi = warp >> 2;
     const vk_i64 m0 = (vk_i64)blockIdx.y * BM;
     const int n0 = blockIdx.x * BN;
     const int nkt = Kp / BK;
-    float d[64];
+    float d[BN / 2];
 #pragma unroll
-    for (int i = 0; i < 64; i++)
+    for (int i = 0; i < BN / 2; i++)
         d[i] = 0.0f;
 
-    /* row r, 16-byte chunk c of a 128-row operand tile: (r / 8) * 512 + c * 128 + (r % 8) * 16 */
+    /* Byte offset of 16-byte chunk ch of row r in an operand tile.  No swizzle:
+     * (r / 8) * SBO + ch * 128 + (r % 8) * 16; 128-byte swizzle: r * 128 +
+     * (ch ^ r % 8) * 16. */
+    auto chunk_at = [](int r, int ch) {
+        return SW ? r * 128 + ((ch ^ (r & 7)) << 4) : (r >> 3) * SBO + ch * 128 + (r & 7) * 16;
+    };
+    /* chunk i of a stage: eight consecutive threads fill 128 contiguous bytes
+     * of shared memory (free of bank conflicts) */
+    auto chunk_rc = [](int i, int &r, int &ch) {
+        if (SW)
+            r = i >> 3, ch = i & 7;
+        else
+            r = (i >> 3) / CH * 8 + (i & 7), ch = (i >> 3) % CH;
+    };
     auto load_stage = [&](int s, int kt) {
-        unsigned char *sa = smem + s * STAGE, *sb = sa + TILE;
-        for (int i = tid; i < BM * 4; i += 256) {
-            int r = i >> 2, ch = i & 3, kb = kt * 64 + ch * 16;
-            unsigned off = (r >> 3) * 512 + ch * 128 + (r & 7) * 16;
-            vk_i64 row = m0 + r;
-            gemm_load_a16<VEC_A>(sa + off, A, row, kb, M, K, lda);
-            const unsigned char *wsrc = (const unsigned char *)(Wt + (vk_i64)(n0 + r) * Kp) + kt * 64 + ch * 16;
-            vk_cp_async16(sb + off, wsrc, true);
+        unsigned char *sa = smem + s * STAGE, *sb = sa + TA;
+        int r, ch;
+        for (int i = tid; i < BM * CH; i += 256) {
+            chunk_rc(i, r, ch);
+            gemm_load_a16<VEC_A>(sa + chunk_at(r, ch), A, m0 + r, kt * BKB + ch * 16, M, K, lda);
+        }
+        for (int i = tid; i < BN * CH; i += 256) {
+            chunk_rc(i, r, ch);
+            const unsigned char *src = (const unsigned char *)(Wt + (vk_i64)(n0 + r) * Kp) + kt * BKB + ch * 16;
+            vk_cp_async16(sb + chunk_at(r, ch), src, true);
         }
     };
 
-    gemm_prefill<STAGES>(nkt, load_stage);
+    gemm_prefill<AHEAD + 1>(nkt, load_stage);
     for (int kt = 0; kt < nkt; kt++) {
-        vk_cp_async_wait<STAGES - 2>();
+        vk_cp_async_wait<AHEAD - 1>();
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
         __syncthreads();
-        int nt = kt + STAGES - 1;
+        /* the stage refilled here was last read by the wgmma group of tile
+         * kt - 1 - WAIT, which every warpgroup has waited for */
+        int nt = kt + AHEAD;
         if (nt < nkt)
-            load_stage(nt % STAGES, nt);
+            load_stage(nt % WS, nt);
         vk_cp_async_commit();
-        const unsigned char *sa = smem + (kt % STAGES) * STAGE, *sb = sa + TILE;
+        const unsigned char *sa = smem + (kt % WS) * STAGE, *sb = sa + TA;
         asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
 #pragma unroll
-        for (int ks = 0; ks < 2; ks++)
-            wg_mma(d, wg_desc(sa + wgi * 8 * 512 + ks * 256), wg_desc(sb + ks * 256), T());
+        for (int ks = 0; ks < BK / 16; ks++)
+            wg_mma(d, wg_desc(sa + wgi * 8 * SBO + ks * (SW ? 32 : 256), SBO, SW),
+                   wg_desc(sb + ks * (SW ? 32 : 256), SBO, SW), T(), wg_n<BN>());
         asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-        asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+        if (WAIT)
+            asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+        else
+            asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
     }
+    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
     vk_cp_async_wait<0>();
 
     const vk_i64 r = m0 + wgi * 64 + (warp & 3) * 16 + (lane >> 2);
 #pragma unroll
-    for (int j = 0; j < 16; j++) {
+    for (int j = 0; j < BN / 8; j++) {
         int c = n0 + j * 8 + (lane & 3) * 2;
         if (c >= N)
             continue;
@@ -329,8 +389,8 @@ VK_DEV void gemm_wg(const T *A, const T *Wt, const float *bias, const TR *R, TC 
             gemm_store2<ACT, BIAS, RES>(d[4 * j + 2], d[4 * j + 3], r + 8, c, N, bias, R, ldr, C, ldc);
     }
 #else
-    gemm_tc<T, 128, 128, 2, 4, STAGES, 64, VEC_A, false, ACT, BIAS, RES, TR, TC>(A, Wt, bias, R, C, P, M, N, K, Kp, lda,
-                                                                               ldr, ldc);
+    gemm_tc<T, 128, BN, 2, 4, STAGES, BKB, VEC_A, false, ACT, BIAS, RES, TR, TC>(A, Wt, bias, R, C, P, M, N, K, Kp,
+                                                                               lda, ldr, ldc);
 #endif
 }
 
