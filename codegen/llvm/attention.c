@@ -203,6 +203,73 @@ static void emit_copy(kern *k, LLVMValueRef dst, int64_t drs, int64_t dcs, LLVMV
     kern_for_end(k, &R, NULL);
 }
 
+/* Transposes vf vectors in registers: x[r][l] becomes x[l][r].  log2(vf)
+ * stages; the stage of block size h swaps, between rows i and i + h, the
+ * odd h-lane blocks of row i with the even ones of row i + h. */
+static void transpose_vectors(kern *k, LLVMValueRef *x)
+{
+    int n = k->vf;
+    LLVMValueRef lo_idx[16], hi_idx[16];
+    for (int h = n / 2; h >= 1; h /= 2) {
+        for (int l = 0; l < n; l++) {
+            int blk = l / h, in = l % h, pair = blk / 2 * 2 * h; /* lanes of the block pair */
+            /* lo: block 2m from row i, block 2m+1 from row i+h's block 2m */
+            lo_idx[l] = LLVMConstInt(k->i32, (unsigned)(blk % 2 ? n + pair + in : pair + in), 0);
+            /* hi: row i's block 2m+1, then row i+h's block 2m+1 */
+            hi_idx[l] = LLVMConstInt(k->i32, (unsigned)(blk % 2 ? n + pair + h + in : pair + h + in), 0);
+        }
+        LLVMValueRef lo = LLVMConstVector(lo_idx, (unsigned)n), hi = LLVMConstVector(hi_idx, (unsigned)n);
+        for (int i = 0; i < n; i++) {
+            if (i & h)
+                continue;
+            LLVMValueRef a = x[i], c = x[i + h];
+            x[i] = LLVMBuildShuffleVector(k->b, a, c, lo, "");
+            x[i + h] = LLVMBuildShuffleVector(k->b, a, c, hi, "");
+        }
+    }
+}
+
+/* The transposed copy of emit_copy for contiguous rows (ks 1, drs 1) and
+ * whole vectors of columns: dst[c * dcs + r] = src[r * ld + c], rows taken vf
+ * at a time, each block of vf x vf transposed in registers and stored as
+ * vectors (the lane-by-lane stores cost 8 times the instructions).  Rows past
+ * `rows` in the last block are stored as zeros: dst needs room for whole
+ * blocks (dcs >= rows rounded up to vf). */
+static void emit_copy_t(kern *k, LLVMValueRef dst, int64_t dcs, LLVMValueRef src, int64_t ld, int64_t rows,
+                        int64_t cols)
+{
+    int vf = k->vf;
+    LLVMValueRef x[16];
+    int64_t full = rows / vf, tail = rows % vf;
+    for (int part = 0; part < 2; part++) {
+        int64_t nblk = part == 0 ? full : tail != 0;
+        if (!nblk)
+            continue;
+        int valid = part == 0 ? vf : (int)tail;
+        kern_loop R;
+        LLVMValueRef r0;
+        if (part == 0) {
+            kern_for(k, &R, kern_i64(k, 0), kern_i64(k, full), 1, 0, 0, NULL, "copyt.r");
+            r0 = kern_mulc(k, R.iv, vf);
+        } else {
+            r0 = kern_i64(k, full * vf);
+        }
+        LLVMValueRef s = kern_gep(k, src, kern_mulc(k, r0, ld));
+        LLVMValueRef t = kern_gep(k, dst, r0);
+        for (int r = 0; r < valid; r++)
+            emit_prefetch(k, kern_gepc(k, s, (r + vf) * ld), cols);
+        for (int64_t c = 0; c < cols; c += vf) {
+            for (int r = 0; r < vf; r++)
+                x[r] = r < valid ? kern_vload(k, kern_gepc(k, s, r * ld + c), vf, NULL) : kern_vconst(k, 0.0f);
+            transpose_vectors(k, x);
+            for (int l = 0; l < vf; l++)
+                kern_vstore(k, x[l], kern_gepc(k, t, (c + l) * dcs), vf);
+        }
+        if (part == 0)
+            kern_for_end(k, &R, NULL);
+    }
+}
+
 /* Zeroes columns [c0, c1) of rows rows of a buffer with row stride ld. */
 static void emit_zero_cols(kern *k, LLVMValueRef buf, int64_t ld, int64_t rows, int64_t c0, int64_t c1)
 {
@@ -282,7 +349,10 @@ static LLVMValueRef emit_task(kern *k, attn_emit *e, const char *name, LLVMTypeR
     /* K^T: kt[d][j] = K[j][d]; V: vp[j][d] = V[j][d]; the task's rows of Q */
     LLVMValueRef r0 = kern_mul(k, rblk, rbk);
     LLVMValueRef r1 = kern_min(k, kern_i64(k, p->nq), kern_add(k, r0, rbk));
-    emit_copy(k, kt, 1, p->np, kk, p->ld, p->ks, kern_i64(k, N), D);
+    if (p->ks == 1 && D % k->vf == 0 && k->vf <= 16)
+        emit_copy_t(k, kt, p->np, kk, p->ld, N, D); /* np >= N rounded up to vf: whole blocks fit */
+    else
+        emit_copy(k, kt, 1, p->np, kk, p->ld, p->ks, kern_i64(k, N), D);
     emit_copy(k, vp, p->dp, 1, v, p->ld, p->ks, kern_i64(k, N), D);
     emit_copy(k, qb, p->dp, 1, kern_gep(k, q, kern_mulc(k, r0, ldq)), ldq, ksq, LLVMBuildSub(b, r1, r0, ""), D);
 
