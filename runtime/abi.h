@@ -170,7 +170,8 @@ typedef struct {
     int32_t function;            /* index into the plan's functions */
     uint32_t block;              /* threads per block (x only) */
     uint32_t shared_bytes;       /* dynamic shared memory */
-    uint32_t reserved;
+    uint32_t shared_bytes_specific; /* the same when an arch-specific image runs (sm_90a's wgmma
+                                     * GEMM); 0: shared_bytes (plans before it wrote 0 here) */
     vitc_cuda_poly grid[3];      /* blocks along x, y, z: ceil(grid[i](B) / grid_div[i]) */
     int64_t grid_div[3];
     int64_t min_batch, max_batch; /* the launch belongs to batches in this range */

@@ -189,6 +189,13 @@ static vitc_status rt_append_cuda_error(rt_cu_result r, const char *call)
                    append_buf);
 }
 
+/* A launch's dynamic shared memory with the image loaded. */
+static unsigned launch_smem(const struct rt_cuda_model *d, const vitc_cuda_launch *l)
+{
+    return d->image && d->image->arch_specific && l->shared_bytes_specific ? l->shared_bytes_specific
+                                                                             : l->shared_bytes;
+}
+
 /* The image to load on an sm_<arch> device, or NULL. */
 static const vitc_cuda_image *pick_image(const vitc_cuda_plan *p, int arch)
 {
@@ -276,8 +283,8 @@ static vitc_status model_on_device(vitc_model *m)
     if (!d->fns || !smem)
         st = rt_fail(VITC_STATUS_OUT_OF_MEMORY, "out of memory");
     for (int i = 0; st == VITC_STATUS_OK && i < p->nlaunches; i++)
-        if ((int)p->launches[i].shared_bytes > smem[p->launches[i].function])
-            smem[p->launches[i].function] = (int)p->launches[i].shared_bytes;
+        if ((int)launch_smem(d, &p->launches[i]) > smem[p->launches[i].function])
+            smem[p->launches[i].function] = (int)launch_smem(d, &p->launches[i]);
     for (int i = 0; st == VITC_STATUS_OK && i < p->nfunctions; i++) {
         r = cu->ModuleGetFunction(&d->fns[i], d->mod, p->functions[i]);
         if (r != RT_CUDA_SUCCESS) {
@@ -420,7 +427,7 @@ static vitc_status enqueue(vitc_context *c, int64_t batch)
         }
         void *params[1] = {a};
         rt_cu_result r = d->cu->LaunchKernel(d->fns[l->function], (unsigned)g[0], (unsigned)g[1], (unsigned)g[2],
-                                             l->block, 1, 1, l->shared_bytes, x->stream, params, NULL);
+                                             l->block, 1, 1, launch_smem(d, l), x->stream, params, NULL);
         if (r != RT_CUDA_SUCCESS)
             return rt_fail(VITC_STATUS_INTERNAL, "%s: launching kernel %s (launch %d) at batch %lld: %s", m->path,
                            p->functions[l->function], i, (long long)batch, rt_cuda_error_string(r));

@@ -321,7 +321,8 @@ static void test_fixtures_compile_for_every_target(void **state)
  * (grid z > 1, 64 x 64 tiles) is followed by the kernel that adds its partial
  * sums, over the same range; the 64 x 64 tile (4 warps) until a wave of large
  * blocks fills the GPU, the large tile (8 warps, more than 48 KiB of shared
- * memory) from there.  face_ln at batch 1 has too few 64 x 64 blocks for 132
+ * memory, on mma.sync and on sm_90a's wgmma, within what sm_86 and sm_89 give
+ * a block) from there.  face_ln at batch 1 has too few 64 x 64 blocks for 132
  * SMs: some GEMM splits K there. */
 static void test_gemm_tile_ranges_cover_every_batch(void **state)
 {
@@ -359,6 +360,13 @@ static void test_gemm_tile_ranges_cover_every_batch(void **state)
             int64_t z = vitc_cuda_poly_at(&l->grid[2], l->min_batch);
             int big = l->shared_bytes > 48 * 1024;
             assert_int_equal(l->block, big ? 256 : 128);
+            /* the large tile on wgmma (bf16: sm_90a's image) has shared memory of its own; both sizes
+             * within the 99 KiB a block may have on sm_86 and sm_89 */
+            if (big)
+                assert_true(l->shared_bytes_specific > 48 * 1024);
+            else
+                assert_int_equal(l->shared_bytes_specific, 0);
+            assert_true(l->shared_bytes <= 99 * 1024 && l->shared_bytes_specific <= 99 * 1024);
             if (len < sizeof line)
                 len += (size_t)snprintf(line + len, sizeof line - len, " %lld..%lld %s", (long long)l->min_batch,
                                         (long long)l->max_batch, big ? "large" : "64x64");

@@ -51,11 +51,11 @@ __global__ void __launch_bounds__(WM *WN * 32) k_tc(args a)
     gemm_tc<b16, BM, BN, WM, WN, S, BKB, VA, false, EPI ? 1 : 0, true, EPI, b16, b16>(
         a.A, a.W, a.bias, a.R, a.C, 0, a.M, a.N, a.K, a.Kp, a.K, a.N, a.N);
 }
-template <int BN, int S, int BKB, int WAIT, bool VA, bool EPI>
+template <int BN, int WS, int BKB, int WAIT, bool VA, bool EPI>
 __global__ void __launch_bounds__(256) k_wg(args a)
 {
-    gemm_wg<b16, BN, S, BKB, WAIT, VA, EPI ? 1 : 0, true, EPI, b16, b16>(a.A, a.W, a.bias, a.R, a.C, 0, a.M, a.N,
-                                                                        a.K, a.Kp, a.K, a.N, a.N);
+    gemm_wg<b16, BN, BKB, WS, WAIT, 4, 64, VA, EPI ? 1 : 0, true, EPI, b16, b16>(a.A, a.W, a.bias, a.R, a.C, 0, a.M,
+                                                                                a.N, a.K, a.Kp, a.K, a.N, a.N);
 }
 
 /* fp32 reference of the same epilogue, one thread per output */
@@ -98,13 +98,14 @@ struct variant {
 #define TC(BM, BN, WM, WN, S, BKB, VA, EPI)                                                         \
     {"tc " #BM "x" #BN "/" #WM "x" #WN "/" #S "/" #BKB, k_tc<BM, BN, WM, WN, S, BKB, VA, EPI>, BM, BN, WM *WN * 32, \
      vk::gemm_smem<BM, BN, S, BKB>::bytes, false}
-#define WG(BN, S, BKB, W, VA, EPI)                                                                  \
-    {"wg 128x" #BN "/2x4/" #S "/" #BKB " wait" #W, k_wg<BN, S, BKB, W, VA, EPI>, 128, BN, 256,     \
-     vk::gemm_smem<128, BN, S, BKB>::bytes, true}
-/* the default (wgmma, 128-byte swizzle), gemm_tc in the same launch (other GPUs), the previous
- * mma.sync default, then the alternatives measured */
+#define WG(BN, WS, BKB, W, VA, EPI)                                                                 \
+    {"wg 128x" #BN "/2x4/" #WS "/" #BKB " wait" #W, k_wg<BN, WS, BKB, W, VA, EPI>, 128, BN, 256,   \
+     vk::gemm_wg_smem<BN, BKB, WS>::bytes, true}
+/* gemm_wg as the compiler emits it on sm_90a (3 stages of 128 bytes of k, 128-byte swizzle), the
+ * large tile of other GPUs (mma.sync), then the alternatives: wgmma stages and wait depth, 128 x 256,
+ * and the no-swizzle layout (64 bytes of k) */
 #define VARIANTS(VA, EPI)                                                                           \
-    {WG(128, 3, 128, 1, VA, EPI),   TC(128, 128, 2, 4, 3, 128, VA, EPI), TC(128, 128, 2, 4, 4, 64, VA, EPI), \
+    {WG(128, 3, 128, 1, VA, EPI),   TC(128, 128, 2, 4, 4, 64, VA, EPI),  TC(128, 128, 2, 4, 3, 128, VA, EPI), \
      WG(128, 3, 128, 0, VA, EPI),   WG(128, 4, 128, 1, VA, EPI),         WG(256, 4, 128, 1, VA, EPI),       \
      WG(128, 4, 64, 1, VA, EPI),    WG(256, 4, 64, 1, VA, EPI)}
 

@@ -67,6 +67,7 @@ typedef struct {
 typedef struct {
     int func, node;
     unsigned block, smem;
+    unsigned smem_specific; /* with the arch-specific image (gemm_wg); 0: smem */
     cg_poly grid[3];
     int64_t div[3];
     int64_t min_batch, max_batch;

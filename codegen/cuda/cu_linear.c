@@ -25,18 +25,19 @@
  *
  * On sm_90a (an extra NVRTC image, which the runtime prefers on Hopper) the
  * large tile runs as gemm_wg: wgmma from shared memory in the 128-byte
- * swizzled layout, hence 128 bytes of k per stage; elsewhere as gemm_tc in
- * the same launch.  Measured on an H100 (ViT-B/16 bf16, GPU time of the whole
+ * swizzled layout, 3 stages of 128 bytes of k (97 KiB: two blocks per SM),
+ * the launch's shared memory for that image (shared_bytes_specific); other
+ * GPUs run gemm_tc's large tile in the same grid.  Measured on an H100 (ViT-B/16 bf16, GPU time of the whole
  * model at batch 64 / 256, 2026-11-26): mma.sync 128 x 128 / 4 stages / 64
  * bytes 13.8 / 49.5 ms; wgmma without swizzle 18.5-21.2 / 63.5-78.9 ms (its
  * shared-memory reads were the limit: neither a deeper pipeline nor a wgmma
  * group left in flight moved it); wgmma with the swizzle 128 x 128 / 3
  * stages 10.3 / 35.2 ms (the default), 4 stages 12.0 / 44.9 (one block per
- * SM instead of two), 128 x 256 / 4 stages 11.9 / 41.5 ms.  The same tile on
- * mma.sync measured 14.3 / 51.7 ms there (4% behind its best).
+ * SM instead of two), 128 x 256 / 4 stages 11.9 / 41.5 ms.
  *
  * VITC_CUDA_GEMM_LARGE=BMxBN/WMxWN/STAGES/BKB (read when compiling) replaces
- * the large tile, VITC_CUDA_SPLIT_K=0 turns the split off and
+ * the large tile (gemm_wg's too, in its grid), VITC_CUDA_SPLIT_K=0 turns the
+ * split off, VITC_CUDA_WGMMA_STAGES=3..8 sets gemm_wg's stages and
  * VITC_CUDA_WGMMA=0 keeps every GEMM on mma.sync (no sm_90a image): knobs for
  * measuring on a GPU (bench/kit), not for users. */
 #include "codegen/cuda/cu_impl.h"
@@ -64,13 +65,14 @@ typedef struct {
 } tile;
 
 static const tile TILE_S = {64, 64, 2, 2, 3, 64};
+enum { WG_BKB = 128 }; /* gemm_wg's k bytes per stage on sm_90a (the 128-byte swizzle) */
 
-/* The large tile: 128 x 128 (3 stages of 128 bytes of k), or VITC_CUDA_GEMM_LARGE's when it names one
+/* The large tile: 128 x 128, or VITC_CUDA_GEMM_LARGE's when it names one
  * gemm_tc can run (warp tiles of whole 16 x 16 fragments, 2 to 8 stages, at
  * most 227 KiB of shared memory); *bad set when it is set and does not. */
 static tile large_tile(int *bad)
 {
-    tile t = {128, 128, 2, 4, 3, 128}, u;
+    tile t = {128, 128, 2, 4, 4, 64}, u;
     const char *e = getenv("VITC_CUDA_GEMM_LARGE");
     char end;
     *bad = 0;
@@ -264,7 +266,10 @@ static void padded(const cu_ctx *c, const gemm_job *j, int64_t *Kp, int64_t *Np)
     tile L = large_tile(&bad);
     int simt = c->prec == CU_FP32;
     int64_t es = c->prec == CU_FP16 || c->prec == CU_BF16 ? 2 : 4;
-    int64_t bk = simt ? 16 : (L.bkb > TILE_S.bkb ? L.bkb : TILE_S.bkb) / es;
+    int64_t bkb = L.bkb > TILE_S.bkb ? L.bkb : TILE_S.bkb;
+    if (es == 2 && bkb < WG_BKB)
+        bkb = WG_BKB; /* gemm_wg's k steps */
+    int64_t bk = simt ? 16 : bkb / es;
     int64_t np = simt ? 64 : L.bn > TILE_S.bn ? L.bn : TILE_S.bn;
     *Kp = (j->K + bk - 1) / bk * bk;
     *Np = (j->N + np - 1) / np * np;
@@ -319,15 +324,25 @@ int64_t cu_linear_scratch(const cu_ctx *c, int node)
     return bytes;
 }
 
-/* Whether the large tile runs as gemm_wg (f16/bf16 unless VITC_CUDA_WGMMA=0;
- * a tile of 128 x 128 or 128 x 256 with 2 x 4 warps, two warpgroups, whose
- * shared memory holds at least three stages of the wgmma layout: gemm.cuh). */
+/* gemm_wg's stages on sm_90a (128 bytes of k each, 128-byte swizzle, one
+ * wgmma group left in flight): 3, or VITC_CUDA_WGMMA_STAGES. */
+static int wg_stages(void)
+{
+    const char *e = getenv("VITC_CUDA_WGMMA_STAGES");
+    int s = e ? atoi(e) : 0;
+    return s >= 3 && s <= 8 ? s : 3;
+}
+
+static unsigned wg_smem(tile tl) { return 1024u + (unsigned)(wg_stages() * (tl.bm + tl.bn) * WG_BKB); }
+
+/* Whether the large tile runs as gemm_wg on sm_90a (f16/bf16 unless
+ * VITC_CUDA_WGMMA=0; a tile of 128 x 128 or 128 x 256 with 2 x 4 warps, two
+ * warpgroups, whose stages fit the shared memory of a block). */
 static int use_wgmma(const cu_ctx *c, tile tl, int split)
 {
     const char *e = getenv("VITC_CUDA_WGMMA");
     return !(e && strcmp(e, "0") == 0) && split == 1 && (c->prec == CU_BF16 || c->prec == CU_FP16) &&
-           tl.bm == 128 && (tl.bn == 128 || tl.bn == 256) && tl.wm == 2 && tl.wn == 4 &&
-           (tile_smem(tl) - 1024) / ((unsigned)(tl.bm + tl.bn) * (unsigned)tl.bkb) >= 3;
+           tl.bm == 128 && (tl.bn == 128 || tl.bn == 256) && tl.wm == 2 && tl.wn == 4 && wg_smem(tl) <= 227 * 1024;
 }
 
 /* The kernel text of a tensor-core GEMM (split: the partial-sum form; wg:
@@ -337,9 +352,9 @@ static void gemm_text(cu_str *t, const gemm_job *j, tile tl, int split, int wg, 
 {
     cu_str_add(t, "VK_KERNEL(@, %u)\n{\n", (unsigned)(tl.wm * tl.wn * 32));
     if (wg)
-        cu_str_add(t, "    vk::gemm_wg<%s, %d, %d, %d, 1, %s, %d, %s, %s, %s, %s>(", tw, tl.bn, tl.stages, tl.bkb,
-                   vec_a ? "true" : "false", j->act, j->bias >= 0 ? "true" : "false", j->res >= 0 ? "true" : "false",
-                   tr, to);
+        cu_str_add(t, "    vk::gemm_wg<%s, %d, %d, %d, 1, %d, %d, %s, %d, %s, %s, %s, %s>(", tw, tl.bn, WG_BKB,
+                   wg_stages(), tl.stages, tl.bkb, vec_a ? "true" : "false", j->act, j->bias >= 0 ? "true" : "false",
+                   j->res >= 0 ? "true" : "false", tr, to);
     else
         cu_str_add(t, "    vk::gemm_tc<%s, %d, %d, %d, %d, %d, %d, %s, %s, %d, %s, %s, %s, %s>(", tw, tl.bm, tl.bn,
                    tl.wm, tl.wn, tl.stages, tl.bkb, vec_a ? "true" : "false", split > 1 ? "true" : "false", j->act,
@@ -476,6 +491,7 @@ int cu_emit_linear(cu_ctx *c, int node)
         cu_launch *l = cu_launch_new(c, f, node, (unsigned)(tl.wm * tl.wn * 32), tile_smem(tl));
         if (!l)
             return c->d->status;
+        l->smem_specific = wg ? wg_smem(tl) : 0;
         l->min_batch = lo;
         l->max_batch = hi;
         l->grid[0] = cg_poly_k((j.N + tl.bn - 1) / tl.bn); /* N tiles first (gemm.cuh) */

@@ -69,7 +69,7 @@ static void write_plan(cu_ctx *c, cu_str *b, const cu_image *images, int nimages
     cu_str_add(b, "static const vitc_cuda_launch launches[] = {\n");
     for (int i = 0; i < c->nl; i++) {
         const cu_launch *l = &c->l[i];
-        cu_str_add(b, "    {%d, %uu, %uu, 0, {", l->func, l->block, l->smem);
+        cu_str_add(b, "    {%d, %uu, %uu, %uu, {", l->func, l->block, l->smem, l->smem_specific);
         for (int k = 0; k < 3; k++) {
             c_poly(b, l->grid[k]);
             cu_str_add(b, k < 2 ? ", " : "}, {");

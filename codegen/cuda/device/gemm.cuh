@@ -227,18 +227,25 @@ VK_DEV void gemm_tc(const T *A, const T *Wt, const float *bias, const TR *R, TC 
 
 /* ---- Hopper (sm_90a): the large tile on wgmma (VITC_CUDA_WGMMA) ----
  *
- * gemm_wg computes what gemm_tc<T, 128, BN, 2, 4, STAGES, BKB> computes, with
- * the same launch (256 threads, that kernel's shared memory), so that one plan
- * serves every GPU: compiled for sm_90a it runs the k loop on wgmma, for any
- * other target (and on the emulation) it is gemm_tc.
+ * gemm_wg computes what gemm_tc<T, 128, BN, 2, 4, TS, TBKB> computes, with the
+ * same grid and 256 threads, so that one plan serves every GPU: compiled for
+ * sm_90a it runs the k loop on wgmma, with gemm_wg_smem's shared memory (the
+ * launch's shared_bytes_specific, which the runtime passes when it loaded the
+ * sm_90a image), for any other target (and on the emulation) it is that
+ * gemm_tc, with gemm_smem's.
  *
- * Shared memory holds WS stages of BKB bytes of k (as many as fit gemm_tc's
- * shared memory), filled by cp.async in wgmma's canonical no-swizzle K-major
+ * Shared memory holds WS stages of BKB bytes of k, filled by cp.async: with
+ * BKB 128, rows of 128 bytes in the 128-byte swizzle (16-byte chunk c of row
+ * r at r * 128 + (c ^ r % 8) * 16, atoms of 8 rows 1024 bytes apart, the
+ * stages 1024-aligned); with BKB 64, wgmma's canonical no-swizzle K-major
  * layout: core matrices of 8 rows x 16 bytes (128 contiguous bytes), the
  * BKB / 16 of a row group along k 128 bytes apart (the descriptor's leading
- * byte offset), row groups BKB * 8 bytes apart (its stride byte offset), for
- * A's 128 rows and Wt's BN columns alike; eight consecutive threads fill one
- * core matrix, so the 16-byte stores are free of bank conflicts.  Two
+ * byte offset), row groups BKB * 8 bytes apart (its stride byte offset).
+ * Both for A's 128 rows and Wt's BN columns alike; eight consecutive threads
+ * fill 128 contiguous bytes, so the 16-byte stores are free of bank
+ * conflicts.  On an H100 the swizzle made ViT-B/16 twice as fast at batch
+ * 256 (69.4 -> 35.2 ms; the no-swizzle layout's shared-memory reads were the
+ * limit: bench/results-gpu.md).  Two
  * warpgroups each issue wgmma.m64nBNk16 for their 64 rows, BKB / 32 per
  * stage, and commit them as one group; with WAIT = 1 a warpgroup lets one
  * group run on while it waits for the next stage, so the stage refilled is
@@ -248,6 +255,11 @@ VK_DEV void gemm_tc(const T *A, const T *Wt, const float *bias, const TR *R, TC 
  * Accumulators: per 8 columns j, d[4j..4j+3] as mma.m16n8's C fragment, for
  * the warp's 16 rows of its warpgroup's 64. */
 template <int N> struct wg_n {
+};
+
+/* gemm_wg's shared memory on sm_90a: WS stages and 1 KiB to align them. */
+template <int BN, int BKB, int WS> struct gemm_wg_smem {
+    enum { bytes = 1024 + WS * (128 + BN) * BKB };
 };
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL) && !defined(VITC_EMU)
 /* The shared memory descriptor of a K-major operand at smem: no swizzle, row
@@ -291,7 +303,8 @@ VK_DEV void wg_mma(float *d, unsigned long long da, unsigned long long db, h16, 
 }
 #endif
 
-template <class T, int BN, int STAGES, int BKB, int WAIT, bool VEC_A, int ACT, bool BIAS, bool RES, class TR, class TC>
+template <class T, int BN, int BKB, int WS, int WAIT, int TS, int TBKB, bool VEC_A, int ACT, bool BIAS, bool RES,
+          class TR, class TC>
 VK_DEV void gemm_wg(const T *A, const T *Wt, const float *bias, const TR *R, TC *C, float *P, vk_i64 M, int N, int K,
                     int Kp, vk_i64 lda, vk_i64 ldr, vk_i64 ldc)
 {
@@ -305,12 +318,12 @@ VK_DEV void gemm_wg(const T *A, const T *Wt, const float *bias, const TR *R, TC 
         SBO = 8 * BKB,        /* bytes between row groups (swizzle atoms) */
         TA = BM * BKB,        /* A's part of a stage */
         STAGE = (BM + BN) * BKB,
-        WS = (gemm_smem<BM, BN, STAGES, BKB>::bytes - 1024) / STAGE, /* 1 KiB to align the atoms */
         AHEAD = WAIT ? WS - 2 : WS - 1 /* k tiles loaded ahead of the one computed */
     };
     static_assert(EL == 2, "wgmma here takes f16 or bf16");
     static_assert(BN == 128 || BN == 256, "wgmma.m64n128 or m64n256");
     static_assert(WAIT == 0 || WAIT == 1, "0 or 1 wgmma groups left in flight");
+    static_assert(BKB == 64 || BKB == 128, "64 bytes of k (no swizzle) or 128 (128-byte swizzle)");
     static_assert(AHEAD >= 1, "a k tile loaded ahead");
     (void)P;
     unsigned char *smem = vk_smem + ((1024 - (vk_smem_addr(vk_smem) & 1023)) & 1023);
@@ -389,8 +402,8 @@ VK_DEV void gemm_wg(const T *A, const T *Wt, const float *bias, const TR *R, TC 
             gemm_store2<ACT, BIAS, RES>(d[4 * j + 2], d[4 * j + 3], r + 8, c, N, bias, R, ldr, C, ldc);
     }
 #else
-    gemm_tc<T, 128, BN, 2, 4, STAGES, BKB, VEC_A, false, ACT, BIAS, RES, TR, TC>(A, Wt, bias, R, C, P, M, N, K, Kp,
-                                                                               lda, ldr, ldc);
+    gemm_tc<T, 128, BN, 2, 4, TS, TBKB, VEC_A, false, ACT, BIAS, RES, TR, TC>(A, Wt, bias, R, C, P, M, N, K, Kp, lda,
+                                                                            ldr, ldc);
 #endif
 }
 
