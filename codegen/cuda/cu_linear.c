@@ -27,13 +27,14 @@
  * large tile runs as gemm_wg: wgmma from shared memory in the 128-byte
  * swizzled layout, 3 stages of 128 bytes of k (97 KiB: two blocks per SM),
  * the launch's shared memory for that image (shared_bytes_specific); other
- * GPUs run gemm_tc's large tile in the same grid.  Measured on an H100 (ViT-B/16 bf16, GPU time of the whole
- * model at batch 64 / 256, 2026-11-26): mma.sync 128 x 128 / 4 stages / 64
- * bytes 13.8 / 49.5 ms; wgmma without swizzle 18.5-21.2 / 63.5-78.9 ms (its
- * shared-memory reads were the limit: neither a deeper pipeline nor a wgmma
- * group left in flight moved it); wgmma with the swizzle 128 x 128 / 3
- * stages 10.3 / 35.2 ms (the default), 4 stages 12.0 / 44.9 (one block per
- * SM instead of two), 128 x 256 / 4 stages 11.9 / 41.5 ms.
+ * GPUs run gemm_tc's large tile in the same grid.  Measured on an H100
+ * (ViT-B/16 bf16, GPU time of the whole model at batch 64 / 256,
+ * 2026-11-26): mma.sync 128 x 128 / 4 stages / 64 bytes 13.8 / 49.5 ms;
+ * wgmma without swizzle 18.5-21.2 / 63.5-78.9 ms (its shared-memory reads
+ * were the limit: neither a deeper pipeline nor a wgmma group left in flight
+ * moved it); wgmma with the swizzle 128 x 128 / 3 stages 10.3 / 35.2 ms (the
+ * default), 4 stages 12.0 / 44.9 (one block per SM instead of two), 128 x
+ * 256 / 4 stages 11.9 / 41.5 ms.
  *
  * VITC_CUDA_GEMM_LARGE=BMxBN/WMxWN/STAGES/BKB (read when compiling) replaces
  * the large tile (gemm_wg's too, in its grid), VITC_CUDA_SPLIT_K=0 turns the
