@@ -282,9 +282,11 @@ static vitc_status model_on_device(vitc_model *m)
     int *smem = calloc((size_t)p->nfunctions, sizeof *smem);
     if (!d->fns || !smem)
         st = rt_fail(VITC_STATUS_OUT_OF_MEMORY, "out of memory");
-    for (int i = 0; st == VITC_STATUS_OK && i < p->nlaunches; i++)
-        if ((int)launch_smem(d, &p->launches[i]) > smem[p->launches[i].function])
-            smem[p->launches[i].function] = (int)launch_smem(d, &p->launches[i]);
+    for (int i = 0; st == VITC_STATUS_OK && i < p->nlaunches; i++) {
+        int need = (int)launch_smem(d, &p->launches[i]), *f = &smem[p->launches[i].function];
+        if (need > *f)
+            *f = need;
+    }
     for (int i = 0; st == VITC_STATUS_OK && i < p->nfunctions; i++) {
         r = cu->ModuleGetFunction(&d->fns[i], d->mod, p->functions[i]);
         if (r != RT_CUDA_SUCCESS) {
