@@ -141,7 +141,7 @@ typedef struct {
  * + c[3] B^3.  Every kernel takes one by-value argument of
  * VITC_CUDA_MAX_ARGS 8-byte slots (struct vk_args in the device library),
  * filled from the launch's args in order; unused slots are zero. */
-#define VITC_CUDA_PLAN_VERSION 1
+#define VITC_CUDA_PLAN_VERSION 2
 #define VITC_CUDA_MAX_ARGS 16
 
 typedef struct {
@@ -166,6 +166,24 @@ typedef struct {
     vitc_cuda_poly value;        /* evaluated at the batch */
 } vitc_cuda_arg;
 
+/* A tensor map of a row-major matrix of 2-byte elements that a launch's
+ * kernel takes by value after its argument slots (gemm_tma of the device
+ * library, on sm_90a): the runtime encodes it per batch (the driver's
+ * cuTensorMapEncodeTiled) with a box of box_cols x box_rows elements, the
+ * 128-byte swizzle and zeros past the edges.  Where the arch-specific image
+ * is not the one loaded, the kernel ignores its maps and gets zeros. */
+enum { VITC_CUDA_TMAP_F16 = 1, VITC_CUDA_TMAP_BF16 = 2 };
+#define VITC_CUDA_MAX_TMAPS 2
+
+typedef struct {
+    int32_t arg;                 /* the launch argument (a device pointer) where row 0 starts */
+    int32_t elem;                /* VITC_CUDA_TMAP_* */
+    vitc_cuda_poly rows;         /* evaluated at the batch */
+    int64_t cols;                /* elements a row */
+    int64_t row_bytes;           /* between rows: a multiple of 16 */
+    uint32_t box_rows, box_cols; /* box_cols * 2 = 128 bytes: the swizzle's row */
+} vitc_cuda_tmap;
+
 typedef struct {
     int32_t function;            /* index into the plan's functions */
     uint32_t block;              /* threads per block (x only) */
@@ -177,6 +195,9 @@ typedef struct {
     int64_t min_batch, max_batch; /* the launch belongs to batches in this range */
     int32_t nargs;
     const vitc_cuda_arg *args;
+    int32_t ntmaps;              /* 0, or VITC_CUDA_MAX_TMAPS: the kernel takes that many maps */
+    int32_t reserved;
+    const vitc_cuda_tmap *tmaps;
 } vitc_cuda_launch;
 
 enum { VITC_CUDA_IMAGE_CUBIN = 1, VITC_CUDA_IMAGE_PTX = 2 };

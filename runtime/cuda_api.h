@@ -43,6 +43,23 @@ typedef unsigned rt_cu_result; /* CUresult: an enum of non-negative values, so c
  * returns a CUresult.  Enum parameters are declared unsigned, the type GCC
  * and Clang give an enum without negative values: the prototypes are then
  * compatible with cuda.h's, which tests/test_cuda_compile.c asserts. */
+/* cuTensorMapEncodeTiled (CUDA 12): resolved when the driver has it, the
+ * map as 16 opaque 8-byte words (cuda.h's CUtensorMap); its constants: */
+#define RT_CU_TENSOR_MAP_DATA_TYPE_FLOAT16 6
+#define RT_CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 9
+#define RT_CU_TENSOR_MAP_INTERLEAVE_NONE 0
+#define RT_CU_TENSOR_MAP_SWIZZLE_128B 3
+#define RT_CU_TENSOR_MAP_L2_PROMOTION_L2_256B 3
+#define RT_CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE 0
+typedef struct {
+    _Alignas(64) unsigned long long w[16];
+} rt_cu_tensor_map;
+typedef rt_cu_result (*rt_pfn_TensorMapEncodeTiled)(void *map, unsigned dtype, unsigned rank, void *addr,
+                                                    const unsigned long long *dims,
+                                                    const unsigned long long *strides, const unsigned *box,
+                                                    const unsigned *elem_strides, unsigned interleave,
+                                                    unsigned swizzle, unsigned l2, unsigned oob);
+
 #define RT_CUDA_FUNCTIONS(X)                                                                                        \
     X(Init, cuInit, (unsigned flags))                                                                               \
     X(DriverGetVersion, cuDriverGetVersion, (int *version))                                                         \
@@ -93,6 +110,7 @@ typedef struct {
 #define RT_CUDA_FIELD(name, sym, params) rt_pfn_##name name;
     RT_CUDA_FUNCTIONS(RT_CUDA_FIELD)
 #undef RT_CUDA_FIELD
+    rt_pfn_TensorMapEncodeTiled TensorMapEncodeTiled; /* NULL before CUDA 12 */
 } rt_cuda_api;
 
 #endif

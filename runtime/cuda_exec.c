@@ -15,7 +15,9 @@
  *            filled with 0xff bytes, a NaN in every float type, so that a
  *            kernel reading what nothing wrote shows); per batch size the
  *            launch sequence captured once as a CUDA graph (VITC_CUDA_GRAPH=0:
- *            launched one by one) and replayed
+ *            launched one by one) and replayed; a launch with tensor maps
+ *            (the TMA GEMM of the sm_90a image) gets them encoded at that
+ *            batch by the driver and passed by value after its arguments
  *   run      inputs copied in (from the host, or device to device for
  *            vitc_run_device), the graph launched between two events (the
  *            device time of vitc_context_device_ms), outputs copied out, one
@@ -76,6 +78,26 @@ static int in_range(const vitc_cuda_poly *p, int64_t max_batch, uint64_t bytes, 
     return lo >= 0 && hi >= 0 && (uint64_t)hi <= limit && bytes <= limit - (uint64_t)hi;
 }
 
+/* 1 if the matrix of tensor map t lies within the memory of its launch
+ * argument at every batch up to max_batch (the argument already checked),
+ * and the map is one the device library reads (2-byte elements, rows of a
+ * multiple of 16 bytes, boxes of 128-byte rows). */
+static int tmap_ok(const vitc_cuda_tmap *t, const vitc_cuda_launch *l, int64_t max_batch, uint64_t ws_bytes,
+                   uint64_t w_bytes)
+{
+    if (t->arg < 0 || t->arg >= l->nargs || (t->elem != VITC_CUDA_TMAP_F16 && t->elem != VITC_CUDA_TMAP_BF16) ||
+        t->cols < 1 || t->cols > ((int64_t)1 << 31) || t->row_bytes < 2 * t->cols || t->row_bytes % 16 ||
+        t->row_bytes > ((int64_t)1 << 40) || t->box_cols * 2 != 128 || t->box_rows < 1 || t->box_rows > 256)
+        return 0;
+    const vitc_cuda_arg *g = &l->args[t->arg];
+    uint64_t limit = g->kind == VITC_CUDA_ARG_WORKSPACE ? ws_bytes : g->kind == VITC_CUDA_ARG_WEIGHTS ? w_bytes : 0;
+    if (!limit || !in_range(&t->rows, max_batch, 0, (uint64_t)1 << 32))
+        return 0;
+    uint64_t start = (uint64_t)vitc_cuda_poly_at(&g->value, max_batch);
+    uint64_t rows = (uint64_t)vitc_cuda_poly_at(&t->rows, max_batch);
+    return start <= limit && rows <= (limit - start) / (uint64_t)t->row_bytes;
+}
+
 static vitc_status check_io(const vitc_model *m, const char *what, const vitc_cuda_io *io, const vitc_abi_tensor *t,
                             int n, int outputs)
 {
@@ -131,6 +153,11 @@ vitc_status rt_cuda_model_load(vitc_model *m)
                 : g->kind != VITC_CUDA_ARG_INT)
                 bad = "launch argument";
         }
+        if (!bad && (l->ntmaps != 0 && (l->ntmaps != VITC_CUDA_MAX_TMAPS || !l->tmaps)))
+            bad = "launch tensor maps";
+        for (int k = 0; !bad && k < l->ntmaps; k++)
+            if (!tmap_ok(&l->tmaps[k], l, a->max_batch, p->workspace_bytes, a->weights_bytes))
+                bad = "launch tensor map";
     }
     if (bad)
         return rt_fail(VITC_STATUS_LOAD_FAILED, "%s: malformed CUDA plan (%s)", m->path, bad);
@@ -395,6 +422,39 @@ void rt_cuda_context_free(vitc_context *c)
 
 /* ---- running ---- */
 
+/* Tensor map k of launch i (its argument slots a) at this batch: encoded
+ * where the arch-specific image runs, whose kernels read it; zeros
+ * elsewhere. */
+static vitc_status encode_tmap(vitc_context *c, const vitc_cuda_launch *l, int i, const unsigned long long *a,
+                               int64_t batch, rt_cu_tensor_map *map, int k)
+{
+    const vitc_model *m = c->model;
+    const struct rt_cuda_model *d = m->cuda;
+    const char *fn = m->cuda_plan->functions[l->function];
+    memset(map, 0, sizeof *map);
+    if (!d->image->arch_specific)
+        return VITC_STATUS_OK;
+    if (!d->cu->TensorMapEncodeTiled)
+        return rt_fail(VITC_STATUS_NO_DEVICE, "%s: kernel %s needs the CUDA driver's cuTensorMapEncodeTiled (CUDA 12)",
+                       m->path, fn);
+    const vitc_cuda_tmap *t = &l->tmaps[k];
+    unsigned long long dims[2] = {(unsigned long long)t->cols,
+                                  (unsigned long long)vitc_cuda_poly_at(&t->rows, batch)},
+                       strides[1] = {(unsigned long long)t->row_bytes};
+    unsigned box[2] = {t->box_cols, t->box_rows}, one[2] = {1, 1};
+    rt_cu_result r = d->cu->TensorMapEncodeTiled(
+        map, t->elem == VITC_CUDA_TMAP_BF16 ? RT_CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : RT_CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+        2, (void *)(uintptr_t)a[t->arg], dims, strides, box, one, RT_CU_TENSOR_MAP_INTERLEAVE_NONE,
+        RT_CU_TENSOR_MAP_SWIZZLE_128B, RT_CU_TENSOR_MAP_L2_PROMOTION_L2_256B, RT_CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != RT_CUDA_SUCCESS)
+        return rt_fail(VITC_STATUS_INTERNAL,
+                       "%s: kernel %s (launch %d) at batch %lld: its tensor map %d (%llu x %llu elements, rows %lld "
+                       "bytes apart, at 0x%llx): %s",
+                       m->path, fn, i, (long long)batch, k, dims[1], dims[0], (long long)t->row_bytes, a[t->arg],
+                       rt_cuda_error_string(r));
+    return VITC_STATUS_OK;
+}
+
 /* Enqueues every launch of the plan for this batch on the stream. */
 static vitc_status enqueue(vitc_context *c, int64_t batch)
 {
@@ -427,7 +487,14 @@ static vitc_status enqueue(vitc_context *c, int64_t batch)
                    : arg->kind == VITC_CUDA_ARG_WEIGHTS   ? d->weights + (unsigned long long)v
                                                           : (unsigned long long)v;
         }
-        void *params[1] = {a};
+        rt_cu_tensor_map maps[VITC_CUDA_MAX_TMAPS];
+        void *params[1 + VITC_CUDA_MAX_TMAPS] = {a};
+        for (int k = 0; k < l->ntmaps; k++) {
+            vitc_status st = encode_tmap(c, l, i, a, batch, &maps[k], k);
+            if (st != VITC_STATUS_OK)
+                return st;
+            params[1 + k] = &maps[k];
+        }
         rt_cu_result r = d->cu->LaunchKernel(d->fns[l->function], (unsigned)g[0], (unsigned)g[1], (unsigned)g[2],
                                              l->block, 1, 1, launch_smem(d, l), x->stream, params, NULL);
         if (r != RT_CUDA_SUCCESS)

@@ -329,6 +329,14 @@ static const void *fix_launch_args(rt_elf_desc *d, uint64_t va, void *entry)
     return copy_array(d, va, l->nargs, sizeof(vitc_cuda_arg), NULL, NULL, 0, "CUDA launch argument");
 }
 
+static const void *fix_launch_tmaps(rt_elf_desc *d, uint64_t va, void *entry)
+{
+    const vitc_cuda_launch *l = entry;
+    if (l->ntmaps < 0 || l->ntmaps > VITC_CUDA_MAX_TMAPS)
+        return bad(d, "%s", "a CUDA launch with a bad tensor map count"), NULL;
+    return copy_array(d, va, l->ntmaps, sizeof(vitc_cuda_tmap), NULL, NULL, 0, "CUDA tensor map");
+}
+
 static const char *const *string_list(rt_elf_desc *d, uint64_t va, int64_t n, const char *what)
 {
     static const size_t off0[] = {0};
@@ -354,14 +362,20 @@ static const void *fix_cuda_plan(rt_elf_desc *d, uint64_t va, void *entry)
 #undef PTR
     if (!ok)
         return bad(d, "%s", "the CUDA plan is outside the file"), NULL;
+    if (p->version != VITC_CUDA_PLAN_VERSION || p->size != sizeof *p) {
+        /* laid out otherwise: the version alone is read, and the load reports it */
+        p->precision = NULL, p->images = NULL, p->functions = NULL, p->launches = NULL;
+        p->inputs = p->outputs = NULL;
+        return p;
+    }
     static const size_t image_ptrs[] = {offsetof(vitc_cuda_image, data)};
     static const elf_fix image_fix[] = {fix_image_data};
-    static const size_t launch_ptrs[] = {offsetof(vitc_cuda_launch, args)};
-    static const elf_fix launch_fix[] = {fix_launch_args};
+    static const size_t launch_ptrs[] = {offsetof(vitc_cuda_launch, args), offsetof(vitc_cuda_launch, tmaps)};
+    static const elf_fix launch_fix[] = {fix_launch_args, fix_launch_tmaps};
     p->precision = string_at(d, precision, "CUDA precision");
     p->images = copy_array(d, images, p->nimages, sizeof(vitc_cuda_image), image_ptrs, image_fix, 1, "code image");
     p->functions = string_list(d, functions, p->nfunctions, "kernel function");
-    p->launches = copy_array(d, launches, p->nlaunches, sizeof(vitc_cuda_launch), launch_ptrs, launch_fix, 1,
+    p->launches = copy_array(d, launches, p->nlaunches, sizeof(vitc_cuda_launch), launch_ptrs, launch_fix, 2,
                              "CUDA launch");
     p->inputs = copy_array(d, inputs, a->ninputs, sizeof(vitc_cuda_io), NULL, NULL, 0, "CUDA input");
     p->outputs = copy_array(d, outputs, a->noutputs, sizeof(vitc_cuda_io), NULL, NULL, 0, "CUDA output");

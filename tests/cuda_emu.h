@@ -366,6 +366,9 @@ static void mma(float *d, const uint32_t *a, const uint32_t *b, int kind)
 /* ---- what the prelude's !VITC_EMU section provides on the GPU ---- */
 #define VK_DEV static inline
 #define VK_KERNEL(name, threads) extern "C" void name(const vk_args p)
+/* the tensor maps are the sm_90a path's, which the emulation does not run */
+#define VK_KERNEL_TMA(name, threads, minb) extern "C" void name(const vk_args p)
+#define VK_TMAPS nullptr, nullptr
 #define __device__
 #define __forceinline__ inline
 #define __global__

@@ -298,6 +298,7 @@ API int cuFuncSetAttribute(function *f, int attr, int value)
 /* ---- memory ---- */
 #define MAX_ALLOCS 4096
 static void *allocs[MAX_ALLOCS];
+static size_t alloc_bytes[MAX_ALLOCS];
 
 API int cuMemAlloc_v2(unsigned long long *p, size_t bytes)
 {
@@ -311,6 +312,7 @@ API int cuMemAlloc_v2(unsigned long long *p, size_t bytes)
     for (int i = 0; i < MAX_ALLOCS; i++)
         if (!allocs[i]) {
             allocs[i] = m;
+            alloc_bytes[i] = bytes;
             *p = (unsigned long long)(uintptr_t)m;
             return OK;
         }
@@ -328,6 +330,36 @@ API int cuMemFree_v2(unsigned long long p)
         }
     return E_INVALID_VALUE;
 }
+/* A 2-D tiled tensor map as the runtime asks for it (gemm_tma's: 2-byte
+ * elements, the 128-byte swizzle, boxes of 128-byte rows), checked as the
+ * driver would, and the matrix inside one allocation; the map's words are
+ * filled with a pattern (the emulation's kernels do not read them). */
+API int cuTensorMapEncodeTiled(void *map, int dtype, unsigned rank, void *addr, const unsigned long long *dims,
+                               const unsigned long long *strides, const unsigned *box, const unsigned *es,
+                               int interleave, int swizzle, int l2, int oob)
+{
+    NEED_CTX();
+    uintptr_t a = (uintptr_t)addr;
+    if (!map || (uintptr_t)map % 64 || (dtype != 6 && dtype != 9) || rank != 2 || a % 16 || !dims || !strides ||
+        !box || !es || dims[0] < 1 || dims[1] < 1 || dims[0] > (1ull << 32) || dims[1] > (1ull << 32) ||
+        strides[0] % 16 || strides[0] < 2 * dims[0] || box[0] * 2 != 128 || box[1] < 1 || box[1] > 256 ||
+        es[0] != 1 || es[1] != 1 || interleave != 0 || swizzle != 3 || l2 < 0 || l2 > 3 || oob != 0)
+        return E_INVALID_VALUE;
+    int inside = 0;
+    for (int i = 0; i < MAX_ALLOCS && !inside; i++) {
+        uintptr_t b = (uintptr_t)allocs[i];
+        inside = allocs[i] && a >= b && a - b < alloc_bytes[i] &&
+                 (dims[1] - 1) * strides[0] + 2 * dims[0] <= alloc_bytes[i] - (a - b);
+    }
+    if (!inside) {
+        fprintf(stderr, "fake libcuda: a tensor map of %llu x %llu elements at %p reaches outside its allocation\n",
+                dims[1], dims[0], addr);
+        return E_INVALID_VALUE;
+    }
+    memset(map, 0xa5, 128);
+    return OK;
+}
+
 API int cuMemcpyHtoD_v2(unsigned long long dst, const void *src, size_t n)
 {
     NEED_CTX();

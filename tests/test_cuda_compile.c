@@ -79,6 +79,23 @@ static void test_driver_constants_match_cuda_h(void **state)
     assert_int_equal(RT_CU_STREAM_CAPTURE_MODE_THREAD_LOCAL, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
     assert_int_equal(RT_CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER);
     assert_int_equal(RT_CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES);
+    assert_int_equal(RT_CU_TENSOR_MAP_DATA_TYPE_FLOAT16, CU_TENSOR_MAP_DATA_TYPE_FLOAT16);
+    assert_int_equal(RT_CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16);
+    assert_int_equal(RT_CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_INTERLEAVE_NONE);
+    assert_int_equal(RT_CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_SWIZZLE_128B);
+    assert_int_equal(RT_CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
+    assert_int_equal(RT_CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    assert_int_equal(sizeof(rt_cu_tensor_map), sizeof(CUtensorMap));
+    assert_int_equal(sizeof(rt_cu_tensor_map), 128);
+    /* the optional entry point: cuda.h's prototype but for the map's pointer type */
+    _Static_assert(__builtin_types_compatible_p(
+                       __typeof__(&cuTensorMapEncodeTiled),
+                       CUresult (*)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
+                                    const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
+                                    CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill)),
+                   "cuTensorMapEncodeTiled's prototype");
+    _Static_assert(sizeof(cuuint64_t) == sizeof(unsigned long long) && sizeof(cuuint32_t) == sizeof(unsigned),
+                   "the map's dimension types");
     assert_int_equal(sizeof(CUdeviceptr), 8);
     assert_int_equal(sizeof(CUresult), sizeof(rt_cu_result));
     /* the exported names cuda.h's macros resolve to are the ones the runtime looks up */
@@ -343,7 +360,8 @@ static void test_gemm_tile_ranges_cover_every_batch(void **state)
     int chains = 0, splits = 0, large = 0;
     for (int i = 0; i < p->nlaunches;) {
         const vitc_cuda_launch *l = &p->launches[i];
-        if (strncmp(p->functions[l->function], "vk_gemm", 7) != 0 || (l->block != 128 && l->block != 256)) {
+        if (strncmp(p->functions[l->function], "vk_gemm", 7) != 0 ||
+            (l->block != 128 && l->block != 256 && l->block != 288)) {
             i++;
             continue;
         }
@@ -359,7 +377,21 @@ static void test_gemm_tile_ranges_cover_every_batch(void **state)
             assert_int_equal(l->min_batch, next);
             int64_t z = vitc_cuda_poly_at(&l->grid[2], l->min_batch);
             int big = l->shared_bytes > 48 * 1024;
-            assert_int_equal(l->block, big ? 256 : 128);
+            /* the large tile on sm_90a is gemm_tma (bf16, rows of A in whole 16 bytes): 288 threads
+             * (two consumer warpgroups and a producer warp; gemm_tc's 8 warps and a loading one
+             * elsewhere), A's and Wt's tensor maps; else 256 */
+            assert_true(big ? l->block == 256 || l->block == 288 : l->block == 128);
+            if (l->block == 288) {
+                assert_int_equal(l->ntmaps, 2);
+                assert_int_equal(l->tmaps[0].arg, 0);
+                assert_int_equal(l->tmaps[1].arg, 1);
+                assert_int_equal(l->tmaps[0].box_rows, 128);
+                assert_int_equal(l->tmaps[0].box_cols * 2, 128);
+                assert_int_equal(l->tmaps[0].row_bytes % 16, 0);
+                assert_int_equal(vitc_cuda_poly_at(&l->tmaps[0].rows, 256) % 256, 0); /* M = 256 x tokens */
+            } else {
+                assert_int_equal(l->ntmaps, 0);
+            }
             /* the large tile on wgmma (bf16: sm_90a's image) has shared memory of its own; both sizes
              * within the 99 KiB a block may have on sm_86 and sm_89 */
             if (big)

@@ -11,6 +11,7 @@
  * up to fp32 summation; a bf16 output rounds at 2^-9), whether every element was written (C is
  * poisoned with NaN first), and the median of 20 timed launches (CUDA events) as TFLOP/s.  Exit
  * status 1 when a variant is wrong anywhere. */
+#include <cuda.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -24,7 +25,9 @@
 #include "gemm.cuh"
 
 using vk::gemm_tc;
+using vk::gemm_tma;
 using vk::gemm_wg;
+using vk::vk_tmap;
 
 #define CK(x)                                                                                       \
     do {                                                                                            \
@@ -56,6 +59,34 @@ __global__ void __launch_bounds__(256) k_wg(args a)
 {
     gemm_wg<b16, BN, BKB, WS, WAIT, 4, 64, VA, EPI ? 1 : 0, true, EPI, b16, b16>(a.A, a.W, a.bias, a.R, a.C, 0, a.M,
                                                                                 a.N, a.K, a.Kp, a.K, a.N, a.N);
+}
+
+template <int BN, int WS, int MINB, bool EPI>
+__global__ void __launch_bounds__(vk::gemm_tma_smem<BN, WS, MINB>::threads, MINB)
+    k_tma(args a, const __grid_constant__ vk_tmap ma, const __grid_constant__ vk_tmap mb)
+{
+    gemm_tma<b16, BN, WS, MINB, 4, 64, true, EPI ? 1 : 0, true, EPI, b16, b16>(&ma, &mb, a.A, a.W, a.bias, a.R, a.C, a.M,
+                                                                              a.N, a.K, a.Kp, a.K, a.N, a.N);
+}
+
+/* A tensor map of a row-major bf16 matrix [rows, cols], row stride `stride` bytes, in boxes of 64
+ * columns x box_rows rows, 128-byte swizzle: what gemm_tma reads. */
+static vk_tmap make_map(const void *base, long long rows, long long cols, long long stride, unsigned box_rows)
+{
+    CUtensorMap m;
+    cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)rows}, strides[1] = {(cuuint64_t)stride};
+    cuuint32_t box[2] = {64, box_rows}, es[2] = {1, 1};
+    CUresult r = cuTensorMapEncodeTiled(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void *)base, dims, strides, box, es,
+                                        CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                        CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS) {
+        fprintf(stderr, "cuTensorMapEncodeTiled: error %d\n", (int)r);
+        exit(3);
+    }
+    vk_tmap t;
+    static_assert(sizeof t == sizeof m, "a tensor map is 128 bytes");
+    memcpy(&t, &m, sizeof t);
+    return t;
 }
 
 /* fp32 reference of the same epilogue, one thread per output */
@@ -93,6 +124,7 @@ struct variant {
     void (*kernel)(args);
     int bm, bn, threads, smem;
     bool hopper;
+    void (*tma)(args, vk_tmap, vk_tmap); /* gemm_tma: kernel is NULL */
 };
 
 #define TC(BM, BN, WM, WN, S, BKB, VA, EPI)                                                         \
@@ -101,13 +133,18 @@ struct variant {
 #define WG(BN, WS, BKB, W, VA, EPI)                                                                 \
     {"wg 128x" #BN "/2x4/" #WS "/" #BKB " wait" #W, k_wg<BN, WS, BKB, W, VA, EPI>, 128, BN, 256,   \
      vk::gemm_wg_smem<BN, BKB, WS>::bytes, true}
+#define TMA(BN, WS, MINB, EPI)                                                                      \
+    {"tma 128x" #BN "/ws/" #WS " x" #MINB, nullptr, 128, BN, vk::gemm_tma_smem<BN, WS, MINB>::threads,       \
+     vk::gemm_tma_smem<BN, WS, MINB>::bytes, true,                                                           \
+     k_tma<BN, WS, MINB, EPI>}
 /* gemm_wg as the compiler emits it on sm_90a (3 stages of 128 bytes of k, 128-byte swizzle), the
  * large tile of other GPUs (mma.sync), then the alternatives: wgmma stages and wait depth, 128 x 256,
  * and the no-swizzle layout (64 bytes of k) */
 #define VARIANTS(VA, EPI)                                                                           \
     {WG(128, 3, 128, 1, VA, EPI),   TC(128, 128, 2, 4, 4, 64, VA, EPI),  TC(128, 128, 2, 4, 3, 128, VA, EPI), \
      WG(128, 3, 128, 0, VA, EPI),   WG(128, 4, 128, 1, VA, EPI),         WG(256, 4, 128, 1, VA, EPI),       \
-     WG(128, 4, 64, 1, VA, EPI),    WG(256, 4, 64, 1, VA, EPI)}
+     WG(128, 4, 64, 1, VA, EPI),    TMA(128, 4, 1, EPI),                 TMA(128, 3, 2, EPI),              \
+     TMA(128, 2, 2, EPI),           TMA(256, 3, 1, EPI),                 TMA(256, 4, 1, EPI)}
 
 static variant V_VE[] = VARIANTS(true, true), V_VB[] = VARIANTS(true, false), V_UE[] = VARIANTS(false, true);
 enum { NV = sizeof V_VE / sizeof V_VE[0] };
@@ -189,15 +226,31 @@ int main(int argc, char **argv)
         double flop = 2.0 * M * N * K;
         printf("\n== %s: M=%lld N=%d K=%d%s\n", sh.name, M, N, K, sh.epi ? " +bias+gelu+residual" : " +bias");
         variant *vs = K % 8 ? V_UE : sh.epi ? V_VE : V_VB;
+        vk_tmap mapA{}, mapW128{}, mapW256{};
+        if (hopper && K % 8 == 0) {
+            mapA = make_map(dA, M, K, (long long)K * 2, 128);
+            mapW128 = make_map(dW, Np, Kp, (long long)Kp * 2, 128);
+            mapW256 = make_map(dW, Np, Kp, (long long)Kp * 2, 256);
+        }
         for (int v = 0; v < NV; v++) {
             variant &x = vs[v];
-            if (x.hopper && !hopper)
+            if ((x.hopper && !hopper) || (x.tma && K % 8))
                 continue;
-            CK(cudaFuncSetAttribute(x.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, x.smem));
+            vk_tmap mapW = x.bn == 256 ? mapW256 : mapW128;
+            if (x.tma)
+                CK(cudaFuncSetAttribute(x.tma, cudaFuncAttributeMaxDynamicSharedMemorySize, x.smem));
+            else
+                CK(cudaFuncSetAttribute(x.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, x.smem));
             dim3 grid((N + x.bn - 1) / x.bn, (unsigned)((M + x.bm - 1) / x.bm));
+            auto launch = [&] {
+                if (x.tma)
+                    x.tma<<<grid, x.threads, x.smem>>>(a, mapA, mapW);
+                else
+                    x.kernel<<<grid, x.threads, x.smem>>>(a);
+            };
             CK(cudaMemset(dC, 0xff, M * N * 2)); /* NaN */
             CK(cudaMemset(dres, 0, 12));
-            x.kernel<<<grid, x.threads, x.smem>>>(a);
+            launch();
             CK(cudaGetLastError());
             CK(cudaDeviceSynchronize());
             k_diff<<<(unsigned)((MN + 255) / 256), 256>>>(dC, dref, MN, dres);
@@ -215,7 +268,7 @@ int main(int argc, char **argv)
                 std::vector<float> ms;
                 for (int i = 0; i < 23; i++) {
                     CK(cudaEventRecord(e0));
-                    x.kernel<<<grid, x.threads, x.smem>>>(a);
+                    launch();
                     CK(cudaEventRecord(e1));
                     CK(cudaEventSynchronize(e1));
                     float t;

@@ -64,10 +64,19 @@ typedef struct {
     cg_poly v;
 } cu_arg;
 
+typedef struct {    /* vitc_cuda_tmap, rows a polynomial in the batch */
+    int arg, elem;
+    cg_poly rows;
+    int64_t cols, row_bytes;
+    unsigned box_rows, box_cols;
+} cu_tmap;
+
 typedef struct {
     int func, node;
     unsigned block, smem;
-    unsigned smem_specific; /* with the arch-specific image (gemm_wg); 0: smem */
+    unsigned smem_specific; /* with the arch-specific image (gemm_wg, gemm_tma); 0: smem */
+    int ntmaps;             /* 0 or VITC_CUDA_MAX_TMAPS (gemm_tma) */
+    cu_tmap tmaps[VITC_CUDA_MAX_TMAPS];
     cg_poly grid[3];
     int64_t div[3];
     int64_t min_batch, max_batch;

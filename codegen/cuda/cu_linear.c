@@ -36,6 +36,20 @@
  * default), 4 stages 12.0 / 44.9 (one block per SM instead of two), 128 x
  * 256 / 4 stages 11.9 / 41.5 ms.
  *
+ * Where A's rows are whole 16-byte units (K * 2 % 16 == 0), the large tile
+ * on sm_90a is gemm_tma instead: warp-specialised (two consumer warpgroups
+ * on wgmma, a producer warp issuing the copy engine's bulk tensor copies of
+ * A and Wt, an mbarrier ring of stages), 288 threads, 3 stages of 32 KiB and
+ * two blocks per SM; the launch carries the two tensor maps the runtime
+ * encodes per batch (vitc_cuda_tmap), and the other GPUs run gemm_tc's tile
+ * with a ninth, loading warp.  Measured on an H100 (2026-11-26): ViT-B/16
+ * bf16 at batch 64 / 256 10.2 / 35.2 -> 8.37 / 29.6 ms, outputs bit for bit
+ * those of the cp.async kernel; one block per SM with 4 stages 9.9 / 36.2,
+ * 128 x 256 with 3 stages and setmaxnreg 10.1 / 35.0 ms.  Alone
+ * (bench/kit/gemm-gpu) the 128 x 256 tile is the faster one only for long K
+ * (583 against 390 TFLOP/s at 8192^3).  VITC_CUDA_TMA=BN/STAGES/MINB picks
+ * another shape, VITC_CUDA_TMA=0 keeps gemm_wg.
+ *
  * VITC_CUDA_GEMM_LARGE=BMxBN/WMxWN/STAGES/BKB (read when compiling) replaces
  * the large tile (gemm_wg's too, in its grid), VITC_CUDA_SPLIT_K=0 turns the
  * split off, VITC_CUDA_WGMMA_STAGES=3..8 sets gemm_wg's stages and
@@ -259,6 +273,36 @@ static int64_t bias_offset(cu_ctx *c, int node, const gemm_job *j)
     return off;
 }
 
+/* gemm_tma's shape on sm_90a (gemm.cuh): BN, stages, blocks per SM. */
+typedef struct {
+    int bn, stages, minb;
+} tma_shape;
+
+/* 128 x 128, 3 stages, two blocks per SM, or VITC_CUDA_TMA=BN/STAGES/MINB
+ * (128/2..6/1, 128/2..3/2 or 256/2..4/1); bn 0 with VITC_CUDA_TMA=0 or a
+ * shape it cannot run (*bad set). */
+static tma_shape tma_of(int *bad)
+{
+    tma_shape t = {128, 3, 2}, u;
+    const char *e = getenv("VITC_CUDA_TMA");
+    char end;
+    *bad = 0;
+    if (!e || !*e)
+        return t;
+    if (strcmp(e, "0") == 0)
+        return (tma_shape){0, 0, 0};
+    if (sscanf(e, "%d/%d/%d%c", &u.bn, &u.stages, &u.minb, &end) == 3 && u.stages >= 2 &&
+        ((u.bn == 128 && u.minb == 1 && u.stages <= 6) || (u.bn == 128 && u.minb == 2 && u.stages <= 3) ||
+         (u.bn == 256 && u.minb == 1 && u.stages <= 4)))
+        return u;
+    *bad = 1;
+    return (tma_shape){0, 0, 0};
+}
+
+/* gemm_tma_smem's threads and bytes. */
+static unsigned tma_threads(tma_shape t) { return t.minb == 1 ? 384u : 288u; }
+static unsigned tma_smem(tma_shape t) { return 1024u + (unsigned)(t.stages * (128 + t.bn) * 128 + 2 * t.stages * 8); }
+
 /* The GEMM's padded sizes for the precision: Kp a multiple of every tile's k
  * step, Np of every BN. */
 static void padded(const cu_ctx *c, const gemm_job *j, int64_t *Kp, int64_t *Np)
@@ -272,6 +316,9 @@ static void padded(const cu_ctx *c, const gemm_job *j, int64_t *Kp, int64_t *Np)
         bkb = WG_BKB; /* gemm_wg's k steps */
     int64_t bk = simt ? 16 : bkb / es;
     int64_t np = simt ? 64 : L.bn > TILE_S.bn ? L.bn : TILE_S.bn;
+    tma_shape tma = tma_of(&bad);
+    if (!simt && tma.bn > np)
+        np = tma.bn;
     *Kp = (j->K + bk - 1) / bk * bk;
     *Np = (j->N + np - 1) / np * np;
 }
@@ -336,6 +383,7 @@ static int wg_stages(void)
 
 static unsigned wg_smem(tile tl) { return 1024u + (unsigned)(wg_stages() * (tl.bm + tl.bn) * WG_BKB); }
 
+
 /* Whether the large tile runs as gemm_wg on sm_90a (f16/bf16 unless
  * VITC_CUDA_WGMMA=0; a tile of 128 x 128 or 128 x 256 with 2 x 4 warps, two
  * warpgroups, whose stages fit the shared memory of a block). */
@@ -348,10 +396,24 @@ static int use_wgmma(const cu_ctx *c, tile tl, int split)
 
 /* The kernel text of a tensor-core GEMM (split: the partial-sum form; wg:
  * gemm_wg). */
-static void gemm_text(cu_str *t, const gemm_job *j, tile tl, int split, int wg, int vec_a, const char *ta,
-                      const char *tw, const char *tr, const char *to, int64_t Kp)
+static void gemm_text(cu_str *t, const gemm_job *j, tile tl, int split, int wg, tma_shape tma, int vec_a,
+                      const char *ta, const char *tw, const char *tr, const char *to, int64_t Kp)
 {
-    cu_str_add(t, "VK_KERNEL(@, %u)\n{\n", (unsigned)(tl.wm * tl.wn * 32));
+    if (tma.bn)
+        cu_str_add(t, "VK_KERNEL_TMA(@, %u, %d)\n{\n    vk::gemm_tma<%s, %d, %d, %d, %d, %d, %s, %d, %s, %s, %s, %s>("
+                      "VK_TMAPS,\n        ",
+                   tma_threads(tma), tma.minb, tw, tma.bn, tma.stages, tma.minb, tl.stages, tl.bkb,
+                   vec_a ? "true" : "false", j->act, j->bias >= 0 ? "true" : "false", j->res >= 0 ? "true" : "false",
+                   tr, to);
+    else
+        cu_str_add(t, "VK_KERNEL(@, %u)\n{\n", (unsigned)(tl.wm * tl.wn * 32));
+    if (tma.bn) {
+        cu_str_add(t, "(const %s *)p.a[0], (const %s *)p.a[1], (const float *)p.a[2], (const %s *)p.a[3], (%s *)p.a[4],"
+                      "\n        (vk_i64)p.a[5], %lld, %lld, %lld, %lldLL, %lldLL, %lldLL);\n}\n",
+                   ta, tw, tr, to, (long long)j->N, (long long)j->K, (long long)Kp, (long long)j->K,
+                   (long long)j->res_ld, (long long)j->N);
+        return;
+    }
     if (wg)
         cu_str_add(t, "    vk::gemm_wg<%s, %d, %d, %d, 1, %d, %d, %s, %d, %s, %s, %s, %s>(", tw, tl.bn, WG_BKB,
                    wg_stages(), tl.stages, tl.bkb, vec_a ? "true" : "false", j->act, j->bias >= 0 ? "true" : "false",
@@ -455,6 +517,11 @@ int cu_emit_linear(cu_ctx *c, int node)
     if (simt)
         return emit_simt(c, node, &j, woff, boff, tw, tr, Kp);
     int bad;
+    tma_of(&bad);
+    if (bad)
+        return cu_fail(c, VITC_BAD_INPUT, node,
+                       "VITC_CUDA_TMA='%s' is not a shape the TMA GEMM runs (BN/STAGES/MINB: 128/2..6/1, 128/2..3/2, "
+                       "256/2..4/1, or 0 for none)", getenv("VITC_CUDA_TMA"));
     large_tile(&bad);
     if (bad)
         return cu_fail(c, VITC_BAD_INPUT, node,
@@ -477,11 +544,16 @@ int cu_emit_linear(cu_ctx *c, int node)
         cu_str t = {0};
         int wg = use_wgmma(c, tl, split);
         c->wgmma |= wg;
-        gemm_text(&t, &j, tl, split, wg, vec_a, ta, tw, tr, to, Kp);
+        /* gemm_tma where the copy engine can read A: rows of whole 16 bytes */
+        tma_shape tma = wg && vec_a ? tma_of(&bad) : (tma_shape){0, 0, 0};
+        if (tma.bn && tma.bn != tl.bn)
+            tl.bn = tma.bn; /* its grid; other GPUs run gemm_tc's tile of that width */
+        gemm_text(&t, &j, tl, split, wg, tma, vec_a, ta, tw, tr, to, Kp);
         char label[192];
-        snprintf(label, sizeof label, "gemm %s %dx%d%s K=%lld N=%lld%s%s%s%s%s",
+        snprintf(label, sizeof label, "gemm %s%s %dx%d%s K=%lld N=%lld%s%s%s%s%s",
                  c->prec == CU_TF32 ? "tf32 mma" : c->prec == CU_FP16 ? (wg ? "f16 wgmma" : "f16 mma")
                                                                       : (wg ? "bf16 wgmma" : "bf16 mma"),
+                 tma.bn ? "+tma" : "",
                  tl.bm, tl.bn,
                  vec_a ? "" : " (unaligned A)", (long long)j.K, (long long)j.N, split > 1 ? " split-k partials" : "",
                  split > 1 ? "" : j.bias >= 0 ? " +bias" : "", split > 1 ? "" : act_name(j.act),
@@ -489,10 +561,17 @@ int cu_emit_linear(cu_ctx *c, int node)
                  split == 1 && strcmp(to, tw) != 0 ? " (fp32 out)" : "");
         int f = cu_add_kernel(c, "gemm", label, &t);
         cu_str_free(&t);
-        cu_launch *l = cu_launch_new(c, f, node, (unsigned)(tl.wm * tl.wn * 32), tile_smem(tl));
+        cu_launch *l = cu_launch_new(c, f, node, tma.bn ? tma_threads(tma) : (unsigned)(tl.wm * tl.wn * 32),
+                                     tile_smem(tl));
         if (!l)
             return c->d->status;
-        l->smem_specific = wg ? wg_smem(tl) : 0;
+        l->smem_specific = tma.bn ? tma_smem(tma) : wg ? wg_smem(tl) : 0;
+        if (tma.bn) { /* A [M, K] in boxes of 128 rows, Wt [Np, Kp] of BN rows, 64 elements of k */
+            int elem = c->prec == CU_BF16 ? VITC_CUDA_TMAP_BF16 : VITC_CUDA_TMAP_F16;
+            l->ntmaps = 2;
+            l->tmaps[0] = (cu_tmap){0, elem, j.M, j.K, j.K * 2, 128, 64};
+            l->tmaps[1] = (cu_tmap){1, elem, cg_poly_k(Np), Kp, Kp * 2, (unsigned)tma.bn, 64};
+        }
         l->min_batch = lo;
         l->max_batch = hi;
         l->grid[0] = cg_poly_k((j.N + tl.bn - 1) / tl.bn); /* N tiles first (gemm.cuh) */

@@ -65,6 +65,17 @@ static void write_plan(cu_ctx *c, cu_str *b, const cu_image *images, int nimages
             cu_str_add(b, "},\n");
         }
         cu_str_add(b, "    {0}};\n");
+        if (!l->ntmaps)
+            continue;
+        cu_str_add(b, "static const vitc_cuda_tmap tmaps%d[] = {\n", i);
+        for (int k = 0; k < l->ntmaps; k++) {
+            const cu_tmap *t = &l->tmaps[k];
+            cu_str_add(b, "    {%d, %d, ", t->arg, t->elem);
+            c_poly(b, t->rows);
+            cu_str_add(b, ", %lldLL, %lldLL, %uu, %uu},\n", (long long)t->cols, (long long)t->row_bytes, t->box_rows,
+                       t->box_cols);
+        }
+        cu_str_add(b, "};\n");
     }
     cu_str_add(b, "static const vitc_cuda_launch launches[] = {\n");
     for (int i = 0; i < c->nl; i++) {
@@ -74,9 +85,13 @@ static void write_plan(cu_ctx *c, cu_str *b, const cu_image *images, int nimages
             c_poly(b, l->grid[k]);
             cu_str_add(b, k < 2 ? ", " : "}, {");
         }
-        cu_str_add(b, "%lldLL, %lldLL, %lldLL}, %lldLL, %lldLL, %d, args%d},\n", (long long)l->div[0],
+        cu_str_add(b, "%lldLL, %lldLL, %lldLL}, %lldLL, %lldLL, %d, args%d, %d, 0, ", (long long)l->div[0],
                    (long long)l->div[1], (long long)l->div[2], (long long)l->min_batch, (long long)l->max_batch,
-                   l->nargs, i);
+                   l->nargs, i, l->ntmaps);
+        if (l->ntmaps)
+            cu_str_add(b, "tmaps%d},\n", i);
+        else
+            cu_str_add(b, "0},\n");
     }
     cu_str_add(b, "    {0}};\n");
     for (int side = 0; side < 2; side++) {

@@ -104,7 +104,7 @@ VK_DEV void gemm_store2(float v0, float v1, vk_i64 r, int c, int N, const float 
 }
 
 template <class T, int BM, int BN, int WM, int WN, int STAGES, int BKB, bool VEC_A, bool SPLIT, int ACT, bool BIAS,
-          bool RES, class TR, class TC>
+          bool RES, class TR, class TC, int NTH = WM * WN * 32>
 VK_DEV void gemm_tc(const T *A, const T *Wt, const float *bias, const TR *R, TC *C, float *P, vk_i64 M, int N, int K,
                     int Kp, vk_i64 lda, vk_i64 ldr, vk_i64 ldc)
 {
@@ -114,7 +114,7 @@ VK_DEV void gemm_tc(const T *A, const T *Wt, const float *bias, const TR *R, TC 
         CH = BKB / 16, /* 16-byte chunks of a row per stage */
         KS = BKB / 32, /* mma k steps per stage */
         RS = gemm_smem<BM, BN, STAGES, BKB>::row,
-        NT = WM * WN * 32,
+        NT = NTH, /* threads of the block: the loads use them all, the first WM * WN warps compute */
         WTM = BM / WM,
         WTN = BN / WN,
         MF = WTM / 16,
@@ -124,6 +124,7 @@ VK_DEV void gemm_tc(const T *A, const T *Wt, const float *bias, const TR *R, TC 
     static_assert(WTM % 16 == 0 && WTN % 16 == 0, "warp tiles are multiples of 16");
     static_assert(STAGES >= 2, "at least double buffering");
     static_assert(BKB == 64 || BKB == 128, "64 or 128 bytes of k per stage");
+    static_assert(NTH >= WM * WN * 32 && NTH % 32 == 0, "whole warps, at least the computing ones");
 
     unsigned char *smem = vk_smem;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -170,6 +171,8 @@ VK_DEV void gemm_tc(const T *A, const T *Wt, const float *bias, const TR *R, TC 
         if (nt < nkt)
             load_stage(nt % STAGES, nt);
         vk_cp_async_commit();
+        if (NTH > WM * WN * 32 && warp >= WM * WN)
+            continue; /* a loading warp only */
 
         const unsigned char *sa = smem + (kt % STAGES) * STAGE, *sb = sa + BM * RS;
 #pragma unroll
@@ -200,6 +203,8 @@ VK_DEV void gemm_tc(const T *A, const T *Wt, const float *bias, const TR *R, TC 
         }
     }
     vk_cp_async_wait<0>();
+    if (NTH > WM * WN * 32 && warp >= WM * WN)
+        return;
 
 #pragma unroll
     for (int i = 0; i < MF; i++)
@@ -416,6 +421,165 @@ VK_DEV void gemm_wg(const T *A, const T *Wt, const float *bias, const TR *R, TC 
 #else
     gemm_tc<T, 128, BN, 2, 4, TS, TBKB, VEC_A, false, ACT, BIAS, RES, TR, TC>(A, Wt, bias, R, C, P, M, N, K, Kp, lda,
                                                                             ldr, ldc);
+#endif
+}
+
+/* ---- Hopper (sm_90a): the warp-specialised wgmma GEMM fed by TMA ----
+ *
+ * gemm_tma computes gemm_wg's 128 x BN tile with warp roles: warpgroups 0 and
+ * 1 consume, each running wgmma.m64nBNk16 over its 64 rows; the warp after
+ * them produces, one thread issuing per k tile two bulk tensor copies
+ * (cp.async.bulk.tensor, the tensor memory accelerator) of A's 128 rows and
+ * Wt's BN rows, 64 elements of k each, into a WS-deep ring of stages in the
+ * 128-byte swizzle (the layout gemm_wg writes with cp.async: 16-byte chunk c
+ * of row r at r * 128 + (c ^ r % 8) * 16).  Stage s has two mbarriers:
+ * full[s] completes when the copy engine has written the stage's bytes (the
+ * producer's arrive.expect_tx and the copies' complete_tx), empty[s] when
+ * the 8 consumer warps have released it (each warp's lane 0 arrives after
+ * wgmma.wait_group shows the group reading it finished).  Phases alternate
+ * per pass around the ring: the consumer waits full[s] with parity (kt / WS)
+ * & 1, the producer empty[s] with the opposite parity, which the barrier's
+ * initial phase satisfies on the first pass.
+ *
+ * The tensor maps (vk_tmap, 128 bytes, the driver's CUtensorMap encoded by
+ * the runtime) describe A as [M rows, K columns] with row stride lda * 2
+ * bytes, box 64 x 128, and Wt as [Np, Kp], box 64 x BN, both SWIZZLE_128B;
+ * the copy engine fills rows past M and columns past K with zeros, so A
+ * needs no padding.  They arrive as __grid_constant__ kernel parameters.
+ *
+ * MINB blocks share an SM (__launch_bounds__(threads, MINB)).  One: 384
+ * threads, the producer a whole warpgroup that hands registers to the
+ * consumers (setmaxnreg: from 168 a thread to 40 and 232), for BN 256.  Two
+ * (BN 128): 288 threads, the producer one warp, 112 registers a thread; one
+ * block's epilogue then runs beside the other's k loop.  The epilogue stores
+ * from the accumulators as gemm_wg's does.
+ *
+ * Any other target (and the emulation) runs gemm_tc's 128 x BN tile with
+ * TS stages of TBKB bytes in the same grid and block, the extra warps
+ * helping to load; the kernel is declared with VK_KERNEL_TMA and passes
+ * VK_TMAPS (prelude.cuh), the maps there unused. */
+struct alignas(64) vk_tmap {
+    unsigned long long w[16];
+};
+
+template <int BN, int WS, int MINB> struct gemm_tma_smem {
+    enum { stage = (128 + BN) * 128, bytes = 1024 + WS * stage + 2 * WS * 8, threads = MINB == 1 ? 384 : 288 };
+};
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL) && !defined(VITC_EMU)
+VK_DEV void vk_mbar_init(void *bar, unsigned count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(vk_smem_addr(bar)), "r"(count) : "memory");
+}
+VK_DEV void vk_mbar_expect_tx(void *bar, unsigned bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(vk_smem_addr(bar)), "r"(bytes)
+                 : "memory");
+}
+VK_DEV void vk_mbar_arrive(void *bar)
+{
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(vk_smem_addr(bar)) : "memory");
+}
+/* Waits for the completion of the barrier's phase of this parity. */
+VK_DEV void vk_mbar_wait(void *bar, unsigned parity)
+{
+    vk_u32 a = vk_smem_addr(bar), done;
+    do {
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                     "selp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done)
+                     : "r"(a), "r"(parity)
+                     : "memory");
+    } while (!done);
+}
+/* The box of map at (c0 along the rows, c1 rows down) into shared memory at
+ * dst, completing on bar's transaction count. */
+VK_DEV void vk_tma_load2(void *dst, const vk_tmap *map, int c0, int c1, void *bar)
+{
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
+                 "[%4];" ::"r"(vk_smem_addr(dst)),
+                 "l"(map), "r"(c0), "r"(c1), "r"(vk_smem_addr(bar))
+                 : "memory");
+}
+#endif
+
+template <class T, int BN, int WS, int MINB, int TS, int TBKB, bool VEC_A, int ACT, bool BIAS, bool RES, class TR,
+          class TC>
+VK_DEV void gemm_tma(const vk_tmap *ma, const vk_tmap *mb, const T *A, const T *Wt, const float *bias, const TR *R,
+                     TC *C, vk_i64 M, int N, int K, int Kp, vk_i64 lda, vk_i64 ldr, vk_i64 ldc)
+{
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL) && !defined(VITC_EMU)
+    enum { BM = 128, BK = 64, TA = BM * 128, STAGE = gemm_tma_smem<BN, WS, MINB>::stage };
+    static_assert(sizeof(T) == 2, "wgmma here takes f16 or bf16");
+    static_assert(BN == 128 || BN == 256, "wgmma.m64n128 or m64n256");
+    static_assert(MINB == 1 || (MINB == 2 && BN == 128), "two blocks per SM only of the 128 x 128 tile");
+    unsigned char *smem = vk_smem + ((1024 - (vk_smem_addr(vk_smem) & 1023)) & 1023);
+    unsigned long long *full = (unsigned long long *)(smem + WS * STAGE), *empty = full + WS;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2;
+    const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN, nkt = Kp / BK;
+    if (tid == 0) {
+        for (int s = 0; s < WS; s++) {
+            vk_mbar_init(&full[s], 1);
+            vk_mbar_init(&empty[s], 8);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        asm volatile("prefetch.tensormap [%0];" ::"l"(ma) : "memory");
+        asm volatile("prefetch.tensormap [%0];" ::"l"(mb) : "memory");
+    }
+    __syncthreads();
+    if (wg == 2) {
+        if (MINB == 1)
+            asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+        if (tid == 256)
+            for (int kt = 0; kt < nkt; kt++) {
+                int s = kt % WS;
+                vk_mbar_wait(&empty[s], ((kt / WS) & 1) ^ 1);
+                unsigned char *sa = smem + s * STAGE;
+                vk_mbar_expect_tx(&full[s], STAGE);
+                vk_tma_load2(sa, ma, kt * BK, m0, &full[s]);
+                vk_tma_load2(sa + TA, mb, kt * BK, n0, &full[s]);
+            }
+        return;
+    }
+    if (MINB == 1)
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+    const int cw = wg;
+    float d[BN / 2];
+#pragma unroll
+    for (int i = 0; i < BN / 2; i++)
+        d[i] = 0.0f;
+    for (int kt = 0; kt < nkt; kt++) {
+        int s = kt % WS;
+        vk_mbar_wait(&full[s], (kt / WS) & 1);
+        const unsigned char *sa = smem + s * STAGE, *sb = sa + TA;
+        asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#pragma unroll
+        for (int ks = 0; ks < BK / 16; ks++)
+            wg_mma(d, wg_desc(sa + cw * 8192 + ks * 32, 1024, true), wg_desc(sb + ks * 32, 1024, true), T(),
+                   wg_n<BN>());
+        asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+        asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+        /* the group of tile kt - 1 is done: its stage goes back to the producer */
+        if (kt > 0 && lane == 0)
+            vk_mbar_arrive(&empty[(kt - 1) % WS]);
+    }
+    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+
+    const vk_i64 r = m0 + cw * 64 + (warp & 3) * 16 + (lane >> 2);
+#pragma unroll
+    for (int j = 0; j < BN / 8; j++) {
+        int c = n0 + j * 8 + (lane & 3) * 2;
+        if (c >= N)
+            continue;
+        if (r < M)
+            gemm_store2<ACT, BIAS, RES>(d[4 * j], d[4 * j + 1], r, c, N, bias, R, ldr, C, ldc);
+        if (r + 8 < M)
+            gemm_store2<ACT, BIAS, RES>(d[4 * j + 2], d[4 * j + 3], r + 8, c, N, bias, R, ldr, C, ldc);
+    }
+#else
+    (void)ma, (void)mb;
+    gemm_tc<T, 128, BN, 2, 4, TS, TBKB, VEC_A, false, ACT, BIAS, RES, TR, TC, gemm_tma_smem<BN, WS, MINB>::threads>(
+        A, Wt, bias, R, C, 0, M, N, K, Kp, lda, ldr, ldc);
 #endif
 }
 

@@ -36,6 +36,18 @@ struct b16 {
 
 #define VK_DEV static __device__ __forceinline__
 #define VK_KERNEL(name, threads) extern "C" __global__ void __launch_bounds__(threads) name(const vk_args p)
+/* A kernel that also takes two tensor maps by value (gemm_tma, in gemm.cuh),
+ * passed on as VK_TMAPS; minb blocks per SM on sm_90a. */
+#ifdef __CUDA_ARCH_FEAT_SM90_ALL
+#define VK_KERNEL_TMA(name, threads, minb)                                                                    \
+    extern "C" __global__ void __launch_bounds__(threads, minb)                                               \
+        name(const vk_args p, const __grid_constant__ vk::vk_tmap vk_ma, const __grid_constant__ vk::vk_tmap vk_mb)
+#else
+#define VK_KERNEL_TMA(name, threads, minb)                                                                    \
+    extern "C" __global__ void __launch_bounds__(threads)                                                     \
+        name(const vk_args p, const __grid_constant__ vk::vk_tmap vk_ma, const __grid_constant__ vk::vk_tmap vk_mb)
+#endif
+#define VK_TMAPS &vk_ma, &vk_mb
 
 extern __shared__ __align__(16) unsigned char vk_smem[];
 
