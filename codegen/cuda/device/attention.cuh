@@ -11,11 +11,13 @@
  * sum per row, base-2 exponentials with log2(e) folded into the scale), so
  * that any N works with registers bounded by the key block.
  *
- * attention_tc (f16/bf16, D a multiple of 16): 4 warps, 16 query rows each,
- * 64 rows per block.  Q, and K and V in chunks of KC keys (all of them when
- * they fit: 197 tokens x 64 fits), live in shared memory; S = Q K^T for 64
- * keys at a time stays in mma accumulators, is turned into probabilities in
- * registers and fed straight back as the A operand of P V.
+ * attention_tc (f16/bf16, D a multiple of 16): QW warps (4 or 8), 16 query
+ * rows each, 16 QW rows per block.  Q, and K and V in chunks of KC keys (all
+ * of them when they fit: 197 tokens x 64 fits), live in shared memory,
+ * loaded by cp.async in one group per 64 keys so that the first 64 keys are
+ * computed on while the rest land; S = Q K^T for 64 keys at a time stays in
+ * mma accumulators, is turned into probabilities in registers and fed
+ * straight back as the A operand of P V.
  *
  * attention_simt (any type, fp32 math): one query row per thread, 128 per
  * block, keys streamed through shared memory 64 at a time.
@@ -37,9 +39,22 @@ template <int LAYOUT, int NP> VK_DEV vk_i64 qkv_index(vk_i64 row, int H, int D, 
     return base + ((vk_i64)h * D + d) * NP + which;
 }
 
-template <int D, int KC> struct attn_tc_smem {
-    enum { rs = (D + 8) * 2, bytes = (64 + 2 * KC) * rs };
+template <int D, int KC, int QW = 4> struct attn_tc_smem {
+    enum { rs = (D + 8) * 2, bytes = (16 * QW + 2 * KC) * rs };
 };
+
+/* Waits until at most p of this thread's cp.async groups are in flight (p <=
+ * P; cp.async.wait_group takes a constant). */
+template <int P> struct attn_pend {
+};
+VK_DEV void attn_wait_at_most(int, attn_pend<0>) { vk_cp_async_wait<0>(); }
+template <int P> VK_DEV void attn_wait_at_most(int p, attn_pend<P>)
+{
+    if (p >= P)
+        vk_cp_async_wait<P>();
+    else
+        attn_wait_at_most(p, attn_pend<P - 1>());
+}
 
 /* Copies rows [r0, r0 + nrows) of Q, K or V for head h of image b into
  * shared memory rows of rs bytes; rows at or past N become zeros. */
@@ -73,23 +88,25 @@ template <class TB> VK_DEV float attn_bias(const TB *bias, vk_i64 si, int q, int
     return bias ? vk_get(bias + q * si + key) * 1.4426950408889634f : 0.0f;
 }
 
-template <class T, int D, int LAYOUT, int KC, int NP, class TB>
+template <class T, int D, int LAYOUT, int KC, int NP, class TB, int QW = 4>
 VK_DEV void attention_tc(const T *qkv, T *out, int N, int H, float scale_log2, float post_scale, const TB *bias,
                          vk_i64 sb, vk_i64 sh, vk_i64 si, const T *qsrc, int Nq)
 {
-    enum { RS = attn_tc_smem<D, KC>::rs, DK = D / 16, DF = D / 8 };
+    enum { RS = attn_tc_smem<D, KC, QW>::rs, DK = D / 16, DF = D / 8, QR = 16 * QW, NT = 32 * QW, NC = KC / 64 };
     static_assert(D % 16 == 0 && KC % 64 == 0, "D a multiple of 16, KC of 64");
-    unsigned char *Qs = vk_smem, *Ks = Qs + 64 * RS, *Vs = Ks + KC * RS;
+    static_assert(QW == 4 || QW == 8, "4 or 8 warps");
+    unsigned char *Qs = vk_smem, *Ks = Qs + QR * RS, *Vs = Ks + KC * RS;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int tiles = (Nq + 63) / 64, q0 = (int)(blockIdx.x % tiles) * 64, h = blockIdx.y;
+    const int tiles = (Nq + QR - 1) / QR, q0 = (int)(blockIdx.x % tiles) * QR, h = blockIdx.y;
     const vk_i64 b = blockIdx.x / tiles;
     if (bias)
         bias += b * sb + h * sh;
 
+    /* Q lands with the first group of keys */
     if (NP == 2)
-        attn_load_rows<T, D, 0, 128, 1>(Qs, RS, qsrc, b, Nq, H, h, 0, q0, 64);
+        attn_load_rows<T, D, 0, NT, 1>(Qs, RS, qsrc, b, Nq, H, h, 0, q0, QR);
     else
-        attn_load_rows<T, D, LAYOUT, 128, 3>(Qs, RS, qkv, b, N, H, h, 0, q0, 64);
+        attn_load_rows<T, D, LAYOUT, NT, 3>(Qs, RS, qkv, b, N, H, h, 0, q0, QR);
 
     vk_u32 qf[DK][4];
     float o[DF][4], m[2], l[2];
@@ -103,17 +120,22 @@ VK_DEV void attention_tc(const T *qkv, T *out, int N, int H, float scale_log2, f
 
     for (int c0 = 0; c0 < N; c0 += KC) {
         __syncthreads(); /* the previous chunk is no longer read */
-        attn_load_rows<T, D, LAYOUT, 128, NP>(Ks, RS, qkv, b, N, H, h, NP - 2, c0, KC);
-        attn_load_rows<T, D, LAYOUT, 128, NP>(Vs, RS, qkv, b, N, H, h, NP - 1, c0, KC);
-        vk_cp_async_commit();
-        vk_cp_async_wait<0>();
-        __syncthreads();
-        if (c0 == 0) {
-#pragma unroll
-            for (int k = 0; k < DK; k++)
-                vk_ldsm_x4(qf[k], Qs + (warp * 16 + (lane & 15)) * RS + k * 32 + (lane >> 4) * 16);
+        for (int g = 0; g < NC; g++) { /* one cp.async group per 64 keys */
+            attn_load_rows<T, D, LAYOUT, NT, NP>(Ks + g * 64 * RS, RS, qkv, b, N, H, h, NP - 2, c0 + g * 64, 64);
+            attn_load_rows<T, D, LAYOUT, NT, NP>(Vs + g * 64 * RS, RS, qkv, b, N, H, h, NP - 1, c0 + g * 64, 64);
+            vk_cp_async_commit();
         }
         for (int kb = 0; kb < KC && c0 + kb < N; kb += 64) {
+            attn_wait_at_most(NC - 1 - kb / 64, attn_pend<NC - 1>()); /* this thread's keys kb.. landed */
+            __syncthreads();                                /* and every other thread's */
+            if (q0 + warp * 16 >= Nq)
+                continue; /* a warp past the last query: only the barriers */
+            const int kn = N - c0 - kb; /* keys of this block of 64 in use (16-key steps past them skipped) */
+            if (c0 == 0 && kb == 0) {
+#pragma unroll
+                for (int k = 0; k < DK; k++)
+                    vk_ldsm_x4(qf[k], Qs + (warp * 16 + (lane & 15)) * RS + k * 32 + (lane >> 4) * 16);
+            }
             float s[8][4];
 #pragma unroll
             for (int j = 0; j < 8; j++)
@@ -124,6 +146,8 @@ VK_DEV void attention_tc(const T *qkv, T *out, int N, int H, float scale_log2, f
             for (int k = 0; k < DK; k++)
 #pragma unroll
                 for (int j = 0; j < 4; j++) {
+                    if (j * 16 >= kn)
+                        break;
                     vk_u32 r[4];
                     vk_ldsm_x4(r, Ks + (kb + j * 16 + (lane & 7) + ((lane >> 4) << 3)) * RS + k * 32 +
                                       ((lane >> 3) & 1) * 16);
@@ -172,6 +196,8 @@ VK_DEV void attention_tc(const T *qkv, T *out, int N, int H, float scale_log2, f
             /* O += P V: the accumulators of key fragments 2k and 2k+1 are the A operand of k step k */
 #pragma unroll
             for (int k = 0; k < 4; k++) {
+                if (k * 16 >= kn)
+                    break; /* probabilities of keys past N: zeros */
                 vk_u32 pa[4];
                 pa[0] = vk_pack2(s[2 * k][0], s[2 * k][1], T());
                 pa[1] = vk_pack2(s[2 * k][2], s[2 * k][3], T());
@@ -187,6 +213,7 @@ VK_DEV void attention_tc(const T *qkv, T *out, int N, int H, float scale_log2, f
             }
         }
     }
+    vk_cp_async_wait<0>(); /* groups of keys past N, never waited for */
 
     const int HD = H * D;
 #pragma unroll
