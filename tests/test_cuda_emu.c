@@ -228,8 +228,10 @@ static void test_ops_emulated(void **state)
     check_graph("split-k", g, TF32 | FP16 | BF16);
 
     /* attention whose keys do not fit shared memory at once: 300 tokens of head size 64 go through in
-     * chunks of 256 keys (the second with one group of 64 in use, three past N), 128 query rows a
-     * block, in both qkv layouts */
+     * chunks of 256 keys (the second with one group of 64 in use, three past N), in both qkv layouts;
+     * 64 query rows a block at batch 1 and, the threshold lowered to 10 blocks of 64 rows, 128 at
+     * batch 3 */
+    setenv("VITC_CUDA_ATTN_WIDE_BLOCKS", "10", 1);
     g = tu_graph_new("attn-chunks.onnx", 18);
     int qa = tu_input(g, "qa", IR_F32, 3, TU_DIMS(-1, 300, 192));
     tu_output(g, tu_node(g, IR_OP_ATTENTION, NULL, IR_F32, 1, TU_IN(qa), 3,
@@ -238,6 +240,7 @@ static void test_ops_emulated(void **state)
                          TU_AT(tu_int(IR_ATTR_HEADS, 1), tu_int(IR_ATTR_HEAD_SIZE, 64), tu_int(IR_ATTR_QKV_LAYOUT, 1),
                                tu_float(IR_ATTR_SCALE, 0.125f))));
     check_graph("attn-chunks", g, FP16 | BF16);
+    unsetenv("VITC_CUDA_ATTN_WIDE_BLOCKS");
 }
 
 /* ---- the runtime on a fake driver ---- */

@@ -1,26 +1,31 @@
 /* cu_attention.c: the fused Attention op (ops.def) on the GPU.
  *
  * fp16/bf16 with a head size that is a multiple of 16: the tensor-core
- * kernel (attention.cuh), 128 query rows per block (8 warps; 64 and 4 warps
- * when there are at most 64 queries), K and V of the image and head in
+ * kernel (attention.cuh), 128 query rows per block (8 warps) at batches whose
+ * grid of 64-row blocks would have CU_ATTN_WIDE_BLOCKS, 64 rows (4 warps)
+ * below and for at most 64 queries, K and V of the image and head in
  * shared memory in chunks of KC keys: all of them when they fit in
  * CU_ATTN_SMEM bytes (197 tokens of 64 do), else the largest multiple of 64
  * that fits.  128 rows read K and V once for twice the queries of 64 and,
  * at 92 KiB for 197 tokens of 64, keep 16 warps on an SM instead of 8.
- * Otherwise (fp32, tf32, other head sizes): the SIMT kernel, one query row
- * per thread, in fp32.  Both take log2(e) folded into the scale.
+ * VITC_CUDA_ATTN_WIDE_BLOCKS (read when compiling) moves the threshold, for
+ * tests and measurements.  Otherwise (fp32, tf32, other head sizes): the
+ * SIMT kernel, one query row per thread, in fp32.  Both take log2(e) folded
+ * into the scale.
  *
  * Measured on an H100 (ViT-B/16 bf16, 2026-11-26, against 64 rows with one
  * cp.async group for all keys): batch 64 8.39 -> 8.29 ms, 256 29.64 -> 29.18
- * ms (attention 107 -> 100 us a layer at batch 64, ncu), batch 8 the same,
- * batch 1 1.15 -> 1.20 ms. */
+ * ms (attention 107 -> 100 us a layer at batch 64, ncu); 128 rows at batch 1
+ * cost 1.15 -> 1.20 ms, hence 64 rows below the threshold. */
 #include "codegen/cuda/cu_impl.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define CU_ATTN_SMEM (96 * 1024)
 #define CU_ATTN_SIMT_MAX_D 128
+#define CU_ATTN_WIDE_BLOCKS 528 /* 64-row blocks from which 128-row ones run (4 per SM of an H100) */
 
 int cu_attention_supports(const ir_graph *g, const ir_node *n, char *why, size_t len)
 {
@@ -138,7 +143,7 @@ int cu_emit_attention(cu_ctx *c, int node)
     if (c->off[cu_root(c, out)] < 0)
         return VITC_OK;
     const ir_value *x = &c->g->values[n->inputs[0]];
-    int64_t N = x->dims[1].k, D = ir_attr_int(n, IR_ATTR_HEAD_SIZE, 0);
+    int64_t N = x->dims[1].k, H = ir_attr_int(n, IR_ATTR_HEADS, 0), D = ir_attr_int(n, IR_ATTR_HEAD_SIZE, 0);
     int vq = ir_input(n, 2);
     int64_t Nq = vq >= 0 ? c->g->values[vq].dims[1].k : N;
     if (vq >= 0 && strcmp(cu_ctype(cu_sdt(c, vq)), cu_ctype(cu_sdt(c, n->inputs[0]))) != 0)
@@ -150,6 +155,18 @@ int cu_emit_attention(cu_ctx *c, int node)
     const char *t = cu_ctype(cu_sdt(c, n->inputs[0])), *to = cu_ctype(cu_sdt(c, out));
     if (strcmp(t, to) != 0)
         return cu_fail(c, VITC_INTERNAL, node, "attention between storage types %s and %s", t, to);
-    attention_launch(c, node, tc && Nq > 64 ? 8 : 4, 1, c->max_batch);
+    /* 8 warps (128 query rows) from the batch whose 64-row grid has CU_ATTN_WIDE_BLOCKS blocks on; 4 warps
+     * below, where half as many blocks would leave SMs idle */
+    const char *e = getenv("VITC_CUDA_ATTN_WIDE_BLOCKS");
+    int64_t wide = c->max_batch + 1, blocks = e && atoll(e) > 0 ? atoll(e) : CU_ATTN_WIDE_BLOCKS;
+    for (int64_t b = 1; tc && Nq > 64 && b <= c->max_batch; b++)
+        if ((Nq + 63) / 64 * cg_poly_eval(cg_poly_dim(x->dims[0]), b) * H >= blocks) {
+            wide = b;
+            break;
+        }
+    if (wide > 1 && attention_launch(c, node, 4, 1, wide - 1) != VITC_OK)
+        return c->d->status;
+    if (wide <= c->max_batch)
+        attention_launch(c, node, 8, wide, c->max_batch);
     return c->d->status;
 }

@@ -154,18 +154,29 @@ VK_DEV void attention_tc(const T *qkv, T *out, int N, int H, float scale_log2, f
                     vk_mma(s[2 * j], qf[k], r, T());
                     vk_mma(s[2 * j + 1], qf[k], r + 2, T());
                 }
-            /* scale, mask keys past N, row maxima over the quad sharing a row */
+            /* scale, mask keys past N, row maxima over the quad sharing a row; a block of 64 keys
+             * in use without a bias (all but the last of a ViT's) needs no index arithmetic */
             float mx[2] = {-vk_inf(), -vk_inf()};
+            if (kn >= 64 && !bias) {
 #pragma unroll
-            for (int j = 0; j < 8; j++)
+                for (int j = 0; j < 8; j++)
 #pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    int key = c0 + kb + j * 8 + (lane & 3) * 2 + (e & 1);
-                    int q = q0 + warp * 16 + (lane >> 2) + (e >> 1) * 8;
-                    s[j][e] = key < N ? s[j][e] * scale_log2 + (q < Nq ? attn_bias(bias, si, q, key) : 0.0f)
-                                      : -vk_inf();
-                    mx[e >> 1] = fmaxf(mx[e >> 1], s[j][e]);
-                }
+                    for (int e = 0; e < 4; e++) {
+                        s[j][e] *= scale_log2;
+                        mx[e >> 1] = fmaxf(mx[e >> 1], s[j][e]);
+                    }
+            } else {
+#pragma unroll
+                for (int j = 0; j < 8; j++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        int key = c0 + kb + j * 8 + (lane & 3) * 2 + (e & 1);
+                        int q = q0 + warp * 16 + (lane >> 2) + (e >> 1) * 8;
+                        s[j][e] = key < N ? s[j][e] * scale_log2 + (q < Nq ? attn_bias(bias, si, q, key) : 0.0f)
+                                          : -vk_inf();
+                        mx[e >> 1] = fmaxf(mx[e >> 1], s[j][e]);
+                    }
+            }
             float alpha[2], rs[2] = {0.0f, 0.0f};
 #pragma unroll
             for (int i = 0; i < 2; i++) {
