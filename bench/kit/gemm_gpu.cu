@@ -61,12 +61,12 @@ __global__ void __launch_bounds__(256) k_wg(args a)
                                                                                 a.N, a.K, a.Kp, a.K, a.N, a.N);
 }
 
-template <int BN, int WS, int MINB, bool EPI>
+template <int BN, int WS, int MINB, bool EPI, bool PERSIST = false>
 __global__ void __launch_bounds__(vk::gemm_tma_smem<BN, WS, MINB>::threads, MINB)
     k_tma(args a, const __grid_constant__ vk_tmap ma, const __grid_constant__ vk_tmap mb)
 {
-    gemm_tma<b16, BN, WS, MINB, 4, 64, true, EPI ? 1 : 0, true, EPI, b16, b16>(&ma, &mb, a.A, a.W, a.bias, a.R, a.C, a.M,
-                                                                              a.N, a.K, a.Kp, a.K, a.N, a.N);
+    gemm_tma<b16, BN, WS, MINB, 4, 64, true, EPI ? 1 : 0, true, EPI, b16, b16, PERSIST>(
+        &ma, &mb, a.A, a.W, a.bias, a.R, a.C, a.M, a.N, a.K, a.Kp, a.K, a.N, a.N);
 }
 
 /* A tensor map of a row-major bf16 matrix [rows, cols], row stride `stride` bytes, in boxes of 64
@@ -125,6 +125,7 @@ struct variant {
     int bm, bn, threads, smem;
     bool hopper;
     void (*tma)(args, vk_tmap, vk_tmap); /* gemm_tma: kernel is NULL */
+    int persist;                         /* gemm_tma over all tiles: this many blocks per SM */
 };
 
 #define TC(BM, BN, WM, WN, S, BKB, VA, EPI)                                                         \
@@ -136,7 +137,11 @@ struct variant {
 #define TMA(BN, WS, MINB, EPI)                                                                      \
     {"tma 128x" #BN "/ws/" #WS " x" #MINB, nullptr, 128, BN, vk::gemm_tma_smem<BN, WS, MINB>::threads,       \
      vk::gemm_tma_smem<BN, WS, MINB>::bytes, true,                                                           \
-     k_tma<BN, WS, MINB, EPI>}
+     k_tma<BN, WS, MINB, EPI>, 0}
+#define TMAP(BN, WS, MINB, EPI)                                                                     \
+    {"tma 128x" #BN "/ws/" #WS " x" #MINB " persistent", nullptr, 128, BN,                          \
+     vk::gemm_tma_smem<BN, WS, MINB>::threads, vk::gemm_tma_smem<BN, WS, MINB>::bytes, true,        \
+     k_tma<BN, WS, MINB, EPI, true>, MINB}
 /* gemm_wg as the compiler emits it on sm_90a (3 stages of 128 bytes of k, 128-byte swizzle), the
  * large tile of other GPUs (mma.sync), then the alternatives: wgmma stages and wait depth, 128 x 256,
  * and the no-swizzle layout (64 bytes of k) */
@@ -144,7 +149,8 @@ struct variant {
     {WG(128, 3, 128, 1, VA, EPI),   TC(128, 128, 2, 4, 4, 64, VA, EPI),  TC(128, 128, 2, 4, 3, 128, VA, EPI), \
      WG(128, 3, 128, 0, VA, EPI),   WG(128, 4, 128, 1, VA, EPI),         WG(256, 4, 128, 1, VA, EPI),       \
      WG(128, 4, 64, 1, VA, EPI),    TMA(128, 4, 1, EPI),                 TMA(128, 3, 2, EPI),              \
-     TMA(128, 2, 2, EPI),           TMA(256, 3, 1, EPI),                 TMA(256, 4, 1, EPI)}
+     TMA(128, 2, 2, EPI),           TMA(256, 3, 1, EPI),                 TMA(256, 4, 1, EPI),              \
+     TMAP(128, 3, 2, EPI),          TMAP(256, 3, 1, EPI),                TMAP(256, 4, 1, EPI)}
 
 static variant V_VE[] = VARIANTS(true, true), V_VB[] = VARIANTS(true, false), V_UE[] = VARIANTS(false, true);
 enum { NV = sizeof V_VE / sizeof V_VE[0] };
@@ -242,6 +248,10 @@ int main(int argc, char **argv)
             else
                 CK(cudaFuncSetAttribute(x.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, x.smem));
             dim3 grid((N + x.bn - 1) / x.bn, (unsigned)((M + x.bm - 1) / x.bm));
+            if (x.persist) /* every tile from a grid of blocks per SM x SMs (fewer when there are fewer tiles) */
+                grid = dim3((unsigned)std::min<long long>((long long)grid.x * grid.y,
+                                                          (long long)x.persist * prop.multiProcessorCount),
+                            1);
             auto launch = [&] {
                 if (x.tma)
                     x.tma<<<grid, x.threads, x.smem>>>(a, mapA, mapW);

@@ -452,7 +452,9 @@ VK_DEV void gemm_wg(const T *A, const T *Wt, const float *bias, const TR *R, TC 
  * consumers (setmaxnreg: from 168 a thread to 40 and 232), for BN 256.  Two
  * (BN 128): 288 threads, the producer one warp, 112 registers a thread; one
  * block's epilogue then runs beside the other's k loop.  The epilogue stores
- * from the accumulators as gemm_wg's does.
+ * from the accumulators as gemm_wg's does.  PERSIST (for measuring: the
+ * compiler does not emit it yet) runs a grid of (blocks, 1) over all tiles,
+ * the producer loading the next tile's stages during the epilogue.
  *
  * Any other target (and the emulation) runs gemm_tc's 128 x BN tile with
  * TS stages of TBKB bytes in the same grid and block, the extra warps
@@ -504,7 +506,7 @@ VK_DEV void vk_tma_load2(void *dst, const vk_tmap *map, int c0, int c1, void *ba
 #endif
 
 template <class T, int BN, int WS, int MINB, int TS, int TBKB, bool VEC_A, int ACT, bool BIAS, bool RES, class TR,
-          class TC>
+          class TC, bool PERSIST = false>
 VK_DEV void gemm_tma(const vk_tmap *ma, const vk_tmap *mb, const T *A, const T *Wt, const float *bias, const TR *R,
                      TC *C, vk_i64 M, int N, int K, int Kp, vk_i64 lda, vk_i64 ldr, vk_i64 ldc)
 {
@@ -516,7 +518,13 @@ VK_DEV void gemm_tma(const vk_tmap *ma, const vk_tmap *mb, const T *A, const T *
     unsigned char *smem = vk_smem + ((1024 - (vk_smem_addr(vk_smem) & 1023)) & 1023);
     unsigned long long *full = (unsigned long long *)(smem + WS * STAGE), *empty = full + WS;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2;
-    const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN, nkt = Kp / BK;
+    const int nkt = Kp / BK;
+    /* the tiles of this block: its own (grid x over N tiles, y over M tiles), or with PERSIST every
+     * gridDim.x-th of them from blockIdx.x, N tiles first, in a grid of (blocks, 1) */
+    const int ntn = (N + BN - 1) / BN, ntiles = PERSIST ? ntn * (int)((M + BM - 1) / BM) : 1;
+    const int t0 = PERSIST ? (int)blockIdx.x : 0, tstep = PERSIST ? (int)gridDim.x : 1;
+    auto tile_m0 = [&](int t) { return PERSIST ? t / ntn * BM : (int)blockIdx.y * BM; };
+    auto tile_n0 = [&](int t) { return PERSIST ? t % ntn * BN : (int)blockIdx.x * BN; };
     if (tid == 0) {
         for (int s = 0; s < WS; s++) {
             vk_mbar_init(&full[s], 1);
@@ -530,51 +538,57 @@ VK_DEV void gemm_tma(const vk_tmap *ma, const vk_tmap *mb, const T *A, const T *
     if (wg == 2) {
         if (MINB == 1)
             asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
-        if (tid == 256)
-            for (int kt = 0; kt < nkt; kt++) {
-                int s = kt % WS;
-                vk_mbar_wait(&empty[s], ((kt / WS) & 1) ^ 1);
-                unsigned char *sa = smem + s * STAGE;
-                vk_mbar_expect_tx(&full[s], STAGE);
-                vk_tma_load2(sa, ma, kt * BK, m0, &full[s]);
-                vk_tma_load2(sa + TA, mb, kt * BK, n0, &full[s]);
-            }
+        if (tid == 256) /* it counts k tiles over all of the block's tiles: the ring's position and phase */
+            for (int t = t0, it = 0; t < ntiles; t += tstep)
+                for (int kt = 0; kt < nkt; kt++, it++) {
+                    int s = it % WS;
+                    vk_mbar_wait(&empty[s], ((it / WS) & 1) ^ 1);
+                    unsigned char *sa = smem + s * STAGE;
+                    vk_mbar_expect_tx(&full[s], STAGE);
+                    vk_tma_load2(sa, ma, kt * BK, tile_m0(t), &full[s]);
+                    vk_tma_load2(sa + TA, mb, kt * BK, tile_n0(t), &full[s]);
+                }
         return;
     }
     if (MINB == 1)
         asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
     const int cw = wg;
-    float d[BN / 2];
+    for (int t = t0, it = 0; t < ntiles; t += tstep) {
+        float d[BN / 2];
 #pragma unroll
-    for (int i = 0; i < BN / 2; i++)
-        d[i] = 0.0f;
-    for (int kt = 0; kt < nkt; kt++) {
-        int s = kt % WS;
-        vk_mbar_wait(&full[s], (kt / WS) & 1);
-        const unsigned char *sa = smem + s * STAGE, *sb = sa + TA;
-        asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+        for (int i = 0; i < BN / 2; i++)
+            d[i] = 0.0f;
+        for (int kt = 0; kt < nkt; kt++, it++) {
+            int s = it % WS;
+            vk_mbar_wait(&full[s], (it / WS) & 1);
+            const unsigned char *sa = smem + s * STAGE, *sb = sa + TA;
+            asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
 #pragma unroll
-        for (int ks = 0; ks < BK / 16; ks++)
-            wg_mma(d, wg_desc(sa + cw * 8192 + ks * 32, 1024, true), wg_desc(sb + ks * 32, 1024, true), T(),
-                   wg_n<BN>());
-        asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-        asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
-        /* the group of tile kt - 1 is done: its stage goes back to the producer */
-        if (kt > 0 && lane == 0)
-            vk_mbar_arrive(&empty[(kt - 1) % WS]);
-    }
-    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+            for (int ks = 0; ks < BK / 16; ks++)
+                wg_mma(d, wg_desc(sa + cw * 8192 + ks * 32, 1024, true), wg_desc(sb + ks * 32, 1024, true), T(),
+                       wg_n<BN>());
+            asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+            asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+            /* the group of k tile it - 1 is done: its stage goes back to the producer */
+            if (kt > 0 && lane == 0)
+                vk_mbar_arrive(&empty[(it - 1) % WS]);
+        }
+        asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+        if (PERSIST && lane == 0) /* the tile's last stage, for the producer's next tile */
+            vk_mbar_arrive(&empty[(it - 1) % WS]);
 
-    const vk_i64 r = m0 + cw * 64 + (warp & 3) * 16 + (lane >> 2);
+        const vk_i64 r = tile_m0(t) + cw * 64 + (warp & 3) * 16 + (lane >> 2);
+        const int n0 = tile_n0(t);
 #pragma unroll
-    for (int j = 0; j < BN / 8; j++) {
-        int c = n0 + j * 8 + (lane & 3) * 2;
-        if (c >= N)
-            continue;
-        if (r < M)
-            gemm_store2<ACT, BIAS, RES>(d[4 * j], d[4 * j + 1], r, c, N, bias, R, ldr, C, ldc);
-        if (r + 8 < M)
-            gemm_store2<ACT, BIAS, RES>(d[4 * j + 2], d[4 * j + 3], r + 8, c, N, bias, R, ldr, C, ldc);
+        for (int j = 0; j < BN / 8; j++) {
+            int c = n0 + j * 8 + (lane & 3) * 2;
+            if (c >= N)
+                continue;
+            if (r < M)
+                gemm_store2<ACT, BIAS, RES>(d[4 * j], d[4 * j + 1], r, c, N, bias, R, ldr, C, ldc);
+            if (r + 8 < M)
+                gemm_store2<ACT, BIAS, RES>(d[4 * j + 2], d[4 * j + 3], r + 8, c, N, bias, R, ldr, C, ldc);
+        }
     }
 #else
     (void)ma, (void)mb;
