@@ -138,6 +138,9 @@ static const gemm_case gemm_cases[] = {
     {29, 520, 48, 520, 48, 0, 0, 4},
     /* an activation then a residual: K kept whole */
     {2, 1000, 3, 1000, 3, 1, 2, 1},    {29, 520, 33, 521, 40, 1, 2, 2},
+    /* rows of A a multiple of 4 KiB apart, K blocked: each K block of a task's rows copied apart
+     * (gemm.c), M beyond one task and within one, K below lda */
+    {300, 1024, 70, 1024, 70, 1, 1, 0}, {197, 2048, 33, 2048, 33, 0, 2, 4}, {45, 1000, 64, 1024, 64, 1, 0, 0},
 };
 #define NGEMM (sizeof gemm_cases / sizeof gemm_cases[0])
 
