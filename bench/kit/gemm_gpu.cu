@@ -184,6 +184,7 @@ int main(int argc, char **argv)
         {"ViT-B b64 qkv", 64 * 197, 2304, 768, false, true},
         {"ViT-B b64 proj", 64 * 197, 768, 768, true, true},
         {"ViT-B b64 fc1", 64 * 197, 3072, 768, true, true},
+        {"ViT-B b64 fc1 without GELU", 64 * 197, 3072, 768, false, true}, /* the epilogue's share */
         {"ViT-B b64 fc2", 64 * 197, 768, 3072, true, true},
         {"ViT-B b256 qkv", 256 * 197, 2304, 768, false, true},
         {"ViT-B b256 fc1", 256 * 197, 3072, 768, true, true},
