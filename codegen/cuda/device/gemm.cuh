@@ -320,6 +320,26 @@ VK_DEV void wg_mma(float *d, unsigned long long da, unsigned long long db, h16, 
 }
 #endif
 
+/* The epilogue of a warpgroup's wgmma accumulators d (BN / 2 a thread: per 8
+ * columns j, d[4j..4j+3] as mma.m16n8's C fragment) for row r (the thread's
+ * first; the second is r + 8) and the tile's first column n0. */
+template <int BN, int ACT, bool BIAS, bool RES, class TR, class TC>
+VK_DEV void wg_store(const float *d, vk_i64 r, int n0, vk_i64 M, int N, const float *bias, const TR *R, vk_i64 ldr,
+                     TC *C, vk_i64 ldc)
+{
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int j = 0; j < BN / 8; j++) {
+        int c = n0 + j * 8 + (lane & 3) * 2;
+        if (c >= N)
+            continue;
+        if (r < M)
+            gemm_store2<ACT, BIAS, RES>(d[4 * j], d[4 * j + 1], r, c, N, bias, R, ldr, C, ldc);
+        if (r + 8 < M)
+            gemm_store2<ACT, BIAS, RES>(d[4 * j + 2], d[4 * j + 3], r + 8, c, N, bias, R, ldr, C, ldc);
+    }
+}
+
 template <class T, int BN, int BKB, int WS, int WAIT, int TS, int TBKB, bool VEC_A, int ACT, bool BIAS, bool RES,
           class TR, class TC>
 VK_DEV void gemm_wg(const T *A, const T *Wt, const float *bias, const TR *R, TC *C, float *P, vk_i64 M, int N, int K,
@@ -407,17 +427,7 @@ VK_DEV void gemm_wg(const T *A, const T *Wt, const float *bias, const TR *R, TC 
     asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
     vk_cp_async_wait<0>();
 
-    const vk_i64 r = m0 + wgi * 64 + (warp & 3) * 16 + (lane >> 2);
-#pragma unroll
-    for (int j = 0; j < BN / 8; j++) {
-        int c = n0 + j * 8 + (lane & 3) * 2;
-        if (c >= N)
-            continue;
-        if (r < M)
-            gemm_store2<ACT, BIAS, RES>(d[4 * j], d[4 * j + 1], r, c, N, bias, R, ldr, C, ldc);
-        if (r + 8 < M)
-            gemm_store2<ACT, BIAS, RES>(d[4 * j + 2], d[4 * j + 3], r + 8, c, N, bias, R, ldr, C, ldc);
-    }
+    wg_store<BN, ACT, BIAS, RES>(d, m0 + wgi * 64 + (warp & 3) * 16 + (lane >> 2), n0, M, N, bias, R, ldr, C, ldc);
 #else
     gemm_tc<T, 128, BN, 2, 4, TS, TBKB, VEC_A, false, ACT, BIAS, RES, TR, TC>(A, Wt, bias, R, C, P, M, N, K, Kp, lda,
                                                                             ldr, ldc);
@@ -577,18 +587,8 @@ VK_DEV void gemm_tma(const vk_tmap *ma, const vk_tmap *mb, const T *A, const T *
         if (PERSIST && lane == 0) /* the tile's last stage, for the producer's next tile */
             vk_mbar_arrive(&empty[(it - 1) % WS]);
 
-        const vk_i64 r = tile_m0(t) + cw * 64 + (warp & 3) * 16 + (lane >> 2);
-        const int n0 = tile_n0(t);
-#pragma unroll
-        for (int j = 0; j < BN / 8; j++) {
-            int c = n0 + j * 8 + (lane & 3) * 2;
-            if (c >= N)
-                continue;
-            if (r < M)
-                gemm_store2<ACT, BIAS, RES>(d[4 * j], d[4 * j + 1], r, c, N, bias, R, ldr, C, ldc);
-            if (r + 8 < M)
-                gemm_store2<ACT, BIAS, RES>(d[4 * j + 2], d[4 * j + 3], r + 8, c, N, bias, R, ldr, C, ldc);
-        }
+        wg_store<BN, ACT, BIAS, RES>(d, tile_m0(t) + cw * 64 + (warp & 3) * 16 + (lane >> 2), tile_n0(t), M, N, bias,
+                                     R, ldr, C, ldc);
     }
 #else
     (void)ma, (void)mb;
