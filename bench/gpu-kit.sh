@@ -11,6 +11,7 @@
 #   DIR/gpu-check                 the command to run there: DIR/gpu-check [--quick] [--out DIR]
 #   DIR/tile-sweep                GEMM tiles and the split K measured there (times and outputs)
 #   DIR/gemm-gpu, DIR/cuda/       the GEMM kernels alone, checked and timed there (built there by nvcc)
+#   DIR/ab-time                   two vitc builds timed in turn on one model, outputs compared
 #   DIR/VERSION                   the commit it was built from
 #
 # Fails unless DIR stays under 40 MiB and every ELF in it needs nothing beyond libc, libm, libdl,
@@ -29,13 +30,14 @@ cmake -S "$repo" -B "$build" -DVITC_LLVM=OFF -DVITC_TESTS=OFF -DVITC_PROTOBUF_ST
 cmake --build "$build" -j"$jobs" --target vitc vitc_runtime > "$build.build.log" 2>&1 \
   || { tail -50 "$build.build.log"; exit 1; }
 
-rm -rf "$dir"/bin "$dir"/lib "$dir"/py "$dir"/cuda "$dir"/gpu-check "$dir"/tile-sweep "$dir"/gemm-gpu "$dir"/VERSION
+rm -rf "$dir"/bin "$dir"/lib "$dir"/py "$dir"/cuda "$dir"/gpu-check "$dir"/tile-sweep "$dir"/gemm-gpu "$dir"/ab-time \
+  "$dir"/VERSION
 mkdir -p "$dir"/bin "$dir"/lib "$dir"/py "$dir"/cuda
 cp "$build/vitc" "$dir/bin/vitc"
 cp -L "$build/libvitc_runtime.so" "$dir/lib/libvitc_runtime.so"
 strip --strip-unneeded "$dir/bin/vitc" "$dir/lib/libvitc_runtime.so"
 cp "$repo/bench/kit/gpu_check.py" "$repo/tests/models/gen_fixtures.py" "$dir/py/"
-cp "$repo/bench/kit/gpu-check" "$repo/bench/kit/tile-sweep" "$repo/bench/kit/gemm-gpu" "$dir/"
+cp "$repo/bench/kit/gpu-check" "$repo/bench/kit/tile-sweep" "$repo/bench/kit/gemm-gpu" "$repo/bench/kit/ab-time" "$dir/"
 cp "$repo/bench/kit/gemm_gpu.cu" "$repo/codegen/cuda/device/prelude.cuh" "$repo/codegen/cuda/device/gemm.cuh" "$dir/cuda/"
 chmod +x "$dir/gpu-check"
 (cd "$repo" && git describe --always --dirty 2> /dev/null || echo unknown) > "$dir/VERSION"
