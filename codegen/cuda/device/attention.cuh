@@ -56,6 +56,10 @@ template <int P> VK_DEV void attn_wait_at_most(int p, attn_pend<P>)
         attn_wait_at_most(p, attn_pend<P - 1>());
 }
 
+struct alignas(16) attn_piece {
+    vk_u32 w[4];
+};
+
 /* Copies rows [r0, r0 + nrows) of Q, K or V for head h of image b into
  * shared memory rows of rs bytes; rows at or past N become zeros. */
 template <class T, int D, int LAYOUT, int NT, int NP>
@@ -71,13 +75,24 @@ VK_DEV void attn_load_rows(unsigned char *dst, int rs, const T *qkv, vk_i64 b, i
             vk_cp_async16(dst + r * rs + ch * 16, src, ok);
         }
     } else {
-        for (int c = threadIdx.x; c < nrows * D; c += NT) {
-            int r = c / D, d = c % D, n = r0 + r;
-            T *e = (T *)(dst + r * rs) + d;
+        /* the head's NP parts lie interleaved in one span of a row, D * NP elements from element (h, 0, 0):
+         * read it in 16-byte pieces and keep the elements of part `which`, each piece's element i being
+         * (d, part) = divmod(8 ch + i, NP) */
+        enum { CH = D * NP * 2 / 16 };
+        static_assert(D % 8 == 0, "a head's span in whole 16-byte pieces");
+        for (int c = threadIdx.x; c < nrows * CH; c += NT) {
+            int r = c / CH, ch = c % CH, n = r0 + r;
+            T *row = (T *)(dst + r * rs);
+            attn_piece v = {};
             if (n < N)
-                *e = qkv[qkv_index<1, NP>(b * N + n, H, D, h, d, which)];
-            else
-                vk_put(e, 0.0f);
+                v = *(const attn_piece *)(qkv + qkv_index<1, NP>(b * N + n, H, D, h, 0, 0) + ch * 8);
+            const T *e = (const T *)&v;
+#pragma unroll
+            for (int i = 0; i < 8; i++) {
+                int pos = ch * 8 + i;
+                if (pos % NP == which)
+                    row[pos / NP] = e[i];
+            }
         }
     }
 }
