@@ -399,33 +399,28 @@ static int use_wgmma(const cu_ctx *c, tile tl, int split)
 static void gemm_text(cu_str *t, const gemm_job *j, tile tl, int split, int wg, tma_shape tma, int vec_a,
                       const char *ta, const char *tw, const char *tr, const char *to, int64_t Kp)
 {
-    if (tma.bn)
+    if (tma.bn) {
         cu_str_add(t, "VK_KERNEL_TMA(@, %u, %d)\n{\n    vk::gemm_tma<%s, %d, %d, %d, %d, %d, %s, %d, %s, %s, %s, %s>("
                       "VK_TMAPS,\n        ",
                    tma_threads(tma), tma.minb, tw, tma.bn, tma.stages, tma.minb, tl.stages, tl.bkb,
                    vec_a ? "true" : "false", j->act, j->bias >= 0 ? "true" : "false", j->res >= 0 ? "true" : "false",
                    tr, to);
-    else
+    } else {
         cu_str_add(t, "VK_KERNEL(@, %u)\n{\n", (unsigned)(tl.wm * tl.wn * 32));
-    if (tma.bn) {
-        cu_str_add(t, "(const %s *)p.a[0], (const %s *)p.a[1], (const float *)p.a[2], (const %s *)p.a[3], (%s *)p.a[4],"
-                      "\n        (vk_i64)p.a[5], %lld, %lld, %lld, %lldLL, %lldLL, %lldLL);\n}\n",
-                   ta, tw, tr, to, (long long)j->N, (long long)j->K, (long long)Kp, (long long)j->K,
-                   (long long)j->res_ld, (long long)j->N);
-        return;
+        if (wg)
+            cu_str_add(t, "    vk::gemm_wg<%s, %d, %d, %d, 1, %d, %d, %s, %d, %s, %s, %s, %s>(", tw, tl.bn, WG_BKB,
+                       wg_stages(), tl.stages, tl.bkb, vec_a ? "true" : "false", j->act,
+                       j->bias >= 0 ? "true" : "false", j->res >= 0 ? "true" : "false", tr, to);
+        else
+            cu_str_add(t, "    vk::gemm_tc<%s, %d, %d, %d, %d, %d, %d, %s, %s, %d, %s, %s, %s, %s>(", tw, tl.bm, tl.bn,
+                       tl.wm, tl.wn, tl.stages, tl.bkb, vec_a ? "true" : "false", split > 1 ? "true" : "false",
+                       j->act, j->bias >= 0 ? "true" : "false", j->res >= 0 ? "true" : "false", tr, to);
     }
-    if (wg)
-        cu_str_add(t, "    vk::gemm_wg<%s, %d, %d, %d, 1, %d, %d, %s, %d, %s, %s, %s, %s>(", tw, tl.bn, WG_BKB,
-                   wg_stages(), tl.stages, tl.bkb, vec_a ? "true" : "false", j->act, j->bias >= 0 ? "true" : "false",
-                   j->res >= 0 ? "true" : "false", tr, to);
-    else
-        cu_str_add(t, "    vk::gemm_tc<%s, %d, %d, %d, %d, %d, %d, %s, %s, %d, %s, %s, %s, %s>(", tw, tl.bm, tl.bn,
-                   tl.wm, tl.wn, tl.stages, tl.bkb, vec_a ? "true" : "false", split > 1 ? "true" : "false", j->act,
-                   j->bias >= 0 ? "true" : "false", j->res >= 0 ? "true" : "false", tr, to);
+    /* gemm.cuh's arguments; gemm_tma has no split, so no partial sums P */
     cu_str_add(t, "(const %s *)p.a[0], (const %s *)p.a[1], (const float *)p.a[2], (const %s *)p.a[3], (%s *)p.a[4],"
-                  "\n        (float *)p.a[6], (vk_i64)p.a[5], %lld, %lld, %lld, %lldLL, %lldLL, %lldLL);\n}\n",
-               ta, tw, tr, to, (long long)j->N, (long long)j->K, (long long)Kp, (long long)j->K,
-               (long long)j->res_ld, (long long)j->N);
+                  "\n        %s(vk_i64)p.a[5], %lld, %lld, %lld, %lldLL, %lldLL, %lldLL);\n}\n",
+               ta, tw, tr, to, tma.bn ? "" : "(float *)p.a[6], ", (long long)j->N, (long long)j->K, (long long)Kp,
+               (long long)j->K, (long long)j->res_ld, (long long)j->N);
 }
 
 /* Arguments 0-5 of a GEMM launch: A, Wt, bias, R, C, M (gemm.cuh's order). */
@@ -546,7 +541,7 @@ int cu_emit_linear(cu_ctx *c, int node)
         c->wgmma |= wg;
         /* gemm_tma where the copy engine can read A: rows of whole 16 bytes */
         tma_shape tma = wg && vec_a ? tma_of(&bad) : (tma_shape){0, 0, 0};
-        if (tma.bn && tma.bn != tl.bn)
+        if (tma.bn)
             tl.bn = tma.bn; /* its grid; other GPUs run gemm_tc's tile of that width */
         gemm_text(&t, &j, tl, split, wg, tma, vec_a, ta, tw, tr, to, Kp);
         char label[192];
