@@ -1,5 +1,5 @@
 /* gemm_bench.c: the generated GEMM (cg_gemm_emit) on the Linear layers of
- * ViT-B/16, ViT-Ti/16 and the face ViT, at 1 and 2 threads of the runtime's
+ * ViT-B/16, ViT-S/16, ViT-Ti/16 and the face ViT, at 1 and 2 threads of the runtime's
  * own pool, in GFLOP/s and as a fraction of this machine's peak (measured
  * first with the same FMA loop as peak_fma); then fused attention
  * (cg_attention_emit) and the two batched GEMMs it replaces (cg_bgemm_emit)
@@ -34,6 +34,8 @@ static const layer layers[] = {
     {"ViT-B", "fc1", 197, 768, 3072, 0, 1},  {"ViT-B", "fc2", 197, 3072, 768, 1, 0},
     {"ViT-Ti", "qkv", 197, 192, 576, 0, 0},  {"ViT-Ti", "proj", 197, 192, 192, 1, 0},
     {"ViT-Ti", "fc1", 197, 192, 768, 0, 1},  {"ViT-Ti", "fc2", 197, 768, 192, 1, 0},
+    {"ViT-S", "qkv", 197, 384, 1152, 0, 0},  {"ViT-S", "proj", 197, 384, 384, 1, 0},
+    {"ViT-S", "fc1", 197, 384, 1536, 0, 1},  {"ViT-S", "fc2", 197, 1536, 384, 1, 0},
     {"face", "qkv", 144, 512, 1536, 0, 0},   {"face", "proj", 144, 512, 512, 1, 0},
     {"face", "fc1", 144, 512, 2048, 0, 4},   {"face", "fc2", 144, 2048, 512, 1, 0}, /* fc1: ReLU6 */
     /* fc2 with A's rows 16 floats further apart than K (lda = K + 16): not a multiple of 4 KiB, where the

@@ -30,6 +30,7 @@ typedef struct {
     int rem_nv, rem_lanes;  /* the padded last panel, when N % nr != 0 */
     int64_t kc, nkb;        /* K blocks */
     int64_t mc_max;         /* largest row block of a task */
+    int64_t l2;             /* the L2's bytes per core (the target's, else 512 KiB) */
     int64_t a_budget;       /* bytes of A a task may keep in L2 (see emit_task) */
 } gemm_plan;
 
@@ -64,7 +65,8 @@ static int gemm_plan_make(const cg_gemm_desc *d, const cg_target *t, gemm_plan *
     else
         p->nkb = (d->K + p->kc - 1) / p->kc;
     p->mc_max = 12 * p->mr;
-    p->a_budget = (t->l2_bytes > 0 ? t->l2_bytes : 512 * 1024) / 4 * 3;
+    p->l2 = t->l2_bytes > 0 ? t->l2_bytes : 512 * 1024;
+    p->a_budget = p->l2 / 4 * 3;
     return 0;
 }
 
@@ -318,11 +320,17 @@ static LLVMValueRef emit_task(kern *k, gemm_emit *e, const char *name, LLVMTypeR
  * gets the fewest column blocks (at most PPB_MAX panels each) that make
  * T = TASKS_PER_THREAD * nthreads tasks, rounded up to a multiple of T, then
  * evened out (split_for: equal blocks, a task count the threads share); the
- * one that reads fewer floats again,
- * nnb * M * K + nmb * K * N, wins.  At batch 1 a qkv or fc1 layer (|W|
- * 12-16x |A|) is then cut by columns only, each weight read once; a proj or
- * fc2 (|W| 4x |A|) keeps two row blocks, which reads A fewer times. */
+ * one that reads less again wins: nnb * M * K floats of A plus nmb * K * N
+ * of W, W's counted W_REREAD times when it is larger than the L2 (it then
+ * comes from memory or L3 again, A from L2).  At batch 1 every ViT-B layer
+ * is then cut by columns only, each weight read once.  Counting W's floats
+ * once, proj and fc2 (|W| 4x |A|) had kept two row blocks, reading A fewer
+ * times, and ran slower (`gemm_bench --cold 1`, 2 threads, medians of five
+ * runs alternated: ViT-B proj 71% of peak, by columns 76%; fc2 67%, 68%;
+ * ViT-S fc2 71%, 73%; ViT-B/16 at batch 1 ~4% faster); ViT-Ti's layers,
+ * whose weights stay in L2, were faster with two. */
 #define MIN_TASK_FLOP 8000000 /* about 40 us of one core */
+#define W_REREAD 4
 
 typedef struct {
     LLVMValueRef nmb, nnb, cost;
@@ -360,7 +368,8 @@ static gemm_split split_for(kern *k, const gemm_plan *p, const cg_gemm_desc *d, 
         best = LLVMBuildSelect(b, LLVMBuildAnd(b, ok, even, ""), c, best, "");
     }
     s.nnb = best;
-    s.cost = kern_add(k, kern_mul(k, s.nnb, M), kern_mulc(k, nmb, d->N));
+    int64_t wreread = d->K * d->N * (int64_t)sizeof(float) > p->l2 ? W_REREAD : 1;
+    s.cost = kern_add(k, kern_mul(k, s.nnb, M), kern_mulc(k, nmb, d->N * wreread));
     return s;
 }
 
