@@ -21,6 +21,8 @@ typedef struct {
     const int *alias_of;     /* per value: -1, or the value whose storage it shares (NULL: none) */
     const int *runs_at;      /* per node: the node whose code does its work (NULL: itself) */
     const int64_t *scratch;  /* per node: scratch bytes at max_batch, live only while it runs (NULL: none) */
+    const int *row_pad;      /* per value: elements between the end of one row (its last dimension) and the
+                                start of the next, for a value stored with rows further apart (NULL: none) */
 } pass_memplan_req;
 
 typedef struct {

@@ -69,6 +69,8 @@ typedef struct cg_ctx {
     /* schedule: per value */
     int *alias_of;         /* a view's storage value, else -1 */
     cg_loc *loc;
+    int *row_pad;          /* elements after each row: values only GEMMs write and read (schedule.c) */
+    int npadded;           /* values with row_pad > 0 */
     uint64_t workspace_bytes, workspace_unplanned;
 
     /* weights blob */
@@ -265,6 +267,9 @@ int cg_emit_matmul(cg_ctx *cg, int node);
 void cg_kcache_free(cg_ctx *cg);
 /* Scratch bytes a node needs at max_batch (convolutions as im2col + GEMM). */
 int64_t cg_matmul_scratch(const ir_graph *g, const ir_node *n, int64_t max_batch);
+/* 1 if n's code is the GEMM of gemm.c with its input 0 as A [M, K] and its
+ * output as C [M, N] (row strides cg->row_pad apart: any lda >= K, ldc >= N). */
+int cg_is_linear(const ir_graph *g, const ir_node *n);
 
 /* ---- target machine, optimisation, object file (target.c) ---- */
 int cg_target_create(cg_ctx *cg, LLVMTargetMachineRef *tm);

@@ -228,7 +228,7 @@ int cg_matmul_supports(const ir_graph *g, const ir_node *n, char *why, size_t le
     case IR_OP_MATMUL:
     case IR_OP_LINEAR: {
         const ir_value *B = &g->values[vb];
-        if (n->op == IR_OP_LINEAR || (ir_value_is_plain_const(g, vb) && B->rank == 2)) {
+        if (cg_is_linear(g, n)) {
             if (!ir_value_is_plain_const(g, vb) || B->rank != 2 || A->rank < 1)
                 return fail_why(why, len, "Linear needs a constant 2-D weight");
             for (int k = 2; k < n->ninputs && k < 3; k++)
@@ -460,7 +460,8 @@ static int emit_linear(cg_ctx *cg, int node)
     int64_t K = Wv->dims[0].k, N = Wv->dims[1].k;
     gemm_call c;
     memset(&c, 0, sizeof c);
-    c.d.K = K, c.d.N = N, c.d.lda = K, c.d.ldc = N, c.d.ldr = N;
+    c.d.K = K, c.d.N = N, c.d.ldr = N;
+    c.d.lda = K + cg->row_pad[n->inputs[0]], c.d.ldc = N + cg->row_pad[n->outputs[0]];
     c.d.activation = (int)ir_attr_int(n, IR_ATTR_ACTIVATION, 0);
     c.W = Wv->data;
     int vbias = ir_input(n, 2), vr = n->op == IR_OP_LINEAR ? ir_input(n, 3) : -1;
@@ -728,14 +729,19 @@ static int emit_conv_direct(cg_ctx *cg, int node)
     return cg->d->status;
 }
 
+int cg_is_linear(const ir_graph *g, const ir_node *n)
+{
+    return n->op == IR_OP_LINEAR ||
+           (n->op == IR_OP_MATMUL && ir_value_is_plain_const(g, n->inputs[1]) && g->values[n->inputs[1]].rank == 2);
+}
+
 int cg_emit_matmul(cg_ctx *cg, int node)
 {
     const ir_node *n = &cg->g->nodes[node];
     switch (n->op) {
     case IR_OP_LINEAR:
-        return emit_linear(cg, node);
     case IR_OP_MATMUL:
-        if (ir_value_is_plain_const(cg->g, n->inputs[1]) && cg->g->values[n->inputs[1]].rank == 2)
+        if (cg_is_linear(cg->g, n))
             return emit_linear(cg, node);
         return emit_bgemm(cg, node, n->inputs[0], n->inputs[1], 0, 1.0f);
     case IR_OP_GEMM:

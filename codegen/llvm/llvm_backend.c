@@ -136,8 +136,9 @@ static int llvm_plan(cg_ctx_head *c)
     snprintf(msg, sizeof msg, "plan (%d of %d nodes make kernels)", nk, g->nnodes);
     phase_done(&cg->t, msg);
     if (opt->verbose > 0)
-        fprintf(stderr, "vitc: workspace %.3f MB at batch %lld (%.3f MB without reuse)\n",
-                (double)cg->workspace_bytes / 1e6, (long long)cg->max_batch, (double)cg->workspace_unplanned / 1e6);
+        fprintf(stderr, "vitc: workspace %.3f MB at batch %lld (%.3f MB without reuse); %d GEMM-only tensor%s with padded rows\n",
+                (double)cg->workspace_bytes / 1e6, (long long)cg->max_batch, (double)cg->workspace_unplanned / 1e6,
+                cg->npadded, cg->npadded == 1 ? "" : "s");
     return VITC_OK;
 }
 
