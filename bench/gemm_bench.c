@@ -39,11 +39,13 @@ static const layer layers[] = {
     {"face", "qkv", 144, 512, 1536, 0, 0},   {"face", "proj", 144, 512, 512, 1, 0},
     {"face", "fc1", 144, 512, 2048, 0, 4},   {"face", "fc2", 144, 2048, 512, 1, 0}, /* fc1: ReLU6 */
     /* fc2 with A's rows 16 floats further apart than K (lda = K + 16): not a multiple of 4 KiB, where the
-     * 12 rows a micro-kernel broadcasts from share one L1 set.  Over three runs here (2026-11-26, Xeon with
+     * 12 rows a micro-kernel broadcasts from share one L1 set (2 KiB: two sets; ViT-S's 6 KiB, ViT-Ti's 3 KiB
+     * rows use two and four).  Over three runs here (2026-11-26, Xeon with
      * AVX-512, --cold 8, 2 threads) fc2 ran at 79-85% of peak and with lda + 16 at 84-88%; copying each K
      * block of a task's rows apart inside the GEMM (K blocks then outside the panels) did not recover it.
      * A compiled model stores such a tensor with lda = K + 16 (codegen/llvm/schedule.c, pad_gemm_rows). */
     {"ViT-B", "fc2 lda+16", 197, 3072, 768, 1, 0}, {"face", "fc2 lda+16", 144, 2048, 512, 1, 0},
+    {"ViT-S", "fc2 lda+16", 197, 1536, 384, 1, 0}, {"ViT-Ti", "fc2 lda+16", 197, 768, 192, 1, 0},
 };
 #define LDA_OF(ly) ((ly)->K + (strstr((ly)->layer, "lda+16") ? 16 : 0))
 #define NLAYERS (sizeof layers / sizeof layers[0])

@@ -13,7 +13,7 @@
  *    straight into the caller's buffers, constants live in the weights blob,
  *    and everything else gets a workspace offset from passes/memplan.c.
  *  - A value that only GEMMs write and read (a ViT's fc1 output, fc2's A),
- *    whose rows would lie a multiple of 4 KiB apart, is stored with rows one
+ *    whose rows would lie a multiple of 2 KiB apart, is stored with rows one
  *    cache line further apart (pad_gemm_rows). */
 #include "codegen/llvm/cg_impl.h"
 
@@ -126,13 +126,15 @@ static void fuse_elementwise(cg_ctx *cg, const int *reader)
 
 /* The GEMM's micro-kernel reads one element of each of MR (12) rows of A per
  * step: rows a multiple of 4 KiB apart fall in one set of the L1 (64 sets of
- * 64-byte lines on x86 cores), which then holds fewer of them than the
- * kernel walks through.  A value written and read by GEMMs alone (no view of
- * it, not a graph output, read only as A) whose rows are that far apart gets
- * PAD_FLOATS more elements per row: ViT-B's fc2 (A rows 12 KiB apart) ran at
- * 68% of peak at batch 1 and 74% with the pad (`gemm_bench --cold 1`, 2
- * threads, the "fc2 lda+16" rows; medians of five runs). */
-enum { PAD_FLOATS = 16, PAD_PERIOD = 4096 };
+ * 64-byte lines on x86 cores, 4 KiB a turn), a multiple of 2 KiB in two,
+ * which then hold fewer of them than the kernel walks through.  A value
+ * written and read by GEMMs alone (no view of it, not a graph output, read
+ * only as A) whose rows are that far apart gets PAD_FLOATS more elements per
+ * row.  `gemm_bench --cold`, 2 threads, the "fc2 lda+16" rows against fc2,
+ * medians of four or five runs: ViT-B's fc2 (A rows 12 KiB apart) 68% -> 74%
+ * of peak at batch 1, ViT-S's (6 KiB) 75% -> 81% at batch 8 (the same at
+ * batch 1); ViT-Ti's (3 KiB, four sets) within the noise, so left dense. */
+enum { PAD_FLOATS = 16, PAD_PERIOD = 2048 };
 
 static void pad_gemm_rows(cg_ctx *cg, const unsigned char *in_ws)
 {
