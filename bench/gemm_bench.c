@@ -5,14 +5,18 @@
  * (cg_attention_emit) and the two batched GEMMs it replaces (cg_bgemm_emit)
  * on the same models, counting only the 4 N^2 D flops of the two products.
  *
- *   gemm_bench [--peak G1,G2] [--cold] [BATCH ...]
+ *   gemm_bench [--peak G1,G2] [--cold] [--rounds R] [BATCH ...]
  * BATCH: default 1 and 8 (M = tokens * batch: 197, the face ViT's 144).
  * --peak: the 1- and 2-thread peaks in GFLOP/s (from peak_fma on a quiet
  * machine) when this run shares the machine with other work and would
  * measure them too low.  --cold: each GEMM call reads another copy of the
  * packed weights, from copies that together exceed the last-level cache
  * (COLD_BYTES), as a model's layers read theirs: from memory, not from cache
- * as a repeated call would. */
+ * as a repeated call would.  --rounds R: the GEMM table measured R times
+ * over (the rows of a round one after another, so that two variants of a
+ * layer, such as fc2 and "fc2 lda+16", alternate), then each row's median
+ * (the upper middle one for an even R) and range over the rounds: on a
+ * shared machine one round's rows move by several percent. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -99,6 +103,12 @@ static double time_kernel_n(driver_fn fn, const void *args, size_t size, int nar
     return best;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
 static double time_kernel(driver_fn fn, const void *args, rt_pool *pool, int nthreads)
 {
     return time_kernel_n(fn, args, 0, 1, pool, nthreads);
@@ -106,18 +116,25 @@ static double time_kernel(driver_fn fn, const void *args, rt_pool *pool, int nth
 
 int main(int argc, char **argv)
 {
-    int batches[16] = {1, 8}, nb = 2, first = 1, cold = 0;
+    int batches[16] = {1, 8}, nb = 2, first = 1, cold = 0, rounds = 1;
     double given[3] = {0};
     for (;;) {
         if (argc > first + 1 && !strcmp(argv[first], "--peak")) {
             if (sscanf(argv[first + 1], "%lf,%lf", &given[1], &given[2]) < 1 || !(given[1] > 0)) {
-                fprintf(stderr, "usage: gemm_bench [--peak G1,G2] [--cold] [BATCH ...]\n");
+                fprintf(stderr, "usage: gemm_bench [--peak G1,G2] [--cold] [--rounds R] [BATCH ...]\n");
                 return 2;
             }
             first += 2;
         } else if (argc > first && !strcmp(argv[first], "--cold")) {
             cold = 1;
             first++;
+        } else if (argc > first + 1 && !strcmp(argv[first], "--rounds")) {
+            rounds = atoi(argv[first + 1]);
+            if (rounds < 1 || rounds > 99) {
+                fprintf(stderr, "gemm_bench: --rounds takes 1..99\n");
+                return 2;
+            }
+            first += 2;
         } else {
             break;
         }
@@ -127,7 +144,8 @@ int main(int argc, char **argv)
         for (int i = first; i < argc && nb < 16; i++) {
             batches[nb] = atoi(argv[i]);
             if (batches[nb] < 1 || batches[nb] > 1024) {
-                fprintf(stderr, "usage: gemm_bench [--peak G1,G2] [--cold] [BATCH ...] (batches 1..1024)\n");
+                fprintf(stderr,
+                        "usage: gemm_bench [--peak G1,G2] [--cold] [--rounds R] [BATCH ...] (batches 1..1024)\n");
                 return 2;
             }
             nb++;
@@ -202,44 +220,74 @@ int main(int argc, char **argv)
         fprintf(stderr, "gemm_bench: cannot start the thread pool\n");
         return 3;
     }
-    for (int bi = 0; bi < nb; bi++) {
-        for (size_t l = 0; l < NLAYERS; l++) {
-            const layer *ly = &layers[l];
-            int64_t M = ly->tokens * (int64_t)batches[bi];
-            cg_gemm_desc d = {.K = ly->K, .N = ly->N, .lda = LDA_OF(ly), .ldc = ly->N, .ldr = ly->N, .has_bias = 1,
-                              .has_residual = ly->has_residual, .activation = ly->activation};
-            float *A = aligned_floats((size_t)(M * LDA_OF(ly))), *W = aligned_floats((size_t)(ly->K * ly->N));
-            size_t pbytes = cg_gemm_packed_bytes(&d, &t);
-            int ncopies = cold ? (int)((COLD_BYTES + pbytes - 1) / pbytes) : 1;
-            float *P = aligned_floats(pbytes / sizeof(float) * (size_t)ncopies);
-            float *bias = aligned_floats((size_t)ly->N), *C = aligned_floats((size_t)(M * ly->N));
-            float *R = ly->has_residual ? C : NULL; /* in place, as the compiler plans it */
-            cg_gemm_args *args = calloc((size_t)ncopies, sizeof *args);
-            if (!args) {
-                fprintf(stderr, "gemm_bench: out of memory\n");
-                return 3;
+    /* % of peak by round, batch, layer and thread count */
+    double *pct = calloc((size_t)rounds * (size_t)nb * NLAYERS * 3, sizeof *pct);
+#define PCT_AT(rd, bi, l, nt) ((((size_t)(rd) * (size_t)nb + (size_t)(bi)) * NLAYERS + (l)) * 3 + (size_t)(nt))
+    if (!pct) {
+        fprintf(stderr, "gemm_bench: out of memory\n");
+        return 3;
+    }
+    for (int rd = 0; rd < rounds; rd++) {
+        for (int bi = 0; bi < nb; bi++) {
+            for (size_t l = 0; l < NLAYERS; l++) {
+                const layer *ly = &layers[l];
+                int64_t M = ly->tokens * (int64_t)batches[bi];
+                cg_gemm_desc d = {.K = ly->K, .N = ly->N, .lda = LDA_OF(ly), .ldc = ly->N, .ldr = ly->N, .has_bias = 1,
+                                  .has_residual = ly->has_residual, .activation = ly->activation};
+                float *A = aligned_floats((size_t)(M * LDA_OF(ly))), *W = aligned_floats((size_t)(ly->K * ly->N));
+                size_t pbytes = cg_gemm_packed_bytes(&d, &t);
+                int ncopies = cold ? (int)((COLD_BYTES + pbytes - 1) / pbytes) : 1;
+                float *P = aligned_floats(pbytes / sizeof(float) * (size_t)ncopies);
+                float *bias = aligned_floats((size_t)ly->N), *C = aligned_floats((size_t)(M * ly->N));
+                float *R = ly->has_residual ? C : NULL; /* in place, as the compiler plans it */
+                cg_gemm_args *args = calloc((size_t)ncopies, sizeof *args);
+                if (!args) {
+                    fprintf(stderr, "gemm_bench: out of memory\n");
+                    return 3;
+                }
+                for (int c = 0; c < ncopies; c++) {
+                    float *Pc = P + pbytes / sizeof(float) * (size_t)c;
+                    cg_gemm_pack(&d, &t, W, Pc);
+                    args[c] = (cg_gemm_args){.A = A, .W = Pc, .bias = bias, .R = R, .C = C, .M = M};
+                }
+                snprintf(name, sizeof name, "gemm%zu", l);
+                driver_fn fn = (driver_fn)cg_jit_lookup(j, name);
+                double flops = 2.0 * (double)M * (double)ly->K * (double)ly->N;
+                if (rounds > 1)
+                    printf("round %d ", rd + 1);
+                printf("%-7s %-10s %6lld %5lld %5lld ", ly->model, ly->layer, (long long)M, (long long)ly->K,
+                       (long long)ly->N);
+                for (int nt = 1; nt <= maxthreads; nt++) {
+                    double s = time_kernel_n(fn, args, sizeof *args, ncopies, pools[nt], nt);
+                    double g = flops / s * 1e-9;
+                    printf(" %8.1f %5.1f%%        ", g, 100.0 * g / peak[nt]);
+                    pct[PCT_AT(rd, bi, l, nt)] = 100.0 * g / peak[nt];
+                }
+                printf("\n");
+                fflush(stdout);
+                free(args);
+                free(A), free(W), free(P), free(bias), free(C);
             }
-            for (int c = 0; c < ncopies; c++) {
-                float *Pc = P + pbytes / sizeof(float) * (size_t)c;
-                cg_gemm_pack(&d, &t, W, Pc);
-                args[c] = (cg_gemm_args){.A = A, .W = Pc, .bias = bias, .R = R, .C = C, .M = M};
-            }
-            snprintf(name, sizeof name, "gemm%zu", l);
-            driver_fn fn = (driver_fn)cg_jit_lookup(j, name);
-            double flops = 2.0 * (double)M * (double)ly->K * (double)ly->N;
-            printf("%-7s %-10s %6lld %5lld %5lld ", ly->model, ly->layer, (long long)M, (long long)ly->K,
-                   (long long)ly->N);
-            for (int nt = 1; nt <= maxthreads; nt++) {
-                double s = time_kernel_n(fn, args, sizeof *args, ncopies, pools[nt], nt);
-                double g = flops / s * 1e-9;
-                printf(" %8.1f %5.1f%%        ", g, 100.0 * g / peak[nt]);
-            }
-            printf("\n");
-            fflush(stdout);
-            free(args);
-            free(A), free(W), free(P), free(bias), free(C);
         }
     }
+    if (rounds > 1) {
+        printf("%% of peak over %d rounds: median [lowest-highest]\n", rounds);
+        printf("%-7s %-10s %6s  %-22s %-22s\n", "model", "layer", "M", "1 thread", maxthreads > 1 ? "2 threads" : "");
+        for (int bi = 0; bi < nb; bi++)
+            for (size_t l = 0; l < NLAYERS; l++) {
+                printf("%-7s %-10s %6lld ", layers[l].model, layers[l].layer,
+                       (long long)(layers[l].tokens * batches[bi]));
+                for (int nt = 1; nt <= maxthreads; nt++) {
+                    double v[99];
+                    for (int rd = 0; rd < rounds; rd++)
+                        v[rd] = pct[PCT_AT(rd, bi, l, nt)];
+                    qsort(v, (size_t)rounds, sizeof v[0], cmp_double);
+                    printf(" %5.1f%% [%4.1f-%4.1f]     ", v[rounds / 2], v[0], v[rounds - 1]);
+                }
+                printf("\n");
+            }
+    }
+    free(pct);
     printf("%-7s %-9s %6s %5s %5s  %-22s %-22s\n", "model", "attention", "images", "heads", "D",
            "1 thread: GFLOP/s peak", maxthreads > 1 ? "2 threads: GFLOP/s peak" : "");
     for (int bi = 0; bi < nb; bi++) {
