@@ -1,7 +1,7 @@
 /* gemm_bench.c: the generated GEMM (cg_gemm_emit) on the Linear layers of
- * ViT-B/16, ViT-S/16, ViT-Ti/16 and the face ViT, at 1 and 2 threads of the runtime's
- * own pool, in GFLOP/s and as a fraction of this machine's peak (measured
- * first with the same FMA loop as peak_fma); then fused attention
+ * ViT-B/16, ViT-S/16, ViT-Ti/16 and the face ViT, at 1 and 2 threads of the
+ * runtime's own pool, in GFLOP/s and as a fraction of this machine's peak
+ * (measured first with the same FMA loop as peak_fma); then fused attention
  * (cg_attention_emit) and the two batched GEMMs it replaces (cg_bgemm_emit)
  * on the same models, counting only the 4 N^2 D flops of the two products.
  *
@@ -43,16 +43,23 @@ static const layer layers[] = {
     {"face", "qkv", 144, 512, 1536, 0, 0},   {"face", "proj", 144, 512, 512, 1, 0},
     {"face", "fc1", 144, 512, 2048, 0, 4},   {"face", "fc2", 144, 2048, 512, 1, 0}, /* fc1: ReLU6 */
     /* fc2 with A's rows 16 floats further apart than K (lda = K + 16): not a multiple of 4 KiB, where the
-     * 12 rows a micro-kernel broadcasts from share one L1 set (2 KiB: two sets; ViT-S's 6 KiB, ViT-Ti's 3 KiB
-     * rows use two and four).  Over three runs here (2026-11-26, Xeon with
-     * AVX-512, --cold 8, 2 threads) fc2 ran at 79-85% of peak and with lda + 16 at 84-88%; copying each K
-     * block of a task's rows apart inside the GEMM (K blocks then outside the panels) did not recover it.
-     * A compiled model stores such a tensor with lda = K + 16 (codegen/llvm/schedule.c, pad_gemm_rows). */
+     * 12 rows a micro-kernel broadcasts from share one L1 set (2 KiB: two sets; ViT-S's 6 KiB and ViT-Ti's
+     * 3 KiB rows use two and four).  Over three runs here (2026-11-26, Xeon with AVX-512, --cold 8, 2
+     * threads) ViT-B's fc2 ran at 79-85% of peak and with lda + 16 at 84-88%; copying each K block of a
+     * task's rows apart inside the GEMM (K blocks then outside the panels) did not recover it.  A compiled
+     * model stores such a tensor with lda = K + 16 (codegen/llvm/schedule.c, pad_gemm_rows). */
     {"ViT-B", "fc2 lda+16", 197, 3072, 768, 1, 0}, {"face", "fc2 lda+16", 144, 2048, 512, 1, 0},
     {"ViT-S", "fc2 lda+16", 197, 1536, 384, 1, 0}, {"ViT-Ti", "fc2 lda+16", 197, 768, 192, 1, 0},
 };
 #define LDA_OF(ly) ((ly)->K + (strstr((ly)->layer, "lda+16") ? 16 : 0))
 #define NLAYERS (sizeof layers / sizeof layers[0])
+
+/* The GEMM of a layer: every layer has a bias. */
+static cg_gemm_desc desc_of(const layer *ly)
+{
+    return (cg_gemm_desc){.K = ly->K, .N = ly->N, .lda = LDA_OF(ly), .ldc = ly->N, .ldr = ly->N, .has_bias = 1,
+                          .has_residual = ly->has_residual, .activation = ly->activation};
+}
 
 /* --cold: weight copies of this many bytes in all, above the largest
  * last-level caches (a virtual machine may report a whole socket's) */
@@ -162,9 +169,7 @@ int main(int argc, char **argv)
     double peak_flops = bench_emit_peak(m, "peak", &t);
     char name[64];
     for (size_t l = 0; l < NLAYERS; l++) {
-        cg_gemm_desc d = {.K = layers[l].K, .N = layers[l].N, .lda = LDA_OF(&layers[l]), .ldc = layers[l].N,
-                          .ldr = layers[l].N, .has_bias = 1, .has_residual = layers[l].has_residual,
-                          .activation = layers[l].activation};
+        cg_gemm_desc d = desc_of(&layers[l]);
         snprintf(name, sizeof name, "gemm%zu", l);
         if (!cg_gemm_emit(m, name, &d, &t)) {
             fprintf(stderr, "gemm_bench: cg_gemm_emit failed for %s %s\n", layers[l].model, layers[l].layer);
@@ -232,8 +237,7 @@ int main(int argc, char **argv)
             for (size_t l = 0; l < NLAYERS; l++) {
                 const layer *ly = &layers[l];
                 int64_t M = ly->tokens * (int64_t)batches[bi];
-                cg_gemm_desc d = {.K = ly->K, .N = ly->N, .lda = LDA_OF(ly), .ldc = ly->N, .ldr = ly->N, .has_bias = 1,
-                                  .has_residual = ly->has_residual, .activation = ly->activation};
+                cg_gemm_desc d = desc_of(ly);
                 float *A = aligned_floats((size_t)(M * LDA_OF(ly))), *W = aligned_floats((size_t)(ly->K * ly->N));
                 size_t pbytes = cg_gemm_packed_bytes(&d, &t);
                 int ncopies = cold ? (int)((COLD_BYTES + pbytes - 1) / pbytes) : 1;

@@ -463,8 +463,8 @@ def write_table(args, cpu, isa_desc, peak_before, peak_after, names, isas, batch
         "vitc/ORT and vitc/torch are speed ratios (above 1: vitc is faster). isa: vitc's code path (host: the "
         "host's features; avx2: compiled with --features=-avx512f). RSS: each worker's peak resident memory "
         "(includes the Python interpreter, ~30 MB, and for torch its libraries). err: max|vitc - ORT| / max|ORT|. "
-        "compile: seconds for `vitc MODEL.onnx -o MODEL.so`, the median of three [fastest-slowest]. vitc's time by op: `vitc run --profile` "
-        "(the three largest shares).",
+        "compile: seconds for `vitc MODEL.onnx -o MODEL.so`, the median of three [fastest-slowest]. "
+        "vitc's time by op: `vitc run --profile` (the three largest shares).",
         "",
         "| model | isa | batch | GFLOP | vitc ms | ORT ms | torch ms | vitc img/s | vitc/ORT | vitc/torch | "
         "vitc % peak | ORT % peak | RSS MB vitc / ORT / torch | err | compile s | vitc's time by op |",
@@ -503,7 +503,8 @@ def write_table(args, cpu, isa_desc, peak_before, peak_after, names, isas, batch
                 err = f"{max(errs):.1e}" if errs else "n/a"
                 lines.append(f"| {name} | {isa} | {b} | {g:.1f} | {f('vitc')} | {f('ort')} | {f('torch')} | {ips} | "
                              f"{ratio('ort')} | {ratio('torch')} | {pk('vitc')} | {pk('ort')} | "
-                             f"{rss('vitc')} / {rss('ort')} / {rss('torch')} | {err} | {compile_s(compiled[name, isa][2])} | "
+                             f"{rss('vitc')} / {rss('ort')} / {rss('torch')} | {err} | "
+                             f"{compile_s(compiled[name, isa][2])} | "
                              f"{by_op(profiles.get((name, isa, b)))} |")
     text = "\n".join(head + lines + (["", "Failures:", *failures] if failures else [])) + "\n"
     print(text)

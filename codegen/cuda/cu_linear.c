@@ -383,7 +383,6 @@ static int wg_stages(void)
 
 static unsigned wg_smem(tile tl) { return 1024u + (unsigned)(wg_stages() * (tl.bm + tl.bn) * WG_BKB); }
 
-
 /* Whether the large tile runs as gemm_wg on sm_90a (f16/bf16 unless
  * VITC_CUDA_WGMMA=0; a tile of 128 x 128 or 128 x 256 with 2 x 4 warps, two
  * warpgroups, whose stages fit the shared memory of a block). */
