@@ -39,7 +39,8 @@ static int sym_mul(ir_dim a, ir_dim b, ir_dim *r)
 
 static int sym_div(ir_dim a, ir_dim b, ir_dim *r)
 {
-    if (b.k == 0 || a.e < b.e || a.k % b.k != 0)
+    /* INT64_MIN / -1 does not fit (and % traps on it as well) */
+    if (b.k == 0 || a.e < b.e || (b.k == -1 && a.k == INT64_MIN) || a.k % b.k != 0)
         return 0;
     r->k = a.k / b.k;
     r->e = r->k == 0 ? 0 : a.e - b.e;
@@ -50,8 +51,11 @@ static int sym_add(ir_dim a, ir_dim b, int sign, ir_dim *r)
 {
     if (a.k != 0 && b.k != 0 && a.e != b.e)
         return 0;
-    if (ir_add_ovf(a.k, sign * b.k, &r->k))
+    int64_t k;
+    /* x - y computed as such: -y does not fit when y is INT64_MIN */
+    if (sign < 0 ? __builtin_sub_overflow(a.k, b.k, &k) : __builtin_add_overflow(a.k, b.k, &k))
         return 0;
+    r->k = k;
     r->e = r->k == 0 ? 0 : (a.k ? a.e : b.e);
     return 1;
 }
