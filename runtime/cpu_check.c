@@ -9,11 +9,14 @@
  * x86-64, or instructions the generated code does not use. */
 #include "runtime/rt_impl.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 enum { EAX, EBX, ECX, EDX };
 enum { OS_NONE, OS_AVX, OS_AVX512, OS_AMX };
@@ -68,6 +71,11 @@ static int last_sign(const char *list, const char *name)
     return sign;
 }
 
+int rt_cpu_feature_enabled(const char *list, const char *name)
+{
+    return last_sign(list, name) == '+';
+}
+
 int rt_cpu_missing_features(const char *list, char *missing, size_t n)
 {
     if (n)
@@ -84,7 +92,39 @@ int rt_cpu_missing_features(const char *list, char *missing, size_t n)
     return count;
 }
 
+/* Linux gives a process AMX's tile registers only on request (the tile
+ * data enlarges every signal frame); the first tile instruction without it
+ * faults.  Asked once per process, for models whose features list amx-tile
+ * (compiled with --precision bf16: the backend keeps AMX out of the others'
+ * list). */
+int rt_cpu_enable_amx(const char *list, char *err, size_t n)
+{
+    enum { ARCH_REQ_XCOMP_PERM = 0x1023, XFEATURE_XTILEDATA = 18 };
+    if (!rt_cpu_feature_enabled(list, "amx-tile"))
+        return 0;
+#ifdef SYS_arch_prctl
+    if (syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0)
+        return 0;
+    snprintf(err, n, "the kernel refused the AMX tile registers (arch_prctl: %s)", strerror(errno));
 #else
+    snprintf(err, n, "this system cannot grant the AMX tile registers");
+#endif
+    return -1;
+}
+
+#else
+
+int rt_cpu_feature_enabled(const char *list, const char *name)
+{
+    (void)list, (void)name;
+    return 0;
+}
+
+int rt_cpu_enable_amx(const char *list, char *err, size_t n)
+{
+    (void)list, (void)err, (void)n;
+    return 0;
+}
 
 int rt_cpu_missing_features(const char *list, char *missing, size_t n)
 {

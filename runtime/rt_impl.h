@@ -82,5 +82,10 @@ RT_HIDDEN void rt_elf_desc_free(rt_elf_desc *d);
 /* cpu_check.c: how many of the "+feature" entries of an LLVM feature list
  * this CPU lacks (among those it knows to check), named in missing. */
 int rt_cpu_missing_features(const char *list, char *missing, size_t n);
+/* 1 when an LLVM feature list enables name (its last entry is "+name"). */
+int rt_cpu_feature_enabled(const char *list, const char *name);
+/* Asks the OS for the AMX tile registers when the feature list enables
+ * amx-tile; 0 when done or not needed, else -1 with the reason in err. */
+int rt_cpu_enable_amx(const char *list, char *err, size_t n);
 
 #endif

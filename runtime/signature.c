@@ -55,6 +55,16 @@ VITC_API const char *vitc_model_target(const vitc_model *m)
     return m ? m->abi->target : "";
 }
 
+VITC_API const char *vitc_model_precision(const vitc_model *m)
+{
+    if (!m)
+        return "";
+    if (m->cuda_plan)
+        return m->cuda_plan->precision ? m->cuda_plan->precision : "";
+    /* a CPU model: only --precision bf16 enables amx-tile (codegen/llvm/target.c) */
+    return m->abi->features && rt_cpu_feature_enabled(m->abi->features, "amx-tile") ? "bf16" : "fp32";
+}
+
 VITC_API const char *vitc_model_compiler_version(const vitc_model *m)
 {
     return m && m->abi->vitc_version ? m->abi->vitc_version : "";

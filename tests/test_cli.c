@@ -4,11 +4,15 @@
  * (and the node where there is one), never crash. */
 #include "testutil.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 
 static tu_fixture fixtures[64];
 static int nfixtures;
@@ -335,6 +339,104 @@ static void test_readme_usage_is_help(void **state)
     free(readme), free(out), free(err);
 }
 
+/* --precision on the CPU: fp32 or bf16, and bf16 only for a CPU with AMX;
+ * a refused compile writes nothing.  Runs on any host (--cpu names one). */
+static void test_cpu_precision_refusals(void **state)
+{
+    (void)state;
+    char model[4096], dir[256], so[512];
+    tu_path(model, sizeof model, "tests/models/timm-ts17.onnx");
+    assert_non_null(tu_tmpdir(dir, sizeof dir));
+    snprintf(so, sizeof so, "%s/m.so", dir);
+    const char *noamx[] = {model, "--cpu", "znver4", "--precision", "bf16", "-o", so, NULL};
+    expect_err(2, noamx, "--precision bf16 on the CPU needs AMX (amx-tile, amx-bf16)");
+    const char *tf32[] = {model, "--precision", "tf32", "-o", so, NULL};
+    expect_err(2, tf32, "the CPU backend computes in fp32 or bf16 (--precision fp32|bf16), not 'tf32'");
+    struct stat sb;
+    assert_int_not_equal(stat(so, &sb), 0);
+    tu_rmtree(dir);
+}
+
+/* The value of the last "key": NUMBER in a JSON text, NAN if absent. */
+static double json_number(const char *text, const char *key)
+{
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\": ", key);
+    const char *p = text ? strstr(text, pat) : NULL, *q;
+    while (p && (q = strstr(p + 1, pat))) /* the last: the output's, after the tolerance's */
+        p = q;
+    return p ? strtod(p + strlen(pat), NULL) : NAN;
+}
+
+/* --precision bf16 on an AMX host, each fixture model: `vitc compare` finds
+ * it within the bf16 bars (1e-2 of max|ref|, cosine >= 0.9999) against the
+ * interpreter's fp32, and further from it than the fp32 build (the Linear
+ * layers did run in bf16); inspect names the precision; an fp32 build's
+ * descriptor does not ask for AMX. */
+static void test_precision_bf16_amx(void **state)
+{
+    (void)state;
+    int amx = 0;
+#if defined(__x86_64__)
+    unsigned a, b, c, d;
+    amx = __builtin_cpu_supports("avx512f") && __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d >> 22 & 1) &&
+          (d >> 24 & 1);
+#endif
+    if (!amx) {
+        printf("  skipped: this CPU has no AMX-BF16\n");
+        tu_skip();
+        return;
+    }
+    char dir[256], model[4096], so[512], so32[512];
+    assert_non_null(tu_tmpdir(dir, sizeof dir));
+    int checked = 0;
+    for (int i = 0; i < nfixtures; i++) {
+        if (strcmp(fixtures[i].exporter, "ts17") != 0)
+            continue;
+        snprintf(so, sizeof so, "%s/%s.bf16.so", dir, fixtures[i].family);
+        snprintf(so32, sizeof so32, "%s/%s.so", dir, fixtures[i].family);
+        tu_path(model, sizeof model, "tests/models/");
+        strncat(model, fixtures[i].model, sizeof model - strlen(model) - 1);
+        char *out, *err;
+        const char *c16[] = {model, "--precision", "bf16", "-q", "-o", so, NULL};
+        const char *c32[] = {model, "-q", "-o", so32, NULL};
+        if (tu_run_vitc(c16, &out, &err) != 0)
+            fail_msg("%s --precision bf16: %s", fixtures[i].model, err);
+        free(out), free(err);
+        if (tu_run_vitc(c32, &out, &err) != 0)
+            fail_msg("%s: %s", fixtures[i].model, err);
+        free(out), free(err);
+        double e[2], cosine = NAN;
+        for (int k = 0; k < 2; k++) {
+            const char *cmp[] = {"compare", model, k ? so32 : so, "--json", NULL};
+            int rc = tu_run_vitc(cmp, &out, &err);
+            e[k] = json_number(out, "max_rel");
+            if (!k) {
+                cosine = json_number(out, "cosine");
+                if (!strstr(out, "\"max_rel\": 0.01,") || !strstr(out, "\"min_cosine\": 0.9999"))
+                    fail_msg("%s: compare did not take the bf16 tolerance: %s", fixtures[i].model, out);
+            }
+            if (rc != 0)
+                fail_msg("compare %s %s: exit %d\n%s%s", fixtures[i].model, k ? so32 : so, rc, out, err);
+            free(out), free(err);
+        }
+        printf("  %-22s bf16: max_rel %.2e cosine %.7f; fp32: max_rel %.2e\n", fixtures[i].model, e[0], cosine, e[1]);
+        if (!(e[0] <= 1e-2 && cosine >= 0.9999 && e[0] > 10 * e[1]))
+            fail_msg("%s: bf16 error %g (cosine %g) against fp32's %g", fixtures[i].model, e[0], cosine, e[1]);
+        const char *i16[] = {"inspect", so, NULL}, *i32[] = {"inspect", so32, NULL};
+        assert_int_equal(tu_run_vitc(i16, &out, &err), 0);
+        assert_non_null(strstr(out, "precision bf16"));
+        free(out), free(err);
+        assert_int_equal(tu_run_vitc(i32, &out, &err), 0);
+        assert_non_null(strstr(out, "precision fp32"));
+        assert_null(strstr(out, "amx-tile"));
+        free(out), free(err);
+        checked++;
+    }
+    assert_true(checked >= 4);
+    tu_rmtree(dir);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -344,4 +446,4 @@ static int setup(void **state)
 
 TU_MAIN(setup, NULL, test_help_and_version, test_dump_stats_every_fixture, test_dump_dot_renders,
         test_broken_models_exit_2, test_run_writes_outputs, test_option_grammar, test_readme_usage_is_help,
-        test_input_file_messages)
+        test_input_file_messages, test_cpu_precision_refusals, test_precision_bf16_amx)

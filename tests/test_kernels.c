@@ -15,7 +15,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 
 #include <llvm-c/Analysis.h>
 
@@ -159,7 +163,20 @@ static void gemm_reference(const gemm_case *c, const float *A, const float *W, c
         }
 }
 
-static void run_gemm_case(cg_jit *j, const cg_target *t, const gemm_case *c, const char *name, int nthreads)
+/* x rounded to bf16 (to nearest, ties to even), as a float. */
+static float bf16_round(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    u = (u + 0x7fffu + (u >> 16 & 1)) & 0xffff0000u;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+/* amx: the bf16 kernel (gemm_amx.c), whose reference multiplies A and W
+ * rounded to bf16, exactly as the tiles hold them: what is left is the
+ * order of its fp32 sums. */
+static void run_gemm_case(cg_jit *j, const cg_target *t, const gemm_case *c, const char *name, int nthreads, int amx)
 {
     int64_t M = c->M, K = c->K, N = c->N;
     int64_t ldr = c->res == 1 ? N + 3 : c->res == 2 ? c->ldc : 0;
@@ -168,7 +185,7 @@ static void run_gemm_case(cg_jit *j, const cg_target *t, const gemm_case *c, con
     guarded ga = {0}, gw = {0}, gp = {0}, gb = {0}, gr = {0}, gc = {0};
     float *A = galloc(&ga, (size_t)(M ? (M - 1) * c->lda + K : 0));
     float *W = galloc(&gw, (size_t)(K * N));
-    size_t pbytes = cg_gemm_packed_bytes(&d, t);
+    size_t pbytes = amx ? cg_gemm_amx_packed_bytes(&d, t) : cg_gemm_packed_bytes(&d, t);
     assert_true(pbytes > 0 && pbytes % 64 == 0);
     float *P = galloc(&gp, pbytes / sizeof(float));
     float *bias = c->bias ? galloc(&gb, (size_t)N) : NULL;
@@ -195,8 +212,21 @@ static void run_gemm_case(cg_jit *j, const cg_target *t, const gemm_case *c, con
     }
     double *ref = malloc((size_t)(M * N + 1) * sizeof *ref);
     assert_non_null(ref);
-    gemm_reference(c, A, W, bias, R, ldr, ref);
-    cg_gemm_pack(&d, t, W, P);
+    if (amx) {
+        size_t na = (size_t)(M ? (M - 1) * c->lda + K : 0), nw = (size_t)(K * N);
+        float *Ar = malloc((na + 1) * sizeof *Ar), *Wr = malloc((nw + 1) * sizeof *Wr);
+        assert_true(Ar && Wr);
+        for (size_t i = 0; i < na; i++)
+            Ar[i] = bf16_round(A[i]);
+        for (size_t i = 0; i < nw; i++)
+            Wr[i] = bf16_round(W[i]);
+        gemm_reference(c, Ar, Wr, bias, R, ldr, ref);
+        free(Ar), free(Wr);
+        cg_gemm_amx_pack(&d, t, W, P);
+    } else {
+        gemm_reference(c, A, W, bias, R, ldr, ref);
+        cg_gemm_pack(&d, t, W, P);
+    }
 
     driver_fn fn = (driver_fn)cg_jit_lookup(j, name);
     assert_non_null(fn);
@@ -220,9 +250,9 @@ static void run_gemm_case(cg_jit *j, const cg_target *t, const gemm_case *c, con
                 maxerr = INFINITY;
         }
     double err = maxref > 0 ? maxerr / maxref : maxerr;
-    printf("  gemm M %4lld K %4lld N %4lld lda %4lld ldc %4lld bias %d res %d act %d threads %d: err %.2e (%lld ranges)\n",
-           (long long)M, (long long)K, (long long)N, (long long)c->lda, (long long)c->ldc, c->bias, c->res, c->act,
-           nthreads, err, (long long)calls);
+    printf("  gemm%s M %4lld K %4lld N %4lld lda %4lld ldc %4lld bias %d res %d act %d threads %d: err %.2e (%lld ranges)\n",
+           amx ? " bf16" : "", (long long)M, (long long)K, (long long)N, (long long)c->lda, (long long)c->ldc, c->bias,
+           c->res, c->act, nthreads, err, (long long)calls);
     if (err > TOL || bad_sentinels)
         fail_msg("gemm %s: error %.3e > %.0e or %lld sentinels overwritten", name, err, TOL, (long long)bad_sentinels);
     if (M == 0 && calls != 0)
@@ -262,12 +292,82 @@ static void gemm_all_cases(void **state)
         for (size_t i = 0; i < NGEMM; i++) {
             snprintf(name, sizeof name, "gemm%zu_l%d", i, li);
             gemm_case c = gemm_cases[i];
-            run_gemm_case(j, &host, &c, name, i % 2 ? 4 : 1);
+            run_gemm_case(j, &host, &c, name, i % 2 ? 4 : 1, 0);
             c.M = c.M > 1 ? 1 : 13;
-            run_gemm_case(j, &host, &c, name, 2);
+            run_gemm_case(j, &host, &c, name, 2, 0);
             c.M = 0;
-            run_gemm_case(j, &host, &c, name, 1);
+            run_gemm_case(j, &host, &c, name, 1, 0);
         }
+    }
+    cg_jit_free(j);
+}
+
+/* 1 when this CPU has AMX-BF16 and the kernel grants this process the tile
+ * registers (Linux asks for them by arch_prctl). */
+static int host_amx(void)
+{
+#if defined(__x86_64__) && defined(SYS_arch_prctl)
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d >> 22 & 1) || !(d >> 24 & 1))
+        return 0;
+    return syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XTILEDATA */) == 0;
+#else
+    return 0;
+#endif
+}
+
+/* The bf16 GEMM on AMX tiles with every case of the fp32 one (K tails of a
+ * step, N tails of a panel's halves, row strides, each epilogue, M = 0 and
+ * 1 and rows past a task's block), plus ViT-like shapes whose row blocks are
+ * cut by the A buffer (K = 3072: 32 rows a block). */
+static void test_gemm_amx_bf16(void **state)
+{
+    (void)state;
+    if (!host_amx()) {
+        printf("  skipped: this CPU has no AMX-BF16, or the kernel does not grant its tile registers\n");
+        tu_skip();
+        return;
+    }
+    cg_jit *j = jit_new();
+    cg_target t = cg_jit_target(j);
+    if (t.vec_floats != 16) {
+        cg_jit_free(j);
+        printf("  skipped: AMX without AVX-512 in the JIT's features\n");
+        tu_skip();
+        return;
+    }
+    t.amx_bf16 = 1;
+    static const gemm_case extra[] = {
+        {197, 768, 2304, 768, 2304, 1, 0, 0}, {100, 3072, 100, 3088, 100, 1, 2, 0}, {70, 4096, 48, 4096, 50, 0, 3, 1},
+    };
+    enum { NEXTRA = sizeof extra / sizeof extra[0] };
+    gemm_case cases[NGEMM + NEXTRA];
+    memcpy(cases, gemm_cases, sizeof gemm_cases);
+    memcpy(cases + NGEMM, extra, sizeof extra);
+    LLVMModuleRef m = cg_jit_module(j, "gemm_amx");
+    char name[64];
+    for (size_t i = 0; i < NGEMM + NEXTRA; i++) {
+        const gemm_case *c = &cases[i];
+        int64_t ldr = c->res == 1 ? c->N + 3 : c->res == 2 ? c->ldc : 0;
+        cg_gemm_desc d = {.K = c->K, .N = c->N, .lda = c->lda, .ldc = c->ldc, .ldr = ldr, .has_bias = c->bias,
+                          .has_residual = c->res != 0, .activation = c->act};
+        assert_true(cg_gemm_amx_fits(&d));
+        snprintf(name, sizeof name, "amx%zu", i);
+        if (!cg_gemm_amx_emit(m, name, &d, &t))
+            fail_msg("cg_gemm_amx_emit failed for case %zu", i);
+    }
+    cg_gemm_desc longk = {.K = 4097, .N = 8, .lda = 4097, .ldc = 8};
+    assert_false(cg_gemm_amx_fits(&longk));
+    assert_null(cg_gemm_amx_emit(m, "amx_longk", &longk, &t));
+    jit_add(j, m);
+    for (size_t i = 0; i < NGEMM + NEXTRA; i++) {
+        snprintf(name, sizeof name, "amx%zu", i);
+        gemm_case c = cases[i];
+        run_gemm_case(j, &t, &c, name, i % 2 ? 4 : 1, 1);
+        c.M = c.M > 1 ? 1 : 13;
+        run_gemm_case(j, &t, &c, name, 2, 1);
+        c.M = 0;
+        run_gemm_case(j, &t, &c, name, 1, 1);
     }
     cg_jit_free(j);
 }
@@ -288,9 +388,9 @@ static void gemm_other_targets(void **state)
     if (host.vec_floats == 16)
         assert_non_null(cg_gemm_emit(m, "g_avx512", &d, &avx512));
     jit_add(j, m);
-    run_gemm_case(j, &sse, &c, "g_sse", 2);
+    run_gemm_case(j, &sse, &c, "g_sse", 2, 0);
     if (host.vec_floats == 16) {
-        run_gemm_case(j, &avx512, &c, "g_avx512", 2);
+        run_gemm_case(j, &avx512, &c, "g_avx512", 2, 0);
     } else {
         LLVMModuleRef v = cg_jit_module(j, "avx512");
         assert_non_null(cg_gemm_emit(v, "g_avx512", &d, &avx512));
@@ -600,5 +700,7 @@ static void vector_math_accuracy(void **state)
     cg_jit_free(j);
 }
 
+/* test_gemm_amx_bf16 runs as its own ctest, test_kernels_amx (tests/CMakeLists.txt), so that a host
+ * without AMX reports that one as skipped and still runs the rest here. */
 TU_MAIN(NULL, NULL, vector_math_accuracy, gemm_all_cases, gemm_other_targets, gemm_rejects_bad_descs,
-        bgemm_all_cases, attention_all_cases)
+        bgemm_all_cases, attention_all_cases, test_gemm_amx_bf16)

@@ -49,6 +49,8 @@ int tu_main(const char *names, const CMUnitTestFunction *cases, size_t n, CMFixt
     assert_int_equal(i, n);
     if (getenv("VITC_TEST_FILTER"))
         cmocka_set_test_filter(getenv("VITC_TEST_FILTER"));
+    if (getenv("VITC_TEST_SKIP_FILTER"))
+        cmocka_set_skip_filter(getenv("VITC_TEST_SKIP_FILTER"));
     int failures = _cmocka_run_group_tests("tests", tests, n, setup, teardown);
     free(tests);
     free(list);

@@ -27,7 +27,8 @@ static const cli_option compare_options[] = {
     {"input", 'i', "[NAME=]FILE.npy", "An input, by name or in the model's input order; without any, seeded random "
                                       "normal inputs."},
     {"max-rel", K_MAX_REL, "R", "The norm-wise check: max|out - ref| <= R * max|ref| (default 1e-4; for CUDA models "
-                                "by precision: tf32 1e-3, bf16 and fp16 1e-2 and cosine >= 0.9999)."},
+                                "by precision: tf32 1e-3, bf16 and fp16 1e-2 and cosine >= 0.9999; likewise for "
+                                "CPU models compiled with --precision bf16)."},
     {"rtol", K_RTOL, "R", "Element-wise check as numpy's allclose: |out - ref| <= atol + rtol * |ref| for every "
                           "element (rtol default 1e-5 once --atol is given); replaces the norm-wise check unless "
                           "--max-rel is given too."},
@@ -382,13 +383,14 @@ int cmd_compare(int argc, char **argv)
     if (!m && ((status = compile_temp(&o, batch < 1 ? 1 : batch, temp_so, sizeof temp_so)) != VITC_OK ||
                (status = cli_rt_load(o.so, &m)) != VITC_OK))
         goto done;
-    vitc_cuda_details cd;
-    if (strcmp(vitc_model_target(m), "cuda") == 0 && vitc_model_cuda_details(m, &cd) == VITC_STATUS_OK) {
-        /* the GPU's arithmetic: DESIGN.md's tolerance by precision; --bisect compiles its cuts alike */
-        snprintf(o.precision, sizeof o.precision, "%s", cd.precision);
-        int half = strcmp(cd.precision, "bf16") == 0 || strcmp(cd.precision, "fp16") == 0;
+    /* the model's arithmetic: DESIGN.md's tolerance by precision; --bisect compiles its cuts alike */
+    const char *prec = vitc_model_precision(m);
+    o.cuda = strcmp(vitc_model_target(m), "cuda") == 0;
+    if (o.cuda || strcmp(prec, "fp32") != 0) {
+        snprintf(o.precision, sizeof o.precision, "%s", prec);
+        int half = strcmp(prec, "bf16") == 0 || strcmp(prec, "fp16") == 0;
         if (!o.max_rel_given && !o.tol.elementwise)
-            o.tol.max_rel = half ? 1e-2 : strcmp(cd.precision, "tf32") == 0 ? 1e-3 : 1e-4;
+            o.tol.max_rel = half ? 1e-2 : strcmp(prec, "tf32") == 0 ? 1e-3 : 1e-4;
         if (half)
             o.tol.min_cosine = 0.9999;
     }

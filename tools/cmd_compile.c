@@ -111,8 +111,11 @@ static const cli_option compile_options[] = {
                                       "-avx512f."},
     {"weights", K_WEIGHTS, "embedded|external", "Embed the weights in the .so (default) or write them to "
                                                 "MODEL.so.weights beside it."},
-    {"precision", K_PRECISION, "bf16|fp16|tf32|fp32", "--target cuda: the arithmetic (default bf16: 16-bit "
-                                                      "activations, fp32 accumulation)."},
+    {"precision", K_PRECISION, "bf16|fp16|tf32|fp32", "The arithmetic.  --target cuda: default bf16 (16-bit "
+                                                      "activations, fp32 accumulation).  CPU: fp32 (default) or "
+                                                      "bf16, which runs the Linear layers with K <= 4096 on AMX "
+                                                      "tiles (weights and their inputs rounded to bf16, fp32 "
+                                                      "sums; everything else fp32); needs amx-bf16."},
     {"emit", K_EMIT, "so|cuda", "--target cuda: write the generated CUDA program to -o instead of a .so, for "
                                 "reading."},
     {"dump-after", K_DUMP_AFTER, "PASS|all", "Print the IR to stdout after that pass (or after every pass)."},
@@ -220,8 +223,10 @@ int cmd_compile(int argc, char **argv)
     }
     if (!target)
         target = "cpu";
-    if (opt.precision && strcmp(target, "cuda") != 0)
-        return cli_usage_error("--precision applies to --target cuda (the CPU backend computes in fp32)");
+    if (opt.precision && strcmp(target, "cuda") != 0 && strcmp(opt.precision, "fp32") != 0 &&
+        strcmp(opt.precision, "bf16") != 0)
+        return cli_usage_error("the CPU backend computes in fp32 or bf16 (--precision fp32|bf16), not '%s'",
+                               opt.precision);
     /* the default stays cpu in every build, so that one command line means
      * the same everywhere; a vitc without LLVM says to pass --target cuda */
     return compile_model(model, &opt, dump_after, strcmp(target, "cuda") == 0 ? &cg_cuda_backend : &cg_llvm_backend);

@@ -123,6 +123,7 @@ static void inspect_json(const char *path, long long file_bytes, const vitc_mode
     json_str(&w, "triple", d->triple);
     json_str(&w, "cpu", d->cpu);
     json_features(&w, d->features);
+    json_str(&w, "precision", vitc_model_precision(m));
     vitc_cuda_details cd;
     if (strcmp(d->target, "cuda") == 0 && vitc_model_cuda_details(m, &cd) == VITC_STATUS_OK) {
         json_object(&w, "cuda");
@@ -245,7 +246,7 @@ int cmd_inspect(int argc, char **argv)
     printf("model:      %s (%lld bytes)\n", path, file_bytes);
     printf("source:     %s\n", d.source);
     printf("compiled:   vitc %s, model ABI %d\n", d.compiler_version, d.abi_version);
-    printf("target:     %s, triple %s, cpu %s\n", d.target, d.triple, d.cpu);
+    printf("target:     %s, triple %s, cpu %s, precision %s\n", d.target, d.triple, d.cpu, vitc_model_precision(m));
     print_features(d.features);
     vitc_cuda_details cd;
     if (strcmp(d.target, "cuda") == 0 && vitc_model_cuda_details(m, &cd) == VITC_STATUS_OK) {

@@ -30,7 +30,8 @@ typedef struct {
     uint64_t seed;
     int nthreads;
     char tmpdir[256];       /* temporary .so files, "" until made */
-    char precision[8];      /* a CUDA model's ("bf16", ...): --bisect's cuts are compiled for CUDA; "": CPU */
+    char precision[8];      /* the model's ("bf16", ...): --bisect's cuts are compiled alike; "": fp32 CPU */
+    int cuda;               /* the model is a CUDA model: so are the cuts */
 } cmp_opts;
 
 typedef struct {

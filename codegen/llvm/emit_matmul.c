@@ -335,7 +335,7 @@ struct cg_kcache {
     char name[48];
 };
 
-enum { KC_GEMM, KC_BGEMM, KC_ATTENTION };
+enum { KC_GEMM, KC_GEMM_AMX, KC_BGEMM, KC_ATTENTION };
 
 static struct cg_kcache *kcache_find(cg_ctx *cg, int kind, const void *desc, size_t len)
 {
@@ -385,6 +385,7 @@ static LLVMValueRef get_driver(cg_ctx *cg, int kind, const void *desc, size_t le
     LLVMValueRef fn = NULL;
     switch (kind) {
     case KC_GEMM: fn = cg_gemm_emit(cg->mod, name, desc, &cg->target); break;
+    case KC_GEMM_AMX: fn = cg_gemm_amx_emit(cg->mod, name, desc, &cg->target); break;
     case KC_BGEMM: fn = cg_bgemm_emit(cg->mod, name, desc, &cg->target); break;
     case KC_ATTENTION: fn = cg_attention_emit(cg->mod, name, desc, &cg->target); break;
     }
@@ -395,10 +396,11 @@ static LLVMValueRef get_driver(cg_ctx *cg, int kind, const void *desc, size_t le
     return fn;
 }
 
-/* Packs W (K x N floats, row-major) for the GEMM and stores it in the blob. */
-static int64_t add_packed(cg_ctx *cg, int node, const cg_gemm_desc *d, const float *W)
+/* Packs W (K x N floats, row-major) for the GEMM kernel (fp32, or bf16 for
+ * AMX) and stores it in the blob. */
+static int64_t add_packed(cg_ctx *cg, int node, const cg_gemm_desc *d, const float *W, int amx)
 {
-    size_t bytes = cg_gemm_packed_bytes(d, &cg->target);
+    size_t bytes = amx ? cg_gemm_amx_packed_bytes(d, &cg->target) : cg_gemm_packed_bytes(d, &cg->target);
     void *p;
     int64_t off = bytes ? cg_weights_reserve(cg, bytes, &p) : -1;
     if (off < 0) {
@@ -406,7 +408,10 @@ static int64_t add_packed(cg_ctx *cg, int node, const cg_gemm_desc *d, const flo
                 (long long)d->N);
         return -1;
     }
-    cg_gemm_pack(d, &cg->target, W, p);
+    if (amx)
+        cg_gemm_amx_pack(d, &cg->target, W, p);
+    else
+        cg_gemm_pack(d, &cg->target, W, p);
     return off;
 }
 
@@ -423,17 +428,18 @@ static int emit_gemm_call(cg_ctx *cg, int node, gemm_call *c)
 {
     c->d.has_bias = c->bias != NULL;
     c->d.has_residual = c->R != NULL;
-    int64_t wo = add_packed(cg, node, &c->d, c->W), bo = -1;
+    int amx = cg->target.amx_bf16 && cg_gemm_amx_fits(&c->d);
+    int64_t wo = add_packed(cg, node, &c->d, c->W, amx), bo = -1;
     if (wo < 0)
         return cg->d->status;
     if (c->bias && (bo = cg_weights_add(cg, c->bias, sizeof(float) * (size_t)c->d.N)) < 0)
         return cg_fail(cg, VITC_INTERNAL, node, "out of memory for the weights");
     char name[64], label[256];
-    LLVMValueRef fn = get_driver(cg, KC_GEMM, &c->d, sizeof c->d, "vitc_gemm", name, sizeof name);
+    LLVMValueRef fn = get_driver(cg, amx ? KC_GEMM_AMX : KC_GEMM, &c->d, sizeof c->d, "vitc_gemm", name, sizeof name);
     if (!fn)
         return cg_fail(cg, VITC_INTERNAL, node, "the GEMM kernel generator refused K=%lld N=%lld", (long long)c->d.K,
                        (long long)c->d.N);
-    snprintf(label, sizeof label, "GEMM %lldx%lld%s%s act=%d %s", (long long)c->d.K, (long long)c->d.N,
+    snprintf(label, sizeof label, "GEMM%s %lldx%lld%s%s act=%d %s", amx ? " bf16" : "", (long long)c->d.K, (long long)c->d.N,
              c->bias ? " +bias" : "", c->R ? " +residual" : "", c->d.activation, cg->g->nodes[node].name);
     cg_note_kernel(cg, name, label);
     LLVMBuilderRef b = cg->rb;

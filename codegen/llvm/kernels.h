@@ -21,6 +21,7 @@ typedef struct {
     int nregs;      /* SIMD registers: 16 (AVX2), 32 (AVX-512) */
     int has_fma;
     int64_t l2_bytes; /* L2 cache per core, for blocking (0: unknown, taken as 512 KiB) */
+    int amx_bf16;     /* --precision bf16: Linear layers on AMX tiles in bf16 (gemm_amx.c) */
 } cg_target;
 
 /* The target for an LLVM feature string ("+avx2,+fma,-avx512f,..."): 16
@@ -61,6 +62,16 @@ void cg_gemm_pack(const cg_gemm_desc *d, const cg_target *t, const float *W, flo
  * only the few-instruction driver is emitted again.  Likewise for the
  * batched GEMM and attention below.  M <= 0 at run time does nothing. */
 LLVMValueRef cg_gemm_emit(LLVMModuleRef mod, const char *name, const cg_gemm_desc *d, const cg_target *t);
+
+/* ---- the same GEMM in bf16 on AMX tiles (gemm_amx.c; needs t->amx_bf16) ----
+ * Same description, arguments and driver signature; W packed by
+ * cg_gemm_amx_pack (bf16).  A and W are rounded to bf16, the products summed
+ * in fp32.  cg_gemm_amx_fits: 0 for a K too long for the kernel's A buffer
+ * (K > 4096), which keeps the fp32 kernel. */
+int cg_gemm_amx_fits(const cg_gemm_desc *d);
+size_t cg_gemm_amx_packed_bytes(const cg_gemm_desc *d, const cg_target *t);
+void cg_gemm_amx_pack(const cg_gemm_desc *d, const cg_target *t, const float *W, void *out);
+LLVMValueRef cg_gemm_amx_emit(LLVMModuleRef mod, const char *name, const cg_gemm_desc *d, const cg_target *t);
 
 /* ---- batched GEMM between activations (MatMul of two computed tensors) ----
  * For each batch index b < batch (batch = batch_static * B at run time):

@@ -224,6 +224,37 @@ int cg_target_create(cg_ctx *cg, LLVMTargetMachineRef *tm)
         cg->features = f;
     }
     describe_target(cg);
+    /* --precision: fp32 (the default), or bf16 Linear layers on AMX tiles */
+    const char *prec = o->precision ? o->precision : "fp32";
+    if (strcmp(prec, "bf16") == 0) {
+        if (!has_feature(cg->features, "amx-tile") || !has_feature(cg->features, "amx-bf16") ||
+            cg->target.vec_floats != 16)
+            return cg_fail(cg, VITC_BAD_INPUT, -1,
+                           "--precision bf16 on the CPU needs AMX (amx-tile, amx-bf16) and AVX-512, which cpu '%s' "
+                           "with these features lacks; leave --precision out for fp32",
+                           cg->cpu);
+        cg->target.amx_bf16 = 1;
+    } else if (strcmp(prec, "fp32") != 0) {
+        return cg_fail(cg, VITC_BAD_INPUT, -1, "the CPU backend computes in fp32 or bf16 (--precision fp32|bf16), not "
+                       "'%s'", prec);
+    } else {
+        /* fp32 code has no tile instructions: the descriptor's list (which
+         * the loader checks, and which asks it for the tile registers)
+         * leaves AMX out, and the .so runs on AVX-512 hosts without AMX too */
+        char *w = cg->features;
+        for (const char *p = cg->features; *p;) {
+            const char *e = strchr(p, ',');
+            size_t len = e ? (size_t)(e - p) : strlen(p);
+            if (strncmp(p, "+amx-", 5) != 0) {
+                if (w != cg->features)
+                    *w++ = ',';
+                memmove(w, p, len);
+                w += len;
+            }
+            p += len + (e ? 1 : 0);
+        }
+        *w = 0;
+    }
     return VITC_OK;
 }
 

@@ -85,6 +85,9 @@ VITC_API vitc_status vitc_model_output(const vitc_model *m, int i, vitc_tensor_i
 VITC_API int64_t vitc_model_max_batch(const vitc_model *m);
 VITC_API const char *vitc_model_target(const vitc_model *m);   /* "cpu" or "cuda" */
 VITC_API const char *vitc_model_compiler_version(const vitc_model *m);
+/* The arithmetic it was compiled for: a CUDA model's --precision; a CPU
+ * model's "fp32", or "bf16" (--precision bf16: Linear layers on AMX tiles). */
+VITC_API const char *vitc_model_precision(const vitc_model *m);
 
 /* Everything else the model's descriptor says, for tools such as `vitc inspect`.
  * Strings belong to the model (valid until vitc_model_free); "" when unset. */
