@@ -5,7 +5,7 @@
  * (cg_attention_emit) and the two batched GEMMs it replaces (cg_bgemm_emit)
  * on the same models, counting only the 4 N^2 D flops of the two products.
  *
- *   gemm_bench [--peak G1,G2] [--cold] [--rounds R] [BATCH ...]
+ *   gemm_bench [--peak G1,G2] [--cold] [--rounds R] [--bf16] [BATCH ...]
  * BATCH: default 1 and 8 (M = tokens * batch: 197, the face ViT's 144).
  * --peak: the 1- and 2-thread peaks in GFLOP/s (from peak_fma on a quiet
  * machine) when this run shares the machine with other work and would
@@ -16,12 +16,15 @@
  * over (the rows of a round one after another, so that two variants of a
  * layer, such as fc2 and "fc2 lda+16", alternate), then each row's median
  * (the upper middle one for an even R) and range over the rounds: on a
- * shared machine one round's rows move by several percent. */
+ * shared machine one round's rows move by several percent.  --bf16: the
+ * GEMMs of --precision bf16 (gemm_amx.c, AMX tiles) instead of fp32; their
+ * % of peak is still of the fp32 FMA peak, so it may pass 100%. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "bench_util.h"
@@ -123,17 +126,20 @@ static double time_kernel(driver_fn fn, const void *args, rt_pool *pool, int nth
 
 int main(int argc, char **argv)
 {
-    int batches[16] = {1, 8}, nb = 2, first = 1, cold = 0, rounds = 1;
+    int batches[16] = {1, 8}, nb = 2, first = 1, cold = 0, rounds = 1, bf16 = 0;
     double given[3] = {0};
     for (;;) {
         if (argc > first + 1 && !strcmp(argv[first], "--peak")) {
             if (sscanf(argv[first + 1], "%lf,%lf", &given[1], &given[2]) < 1 || !(given[1] > 0)) {
-                fprintf(stderr, "usage: gemm_bench [--peak G1,G2] [--cold] [--rounds R] [BATCH ...]\n");
+                fprintf(stderr, "usage: gemm_bench [--peak G1,G2] [--cold] [--rounds R] [--bf16] [BATCH ...]\n");
                 return 2;
             }
             first += 2;
         } else if (argc > first && !strcmp(argv[first], "--cold")) {
             cold = 1;
+            first++;
+        } else if (argc > first && !strcmp(argv[first], "--bf16")) {
+            bf16 = 1;
             first++;
         } else if (argc > first + 1 && !strcmp(argv[first], "--rounds")) {
             rounds = atoi(argv[first + 1]);
@@ -152,7 +158,7 @@ int main(int argc, char **argv)
             batches[nb] = atoi(argv[i]);
             if (batches[nb] < 1 || batches[nb] > 1024) {
                 fprintf(stderr,
-                        "usage: gemm_bench [--peak G1,G2] [--cold] [--rounds R] [BATCH ...] (batches 1..1024)\n");
+                        "usage: gemm_bench [--peak G1,G2] [--cold] [--rounds R] [--bf16] [BATCH ...] (batches 1..1024)\n");
                 return 2;
             }
             nb++;
@@ -165,13 +171,23 @@ int main(int argc, char **argv)
         return 3;
     }
     cg_target t = cg_jit_target(j);
+    if (bf16) { /* Linux grants the tile registers on request (ARCH_REQ_XCOMP_PERM, XTILEDATA) */
+#ifdef SYS_arch_prctl
+        if (t.vec_floats == 16 && syscall(SYS_arch_prctl, 0x1023, 18) == 0)
+            t.amx_bf16 = 1;
+#endif
+        if (!t.amx_bf16) {
+            fprintf(stderr, "gemm_bench: --bf16 needs AMX-BF16, which this machine (or its kernel) does not give\n");
+            return 2;
+        }
+    }
     LLVMModuleRef m = cg_jit_module(j, "gemm_bench");
     double peak_flops = bench_emit_peak(m, "peak", &t);
     char name[64];
     for (size_t l = 0; l < NLAYERS; l++) {
         cg_gemm_desc d = desc_of(&layers[l]);
         snprintf(name, sizeof name, "gemm%zu", l);
-        if (!cg_gemm_emit(m, name, &d, &t)) {
+        if (!(bf16 ? cg_gemm_amx_emit(m, name, &d, &t) : cg_gemm_emit(m, name, &d, &t))) {
             fprintf(stderr, "gemm_bench: cg_gemm_emit failed for %s %s\n", layers[l].model, layers[l].layer);
             return 3;
         }
@@ -212,8 +228,8 @@ int main(int argc, char **argv)
     void *pk = cg_jit_lookup(j, "peak");
     for (int nt = 1; nt <= maxthreads; nt++)
         peak[nt] = given[nt] > 0 ? given[nt] : bench_peak_gflops(pk, peak_flops, nt, 0.3);
-    printf("host %s, %d-float vectors; JIT of %zu GEMM drivers %.2f s\n", cg_jit_cpu(j), t.vec_floats, NLAYERS,
-           compile_s);
+    printf("host %s, %d-float vectors; JIT of %zu %s GEMM drivers %.2f s\n", cg_jit_cpu(j), t.vec_floats, NLAYERS,
+           bf16 ? "bf16 (AMX)" : "fp32", compile_s);
     printf("peak: %.1f GFLOP/s at 1 thread, %.1f at %d threads (%s)\n", peak[1], peak[maxthreads], maxthreads,
            given[1] > 0 ? "given" : "measured now");
     if (cold)
@@ -239,7 +255,7 @@ int main(int argc, char **argv)
                 int64_t M = ly->tokens * (int64_t)batches[bi];
                 cg_gemm_desc d = desc_of(ly);
                 float *A = aligned_floats((size_t)(M * LDA_OF(ly))), *W = aligned_floats((size_t)(ly->K * ly->N));
-                size_t pbytes = cg_gemm_packed_bytes(&d, &t);
+                size_t pbytes = bf16 ? cg_gemm_amx_packed_bytes(&d, &t) : cg_gemm_packed_bytes(&d, &t);
                 int ncopies = cold ? (int)((COLD_BYTES + pbytes - 1) / pbytes) : 1;
                 float *P = aligned_floats(pbytes / sizeof(float) * (size_t)ncopies);
                 float *bias = aligned_floats((size_t)ly->N), *C = aligned_floats((size_t)(M * ly->N));
@@ -251,7 +267,10 @@ int main(int argc, char **argv)
                 }
                 for (int c = 0; c < ncopies; c++) {
                     float *Pc = P + pbytes / sizeof(float) * (size_t)c;
-                    cg_gemm_pack(&d, &t, W, Pc);
+                    if (bf16)
+                        cg_gemm_amx_pack(&d, &t, W, Pc);
+                    else
+                        cg_gemm_pack(&d, &t, W, Pc);
                     args[c] = (cg_gemm_args){.A = A, .W = Pc, .bias = bias, .R = R, .C = C, .M = M};
                 }
                 snprintf(name, sizeof name, "gemm%zu", l);

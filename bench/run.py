@@ -322,8 +322,9 @@ def main():
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--batches", default="1,8")
     ap.add_argument("--isa", default="host,avx2",
-                    help="code paths to compile vitc for: host (the host's features) and/or avx2 "
-                         "(--features=-avx512f; the same as host on a host without AVX-512)")
+                    help="code paths to compile vitc for: host (the host's features), avx2 "
+                         "(--features=-avx512f; the same as host on a host without AVX-512) and/or bf16 "
+                         "(--precision bf16: Linear layers on AMX tiles; left out without AMX-BF16)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--block", type=int, default=3, help="calls of one runtime in a row")
     ap.add_argument("--blocks", type=int, default=4, help="blocks per runtime and row in each round")
@@ -361,10 +362,14 @@ def main():
             isas.append(("avx2", ["--features=-avx512f"]))
         elif isa == "avx2":
             print("== avx2: the host has no AVX-512, so its own code path is the AVX2 one", flush=True)
+        elif isa == "bf16" and "amx_bf16" in flags:
+            isas.append(("bf16", ["--precision", "bf16"]))
+        elif isa == "bf16":
+            print("== bf16: the host has no AMX-BF16, so --precision bf16 is left out", flush=True)
         else:
             raise SystemExit(f"unknown --isa {isa}")
     import gen_fixtures as gf
-    peak_isas = ["host"] + [isa for isa, _ in isas if isa != "host"]
+    peak_isas = ["host"] + [isa for isa, _ in isas if isa not in ("host", "bf16")]  # bf16: of the fp32 peak
     peak_before = {isa: peak_gflops(args.build, args.threads, isa) for isa in peak_isas}
     print(f"== {cpu}, {isa_desc}; peak with {args.threads} threads: " +
           ", ".join(f"{isa} {v} GFLOP/s" for isa, v in peak_before.items()), flush=True)
@@ -461,7 +466,9 @@ def write_table(args, cpu, isa_desc, peak_before, peak_after, names, isas, batch
         "- Command: `.venv-gen/bin/python bench/run.py " + " ".join(sys.argv[1:]) + "`",
         "",
         "vitc/ORT and vitc/torch are speed ratios (above 1: vitc is faster). isa: vitc's code path (host: the "
-        "host's features; avx2: compiled with --features=-avx512f). RSS: each worker's peak resident memory "
+        "host's features; avx2: compiled with --features=-avx512f; bf16: --precision bf16, the Linear layers "
+        "in bf16 on AMX tiles, whose % peak is of the fp32 peak and whose err is bf16's, ORT and PyTorch "
+        "staying fp32). RSS: each worker's peak resident memory "
         "(includes the Python interpreter, ~30 MB, and for torch its libraries). err: max|vitc - ORT| / max|ORT|. "
         "compile: seconds for `vitc MODEL.onnx -o MODEL.so`, the median of three [fastest-slowest]. "
         "vitc's time by op: `vitc run --profile` (the three largest shares).",
@@ -493,7 +500,7 @@ def write_table(args, cpu, isa_desc, peak_before, peak_after, names, isas, batch
 
                 f = lambda rt: f"{med[rt][0]:.1f}" if med.get(rt) else "n/a"
                 def pk(rt):  # vitc against the peak of its code path, the others against the host's
-                    p = peak.get(isa if rt == "vitc" else "host")
+                    p = peak.get(isa if rt == "vitc" and isa != "bf16" else "host")
                     return f"{g / (med[rt][0] / 1e3) / p:.0%}" if med.get(rt) and p else "n/a"
                 ips = f"{b / (med['vitc'][0] / 1e3):.1f}" if med.get("vitc") else "n/a"
                 def rss(rt):  # the largest peak over the rounds

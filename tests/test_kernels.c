@@ -318,8 +318,8 @@ static int host_amx(void)
 
 /* The bf16 GEMM on AMX tiles with every case of the fp32 one (K tails of a
  * step, N tails of a panel's halves, row strides, each epilogue, M = 0 and
- * 1 and rows past a task's block), plus ViT-like shapes whose row blocks are
- * cut by the A buffer (K = 3072: 32 rows a block). */
+ * 1), plus ViT-like shapes, row blocks of more than one task (M = 600), a
+ * K of 20 blocks, and an activation then a residual (K in one block). */
 static void test_gemm_amx_bf16(void **state)
 {
     (void)state;
@@ -339,6 +339,7 @@ static void test_gemm_amx_bf16(void **state)
     t.amx_bf16 = 1;
     static const gemm_case extra[] = {
         {197, 768, 2304, 768, 2304, 1, 0, 0}, {100, 3072, 100, 3088, 100, 1, 2, 0}, {70, 4096, 48, 4096, 50, 0, 3, 1},
+        {600, 300, 40, 300, 40, 1, 2, 0},     {40, 5000, 40, 5000, 40, 1, 1, 0},    {33, 1000, 17, 1000, 17, 1, 1, 2},
     };
     enum { NEXTRA = sizeof extra / sizeof extra[0] };
     gemm_case cases[NGEMM + NEXTRA];
@@ -356,7 +357,8 @@ static void test_gemm_amx_bf16(void **state)
         if (!cg_gemm_amx_emit(m, name, &d, &t))
             fail_msg("cg_gemm_amx_emit failed for case %zu", i);
     }
-    cg_gemm_desc longk = {.K = 4097, .N = 8, .lda = 4097, .ldc = 8};
+    /* a residual after an activation keeps K in one block: 4096 at most */
+    cg_gemm_desc longk = {.K = 4097, .N = 8, .lda = 4097, .ldc = 8, .ldr = 8, .has_residual = 1, .activation = 1};
     assert_false(cg_gemm_amx_fits(&longk));
     assert_null(cg_gemm_amx_emit(m, "amx_longk", &longk, &t));
     jit_add(j, m);

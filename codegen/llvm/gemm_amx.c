@@ -13,13 +13,23 @@
  *
  * Work: the driver cuts C into row blocks of mc rows (a multiple of 32) and
  * column blocks of whole panels, as nmb * nnb tasks of the runtime's
- * parallel_for.  A task first rounds its rows of A to bf16 into a buffer on
- * its stack (32 rows of zeros at most past M, K padded with zeros to the
- * step), then for each panel and each 32 rows keeps a 2 x 2 block of C
- * tiles over all the steps of K (two A tiles, two B tiles, four products
- * per step), stores it to a 32 x 32 fp32 buffer and applies the epilogue
- * from there to C.  The A buffer is at most AMX_A_BYTES, which bounds K
- * (cg_gemm_amx_fits); a layer with a longer K keeps the fp32 kernel. */
+ * parallel_for.  A task walks K in blocks of kcs steps.  For each it rounds
+ * its rows of A in that block to bf16 into a buffer on its stack, laid out
+ * tile by tile (32 rows x 32 k: 2 KiB, the two A tiles of a step), zeros
+ * past K and past its rows; then for each panel and each 32 rows it loads
+ * the 2 x 2 block of C tiles, adds the block's steps (two A tiles, two B
+ * tiles, four products each) and stores it back.  The partial sums live in
+ * C itself between K blocks (through a 32 x 32 buffer where the tiles would
+ * reach past C's rows or columns); a residual is their start, so R may be C.
+ * After the last block the epilogue goes from that buffer to C.  A block's B
+ * (kcs steps of a panel, 16 KiB) stays in L1 while the task's rows go by; the
+ * rows' A streams from L2.  Measured (1 core, ViT-B shapes): all of K per C
+ * tile, A and B both from L2, ran at a third of the tiles' peak; K blocks of
+ * 8 steps at about half.
+ *
+ * A residual after an activation cannot start the sums (it is added after
+ * the activation), so that case keeps K in one block, which AMX_A_BYTES
+ * bounds (cg_gemm_amx_fits); a longer K keeps the fp32 kernel. */
 #include "codegen/llvm/kern_ir.h"
 
 #include <stdio.h>
@@ -31,20 +41,29 @@ enum {
     AMX_MR = 32,                 /* rows of one 2 x 2 block of C tiles */
     AMX_TILE = 1024,             /* bytes of a tile: 16 rows of 64 bytes */
     AMX_A_BYTES = 256 * 1024,    /* the task's bf16 rows of A, on its stack */
+    AMX_KC_STEPS = 8,            /* steps of a K block: its B is 16 KiB per panel */
+    AMX_MC_TILES = 16,           /* row blocks of at most 16 x 32 rows */
     AMX_TASKS_PER_THREAD = 2,
 };
 
 typedef struct {
     int64_t kp, steps;    /* K padded to the step, steps of K */
+    int64_t kcs, nkb;     /* steps of a K block (the last may have fewer), K blocks */
     int64_t npanels, nfull; /* panels of 32 columns; those without padding */
     int rem_lanes[2];     /* valid lanes of the padded panel's two 16-column halves */
     int64_t mc_max;       /* rows of A a task's buffer holds (multiple of 32) */
 } amx_plan;
 
+/* Steps of a K block: all of them when a residual follows an activation. */
+static int64_t block_steps(const cg_gemm_desc *d, int64_t steps)
+{
+    return d->has_residual && d->activation ? steps : steps < AMX_KC_STEPS ? steps : AMX_KC_STEPS;
+}
+
 int cg_gemm_amx_fits(const cg_gemm_desc *d)
 {
-    int64_t kp = (d->K + AMX_KS - 1) / AMX_KS * AMX_KS;
-    return d->K >= 1 && d->N >= 1 && AMX_MR * kp * 2 <= AMX_A_BYTES;
+    int64_t steps = (d->K + AMX_KS - 1) / AMX_KS;
+    return d->K >= 1 && d->N >= 1 && AMX_MR * block_steps(d, steps) * AMX_KS * 2 <= AMX_A_BYTES;
 }
 
 static int amx_plan_make(const cg_gemm_desc *d, const cg_target *t, amx_plan *p)
@@ -56,14 +75,16 @@ static int amx_plan_make(const cg_gemm_desc *d, const cg_target *t, amx_plan *p)
         return -1;
     p->kp = (d->K + AMX_KS - 1) / AMX_KS * AMX_KS;
     p->steps = p->kp / AMX_KS;
+    p->kcs = block_steps(d, p->steps);
+    p->nkb = (p->steps + p->kcs - 1) / p->kcs;
     p->npanels = (d->N + AMX_NR - 1) / AMX_NR;
     p->nfull = d->N / AMX_NR;
     int64_t rem = d->N - p->nfull * AMX_NR;
     p->rem_lanes[0] = rem > 16 ? 16 : (int)rem;
     p->rem_lanes[1] = rem > 16 ? (int)rem - 16 : 0;
-    p->mc_max = AMX_A_BYTES / (p->kp * 2) / AMX_MR * AMX_MR;
-    if (p->mc_max > 8 * AMX_MR)
-        p->mc_max = 8 * AMX_MR;
+    p->mc_max = AMX_A_BYTES / (p->kcs * AMX_KS * 2) / AMX_MR * AMX_MR;
+    if (p->mc_max > AMX_MC_TILES * AMX_MR)
+        p->mc_max = AMX_MC_TILES * AMX_MR;
     return 0;
 }
 
@@ -114,23 +135,29 @@ typedef struct {
     const cg_gemm_desc *d;
     const amx_plan *p;
     LLVMTypeRef amx, i8, i16, bf16v;
-    LLVMValueRef f_load, f_dp, f_store, f_zero; /* the AMX intrinsics */
-    LLVMTypeRef t_load, t_dp, t_store, t_zero;
+    LLVMValueRef f_load, f_dp, f_store, f_zero, f_mload; /* intrinsics */
+    LLVMTypeRef t_load, t_dp, t_store, t_zero, t_mload;
     LLVMValueRef A, W, bias, R, C; /* the task's arguments */
-    LLVMValueRef abuf, cbuf;       /* bf16 rows of A; one 32 x 32 block of C */
+    LLVMValueRef abuf, cbuf;       /* bf16 A of a K block, tile by tile; one 32 x 32 block of C */
     LLVMValueRef m0, rows;         /* the task's first row and its row count */
+    LLVMValueRef kb, ksteps;       /* the K block and its steps */
 } amx_emit;
 
-static LLVMValueRef intrinsic(amx_emit *e, const char *name, LLVMTypeRef *fnty)
+static LLVMValueRef intrinsic(amx_emit *e, const char *name, LLVMTypeRef *over, size_t nover, LLVMTypeRef *fnty)
 {
     unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
-    LLVMValueRef fn = id ? LLVMGetIntrinsicDeclaration(e->k->mod, id, NULL, 0) : NULL;
+    LLVMValueRef fn = id ? LLVMGetIntrinsicDeclaration(e->k->mod, id, over, nover) : NULL;
     if (fn)
-        *fnty = LLVMIntrinsicGetType(e->k->ctx, id, NULL, 0);
+        *fnty = LLVMIntrinsicGetType(e->k->ctx, id, over, nover);
     return fn;
 }
 
 static LLVMValueRef i16c(amx_emit *e, int v) { return LLVMConstInt(e->i16, (unsigned long long)v, 0); }
+
+static LLVMValueRef bytes_at(amx_emit *e, LLVMValueRef p, LLVMValueRef off)
+{
+    return LLVMBuildGEP2(e->k->b, e->i8, p, &off, 1, "");
+}
 
 /* A 16-row, 64-byte-wide tile at p, rows stride bytes apart. */
 static LLVMValueRef tile_load(amx_emit *e, LLVMValueRef p, LLVMValueRef stride)
@@ -139,71 +166,141 @@ static LLVMValueRef tile_load(amx_emit *e, LLVMValueRef p, LLVMValueRef stride)
     return LLVMBuildCall2(e->k->b, e->t_load, e->f_load, a, 4, "");
 }
 
-static LLVMValueRef bytes_at(amx_emit *e, LLVMValueRef p, LLVMValueRef off)
+static void tile_store(amx_emit *e, LLVMValueRef p, LLVMValueRef stride, LLVMValueRef t)
 {
-    return LLVMBuildGEP2(e->k->b, e->i8, p, &off, 1, "");
+    LLVMValueRef a[5] = {i16c(e, 16), i16c(e, 64), p, stride, t};
+    LLVMBuildCall2(e->k->b, e->t_store, e->f_store, a, 5, "");
 }
 
-/* The task's rows of A, rounded to bf16, into abuf: row r at r * kp * 2
- * bytes; zeros past K, and for the rows from `rows` to the next multiple of
- * 32. */
+/* The 2 x 2 block of C tiles from rows stride bytes apart at p (tile (i, j)
+ * at p + i * 16 rows + j * 16 floats), or stored there. */
+static void block_load(amx_emit *e, LLVMValueRef p, LLVMValueRef stride, LLVMValueRef t[4])
+{
+    kern *k = e->k;
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 2; j++)
+            t[i * 2 + j] = tile_load(e, bytes_at(e, p, kern_add(k, kern_mulc(k, stride, 16 * i), kern_i64(k, 64 * j))),
+                                     stride);
+}
+
+static void block_store(amx_emit *e, LLVMValueRef p, LLVMValueRef stride, LLVMValueRef t[4])
+{
+    kern *k = e->k;
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 2; j++)
+            tile_store(e, bytes_at(e, p, kern_add(k, kern_mulc(k, stride, 16 * i), kern_i64(k, 64 * j))), stride,
+                       t[i * 2 + j]);
+}
+
+/* The 16 floats at p where mask (<16 x i1>) is set, zeros elsewhere; no
+ * memory is read where it is clear. */
+static LLVMValueRef masked_load(amx_emit *e, LLVMValueRef p, LLVMValueRef mask)
+{
+    kern *k = e->k;
+    LLVMValueRef a[4] = {p, LLVMConstInt(k->i32, 4, 0), mask, kern_vconst(k, 0.0f)};
+    return LLVMBuildCall2(k->b, e->t_mload, e->f_mload, a, 4, "");
+}
+
+/* <16 x i1>: lane < n, for a run-time n (any value: below 0 none, above 16 all). */
+static LLVMValueRef lanes_below(amx_emit *e, LLVMValueRef n)
+{
+    kern *k = e->k;
+    LLVMValueRef idx[16];
+    for (int i = 0; i < 16; i++)
+        idx[i] = LLVMConstInt(k->i64, (unsigned long long)i, 0);
+    LLVMTypeRef v64 = LLVMVectorType(k->i64, 16);
+    LLVMValueRef splat = LLVMBuildInsertElement(k->b, LLVMGetUndef(v64), n, LLVMConstInt(k->i32, 0, 0), "");
+    splat = LLVMBuildShuffleVector(k->b, splat, LLVMGetUndef(v64), LLVMConstNull(LLVMVectorType(k->i32, 16)), "");
+    return LLVMBuildICmp(k->b, LLVMIntSLT, LLVMConstVector(idx, 16), splat, "");
+}
+
+/* The task's rows of A in K block kb, rounded to bf16, into abuf: row r,
+ * step s of the block at ((r / 32) * kcs + s) * 2 KiB + (r % 32) * 64 bytes;
+ * zeros past K and for the rows from `rows` to the next multiple of 32.  A
+ * step of a row is one 64-byte store of 32 bf16 (VCVTNE2PS2BF16); only the
+ * step K ends in loads under a mask. */
 static void emit_convert_a(amx_emit *e)
 {
     kern *k = e->k;
     LLVMBuilderRef b = k->b;
     const cg_gemm_desc *d = e->d;
     const amx_plan *p = e->p;
-    int64_t fullv = d->K / 16, tail = d->K % 16, zerov = (p->kp - (d->K + 15) / 16 * 16) / 16;
-    LLVMValueRef zero = LLVMConstNull(e->bf16v);
-    LLVMValueRef rows32 = kern_mulc(k, kern_cdiv(k, e->rows, kern_i64(k, AMX_MR)), AMX_MR);
-    kern_loop R;
-    kern_for(k, &R, kern_i64(k, 0), rows32, 1, 0, 0, NULL, "cvt.row");
-    LLVMValueRef dst = bytes_at(e, e->abuf, kern_mulc(k, R.iv, p->kp * 2));
-    LLVMBasicBlockRef bdata = kern_block(k, "cvt.data"), bpad = kern_block(k, "cvt.pad"), bnext = kern_block(k, "cvt.next");
-    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, R.iv, e->rows, ""), bdata, bpad);
-
-    LLVMPositionBuilderAtEnd(b, bdata);
-    LLVMValueRef src = kern_gep(k, e->A, kern_mul(k, kern_add(k, e->m0, R.iv), kern_i64(k, d->lda)));
-    if (fullv) {
-        kern_loop V;
-        kern_for(k, &V, kern_i64(k, 0), kern_i64(k, fullv), 1, 0, 0, NULL, "cvt.vec");
-        LLVMValueRef x = kern_vload(k, kern_gep(k, src, kern_mulc(k, V.iv, 16)), 16, NULL);
-        LLVMValueRef st = LLVMBuildStore(b, LLVMBuildFPTrunc(b, x, e->bf16v, ""),
-                                         bytes_at(e, dst, kern_mulc(k, V.iv, 32)));
-        LLVMSetAlignment(st, 2);
-        kern_for_end(k, &V, NULL);
+    LLVMTypeRef b32 = LLVMVectorType(LLVMBFloatTypeInContext(k->ctx), 32);
+    LLVMValueRef idx[32];
+    for (int i = 0; i < 32; i++)
+        idx[i] = LLVMConstInt(k->i32, (unsigned long long)i, 0);
+    LLVMValueRef cat = LLVMConstVector(idx, 32);
+    LLVMValueRef k0 = kern_mulc(k, e->kb, p->kcs * AMX_KS);
+    /* the block's steps that K fills; the step K ends in, if any, follows them */
+    LLVMValueRef nfull = kern_min(k, e->ksteps, LLVMBuildSDiv(b, LLVMBuildSub(b, kern_i64(k, d->K), k0, ""),
+                                                              kern_i64(k, AMX_KS), ""));
+    int tail = (int)(d->K % AMX_KS);
+    int tl[2] = {tail > 16 ? 16 : tail, tail > 16 ? tail - 16 : 0};
+    kern_loop R, S;
+    kern_for(k, &R, kern_i64(k, 0), e->rows, 1, 0, 0, NULL, "cvt.row");
+    LLVMValueRef rt = LLVMBuildUDiv(b, R.iv, kern_i64(k, AMX_MR), ""), rr = LLVMBuildURem(b, R.iv, kern_i64(k, AMX_MR), "");
+    LLVMValueRef dst = bytes_at(e, e->abuf, kern_add(k, kern_mulc(k, rt, p->kcs * 2 * AMX_TILE), kern_mulc(k, rr, 64)));
+    LLVMValueRef src = kern_gep(k, e->A, kern_add(k, kern_mul(k, kern_add(k, e->m0, R.iv), kern_i64(k, d->lda)), k0));
+    kern_for(k, &S, kern_i64(k, 0), nfull, 1, 0, 0, NULL, "cvt.step");
+    LLVMValueRef ps = kern_gep(k, src, kern_mulc(k, S.iv, AMX_KS));
+    LLVMValueRef x = LLVMBuildShuffleVector(b, kern_vload(k, ps, 16, NULL), kern_vload(k, kern_gepc(k, ps, 16), 16, NULL),
+                                            cat, "");
+    LLVMSetAlignment(LLVMBuildStore(b, LLVMBuildFPTrunc(b, x, b32, ""), bytes_at(e, dst, kern_mulc(k, S.iv, 2 * AMX_TILE))),
+                     64);
+    kern_for_end(k, &S, NULL);
+    if (tail) { /* the step K ends in, when it is this block's */
+        LLVMBasicBlockRef bt = kern_block(k, "cvt.tail"), bj = kern_block(k, "cvt.tail.join");
+        LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, nfull, e->ksteps, ""), bt, bj);
+        LLVMPositionBuilderAtEnd(b, bt);
+        LLVMValueRef pt = kern_gep(k, src, kern_mulc(k, nfull, AMX_KS));
+        LLVMValueRef lo = kern_vload(k, pt, tl[0], NULL);
+        LLVMValueRef hi = tl[1] ? kern_vload(k, kern_gepc(k, pt, 16), tl[1], NULL) : kern_vconst(k, 0.0f);
+        x = LLVMBuildShuffleVector(b, lo, hi, cat, "");
+        LLVMSetAlignment(LLVMBuildStore(b, LLVMBuildFPTrunc(b, x, b32, ""),
+                                        bytes_at(e, dst, kern_mulc(k, nfull, 2 * AMX_TILE))),
+                         64);
+        LLVMBuildBr(b, bj);
+        LLVMPositionBuilderAtEnd(b, bj);
     }
-    if (tail) {
-        LLVMValueRef x = kern_vload(k, kern_gepc(k, src, fullv * 16), (int)tail, NULL);
-        LLVMSetAlignment(LLVMBuildStore(b, LLVMBuildFPTrunc(b, x, e->bf16v, ""), bytes_at(e, dst, kern_i64(k, fullv * 32))),
-                         2);
-    }
-    for (int64_t v = 0; v < zerov; v++)
-        LLVMSetAlignment(LLVMBuildStore(b, zero, bytes_at(e, dst, kern_i64(k, p->kp * 2 - (v + 1) * 32))), 2);
-    LLVMBuildBr(b, bnext);
-
-    LLVMPositionBuilderAtEnd(b, bpad);
-    kern_loop Z;
-    kern_for(k, &Z, kern_i64(k, 0), kern_i64(k, p->kp / 16), 1, 0, 0, NULL, "cvt.zero");
-    LLVMSetAlignment(LLVMBuildStore(b, zero, bytes_at(e, dst, kern_mulc(k, Z.iv, 32))), 2);
-    kern_for_end(k, &Z, NULL);
-    LLVMBuildBr(b, bnext);
-
-    LLVMPositionBuilderAtEnd(b, bnext);
     kern_for_end(k, &R, NULL);
+    /* the rows past the task's, to the next multiple of 32: zeros */
+    LLVMValueRef rows32 = kern_mulc(k, kern_cdiv(k, e->rows, kern_i64(k, AMX_MR)), AMX_MR);
+    kern_loop Z, ZS;
+    kern_for(k, &Z, e->rows, rows32, 1, 0, 0, NULL, "cvt.pad");
+    LLVMValueRef zt = LLVMBuildUDiv(b, Z.iv, kern_i64(k, AMX_MR), ""), zr = LLVMBuildURem(b, Z.iv, kern_i64(k, AMX_MR), "");
+    LLVMValueRef zdst = bytes_at(e, e->abuf, kern_add(k, kern_mulc(k, zt, p->kcs * 2 * AMX_TILE), kern_mulc(k, zr, 64)));
+    kern_for(k, &ZS, kern_i64(k, 0), e->ksteps, 1, 0, 0, NULL, "cvt.zero");
+    LLVMSetAlignment(LLVMBuildStore(b, LLVMConstNull(b32), bytes_at(e, zdst, kern_mulc(k, ZS.iv, 2 * AMX_TILE))), 64);
+    kern_for_end(k, &ZS, NULL);
+    kern_for_end(k, &Z, NULL);
 }
 
-/* C[rows of block rt, panel's columns] = act(cbuf + bias) + R, for the valid
- * rows; lanes: the valid columns of the panel's two halves. */
-static void emit_epilogue(amx_emit *e, LLVMValueRef panel, LLVMValueRef rt, const int lanes[2])
+/* cbuf's first nrows rows (32 floats each) from src, rows ld floats apart:
+ * lanes[h] columns of each half, zeros elsewhere and below. */
+static void fill_cbuf(amx_emit *e, LLVMValueRef src, int64_t ld, LLVMValueRef nrows, const int lanes[2])
+{
+    kern *k = e->k;
+    kern_loop L;
+    kern_for(k, &L, kern_i64(k, 0), kern_i64(k, AMX_MR), 1, 0, 0, NULL, "fill.row");
+    LLVMValueRef in = LLVMBuildICmp(k->b, LLVMIntSLT, L.iv, nrows, "");
+    for (int h = 0; h < 2; h++) {
+        LLVMValueRef n = LLVMBuildSelect(k->b, in, kern_i64(k, lanes[h]), kern_i64(k, 0), "");
+        LLVMValueRef x = masked_load(e, kern_gep(k, src, kern_addc(k, kern_mulc(k, L.iv, ld), h * 16)), lanes_below(e, n));
+        kern_vstore(k, x, kern_gep(k, e->cbuf, kern_addc(k, kern_mulc(k, L.iv, AMX_NR), h * 16)), 16);
+    }
+    kern_for_end(k, &L, NULL);
+}
+
+/* C's rows r0 .. r0 + nrows of the panel at n0 from cbuf: with last, the
+ * epilogue C = act(cbuf + bias) + R (R when it did not start the sums),
+ * else the partial sums as they are; lanes: the valid columns of each half. */
+static void store_cbuf(amx_emit *e, LLVMValueRef n0, LLVMValueRef r0, LLVMValueRef nrows, const int lanes[2], int last)
 {
     kern *k = e->k;
     const cg_gemm_desc *d = e->d;
-    LLVMValueRef r0 = kern_mulc(k, rt, AMX_MR);
-    LLVMValueRef nrows = kern_min(k, kern_i64(k, AMX_MR), LLVMBuildSub(k->b, e->rows, r0, ""));
-    LLVMValueRef n0 = kern_mulc(k, panel, AMX_NR);
+    int res_late = last && d->has_residual && e->p->nkb == 1;
     LLVMValueRef bv[2] = {0};
-    for (int h = 0; h < 2 && d->has_bias; h++)
+    for (int h = 0; h < 2 && last && d->has_bias; h++)
         if (lanes[h])
             bv[h] = kern_vload(k, kern_gep(k, e->bias, kern_addc(k, n0, h * 16)), lanes[h], NULL);
     kern_loop L;
@@ -214,57 +311,129 @@ static void emit_epilogue(amx_emit *e, LLVMValueRef panel, LLVMValueRef rt, cons
             continue;
         LLVMValueRef col = kern_addc(k, n0, h * 16);
         LLVMValueRef x = kern_vload(k, kern_gep(k, e->cbuf, kern_addc(k, kern_mulc(k, L.iv, AMX_NR), h * 16)), 16, NULL);
-        if (d->has_bias)
-            x = LLVMBuildFAdd(k->b, x, bv[h], "");
-        x = kern_activation(k, x, (ir_act)d->activation);
-        if (d->has_residual)
-            x = LLVMBuildFAdd(k->b, x,
-                              kern_vload(k, kern_gep(k, e->R, kern_add(k, kern_mulc(k, row, d->ldr), col)), lanes[h],
-                                         NULL),
-                              "");
+        if (last) {
+            if (d->has_bias)
+                x = LLVMBuildFAdd(k->b, x, bv[h], "");
+            x = kern_activation(k, x, (ir_act)d->activation);
+            if (res_late)
+                x = LLVMBuildFAdd(k->b, x,
+                                  kern_vload(k, kern_gep(k, e->R, kern_add(k, kern_mulc(k, row, d->ldr), col)),
+                                             lanes[h], NULL),
+                                  "");
+        }
         kern_vstore(k, x, kern_gep(k, e->C, kern_add(k, kern_mulc(k, row, d->ldc), col)), lanes[h]);
     }
     kern_for_end(k, &L, NULL);
 }
 
-/* Panels [pb, pe), each with the same lanes: for every 32 rows of the task,
- * the 2 x 2 tiles of C over all steps of K, then the epilogue. */
+/* Panels [pb, pe) of K block kb, each with the same lanes: for every 32
+ * rows of the task, the 2 x 2 tiles of C from where the sums stand (zeros,
+ * the residual, or C), the block's steps, then back to C (the epilogue
+ * after the last block). */
 static void emit_panels(amx_emit *e, LLVMValueRef pb, LLVMValueRef pe, const int lanes[2])
 {
     kern *k = e->k;
     LLVMBuilderRef b = k->b;
+    const cg_gemm_desc *d = e->d;
     const amx_plan *p = e->p;
-    LLVMValueRef astride = kern_i64(k, p->kp * 2), bstride = kern_i64(k, 64), cstride = kern_i64(k, AMX_NR * 4);
+    int whole = lanes[0] == 16 && lanes[1] == 16, res_first = d->has_residual && p->nkb > 1;
+    LLVMValueRef astride = kern_i64(k, 64), bstride = kern_i64(k, 64), cstride = kern_i64(k, AMX_NR * 4);
+    LLVMValueRef first = LLVMBuildICmp(b, LLVMIntEQ, e->kb, kern_i64(k, 0), "first");
+    LLVMValueRef last = LLVMBuildICmp(b, LLVMIntEQ, e->kb, kern_i64(k, p->nkb - 1), "last");
     kern_loop P, T, S;
     kern_for(k, &P, pb, pe, 1, 0, 0, NULL, "amx.panel");
-    LLVMValueRef wpanel = bytes_at(e, e->W, kern_mulc(k, P.iv, p->steps * 2 * AMX_TILE));
+    LLVMValueRef n0 = kern_mulc(k, P.iv, AMX_NR);
+    LLVMValueRef wblk = bytes_at(e, e->W, kern_mulc(k, kern_add(k, kern_mulc(k, P.iv, p->steps), kern_mulc(k, e->kb, p->kcs)),
+                                                    2 * AMX_TILE));
     kern_for(k, &T, kern_i64(k, 0), kern_cdiv(k, e->rows, kern_i64(k, AMX_MR)), 1, 0, 0, NULL, "amx.rows");
-    LLVMValueRef a0 = bytes_at(e, e->abuf, kern_mulc(k, T.iv, AMX_MR * p->kp * 2));
-    LLVMValueRef a1 = bytes_at(e, a0, kern_i64(k, 16 * p->kp * 2));
-    LLVMValueRef init[4];
+    LLVMValueRef r0 = kern_mulc(k, T.iv, AMX_MR);
+    LLVMValueRef nrows = kern_min(k, kern_i64(k, AMX_MR), LLVMBuildSub(b, e->rows, r0, ""));
+    LLVMValueRef inside = whole ? LLVMBuildICmp(b, LLVMIntEQ, nrows, kern_i64(k, AMX_MR), "inside") : LLVMConstInt(k->i1, 0, 0);
+    LLVMValueRef grow = kern_add(k, e->m0, r0);
+    LLVMValueRef cblk = kern_gep(k, e->C, kern_add(k, kern_mulc(k, grow, d->ldc), n0));
+    LLVMValueRef cld = kern_i64(k, d->ldc * 4);
+
+    /* where the sums start: zeros at the first block (or the residual), C after */
+    LLVMValueRef src = cblk, sld = cld;
+    if (res_first) {
+        LLVMValueRef rblk = kern_gep(k, e->R, kern_add(k, kern_mulc(k, grow, d->ldr), n0));
+        src = LLVMBuildSelect(b, first, rblk, cblk, "");
+        sld = LLVMBuildSelect(b, first, kern_i64(k, d->ldr * 4), cld, "");
+    }
+    LLVMValueRef zero = res_first ? LLVMConstInt(k->i1, 0, 0) : first;
+    LLVMBasicBlockRef bfill = kern_block(k, "amx.fill"), bload = kern_block(k, "amx.load"),
+                      bzero = kern_block(k, "amx.zero"), bgo = kern_block(k, "amx.go");
+    LLVMBasicBlockRef bpre = kern_block(k, "amx.pre");
+    LLVMBuildCondBr(b, zero, bzero, bpre);
+    LLVMPositionBuilderAtEnd(b, bpre);
+    LLVMBuildCondBr(b, inside, bload, bfill);
+    LLVMPositionBuilderAtEnd(b, bfill); /* an edge block: through cbuf */
+    LLVMBasicBlockRef bfill_r = NULL, bfill_c = kern_block(k, "amx.fill.c"), bfilled = kern_block(k, "amx.filled");
+    if (res_first) {
+        bfill_r = kern_block(k, "amx.fill.r");
+        LLVMBuildCondBr(b, first, bfill_r, bfill_c);
+        LLVMPositionBuilderAtEnd(b, bfill_r);
+        fill_cbuf(e, kern_gep(k, e->R, kern_add(k, kern_mulc(k, grow, d->ldr), n0)), d->ldr, nrows, lanes);
+        LLVMBuildBr(b, bfilled);
+    } else {
+        LLVMBuildBr(b, bfill_c);
+    }
+    LLVMPositionBuilderAtEnd(b, bfill_c);
+    fill_cbuf(e, cblk, d->ldc, nrows, lanes);
+    LLVMBuildBr(b, bfilled);
+    LLVMPositionBuilderAtEnd(b, bfilled);
+    LLVMBuildBr(b, bload);
+    LLVMPositionBuilderAtEnd(b, bload);
+    LLVMValueRef from = LLVMBuildSelect(b, inside, src, e->cbuf, "");
+    LLVMValueRef fld = LLVMBuildSelect(b, inside, sld, cstride, "");
+    LLVMValueRef tl[4], tz[4], init[4];
+    block_load(e, from, fld, tl);
+    LLVMBuildBr(b, bgo);
+    LLVMPositionBuilderAtEnd(b, bzero);
     LLVMValueRef zargs[2] = {i16c(e, 16), i16c(e, 64)};
     for (int i = 0; i < 4; i++)
-        init[i] = LLVMBuildCall2(b, e->t_zero, e->f_zero, zargs, 2, "");
-    kern_for(k, &S, kern_i64(k, 0), kern_i64(k, p->steps), 1, 0, 4, init, "amx.k");
-    LLVMValueRef ta[2], tb[2], acc[4];
-    ta[0] = tile_load(e, bytes_at(e, a0, kern_mulc(k, S.iv, AMX_KS * 2)), astride);
-    ta[1] = tile_load(e, bytes_at(e, a1, kern_mulc(k, S.iv, AMX_KS * 2)), astride);
-    LLVMValueRef bstep = bytes_at(e, wpanel, kern_mulc(k, S.iv, 2 * AMX_TILE));
-    tb[0] = tile_load(e, bstep, bstride);
-    tb[1] = tile_load(e, bytes_at(e, bstep, kern_i64(k, AMX_TILE)), bstride);
+        tz[i] = LLVMBuildCall2(b, e->t_zero, e->f_zero, zargs, 2, "");
+    LLVMBuildBr(b, bgo);
+    LLVMPositionBuilderAtEnd(b, bgo);
+    for (int i = 0; i < 4; i++) {
+        init[i] = LLVMBuildPhi(b, e->amx, "");
+        LLVMValueRef v[2] = {tl[i], tz[i]};
+        LLVMBasicBlockRef from_bb[2] = {bload, bzero};
+        LLVMAddIncoming(init[i], v, from_bb, 2);
+    }
+
+    kern_for(k, &S, kern_i64(k, 0), e->ksteps, 1, 0, 4, init, "amx.k");
+    LLVMValueRef a0 = bytes_at(e, e->abuf, kern_mulc(k, kern_add(k, kern_mulc(k, T.iv, p->kcs), S.iv), 2 * AMX_TILE));
+    LLVMValueRef bstep = bytes_at(e, wblk, kern_mulc(k, S.iv, 2 * AMX_TILE));
+    LLVMValueRef ta[2] = {tile_load(e, a0, astride), tile_load(e, bytes_at(e, a0, kern_i64(k, AMX_TILE)), astride)};
+    LLVMValueRef tb[2] = {tile_load(e, bstep, bstride), tile_load(e, bytes_at(e, bstep, kern_i64(k, AMX_TILE)), bstride)};
+    LLVMValueRef acc[4];
     for (int i = 0; i < 2; i++)
         for (int j = 0; j < 2; j++) {
             LLVMValueRef a[6] = {i16c(e, 16), i16c(e, 64), i16c(e, 64), S.carry[i * 2 + j], ta[i], tb[j]};
             acc[i * 2 + j] = LLVMBuildCall2(b, e->t_dp, e->f_dp, a, 6, "");
         }
     kern_for_end(k, &S, acc);
-    for (int i = 0; i < 2; i++)
-        for (int j = 0; j < 2; j++) {
-            LLVMValueRef dst = bytes_at(e, e->cbuf, kern_i64(k, (i * 16 * AMX_NR + j * 16) * 4));
-            LLVMValueRef a[5] = {i16c(e, 16), i16c(e, 64), dst, cstride, S.carry[i * 2 + j]};
-            LLVMBuildCall2(b, e->t_store, e->f_store, a, 5, "");
-        }
-    emit_epilogue(e, P.iv, T.iv, lanes);
+
+    /* back to C: the epilogue after the last block; between blocks straight
+     * from the tiles inside C, through cbuf at its edges */
+    LLVMBasicBlockRef bepi = kern_block(k, "amx.epi"), bmid = kern_block(k, "amx.mid"), bdirect = kern_block(k, "amx.direct"),
+                      bedge = kern_block(k, "amx.edge"), bdone = kern_block(k, "amx.done");
+    LLVMBuildCondBr(b, last, bepi, bmid);
+    LLVMPositionBuilderAtEnd(b, bepi);
+    block_store(e, e->cbuf, cstride, S.carry);
+    store_cbuf(e, n0, r0, nrows, lanes, 1);
+    LLVMBuildBr(b, bdone);
+    LLVMPositionBuilderAtEnd(b, bmid);
+    LLVMBuildCondBr(b, inside, bdirect, bedge);
+    LLVMPositionBuilderAtEnd(b, bdirect);
+    block_store(e, cblk, cld, S.carry);
+    LLVMBuildBr(b, bdone);
+    LLVMPositionBuilderAtEnd(b, bedge);
+    block_store(e, e->cbuf, cstride, S.carry);
+    store_cbuf(e, n0, r0, nrows, lanes, 0);
+    LLVMBuildBr(b, bdone);
+    LLVMPositionBuilderAtEnd(b, bdone);
     kern_for_end(k, &T, NULL);
     kern_for_end(k, &P, NULL);
 }
@@ -277,7 +446,7 @@ static LLVMValueRef emit_task(amx_emit *e, const char *name, LLVMTypeRef argsty)
     LLVMBuilderRef b = k->b;
     const amx_plan *p = e->p;
     LLVMValueRef fn = kern_func(k, name, kern_task_type(k), 1);
-    e->abuf = LLVMBuildArrayAlloca(b, e->i8, kern_i64(k, p->mc_max * p->kp * 2), "abuf");
+    e->abuf = LLVMBuildArrayAlloca(b, e->i8, kern_i64(k, p->mc_max * p->kcs * AMX_KS * 2), "abuf");
     LLVMSetAlignment(e->abuf, 64);
     e->cbuf = LLVMBuildArrayAlloca(b, k->f32, kern_i64(k, AMX_MR * AMX_NR), "cbuf");
     LLVMSetAlignment(e->cbuf, 64);
@@ -289,13 +458,16 @@ static LLVMValueRef emit_task(amx_emit *e, const char *name, LLVMTypeRef argsty)
     e->R = kern_field(k, argsty, args, 3, k->ptr);
     e->C = kern_field(k, argsty, args, 4, k->ptr);
     LLVMValueRef M = kern_field(k, argsty, args, 5, k->i64);
-    kern_loop T;
+    kern_loop T, KB;
     LLVMValueRef ni, mi;
     kern_task_loop(k, fn, &T, nmb, &ni, &mi);
     e->m0 = kern_mul(k, mi, mc);
     e->rows = LLVMBuildSub(b, kern_min(k, M, kern_add(k, e->m0, mc)), e->m0, "rows");
     LLVMValueRef p0 = LLVMBuildSDiv(b, kern_mulc(k, ni, p->npanels), nnb, "p0");
     LLVMValueRef p1 = LLVMBuildSDiv(b, kern_mulc(k, kern_addc(k, ni, 1), p->npanels), nnb, "p1");
+    kern_for(k, &KB, kern_i64(k, 0), kern_i64(k, p->nkb), 1, 0, 0, NULL, "amx.kb");
+    e->kb = KB.iv;
+    e->ksteps = kern_min(k, kern_i64(k, p->kcs), LLVMBuildSub(b, kern_i64(k, p->steps), kern_mulc(k, KB.iv, p->kcs), ""));
     emit_convert_a(e);
     int full[2] = {16, 16};
     if (p->nfull)
@@ -308,14 +480,15 @@ static LLVMValueRef emit_task(amx_emit *e, const char *name, LLVMTypeRef argsty)
         LLVMBuildBr(b, bjoin);
         LLVMPositionBuilderAtEnd(b, bjoin);
     }
+    kern_for_end(k, &KB, NULL);
     kern_for_end(k, &T, NULL);
     LLVMBuildRetVoid(b);
     return fn;
 }
 
 /* driver(args, pool, pf, nthreads): the fewest row blocks the A buffer
- * allows, then column blocks until there are AMX_TASKS_PER_THREAD tasks per
- * thread (at most one panel each), the row blocks evened out. */
+ * allows, evened out, then column blocks until there are
+ * AMX_TASKS_PER_THREAD tasks per thread (at most one per panel). */
 static LLVMValueRef emit_driver(kern *k, const char *name, const amx_plan *p, LLVMValueRef task, LLVMTypeRef argsty)
 {
     LLVMValueRef M, nt;
@@ -340,12 +513,14 @@ LLVMValueRef cg_gemm_amx_emit(LLVMModuleRef mod, const char *name, const cg_gemm
     e.i8 = LLVMInt8TypeInContext(k.ctx);
     e.i16 = LLVMInt16TypeInContext(k.ctx);
     e.bf16v = LLVMVectorType(LLVMBFloatTypeInContext(k.ctx), 16);
-    e.f_load = intrinsic(&e, "llvm.x86.tileloadd64.internal", &e.t_load);
-    e.f_dp = intrinsic(&e, "llvm.x86.tdpbf16ps.internal", &e.t_dp);
-    e.f_store = intrinsic(&e, "llvm.x86.tilestored64.internal", &e.t_store);
-    e.f_zero = intrinsic(&e, "llvm.x86.tilezero.internal", &e.t_zero);
+    LLVMTypeRef mover[2] = {LLVMVectorType(k.f32, 16), k.ptr};
+    e.f_load = intrinsic(&e, "llvm.x86.tileloadd64.internal", NULL, 0, &e.t_load);
+    e.f_dp = intrinsic(&e, "llvm.x86.tdpbf16ps.internal", NULL, 0, &e.t_dp);
+    e.f_store = intrinsic(&e, "llvm.x86.tilestored64.internal", NULL, 0, &e.t_store);
+    e.f_zero = intrinsic(&e, "llvm.x86.tilezero.internal", NULL, 0, &e.t_zero);
+    e.f_mload = intrinsic(&e, "llvm.masked.load", mover, 2, &e.t_mload);
     LLVMValueRef fn = NULL;
-    if (e.f_load && e.f_dp && e.f_store && e.f_zero) {
+    if (e.f_load && e.f_dp && e.f_store && e.f_zero && e.f_mload) {
         char buf[256];
         LLVMTypeRef argsty = kern_args_type(&k, 5);
         snprintf(buf, sizeof buf, "vitc.amx.K%lld.N%lld.a%lld.c%lld.r%lld.e%d%d%d", (long long)d->K, (long long)d->N,

@@ -67,7 +67,8 @@ LLVMValueRef cg_gemm_emit(LLVMModuleRef mod, const char *name, const cg_gemm_des
  * Same description, arguments and driver signature; W packed by
  * cg_gemm_amx_pack (bf16).  A and W are rounded to bf16, the products summed
  * in fp32.  cg_gemm_amx_fits: 0 for a K too long for the kernel's A buffer
- * (K > 4096), which keeps the fp32 kernel. */
+ * (K > 4096 with a residual after an activation: K in one block), which
+ * keeps the fp32 kernel. */
 int cg_gemm_amx_fits(const cg_gemm_desc *d);
 size_t cg_gemm_amx_packed_bytes(const cg_gemm_desc *d, const cg_target *t);
 void cg_gemm_amx_pack(const cg_gemm_desc *d, const cg_target *t, const float *W, void *out);
