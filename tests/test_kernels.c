@@ -319,7 +319,8 @@ static int host_amx(void)
 /* The bf16 GEMM on AMX tiles with every case of the fp32 one (K tails of a
  * step, N tails of a panel's halves, row strides, each epilogue, M = 0 and
  * 1), plus ViT-like shapes, row blocks of more than one task (M = 600), a
- * K of 20 blocks, and an activation then a residual (K in one block). */
+ * K of 20 blocks, an activation then a residual (K in one block), and
+ * residuals loaded straight into the tiles (a broadcast row: stride 0). */
 static void test_gemm_amx_bf16(void **state)
 {
     (void)state;
@@ -340,6 +341,8 @@ static void test_gemm_amx_bf16(void **state)
     static const gemm_case extra[] = {
         {197, 768, 2304, 768, 2304, 1, 0, 0}, {100, 3072, 100, 3088, 100, 1, 2, 0}, {70, 4096, 48, 4096, 50, 0, 3, 1},
         {600, 300, 40, 300, 40, 1, 2, 0},     {40, 5000, 40, 5000, 40, 1, 1, 0},    {33, 1000, 17, 1000, 17, 1, 1, 2},
+        /* whole 32 x 32 blocks whose sums start from the residual's tiles: its own rows, one row for all */
+        {64, 300, 64, 300, 64, 1, 1, 0},      {64, 300, 32, 300, 32, 1, 3, 0},
     };
     enum { NEXTRA = sizeof extra / sizeof extra[0] };
     gemm_case cases[NGEMM + NEXTRA];

@@ -23,9 +23,12 @@
  * reach past C's rows or columns); a residual is their start, so R may be C.
  * After the last block the epilogue goes from that buffer to C.  A block's B
  * (kcs steps of a panel, 16 KiB) stays in L1 while the task's rows go by; the
- * rows' A streams from L2.  Measured (1 core, ViT-B shapes): all of K per C
- * tile, A and B both from L2, ran at a third of the tiles' peak; K blocks of
- * 8 steps at about half.
+ * rows' A streams from L2.  Measured on one core of a Xeon whose tiles peak
+ * at 3.2 TFLOP/s (a bare TDPBF16PS loop), ViT-B's layers at batch 8: all of K
+ * per C block, A and B both from L2, about a quarter of that in the model;
+ * K blocks of 8 steps a third (gemm_bench --bf16: 0.93-1.19 TFLOP/s).
+ * Without A's conversion, the C round trips and the epilogue the same loops
+ * reach 2.3-2.7 TFLOP/s: those are what is left to overlap.
  *
  * A residual after an activation cannot start the sums (it is added after
  * the activation), so that case keeps K in one block, which AMX_A_BYTES
@@ -47,7 +50,7 @@ enum {
 };
 
 typedef struct {
-    int64_t kp, steps;    /* K padded to the step, steps of K */
+    int64_t steps;        /* steps of K (K padded to a step with zeros) */
     int64_t kcs, nkb;     /* steps of a K block (the last may have fewer), K blocks */
     int64_t npanels, nfull; /* panels of 32 columns; those without padding */
     int rem_lanes[2];     /* valid lanes of the padded panel's two 16-column halves */
@@ -73,8 +76,7 @@ static int amx_plan_make(const cg_gemm_desc *d, const cg_target *t, amx_plan *p)
         d->ldc < d->N || (d->has_residual && d->ldr != 0 && d->ldr < d->N) || d->activation < 0 ||
         d->activation >= IR_ACT_COUNT)
         return -1;
-    p->kp = (d->K + AMX_KS - 1) / AMX_KS * AMX_KS;
-    p->steps = p->kp / AMX_KS;
+    p->steps = (d->K + AMX_KS - 1) / AMX_KS;
     p->kcs = block_steps(d, p->steps);
     p->nkb = (p->steps + p->kcs - 1) / p->kcs;
     p->npanels = (d->N + AMX_NR - 1) / AMX_NR;
@@ -134,7 +136,7 @@ typedef struct {
     kern *k;
     const cg_gemm_desc *d;
     const amx_plan *p;
-    LLVMTypeRef amx, i8, i16, bf16v;
+    LLVMTypeRef amx, i8, i16;
     LLVMValueRef f_load, f_dp, f_store, f_zero, f_mload; /* intrinsics */
     LLVMTypeRef t_load, t_dp, t_store, t_zero, t_mload;
     LLVMValueRef A, W, bias, R, C; /* the task's arguments */
@@ -277,7 +279,7 @@ static void emit_convert_a(amx_emit *e)
 
 /* cbuf's first nrows rows (32 floats each) from src, rows ld floats apart:
  * lanes[h] columns of each half, zeros elsewhere and below. */
-static void fill_cbuf(amx_emit *e, LLVMValueRef src, int64_t ld, LLVMValueRef nrows, const int lanes[2])
+static void fill_cbuf(amx_emit *e, LLVMValueRef src, LLVMValueRef ld, LLVMValueRef nrows, const int lanes[2])
 {
     kern *k = e->k;
     kern_loop L;
@@ -285,7 +287,7 @@ static void fill_cbuf(amx_emit *e, LLVMValueRef src, int64_t ld, LLVMValueRef nr
     LLVMValueRef in = LLVMBuildICmp(k->b, LLVMIntSLT, L.iv, nrows, "");
     for (int h = 0; h < 2; h++) {
         LLVMValueRef n = LLVMBuildSelect(k->b, in, kern_i64(k, lanes[h]), kern_i64(k, 0), "");
-        LLVMValueRef x = masked_load(e, kern_gep(k, src, kern_addc(k, kern_mulc(k, L.iv, ld), h * 16)), lanes_below(e, n));
+        LLVMValueRef x = masked_load(e, kern_gep(k, src, kern_addc(k, kern_mul(k, L.iv, ld), h * 16)), lanes_below(e, n));
         kern_vstore(k, x, kern_gep(k, e->cbuf, kern_addc(k, kern_mulc(k, L.iv, AMX_NR), h * 16)), 16);
     }
     kern_for_end(k, &L, NULL);
@@ -353,39 +355,26 @@ static void emit_panels(amx_emit *e, LLVMValueRef pb, LLVMValueRef pe, const int
     LLVMValueRef cblk = kern_gep(k, e->C, kern_add(k, kern_mulc(k, grow, d->ldc), n0));
     LLVMValueRef cld = kern_i64(k, d->ldc * 4);
 
-    /* where the sums start: zeros at the first block (or the residual), C after */
-    LLVMValueRef src = cblk, sld = cld;
+    /* where the sums start: zeros at the first block (or the residual), C after;
+     * a block at C's edge goes through cbuf */
+    LLVMValueRef src = cblk, ld = kern_i64(k, d->ldc);
     if (res_first) {
         LLVMValueRef rblk = kern_gep(k, e->R, kern_add(k, kern_mulc(k, grow, d->ldr), n0));
         src = LLVMBuildSelect(b, first, rblk, cblk, "");
-        sld = LLVMBuildSelect(b, first, kern_i64(k, d->ldr * 4), cld, "");
+        ld = LLVMBuildSelect(b, first, kern_i64(k, d->ldr), ld, "");
     }
     LLVMValueRef zero = res_first ? LLVMConstInt(k->i1, 0, 0) : first;
-    LLVMBasicBlockRef bfill = kern_block(k, "amx.fill"), bload = kern_block(k, "amx.load"),
-                      bzero = kern_block(k, "amx.zero"), bgo = kern_block(k, "amx.go");
-    LLVMBasicBlockRef bpre = kern_block(k, "amx.pre");
-    LLVMBuildCondBr(b, zero, bzero, bpre);
-    LLVMPositionBuilderAtEnd(b, bpre);
+    LLVMBasicBlockRef binit = kern_block(k, "amx.init"), bfill = kern_block(k, "amx.fill"),
+                      bload = kern_block(k, "amx.load"), bzero = kern_block(k, "amx.zero"), bgo = kern_block(k, "amx.go");
+    LLVMBuildCondBr(b, zero, bzero, binit);
+    LLVMPositionBuilderAtEnd(b, binit);
     LLVMBuildCondBr(b, inside, bload, bfill);
-    LLVMPositionBuilderAtEnd(b, bfill); /* an edge block: through cbuf */
-    LLVMBasicBlockRef bfill_r = NULL, bfill_c = kern_block(k, "amx.fill.c"), bfilled = kern_block(k, "amx.filled");
-    if (res_first) {
-        bfill_r = kern_block(k, "amx.fill.r");
-        LLVMBuildCondBr(b, first, bfill_r, bfill_c);
-        LLVMPositionBuilderAtEnd(b, bfill_r);
-        fill_cbuf(e, kern_gep(k, e->R, kern_add(k, kern_mulc(k, grow, d->ldr), n0)), d->ldr, nrows, lanes);
-        LLVMBuildBr(b, bfilled);
-    } else {
-        LLVMBuildBr(b, bfill_c);
-    }
-    LLVMPositionBuilderAtEnd(b, bfill_c);
-    fill_cbuf(e, cblk, d->ldc, nrows, lanes);
-    LLVMBuildBr(b, bfilled);
-    LLVMPositionBuilderAtEnd(b, bfilled);
+    LLVMPositionBuilderAtEnd(b, bfill);
+    fill_cbuf(e, src, ld, nrows, lanes);
     LLVMBuildBr(b, bload);
     LLVMPositionBuilderAtEnd(b, bload);
     LLVMValueRef from = LLVMBuildSelect(b, inside, src, e->cbuf, "");
-    LLVMValueRef fld = LLVMBuildSelect(b, inside, sld, cstride, "");
+    LLVMValueRef fld = LLVMBuildSelect(b, inside, kern_mulc(k, ld, 4), cstride, "");
     LLVMValueRef tl[4], tz[4], init[4];
     block_load(e, from, fld, tl);
     LLVMBuildBr(b, bgo);
@@ -512,7 +501,6 @@ LLVMValueRef cg_gemm_amx_emit(LLVMModuleRef mod, const char *name, const cg_gemm
     e.amx = LLVMX86AMXTypeInContext(k.ctx);
     e.i8 = LLVMInt8TypeInContext(k.ctx);
     e.i16 = LLVMInt16TypeInContext(k.ctx);
-    e.bf16v = LLVMVectorType(LLVMBFloatTypeInContext(k.ctx), 16);
     LLVMTypeRef mover[2] = {LLVMVectorType(k.f32, 16), k.ptr};
     e.f_load = intrinsic(&e, "llvm.x86.tileloadd64.internal", NULL, 0, &e.t_load);
     e.f_dp = intrinsic(&e, "llvm.x86.tdpbf16ps.internal", NULL, 0, &e.t_dp);
