@@ -261,6 +261,17 @@ static void run_gemm_case(cg_jit *j, const cg_target *t, const gemm_case *c, con
     gfree(&ga), gfree(&gw), gfree(&gp), gfree(&gb), gfree(&gr), gfree(&gc);
 }
 
+/* Case i at its M with 1 or 4 threads, then at one row (13 where M is 1) with
+ * 2, then at none (no task may run). */
+static void run_gemm_case_sizes(cg_jit *j, const cg_target *t, gemm_case c, size_t i, const char *name, int amx)
+{
+    run_gemm_case(j, t, &c, name, i % 2 ? 4 : 1, amx);
+    c.M = c.M > 1 ? 1 : 13;
+    run_gemm_case(j, t, &c, name, 2, amx);
+    c.M = 0;
+    run_gemm_case(j, t, &c, name, 1, amx);
+}
+
 /* Each case with three L2 sizes: the host's, one that fits no rows of A
  * (K blocks outside the panels), and 64 KiB, where a K-blocked task of few
  * rows walks the panels outside and one of many rows the K blocks (gemm.c
@@ -291,12 +302,7 @@ static void gemm_all_cases(void **state)
     for (int li = 0; li < 3; li++) {
         for (size_t i = 0; i < NGEMM; i++) {
             snprintf(name, sizeof name, "gemm%zu_l%d", i, li);
-            gemm_case c = gemm_cases[i];
-            run_gemm_case(j, &host, &c, name, i % 2 ? 4 : 1, 0);
-            c.M = c.M > 1 ? 1 : 13;
-            run_gemm_case(j, &host, &c, name, 2, 0);
-            c.M = 0;
-            run_gemm_case(j, &host, &c, name, 1, 0);
+            run_gemm_case_sizes(j, &host, gemm_cases[i], i, name, 0);
         }
     }
     cg_jit_free(j);
@@ -367,12 +373,7 @@ static void test_gemm_amx_bf16(void **state)
     jit_add(j, m);
     for (size_t i = 0; i < NGEMM + NEXTRA; i++) {
         snprintf(name, sizeof name, "amx%zu", i);
-        gemm_case c = cases[i];
-        run_gemm_case(j, &t, &c, name, i % 2 ? 4 : 1, 1);
-        c.M = c.M > 1 ? 1 : 13;
-        run_gemm_case(j, &t, &c, name, 2, 1);
-        c.M = 0;
-        run_gemm_case(j, &t, &c, name, 1, 1);
+        run_gemm_case_sizes(j, &t, cases[i], i, name, 1);
     }
     cg_jit_free(j);
 }
