@@ -157,8 +157,8 @@ int main(int argc, char **argv)
         for (int i = first; i < argc && nb < 16; i++) {
             batches[nb] = atoi(argv[i]);
             if (batches[nb] < 1 || batches[nb] > 1024) {
-                fprintf(stderr,
-                        "usage: gemm_bench [--peak G1,G2] [--cold] [--rounds R] [--bf16] [BATCH ...] (batches 1..1024)\n");
+                fprintf(stderr, "usage: gemm_bench [--peak G1,G2] [--cold] [--rounds R] [--bf16] [BATCH ...] "
+                                "(batches 1..1024)\n");
                 return 2;
             }
             nb++;

@@ -250,7 +250,8 @@ static void run_gemm_case(cg_jit *j, const cg_target *t, const gemm_case *c, con
                 maxerr = INFINITY;
         }
     double err = maxref > 0 ? maxerr / maxref : maxerr;
-    printf("  gemm%s M %4lld K %4lld N %4lld lda %4lld ldc %4lld bias %d res %d act %d threads %d: err %.2e (%lld ranges)\n",
+    printf("  gemm%s M %4lld K %4lld N %4lld lda %4lld ldc %4lld bias %d res %d act %d threads %d: err %.2e "
+           "(%lld ranges)\n",
            amx ? " bf16" : "", (long long)M, (long long)K, (long long)N, (long long)c->lda, (long long)c->ldc, c->bias,
            c->res, c->act, nthreads, err, (long long)calls);
     if (err > TOL || bad_sentinels)

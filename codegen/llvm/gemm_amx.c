@@ -39,22 +39,22 @@
 #include <string.h>
 
 enum {
-    AMX_NR = 32,                 /* columns of a panel */
-    AMX_KS = 32,                 /* k of one step */
-    AMX_MR = 32,                 /* rows of one 2 x 2 block of C tiles */
-    AMX_TILE = 1024,             /* bytes of a tile: 16 rows of 64 bytes */
-    AMX_A_BYTES = 256 * 1024,    /* the task's bf16 rows of A, on its stack */
-    AMX_KC_STEPS = 8,            /* steps of a K block: its B is 16 KiB per panel */
-    AMX_MC_TILES = 16,           /* row blocks of at most 16 x 32 rows */
+    AMX_NR = 32,              /* columns of a panel */
+    AMX_KS = 32,              /* k of one step */
+    AMX_MR = 32,              /* rows of one 2 x 2 block of C tiles */
+    AMX_TILE = 1024,          /* bytes of a tile: 16 rows of 64 bytes */
+    AMX_A_BYTES = 256 * 1024, /* the task's bf16 rows of A, on its stack */
+    AMX_KC_STEPS = 8,         /* steps of a K block: its B is 16 KiB per panel */
+    AMX_MC_TILES = 16,        /* row blocks of at most 16 x 32 rows */
     AMX_TASKS_PER_THREAD = 2,
 };
 
 typedef struct {
-    int64_t steps;        /* steps of K (K padded to a step with zeros) */
-    int64_t kcs, nkb;     /* steps of a K block (the last may have fewer), K blocks */
+    int64_t steps;          /* steps of K (K padded to a step with zeros) */
+    int64_t kcs, nkb;       /* steps of a K block (the last may have fewer), K blocks */
     int64_t npanels, nfull; /* panels of 32 columns; those without padding */
-    int rem_lanes[2];     /* valid lanes of the padded panel's two 16-column halves */
-    int64_t mc_max;       /* rows of A a task's buffer holds (multiple of 32) */
+    int rem_lanes[2];       /* valid lanes of the padded panel's two 16-column halves */
+    int64_t mc_max;         /* rows of A a task's buffer holds (multiple of 32) */
 } amx_plan;
 
 /* Steps of a K block: all of them when a residual follows an activation. */
@@ -72,9 +72,8 @@ int cg_gemm_amx_fits(const cg_gemm_desc *d)
 static int amx_plan_make(const cg_gemm_desc *d, const cg_target *t, amx_plan *p)
 {
     memset(p, 0, sizeof *p);
-    if (!d || !t || !t->amx_bf16 || t->vec_floats != 16 || !cg_gemm_amx_fits(d) || d->lda < d->K ||
-        d->ldc < d->N || (d->has_residual && d->ldr != 0 && d->ldr < d->N) || d->activation < 0 ||
-        d->activation >= IR_ACT_COUNT)
+    if (!d || !t || !t->amx_bf16 || t->vec_floats != 16 || !cg_gemm_amx_fits(d) || d->lda < d->K || d->ldc < d->N ||
+        (d->has_residual && d->ldr != 0 && d->ldr < d->N) || d->activation < 0 || d->activation >= IR_ACT_COUNT)
         return -1;
     p->steps = (d->K + AMX_KS - 1) / AMX_KS;
     p->kcs = block_steps(d, p->steps);
@@ -181,8 +180,8 @@ static void block_load(amx_emit *e, LLVMValueRef p, LLVMValueRef stride, LLVMVal
     kern *k = e->k;
     for (int i = 0; i < 2; i++)
         for (int j = 0; j < 2; j++)
-            t[i * 2 + j] = tile_load(e, bytes_at(e, p, kern_add(k, kern_mulc(k, stride, 16 * i), kern_i64(k, 64 * j))),
-                                     stride);
+            t[i * 2 + j] =
+                tile_load(e, bytes_at(e, p, kern_add(k, kern_mulc(k, stride, 16 * i), kern_i64(k, 64 * j))), stride);
 }
 
 static void block_store(amx_emit *e, LLVMValueRef p, LLVMValueRef stride, LLVMValueRef t[4])
@@ -234,21 +233,22 @@ static void emit_convert_a(amx_emit *e)
     LLVMValueRef cat = LLVMConstVector(idx, 32);
     LLVMValueRef k0 = kern_mulc(k, e->kb, p->kcs * AMX_KS);
     /* the block's steps that K fills; the step K ends in, if any, follows them */
-    LLVMValueRef nfull = kern_min(k, e->ksteps, LLVMBuildSDiv(b, LLVMBuildSub(b, kern_i64(k, d->K), k0, ""),
-                                                              kern_i64(k, AMX_KS), ""));
+    LLVMValueRef nfull =
+        kern_min(k, e->ksteps, LLVMBuildSDiv(b, LLVMBuildSub(b, kern_i64(k, d->K), k0, ""), kern_i64(k, AMX_KS), ""));
     int tail = (int)(d->K % AMX_KS);
     int tl[2] = {tail > 16 ? 16 : tail, tail > 16 ? tail - 16 : 0};
     kern_loop R, S;
     kern_for(k, &R, kern_i64(k, 0), e->rows, 1, 0, 0, NULL, "cvt.row");
-    LLVMValueRef rt = LLVMBuildUDiv(b, R.iv, kern_i64(k, AMX_MR), ""), rr = LLVMBuildURem(b, R.iv, kern_i64(k, AMX_MR), "");
+    LLVMValueRef rt = LLVMBuildUDiv(b, R.iv, kern_i64(k, AMX_MR), ""),
+                 rr = LLVMBuildURem(b, R.iv, kern_i64(k, AMX_MR), "");
     LLVMValueRef dst = bytes_at(e, e->abuf, kern_add(k, kern_mulc(k, rt, p->kcs * 2 * AMX_TILE), kern_mulc(k, rr, 64)));
     LLVMValueRef src = kern_gep(k, e->A, kern_add(k, kern_mul(k, kern_add(k, e->m0, R.iv), kern_i64(k, d->lda)), k0));
     kern_for(k, &S, kern_i64(k, 0), nfull, 1, 0, 0, NULL, "cvt.step");
     LLVMValueRef ps = kern_gep(k, src, kern_mulc(k, S.iv, AMX_KS));
-    LLVMValueRef x = LLVMBuildShuffleVector(b, kern_vload(k, ps, 16, NULL), kern_vload(k, kern_gepc(k, ps, 16), 16, NULL),
-                                            cat, "");
-    LLVMSetAlignment(LLVMBuildStore(b, LLVMBuildFPTrunc(b, x, b32, ""), bytes_at(e, dst, kern_mulc(k, S.iv, 2 * AMX_TILE))),
-                     64);
+    LLVMValueRef x =
+        LLVMBuildShuffleVector(b, kern_vload(k, ps, 16, NULL), kern_vload(k, kern_gepc(k, ps, 16), 16, NULL), cat, "");
+    LLVMSetAlignment(
+        LLVMBuildStore(b, LLVMBuildFPTrunc(b, x, b32, ""), bytes_at(e, dst, kern_mulc(k, S.iv, 2 * AMX_TILE))), 64);
     kern_for_end(k, &S, NULL);
     if (tail) { /* the step K ends in, when it is this block's */
         LLVMBasicBlockRef bt = kern_block(k, "cvt.tail"), bj = kern_block(k, "cvt.tail.join");
@@ -258,9 +258,9 @@ static void emit_convert_a(amx_emit *e)
         LLVMValueRef lo = kern_vload(k, pt, tl[0], NULL);
         LLVMValueRef hi = tl[1] ? kern_vload(k, kern_gepc(k, pt, 16), tl[1], NULL) : kern_vconst(k, 0.0f);
         x = LLVMBuildShuffleVector(b, lo, hi, cat, "");
-        LLVMSetAlignment(LLVMBuildStore(b, LLVMBuildFPTrunc(b, x, b32, ""),
-                                        bytes_at(e, dst, kern_mulc(k, nfull, 2 * AMX_TILE))),
-                         64);
+        LLVMSetAlignment(
+            LLVMBuildStore(b, LLVMBuildFPTrunc(b, x, b32, ""), bytes_at(e, dst, kern_mulc(k, nfull, 2 * AMX_TILE))),
+            64);
         LLVMBuildBr(b, bj);
         LLVMPositionBuilderAtEnd(b, bj);
     }
@@ -269,8 +269,10 @@ static void emit_convert_a(amx_emit *e)
     LLVMValueRef rows32 = kern_mulc(k, kern_cdiv(k, e->rows, kern_i64(k, AMX_MR)), AMX_MR);
     kern_loop Z, ZS;
     kern_for(k, &Z, e->rows, rows32, 1, 0, 0, NULL, "cvt.pad");
-    LLVMValueRef zt = LLVMBuildUDiv(b, Z.iv, kern_i64(k, AMX_MR), ""), zr = LLVMBuildURem(b, Z.iv, kern_i64(k, AMX_MR), "");
-    LLVMValueRef zdst = bytes_at(e, e->abuf, kern_add(k, kern_mulc(k, zt, p->kcs * 2 * AMX_TILE), kern_mulc(k, zr, 64)));
+    LLVMValueRef zt = LLVMBuildUDiv(b, Z.iv, kern_i64(k, AMX_MR), ""),
+                 zr = LLVMBuildURem(b, Z.iv, kern_i64(k, AMX_MR), "");
+    LLVMValueRef zdst =
+        bytes_at(e, e->abuf, kern_add(k, kern_mulc(k, zt, p->kcs * 2 * AMX_TILE), kern_mulc(k, zr, 64)));
     kern_for(k, &ZS, kern_i64(k, 0), e->ksteps, 1, 0, 0, NULL, "cvt.zero");
     LLVMSetAlignment(LLVMBuildStore(b, LLVMConstNull(b32), bytes_at(e, zdst, kern_mulc(k, ZS.iv, 2 * AMX_TILE))), 64);
     kern_for_end(k, &ZS, NULL);
@@ -287,7 +289,8 @@ static void fill_cbuf(amx_emit *e, LLVMValueRef src, LLVMValueRef ld, LLVMValueR
     LLVMValueRef in = LLVMBuildICmp(k->b, LLVMIntSLT, L.iv, nrows, "");
     for (int h = 0; h < 2; h++) {
         LLVMValueRef n = LLVMBuildSelect(k->b, in, kern_i64(k, lanes[h]), kern_i64(k, 0), "");
-        LLVMValueRef x = masked_load(e, kern_gep(k, src, kern_addc(k, kern_mul(k, L.iv, ld), h * 16)), lanes_below(e, n));
+        LLVMValueRef x =
+            masked_load(e, kern_gep(k, src, kern_addc(k, kern_mul(k, L.iv, ld), h * 16)), lanes_below(e, n));
         kern_vstore(k, x, kern_gep(k, e->cbuf, kern_addc(k, kern_mulc(k, L.iv, AMX_NR), h * 16)), 16);
     }
     kern_for_end(k, &L, NULL);
@@ -312,16 +315,16 @@ static void store_cbuf(amx_emit *e, LLVMValueRef n0, LLVMValueRef r0, LLVMValueR
         if (!lanes[h])
             continue;
         LLVMValueRef col = kern_addc(k, n0, h * 16);
-        LLVMValueRef x = kern_vload(k, kern_gep(k, e->cbuf, kern_addc(k, kern_mulc(k, L.iv, AMX_NR), h * 16)), 16, NULL);
+        LLVMValueRef x =
+            kern_vload(k, kern_gep(k, e->cbuf, kern_addc(k, kern_mulc(k, L.iv, AMX_NR), h * 16)), 16, NULL);
         if (last) {
             if (d->has_bias)
                 x = LLVMBuildFAdd(k->b, x, bv[h], "");
             x = kern_activation(k, x, (ir_act)d->activation);
             if (res_late)
-                x = LLVMBuildFAdd(k->b, x,
-                                  kern_vload(k, kern_gep(k, e->R, kern_add(k, kern_mulc(k, row, d->ldr), col)),
-                                             lanes[h], NULL),
-                                  "");
+                x = LLVMBuildFAdd(
+                    k->b, x,
+                    kern_vload(k, kern_gep(k, e->R, kern_add(k, kern_mulc(k, row, d->ldr), col)), lanes[h], NULL), "");
         }
         kern_vstore(k, x, kern_gep(k, e->C, kern_add(k, kern_mulc(k, row, d->ldc), col)), lanes[h]);
     }
@@ -345,12 +348,13 @@ static void emit_panels(amx_emit *e, LLVMValueRef pb, LLVMValueRef pe, const int
     kern_loop P, T, S;
     kern_for(k, &P, pb, pe, 1, 0, 0, NULL, "amx.panel");
     LLVMValueRef n0 = kern_mulc(k, P.iv, AMX_NR);
-    LLVMValueRef wblk = bytes_at(e, e->W, kern_mulc(k, kern_add(k, kern_mulc(k, P.iv, p->steps), kern_mulc(k, e->kb, p->kcs)),
-                                                    2 * AMX_TILE));
+    LLVMValueRef wblk = bytes_at(
+        e, e->W, kern_mulc(k, kern_add(k, kern_mulc(k, P.iv, p->steps), kern_mulc(k, e->kb, p->kcs)), 2 * AMX_TILE));
     kern_for(k, &T, kern_i64(k, 0), kern_cdiv(k, e->rows, kern_i64(k, AMX_MR)), 1, 0, 0, NULL, "amx.rows");
     LLVMValueRef r0 = kern_mulc(k, T.iv, AMX_MR);
     LLVMValueRef nrows = kern_min(k, kern_i64(k, AMX_MR), LLVMBuildSub(b, e->rows, r0, ""));
-    LLVMValueRef inside = whole ? LLVMBuildICmp(b, LLVMIntEQ, nrows, kern_i64(k, AMX_MR), "inside") : LLVMConstInt(k->i1, 0, 0);
+    LLVMValueRef inside =
+        whole ? LLVMBuildICmp(b, LLVMIntEQ, nrows, kern_i64(k, AMX_MR), "inside") : LLVMConstInt(k->i1, 0, 0);
     LLVMValueRef grow = kern_add(k, e->m0, r0);
     LLVMValueRef cblk = kern_gep(k, e->C, kern_add(k, kern_mulc(k, grow, d->ldc), n0));
     LLVMValueRef cld = kern_i64(k, d->ldc * 4);
@@ -365,7 +369,8 @@ static void emit_panels(amx_emit *e, LLVMValueRef pb, LLVMValueRef pe, const int
     }
     LLVMValueRef zero = res_first ? LLVMConstInt(k->i1, 0, 0) : first;
     LLVMBasicBlockRef binit = kern_block(k, "amx.init"), bfill = kern_block(k, "amx.fill"),
-                      bload = kern_block(k, "amx.load"), bzero = kern_block(k, "amx.zero"), bgo = kern_block(k, "amx.go");
+                      bload = kern_block(k, "amx.load"), bzero = kern_block(k, "amx.zero"),
+                      bgo = kern_block(k, "amx.go");
     LLVMBuildCondBr(b, zero, bzero, binit);
     LLVMPositionBuilderAtEnd(b, binit);
     LLVMBuildCondBr(b, inside, bload, bfill);
@@ -395,7 +400,8 @@ static void emit_panels(amx_emit *e, LLVMValueRef pb, LLVMValueRef pe, const int
     LLVMValueRef a0 = bytes_at(e, e->abuf, kern_mulc(k, kern_add(k, kern_mulc(k, T.iv, p->kcs), S.iv), 2 * AMX_TILE));
     LLVMValueRef bstep = bytes_at(e, wblk, kern_mulc(k, S.iv, 2 * AMX_TILE));
     LLVMValueRef ta[2] = {tile_load(e, a0, astride), tile_load(e, bytes_at(e, a0, kern_i64(k, AMX_TILE)), astride)};
-    LLVMValueRef tb[2] = {tile_load(e, bstep, bstride), tile_load(e, bytes_at(e, bstep, kern_i64(k, AMX_TILE)), bstride)};
+    LLVMValueRef tb[2] = {tile_load(e, bstep, bstride),
+                          tile_load(e, bytes_at(e, bstep, kern_i64(k, AMX_TILE)), bstride)};
     LLVMValueRef acc[4];
     for (int i = 0; i < 2; i++)
         for (int j = 0; j < 2; j++) {
@@ -406,8 +412,9 @@ static void emit_panels(amx_emit *e, LLVMValueRef pb, LLVMValueRef pe, const int
 
     /* back to C: the epilogue after the last block; between blocks straight
      * from the tiles inside C, through cbuf at its edges */
-    LLVMBasicBlockRef bepi = kern_block(k, "amx.epi"), bmid = kern_block(k, "amx.mid"), bdirect = kern_block(k, "amx.direct"),
-                      bedge = kern_block(k, "amx.edge"), bdone = kern_block(k, "amx.done");
+    LLVMBasicBlockRef bepi = kern_block(k, "amx.epi"), bmid = kern_block(k, "amx.mid"),
+                      bdirect = kern_block(k, "amx.direct"), bedge = kern_block(k, "amx.edge"),
+                      bdone = kern_block(k, "amx.done");
     LLVMBuildCondBr(b, last, bepi, bmid);
     LLVMPositionBuilderAtEnd(b, bepi);
     block_store(e, e->cbuf, cstride, S.carry);
@@ -456,7 +463,8 @@ static LLVMValueRef emit_task(amx_emit *e, const char *name, LLVMTypeRef argsty)
     LLVMValueRef p1 = LLVMBuildSDiv(b, kern_mulc(k, kern_addc(k, ni, 1), p->npanels), nnb, "p1");
     kern_for(k, &KB, kern_i64(k, 0), kern_i64(k, p->nkb), 1, 0, 0, NULL, "amx.kb");
     e->kb = KB.iv;
-    e->ksteps = kern_min(k, kern_i64(k, p->kcs), LLVMBuildSub(b, kern_i64(k, p->steps), kern_mulc(k, KB.iv, p->kcs), ""));
+    e->ksteps =
+        kern_min(k, kern_i64(k, p->kcs), LLVMBuildSub(b, kern_i64(k, p->steps), kern_mulc(k, KB.iv, p->kcs), ""));
     emit_convert_a(e);
     int full[2] = {16, 16};
     if (p->nfull)
