@@ -128,6 +128,7 @@ def test_signature_is_what_inspect_says(model, timm_so):
         assert [t.dtype for t in ours] == [np.dtype(dtypes[t["dtype"]]) for t in theirs]
     assert model.max_batch == info["max_batch"] == 8
     assert model.target == info["target"] == "cpu"
+    assert model.precision == info["precision"] == "fp32"
     assert model.inputs[0].shape == ("B", 3, 32, 32)
     assert model.inputs[0].shape_at(3) == (3, 3, 32, 32)
     assert model.outputs[0].shape_at(8) == (8, 10)

@@ -135,6 +135,7 @@ class Model:
             self._max_batch = int(self._rt.vitc_model_max_batch(self._handle))
             self._target = _runtime.decode(self._rt.vitc_model_target(self._handle))
             self._version = _runtime.decode(self._rt.vitc_model_compiler_version(self._handle))
+            self._precision = _runtime.decode(self._rt.vitc_model_precision(self._handle))
             ctx = self._new_context()  # the first context now: its errors (no GPU, memory) belong to load()
             self._nthreads = int(self._rt.vitc_context_num_threads(ctx))
             self._idle.append(ctx)
@@ -166,6 +167,9 @@ class Model:
     max_batch = property(lambda self: self._max_batch, doc="The largest batch it runs (vitc --batch).")
     target = property(lambda self: self._target, doc='"cpu" or "cuda".')
     compiler_version = property(lambda self: self._version, doc="The vitc version that compiled it.")
+    precision = property(lambda self: self._precision,
+                         doc='The arithmetic it was compiled for: "fp32", or "bf16" (--precision bf16: on the CPU, '
+                             'the Linear layers on AMX tiles); a CUDA model\'s --precision.')
     threads = property(lambda self: self._nthreads, doc="Threads each run uses, the caller's included.")
     closed = property(lambda self: self._handle is None)
 

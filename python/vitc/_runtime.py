@@ -65,6 +65,7 @@ _SIGNATURES = {
     "vitc_model_max_batch": (ctypes.c_int64, [_P]),
     "vitc_model_target": (ctypes.c_char_p, [_P]),
     "vitc_model_compiler_version": (ctypes.c_char_p, [_P]),
+    "vitc_model_precision": (ctypes.c_char_p, [_P]),
     "vitc_context_create": (_I, [_P, _I, ctypes.POINTER(_P)]),
     "vitc_context_free": (None, [_P]),
     "vitc_context_num_threads": (_I, [_P]),
