@@ -97,17 +97,6 @@ size_t cg_gemm_amx_packed_bytes(const cg_gemm_desc *d, const cg_target *t)
     return (size_t)p.npanels * (size_t)p.steps * 2 * AMX_TILE;
 }
 
-/* fp32 to bf16, rounded to nearest even (a NaN stays a NaN). */
-static uint16_t to_bf16(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u)
-        return (uint16_t)(u >> 16 | 0x40);
-    u += 0x7fffu + (u >> 16 & 1);
-    return (uint16_t)(u >> 16);
-}
-
 void cg_gemm_amx_pack(const cg_gemm_desc *d, const cg_target *t, const float *W, void *out)
 {
     amx_plan p;
@@ -124,7 +113,7 @@ void cg_gemm_amx_pack(const cg_gemm_desc *d, const cg_target *t, const float *W,
                         for (int j = 0; j < 2; j++) {
                             int64_t k = s * AMX_KS + 2 * i + j, col = pn * AMX_NR + h * 16 + n;
                             if (k < d->K && col < d->N)
-                                tile[i * 32 + n * 2 + j] = to_bf16(W[k * d->N + col]);
+                                tile[i * 32 + n * 2 + j] = ir_f32_to_bf16(W[k * d->N + col]);
                         }
             }
 }
