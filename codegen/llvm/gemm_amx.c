@@ -125,22 +125,13 @@ typedef struct {
     const cg_gemm_desc *d;
     const amx_plan *p;
     LLVMTypeRef amx, i8, i16;
-    LLVMValueRef f_load, f_dp, f_store, f_zero, f_mload; /* intrinsics */
-    LLVMTypeRef t_load, t_dp, t_store, t_zero, t_mload;
+    LLVMValueRef f_load, f_dp, f_store, f_zero; /* the AMX intrinsics */
+    LLVMTypeRef t_load, t_dp, t_store, t_zero;
     LLVMValueRef A, W, bias, R, C; /* the task's arguments */
     LLVMValueRef abuf, cbuf;       /* bf16 A of a K block, tile by tile; one 32 x 32 block of C */
     LLVMValueRef m0, rows;         /* the task's first row and its row count */
     LLVMValueRef kb, ksteps;       /* the K block and its steps */
 } amx_emit;
-
-static LLVMValueRef intrinsic(amx_emit *e, const char *name, LLVMTypeRef *over, size_t nover, LLVMTypeRef *fnty)
-{
-    unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
-    LLVMValueRef fn = id ? LLVMGetIntrinsicDeclaration(e->k->mod, id, over, nover) : NULL;
-    if (fn)
-        *fnty = LLVMIntrinsicGetType(e->k->ctx, id, over, nover);
-    return fn;
-}
 
 static LLVMValueRef i16c(amx_emit *e, int v) { return LLVMConstInt(e->i16, (unsigned long long)v, 0); }
 
@@ -180,15 +171,6 @@ static void block_store(amx_emit *e, LLVMValueRef p, LLVMValueRef stride, LLVMVa
         for (int j = 0; j < 2; j++)
             tile_store(e, bytes_at(e, p, kern_add(k, kern_mulc(k, stride, 16 * i), kern_i64(k, 64 * j))), stride,
                        t[i * 2 + j]);
-}
-
-/* The 16 floats at p where mask (<16 x i1>) is set, zeros elsewhere; no
- * memory is read where it is clear. */
-static LLVMValueRef masked_load(amx_emit *e, LLVMValueRef p, LLVMValueRef mask)
-{
-    kern *k = e->k;
-    LLVMValueRef a[4] = {p, LLVMConstInt(k->i32, 4, 0), mask, kern_vconst(k, 0.0f)};
-    return LLVMBuildCall2(k->b, e->t_mload, e->f_mload, a, 4, "");
 }
 
 /* <16 x i1>: lane < n, for a run-time n (any value: below 0 none, above 16 all). */
@@ -279,7 +261,7 @@ static void fill_cbuf(amx_emit *e, LLVMValueRef src, LLVMValueRef ld, LLVMValueR
     for (int h = 0; h < 2; h++) {
         LLVMValueRef n = LLVMBuildSelect(k->b, in, kern_i64(k, lanes[h]), kern_i64(k, 0), "");
         LLVMValueRef x =
-            masked_load(e, kern_gep(k, src, kern_addc(k, kern_mul(k, L.iv, ld), h * 16)), lanes_below(e, n));
+            kern_vload_masked(k, kern_gep(k, src, kern_addc(k, kern_mul(k, L.iv, ld), h * 16)), lanes_below(e, n), NULL);
         kern_vstore(k, x, kern_gep(k, e->cbuf, kern_addc(k, kern_mulc(k, L.iv, AMX_NR), h * 16)), 16);
     }
     kern_for_end(k, &L, NULL);
@@ -498,14 +480,12 @@ LLVMValueRef cg_gemm_amx_emit(LLVMModuleRef mod, const char *name, const cg_gemm
     e.amx = LLVMX86AMXTypeInContext(k.ctx);
     e.i8 = LLVMInt8TypeInContext(k.ctx);
     e.i16 = LLVMInt16TypeInContext(k.ctx);
-    LLVMTypeRef mover[2] = {LLVMVectorType(k.f32, 16), k.ptr};
-    e.f_load = intrinsic(&e, "llvm.x86.tileloadd64.internal", NULL, 0, &e.t_load);
-    e.f_dp = intrinsic(&e, "llvm.x86.tdpbf16ps.internal", NULL, 0, &e.t_dp);
-    e.f_store = intrinsic(&e, "llvm.x86.tilestored64.internal", NULL, 0, &e.t_store);
-    e.f_zero = intrinsic(&e, "llvm.x86.tilezero.internal", NULL, 0, &e.t_zero);
-    e.f_mload = intrinsic(&e, "llvm.masked.load", mover, 2, &e.t_mload);
+    e.f_load = kern_intrinsic(&k, "llvm.x86.tileloadd64.internal", NULL, 0, &e.t_load);
+    e.f_dp = kern_intrinsic(&k, "llvm.x86.tdpbf16ps.internal", NULL, 0, &e.t_dp);
+    e.f_store = kern_intrinsic(&k, "llvm.x86.tilestored64.internal", NULL, 0, &e.t_store);
+    e.f_zero = kern_intrinsic(&k, "llvm.x86.tilezero.internal", NULL, 0, &e.t_zero);
     LLVMValueRef fn = NULL;
-    if (e.f_load && e.f_dp && e.f_store && e.f_zero && e.f_mload) {
+    if (e.f_load && e.f_dp && e.f_store && e.f_zero) {
         char buf[256];
         LLVMTypeRef argsty = kern_args_type(&k, 5);
         snprintf(buf, sizeof buf, "vitc.amx.K%lld.N%lld.a%lld.c%lld.r%lld.e%d%d%d", (long long)d->K, (long long)d->N,

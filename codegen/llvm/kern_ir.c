@@ -209,11 +209,21 @@ LLVMValueRef kern_lane_mask(kern *k, int lanes)
 }
 
 /* The declaration of an overloaded intrinsic. */
-static LLVMValueRef intrinsic(kern *k, const char *name, LLVMTypeRef *types, size_t ntypes, LLVMTypeRef *fnty)
+LLVMValueRef kern_intrinsic(kern *k, const char *name, LLVMTypeRef *types, size_t ntypes, LLVMTypeRef *fnty)
 {
     unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
+    if (!id)
+        return NULL;
     *fnty = LLVMIntrinsicGetType(k->ctx, id, types, ntypes);
     return LLVMGetIntrinsicDeclaration(k->mod, id, types, ntypes);
+}
+
+LLVMValueRef kern_vload_masked(kern *k, LLVMValueRef p, LLVMValueRef mask, LLVMValueRef pass)
+{
+    LLVMTypeRef types[2] = {k->vty, k->ptr}, fnty;
+    LLVMValueRef fn = kern_intrinsic(k, "llvm.masked.load", types, 2, &fnty);
+    LLVMValueRef args[4] = {p, LLVMConstInt(k->i32, 4, 0), mask, pass ? pass : kern_vconst(k, 0.0f)};
+    return LLVMBuildCall2(k->b, fnty, fn, args, 4, "");
 }
 
 LLVMValueRef kern_vload(kern *k, LLVMValueRef p, int lanes, LLVMValueRef pass)
@@ -223,11 +233,7 @@ LLVMValueRef kern_vload(kern *k, LLVMValueRef p, int lanes, LLVMValueRef pass)
         LLVMSetAlignment(v, 4);
         return v;
     }
-    LLVMTypeRef types[2] = {k->vty, k->ptr}, fnty;
-    LLVMValueRef fn = intrinsic(k, "llvm.masked.load", types, 2, &fnty);
-    LLVMValueRef args[4] = {p, LLVMConstInt(k->i32, 4, 0), kern_lane_mask(k, lanes),
-                            pass ? pass : kern_vconst(k, 0.0f)};
-    return LLVMBuildCall2(k->b, fnty, fn, args, 4, "");
+    return kern_vload_masked(k, p, kern_lane_mask(k, lanes), pass);
 }
 
 void kern_vstore(kern *k, LLVMValueRef v, LLVMValueRef p, int lanes)
@@ -238,7 +244,7 @@ void kern_vstore(kern *k, LLVMValueRef v, LLVMValueRef p, int lanes)
         return;
     }
     LLVMTypeRef types[2] = {k->vty, k->ptr}, fnty;
-    LLVMValueRef fn = intrinsic(k, "llvm.masked.store", types, 2, &fnty);
+    LLVMValueRef fn = kern_intrinsic(k, "llvm.masked.store", types, 2, &fnty);
     LLVMValueRef args[4] = {v, p, LLVMConstInt(k->i32, 4, 0), kern_lane_mask(k, lanes)};
     LLVMBuildCall2(k->b, fnty, fn, args, 4, "");
 }
@@ -272,7 +278,7 @@ LLVMValueRef kern_fma(kern *k, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c)
     if (!k->t.has_fma)
         return LLVMBuildFAdd(k->b, LLVMBuildFMul(k->b, a, b, ""), c, "");
     LLVMTypeRef ty = LLVMTypeOf(a), fnty;
-    LLVMValueRef fn = intrinsic(k, "llvm.fma", &ty, 1, &fnty);
+    LLVMValueRef fn = kern_intrinsic(k, "llvm.fma", &ty, 1, &fnty);
     LLVMValueRef args[3] = {a, b, c};
     return LLVMBuildCall2(k->b, fnty, fn, args, 3, "");
 }

@@ -76,6 +76,10 @@ void kern_task_closure(kern *k, LLVMValueRef fn, LLVMValueRef *args, LLVMValueRe
 void kern_task_loop(kern *k, LLVMValueRef fn, kern_loop *T, LLVMValueRef nblk, LLVMValueRef *outer,
                     LLVMValueRef *inner);
 
+/* The declaration of LLVM intrinsic name (overloaded on types, or ntypes 0)
+ * and its type in *fnty; NULL when this LLVM does not know the name. */
+LLVMValueRef kern_intrinsic(kern *k, const char *name, LLVMTypeRef *types, size_t ntypes, LLVMTypeRef *fnty);
+
 /* ---- scalars ---- */
 LLVMValueRef kern_i64(kern *k, int64_t v);
 LLVMValueRef kern_f32(kern *k, float v);
@@ -95,6 +99,9 @@ LLVMValueRef kern_gepc(kern *k, LLVMValueRef p, int64_t idx);
 /* A vector at p; only the first lanes lanes are read when lanes < vf (the
  * others are pass, or zero when pass is NULL). */
 LLVMValueRef kern_vload(kern *k, LLVMValueRef p, int lanes, LLVMValueRef pass);
+/* The same with a mask computed at run time (<vf x i1>): no memory is read
+ * where it is clear. */
+LLVMValueRef kern_vload_masked(kern *k, LLVMValueRef p, LLVMValueRef mask, LLVMValueRef pass);
 /* A prefetch of the cache line at p for reading: locality 3 into L1, 2 into
  * L2 (llvm.prefetch; never faults, whatever p is). */
 void kern_prefetch(kern *k, LLVMValueRef p, int locality);
