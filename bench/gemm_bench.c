@@ -24,7 +24,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "bench_util.h"
@@ -171,15 +170,13 @@ int main(int argc, char **argv)
         return 3;
     }
     cg_target t = cg_jit_target(j);
-    if (bf16) { /* Linux grants the tile registers on request (ARCH_REQ_XCOMP_PERM, XTILEDATA) */
-#ifdef SYS_arch_prctl
-        if (t.vec_floats == 16 && syscall(SYS_arch_prctl, 0x1023, 18) == 0)
-            t.amx_bf16 = 1;
-#endif
-        if (!t.amx_bf16) {
-            fprintf(stderr, "gemm_bench: --bf16 needs AMX-BF16, which this machine (or its kernel) does not give\n");
+    if (bf16) { /* as the loader checks a bf16 model's host and asks Linux for the tile registers */
+        static const char need[] = "+avx512f,+amx-tile,+amx-bf16";
+        if (rt_cpu_missing_features(need, err, sizeof err) > 0 || rt_cpu_enable_amx(need, err, sizeof err)) {
+            fprintf(stderr, "gemm_bench: --bf16 needs AMX-BF16: %s\n", err);
             return 2;
         }
+        t.amx_bf16 = 1;
     }
     LLVMModuleRef m = cg_jit_module(j, "gemm_bench");
     double peak_flops = bench_emit_peak(m, "peak", &t);

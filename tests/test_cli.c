@@ -10,9 +10,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#if defined(__x86_64__)
-#include <cpuid.h>
-#endif
+
+#include "runtime/rt_impl.h"
 
 static tu_fixture fixtures[64];
 static int nfixtures;
@@ -376,14 +375,9 @@ static double json_number(const char *text, const char *key)
 static void test_precision_bf16_amx(void **state)
 {
     (void)state;
-    int amx = 0;
-#if defined(__x86_64__)
-    unsigned a, b, c, d;
-    amx = __builtin_cpu_supports("avx512f") && __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d >> 22 & 1) &&
-          (d >> 24 & 1);
-#endif
-    if (!amx) {
-        printf("  skipped: this CPU has no AMX-BF16\n");
+    char missing[256];
+    if (rt_cpu_missing_features("+avx512f,+amx-tile,+amx-bf16", missing, sizeof missing) > 0) {
+        printf("  skipped: this CPU lacks %s\n", missing);
         tu_skip();
         return;
     }

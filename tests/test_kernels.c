@@ -15,17 +15,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
 #include <unistd.h>
-#if defined(__x86_64__)
-#include <cpuid.h>
-#endif
 
 #include <llvm-c/Analysis.h>
 
 #include "codegen/llvm/kern_ir.h"
 #include "codegen/llvm/kern_jit.h"
 #include "codegen/llvm/kernels.h"
+#include "runtime/rt_impl.h"
 
 #define TOL 1e-5
 #define SENTINEL 12345.0f
@@ -310,17 +307,16 @@ static void gemm_all_cases(void **state)
 }
 
 /* 1 when this CPU has AMX-BF16 and the kernel grants this process the tile
- * registers (Linux asks for them by arch_prctl). */
-static int host_amx(void)
+ * registers, as the loader checks and asks for them; else 0 with why. */
+static int host_amx(char *why, size_t n)
 {
-#if defined(__x86_64__) && defined(SYS_arch_prctl)
-    unsigned a, b, c, d;
-    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d >> 22 & 1) || !(d >> 24 & 1))
+    static const char need[] = "+avx512f,+amx-tile,+amx-bf16";
+    char missing[256];
+    if (rt_cpu_missing_features(need, missing, sizeof missing) > 0) {
+        snprintf(why, n, "this CPU lacks %s", missing);
         return 0;
-    return syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XTILEDATA */) == 0;
-#else
-    return 0;
-#endif
+    }
+    return rt_cpu_enable_amx(need, why, n) == 0;
 }
 
 /* The bf16 GEMM on AMX tiles with every case of the fp32 one (K tails of a
@@ -331,8 +327,9 @@ static int host_amx(void)
 static void test_gemm_amx_bf16(void **state)
 {
     (void)state;
-    if (!host_amx()) {
-        printf("  skipped: this CPU has no AMX-BF16, or the kernel does not grant its tile registers\n");
+    char why[300];
+    if (!host_amx(why, sizeof why)) {
+        printf("  skipped: %s\n", why);
         tu_skip();
         return;
     }
