@@ -173,19 +173,6 @@ static void block_store(amx_emit *e, LLVMValueRef p, LLVMValueRef stride, LLVMVa
                        t[i * 2 + j]);
 }
 
-/* <16 x i1>: lane < n, for a run-time n (any value: below 0 none, above 16 all). */
-static LLVMValueRef lanes_below(amx_emit *e, LLVMValueRef n)
-{
-    kern *k = e->k;
-    LLVMValueRef idx[16];
-    for (int i = 0; i < 16; i++)
-        idx[i] = LLVMConstInt(k->i64, (unsigned long long)i, 0);
-    LLVMTypeRef v64 = LLVMVectorType(k->i64, 16);
-    LLVMValueRef splat = LLVMBuildInsertElement(k->b, LLVMGetUndef(v64), n, LLVMConstInt(k->i32, 0, 0), "");
-    splat = LLVMBuildShuffleVector(k->b, splat, LLVMGetUndef(v64), LLVMConstNull(LLVMVectorType(k->i32, 16)), "");
-    return LLVMBuildICmp(k->b, LLVMIntSLT, LLVMConstVector(idx, 16), splat, "");
-}
-
 /* The task's rows of A in K block kb, rounded to bf16, into abuf: row r,
  * step s of the block at ((r / 32) * kcs + s) * 2 KiB + (r % 32) * 64 bytes;
  * zeros past K and for the rows from `rows` to the next multiple of 32.  A
@@ -260,8 +247,8 @@ static void fill_cbuf(amx_emit *e, LLVMValueRef src, LLVMValueRef ld, LLVMValueR
     LLVMValueRef in = LLVMBuildICmp(k->b, LLVMIntSLT, L.iv, nrows, "");
     for (int h = 0; h < 2; h++) {
         LLVMValueRef n = LLVMBuildSelect(k->b, in, kern_i64(k, lanes[h]), kern_i64(k, 0), "");
-        LLVMValueRef x =
-            kern_vload_masked(k, kern_gep(k, src, kern_addc(k, kern_mul(k, L.iv, ld), h * 16)), lanes_below(e, n), NULL);
+        LLVMValueRef row = kern_gep(k, src, kern_addc(k, kern_mul(k, L.iv, ld), h * 16));
+        LLVMValueRef x = kern_vload_masked(k, row, kern_lanes_below(k, n), NULL);
         kern_vstore(k, x, kern_gep(k, e->cbuf, kern_addc(k, kern_mulc(k, L.iv, AMX_NR), h * 16)), 16);
     }
     kern_for_end(k, &L, NULL);

@@ -208,6 +208,17 @@ LLVMValueRef kern_lane_mask(kern *k, int lanes)
     return LLVMConstVector(bits, (unsigned)k->vf);
 }
 
+LLVMValueRef kern_lanes_below(kern *k, LLVMValueRef n)
+{
+    LLVMValueRef idx[16];
+    for (int i = 0; i < k->vf; i++)
+        idx[i] = LLVMConstInt(k->i64, (unsigned long long)i, 0);
+    LLVMTypeRef v64 = LLVMVectorType(k->i64, (unsigned)k->vf);
+    LLVMValueRef v = LLVMBuildInsertElement(k->b, LLVMGetPoison(v64), n, LLVMConstInt(k->i32, 0, 0), "");
+    v = LLVMBuildShuffleVector(k->b, v, LLVMGetPoison(v64), LLVMConstNull(LLVMVectorType(k->i32, (unsigned)k->vf)), "");
+    return LLVMBuildICmp(k->b, LLVMIntSLT, LLVMConstVector(idx, (unsigned)k->vf), v, "");
+}
+
 /* The declaration of an overloaded intrinsic. */
 LLVMValueRef kern_intrinsic(kern *k, const char *name, LLVMTypeRef *types, size_t ntypes, LLVMTypeRef *fnty)
 {

@@ -111,6 +111,8 @@ LLVMValueRef kern_bcast(kern *k, LLVMValueRef p); /* splat of the float at p */
 LLVMValueRef kern_splat(kern *k, LLVMValueRef scalar);
 LLVMValueRef kern_vconst(kern *k, float v);
 LLVMValueRef kern_lane_mask(kern *k, int lanes); /* <vf x i1>: lane < lanes */
+/* <vf x i1>: lane < n for an i64 n known at run time (below 0: none, from vf: all). */
+LLVMValueRef kern_lanes_below(kern *k, LLVMValueRef n);
 
 /* ---- arithmetic (scalars or vectors alike) ---- */
 LLVMValueRef kern_fma(kern *k, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c); /* a*b + c */
