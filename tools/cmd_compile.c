@@ -223,10 +223,6 @@ int cmd_compile(int argc, char **argv)
     }
     if (!target)
         target = "cpu";
-    if (opt.precision && strcmp(target, "cuda") != 0 && strcmp(opt.precision, "fp32") != 0 &&
-        strcmp(opt.precision, "bf16") != 0)
-        return cli_usage_error("the CPU backend computes in fp32 or bf16 (--precision fp32|bf16), not '%s'",
-                               opt.precision);
     /* the default stays cpu in every build, so that one command line means
      * the same everywhere; a vitc without LLVM says to pass --target cuda */
     return compile_model(model, &opt, dump_after, strcmp(target, "cuda") == 0 ? &cg_cuda_backend : &cg_llvm_backend);
