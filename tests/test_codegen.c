@@ -789,6 +789,43 @@ static void test_model_for_missing_cpu_features_is_refused(void **state)
     free(out), free(err);
 }
 
+/* --features=-avx512f on any x86-64 host gives the AVX2 code path, and its
+ * descriptor lists no AVX-512 or AMX feature: LLVM drops avx512bw, avx512vl
+ * and the rest with avx512f, and a loader on an AVX2 machine must not be
+ * told the model needs them (it would refuse it).  The model runs here. */
+static void test_features_minus_avx512f_lists_no_avx512(void **state)
+{
+    (void)state;
+#ifndef __x86_64__
+    print_message("not an x86-64 host\n");
+    skip();
+#endif
+    char rel[200], model[4096], so[4200], input[4200], *out, *err;
+    snprintf(rel, sizeof rel, "tests/models/%s", fixtures[0].model);
+    tu_path(model, sizeof model, rel);
+    snprintf(so, sizeof so, "%s/avx2-path.so", tmp);
+    const char *compile[] = {model, "-o", so, "--features=-avx512f", "-q", NULL};
+    if (tu_run_vitc(compile, &out, &err) != 0)
+        fail_msg("--features=-avx512f: %s", err);
+    free(out), free(err);
+    const char *inspect[] = {"inspect", so, "--json", NULL};
+    assert_int_equal(tu_run_vitc(inspect, &out, &err), 0);
+    const char *feat = strstr(out, "\"features\": [");
+    assert_non_null(feat);
+    char list[8192];
+    snprintf(list, sizeof list, "%.*s", (int)(strchr(feat, ']') - feat), feat);
+    if (strstr(list, "\"avx512") || strstr(list, "\"amx-"))
+        fail_msg("an AVX2 build lists AVX-512 or AMX features: %s", list);
+    assert_non_null(strstr(list, "\"sse2\""));
+    free(out), free(err);
+    snprintf(rel, sizeof rel, "tests/models/%s.b1.input.npy", fixtures[0].family);
+    tu_path(input, sizeof input, rel);
+    const char *run[] = {"run", so, "--input", input, "--output-dir", tmp, NULL};
+    if (tu_run_vitc(run, &out, &err) != 0)
+        fail_msg("the AVX2 build does not run here: %s", err);
+    free(out), free(err);
+}
+
 static int setup(void **state)
 {
     nfixtures = tu_fixtures(fixtures, 64);
@@ -805,4 +842,5 @@ TU_MAIN(setup, tu_teardown_tmpdir, test_fixtures_compiled_match_references, test
         test_memplan_never_overlaps_live_buffers,
         test_failed_compiles_leave_nothing, test_cli_dump_verbose_cpu, test_external_weights_same_numbers,
         test_weights_written_after_either_link,
-        test_model_for_missing_cpu_features_is_refused)
+        test_model_for_missing_cpu_features_is_refused,
+        test_features_minus_avx512f_lists_no_avx512)

@@ -35,14 +35,17 @@ static int has_feature(const char *list, const char *f)
  * compiled for that CPU only if the CPU has F: one small module of empty
  * callees, one per feature, asks about all of them at once.  NULL if out of
  * memory. */
-static char *cpu_implied_features(const cg_ctx *cg, LLVMTargetMachineRef tm)
-{
-    static const char *const names[] = {
+static const char *const probed[] = {
 #define CPU_FEATURE(name, leaf, sub, reg, bit, os) name,
 #include "runtime/cpu_features.def"
 #undef CPU_FEATURE
-    };
-    enum { N = sizeof names / sizeof names[0] };
+};
+enum { N_PROBED = sizeof probed / sizeof probed[0] };
+
+static char *cpu_implied_features(const cg_ctx *cg, LLVMTargetMachineRef tm)
+{
+    const char *const *names = probed;
+    enum { N = N_PROBED };
     LLVMContextRef ctx = LLVMContextCreate();
     LLVMModuleRef mod = LLVMModuleCreateWithNameInContext("cpu-probe", ctx);
     LLVMSetTarget(mod, cg->triple);
@@ -88,6 +91,37 @@ static char *cpu_implied_features(const cg_ctx *cg, LLVMTargetMachineRef tm)
     LLVMDisposeModule(mod);
     LLVMContextDispose(ctx);
     return out;
+}
+
+/* Removes, in place, the entries of a comma-separated feature list for
+ * which drop(entry, length) says so. */
+static void drop_features(char *list, int (*drop)(const char *entry, size_t len))
+{
+    char *w = list;
+    for (const char *p = list; *p;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (!drop(p, len)) {
+            if (w != list)
+                *w++ = ',';
+            memmove(w, p, len);
+            w += len;
+        }
+        p += len + (e ? 1 : 0);
+    }
+    *w = 0;
+}
+
+static int is_amx(const char *entry, size_t len) { return len > 5 && strncmp(entry, "+amx-", 5) == 0; }
+
+/* An entry ("+f" or "-f") for a feature of runtime/cpu_features.def, which
+ * cpu_implied_features spells out for the target machine as it is. */
+static int is_probed(const char *entry, size_t len)
+{
+    for (int i = 0; len > 1 && i < N_PROBED; i++)
+        if (strlen(probed[i]) == len - 1 && strncmp(entry + 1, probed[i], len - 1) == 0)
+            return 1;
+    return 0;
 }
 
 static void describe_target(cg_ctx *cg)
@@ -210,8 +244,13 @@ int cg_target_create(cg_ctx *cg, LLVMTargetMachineRef *tm)
     if ((o->cpu || o->features) && strncmp(cg->triple, "x86_64", 6) == 0) {
         /* a CPU by name, or features changed: what they imply, spelt out for
          * the descriptor (the loader checks the host for them) and for
-         * describe_target */
+         * describe_target.  The probe's answer replaces the list's own
+         * entries for those features: "+avx512bw,...,-avx512f" (this host's
+         * list with AVX-512 taken away) enables avx512bw by its words, but
+         * LLVM drops it with avx512f, and a loader reading the words would
+         * refuse the model on an AVX2 host. */
         char *implied = cpu_implied_features(cg, *tm);
+        drop_features(cg->features, is_probed);
         size_t len = implied ? strlen(implied) + strlen(cg->features) + 2 : 0;
         char *f = implied ? malloc(len) : NULL;
         if (!f) {
@@ -241,19 +280,7 @@ int cg_target_create(cg_ctx *cg, LLVMTargetMachineRef *tm)
         /* fp32 code has no tile instructions: the descriptor's list (which
          * the loader checks, and which asks it for the tile registers)
          * leaves AMX out, and the .so runs on AVX-512 hosts without AMX too */
-        char *w = cg->features;
-        for (const char *p = cg->features; *p;) {
-            const char *e = strchr(p, ',');
-            size_t len = e ? (size_t)(e - p) : strlen(p);
-            if (strncmp(p, "+amx-", 5) != 0) {
-                if (w != cg->features)
-                    *w++ = ',';
-                memmove(w, p, len);
-                w += len;
-            }
-            p += len + (e ? 1 : 0);
-        }
-        *w = 0;
+        drop_features(cg->features, is_amx);
     }
     return VITC_OK;
 }
