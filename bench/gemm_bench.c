@@ -5,7 +5,7 @@
  * (cg_attention_emit) and the two batched GEMMs it replaces (cg_bgemm_emit)
  * on the same models, counting only the 4 N^2 D flops of the two products.
  *
- *   gemm_bench [--peak G1,G2] [--cold] [--rounds R] [--bf16] [BATCH ...]
+ *   gemm_bench [--peak G1,G2] [--cold] [--rounds R] [--bf16|--avx2] [BATCH ...]
  * BATCH: default 1 and 8 (M = tokens * batch: 197, the face ViT's 144).
  * --peak: the 1- and 2-thread peaks in GFLOP/s (from peak_fma on a quiet
  * machine) when this run shares the machine with other work and would
@@ -18,7 +18,9 @@
  * (the upper middle one for an even R) and range over the rounds: on a
  * shared machine one round's rows move by several percent.  --bf16: the
  * GEMMs of --precision bf16 (gemm_amx.c, AMX tiles) instead of fp32; their
- * % of peak is still of the fp32 FMA peak, so it may pass 100%. */
+ * % of peak is still of the fp32 FMA peak, so it may pass 100%.  --avx2:
+ * the code of --features=-avx512f (8-float vectors, 16 registers), and the
+ * peak of that code path. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -125,12 +127,12 @@ static double time_kernel(driver_fn fn, const void *args, rt_pool *pool, int nth
 
 int main(int argc, char **argv)
 {
-    int batches[16] = {1, 8}, nb = 2, first = 1, cold = 0, rounds = 1, bf16 = 0;
+    int batches[16] = {1, 8}, nb = 2, first = 1, cold = 0, rounds = 1, bf16 = 0, avx2 = 0;
     double given[3] = {0};
     for (;;) {
         if (argc > first + 1 && !strcmp(argv[first], "--peak")) {
             if (sscanf(argv[first + 1], "%lf,%lf", &given[1], &given[2]) < 1 || !(given[1] > 0)) {
-                fprintf(stderr, "usage: gemm_bench [--peak G1,G2] [--cold] [--rounds R] [--bf16] [BATCH ...]\n");
+                fprintf(stderr, "usage: gemm_bench [--peak G1,G2] [--cold] [--rounds R] [--bf16|--avx2] [BATCH ...]\n");
                 return 2;
             }
             first += 2;
@@ -139,6 +141,9 @@ int main(int argc, char **argv)
             first++;
         } else if (argc > first && !strcmp(argv[first], "--bf16")) {
             bf16 = 1;
+            first++;
+        } else if (argc > first && !strcmp(argv[first], "--avx2")) {
+            avx2 = 1;
             first++;
         } else if (argc > first + 1 && !strcmp(argv[first], "--rounds")) {
             rounds = atoi(argv[first + 1]);
@@ -156,7 +161,7 @@ int main(int argc, char **argv)
         for (int i = first; i < argc && nb < 16; i++) {
             batches[nb] = atoi(argv[i]);
             if (batches[nb] < 1 || batches[nb] > 1024) {
-                fprintf(stderr, "usage: gemm_bench [--peak G1,G2] [--cold] [--rounds R] [--bf16] [BATCH ...] "
+                fprintf(stderr, "usage: gemm_bench [--peak G1,G2] [--cold] [--rounds R] [--bf16|--avx2] [BATCH ...] "
                                 "(batches 1..1024)\n");
                 return 2;
             }
@@ -164,7 +169,11 @@ int main(int argc, char **argv)
         }
     }
     char err[4096];
-    cg_jit *j = cg_jit_new(err, sizeof err);
+    if (bf16 && avx2) {
+        fprintf(stderr, "gemm_bench: --bf16 and --avx2 exclude each other\n");
+        return 2;
+    }
+    cg_jit *j = cg_jit_new_with(avx2 ? "-avx512f" : NULL, err, sizeof err);
     if (!j) {
         fprintf(stderr, "gemm_bench: %s\n", err);
         return 3;

@@ -22,18 +22,20 @@ struct cg_jit {
     cg_target target;
 };
 
-/* Whether the comma-separated LLVM feature list enables feature f ("+f"). */
+/* Whether the comma-separated LLVM feature list enables feature f: its last
+ * entry for f ("+f" or "-f") wins, as in LLVM. */
 static int has_feature(const char *list, const char *f)
 {
     size_t n = strlen(f);
+    int on = 0;
     for (const char *p = list; p && *p;) {
         const char *end = strchr(p, ',');
         size_t len = end ? (size_t)(end - p) : strlen(p);
-        if (len == n + 1 && p[0] == '+' && !strncmp(p + 1, f, n))
-            return 1;
+        if (len == n + 1 && (p[0] == '+' || p[0] == '-') && !strncmp(p + 1, f, n))
+            on = p[0] == '+';
         p = end ? end + 1 : NULL;
     }
-    return 0;
+    return on;
 }
 
 cg_target cg_target_from_features(const char *features)
@@ -84,7 +86,9 @@ static LLVMTargetMachineRef host_tm(const cg_jit *j, char *err, size_t errlen)
     return tm;
 }
 
-cg_jit *cg_jit_new(char *err, size_t errlen)
+cg_jit *cg_jit_new(char *err, size_t errlen) { return cg_jit_new_with(NULL, err, errlen); }
+
+cg_jit *cg_jit_new_with(const char *features, char *err, size_t errlen)
 {
     if (LLVMInitializeNativeTarget() || LLVMInitializeNativeAsmPrinter()) {
         snprintf(err, errlen, "LLVM has no native target for this host");
@@ -98,6 +102,19 @@ cg_jit *cg_jit_new(char *err, size_t errlen)
     j->triple = LLVMGetDefaultTargetTriple();
     j->cpu = LLVMGetHostCPUName();
     j->features = LLVMGetHostCPUFeatures();
+    if (features && *features) { /* the host's, as features changes them */
+        size_t len = strlen(j->features) + strlen(features) + 2;
+        char *w = malloc(len);
+        if (!w) {
+            snprintf(err, errlen, "out of memory");
+            cg_jit_free(j);
+            return NULL;
+        }
+        snprintf(w, len, "%s,%s", j->features, features);
+        LLVMDisposeMessage(j->features);
+        j->features = LLVMCreateMessage(w);
+        free(w);
+    }
     j->target = cg_target_from_features(j->features);
     j->tm = host_tm(j, err, errlen);
     LLVMTargetMachineRef jtm = j->tm ? host_tm(j, err, errlen) : NULL;

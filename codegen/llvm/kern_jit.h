@@ -15,6 +15,9 @@ typedef struct cg_jit cg_jit;
 /* A JIT for the host CPU (its name and features from LLVM).  NULL on failure
  * with the reason in err. */
 cg_jit *cg_jit_new(char *err, size_t errlen);
+/* The same with the host's features changed as an LLVM feature list says
+ * ("-avx512f": the AVX2 code path of an AVX-512 host); NULL or "": none. */
+cg_jit *cg_jit_new_with(const char *features, char *err, size_t errlen);
 void cg_jit_free(cg_jit *j);
 /* A new empty module in the JIT's context, to emit kernels into. */
 LLVMModuleRef cg_jit_module(cg_jit *j, const char *name);
