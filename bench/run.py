@@ -186,12 +186,21 @@ def worker(args):
         if ctypes.CDLL(args.hide_avx512).vitc_bench_hide_avx512(err, len(err)):
             hidden = err.value.decode() or "failed"
     run = {"vitc": runner_vitc, "ort": runner_ort, "torch": runner_torch}[args.worker](args, x)
+    # whether this runtime runs its AVX2 kernels: all do with CPUID masked; without it, PyTorch still
+    # does by its own switches (ATEN_CPU_CAPABILITY, ONEDNN_MAX_CPU_ISA, MKL_ENABLE_INSTRUCTIONS, set by
+    # the driver; ATen's answer stands for them) and ONNX Runtime, which has none, runs the host's
+    avx2 = bool(args.hide_avx512) and hidden is None
+    if args.hide_avx512 and args.worker == "torch":
+        import torch
+        avx2 = torch.backends.cpu.get_cpu_capability() == "AVX2"
+    elif args.hide_avx512 and args.worker == "vitc":
+        avx2 = True  # its code path is chosen when it compiles (--features=-avx512f)
     y = None
     for _ in range(args.warmup):
         y = run()
     reply = lambda obj: print(json.dumps(obj), flush=True)
     reply({"ready": True, "load_s": time.perf_counter() - t0,
-           "avx512_hidden": bool(args.hide_avx512) and hidden is None, "hide_error": hidden})
+           "avx512_hidden": bool(args.hide_avx512) and hidden is None, "hide_error": hidden, "avx2": avx2})
     for line in sys.stdin:
         cmd, _, arg = line.strip().partition(" ")
         if cmd == "run":
@@ -217,6 +226,8 @@ class Worker:
         if hide_avx512:
             cmd += ["--hide-avx512", args.cpuid_mask_lib]
         env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
+        if hide_avx512:  # PyTorch's own switches to its AVX2 kernels, for where CPUID cannot be masked
+            env.update(ATEN_CPU_CAPABILITY="avx2", ONEDNN_MAX_CPU_ISA="AVX2", MKL_ENABLE_INSTRUCTIONS="AVX2")
         self.runtime = runtime
         self.p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                   text=True, env=env)
@@ -303,6 +314,8 @@ def bench_one(args, name, isa, onnx_path, so, batch, image, seed):
         ready = workers[rt].ready or {}
         if ready.get("hide_error"):
             args.hide_errors.add(ready["hide_error"])
+        if isa == "avx2":
+            args.avx2_kernels.setdefault(rt, set()).add(bool(ready.get("avx2")))
         time.sleep(args.pause)
     times = {rt: [] for rt in workers}
     order = list(workers)
@@ -362,6 +375,7 @@ def main():
     args.runtime_lib = os.path.join(args.build, "libvitc_runtime.so")
     args.cpuid_mask_lib = os.path.join(args.build, "bench", "libvitc_cpuid_mask.so")
     args.hide_errors = set()  # why AVX-512 could not be hidden from the avx2 rows' workers, if it could not
+    args.avx2_kernels = {}  # runtime -> {whether it ran its AVX2 kernels in an avx2 row}
     for p in (vitc, args.runtime_lib, args.cpuid_mask_lib):
         if not os.path.exists(p):
             raise SystemExit(f"{p} is missing: build vitc first (./setup.sh)")
@@ -464,15 +478,22 @@ def write_table(args, cpu, isa_desc, peak_before, peak_after, names, isas, batch
         b, a = peak_before.get(isa), peak_after.get(isa)
         return f"{isa}: {b:.0f} GFLOP/s before, {a:.0f} after" if b and a else f"{isa}: not measured"
     n_calls = args.block * args.blocks
-    avx2_hidden = not args.hide_errors
-    if avx2_hidden:
+    ran_avx2 = {rt for rt, seen in args.avx2_kernels.items() if seen == {True}}
+    if not args.hide_errors:
         avx2_line = (" In the avx2 rows every worker ran with AVX-512 and AMX hidden from CPUID (bench/cpuid_mask.c, "
                      "CPUID faulting), so ONNX Runtime and PyTorch ran their AVX2 kernels, as on an AVX2 machine; "
                      "% peak there is of the AVX2 peak (8-float vectors) for every runtime.")
     else:
-        avx2_line = (" AVX-512 could not be hidden from ONNX Runtime and PyTorch here (" +
-                     "; ".join(sorted(args.hide_errors)) + "), so in the avx2 rows they ran the host's kernels "
-                     "against vitc's AVX2 code; their % peak there is of the host's peak, vitc's of the AVX2 peak.")
+        others = [("ONNX Runtime", "ort"), ("PyTorch", "torch")]
+        on = [n for n, rt in others if rt in ran_avx2]
+        off = [n for n, rt in others if rt not in ran_avx2]
+        avx2_line = (" AVX-512 could not be hidden from CPUID here (" + "; ".join(sorted(args.hide_errors)) + ")" +
+                     ("; PyTorch ran its AVX2 kernels all the same, by its own switches (ATEN_CPU_CAPABILITY=avx2, "
+                      "ONEDNN_MAX_CPU_ISA=AVX2, MKL_ENABLE_INSTRUCTIONS=AVX2)" if "PyTorch" in on else "") +
+                     (", and " + " and ".join(off) + " ran the host's AVX-512 kernels against vitc's AVX2 code (" +
+                      ("it has" if len(off) == 1 else "they have") + " no such switch)" if off else "") +
+                     ". % peak in the avx2 rows is of the AVX2 peak for a runtime on its AVX2 kernels, else of the "
+                     "host's peak.")
     head = [
         f"# vitc benchmark: {datetime.date.today().isoformat()}",
         "",
@@ -523,7 +544,7 @@ def write_table(args, cpu, isa_desc, peak_before, peak_after, names, isas, batch
 
                 f = lambda rt: f"{med[rt][0]:.1f}" if med.get(rt) else "n/a"
                 def pk(rt):  # against the peak of the code path each ran (bf16: of the fp32 peak)
-                    p = peak.get(isa if isa == "avx2" and (rt == "vitc" or avx2_hidden) else "host")
+                    p = peak.get(isa if isa == "avx2" and (rt == "vitc" or rt in ran_avx2) else "host")
                     return f"{g / (med[rt][0] / 1e3) / p:.0%}" if med.get(rt) and p else "n/a"
                 ips = f"{b / (med['vitc'][0] / 1e3):.1f}" if med.get("vitc") else "n/a"
                 def rss(rt):  # the largest peak over the rounds
