@@ -17,7 +17,7 @@
  * layer, such as fc2 and "fc2 lda+16", alternate), then each row's median
  * (the upper middle one for an even R) and range over the rounds: on a
  * shared machine one round's rows move by several percent.  --bf16: the
- * GEMMs of --precision bf16 (gemm_amx.c, AMX tiles) instead of fp32; their
+ * GEMMs of --precision bf16 (gemm_amx.c: AMX tiles, else AVX512-BF16) instead of fp32; their
  * % of peak is still of the fp32 FMA peak, so it may pass 100%.  --avx2:
  * the code of --features=-avx512f (8-float vectors, 16 registers), and the
  * peak of that code path. */
@@ -179,13 +179,17 @@ int main(int argc, char **argv)
         return 3;
     }
     cg_target t = cg_jit_target(j);
-    if (bf16) { /* as the loader checks a bf16 model's host and asks Linux for the tile registers */
-        static const char need[] = "+avx512f,+amx-tile,+amx-bf16";
-        if (rt_cpu_missing_features(need, err, sizeof err) > 0 || rt_cpu_enable_amx(need, err, sizeof err)) {
-            fprintf(stderr, "gemm_bench: --bf16 needs AMX-BF16: %s\n", err);
+    if (bf16) { /* as --precision bf16 picks (AMX, else AVX512-BF16) and the loader checks the host */
+        static const char amx[] = "+avx512f,+amx-tile,+amx-bf16", dot[] = "+avx512f,+avx512bf16";
+        char why[256];
+        if (rt_cpu_missing_features(amx, why, sizeof why) == 0 && rt_cpu_enable_amx(amx, why, sizeof why) == 0) {
+            t.amx_bf16 = 1;
+        } else if (rt_cpu_missing_features(dot, err, sizeof err) == 0 && t.vec_floats == 16) {
+            t.bf16_dot = 1;
+        } else {
+            fprintf(stderr, "gemm_bench: --bf16 needs AMX-BF16 (%s) or AVX512-BF16 (%s)\n", why, err);
             return 2;
         }
-        t.amx_bf16 = 1;
     }
     LLVMModuleRef m = cg_jit_module(j, "gemm_bench");
     double peak_flops = bench_emit_peak(m, "peak", &t);
@@ -235,7 +239,7 @@ int main(int argc, char **argv)
     for (int nt = 1; nt <= maxthreads; nt++)
         peak[nt] = given[nt] > 0 ? given[nt] : bench_peak_gflops(pk, peak_flops, nt, 0.3);
     printf("host %s, %d-float vectors; JIT of %zu %s GEMM drivers %.2f s\n", cg_jit_cpu(j), t.vec_floats, NLAYERS,
-           bf16 ? "bf16 (AMX)" : "fp32", compile_s);
+           !bf16 ? "fp32" : t.amx_bf16 ? "bf16 (AMX)" : "bf16 (AVX512-BF16)", compile_s);
     printf("peak: %.1f GFLOP/s at 1 thread, %.1f at %d threads (%s)\n", peak[1], peak[maxthreads], maxthreads,
            given[1] > 0 ? "given" : "measured now");
     if (cold)

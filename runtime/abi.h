@@ -122,6 +122,9 @@ typedef struct {
     uint64_t source_hash;        /* vitc_model_hash of the ONNX file compiled; 0: unknown */
     int32_t nparts;              /* profile marks run() makes: 0 where it makes none */
     const vitc_abi_part *parts;
+    const char *precision;       /* a CPU model's arithmetic: "fp32" or "bf16"; NULL where not said (a CUDA
+                                  * model's is in its plan; in older CPU descriptors bf16 went with amx-tile
+                                  * in features, which only those builds listed) */
 } vitc_abi_model;
 
 /* Bytes of the descriptor as first released: the runtime accepts any size

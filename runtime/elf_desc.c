@@ -409,6 +409,7 @@ static int copy_descriptor(rt_elf_desc *d, uint64_t va, uint64_t symsize)
     a->kernel_names = NULL;
     a->cuda_plan = NULL;
     a->parts = NULL;
+    a->precision = NULL;
     if (n < VITC_ABI_MODEL_BASE_SIZE) {
         if (a->size >= VITC_ABI_MODEL_BASE_SIZE)
             return bad(d, "%s", "its descriptor symbol is smaller than the descriptor");
@@ -446,6 +447,8 @@ static int copy_descriptor(rt_elf_desc *d, uint64_t va, uint64_t symsize)
         static const elf_fix part_fix[] = {fix_string, fix_string, fix_string};
         a->parts = copy_array(d, PTR(parts), a->nparts, sizeof(vitc_abi_part), part_ptrs, part_fix, 3, "profile part");
     }
+    if (n >= offsetof(vitc_abi_model, precision) + sizeof(void *))
+        a->precision = string_at(d, PTR(precision), "precision");
 #undef PTR
     if (!ok)
         return bad(d, "%s", "its descriptor is outside the file");

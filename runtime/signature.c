@@ -61,8 +61,11 @@ VITC_API const char *vitc_model_precision(const vitc_model *m)
         return "";
     if (m->cuda_plan)
         return m->cuda_plan->precision ? m->cuda_plan->precision : "";
-    /* a CPU model: only --precision bf16 enables amx-tile (codegen/llvm/target.c) */
-    return m->abi->features && rt_cpu_feature_enabled(m->abi->features, "amx-tile") ? "bf16" : "fp32";
+    const vitc_abi_model *a = m->abi;
+    if (a->size >= offsetof(vitc_abi_model, precision) + sizeof(void *) && a->precision)
+        return a->precision;
+    /* a CPU model from before the field: only --precision bf16 enabled amx-tile */
+    return a->features && rt_cpu_feature_enabled(a->features, "amx-tile") ? "bf16" : "fp32";
 }
 
 VITC_API const char *vitc_model_compiler_version(const vitc_model *m)

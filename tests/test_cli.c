@@ -338,8 +338,9 @@ static void test_readme_usage_is_help(void **state)
     free(readme), free(out), free(err);
 }
 
-/* --precision on the CPU: fp32 or bf16, and bf16 only for a CPU with AMX;
- * a refused compile writes nothing.  Runs on any host (--cpu names one). */
+/* --precision on the CPU: fp32 or bf16, and bf16 only for a CPU with AMX or
+ * AVX512-BF16 (and AVX-512); a refused compile writes nothing.  Runs on any
+ * x86-64 host (--cpu names one). */
 static void test_cpu_precision_refusals(void **state)
 {
     (void)state;
@@ -347,8 +348,10 @@ static void test_cpu_precision_refusals(void **state)
     tu_path(model, sizeof model, "tests/models/timm-ts17.onnx");
     assert_non_null(tu_tmpdir(dir, sizeof dir));
     snprintf(so, sizeof so, "%s/m.so", dir);
-    const char *noamx[] = {model, "--cpu", "znver4", "--precision", "bf16", "-o", so, NULL};
-    expect_err(2, noamx, "--precision bf16 on the CPU needs AMX (amx-tile, amx-bf16)");
+    const char *nobf16[] = {model, "--cpu", "znver3", "--precision", "bf16", "-o", so, NULL};
+    expect_err(2, nobf16, "--precision bf16 on the CPU needs AMX (amx-tile, amx-bf16) or avx512bf16, with AVX-512");
+    const char *noavx512[] = {model, "--features=-avx512f", "--precision", "bf16", "-o", so, NULL};
+    expect_err(2, noavx512, "--precision bf16 on the CPU needs AMX");
     const char *tf32[] = {model, "--precision", "tf32", "-o", so, NULL};
     expect_err(2, tf32, "the CPU backend computes in fp32 or bf16 (--precision fp32|bf16), not 'tf32'");
     struct stat sb;
@@ -367,20 +370,14 @@ static double json_number(const char *text, const char *key)
     return p ? strtod(p + strlen(pat), NULL) : NAN;
 }
 
-/* --precision bf16 on an AMX host, each fixture model: `vitc compare` finds
- * it within the bf16 bars (1e-2 of max|ref|, cosine >= 0.9999) against the
- * interpreter's fp32, and further from it than the fp32 build (the Linear
- * layers did run in bf16); inspect names the precision; an fp32 build's
- * descriptor does not ask for AMX. */
-static void test_precision_bf16_amx(void **state)
+/* --precision bf16, each fixture model, compiled with the extra arguments
+ * given: `vitc compare` finds it within the bf16 bars (1e-2 of max|ref|,
+ * cosine >= 0.9999) against the interpreter's fp32, and further from it
+ * than the fp32 build (the Linear layers did run in bf16); inspect names
+ * the precision and lists AMX only for the tiles (amx 1) and never for
+ * fp32; the descriptor's list asks for what the kernels use. */
+static void precision_bf16_models(const char *extra, int amx)
 {
-    (void)state;
-    char missing[256];
-    if (rt_cpu_missing_features("+avx512f,+amx-tile,+amx-bf16", missing, sizeof missing) > 0) {
-        printf("  skipped: this CPU lacks %s\n", missing);
-        tu_skip();
-        return;
-    }
     char dir[256], model[4096], so[512], so32[512];
     assert_non_null(tu_tmpdir(dir, sizeof dir));
     int checked = 0;
@@ -392,10 +389,10 @@ static void test_precision_bf16_amx(void **state)
         tu_path(model, sizeof model, "tests/models/");
         strncat(model, fixtures[i].model, sizeof model - strlen(model) - 1);
         char *out, *err;
-        const char *c16[] = {model, "--precision", "bf16", "-q", "-o", so, NULL};
+        const char *c16[] = {model, "--precision", "bf16", "-q", "-o", so, extra ? extra : NULL, NULL};
         const char *c32[] = {model, "-q", "-o", so32, NULL};
         if (tu_run_vitc(c16, &out, &err) != 0)
-            fail_msg("%s --precision bf16: %s", fixtures[i].model, err);
+            fail_msg("%s --precision bf16 %s: %s", fixtures[i].model, extra ? extra : "", err);
         free(out), free(err);
         if (tu_run_vitc(c32, &out, &err) != 0)
             fail_msg("%s: %s", fixtures[i].model, err);
@@ -414,12 +411,17 @@ static void test_precision_bf16_amx(void **state)
                 fail_msg("compare %s %s: exit %d\n%s%s", fixtures[i].model, k ? so32 : so, rc, out, err);
             free(out), free(err);
         }
-        printf("  %-22s bf16: max_rel %.2e cosine %.7f; fp32: max_rel %.2e\n", fixtures[i].model, e[0], cosine, e[1]);
+        printf("  %-22s bf16%s: max_rel %.2e cosine %.7f; fp32: max_rel %.2e\n", fixtures[i].model,
+               amx ? " (AMX)" : " (AVX512-BF16)", e[0], cosine, e[1]);
         if (!(e[0] <= 1e-2 && cosine >= 0.9999 && e[0] > 10 * e[1]))
             fail_msg("%s: bf16 error %g (cosine %g) against fp32's %g", fixtures[i].model, e[0], cosine, e[1]);
         const char *i16[] = {"inspect", so, NULL}, *i32[] = {"inspect", so32, NULL};
         assert_int_equal(tu_run_vitc(i16, &out, &err), 0);
         assert_non_null(strstr(out, "precision bf16"));
+        if (amx)
+            assert_non_null(strstr(out, "amx-tile"));
+        else
+            assert_true(!strstr(out, "amx-tile") && strstr(out, "+avx512bf16"));
         free(out), free(err);
         assert_int_equal(tu_run_vitc(i32, &out, &err), 0);
         assert_non_null(strstr(out, "precision fp32"));
@@ -431,6 +433,33 @@ static void test_precision_bf16_amx(void **state)
     tu_rmtree(dir);
 }
 
+/* --precision bf16 on an AMX host: the Linear layers on tiles. */
+static void test_precision_bf16_amx(void **state)
+{
+    (void)state;
+    char missing[256];
+    if (rt_cpu_missing_features("+avx512f,+amx-tile,+amx-bf16", missing, sizeof missing) > 0) {
+        printf("  skipped: this CPU lacks %s\n", missing);
+        tu_skip();
+        return;
+    }
+    precision_bf16_models(NULL, 1);
+}
+
+/* --precision bf16 on a host with AVX512-BF16: VDPBF16PS where the host has
+ * no AMX, and on an AMX host too with AMX taken away (--features). */
+static void test_precision_bf16_dot(void **state)
+{
+    (void)state;
+    char missing[256];
+    if (rt_cpu_missing_features("+avx512f,+avx512bf16", missing, sizeof missing) > 0) {
+        printf("  skipped: this CPU lacks %s\n", missing);
+        tu_skip();
+        return;
+    }
+    precision_bf16_models("--features=-amx-tile,-amx-bf16", 0);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -440,4 +469,5 @@ static int setup(void **state)
 
 TU_MAIN(setup, NULL, test_help_and_version, test_dump_stats_every_fixture, test_dump_dot_renders,
         test_broken_models_exit_2, test_run_writes_outputs, test_option_grammar, test_readme_usage_is_help,
-        test_input_file_messages, test_cpu_precision_refusals, test_precision_bf16_amx)
+        test_input_file_messages, test_cpu_precision_refusals, test_precision_bf16_amx,
+        test_precision_bf16_dot)

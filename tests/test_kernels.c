@@ -249,7 +249,7 @@ static void run_gemm_case(cg_jit *j, const cg_target *t, const gemm_case *c, con
     double err = maxref > 0 ? maxerr / maxref : maxerr;
     printf("  gemm%s M %4lld K %4lld N %4lld lda %4lld ldc %4lld bias %d res %d act %d threads %d: err %.2e "
            "(%lld ranges)\n",
-           amx ? " bf16" : "", (long long)M, (long long)K, (long long)N, (long long)c->lda, (long long)c->ldc, c->bias,
+           !amx ? "" : t->amx_bf16 ? " bf16 amx" : " bf16 dot", (long long)M, (long long)K, (long long)N, (long long)c->lda, (long long)c->ldc, c->bias,
            c->res, c->act, nthreads, err, (long long)calls);
     if (err > TOL || bad_sentinels)
         fail_msg("gemm %s: error %.3e > %.0e or %lld sentinels overwritten", name, err, TOL, (long long)bad_sentinels);
@@ -319,12 +319,48 @@ static int host_amx(char *why, size_t n)
     return rt_cpu_enable_amx(need, why, n) == 0;
 }
 
-/* The bf16 GEMM on AMX tiles with every case of the fp32 one (K tails of a
- * step, N tails of a panel's halves, row strides, each epilogue, M = 0 and
- * 1), plus ViT-like shapes, row blocks of more than one task (M = 600), a
- * K of 20 blocks, an activation then a residual (K in one block), and
- * residuals loaded straight into the tiles (a broadcast row: stride 0). */
-static void test_gemm_amx_bf16(void **state)
+/* The bf16 GEMM (on AMX tiles, or with VDPBF16PS: t says which) with every
+ * case of the fp32 one (K tails of a step, N tails of a panel's halves, row
+ * strides, each epilogue, M = 0 and 1), plus ViT-like shapes, row blocks of
+ * more than one task (M = 600), a K of 20 blocks, an activation then a
+ * residual (K in one block), and residuals that start the sums (a broadcast
+ * row: stride 0). */
+static void gemm_bf16_all_cases(cg_jit *j, const cg_target *t, const char *prefix)
+{
+    static const gemm_case extra[] = {
+        {197, 768, 2304, 768, 2304, 1, 0, 0}, {100, 3072, 100, 3088, 100, 1, 2, 0}, {70, 4096, 48, 4096, 50, 0, 3, 1},
+        {600, 300, 40, 300, 40, 1, 2, 0},     {40, 5000, 40, 5000, 40, 1, 1, 0},    {33, 1000, 17, 1000, 17, 1, 1, 2},
+        /* whole 32 x 32 blocks whose sums start from the residual: its own rows, one row for all */
+        {64, 300, 64, 300, 64, 1, 1, 0},      {64, 300, 32, 300, 32, 1, 3, 0},
+    };
+    enum { NEXTRA = sizeof extra / sizeof extra[0] };
+    gemm_case cases[NGEMM + NEXTRA];
+    memcpy(cases, gemm_cases, sizeof gemm_cases);
+    memcpy(cases + NGEMM, extra, sizeof extra);
+    LLVMModuleRef m = cg_jit_module(j, prefix);
+    char name[64];
+    for (size_t i = 0; i < NGEMM + NEXTRA; i++) {
+        const gemm_case *c = &cases[i];
+        int64_t ldr = c->res == 1 ? c->N + 3 : c->res == 2 ? c->ldc : 0;
+        cg_gemm_desc d = {.K = c->K, .N = c->N, .lda = c->lda, .ldc = c->ldc, .ldr = ldr, .has_bias = c->bias,
+                          .has_residual = c->res != 0, .activation = c->act};
+        assert_true(cg_gemm_amx_fits(&d));
+        snprintf(name, sizeof name, "%s%zu", prefix, i);
+        if (!cg_gemm_amx_emit(m, name, &d, t))
+            fail_msg("cg_gemm_amx_emit (%s) failed for case %zu", prefix, i);
+    }
+    /* a residual after an activation keeps K in one block: 4096 at most */
+    cg_gemm_desc longk = {.K = 4097, .N = 8, .lda = 4097, .ldc = 8, .ldr = 8, .has_residual = 1, .activation = 1};
+    assert_false(cg_gemm_amx_fits(&longk));
+    assert_null(cg_gemm_amx_emit(m, "longk", &longk, t));
+    jit_add(j, m);
+    for (size_t i = 0; i < NGEMM + NEXTRA; i++) {
+        snprintf(name, sizeof name, "%s%zu", prefix, i);
+        run_gemm_case_sizes(j, t, cases[i], i, name, 1);
+    }
+}
+
+static void test_gemm_bf16_amx(void **state)
 {
     (void)state;
     char why[300];
@@ -342,37 +378,31 @@ static void test_gemm_amx_bf16(void **state)
         return;
     }
     t.amx_bf16 = 1;
-    static const gemm_case extra[] = {
-        {197, 768, 2304, 768, 2304, 1, 0, 0}, {100, 3072, 100, 3088, 100, 1, 2, 0}, {70, 4096, 48, 4096, 50, 0, 3, 1},
-        {600, 300, 40, 300, 40, 1, 2, 0},     {40, 5000, 40, 5000, 40, 1, 1, 0},    {33, 1000, 17, 1000, 17, 1, 1, 2},
-        /* whole 32 x 32 blocks whose sums start from the residual's tiles: its own rows, one row for all */
-        {64, 300, 64, 300, 64, 1, 1, 0},      {64, 300, 32, 300, 32, 1, 3, 0},
-    };
-    enum { NEXTRA = sizeof extra / sizeof extra[0] };
-    gemm_case cases[NGEMM + NEXTRA];
-    memcpy(cases, gemm_cases, sizeof gemm_cases);
-    memcpy(cases + NGEMM, extra, sizeof extra);
-    LLVMModuleRef m = cg_jit_module(j, "gemm_amx");
-    char name[64];
-    for (size_t i = 0; i < NGEMM + NEXTRA; i++) {
-        const gemm_case *c = &cases[i];
-        int64_t ldr = c->res == 1 ? c->N + 3 : c->res == 2 ? c->ldc : 0;
-        cg_gemm_desc d = {.K = c->K, .N = c->N, .lda = c->lda, .ldc = c->ldc, .ldr = ldr, .has_bias = c->bias,
-                          .has_residual = c->res != 0, .activation = c->act};
-        assert_true(cg_gemm_amx_fits(&d));
-        snprintf(name, sizeof name, "amx%zu", i);
-        if (!cg_gemm_amx_emit(m, name, &d, &t))
-            fail_msg("cg_gemm_amx_emit failed for case %zu", i);
+    gemm_bf16_all_cases(j, &t, "amx");
+    cg_jit_free(j);
+}
+
+/* The same on AVX512-BF16 (VDPBF16PS), as --precision bf16 compiles it for a
+ * CPU without AMX; on an AMX host too, where the JIT has avx512bf16. */
+static void test_gemm_bf16_dot(void **state)
+{
+    (void)state;
+    char missing[256];
+    if (rt_cpu_missing_features("+avx512f,+avx512bf16", missing, sizeof missing) > 0) {
+        printf("  skipped: this CPU lacks %s\n", missing);
+        tu_skip();
+        return;
     }
-    /* a residual after an activation keeps K in one block: 4096 at most */
-    cg_gemm_desc longk = {.K = 4097, .N = 8, .lda = 4097, .ldc = 8, .ldr = 8, .has_residual = 1, .activation = 1};
-    assert_false(cg_gemm_amx_fits(&longk));
-    assert_null(cg_gemm_amx_emit(m, "amx_longk", &longk, &t));
-    jit_add(j, m);
-    for (size_t i = 0; i < NGEMM + NEXTRA; i++) {
-        snprintf(name, sizeof name, "amx%zu", i);
-        run_gemm_case_sizes(j, &t, cases[i], i, name, 1);
+    cg_jit *j = jit_new();
+    cg_target t = cg_jit_target(j);
+    if (t.vec_floats != 16) {
+        cg_jit_free(j);
+        printf("  skipped: no AVX-512 in the JIT's features\n");
+        tu_skip();
+        return;
     }
+    t.bf16_dot = 1;
+    gemm_bf16_all_cases(j, &t, "dot");
     cg_jit_free(j);
 }
 
@@ -704,7 +734,8 @@ static void vector_math_accuracy(void **state)
     cg_jit_free(j);
 }
 
-/* test_gemm_amx_bf16 runs as its own ctest, test_kernels_amx (tests/CMakeLists.txt), so that a host
- * without AMX reports that one as skipped and still runs the rest here. */
+/* test_gemm_bf16_amx and test_gemm_bf16_dot run as ctests of their own, test_kernels_bf16amx and
+ * test_kernels_bf16dot (tests/CMakeLists.txt), so that a host without AMX or AVX512-BF16 reports that
+ * one as skipped and still runs the rest here. */
 TU_MAIN(NULL, NULL, vector_math_accuracy, gemm_all_cases, gemm_other_targets, gemm_rejects_bad_descs,
-        bgemm_all_cases, attention_all_cases, test_gemm_amx_bf16)
+        bgemm_all_cases, attention_all_cases, test_gemm_bf16_amx, test_gemm_bf16_dot)

@@ -113,9 +113,10 @@ static const cli_option compile_options[] = {
                                                 "MODEL.so.weights beside it."},
     {"precision", K_PRECISION, "bf16|fp16|tf32|fp32", "The arithmetic.  --target cuda: default bf16 (16-bit "
                                                       "activations, fp32 accumulation).  CPU: fp32 (default) or "
-                                                      "bf16, which runs the Linear layers on AMX tiles (weights "
-                                                      "and their inputs rounded to bf16, fp32 sums; everything "
-                                                      "else fp32); needs amx-bf16."},
+                                                      "bf16, which runs the Linear layers in bf16 (weights and "
+                                                      "their inputs rounded to bf16, fp32 sums; everything else "
+                                                      "fp32) on AMX tiles, or with AVX512-BF16 where the CPU has "
+                                                      "no AMX; needs amx-bf16 or avx512bf16."},
     {"emit", K_EMIT, "so|cuda", "--target cuda: write the generated CUDA program to -o instead of a .so, for "
                                 "reading."},
     {"dump-after", K_DUMP_AFTER, "PASS|all", "Print the IR to stdout after that pass (or after every pass)."},

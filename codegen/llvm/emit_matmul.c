@@ -428,7 +428,7 @@ static int emit_gemm_call(cg_ctx *cg, int node, gemm_call *c)
 {
     c->d.has_bias = c->bias != NULL;
     c->d.has_residual = c->R != NULL;
-    int amx = cg->target.amx_bf16 && cg_gemm_amx_fits(&c->d);
+    int amx = (cg->target.amx_bf16 || cg->target.bf16_dot) && cg_gemm_amx_fits(&c->d); /* bf16 */
     int64_t wo = add_packed(cg, node, &c->d, c->W, amx), bo = -1;
     if (wo < 0)
         return cg->d->status;

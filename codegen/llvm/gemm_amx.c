@@ -32,7 +32,17 @@
  *
  * A residual after an activation cannot start the sums (it is added after
  * the activation), so that case keeps K in one block, which AMX_A_BYTES
- * bounds (cg_gemm_amx_fits); a longer K keeps the fp32 kernel. */
+ * bounds (cg_gemm_amx_fits); a longer K keeps the fp32 kernel.
+ *
+ * Without AMX, on AVX512-BF16 (t->bf16_dot: Zen 4 and later, Cooper Lake),
+ * the same packed W, the same A buffer and the same task and blocks, with
+ * the 32 x 32 block of C in vector registers 8 rows at a time instead of
+ * tiles: 16 accumulators of 16 floats, and per pair of k one VDPBF16PS per
+ * accumulator, its A a broadcast pair of the row's bf16 (4 bytes of the A
+ * buffer's row), its B the B tile's row for that pair (64 bytes: the pair
+ * of 16 columns).  VDPBF16PS sums each pair's two products into the lane,
+ * as TDPBF16PS does.  Rows and columns past C's edges are masked in the
+ * loads and stores of C, so no buffer is needed there. */
 #include "codegen/llvm/kern_ir.h"
 
 #include <stdio.h>
@@ -47,6 +57,7 @@ enum {
     AMX_KC_STEPS = 8,         /* steps of a K block: its B is 16 KiB per panel */
     AMX_MC_TILES = 16,        /* row blocks of at most 16 x 32 rows */
     AMX_TASKS_PER_THREAD = 2,
+    DOT_MR = 8,               /* rows of C in registers on AVX512-BF16 (divides AMX_MR) */
 };
 
 typedef struct {
@@ -72,7 +83,7 @@ int cg_gemm_amx_fits(const cg_gemm_desc *d)
 static int amx_plan_make(const cg_gemm_desc *d, const cg_target *t, amx_plan *p)
 {
     memset(p, 0, sizeof *p);
-    if (!d || !t || !t->amx_bf16 || t->vec_floats != 16 || !cg_gemm_amx_fits(d) || d->lda < d->K || d->ldc < d->N ||
+    if (!d || !t || !(t->amx_bf16 || t->bf16_dot) || t->vec_floats != 16 || !cg_gemm_amx_fits(d) || d->lda < d->K || d->ldc < d->N ||
         (d->has_residual && d->ldr != 0 && d->ldr < d->N) || d->activation < 0 || d->activation >= IR_ACT_COUNT)
         return -1;
     p->steps = (d->K + AMX_KS - 1) / AMX_KS;
@@ -127,6 +138,8 @@ typedef struct {
     LLVMTypeRef amx, i8, i16;
     LLVMValueRef f_load, f_dp, f_store, f_zero; /* the AMX intrinsics */
     LLVMTypeRef t_load, t_dp, t_store, t_zero;
+    LLVMValueRef f_dot; /* VDPBF16PS (t->bf16_dot without AMX) */
+    LLVMTypeRef t_dot;
     LLVMValueRef A, W, bias, R, C; /* the task's arguments */
     LLVMValueRef abuf, cbuf;       /* bf16 A of a K block, tile by tile; one 32 x 32 block of C */
     LLVMValueRef m0, rows;         /* the task's first row and its row count */
@@ -392,6 +405,121 @@ static void emit_panels(amx_emit *e, LLVMValueRef pb, LLVMValueRef pe, const int
     kern_for_end(k, &P, NULL);
 }
 
+/* VDPBF16PS: acc + the pairwise products of a and b (both 32 bf16, as
+ * vectors of 16 i32 pairs: bitcast to the intrinsic's own types). */
+static LLVMValueRef dot(amx_emit *e, LLVMValueRef acc, LLVMValueRef a, LLVMValueRef b)
+{
+    LLVMTypeRef pt[3];
+    LLVMGetParamTypes(e->t_dot, pt);
+    LLVMValueRef args[3] = {acc, LLVMBuildBitCast(e->k->b, a, pt[1], ""), LLVMBuildBitCast(e->k->b, b, pt[2], "")};
+    return LLVMBuildCall2(e->k->b, e->t_dot, e->f_dot, args, 3, "");
+}
+
+/* emit_panels on AVX512-BF16: for each panel and each DOT_MR rows of the
+ * task, C's 8 x 32 block in 16 registers from where the sums stand (zeros,
+ * the residual, or C; masked past C's rows and columns), the block's steps,
+ * then back to C (the epilogue after the last block). */
+static void emit_panels_dot(amx_emit *e, LLVMValueRef pb, LLVMValueRef pe, const int lanes[2])
+{
+    kern *k = e->k;
+    LLVMBuilderRef b = k->b;
+    const cg_gemm_desc *d = e->d;
+    const amx_plan *p = e->p;
+    int res_first = d->has_residual && p->nkb > 1, res_late = d->has_residual && p->nkb == 1;
+    int nh = lanes[1] ? 2 : 1; /* the padded panel may have no second half */
+    LLVMTypeRef v16i = LLVMVectorType(k->i32, 16);
+    LLVMValueRef first = LLVMBuildICmp(b, LLVMIntEQ, e->kb, kern_i64(k, 0), "first");
+    LLVMValueRef last = LLVMBuildICmp(b, LLVMIntEQ, e->kb, kern_i64(k, p->nkb - 1), "last");
+    kern_loop P, G, S;
+    kern_for(k, &P, pb, pe, 1, 0, 0, NULL, "dot.panel");
+    LLVMValueRef n0 = kern_mulc(k, P.iv, AMX_NR);
+    LLVMValueRef wblk = bytes_at(
+        e, e->W, kern_mulc(k, kern_add(k, kern_mulc(k, P.iv, p->steps), kern_mulc(k, e->kb, p->kcs)), 2 * AMX_TILE));
+    kern_for(k, &G, kern_i64(k, 0), kern_cdiv(k, e->rows, kern_i64(k, DOT_MR)), 1, 0, 0, NULL, "dot.rows");
+    LLVMValueRef r0 = kern_mulc(k, G.iv, DOT_MR);
+    LLVMValueRef nrows = LLVMBuildSub(b, e->rows, r0, "");
+    LLVMValueRef grow = kern_add(k, e->m0, r0);
+    /* row r's mask of half h: its lanes while r is one of the task's rows */
+    LLVMValueRef mask[DOT_MR][2];
+    for (int r = 0; r < DOT_MR; r++)
+        for (int h = 0; h < nh; h++) {
+            LLVMValueRef in = LLVMBuildICmp(b, LLVMIntSGT, nrows, kern_i64(k, r), "");
+            mask[r][h] = kern_lanes_below(k, LLVMBuildSelect(b, in, kern_i64(k, lanes[h]), kern_i64(k, 0), ""));
+        }
+    LLVMValueRef src = kern_gep(k, e->C, kern_add(k, kern_mulc(k, grow, d->ldc), n0)), ld = kern_i64(k, d->ldc);
+    if (res_first) {
+        LLVMValueRef rblk = kern_gep(k, e->R, kern_add(k, kern_mulc(k, grow, d->ldr), n0));
+        src = LLVMBuildSelect(b, first, rblk, src, "");
+        ld = LLVMBuildSelect(b, first, kern_i64(k, d->ldr), ld, "");
+    }
+    LLVMValueRef init[DOT_MR * 2], zero = kern_vconst(k, 0.0f);
+    for (int r = 0; r < DOT_MR; r++)
+        for (int h = 0; h < nh; h++) {
+            LLVMValueRef x =
+                kern_vload_masked(k, kern_gep(k, src, kern_addc(k, kern_mulc(k, ld, r), h * 16)), mask[r][h], NULL);
+            init[r * nh + h] = res_first ? x : LLVMBuildSelect(b, first, zero, x, "");
+        }
+
+    /* the block's steps: 16 pairs of k each, 2 KiB of A (this group's rows
+     * at 64 bytes apart inside its 32-row block) and two B tiles */
+    LLVMValueRef arow = kern_mulc(k, LLVMBuildURem(b, r0, kern_i64(k, AMX_MR), ""), 64);
+    LLVMValueRef ablk = LLVMBuildUDiv(b, r0, kern_i64(k, AMX_MR), "");
+    kern_for(k, &S, kern_i64(k, 0), e->ksteps, 1, 0, DOT_MR * nh, init, "dot.k");
+    LLVMValueRef a0 = bytes_at(
+        e, e->abuf, kern_add(k, kern_mulc(k, kern_add(k, kern_mulc(k, ablk, p->kcs), S.iv), 2 * AMX_TILE), arow));
+    LLVMValueRef bstep = bytes_at(e, wblk, kern_mulc(k, S.iv, 2 * AMX_TILE));
+    LLVMValueRef acc[DOT_MR * 2];
+    memcpy(acc, S.carry, sizeof(LLVMValueRef) * DOT_MR * (size_t)nh);
+    for (int kp = 0; kp < AMX_KS / 2; kp++) {
+        LLVMValueRef bv[2];
+        for (int h = 0; h < nh; h++) {
+            LLVMValueRef ld16 = LLVMBuildLoad2(b, v16i, bytes_at(e, bstep, kern_i64(k, h * AMX_TILE + kp * 64)), "");
+            LLVMSetAlignment(ld16, 4);
+            bv[h] = ld16;
+        }
+        for (int r = 0; r < DOT_MR; r++) {
+            LLVMValueRef pair = LLVMBuildLoad2(b, k->i32, bytes_at(e, a0, kern_i64(k, r * 64 + kp * 4)), "");
+            LLVMSetAlignment(pair, 4);
+            LLVMValueRef av = LLVMBuildInsertElement(b, LLVMGetPoison(v16i), pair, LLVMConstInt(k->i32, 0, 0), "");
+            av = LLVMBuildShuffleVector(b, av, LLVMGetPoison(v16i), LLVMConstNull(v16i), "");
+            for (int h = 0; h < nh; h++)
+                acc[r * nh + h] = dot(e, acc[r * nh + h], av, bv[h]);
+        }
+    }
+    kern_for_end(k, &S, acc);
+
+    /* back to C: the epilogue after the last block, else the sums as they are */
+    LLVMBasicBlockRef bepi = kern_block(k, "dot.epi"), bmid = kern_block(k, "dot.mid"),
+                      bdone = kern_block(k, "dot.done");
+    LLVMBuildCondBr(b, last, bepi, bmid);
+    for (int epi = 1; epi >= 0; epi--) {
+        LLVMPositionBuilderAtEnd(b, epi ? bepi : bmid);
+        for (int h = 0; h < nh; h++) {
+            LLVMValueRef col = kern_addc(k, n0, h * 16);
+            LLVMValueRef bias = epi && d->has_bias ? kern_vload(k, kern_gep(k, e->bias, col), lanes[h], NULL) : NULL;
+            for (int r = 0; r < DOT_MR; r++) {
+                LLVMValueRef row = kern_addc(k, grow, r), x = S.carry[r * nh + h];
+                if (epi) {
+                    if (bias)
+                        x = LLVMBuildFAdd(b, x, bias, "");
+                    x = kern_activation(k, x, (ir_act)d->activation);
+                    if (res_late)
+                        x = LLVMBuildFAdd(
+                            b, x,
+                            kern_vload_masked(k, kern_gep(k, e->R, kern_add(k, kern_mulc(k, row, d->ldr), col)),
+                                              mask[r][h], NULL),
+                            "");
+                }
+                kern_vstore_masked(k, x, kern_gep(k, e->C, kern_add(k, kern_mulc(k, row, d->ldc), col)), mask[r][h]);
+            }
+        }
+        LLVMBuildBr(b, bdone);
+    }
+    LLVMPositionBuilderAtEnd(b, bdone);
+    kern_for_end(k, &G, NULL);
+    kern_for_end(k, &P, NULL);
+}
+
 /* task(closure {args, nmb, mc, nnb}, begin, end): task t = ni * nmb + mi,
  * rows [mi * mc, min(M, (mi + 1) * mc)), panels [ni * P / nnb, (ni + 1) * P / nnb). */
 static LLVMValueRef emit_task(amx_emit *e, const char *name, LLVMTypeRef argsty)
@@ -402,8 +530,11 @@ static LLVMValueRef emit_task(amx_emit *e, const char *name, LLVMTypeRef argsty)
     LLVMValueRef fn = kern_func(k, name, kern_task_type(k), 1);
     e->abuf = LLVMBuildArrayAlloca(b, e->i8, kern_i64(k, p->mc_max * p->kcs * AMX_KS * 2), "abuf");
     LLVMSetAlignment(e->abuf, 64);
-    e->cbuf = LLVMBuildArrayAlloca(b, k->f32, kern_i64(k, AMX_MR * AMX_NR), "cbuf");
-    LLVMSetAlignment(e->cbuf, 64);
+    if (!e->f_dot) { /* the tiles' edge buffer */
+        e->cbuf = LLVMBuildArrayAlloca(b, k->f32, kern_i64(k, AMX_MR * AMX_NR), "cbuf");
+        LLVMSetAlignment(e->cbuf, 64);
+    }
+    void (*panels)(amx_emit *, LLVMValueRef, LLVMValueRef, const int[2]) = e->f_dot ? emit_panels_dot : emit_panels;
     LLVMValueRef args, nmb, mc, nnb;
     kern_task_closure(k, fn, &args, &nmb, &mc, &nnb);
     e->A = kern_field(k, argsty, args, 0, k->ptr);
@@ -426,12 +557,12 @@ static LLVMValueRef emit_task(amx_emit *e, const char *name, LLVMTypeRef argsty)
     emit_convert_a(e);
     int full[2] = {16, 16};
     if (p->nfull)
-        emit_panels(e, p0, kern_min(k, p1, kern_i64(k, p->nfull)), full);
+        panels(e, p0, kern_min(k, p1, kern_i64(k, p->nfull)), full);
     if (p->nfull < p->npanels) { /* the padded last panel, when it is the task's */
         LLVMBasicBlockRef brem = kern_block(k, "amx.rem"), bjoin = kern_block(k, "amx.rem.join");
         LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntEQ, p1, kern_i64(k, p->npanels), ""), brem, bjoin);
         LLVMPositionBuilderAtEnd(b, brem);
-        emit_panels(e, kern_i64(k, p->nfull), kern_i64(k, p->npanels), p->rem_lanes);
+        panels(e, kern_i64(k, p->nfull), kern_i64(k, p->npanels), p->rem_lanes);
         LLVMBuildBr(b, bjoin);
         LLVMPositionBuilderAtEnd(b, bjoin);
     }
@@ -467,17 +598,24 @@ LLVMValueRef cg_gemm_amx_emit(LLVMModuleRef mod, const char *name, const cg_gemm
     e.amx = LLVMX86AMXTypeInContext(k.ctx);
     e.i8 = LLVMInt8TypeInContext(k.ctx);
     e.i16 = LLVMInt16TypeInContext(k.ctx);
-    e.f_load = kern_intrinsic(&k, "llvm.x86.tileloadd64.internal", NULL, 0, &e.t_load);
-    e.f_dp = kern_intrinsic(&k, "llvm.x86.tdpbf16ps.internal", NULL, 0, &e.t_dp);
-    e.f_store = kern_intrinsic(&k, "llvm.x86.tilestored64.internal", NULL, 0, &e.t_store);
-    e.f_zero = kern_intrinsic(&k, "llvm.x86.tilezero.internal", NULL, 0, &e.t_zero);
+    int ok;
+    if (t->amx_bf16) {
+        e.f_load = kern_intrinsic(&k, "llvm.x86.tileloadd64.internal", NULL, 0, &e.t_load);
+        e.f_dp = kern_intrinsic(&k, "llvm.x86.tdpbf16ps.internal", NULL, 0, &e.t_dp);
+        e.f_store = kern_intrinsic(&k, "llvm.x86.tilestored64.internal", NULL, 0, &e.t_store);
+        e.f_zero = kern_intrinsic(&k, "llvm.x86.tilezero.internal", NULL, 0, &e.t_zero);
+        ok = e.f_load && e.f_dp && e.f_store && e.f_zero;
+    } else {
+        e.f_dot = kern_intrinsic(&k, "llvm.x86.avx512bf16.dpbf16ps.512", NULL, 0, &e.t_dot);
+        ok = e.f_dot && LLVMCountParamTypes(e.t_dot) == 3;
+    }
     LLVMValueRef fn = NULL;
-    if (e.f_load && e.f_dp && e.f_store && e.f_zero) {
+    if (ok) {
         char buf[256];
         LLVMTypeRef argsty = kern_args_type(&k, 5);
-        snprintf(buf, sizeof buf, "vitc.amx.K%lld.N%lld.a%lld.c%lld.r%lld.e%d%d%d", (long long)d->K, (long long)d->N,
-                 (long long)d->lda, (long long)d->ldc, (long long)d->ldr, d->has_bias ? 1 : 0, d->has_residual ? 1 : 0,
-                 d->activation);
+        snprintf(buf, sizeof buf, "vitc.%s.K%lld.N%lld.a%lld.c%lld.r%lld.e%d%d%d", e.f_dot ? "bf16dot" : "amx",
+                 (long long)d->K, (long long)d->N, (long long)d->lda, (long long)d->ldc, (long long)d->ldr,
+                 d->has_bias ? 1 : 0, d->has_residual ? 1 : 0, d->activation);
         LLVMValueRef task = LLVMGetNamedFunction(mod, buf);
         if (!task)
             task = emit_task(&e, buf, argsty);

@@ -247,6 +247,14 @@ LLVMValueRef kern_vload(kern *k, LLVMValueRef p, int lanes, LLVMValueRef pass)
     return kern_vload_masked(k, p, kern_lane_mask(k, lanes), pass);
 }
 
+void kern_vstore_masked(kern *k, LLVMValueRef v, LLVMValueRef p, LLVMValueRef mask)
+{
+    LLVMTypeRef types[2] = {k->vty, k->ptr}, fnty;
+    LLVMValueRef fn = kern_intrinsic(k, "llvm.masked.store", types, 2, &fnty);
+    LLVMValueRef args[4] = {v, p, LLVMConstInt(k->i32, 4, 0), mask};
+    LLVMBuildCall2(k->b, fnty, fn, args, 4, "");
+}
+
 void kern_vstore(kern *k, LLVMValueRef v, LLVMValueRef p, int lanes)
 {
     if (lanes >= k->vf) {
@@ -254,10 +262,7 @@ void kern_vstore(kern *k, LLVMValueRef v, LLVMValueRef p, int lanes)
         LLVMSetAlignment(st, 4);
         return;
     }
-    LLVMTypeRef types[2] = {k->vty, k->ptr}, fnty;
-    LLVMValueRef fn = kern_intrinsic(k, "llvm.masked.store", types, 2, &fnty);
-    LLVMValueRef args[4] = {v, p, LLVMConstInt(k->i32, 4, 0), kern_lane_mask(k, lanes)};
-    LLVMBuildCall2(k->b, fnty, fn, args, 4, "");
+    kern_vstore_masked(k, v, p, kern_lane_mask(k, lanes));
 }
 
 LLVMValueRef kern_splat(kern *k, LLVMValueRef scalar)

@@ -107,6 +107,8 @@ LLVMValueRef kern_vload_masked(kern *k, LLVMValueRef p, LLVMValueRef mask, LLVMV
 void kern_prefetch(kern *k, LLVMValueRef p, int locality);
 /* Stores v at p; only the first lanes lanes when lanes < vf. */
 void kern_vstore(kern *k, LLVMValueRef v, LLVMValueRef p, int lanes);
+/* The same with a mask computed at run time: no memory is written where it is clear. */
+void kern_vstore_masked(kern *k, LLVMValueRef v, LLVMValueRef p, LLVMValueRef mask);
 LLVMValueRef kern_bcast(kern *k, LLVMValueRef p); /* splat of the float at p */
 LLVMValueRef kern_splat(kern *k, LLVMValueRef scalar);
 LLVMValueRef kern_vconst(kern *k, float v);

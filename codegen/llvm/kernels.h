@@ -22,6 +22,7 @@ typedef struct {
     int has_fma;
     int64_t l2_bytes; /* L2 cache per core, for blocking (0: unknown, taken as 512 KiB) */
     int amx_bf16;     /* --precision bf16: Linear layers on AMX tiles in bf16 (gemm_amx.c) */
+    int bf16_dot;     /* --precision bf16 without AMX: the same on AVX512-BF16 (VDPBF16PS, gemm_amx.c) */
 } cg_target;
 
 /* The target for an LLVM feature string ("+avx2,+fma,-avx512f,..."): 16
@@ -63,7 +64,8 @@ void cg_gemm_pack(const cg_gemm_desc *d, const cg_target *t, const float *W, flo
  * batched GEMM and attention below.  M <= 0 at run time does nothing. */
 LLVMValueRef cg_gemm_emit(LLVMModuleRef mod, const char *name, const cg_gemm_desc *d, const cg_target *t);
 
-/* ---- the same GEMM in bf16 on AMX tiles (gemm_amx.c; needs t->amx_bf16) ----
+/* ---- the same GEMM in bf16 on AMX tiles, or with VDPBF16PS (gemm_amx.c;
+ * needs t->amx_bf16 or t->bf16_dot, AMX taken when both are set) ----
  * Same description, arguments and driver signature; W packed by
  * cg_gemm_amx_pack (bf16).  A and W are rounded to bf16, the products summed
  * in fp32.  cg_gemm_amx_fits: 0 for a K too long for the kernel's A buffer

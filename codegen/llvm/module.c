@@ -599,11 +599,11 @@ int cg_module_finish(cg_ctx *cg)
     LLVMTypeRef tf[5] = {cg->t_ptr, cg->t_i32, cg->t_i32, LLVMArrayType2(cg->t_i64, VITC_ABI_MAX_RANK), cg->t_i32};
     LLVMStructSetBody(tt, tf, 5, 0);
     LLVMTypeRef mt = LLVMStructCreateNamed(cg->llc, "vitc_abi_model");
-    LLVMTypeRef mf[25] = {cg->t_i32, cg->t_i32, cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_ptr,
-                          cg->t_i32, cg->t_i32, cg->t_ptr, cg->t_ptr, cg->t_i64, cg->t_i64, cg->t_ptr, cg->t_i64,
-                          cg->t_ptr, cg->t_i64, cg->t_ptr, cg->t_i32, cg->t_ptr, cg->t_ptr, cg->t_i64,
-                          cg->t_i32, cg->t_ptr};
-    LLVMStructSetBody(mt, mf, 25, 0);
+    LLVMTypeRef mf[26] = {cg->t_i32, cg->t_i32, cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_ptr,
+                          cg->t_ptr, cg->t_i32, cg->t_i32, cg->t_ptr, cg->t_ptr, cg->t_i64, cg->t_i64,
+                          cg->t_ptr, cg->t_i64, cg->t_ptr, cg->t_i64, cg->t_ptr, cg->t_i32, cg->t_ptr,
+                          cg->t_ptr, cg->t_i64, cg->t_i32, cg->t_ptr, cg->t_ptr};
+    LLVMStructSetBody(mt, mf, 26, 0);
     LLVMTypeRef pf[3] = {cg->t_ptr, cg->t_ptr, cg->t_ptr};
     LLVMTypeRef pt = LLVMStructTypeInContext(cg->llc, pf, 3, 0);
     LLVMTargetDataRef td = LLVMGetModuleDataLayout(cg->mod);
@@ -654,7 +654,7 @@ int cg_module_finish(cg_ctx *cg)
         LLVMValueRef init = LLVMConstStringInContext2(cg->llc, (const char *)cg->blob.data, cg->blob.len, 1);
         weights = private_const(cg, init, "vitc_weights", 64);
     }
-    LLVMValueRef f[25] = {
+    LLVMValueRef f[26] = {
         LLVMConstInt(cg->t_i32, VITC_ABI_VERSION, 0),
         LLVMConstInt(cg->t_i32, sizeof(vitc_abi_model), 0),
         cstr(cg, VITC_VERSION),
@@ -683,9 +683,10 @@ int cg_module_finish(cg_ctx *cg)
         LLVMConstInt(cg->t_i64, g->source_hash, 0),
         LLVMConstInt(cg->t_i32, (unsigned)cg->nparts, 0),
         parts,
+        cstr(cg, cg->target.amx_bf16 || cg->target.bf16_dot ? "bf16" : "fp32"),
     };
     LLVMValueRef desc = LLVMAddGlobal(cg->mod, mt, VITC_ABI_SYMBOL);
-    LLVMSetInitializer(desc, LLVMConstNamedStruct(mt, f, 25));
+    LLVMSetInitializer(desc, LLVMConstNamedStruct(mt, f, 26));
     LLVMSetGlobalConstant(desc, 1);
     LLVMSetLinkage(desc, LLVMExternalLinkage);
     LLVMSetVisibility(desc, LLVMDefaultVisibility);

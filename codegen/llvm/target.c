@@ -263,23 +263,27 @@ int cg_target_create(cg_ctx *cg, LLVMTargetMachineRef *tm)
         cg->features = f;
     }
     describe_target(cg);
-    /* --precision: fp32 (the default), or bf16 Linear layers on AMX tiles */
+    /* --precision: fp32 (the default), or bf16 Linear layers on AMX tiles,
+     * else with AVX512-BF16's dot products */
     const char *prec = o->precision ? o->precision : "fp32";
-    if (strcmp(prec, "bf16") == 0) {
-        if (!has_feature(cg->features, "amx-tile") || !has_feature(cg->features, "amx-bf16") ||
-            cg->target.vec_floats != 16)
-            return cg_fail(cg, VITC_BAD_INPUT, -1,
-                           "--precision bf16 on the CPU needs AMX (amx-tile, amx-bf16) and AVX-512, which cpu '%s' "
-                           "with these features lacks; leave --precision out for fp32",
-                           cg->cpu);
-        cg->target.amx_bf16 = 1;
-    } else if (strcmp(prec, "fp32") != 0) {
+    int bf16 = strcmp(prec, "bf16") == 0;
+    if (!bf16 && strcmp(prec, "fp32") != 0)
         return cg_fail(cg, VITC_BAD_INPUT, -1, "the CPU backend computes in fp32 or bf16 (--precision fp32|bf16), not "
                        "'%s'", prec);
-    } else {
-        /* fp32 code has no tile instructions: the descriptor's list (which
-         * the loader checks, and which asks it for the tile registers)
-         * leaves AMX out, and the .so runs on AVX-512 hosts without AMX too */
+    int avx512 = cg->target.vec_floats == 16;
+    if (bf16 && avx512 && has_feature(cg->features, "amx-tile") && has_feature(cg->features, "amx-bf16"))
+        cg->target.amx_bf16 = 1;
+    else if (bf16 && avx512 && has_feature(cg->features, "avx512bf16"))
+        cg->target.bf16_dot = 1;
+    else if (bf16)
+        return cg_fail(cg, VITC_BAD_INPUT, -1,
+                       "--precision bf16 on the CPU needs AMX (amx-tile, amx-bf16) or avx512bf16, with AVX-512, "
+                       "which cpu '%s' with these features lacks; leave --precision out for fp32",
+                       cg->cpu);
+    if (!cg->target.amx_bf16) {
+        /* code without tile instructions: the descriptor's list (which the
+         * loader checks, and which asks it for the tile registers) leaves
+         * AMX out, and the .so runs on AVX-512 hosts without AMX too */
         drop_features(cg->features, is_amx);
     }
     return VITC_OK;
