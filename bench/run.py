@@ -350,7 +350,7 @@ def main():
     ap.add_argument("--isa", default="host,avx2",
                     help="code paths to compile vitc for: host (the host's features), avx2 "
                          "(--features=-avx512f, and ORT and PyTorch with AVX-512 hidden from CPUID; the same as host on a host without AVX-512) and/or bf16 "
-                         "(--precision bf16: Linear layers on AMX tiles; left out without AMX-BF16)")
+                         "(--precision bf16: Linear layers in bf16 on AMX tiles, else with AVX512-BF16; left out without either)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--block", type=int, default=3, help="calls of one runtime in a row")
     ap.add_argument("--blocks", type=int, default=4, help="blocks per runtime and row in each round")
@@ -392,10 +392,10 @@ def main():
             isas.append(("avx2", ["--features=-avx512f"]))
         elif isa == "avx2":
             print("== avx2: the host has no AVX-512, so its own code path is the AVX2 one", flush=True)
-        elif isa == "bf16" and "amx_bf16" in flags:
+        elif isa == "bf16" and ("amx_bf16" in flags or "avx512_bf16" in flags):
             isas.append(("bf16", ["--precision", "bf16"]))
         elif isa == "bf16":
-            print("== bf16: the host has no AMX-BF16, so --precision bf16 is left out", flush=True)
+            print("== bf16: the host has neither AMX-BF16 nor AVX512-BF16, so --precision bf16 is left out", flush=True)
         else:
             raise SystemExit(f"unknown --isa {isa}")
     import gen_fixtures as gf
@@ -511,7 +511,7 @@ def write_table(args, cpu, isa_desc, peak_before, peak_after, names, isas, batch
         "",
         "vitc/ORT and vitc/torch are speed ratios (above 1: vitc is faster). isa: vitc's code path (host: the "
         "host's features; avx2: compiled with --features=-avx512f, the other runtimes as the header says; bf16: --precision bf16, the Linear layers "
-        "in bf16 on AMX tiles, whose % peak is of the fp32 peak and whose err is bf16's, ORT and PyTorch "
+        "in bf16 (" + ("on AMX tiles" if "amx_tile" in isa_desc else "with AVX512-BF16's VDPBF16PS") + "), whose % peak is of the fp32 peak and whose err is bf16's, ORT and PyTorch "
         "staying fp32). RSS: each worker's peak resident memory "
         "(includes the Python interpreter, ~30 MB, and for torch its libraries). err: max|vitc - ORT| / max|ORT|. "
         "compile: seconds for `vitc MODEL.onnx -o MODEL.so`, the median of three [fastest-slowest]. "
