@@ -123,17 +123,42 @@ LLVMValueRef vm_exp(const vm_ctx *v, LLVMValueRef x, vm_exp_mode mode)
     return keep_nan(v, x0, y);
 }
 
+/* erf(x) = x P(x^2) / Q(x^2) for |x| <= ERF_ONE, and +-1 in float beyond */
+static const float erf_p[7] = {1.128378772f,     2.065748644e-01f,  5.145791776e-02f, 3.991604130e-03f,
+                               1.493589691e-04f, -1.993747203e-06f, 1.987479231e-08f};
+static const float erf_q[5] = {1.0f, 5.164009110e-01f, 1.177545753e-01f, 1.492796611e-02f, 1.028412038e-03f};
+#define ERF_ONE 3.925
+
 LLVMValueRef vm_erf(const vm_ctx *v, LLVMValueRef x)
 {
-    static const float p[7] = {1.128378772f, 2.065748644e-01f, 5.145791776e-02f, 3.991604130e-03f,
-                               1.493589691e-04f, -1.993747203e-06f, 1.987479231e-08f};
-    static const float q[5] = {1.0f, 5.164009110e-01f, 1.177545753e-01f, 1.492796611e-02f, 1.028412038e-03f};
     LLVMBuilderRef b = v->b;
     LLVMValueRef x0 = x;
-    x = fmin2(v, fmax2(v, x, k(v, -3.925f)), k(v, 3.925f));
+    x = fmin2(v, fmax2(v, x, k(v, -ERF_ONE)), k(v, ERF_ONE));
     LLVMValueRef t = LLVMBuildFMul(b, x, x, "");
-    LLVMValueRef num = LLVMBuildFMul(b, x, horner(v, t, p, 7), "");
-    return keep_nan(v, x0, LLVMBuildFDiv(b, num, horner(v, t, q, 5), ""));
+    LLVMValueRef num = LLVMBuildFMul(b, x, horner(v, t, erf_p, 7), "");
+    return keep_nan(v, x0, LLVMBuildFDiv(b, num, horner(v, t, erf_q, 5), ""));
+}
+
+/* GELU(x) = x (1/2 + erf(x / sqrt 2) / 2) with erf's P and Q taken in
+ * t = x^2 instead of (x / sqrt 2)^2 (coefficient i scaled by 2^-i, P's by
+ * 1 / (2 sqrt 2) too): x (1/2 + c P'(t) / Q'(t)), c = x clamped to where erf
+ * reaches +-1.  Neither x / sqrt 2 nor x / 2 is computed, and no NaN select
+ * is needed: the last product by x keeps a NaN.  Two multiplies and a
+ * select fewer than through vm_erf, in the epilogue of every GELU GEMM,
+ * where this sequence's multiplies compete with the GEMM's own. */
+static LLVMValueRef gelu_erf(const vm_ctx *v, LLVMValueRef x)
+{
+    float p[7], q[5];
+    for (int i = 0; i < 7; i++)
+        p[i] = (float)((double)erf_p[i] / (double)(1 << i) / (2.0 * 1.4142135623730951));
+    for (int i = 0; i < 5; i++)
+        q[i] = (float)((double)erf_q[i] / (double)(1 << i));
+    LLVMBuilderRef b = v->b;
+    double lim = ERF_ONE * 1.4142135623730951;
+    LLVMValueRef c = fmin2(v, fmax2(v, x, k(v, -lim)), k(v, lim));
+    LLVMValueRef t = LLVMBuildFMul(b, c, c, "");
+    LLVMValueRef e = LLVMBuildFDiv(b, LLVMBuildFMul(b, c, horner(v, t, p, 7), ""), horner(v, t, q, 5), "");
+    return LLVMBuildFMul(b, x, LLVMBuildFAdd(b, e, k(v, 0.5), ""), "");
 }
 
 LLVMValueRef vm_tanh(const vm_ctx *v, LLVMValueRef x)
@@ -155,11 +180,7 @@ LLVMValueRef vm_act(const vm_ctx *v, LLVMValueRef x, ir_act act)
 {
     LLVMBuilderRef b = v->b;
     switch (act) {
-    case IR_ACT_GELU_ERF: { /* x/2 (1 + erf(x / sqrt 2)) */
-        LLVMValueRef e = vm_erf(v, LLVMBuildFMul(b, x, k(v, 0.70710678f), ""));
-        LLVMValueRef h = LLVMBuildFMul(b, x, k(v, 0.5f), "");
-        return fma3(v, h, e, h);
-    }
+    case IR_ACT_GELU_ERF: return gelu_erf(v, x);
     case IR_ACT_GELU_TANH: {
         /* x/2 (1 + tanh(z)), z = sqrt(2/pi) (x + 0.044715 x^3), computed as
          * x / (1 + exp(-2 z)) (the same function, no tanh needed) */
