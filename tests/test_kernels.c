@@ -360,36 +360,15 @@ static void gemm_bf16_all_cases(cg_jit *j, const cg_target *t, const char *prefi
     }
 }
 
-static void test_gemm_bf16_amx(void **state)
+/* gemm_bf16_all_cases on AMX tiles (amx) or on AVX512-BF16 (VDPBF16PS, as
+ * --precision bf16 compiles it for a CPU without AMX; on an AMX host too,
+ * where the JIT has avx512bf16); skipped, saying why, where the host or the
+ * JIT's features lack it. */
+static void gemm_bf16_on(int amx)
 {
-    (void)state;
     char why[300];
-    if (!host_amx(why, sizeof why)) {
-        printf("  skipped: %s\n", why);
-        tu_skip();
-        return;
-    }
-    cg_jit *j = jit_new();
-    cg_target t = cg_jit_target(j);
-    if (t.vec_floats != 16) {
-        cg_jit_free(j);
-        printf("  skipped: AMX without AVX-512 in the JIT's features\n");
-        tu_skip();
-        return;
-    }
-    t.amx_bf16 = 1;
-    gemm_bf16_all_cases(j, &t, "amx");
-    cg_jit_free(j);
-}
-
-/* The same on AVX512-BF16 (VDPBF16PS), as --precision bf16 compiles it for a
- * CPU without AMX; on an AMX host too, where the JIT has avx512bf16. */
-static void test_gemm_bf16_dot(void **state)
-{
-    (void)state;
-    char missing[256];
-    if (rt_cpu_missing_features("+avx512f,+avx512bf16", missing, sizeof missing) > 0) {
-        printf("  skipped: this CPU lacks %s\n", missing);
+    if (amx ? !host_amx(why, sizeof why) : rt_cpu_missing_features("+avx512f,+avx512bf16", why, sizeof why) > 0) {
+        printf("  skipped: %s%s\n", amx ? "" : "this CPU lacks ", why);
         tu_skip();
         return;
     }
@@ -401,9 +380,24 @@ static void test_gemm_bf16_dot(void **state)
         tu_skip();
         return;
     }
-    t.bf16_dot = 1;
-    gemm_bf16_all_cases(j, &t, "dot");
+    if (amx)
+        t.amx_bf16 = 1;
+    else
+        t.bf16_dot = 1;
+    gemm_bf16_all_cases(j, &t, amx ? "amx" : "dot");
     cg_jit_free(j);
+}
+
+static void test_gemm_bf16_amx(void **state)
+{
+    (void)state;
+    gemm_bf16_on(1);
+}
+
+static void test_gemm_bf16_dot(void **state)
+{
+    (void)state;
+    gemm_bf16_on(0);
 }
 
 /* The SSE shape runs anywhere; the AVX-512 shape runs on an AVX-512 host and

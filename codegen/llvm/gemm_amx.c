@@ -153,6 +153,23 @@ static LLVMValueRef bytes_at(amx_emit *e, LLVMValueRef p, LLVMValueRef off)
     return LLVMBuildGEP2(e->k->b, e->i8, p, &off, 1, "");
 }
 
+/* The packed W of panel pn in the K block: its first step's two B tiles. */
+static LLVMValueRef panel_block(amx_emit *e, LLVMValueRef pn)
+{
+    kern *k = e->k;
+    const amx_plan *p = e->p;
+    return bytes_at(e, e->W,
+                    kern_mulc(k, kern_add(k, kern_mulc(k, pn, p->steps), kern_mulc(k, e->kb, p->kcs)), 2 * AMX_TILE));
+}
+
+/* Whether the K block is the first and the last. */
+static void kblock_ends(amx_emit *e, LLVMValueRef *first, LLVMValueRef *last)
+{
+    kern *k = e->k;
+    *first = LLVMBuildICmp(k->b, LLVMIntEQ, e->kb, kern_i64(k, 0), "first");
+    *last = LLVMBuildICmp(k->b, LLVMIntEQ, e->kb, kern_i64(k, e->p->nkb - 1), "last");
+}
+
 /* A 16-row, 64-byte-wide tile at p, rows stride bytes apart. */
 static LLVMValueRef tile_load(amx_emit *e, LLVMValueRef p, LLVMValueRef stride)
 {
@@ -314,13 +331,12 @@ static void emit_panels(amx_emit *e, LLVMValueRef pb, LLVMValueRef pe, const int
     const amx_plan *p = e->p;
     int whole = lanes[0] == 16 && lanes[1] == 16, res_first = d->has_residual && p->nkb > 1;
     LLVMValueRef astride = kern_i64(k, 64), bstride = kern_i64(k, 64), cstride = kern_i64(k, AMX_NR * 4);
-    LLVMValueRef first = LLVMBuildICmp(b, LLVMIntEQ, e->kb, kern_i64(k, 0), "first");
-    LLVMValueRef last = LLVMBuildICmp(b, LLVMIntEQ, e->kb, kern_i64(k, p->nkb - 1), "last");
+    LLVMValueRef first, last;
+    kblock_ends(e, &first, &last);
     kern_loop P, T, S;
     kern_for(k, &P, pb, pe, 1, 0, 0, NULL, "amx.panel");
     LLVMValueRef n0 = kern_mulc(k, P.iv, AMX_NR);
-    LLVMValueRef wblk = bytes_at(
-        e, e->W, kern_mulc(k, kern_add(k, kern_mulc(k, P.iv, p->steps), kern_mulc(k, e->kb, p->kcs)), 2 * AMX_TILE));
+    LLVMValueRef wblk = panel_block(e, P.iv);
     kern_for(k, &T, kern_i64(k, 0), kern_cdiv(k, e->rows, kern_i64(k, AMX_MR)), 1, 0, 0, NULL, "amx.rows");
     LLVMValueRef r0 = kern_mulc(k, T.iv, AMX_MR);
     LLVMValueRef nrows = kern_min(k, kern_i64(k, AMX_MR), LLVMBuildSub(b, e->rows, r0, ""));
@@ -428,13 +444,12 @@ static void emit_panels_dot(amx_emit *e, LLVMValueRef pb, LLVMValueRef pe, const
     int res_first = d->has_residual && p->nkb > 1, res_late = d->has_residual && p->nkb == 1;
     int nh = lanes[1] ? 2 : 1; /* the padded panel may have no second half */
     LLVMTypeRef v16i = LLVMVectorType(k->i32, 16);
-    LLVMValueRef first = LLVMBuildICmp(b, LLVMIntEQ, e->kb, kern_i64(k, 0), "first");
-    LLVMValueRef last = LLVMBuildICmp(b, LLVMIntEQ, e->kb, kern_i64(k, p->nkb - 1), "last");
+    LLVMValueRef first, last;
+    kblock_ends(e, &first, &last);
     kern_loop P, G, S;
     kern_for(k, &P, pb, pe, 1, 0, 0, NULL, "dot.panel");
     LLVMValueRef n0 = kern_mulc(k, P.iv, AMX_NR);
-    LLVMValueRef wblk = bytes_at(
-        e, e->W, kern_mulc(k, kern_add(k, kern_mulc(k, P.iv, p->steps), kern_mulc(k, e->kb, p->kcs)), 2 * AMX_TILE));
+    LLVMValueRef wblk = panel_block(e, P.iv);
     kern_for(k, &G, kern_i64(k, 0), kern_cdiv(k, e->rows, kern_i64(k, DOT_MR)), 1, 0, 0, NULL, "dot.rows");
     LLVMValueRef r0 = kern_mulc(k, G.iv, DOT_MR);
     LLVMValueRef nrows = LLVMBuildSub(b, e->rows, r0, "");
