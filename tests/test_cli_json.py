@@ -88,12 +88,14 @@ def main():
     # run: the output file holds PyTorch's output; timings are consistent
     x = os.path.join(SRC, "examples", "vit-tiny.input.npy")
     ref = np.load(os.path.join(SRC, "examples", "vit-tiny.output.npy"))
-    r = vitc_json("run", so, "--input", x, "--output-dir", os.path.join(tmp, "out"), "--repeat", "7", "--json")
+    r = vitc_json("run", so, "--input", x, "--output-dir", os.path.join(tmp, "out"), "--repeat", "7", "--warmup", "0",
+                  "--json")
     out = np.load(r["outputs"][0]["file"])
     err = rel_err(out, ref)
     check(err <= 1e-4, f"run --json: output vs PyTorch {err:.2e} <= 1e-4")
     t = r["timing"]
     check(t["runs"] == 7 and 0 < t["min_ms"] <= t["median_ms"] <= t["p90_ms"], f"run timing ordered {t}")
+    check(t["warmup_runs"] == 0, "run --warmup 0: no untimed run")
     ips = r["batch"] * 1e3 / t["median_ms"]
     check(abs(t["images_per_s"] - ips) <= 1e-6 * ips, "run images/s = batch / median")
 
@@ -104,6 +106,7 @@ def main():
                   "--profile", "--json")
     prof = r["profile"]
     parts = prof["parts"]
+    check(r["timing"]["warmup_runs"] == 1, "run --repeat: one untimed warm-up run by default")
     check(prof["runs"] == runs and len(parts) > 10, f"profile: {len(parts)} parts over {prof['runs']} runs")
     check(all(p["calls"] == runs for p in parts), "profile: every part called once per run")
     check(sorted(p["index"] for p in parts) == list(range(len(parts))), "profile: part indices 0..n-1")

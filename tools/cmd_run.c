@@ -2,8 +2,10 @@
  * output.  MODEL.onnx runs on the reference interpreter; anything else is
  * taken as a compiled model (.so) and runs through the runtime API.  With
  * --repeat N it times N runs and prints the min and median (for a CUDA model
- * also of its kernels' GPU time, from CUDA events); with --profile, the time
- * of each part of a compiled CPU model's runs (vitc_context_profile_part). */
+ * also of its kernels' GPU time, from CUDA events), a compiled model's after
+ * --warmup untimed runs (one by default with --repeat); with --profile, the
+ * time of each part of a compiled CPU model's timed runs
+ * (vitc_context_profile_part). */
 #include "tools/cli.h"
 
 #include "ir/interp.h"
@@ -24,6 +26,7 @@ typedef struct {
     char *specs[MAX_INPUTS];
     int nspecs;
     long repeat;
+    long warmup;  /* compiled models: untimed runs first; -1: one with --repeat N > 1, else none */
     int nthreads; /* compiled models: 0 = one per core */
     int json;
     int profile;
@@ -56,7 +59,8 @@ static int cmp_double(const void *a, const void *b)
 /* The times of n runs (sorted here) as min, median, mean, p90 (nearest
  * rank) and images per second at the median, printed as one line or, with
  * json, as the member key. */
-static void report_timing(json_w *json, const char *key, const char *what, double *ms, long n, int64_t batch)
+static void report_timing(json_w *json, const char *key, const char *what, double *ms, long n, long warmup,
+                          int64_t batch)
 {
     qsort(ms, (size_t)n, sizeof *ms, cmp_double);
     double median = n % 2 ? ms[n / 2] : (ms[n / 2 - 1] + ms[n / 2]) / 2, sum = 0;
@@ -65,13 +69,17 @@ static void report_timing(json_w *json, const char *key, const char *what, doubl
     long k90 = (long)((9 * n + 9) / 10) - 1; /* nearest rank: ceil(0.9 n) */
     double p90 = ms[k90 < 0 ? 0 : k90], ips = median > 0 ? (double)batch * 1e3 / median : 0;
     if (!json) {
-        printf("%s: %ld runs: min %.3f ms, median %.3f ms, mean %.3f ms, p90 %.3f ms; %.1f images/s\n", what, n,
+        printf("%s: %ld runs: min %.3f ms, median %.3f ms, mean %.3f ms, p90 %.3f ms; %.1f images/s", what, n,
                ms[0], median, sum / (double)n, p90, ips);
+        if (warmup > 0)
+            printf(" (after %ld untimed warm-up run%s)", warmup, warmup == 1 ? "" : "s");
+        printf("\n");
         return;
     }
     json_object(json, key);
     json_str(json, "what", what);
     json_int(json, "runs", n);
+    json_int(json, "warmup_runs", warmup);
     json_num(json, "min_ms", ms[0]);
     json_num(json, "median_ms", median);
     json_num(json, "mean_ms", sum / (double)n);
@@ -176,7 +184,7 @@ static int run_interpreter(const run_opts *o, double *ms)
     }
     status = write_outputs(json, o->outdir, names, outputs, g->noutputs);
     if (status == VITC_OK && (o->repeat > 1 || json))
-        report_timing(json, "timing", "reference interpreter", ms, o->repeat, cmp_batch_of(g, inputs));
+        report_timing(json, "timing", "reference interpreter", ms, o->repeat, 0, cmp_batch_of(g, inputs));
     if (json)
         json_end_object(json);
 done:
@@ -307,6 +315,13 @@ static int run_compiled(const run_opts *o, double *ms)
         status = cli_rt_fail(vs);
         goto done;
     }
+    /* untimed first: the first run after loading faults the workspace and the
+     * weights' pages in and wakes the threads, which is not the model's speed */
+    long warmup = o->warmup >= 0 ? o->warmup : o->repeat > 1 ? 1 : 0;
+    for (long r = 0; r < warmup && status == VITC_OK; r++)
+        status = cli_rt_run(c, m, inputs, outputs);
+    if (status)
+        goto done;
     if (o->profile && (vs = vitc_context_set_profiling(c, 1)) != VITC_STATUS_OK) {
         status = cli_rt_fail(vs);
         goto done;
@@ -344,10 +359,10 @@ static int run_compiled(const run_opts *o, double *ms)
         char what[128];
         snprintf(what, sizeof what, "compiled model, batch %lld, %d thread%s", (long long)batch, nt,
                  nt == 1 ? "" : "s");
-        report_timing(json, "timing", what, ms, o->repeat, batch);
+        report_timing(json, "timing", what, ms, o->repeat, warmup, batch);
         if (gpu_ms) {
             snprintf(what, sizeof what, "GPU kernels (CUDA events), batch %lld", (long long)batch);
-            report_timing(json, "gpu_timing", what, gpu_ms, o->repeat, batch);
+            report_timing(json, "gpu_timing", what, gpu_ms, o->repeat, warmup, batch);
         }
     }
     if (status == VITC_OK && o->profile)
@@ -368,7 +383,7 @@ done:
     return status;
 }
 
-enum { K_OUTPUT_DIR = 256, K_REPEAT, K_THREADS, K_JSON, K_PROFILE };
+enum { K_OUTPUT_DIR = 256, K_REPEAT, K_WARMUP, K_THREADS, K_JSON, K_PROFILE };
 
 static const cli_option run_options[] = {
     {"input", 'i', "[NAME=]FILE.npy", "An input, by name or (without NAME=) in the model's input order; once per "
@@ -377,6 +392,8 @@ static const cli_option run_options[] = {
                                         "parents, when the run succeeds)."},
     {"repeat", K_REPEAT, "N", "Run N times and print min, median, mean and p90 times and images/s (for a CUDA "
                               "model also its kernels' GPU time)."},
+    {"warmup", K_WARMUP, "N", "Compiled models: N untimed runs before the timed ones, outside the timing and "
+                              "the profile (default 1 with --repeat above 1, else 0)."},
     {"threads", K_THREADS, "N", "Compiled models: threads to run on, the caller's included (default 0: one per "
                                 "core)."},
     {"profile", K_PROFILE, NULL, "Compiled CPU models: time each part of the runs (the code of one node of the "
@@ -389,7 +406,7 @@ static const cli_option run_options[] = {
 const cli_command cli_run_command = {
     "run",
     "vitc run MODEL.onnx|MODEL.so --input [NAME=]FILE.npy ... [--output-dir DIR] [--repeat N]\n"
-    "                             [--threads N] [--profile] [--json]",
+    "                             [--warmup N] [--threads N] [--profile] [--json]",
     "Run a compiled model (.so) through the runtime, or an ONNX model with the reference interpreter\n"
     "(plain loops, double accumulation), and write one NAME.npy per output.",
     run_options,
@@ -418,6 +435,10 @@ static int take_run(void *ctx, int key, const char *v)
         if ((st = cli_parse_count(&cli_run_command, "repeat", v, 1, 100000, &n)) == VITC_OK)
             o->repeat = (long)n;
         return st;
+    case K_WARMUP:
+        if ((st = cli_parse_count(&cli_run_command, "warmup", v, 0, 100000, &n)) == VITC_OK)
+            o->warmup = (long)n;
+        return st;
     case K_THREADS:
         if ((st = cli_parse_count(&cli_run_command, "threads", v, 0, 1024, &n)) == VITC_OK)
             o->nthreads = (int)n;
@@ -434,7 +455,7 @@ static int take_run(void *ctx, int key, const char *v)
 
 int cmd_run(int argc, char **argv)
 {
-    run_opts o = {.outdir = ".", .repeat = 1};
+    run_opts o = {.outdir = ".", .repeat = 1, .warmup = -1};
     int st = cli_parse(&cli_run_command, argc, argv, take_run, &o);
     if (st != VITC_OK)
         return st == CLI_HELP_SHOWN ? VITC_OK : st;
