@@ -83,8 +83,9 @@ int cg_gemm_amx_fits(const cg_gemm_desc *d)
 static int amx_plan_make(const cg_gemm_desc *d, const cg_target *t, amx_plan *p)
 {
     memset(p, 0, sizeof *p);
-    if (!d || !t || !(t->amx_bf16 || t->bf16_dot) || t->vec_floats != 16 || !cg_gemm_amx_fits(d) || d->lda < d->K || d->ldc < d->N ||
-        (d->has_residual && d->ldr != 0 && d->ldr < d->N) || d->activation < 0 || d->activation >= IR_ACT_COUNT)
+    if (!d || !t || !(t->amx_bf16 || t->bf16_dot) || t->vec_floats != 16 || !cg_gemm_amx_fits(d) || d->lda < d->K ||
+        d->ldc < d->N || (d->has_residual && d->ldr != 0 && d->ldr < d->N) || d->activation < 0 ||
+        d->activation >= IR_ACT_COUNT)
         return -1;
     p->steps = (d->K + AMX_KS - 1) / AMX_KS;
     p->kcs = block_steps(d, p->steps);
