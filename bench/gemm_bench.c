@@ -54,15 +54,22 @@ static const layer layers[] = {
      * model stores such a tensor with lda = K + 16 (codegen/llvm/schedule.c, pad_gemm_rows). */
     {"ViT-B", "fc2 lda+16", 197, 3072, 768, 1, 0}, {"face", "fc2 lda+16", 144, 2048, 512, 1, 0},
     {"ViT-S", "fc2 lda+16", 197, 1536, 384, 1, 0}, {"ViT-Ti", "fc2 lda+16", 197, 768, 192, 1, 0},
+    /* fc1 storing C with rows 16 floats further apart (ldc = N + 16), as a model stores fc1's output (fc2's
+     * A) where N floats are a multiple of 2 KiB; the plain fc1 rows store them dense.  On a Zen 5
+     * (2026-11-27, --cold, 2 threads, two runs) ViT-B's fc1 ran at 79-83% of peak dense and 89-93% with
+     * ldc + 16 at batch 1 (85-90% and 93-95% at batch 8), whatever its activation; in ViT-B/16 itself
+     * (vitc run --profile, batch 1) fc1 ran as fast as qkv, about 81%. */
+    {"ViT-B", "fc1 ldc+16", 197, 768, 3072, 0, 1}, {"ViT-S", "fc1 ldc+16", 197, 384, 1536, 0, 1},
 };
 #define LDA_OF(ly) ((ly)->K + (strstr((ly)->layer, "lda+16") ? 16 : 0))
+#define LDC_OF(ly) ((ly)->N + (strstr((ly)->layer, "ldc+16") ? 16 : 0))
 #define NLAYERS (sizeof layers / sizeof layers[0])
 
 /* The GEMM of a layer: every layer has a bias. */
 static cg_gemm_desc desc_of(const layer *ly)
 {
-    return (cg_gemm_desc){.K = ly->K, .N = ly->N, .lda = LDA_OF(ly), .ldc = ly->N, .ldr = ly->N, .has_bias = 1,
-                          .has_residual = ly->has_residual, .activation = ly->activation};
+    return (cg_gemm_desc){.K = ly->K, .N = ly->N, .lda = LDA_OF(ly), .ldc = LDC_OF(ly), .ldr = LDC_OF(ly),
+                          .has_bias = 1, .has_residual = ly->has_residual, .activation = ly->activation};
 }
 
 /* --cold: weight copies of this many bytes in all, above the largest
@@ -268,7 +275,7 @@ int main(int argc, char **argv)
                 size_t pbytes = bf16 ? cg_gemm_amx_packed_bytes(&d, &t) : cg_gemm_packed_bytes(&d, &t);
                 int ncopies = cold ? (int)((COLD_BYTES + pbytes - 1) / pbytes) : 1;
                 float *P = aligned_floats(pbytes / sizeof(float) * (size_t)ncopies);
-                float *bias = aligned_floats((size_t)ly->N), *C = aligned_floats((size_t)(M * ly->N));
+                float *bias = aligned_floats((size_t)ly->N), *C = aligned_floats((size_t)(M * LDC_OF(ly)));
                 float *R = ly->has_residual ? C : NULL; /* in place, as the compiler plans it */
                 cg_gemm_args *args = calloc((size_t)ncopies, sizeof *args);
                 if (!args) {
