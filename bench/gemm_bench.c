@@ -17,10 +17,10 @@
  * layer, such as fc2 and "fc2 lda+16", alternate), then each row's median
  * (the upper middle one for an even R) and range over the rounds: on a
  * shared machine one round's rows move by several percent.  --bf16: the
- * GEMMs of --precision bf16 (gemm_amx.c: AMX tiles, else AVX512-BF16) instead of fp32; their
- * % of peak is still of the fp32 FMA peak, so it may pass 100%.  --avx2:
- * the code of --features=-avx512f (8-float vectors, 16 registers), and the
- * peak of that code path. */
+ * GEMMs of --precision bf16 (gemm_amx.c: AMX tiles, else AVX512-BF16)
+ * instead of fp32; their % of peak is still of the fp32 FMA peak, so it may
+ * pass 100%.  --avx2: the code of --features=-avx512f (8-float vectors, 16
+ * registers), and the peak of that code path. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -58,7 +58,7 @@ static const layer layers[] = {
      * A) where N floats are a multiple of 2 KiB; the plain fc1 rows store them dense.  On a Zen 5
      * (2026-11-27, --cold, 2 threads, two runs) ViT-B's fc1 ran at 79-83% of peak dense and 89-93% with
      * ldc + 16 at batch 1 (85-90% and 93-95% at batch 8), whatever its activation; in ViT-B/16 itself
-     * (vitc run --profile, batch 1) fc1 ran as fast as qkv, about 81%. */
+     * (vitc run --profile, batch 1, after a warm-up run) fc1 ran as fast as qkv and fc2, 83-86%. */
     {"ViT-B", "fc1 ldc+16", 197, 768, 3072, 0, 1}, {"ViT-S", "fc1 ldc+16", 197, 384, 1536, 0, 1},
 };
 #define LDA_OF(ly) ((ly)->K + (strstr((ly)->layer, "lda+16") ? 16 : 0))

@@ -170,10 +170,11 @@ static float bf16_round(float x)
     return x;
 }
 
-/* amx: the bf16 kernel (gemm_amx.c), whose reference multiplies A and W
- * rounded to bf16, exactly as the tiles hold them: what is left is the
- * order of its fp32 sums. */
-static void run_gemm_case(cg_jit *j, const cg_target *t, const gemm_case *c, const char *name, int nthreads, int amx)
+/* bf16: the bf16 kernel (gemm_amx.c, on AMX tiles or VDPBF16PS as t says),
+ * whose reference multiplies A and W rounded to bf16, exactly as the kernel
+ * reads them: what is left is the order of its fp32 sums. */
+static void run_gemm_case(cg_jit *j, const cg_target *t, const gemm_case *c, const char *name, int nthreads,
+                          int bf16)
 {
     int64_t M = c->M, K = c->K, N = c->N;
     int64_t ldr = c->res == 1 ? N + 3 : c->res == 2 ? c->ldc : 0;
@@ -182,7 +183,7 @@ static void run_gemm_case(cg_jit *j, const cg_target *t, const gemm_case *c, con
     guarded ga = {0}, gw = {0}, gp = {0}, gb = {0}, gr = {0}, gc = {0};
     float *A = galloc(&ga, (size_t)(M ? (M - 1) * c->lda + K : 0));
     float *W = galloc(&gw, (size_t)(K * N));
-    size_t pbytes = amx ? cg_gemm_amx_packed_bytes(&d, t) : cg_gemm_packed_bytes(&d, t);
+    size_t pbytes = bf16 ? cg_gemm_amx_packed_bytes(&d, t) : cg_gemm_packed_bytes(&d, t);
     assert_true(pbytes > 0 && pbytes % 64 == 0);
     float *P = galloc(&gp, pbytes / sizeof(float));
     float *bias = c->bias ? galloc(&gb, (size_t)N) : NULL;
@@ -209,7 +210,7 @@ static void run_gemm_case(cg_jit *j, const cg_target *t, const gemm_case *c, con
     }
     double *ref = malloc((size_t)(M * N + 1) * sizeof *ref);
     assert_non_null(ref);
-    if (amx) {
+    if (bf16) {
         size_t na = (size_t)(M ? (M - 1) * c->lda + K : 0), nw = (size_t)(K * N);
         float *Ar = malloc((na + 1) * sizeof *Ar), *Wr = malloc((nw + 1) * sizeof *Wr);
         assert_true(Ar && Wr);
@@ -249,8 +250,8 @@ static void run_gemm_case(cg_jit *j, const cg_target *t, const gemm_case *c, con
     double err = maxref > 0 ? maxerr / maxref : maxerr;
     printf("  gemm%s M %4lld K %4lld N %4lld lda %4lld ldc %4lld bias %d res %d act %d threads %d: err %.2e "
            "(%lld ranges)\n",
-           !amx ? "" : t->amx_bf16 ? " bf16 amx" : " bf16 dot", (long long)M, (long long)K, (long long)N, (long long)c->lda, (long long)c->ldc, c->bias,
-           c->res, c->act, nthreads, err, (long long)calls);
+           !bf16 ? "" : t->amx_bf16 ? " bf16 amx" : " bf16 dot", (long long)M, (long long)K, (long long)N,
+           (long long)c->lda, (long long)c->ldc, c->bias, c->res, c->act, nthreads, err, (long long)calls);
     if (err > TOL || bad_sentinels)
         fail_msg("gemm %s: error %.3e > %.0e or %lld sentinels overwritten", name, err, TOL, (long long)bad_sentinels);
     if (M == 0 && calls != 0)
@@ -261,13 +262,13 @@ static void run_gemm_case(cg_jit *j, const cg_target *t, const gemm_case *c, con
 
 /* Case i at its M with 1 or 4 threads, then at one row (13 where M is 1) with
  * 2, then at none (no task may run). */
-static void run_gemm_case_sizes(cg_jit *j, const cg_target *t, gemm_case c, size_t i, const char *name, int amx)
+static void run_gemm_case_sizes(cg_jit *j, const cg_target *t, gemm_case c, size_t i, const char *name, int bf16)
 {
-    run_gemm_case(j, t, &c, name, i % 2 ? 4 : 1, amx);
+    run_gemm_case(j, t, &c, name, i % 2 ? 4 : 1, bf16);
     c.M = c.M > 1 ? 1 : 13;
-    run_gemm_case(j, t, &c, name, 2, amx);
+    run_gemm_case(j, t, &c, name, 2, bf16);
     c.M = 0;
-    run_gemm_case(j, t, &c, name, 1, amx);
+    run_gemm_case(j, t, &c, name, 1, bf16);
 }
 
 /* Each case with three L2 sizes: the host's, one that fits no rows of A

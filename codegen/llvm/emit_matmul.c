@@ -398,9 +398,9 @@ static LLVMValueRef get_driver(cg_ctx *cg, int kind, const void *desc, size_t le
 
 /* Packs W (K x N floats, row-major) for the GEMM kernel (fp32, or bf16 for
  * AMX) and stores it in the blob. */
-static int64_t add_packed(cg_ctx *cg, int node, const cg_gemm_desc *d, const float *W, int amx)
+static int64_t add_packed(cg_ctx *cg, int node, const cg_gemm_desc *d, const float *W, int bf16)
 {
-    size_t bytes = amx ? cg_gemm_amx_packed_bytes(d, &cg->target) : cg_gemm_packed_bytes(d, &cg->target);
+    size_t bytes = bf16 ? cg_gemm_amx_packed_bytes(d, &cg->target) : cg_gemm_packed_bytes(d, &cg->target);
     void *p;
     int64_t off = bytes ? cg_weights_reserve(cg, bytes, &p) : -1;
     if (off < 0) {
@@ -408,7 +408,7 @@ static int64_t add_packed(cg_ctx *cg, int node, const cg_gemm_desc *d, const flo
                 (long long)d->N);
         return -1;
     }
-    if (amx)
+    if (bf16)
         cg_gemm_amx_pack(d, &cg->target, W, p);
     else
         cg_gemm_pack(d, &cg->target, W, p);
@@ -428,18 +428,18 @@ static int emit_gemm_call(cg_ctx *cg, int node, gemm_call *c)
 {
     c->d.has_bias = c->bias != NULL;
     c->d.has_residual = c->R != NULL;
-    int amx = (cg->target.amx_bf16 || cg->target.bf16_dot) && cg_gemm_amx_fits(&c->d); /* bf16 */
-    int64_t wo = add_packed(cg, node, &c->d, c->W, amx), bo = -1;
+    int bf16 = cg_target_bf16(&cg->target) && cg_gemm_amx_fits(&c->d);
+    int64_t wo = add_packed(cg, node, &c->d, c->W, bf16), bo = -1;
     if (wo < 0)
         return cg->d->status;
     if (c->bias && (bo = cg_weights_add(cg, c->bias, sizeof(float) * (size_t)c->d.N)) < 0)
         return cg_fail(cg, VITC_INTERNAL, node, "out of memory for the weights");
     char name[64], label[256];
-    LLVMValueRef fn = get_driver(cg, amx ? KC_GEMM_AMX : KC_GEMM, &c->d, sizeof c->d, "vitc_gemm", name, sizeof name);
+    LLVMValueRef fn = get_driver(cg, bf16 ? KC_GEMM_AMX : KC_GEMM, &c->d, sizeof c->d, "vitc_gemm", name, sizeof name);
     if (!fn)
         return cg_fail(cg, VITC_INTERNAL, node, "the GEMM kernel generator refused K=%lld N=%lld", (long long)c->d.K,
                        (long long)c->d.N);
-    snprintf(label, sizeof label, "GEMM%s %lldx%lld%s%s act=%d %s", amx ? " bf16" : "", (long long)c->d.K,
+    snprintf(label, sizeof label, "GEMM%s %lldx%lld%s%s act=%d %s", bf16 ? " bf16" : "", (long long)c->d.K,
              (long long)c->d.N, c->bias ? " +bias" : "", c->R ? " +residual" : "", c->d.activation,
              cg->g->nodes[node].name);
     cg_note_kernel(cg, name, label);

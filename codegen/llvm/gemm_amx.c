@@ -83,7 +83,7 @@ int cg_gemm_amx_fits(const cg_gemm_desc *d)
 static int amx_plan_make(const cg_gemm_desc *d, const cg_target *t, amx_plan *p)
 {
     memset(p, 0, sizeof *p);
-    if (!d || !t || !(t->amx_bf16 || t->bf16_dot) || t->vec_floats != 16 || !cg_gemm_amx_fits(d) || d->lda < d->K ||
+    if (!d || !t || !cg_target_bf16(t) || t->vec_floats != 16 || !cg_gemm_amx_fits(d) || d->lda < d->K ||
         d->ldc < d->N || (d->has_residual && d->ldr != 0 && d->ldr < d->N) || d->activation < 0 ||
         d->activation >= IR_ACT_COUNT)
         return -1;
@@ -457,11 +457,11 @@ static void emit_panels_dot(amx_emit *e, LLVMValueRef pb, LLVMValueRef pe, const
     LLVMValueRef grow = kern_add(k, e->m0, r0);
     /* row r's mask of half h: its lanes while r is one of the task's rows */
     LLVMValueRef mask[DOT_MR][2];
-    for (int r = 0; r < DOT_MR; r++)
-        for (int h = 0; h < nh; h++) {
-            LLVMValueRef in = LLVMBuildICmp(b, LLVMIntSGT, nrows, kern_i64(k, r), "");
+    for (int r = 0; r < DOT_MR; r++) {
+        LLVMValueRef in = LLVMBuildICmp(b, LLVMIntSGT, nrows, kern_i64(k, r), "");
+        for (int h = 0; h < nh; h++)
             mask[r][h] = kern_lanes_below(k, LLVMBuildSelect(b, in, kern_i64(k, lanes[h]), kern_i64(k, 0), ""));
-        }
+    }
     LLVMValueRef src = kern_gep(k, e->C, kern_add(k, kern_mulc(k, grow, d->ldc), n0)), ld = kern_i64(k, d->ldc);
     if (res_first) {
         LLVMValueRef rblk = kern_gep(k, e->R, kern_add(k, kern_mulc(k, grow, d->ldr), n0));

@@ -25,6 +25,9 @@ typedef struct {
     int bf16_dot;     /* --precision bf16 without AMX: the same on AVX512-BF16 (VDPBF16PS, gemm_amx.c) */
 } cg_target;
 
+/* Whether the Linear layers run in bf16 (--precision bf16), on either path. */
+static inline int cg_target_bf16(const cg_target *t) { return t->amx_bf16 || t->bf16_dot; }
+
 /* The target for an LLVM feature string ("+avx2,+fma,-avx512f,..."): 16
  * floats and 32 registers with +avx512f, 8 and 16 with +avx, else 4 and 16
  * (SSE); has_fma with +fma or +avx512f; this machine's L2. */

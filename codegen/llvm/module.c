@@ -683,7 +683,7 @@ int cg_module_finish(cg_ctx *cg)
         LLVMConstInt(cg->t_i64, g->source_hash, 0),
         LLVMConstInt(cg->t_i32, (unsigned)cg->nparts, 0),
         parts,
-        cstr(cg, cg->target.amx_bf16 || cg->target.bf16_dot ? "bf16" : "fp32"),
+        cstr(cg, cg_target_bf16(&cg->target) ? "bf16" : "fp32"),
     };
     LLVMValueRef desc = LLVMAddGlobal(cg->mod, mt, VITC_ABI_SYMBOL);
     LLVMSetInitializer(desc, LLVMConstNamedStruct(mt, f, 26));

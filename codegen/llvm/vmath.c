@@ -128,6 +128,7 @@ static const float erf_p[7] = {1.128378772f,     2.065748644e-01f,  5.145791776e
                                1.493589691e-04f, -1.993747203e-06f, 1.987479231e-08f};
 static const float erf_q[5] = {1.0f, 5.164009110e-01f, 1.177545753e-01f, 1.492796611e-02f, 1.028412038e-03f};
 #define ERF_ONE 3.925
+#define SQRT2 1.4142135623730951
 
 LLVMValueRef vm_erf(const vm_ctx *v, LLVMValueRef x)
 {
@@ -150,11 +151,11 @@ static LLVMValueRef gelu_erf(const vm_ctx *v, LLVMValueRef x)
 {
     float p[7], q[5];
     for (int i = 0; i < 7; i++)
-        p[i] = (float)((double)erf_p[i] / (double)(1 << i) / (2.0 * 1.4142135623730951));
+        p[i] = (float)((double)erf_p[i] / (double)(1 << i) / (2.0 * SQRT2));
     for (int i = 0; i < 5; i++)
         q[i] = (float)((double)erf_q[i] / (double)(1 << i));
     LLVMBuilderRef b = v->b;
-    double lim = ERF_ONE * 1.4142135623730951;
+    double lim = ERF_ONE * SQRT2;
     LLVMValueRef c = fmin2(v, fmax2(v, x, k(v, -lim)), k(v, lim));
     LLVMValueRef t = LLVMBuildFMul(b, c, c, "");
     LLVMValueRef e = LLVMBuildFDiv(b, LLVMBuildFMul(b, c, horner(v, t, p, 7), ""), horner(v, t, q, 5), "");
