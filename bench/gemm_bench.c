@@ -5,7 +5,7 @@
  * (cg_attention_emit) and the two batched GEMMs it replaces (cg_bgemm_emit)
  * on the same models, counting only the 4 N^2 D flops of the two products.
  *
- *   gemm_bench [--peak G1,G2] [--cold] [--rounds R] [--bf16|--avx2] [BATCH ...]
+ *   gemm_bench [--peak G1,G2] [--cold] [--rounds R] [--bf16|--avx2] [--only TEXT] [BATCH ...]
  * BATCH: default 1 and 8 (M = tokens * batch: 197, the face ViT's 144).
  * --peak: the 1- and 2-thread peaks in GFLOP/s (from peak_fma on a quiet
  * machine) when this run shares the machine with other work and would
@@ -20,7 +20,9 @@
  * GEMMs of --precision bf16 (gemm_amx.c: AMX tiles, else AVX512-BF16)
  * instead of fp32; their % of peak is still of the fp32 FMA peak, so it may
  * pass 100%.  --avx2: the code of --features=-avx512f (8-float vectors, 16
- * registers), and the peak of that code path. */
+ * registers), and the peak of that code path.  --only TEXT: just the layers
+ * whose "model layer" (such as "ViT-B fc2") contains TEXT, and no attention
+ * rows: a run short enough to profile one layer with perf. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -132,14 +134,25 @@ static double time_kernel(driver_fn fn, const void *args, rt_pool *pool, int nth
     return time_kernel_n(fn, args, 0, 1, pool, nthreads);
 }
 
+#define USAGE "usage: gemm_bench [--peak G1,G2] [--cold] [--rounds R] [--bf16|--avx2] [--only TEXT] [BATCH ...]"
+
+/* Whether --only's text (NULL: every layer) is in the layer's "model layer". */
+static int layer_selected(const layer *ly, const char *only)
+{
+    char both[64];
+    snprintf(both, sizeof both, "%s %s", ly->model, ly->layer);
+    return !only || strstr(both, only) != NULL;
+}
+
 int main(int argc, char **argv)
 {
     int batches[16] = {1, 8}, nb = 2, first = 1, cold = 0, rounds = 1, bf16 = 0, avx2 = 0;
     double given[3] = {0};
+    const char *only = NULL;
     for (;;) {
         if (argc > first + 1 && !strcmp(argv[first], "--peak")) {
             if (sscanf(argv[first + 1], "%lf,%lf", &given[1], &given[2]) < 1 || !(given[1] > 0)) {
-                fprintf(stderr, "usage: gemm_bench [--peak G1,G2] [--cold] [--rounds R] [--bf16|--avx2] [BATCH ...]\n");
+                fprintf(stderr, USAGE "\n");
                 return 2;
             }
             first += 2;
@@ -152,6 +165,9 @@ int main(int argc, char **argv)
         } else if (argc > first && !strcmp(argv[first], "--avx2")) {
             avx2 = 1;
             first++;
+        } else if (argc > first + 1 && !strcmp(argv[first], "--only")) {
+            only = argv[first + 1];
+            first += 2;
         } else if (argc > first + 1 && !strcmp(argv[first], "--rounds")) {
             rounds = atoi(argv[first + 1]);
             if (rounds < 1 || rounds > 99) {
@@ -168,8 +184,7 @@ int main(int argc, char **argv)
         for (int i = first; i < argc && nb < 16; i++) {
             batches[nb] = atoi(argv[i]);
             if (batches[nb] < 1 || batches[nb] > 1024) {
-                fprintf(stderr, "usage: gemm_bench [--peak G1,G2] [--cold] [--rounds R] [--bf16|--avx2] [BATCH ...] "
-                                "(batches 1..1024)\n");
+                fprintf(stderr, USAGE " (batches 1..1024)\n");
                 return 2;
             }
             nb++;
@@ -269,6 +284,8 @@ int main(int argc, char **argv)
         for (int bi = 0; bi < nb; bi++) {
             for (size_t l = 0; l < NLAYERS; l++) {
                 const layer *ly = &layers[l];
+                if (!layer_selected(ly, only))
+                    continue;
                 int64_t M = ly->tokens * (int64_t)batches[bi];
                 cg_gemm_desc d = desc_of(ly);
                 float *A = aligned_floats((size_t)(M * LDA_OF(ly))), *W = aligned_floats((size_t)(ly->K * ly->N));
@@ -315,6 +332,8 @@ int main(int argc, char **argv)
         printf("%-7s %-10s %6s  %-22s %-22s\n", "model", "layer", "M", "1 thread", maxthreads > 1 ? "2 threads" : "");
         for (int bi = 0; bi < nb; bi++)
             for (size_t l = 0; l < NLAYERS; l++) {
+                if (!layer_selected(&layers[l], only))
+                    continue;
                 printf("%-7s %-10s %6lld ", layers[l].model, layers[l].layer,
                        (long long)(layers[l].tokens * batches[bi]));
                 for (int nt = 1; nt <= maxthreads; nt++) {
@@ -328,8 +347,11 @@ int main(int argc, char **argv)
             }
     }
     free(pct);
-    printf("%-7s %-9s %6s %5s %5s  %-22s %-22s\n", "model", "attention", "images", "heads", "D",
-           "1 thread: GFLOP/s peak", maxthreads > 1 ? "2 threads: GFLOP/s peak" : "");
+    if (only) /* --only: no attention rows */
+        nb = 0;
+    else
+        printf("%-7s %-9s %6s %5s %5s  %-22s %-22s\n", "model", "attention", "images", "heads", "D",
+               "1 thread: GFLOP/s peak", maxthreads > 1 ? "2 threads: GFLOP/s peak" : "");
     for (int bi = 0; bi < nb; bi++) {
         for (size_t a = 0; a < 2; a++) {
             int64_t B = batches[bi], H = attn_models[a].heads, N = 197, D = 64;
