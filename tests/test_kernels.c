@@ -274,7 +274,9 @@ static void run_gemm_case_sizes(cg_jit *j, const cg_target *t, gemm_case c, size
 /* Each case with three L2 sizes: the host's, one that fits no rows of A
  * (K blocks outside the panels), and 64 KiB, where a K-blocked task of few
  * rows walks the panels outside and one of many rows the K blocks (gemm.c
- * picks at run time). */
+ * picks at run time).  With the host's (1 MiB or more) the cases of K = 1000
+ * to 2048 are not cut into K blocks: their rows of A outgrow the L2, their
+ * panels of B do not (gemm.c). */
 static void gemm_all_cases(void **state)
 {
     cg_jit *j = jit_new();

@@ -15,7 +15,9 @@
  * panel's C tile in cache across its K blocks (`gemm_bench --cold 1`: the
  * face ViT's layers 6-8% faster, ViT-B's K = 768 layers within the noise);
  * a task with more walks K blocks, then panels, then rows, so that A's K
- * block stays in L2 (ViT-B's fc2, K = 3072, was 5-9% slower the other way).
+ * block stays in L2 (ViT-B's fc2, K = 3072, was 5-9% slower the other way),
+ * unless B's whole K x NR panel fits half the L2: such a layer is not cut
+ * into K blocks at all (gemm_plan_make).
  * Each step is one micro-kernel call (kern_uk.h) that keeps an MR x NR tile
  * of C in registers, reads A in place and applies the epilogue before the
  * only store. */
@@ -24,14 +26,19 @@
 #include <stdio.h>
 #include <string.h>
 
+enum { TASKS_PER_THREAD = 4, PPB_MAX = 8, SMALL_M_TILES = 17 }; /* see emit_driver */
+enum { B_BLOCK_BYTES = 16384 }; /* a K block's B micro-panel */
+
 typedef struct {
     int vf, nv, nr, mr;
     int64_t npanels, nfull; /* panels of nr columns; those without padding */
     int rem_nv, rem_lanes;  /* the padded last panel, when N % nr != 0 */
     int64_t kc, nkb;        /* K blocks */
     int64_t mc_max;         /* largest row block of a task */
+    int64_t rows_max;       /* most rows a task may have (mc_max, or SMALL_M_TILES tiles) */
     int64_t l2;             /* the L2's bytes per core (the target's, else 512 KiB) */
     int64_t a_budget;       /* bytes of A a task may keep in L2 (see emit_task) */
+    int pf_l1;              /* the next B block is prefetched into L1 too */
 } gemm_plan;
 
 static int gemm_plan_make(const cg_gemm_desc *d, const cg_target *t, gemm_plan *p)
@@ -51,11 +58,25 @@ static int gemm_plan_make(const cg_gemm_desc *d, const cg_target *t, gemm_plan *
         p->rem_nv = (int)((rem + p->vf - 1) / p->vf);
         p->rem_lanes = (int)(rem - (int64_t)(p->rem_nv - 1) * p->vf);
     }
+    p->mc_max = 12 * p->mr;
+    p->rows_max = SMALL_M_TILES * p->mr > p->mc_max ? SMALL_M_TILES * p->mr : p->mc_max;
+    p->l2 = t->l2_bytes > 0 ? t->l2_bytes : 512 * 1024;
+    p->a_budget = p->l2 / 4 * 3;
     /* K blocks of at most 16 KiB of B micro-panel, of equal size (multiple
      * of 4 steps) but the last.  A residual after an activation cannot be
      * accumulated through C, so that case keeps K whole. */
-    int64_t kc_max = 16384 / (p->nr * 4);
+    int64_t kc_max = B_BLOCK_BYTES / (p->nr * 4);
     p->nkb = (d->K + kc_max - 1) / kc_max;
+    /* A layer whose task's rows of A can outgrow the L2 budget (K large: fc2)
+     * would walk K blocks outside the panels (emit_task) and read and write
+     * each C tile again, from L2, once per K block.  Where B's whole panel
+     * fits half the L2 it keeps K whole instead: each tile's C stays in
+     * registers over all of K, B comes from L2 and A from L2 or L3.  In
+     * ViT-B/16 at batch 1 (Zen 5, 2 threads) fc2 ran 1-5% faster that way,
+     * in the face ViT 5% (gemm_bench --cold: face fc2 84-88% of peak -> 91-92%
+     * at batch 1, ViT-B's within the noise). */
+    if (p->rows_max * d->K * (int64_t)sizeof(float) > p->a_budget && d->K * p->nr * (int64_t)sizeof(float) <= p->l2 / 2)
+        p->nkb = 1;
     if (d->has_residual && d->activation)
         p->nkb = 1;
     p->kc = (d->K + p->nkb - 1) / p->nkb;
@@ -64,9 +85,13 @@ static int gemm_plan_make(const cg_gemm_desc *d, const cg_target *t, gemm_plan *
         p->kc = d->K, p->nkb = 1;
     else
         p->nkb = (d->K + p->kc - 1) / p->kc;
-    p->mc_max = 12 * p->mr;
-    p->l2 = t->l2_bytes > 0 ? t->l2_bytes : 512 * 1024;
-    p->a_budget = p->l2 / 4 * 3;
+    /* The next B block goes into L1 as well as L2 where the L1 holds three
+     * blocks (this one, the next, and A's and C's lines of a tile), but a
+     * whole panel of a layer not cut into K blocks only into L2.  Zen 5 (48
+     * KiB L1), gemm_bench --cold, 2 threads: at batch 1 ViT-B's qkv and proj
+     * 11-13% faster than with L2 alone, fc1 (ldc + 16) 15%, ViT-S's and the
+     * face ViT's 4-8%; at batch 8 0-3%. */
+    p->pf_l1 = t->l1_bytes >= 3 * B_BLOCK_BYTES && p->kc * p->nr * (int64_t)sizeof(float) <= B_BLOCK_BYTES;
     return 0;
 }
 
@@ -93,7 +118,6 @@ void cg_gemm_pack(const cg_gemm_desc *d, const cg_target *t, const float *W, flo
     }
 }
 
-enum { TASKS_PER_THREAD = 4, PPB_MAX = 8, SMALL_M_TILES = 17 }; /* see emit_driver */
 
 /* Everything the task function's body needs while it is being emitted. */
 typedef struct {
@@ -115,7 +139,7 @@ static void emit_panel(kern *k, gemm_emit *e, LLVMValueRef *kernels, LLVMValueRe
     LLVMValueRef boff = kern_mulc(k, kern_add(k, kern_mulc(k, panel, d->K), k0), p->nr);
     kern_uk_rows(k, kernels, p->mr, e->m0, e->m1, kern_gep(k, e->A, k0), d->lda, kern_gep(k, e->W, boff),
                  kern_gep(k, e->C, n0), d->ldc, d->has_residual ? kern_gep(k, e->R, n0) : NULL, d->ldr,
-                 d->has_bias ? kern_gep(k, e->bias, n0) : NULL, NULL, kc, first, last, pf, pf_lines);
+                 d->has_bias ? kern_gep(k, e->bias, n0) : NULL, NULL, kc, first, last, pf, pf_lines, p->pf_l1);
 }
 
 /* The cache lines of a B block to prefetch before each whole tile of the
@@ -286,11 +310,10 @@ static LLVMValueRef emit_task(kern *k, gemm_emit *e, const char *name, LLVMTypeR
     } else {
         /* Panels outside the K blocks when the task's rows of A fit the L2
          * budget, else K blocks outside (A's K block stays in L2 instead). */
-        int64_t rows_max = SMALL_M_TILES * p->mr > p->mc_max ? SMALL_M_TILES * p->mr : p->mc_max;
         int64_t arow = d->K * (int64_t)sizeof(float);
         if (p->mr * arow > p->a_budget) {
             emit_kblocks_outer(k, e, p0, p1);
-        } else if (rows_max * arow <= p->a_budget) {
+        } else if (p->rows_max * arow <= p->a_budget) {
             emit_panels_outer(k, e, p0, p1);
         } else {
             LLVMBasicBlockRef bp = kern_block(k, "panels.outer"), bk = kern_block(k, "kblocks.outer"),

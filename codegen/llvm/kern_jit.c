@@ -46,8 +46,19 @@ cg_target cg_target_from_features(const char *features)
     else if (has_feature(features, "avx"))
         t.vec_floats = 8;
     t.has_fma = has_feature(features, "fma") || has_feature(features, "avx512f");
-    t.l2_bytes = cg_host_l2_bytes(); /* the JIT runs its code here */
+    t.l1_bytes = cg_host_l1_bytes(); /* the JIT runs its code here */
+    t.l2_bytes = cg_host_l2_bytes();
     return t;
+}
+
+int64_t cg_host_l1_bytes(void)
+{
+#ifdef _SC_LEVEL1_DCACHE_SIZE
+    long n = sysconf(_SC_LEVEL1_DCACHE_SIZE);
+    return n > 0 ? n : 0;
+#else
+    return 0;
+#endif
 }
 
 int64_t cg_host_l2_bytes(void)

@@ -220,7 +220,7 @@ int kern_uk_set(kern *k, const kern_uk *s, LLVMValueRef *kernels)
 void kern_uk_rows(kern *k, LLVMValueRef *kernels, int mr, LLVMValueRef row0, LLVMValueRef row1,
                   LLVMValueRef A, int64_t lda, LLVMValueRef B, LLVMValueRef C, int64_t ldc,
                   LLVMValueRef R, int64_t ldr, LLVMValueRef bias, LLVMValueRef rs, LLVMValueRef kc,
-                  LLVMValueRef first, LLVMValueRef last, LLVMValueRef pf, LLVMValueRef pf_lines)
+                  LLVMValueRef first, LLVMValueRef last, LLVMValueRef pf, LLVMValueRef pf_lines, int pf_l1)
 {
     LLVMBuilderRef b = k->b;
     LLVMValueRef null = LLVMConstPointerNull(k->ptr);
@@ -243,7 +243,7 @@ void kern_uk_rows(kern *k, LLVMValueRef *kernels, int mr, LLVMValueRef row0, LLV
         LLVMValueRef first_line = kern_mul(k, tile, pf_lines);
         kern_loop P;
         kern_for(k, &P, first_line, kern_add(k, first_line, pf_lines), 1, 0, 0, NULL, "pf");
-        kern_prefetch(k, kern_gep(k, pf, kern_mulc(k, P.iv, 16)), 2);
+        kern_prefetch(k, kern_gep(k, pf, kern_mulc(k, P.iv, 16)), pf_l1 ? 3 : 2);
         kern_for_end(k, &P, NULL);
     }
     ROW_ARGS(L.iv);

@@ -47,13 +47,14 @@ void kern_uk_shape(const cg_target *t, int *mr, int *nv);
  * (kernels[r] handles r rows; see kern_uk_set).  Pointers advance by lda /
  * ldc / ldr / 1 per row; R, bias and rs may be NULL when unused;
  * first/last NULL mean true.  pf (or NULL): memory the caller reads next
- * (the next B block), prefetched into L2 while these rows are computed:
- * before its call, the t-th whole tile prefetches pf_lines cache lines from
- * pf + t * pf_lines * 64 bytes, a few at a time rather than in one burst. */
+ * (the next B block), prefetched into L2 (pf_l1: into L1 too) while these
+ * rows are computed: before its call, the t-th whole tile prefetches
+ * pf_lines cache lines from pf + t * pf_lines * 64 bytes, a few at a time
+ * rather than in one burst. */
 void kern_uk_rows(kern *k, LLVMValueRef *kernels, int mr, LLVMValueRef row0, LLVMValueRef row1,
                   LLVMValueRef A, int64_t lda, LLVMValueRef B, LLVMValueRef C, int64_t ldc,
                   LLVMValueRef R, int64_t ldr, LLVMValueRef bias, LLVMValueRef rs, LLVMValueRef kc,
-                  LLVMValueRef first, LLVMValueRef last, LLVMValueRef pf, LLVMValueRef pf_lines);
+                  LLVMValueRef first, LLVMValueRef last, LLVMValueRef pf, LLVMValueRef pf_lines, int pf_l1);
 
 /* Emits the kernels kern_uk_rows needs for one spec: kernels[s->mr] and
  * kernels[p] for the powers of two p < s->mr.  A kernel already in the

@@ -20,6 +20,7 @@ typedef struct {
     int vec_floats; /* floats per SIMD register: 4 (SSE), 8 (AVX2), 16 (AVX-512) */
     int nregs;      /* SIMD registers: 16 (AVX2), 32 (AVX-512) */
     int has_fma;
+    int64_t l1_bytes; /* L1 data cache per core, for prefetching (0: unknown) */
     int64_t l2_bytes; /* L2 cache per core, for blocking (0: unknown, taken as 512 KiB) */
     int amx_bf16;     /* --precision bf16: Linear layers on AMX tiles in bf16 (gemm_amx.c) */
     int bf16_dot;     /* --precision bf16 without AMX: the same on AVX512-BF16 (VDPBF16PS, gemm_amx.c) */
@@ -30,9 +31,11 @@ static inline int cg_target_bf16(const cg_target *t) { return t->amx_bf16 || t->
 
 /* The target for an LLVM feature string ("+avx2,+fma,-avx512f,..."): 16
  * floats and 32 registers with +avx512f, 8 and 16 with +avx, else 4 and 16
- * (SSE); has_fma with +fma or +avx512f; this machine's L2. */
+ * (SSE); has_fma with +fma or +avx512f; this machine's L1 and L2. */
 cg_target cg_target_from_features(const char *features);
-/* This machine's L2 cache per core in bytes (sysconf), 0 when unknown. */
+/* This machine's L1 data and L2 cache per core in bytes (sysconf), 0 when
+ * unknown. */
+int64_t cg_host_l1_bytes(void);
 int64_t cg_host_l2_bytes(void);
 
 /* ---- GEMM with packed constant weights and a fused epilogue ----

@@ -136,7 +136,8 @@ static void describe_target(cg_ctx *cg)
     t->vec_floats = vf;
     t->nregs = vf == 16 ? 32 : 16;
     t->has_fma = has_feature(f, "fma") || vf == 16;
-    t->l2_bytes = cg->opt->cpu ? 0 : cg_host_l2_bytes(); /* a CPU by name: its caches are not known here */
+    t->l1_bytes = cg->opt->cpu ? 0 : cg_host_l1_bytes(); /* a CPU by name: its caches are not known here */
+    t->l2_bytes = cg->opt->cpu ? 0 : cg_host_l2_bytes();
 }
 
 /* Checks a user's --cpu and --features against what LLVM knows for the
