@@ -102,6 +102,47 @@ static uint64_t place(buf *bufs, int nb, buf **live)
     return total;
 }
 
+/* Values computed in place (req->reuse), in order of their start: value v
+ * takes over the buffer of u = reuse[v] (through views: u's root) when that
+ * buffer is as large as v's and its last reader is v's producer, and the
+ * buffer then lives to v's end.  A chain (x1 -> x2 -> x3, the residual stream
+ * of a transformer) ends up in x1's buffer.  Returns the buffers left; owner[v]
+ * is the value whose buffer v took over. */
+static int take_over(const pass_memplan_req *req, int nv, buf *bufs, int nb, int *slot, int *owner)
+{
+    if (!req->reuse)
+        return nb;
+    int *order = malloc(sizeof(int) * ((size_t)nb + 1)), n = 0;
+    if (!order)
+        return nb; /* no reuse: a correct plan all the same */
+    for (int i = 0; i < nb; i++)
+        if (bufs[i].id >= 0 && req->reuse[bufs[i].id] >= 0)
+            order[n++] = i;
+    for (int a = 1; a < n; a++) /* by start (insertion: few of them) */
+        for (int b = a; b > 0 && bufs[order[b]].start < bufs[order[b - 1]].start; b--) {
+            int t = order[b];
+            order[b] = order[b - 1];
+            order[b - 1] = t;
+        }
+    for (int j = 0; j < n; j++) {
+        buf *v = &bufs[order[j]];
+        int u = root_of(req, nv, req->reuse[v->id]);
+        int su = u >= 0 && u < nv && u != v->id ? slot[u] : -1;
+        if (su < 0 || bufs[su].size != v->size || bufs[su].end != v->start)
+            continue;
+        bufs[su].end = v->end > bufs[su].end ? v->end : bufs[su].end;
+        owner[v->id] = bufs[su].id;
+        slot[v->id] = su;
+        v->size = -1; /* dropped below */
+    }
+    free(order);
+    int kept = 0;
+    for (int i = 0; i < nb; i++)
+        if (bufs[i].size >= 0)
+            bufs[kept++] = bufs[i];
+    return kept;
+}
+
 int pass_memplan(const ir_graph *g, const pass_memplan_req *req, pass_memplan_result *out, vitc_diag *d)
 {
     memset(out, 0, sizeof *out);
@@ -112,8 +153,9 @@ int pass_memplan(const ir_graph *g, const pass_memplan_req *req, pass_memplan_re
     buf *saved = malloc(sizeof(buf) * ((size_t)nv + (size_t)nn + 1));
     buf **live = malloc(sizeof(buf *) * ((size_t)nv + (size_t)nn + 1));
     int *slot = malloc(sizeof(int) * ((size_t)nv + 1)); /* value -> its entry in bufs */
-    if (!out->offset || !out->scratch_offset || !bufs || !saved || !live || !slot) {
-        free(bufs), free(saved), free(live), free(slot);
+    int *owner = malloc(sizeof(int) * ((size_t)nv + 1)); /* value -> the value whose buffer it took over, or -1 */
+    if (!out->offset || !out->scratch_offset || !bufs || !saved || !live || !slot || !owner) {
+        free(bufs), free(saved), free(live), free(slot), free(owner);
         pass_memplan_free(out);
         return vitc_error(d, VITC_INTERNAL, NULL, "out of memory planning the workspace");
     }
@@ -121,6 +163,7 @@ int pass_memplan(const ir_graph *g, const pass_memplan_req *req, pass_memplan_re
     for (int v = 0; v < nv; v++) {
         out->offset[v] = -1;
         slot[v] = -1;
+        owner[v] = -1;
         if (!req->in_workspace[v] || root_of(req, nv, v) != v)
             continue;
         const ir_value *val = &g->values[v];
@@ -150,6 +193,8 @@ int pass_memplan(const ir_graph *g, const pass_memplan_req *req, pass_memplan_re
         if (r >= 0 && r < nv && slot[r] >= 0)
             bufs[slot[r]].end = nn;
     }
+    if (st == VITC_OK)
+        nb = take_over(req, nv, bufs, nb, slot, owner);
     for (int i = 0; i < nn; i++) {
         out->scratch_offset[i] = -1;
         if (req->scratch && req->scratch[i] > 0) {
@@ -161,7 +206,7 @@ int pass_memplan(const ir_graph *g, const pass_memplan_req *req, pass_memplan_re
         }
     }
     if (st != VITC_OK) {
-        free(bufs), free(saved), free(live), free(slot);
+        free(bufs), free(saved), free(live), free(slot), free(owner);
         pass_memplan_free(out);
         return st;
     }
@@ -193,6 +238,9 @@ int pass_memplan(const ir_graph *g, const pass_memplan_req *req, pass_memplan_re
         else
             out->scratch_offset[-bufs[i].id - 1] = bufs[i].offset;
     }
+    for (int v = 0; v < nv; v++) /* a value computed in place reports the buffer it took over */
+        if (owner[v] >= 0)
+            out->offset[v] = out->offset[owner[v]];
     for (int v = 0; v < nv; v++) { /* views report their root's buffer */
         int r = root_of(req, nv, v);
         if (r != v && r >= 0 && r < nv)
@@ -201,7 +249,7 @@ int pass_memplan(const ir_graph *g, const pass_memplan_req *req, pass_memplan_re
     out->total = total;
     out->unplanned = sum;
     out->nbuffers = nb;
-    free(bufs), free(saved), free(live), free(slot);
+    free(bufs), free(saved), free(live), free(slot), free(owner);
     return VITC_OK;
 }
 

@@ -23,6 +23,9 @@ typedef struct {
     const int64_t *scratch;  /* per node: scratch bytes at max_batch, live only while it runs (NULL: none) */
     const int *row_pad;      /* per value: elements between the end of one row (its last dimension) and the
                                 start of the next, for a value stored with rows further apart (NULL: none) */
+    const int *reuse;        /* per value: -1, or a value whose buffer it may take over, computed in place: it
+                                does when that buffer is as large and its last reader is the node that computes
+                                this value (NULL: none) */
 } pass_memplan_req;
 
 typedef struct {
@@ -37,6 +40,8 @@ typedef struct {
 /* Plans g's workspace.  Lifetimes run, in node order, from the node that
  * computes a buffer to the last node that reads it or any view of it; graph
  * outputs stay alive to the end.  Placement is first-fit by decreasing size.
+ * A value given a reuse takes over that buffer where the rule above allows,
+ * and the buffer then lives on to the value's own last reader.
  * Arrays in out are malloc'ed (pass_memplan_free).  Returns a status,
  * reporting through d (a size that overflows is VITC_BAD_INPUT). */
 int pass_memplan(const ir_graph *g, const pass_memplan_req *req, pass_memplan_result *out, vitc_diag *d);

@@ -516,6 +516,73 @@ static void test_memplan_never_overlaps_live_buffers(void **state)
     ir_graph_free(g);
 }
 
+/* In-place values (pass_memplan's reuse): every node's output of
+ * torchvision's ViT offered its first input's buffer.  Those whose input is
+ * as large and read last by that node (a residual Add, a bias Add after a
+ * MatMul, a Softmax) must take it over, the others (a LayerNorm of x, which
+ * the residual Add reads later; a MatMul, which changes the size) must not,
+ * and a value shares bytes with a live one only when it took over that one's
+ * buffer at the node where that one was last read. */
+static void test_memplan_in_place(void **state)
+{
+    (void)state;
+    ir_graph *g = tu_load_model("tests/models/torchvision-ts13.onnx");
+    vitc_diag d;
+    vitc_diag_init(&d, "torchvision-ts13.onnx");
+    assert_int_equal(pass_fold_shapes(g, &d), 0);
+    assert_int_equal(pass_dce(g, &d), 0);
+    int nv = g->nvalues;
+    unsigned char *ws = calloc((size_t)nv, 1);
+    int *first = malloc(sizeof(int) * (size_t)nv), *last = malloc(sizeof(int) * (size_t)nv);
+    int *reuse = malloc(sizeof(int) * (size_t)nv);
+    for (int v = 0; v < nv; v++) {
+        first[v] = last[v] = g->values[v].producer;
+        ws[v] = g->values[v].kind == IR_VAL_NODE;
+        reuse[v] = -1;
+    }
+    for (int i = 0; i < g->nnodes; i++) {
+        const ir_node *n = &g->nodes[i];
+        for (int k = 0; k < n->ninputs; k++)
+            if (n->inputs[k] >= 0 && last[n->inputs[k]] < i)
+                last[n->inputs[k]] = i;
+        if (n->noutputs >= 1 && n->outputs[0] >= 0 && n->ninputs >= 1)
+            reuse[n->outputs[0]] = n->inputs[0];
+    }
+    for (int k = 0; k < g->noutputs; k++)
+        ws[g->outputs[k]] = 0;
+    pass_memplan_req req = {.max_batch = 8, .in_workspace = ws, .reuse = reuse};
+    pass_memplan_result r;
+    assert_int_equal(pass_memplan(g, &req, &r, &d), 0);
+    int taken = 0, expected = 0, offered = 0;
+    for (int v = 0; v < nv; v++) {
+        int u = reuse[v];
+        if (!ws[v] || u < 0 || !ws[u])
+            continue;
+        offered++;
+        int fits = last[u] == first[v] && padded_bytes(&g->values[u], 0) == padded_bytes(&g->values[v], 0);
+        expected += fits;
+        taken += r.offset[v] == r.offset[u];
+        if (r.offset[v] == r.offset[u] && !fits)
+            fail_msg("'%s' took over the buffer of '%s', which is read after it is computed", g->values[v].name,
+                     g->values[u].name);
+    }
+    for (int u = 0; u < nv; u++)
+        for (int v = u + 1; v < nv && ws[u]; v++) {
+            if (!ws[v] || first[u] > last[v] || first[v] > last[u])
+                continue;
+            int64_t su = padded_bytes(&g->values[u], 0), sv = padded_bytes(&g->values[v], 0);
+            int in_place = (reuse[v] == u && last[u] == first[v]) || (reuse[u] == v && last[v] == first[u]);
+            if (r.offset[u] < r.offset[v] + sv && r.offset[v] < r.offset[u] + su && !in_place)
+                fail_msg("'%s' and '%s' are alive together and overlap", g->values[u].name, g->values[v].name);
+        }
+    print_message("memplan in place: %d of %d offered buffers taken over (%d could be)\n", taken, offered, expected);
+    assert_int_equal(taken, expected);
+    assert_true(expected >= 8 && offered > expected); /* both kinds of offer */
+    pass_memplan_free(&r);
+    free(ws), free(first), free(last), free(reuse);
+    ir_graph_free(g);
+}
+
 /* ---- failures ---- */
 
 /* $CC as the test found it, to put back after a case that sets it. */
@@ -851,7 +918,7 @@ TU_MAIN(setup, tu_teardown_tmpdir, test_fixtures_compiled_match_references, test
         test_transcendentals_elementwise_accuracy, test_gelu_epilogue_and_standalone_agree_bitwise,
         test_integer_and_bool_ops, test_data_movement,
         test_matrix_products, test_batchnorm_and_fused_ops, test_gemm_only_tensor_rows_padded,
-        test_memplan_never_overlaps_live_buffers,
+        test_memplan_never_overlaps_live_buffers, test_memplan_in_place,
         test_failed_compiles_leave_nothing, test_cli_dump_verbose_cpu, test_external_weights_same_numbers,
         test_weights_written_after_either_link,
         test_model_for_missing_cpu_features_is_refused,
