@@ -461,27 +461,39 @@ static int64_t padded_bytes(const ir_value *v, int pad)
     return n * (int64_t)ir_dtype_size(v->dtype);
 }
 
-static void test_memplan_never_overlaps_live_buffers(void **state)
+/* torchvision's ViT with its shapes folded, for the memory plan: ws[v]
+ * whether v needs a buffer (a node's output that is not a graph output),
+ * first[v] and last[v] the nodes that compute it and read it last. */
+static ir_graph *memplan_graph(vitc_diag *d, unsigned char **ws, int **first, int **last)
 {
     ir_graph *g = tu_load_model("tests/models/torchvision-ts13.onnx");
-    vitc_diag d;
-    vitc_diag_init(&d, "torchvision-ts13.onnx");
-    assert_int_equal(pass_fold_shapes(g, &d), 0);
-    assert_int_equal(pass_dce(g, &d), 0);
+    vitc_diag_init(d, "torchvision-ts13.onnx");
+    assert_int_equal(pass_fold_shapes(g, d), 0);
+    assert_int_equal(pass_dce(g, d), 0);
     int nv = g->nvalues;
-    unsigned char *ws = calloc((size_t)nv, 1);
-    int *first = malloc(sizeof(int) * (size_t)nv), *last = malloc(sizeof(int) * (size_t)nv);
+    *ws = calloc((size_t)nv, 1);
+    *first = malloc(sizeof(int) * (size_t)nv), *last = malloc(sizeof(int) * (size_t)nv);
+    assert_true(*ws && *first && *last);
     for (int v = 0; v < nv; v++) {
-        first[v] = g->values[v].producer;
-        last[v] = first[v];
-        ws[v] = g->values[v].kind == IR_VAL_NODE;
+        (*first)[v] = (*last)[v] = g->values[v].producer;
+        (*ws)[v] = g->values[v].kind == IR_VAL_NODE;
     }
     for (int i = 0; i < g->nnodes; i++)
         for (int k = 0; k < g->nodes[i].ninputs; k++)
-            if (g->nodes[i].inputs[k] >= 0 && last[g->nodes[i].inputs[k]] < i)
-                last[g->nodes[i].inputs[k]] = i;
+            if (g->nodes[i].inputs[k] >= 0 && (*last)[g->nodes[i].inputs[k]] < i)
+                (*last)[g->nodes[i].inputs[k]] = i;
     for (int k = 0; k < g->noutputs; k++)
-        ws[g->outputs[k]] = 0;
+        (*ws)[g->outputs[k]] = 0;
+    return g;
+}
+
+static void test_memplan_never_overlaps_live_buffers(void **state)
+{
+    vitc_diag d;
+    unsigned char *ws;
+    int *first, *last;
+    ir_graph *g = memplan_graph(&d, &ws, &first, &last);
+    int nv = g->nvalues;
     /* every third tensor with rows 16 elements further apart: sizes that
      * differ a little from their neighbours' */
     int *pad = calloc((size_t)nv, sizeof *pad);
@@ -526,30 +538,19 @@ static void test_memplan_never_overlaps_live_buffers(void **state)
 static void test_memplan_in_place(void **state)
 {
     (void)state;
-    ir_graph *g = tu_load_model("tests/models/torchvision-ts13.onnx");
     vitc_diag d;
-    vitc_diag_init(&d, "torchvision-ts13.onnx");
-    assert_int_equal(pass_fold_shapes(g, &d), 0);
-    assert_int_equal(pass_dce(g, &d), 0);
+    unsigned char *ws;
+    int *first, *last;
+    ir_graph *g = memplan_graph(&d, &ws, &first, &last);
     int nv = g->nvalues;
-    unsigned char *ws = calloc((size_t)nv, 1);
-    int *first = malloc(sizeof(int) * (size_t)nv), *last = malloc(sizeof(int) * (size_t)nv);
     int *reuse = malloc(sizeof(int) * (size_t)nv);
-    for (int v = 0; v < nv; v++) {
-        first[v] = last[v] = g->values[v].producer;
-        ws[v] = g->values[v].kind == IR_VAL_NODE;
+    for (int v = 0; v < nv; v++)
         reuse[v] = -1;
-    }
     for (int i = 0; i < g->nnodes; i++) {
         const ir_node *n = &g->nodes[i];
-        for (int k = 0; k < n->ninputs; k++)
-            if (n->inputs[k] >= 0 && last[n->inputs[k]] < i)
-                last[n->inputs[k]] = i;
         if (n->noutputs >= 1 && n->outputs[0] >= 0 && n->ninputs >= 1)
             reuse[n->outputs[0]] = n->inputs[0];
     }
-    for (int k = 0; k < g->noutputs; k++)
-        ws[g->outputs[k]] = 0;
     pass_memplan_req req = {.max_batch = 8, .in_workspace = ws, .reuse = reuse};
     pass_memplan_result r;
     assert_int_equal(pass_memplan(g, &req, &r, &d), 0);

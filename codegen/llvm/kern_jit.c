@@ -51,25 +51,22 @@ cg_target cg_target_from_features(const char *features)
     return t;
 }
 
-int64_t cg_host_l1_bytes(void)
+/* sysconf(name) as bytes, 0 when unknown or where the name does not exist. */
+static int64_t sysconf_bytes(int name)
 {
-#ifdef _SC_LEVEL1_DCACHE_SIZE
-    long n = sysconf(_SC_LEVEL1_DCACHE_SIZE);
+    long n = name >= 0 ? sysconf(name) : -1;
     return n > 0 ? n : 0;
-#else
-    return 0;
-#endif
 }
 
-int64_t cg_host_l2_bytes(void)
-{
-#ifdef _SC_LEVEL2_CACHE_SIZE
-    long n = sysconf(_SC_LEVEL2_CACHE_SIZE);
-    return n > 0 ? n : 0;
-#else
-    return 0;
+#ifndef _SC_LEVEL1_DCACHE_SIZE
+#define _SC_LEVEL1_DCACHE_SIZE -1
 #endif
-}
+#ifndef _SC_LEVEL2_CACHE_SIZE
+#define _SC_LEVEL2_CACHE_SIZE -1
+#endif
+
+int64_t cg_host_l1_bytes(void) { return sysconf_bytes(_SC_LEVEL1_DCACHE_SIZE); }
+int64_t cg_host_l2_bytes(void) { return sysconf_bytes(_SC_LEVEL2_CACHE_SIZE); }
 
 static void set_err(char *err, size_t errlen, const char *what, LLVMErrorRef e)
 {
