@@ -119,7 +119,6 @@ void cg_gemm_pack(const cg_gemm_desc *d, const cg_target *t, const float *W, flo
     }
 }
 
-
 /* Everything the task function's body needs while it is being emitted. */
 typedef struct {
     const cg_gemm_desc *d;
