@@ -107,7 +107,8 @@ static uint64_t place(buf *bufs, int nb, buf **live)
  * buffer is as large as v's and its last reader is v's producer, and the
  * buffer then lives to v's end.  A chain (x1 -> x2 -> x3, the residual stream
  * of a transformer) ends up in x1's buffer.  Returns the buffers left; owner[v]
- * is the value whose buffer v took over. */
+ * is the value whose buffer v took over.  The buffers left are compacted, so
+ * slot[] no longer indexes them afterwards. */
 static int take_over(const pass_memplan_req *req, int nv, buf *bufs, int nb, int *slot, int *owner)
 {
     if (!req->reuse)
