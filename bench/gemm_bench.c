@@ -12,7 +12,9 @@
  * measure them too low.  --cold: each GEMM call reads another copy of the
  * packed weights, from copies that together exceed the last-level cache
  * (COLD_BYTES), as a model's layers read theirs: from memory, not from cache
- * as a repeated call would.  --rounds R: the GEMM table measured R times
+ * as a repeated call would; and writes another copy of C (the residual read
+ * in place from it), as a model's layer writes a buffer last used layers
+ * before.  --rounds R: the GEMM table measured R times
  * over (the rows of a round one after another, so that two variants of a
  * layer, such as fc2 and "fc2 lda+16", alternate), then each row's median
  * (the upper middle one for an even R) and range over the rounds: on a
@@ -265,7 +267,8 @@ int main(int argc, char **argv)
     printf("peak: %.1f GFLOP/s at 1 thread, %.1f at %d threads (%s)\n", peak[1], peak[maxthreads], maxthreads,
            given[1] > 0 ? "given" : "measured now");
     if (cold)
-        printf("weights: a different copy per call, %zu MiB of copies per layer (--cold)\n", COLD_BYTES >> 20);
+        printf("weights and C: a different copy per call, %zu MiB of copies of each per layer (--cold)\n",
+               COLD_BYTES >> 20);
     printf("%-7s %-10s %6s %5s %5s  %-22s %-22s\n", "model", "layer", "M", "K", "N", "1 thread: GFLOP/s peak",
            maxthreads > 1 ? "2 threads: GFLOP/s peak" : "");
     rt_pool *pools[3] = {NULL, rt_pool_new(1), maxthreads > 1 ? rt_pool_new(2) : NULL};
@@ -292,8 +295,10 @@ int main(int argc, char **argv)
                 size_t pbytes = bf16 ? cg_gemm_amx_packed_bytes(&d, &t) : cg_gemm_packed_bytes(&d, &t);
                 int ncopies = cold ? (int)((COLD_BYTES + pbytes - 1) / pbytes) : 1;
                 float *P = aligned_floats(pbytes / sizeof(float) * (size_t)ncopies);
-                float *bias = aligned_floats((size_t)ly->N), *C = aligned_floats((size_t)(M * LDC_OF(ly)));
-                float *R = ly->has_residual ? C : NULL; /* in place, as the compiler plans it */
+                size_t cfloats = (size_t)(M * LDC_OF(ly));
+                int ccopies = cold ? (int)((COLD_BYTES + cfloats * sizeof(float) - 1) / (cfloats * sizeof(float))) : 1;
+                ccopies = ccopies < ncopies ? ccopies : ncopies;
+                float *bias = aligned_floats((size_t)ly->N), *C = aligned_floats(cfloats * (size_t)ccopies);
                 cg_gemm_args *args = calloc((size_t)ncopies, sizeof *args);
                 if (!args) {
                     fprintf(stderr, "gemm_bench: out of memory\n");
@@ -305,7 +310,10 @@ int main(int argc, char **argv)
                         cg_gemm_amx_pack(&d, &t, W, Pc);
                     else
                         cg_gemm_pack(&d, &t, W, Pc);
-                    args[c] = (cg_gemm_args){.A = A, .W = Pc, .bias = bias, .R = R, .C = C, .M = M};
+                    float *Cc = C + cfloats * (size_t)(c % ccopies);
+                    /* the residual in place, as the compiler plans it */
+                    args[c] = (cg_gemm_args){.A = A, .W = Pc, .bias = bias, .R = ly->has_residual ? Cc : NULL, .C = Cc,
+                                             .M = M};
                 }
                 snprintf(name, sizeof name, "gemm%zu", l);
                 driver_fn fn = (driver_fn)cg_jit_lookup(j, name);

@@ -294,12 +294,12 @@ static void emit_product(kern *k, LLVMValueRef *full, LLVMValueRef *rem, int64_t
         kern_for(k, &P, zero, kern_i64(k, nf), 1, 0, 0, NULL, "panel");
         LLVMValueRef off = kern_mulc(k, P.iv, nr);
         kern_uk_rows(k, full, mr, zero, rows, A, lda, kern_gep(k, B, off), kern_gep(k, C, off), ldc, NULL, 0, NULL,
-                     rs, kc, NULL, NULL, NULL, NULL, 0);
+                     rs, kc, NULL, NULL, NULL);
         kern_for_end(k, &P, NULL);
     }
     if (has_rem)
         kern_uk_rows(k, rem, mr, zero, rows, A, lda, kern_gepc(k, B, nf * nr), kern_gepc(k, C, nf * nr), ldc, NULL, 0,
-                     NULL, rs, kc, NULL, NULL, NULL, NULL, 0);
+                     NULL, rs, kc, NULL, NULL, NULL);
 }
 
 static LLVMValueRef emit_task(kern *k, attn_emit *e, const char *name, LLVMTypeRef argsty)

@@ -97,7 +97,7 @@ static void emit_panel(kern *k, bgemm_emit *e, LLVMValueRef *kernels, LLVMValueR
         bsrc = kern_gep(k, e->Bb, kern_add(k, kern_mulc(k, k0, d->ldb), n0));
     }
     kern_uk_rows(k, kernels, p->mr, e->m0, e->m1, kern_gep(k, e->Ab, k0), d->lda, bsrc, kern_gep(k, e->Cb, n0),
-                 d->ldc, NULL, 0, NULL, NULL, kc, first, last, NULL, NULL, 0);
+                 d->ldc, NULL, 0, NULL, NULL, kc, first, last, NULL);
     if (p->nkb > 1)
         kern_for_end(k, &KB, NULL);
 }

@@ -217,10 +217,32 @@ int kern_uk_set(kern *k, const kern_uk *s, LLVMValueRef *kernels)
     return 0;
 }
 
+/* Before tile `row` (of mr rows) on its first K block: the next tile's
+ * rows of R, cols floats each (rows past row1 are not touched: the last one
+ * is taken again). */
+static void prefetch_next_rows(kern *k, int mr, LLVMValueRef row, LLVMValueRef row1, LLVMValueRef R, int64_t ldr,
+                               LLVMValueRef first, int64_t cols)
+{
+    LLVMBuilderRef b = k->b;
+    LLVMBasicBlockRef bpf = kern_block(k, "pfr"), bnext = kern_block(k, "pfr.next");
+    LLVMValueRef next = kern_addc(k, row, mr);
+    LLVMValueRef any = LLVMBuildICmp(b, LLVMIntSLT, next, row1, "");
+    LLVMBuildCondBr(b, first ? LLVMBuildAnd(b, first, any, "") : any, bpf, bnext);
+    LLVMPositionBuilderAtEnd(b, bpf);
+    LLVMValueRef last = LLVMBuildSub(b, row1, kern_i64(k, 1), "");
+    for (int r = 0; r < mr; r++) {
+        LLVMValueRef at = kern_gep(k, R, kern_mulc(k, kern_min(k, kern_addc(k, next, r), last), ldr));
+        for (int64_t c = 0; c < cols; c += 16)
+            kern_prefetch(k, kern_gepc(k, at, c), 2);
+    }
+    LLVMBuildBr(b, bnext);
+    LLVMPositionBuilderAtEnd(b, bnext);
+}
+
 void kern_uk_rows(kern *k, LLVMValueRef *kernels, int mr, LLVMValueRef row0, LLVMValueRef row1,
                   LLVMValueRef A, int64_t lda, LLVMValueRef B, LLVMValueRef C, int64_t ldc,
                   LLVMValueRef R, int64_t ldr, LLVMValueRef bias, LLVMValueRef rs, LLVMValueRef kc,
-                  LLVMValueRef first, LLVMValueRef last, LLVMValueRef pf, LLVMValueRef pf_lines, int pf_l1)
+                  LLVMValueRef first, LLVMValueRef last, const kern_uk_pf *pf)
 {
     LLVMBuilderRef b = k->b;
     LLVMValueRef null = LLVMConstPointerNull(k->ptr);
@@ -238,14 +260,16 @@ void kern_uk_rows(kern *k, LLVMValueRef *kernels, int mr, LLVMValueRef row0, LLV
 
     kern_loop L;
     kern_for(k, &L, row0, row1, mr, 1, 0, NULL, "rows");
-    if (pf) {
+    if (pf && pf->next) {
         LLVMValueRef tile = LLVMBuildUDiv(b, LLVMBuildSub(b, L.iv, row0, ""), kern_i64(k, mr), "");
-        LLVMValueRef first_line = kern_mul(k, tile, pf_lines);
+        LLVMValueRef first_line = kern_mul(k, tile, pf->lines);
         kern_loop P;
-        kern_for(k, &P, first_line, kern_add(k, first_line, pf_lines), 1, 0, 0, NULL, "pf");
-        kern_prefetch(k, kern_gep(k, pf, kern_mulc(k, P.iv, 16)), pf_l1 ? 3 : 2);
+        kern_for(k, &P, first_line, kern_add(k, first_line, pf->lines), 1, 0, 0, NULL, "pf");
+        kern_prefetch(k, kern_gep(k, pf->next, kern_mulc(k, P.iv, 16)), pf->l1 ? 3 : 2);
         kern_for_end(k, &P, NULL);
     }
+    if (pf && pf->r_cols > 0 && R)
+        prefetch_next_rows(k, mr, L.iv, row1, R, ldr, first, pf->r_cols);
     ROW_ARGS(L.iv);
     LLVMBuildCall2(b, ukty, kernels[mr], args, 9, "");
     kern_for_end(k, &L, NULL);

@@ -42,19 +42,29 @@ LLVMValueRef kern_uk_emit(kern *k, const char *name, const kern_uk *s);
  * mr * nv accumulators + nv B vectors + 1 broadcast fit the registers. */
 void kern_uk_shape(const cg_target *t, int *mr, int *nv);
 
+/* What kern_uk_rows prefetches while it computes its rows.
+ * next (or NULL): memory the caller reads next (the next B block), into L2
+ * (l1: into L1 too): before its call, the t-th whole tile prefetches `lines`
+ * cache lines from next + t * lines * 64 bytes, a few at a time rather than
+ * in one burst.  r_cols (or 0): on a tile's first K block (first true, or
+ * NULL), the next tile's rows of R, r_cols floats each, into L2: the
+ * residual is the first thing a tile reads, and in a model it comes from
+ * memory. */
+typedef struct {
+    LLVMValueRef next, lines;
+    int l1;
+    int64_t r_cols;
+} kern_uk_pf;
+
 /* Emits a loop over rows [row0, row1): whole tiles of mr rows, then the
  * remainder (< mr rows) as a sum of powers of two, each with its kernel
  * (kernels[r] handles r rows; see kern_uk_set).  Pointers advance by lda /
- * ldc / ldr / 1 per row; R, bias and rs may be NULL when unused;
- * first/last NULL mean true.  pf (or NULL): memory the caller reads next
- * (the next B block), prefetched into L2 (pf_l1: into L1 too) while these
- * rows are computed: before its call, the t-th whole tile prefetches
- * pf_lines cache lines from pf + t * pf_lines * 64 bytes, a few at a time
- * rather than in one burst. */
+ * ldc / ldr / 1 per row; R, bias, rs and pf may be NULL when unused;
+ * first/last NULL mean true. */
 void kern_uk_rows(kern *k, LLVMValueRef *kernels, int mr, LLVMValueRef row0, LLVMValueRef row1,
                   LLVMValueRef A, int64_t lda, LLVMValueRef B, LLVMValueRef C, int64_t ldc,
                   LLVMValueRef R, int64_t ldr, LLVMValueRef bias, LLVMValueRef rs, LLVMValueRef kc,
-                  LLVMValueRef first, LLVMValueRef last, LLVMValueRef pf, LLVMValueRef pf_lines, int pf_l1);
+                  LLVMValueRef first, LLVMValueRef last, const kern_uk_pf *pf);
 
 /* Emits the kernels kern_uk_rows needs for one spec: kernels[s->mr] and
  * kernels[p] for the powers of two p < s->mr.  A kernel already in the
