@@ -16,8 +16,9 @@
  * in place from it), as a model's layer writes a buffer last used layers
  * before.  Fused attention likewise reads another copy of qkv and writes
  * another of its output per call (in ViT-B/16 it runs as fast as that, 4-14%
- * slower than from cache); the batched GEMMs' rows stay in cache.  --rounds R: the GEMM table measured R times
- * over (the rows of a round one after another, so that two variants of a
+ * slower than from cache); the batched GEMMs' rows stay in cache.
+ * --rounds R: the GEMM table measured R times over (the rows of a round one
+ * after another, so that two variants of a
  * layer, such as fc2 and "fc2 lda+16", alternate), then each row's median
  * (the upper middle one for an even R) and range over the rounds: on a
  * shared machine one round's rows move by several percent.  --bf16: the
@@ -376,7 +377,8 @@ int main(int argc, char **argv)
                 return 3;
             }
             for (int c = 0; c < nc; c++)
-                fused[c] = (cg_attention_args){.qkv = qkv + qkv_n * (size_t)c, .out = out + out_n * (size_t)c, .batch = B};
+                fused[c] =
+                    (cg_attention_args){.qkv = qkv + qkv_n * (size_t)c, .out = out + out_n * (size_t)c, .batch = B};
             float *S = aligned_floats((size_t)(B * H * N * N));
             double flops = 4.0 * (double)(B * H) * (double)(N * N * D);
             for (int kind = 0; kind < (a == 0 ? 3 : 1); kind++) {
