@@ -18,16 +18,16 @@
  * another of its output per call (in ViT-B/16 it runs as fast as that, 4-14%
  * slower than from cache); the batched GEMMs' rows stay in cache.
  * --rounds R: the GEMM table measured R times over (the rows of a round one
- * after another, so that two variants of a
- * layer, such as fc2 and "fc2 lda+16", alternate), then each row's median
- * (the upper middle one for an even R) and range over the rounds: on a
- * shared machine one round's rows move by several percent.  --bf16: the
- * GEMMs of --precision bf16 (gemm_amx.c: AMX tiles, else AVX512-BF16)
- * instead of fp32; their % of peak is still of the fp32 FMA peak, so it may
- * pass 100%.  --avx2: the code of --features=-avx512f (8-float vectors, 16
- * registers), and the peak of that code path.  --only TEXT: just the layers
- * whose "model layer" (such as "ViT-B fc2") contains TEXT, and no attention
- * rows: a run short enough to profile one layer with perf. */
+ * after another, so that two variants of a layer, such as fc2 and "fc2
+ * lda+16", alternate), then each row's median (the upper middle one for an
+ * even R) and range over the rounds: on a shared machine one round's rows
+ * move by several percent.  --bf16: the GEMMs of --precision bf16
+ * (gemm_amx.c: AMX tiles, else AVX512-BF16) instead of fp32; their % of peak
+ * is still of the fp32 FMA peak, so it may pass 100%.  --avx2: the code of
+ * --features=-avx512f (8-float vectors, 16 registers), and the peak of that
+ * code path.  --only TEXT: just the layers whose "model layer" (such as
+ * "ViT-B fc2") contains TEXT, and no attention rows: a run short enough to
+ * profile one layer with perf. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
