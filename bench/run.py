@@ -358,6 +358,9 @@ def main():
     ap.add_argument("--rounds", type=int, default=3, help="times the whole table is measured")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--skip", default="", help="runtimes to leave out, e.g. torch")
+    ap.add_argument("--target", type=float, default=1.15,
+                    help="vitc/ORT ratio below which a row is listed after the table with its gap and where "
+                         "vitc's time goes")
     ap.add_argument("--workdir", default="/tmp/vitc-bench")
     ap.add_argument("--build", default=os.path.join(REPO, "build"))
     ap.add_argument("--out", default=os.path.join(REPO, "bench", "results.md"))
@@ -457,6 +460,21 @@ def by_op(ops):
     return ", ".join(f"{o['op']} {o['share']:.0%}" for o in top)
 
 
+def gap_line(args, name, isa, b, g, med, ratio, pk, ops, ort_wider):
+    """One row under --target: its gap, the share of the peak the target takes, and where vitc's time goes."""
+    vitc_ms, ort_ms = med["vitc"][0], med["ort"][0]
+    need_ms = ort_ms / args.target
+    vp, op = pk("vitc"), pk("ort")
+    need = f"{float(vp.rstrip('%')) * vitc_ms / need_ms:.0f}%" if vp.endswith("%") else "n/a"
+    of_v = "of the AVX2 peak" if isa == "avx2" else "of peak"
+    of_o = "of the host's peak, on its AVX-512 kernels" if ort_wider else of_v
+    where = ", ".join(f"{o['op']} {o['share'] * vitc_ms:.1f}" for o in sorted(ops or [], key=lambda o: -o["share"])[:4])
+    return (f"- {name} ({isa}) batch {b}: vitc/ORT {ratio}. vitc {vitc_ms:.1f} ms, ORT {ort_ms:.1f}; "
+            f"{args.target:.2f}x takes {need_ms:.1f} ms ({1 - need_ms / vitc_ms:.0%} less time), vitc at {need} "
+            f"{of_v} where it ran at {vp} (ORT at {op} {of_o})" + (f"; vitc's time in ms: {where}" if where else "") +
+            ".")
+
+
 def compile_s(times):
     """The median of the compile times and their range."""
     return f"{times[len(times) // 2]:.1f} [{times[0]:.1f}-{times[-1]:.1f}]"
@@ -523,6 +541,7 @@ def write_table(args, cpu, isa_desc, peak_before, peak_after, names, isas, batch
     ]
     lines = []
     failures = []
+    below = []  # the rows under --target, explained after the table
     for name in names:
         for isa, _ in isas:
             for b in batches:
@@ -552,12 +571,19 @@ def write_table(args, cpu, isa_desc, peak_before, peak_after, names, isas, batch
                     return f"{max(v):.0f}" if v else "n/a"
                 errs = [e for _, e in rounds if e is not None]
                 err = f"{max(errs):.1e}" if errs else "n/a"
+                if med.get("vitc") and med.get("ort") and med["ort"][0] / med["vitc"][0] < args.target:
+                    below.append(gap_line(args, name, isa, b, g, med, ratio("ort"), pk, profiles.get((name, isa, b)),
+                                          isa == "avx2" and "ort" not in ran_avx2))
                 lines.append(f"| {name} | {isa} | {b} | {g:.1f} | {f('vitc')} | {f('ort')} | {f('torch')} | {ips} | "
                              f"{ratio('ort')} | {ratio('torch')} | {pk('vitc')} | {pk('ort')} | "
                              f"{rss('vitc')} / {rss('ort')} / {rss('torch')} | {err} | "
                              f"{compile_s(compiled[name, isa][2])} | "
                              f"{by_op(profiles.get((name, isa, b)))} |")
-    text = "\n".join(head + lines + (["", "Failures:", *failures] if failures else [])) + "\n"
+    gaps = ["", f"Rows whose median vitc/ORT is below {args.target:.2f}x ({len(below)} of {len(lines)}), with what "
+            f"{args.target:.2f}x takes: vitc's time at that ratio to ORT's median, and the share of the peak vitc "
+            "would then run at; where vitc's time goes, by op (its profile's shares of its median).", "",
+            *below] if below else []
+    text = "\n".join(head + lines + gaps + (["", "Failures:", *failures] if failures else [])) + "\n"
     print(text)
     with open(args.out, "w") as fh:
         fh.write(text)
