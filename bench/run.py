@@ -460,7 +460,7 @@ def by_op(ops):
     return ", ".join(f"{o['op']} {o['share']:.0%}" for o in top)
 
 
-def gap_line(args, name, isa, b, g, med, ratio, pk, ops, ort_wider):
+def gap_line(args, name, isa, b, med, ratio, pk, ops, ort_wider):
     """One row under --target: its gap, the share of the peak the target takes, and where vitc's time goes."""
     vitc_ms, ort_ms = med["vitc"][0], med["ort"][0]
     need_ms = ort_ms / args.target
@@ -575,7 +575,7 @@ def write_table(args, cpu, isa_desc, peak_before, peak_after, names, isas, batch
                 errs = [e for _, e in rounds if e is not None]
                 err = f"{max(errs):.1e}" if errs else "n/a"
                 if ratios("ort") and statistics.median(ratios("ort")) < args.target:  # the table's ratio
-                    below.append(gap_line(args, name, isa, b, g, med, ratio("ort", 3), pk, profiles.get((name, isa, b)),
+                    below.append(gap_line(args, name, isa, b, med, ratio("ort", 3), pk, profiles.get((name, isa, b)),
                                           isa == "avx2" and "ort" not in ran_avx2))
                 lines.append(f"| {name} | {isa} | {b} | {g:.1f} | {f('vitc')} | {f('ort')} | {f('torch')} | {ips} | "
                              f"{ratio('ort')} | {ratio('torch')} | {pk('vitc')} | {pk('ort')} | "
