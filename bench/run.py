@@ -460,12 +460,13 @@ def by_op(ops):
     return ", ".join(f"{o['op']} {o['share']:.0%}" for o in top)
 
 
-def gap_line(args, name, isa, b, med, ratio, pk, ops, ort_wider):
+def gap_line(args, name, isa, b, med, ratio, share, ops, ort_wider):
     """One row under --target: its gap, the share of the peak the target takes, and where vitc's time goes."""
     vitc_ms, ort_ms = med["vitc"][0], med["ort"][0]
     need_ms = ort_ms / args.target
-    vp, op = pk("vitc"), pk("ort")
-    need = f"{float(vp.rstrip('%')) * vitc_ms / need_ms:.0f}%" if vp.endswith("%") else "n/a"
+    pct = lambda v: f"{v:.0%}" if v is not None else "n/a"
+    vp, op = pct(share("vitc")), pct(share("ort"))
+    need = pct(share("vitc") * vitc_ms / need_ms if share("vitc") is not None else None)
     of_v = "of the AVX2 peak" if isa == "avx2" else "of peak"
     of_o = "of the host's peak, on its AVX-512 kernels" if ort_wider else of_v
     where = ", ".join(f"{o['op']} {o['share'] * vitc_ms:.1f}" for o in sorted(ops or [], key=lambda o: -o["share"])[:4])
@@ -565,9 +566,10 @@ def write_table(args, cpu, isa_desc, peak_before, peak_after, names, isas, batch
                     return f"{statistics.median(rs):.{digits}f}x [{min(rs):.2f}-{max(rs):.2f}]" if rs else "n/a"
 
                 f = lambda rt: f"{med[rt][0]:.1f}" if med.get(rt) else "n/a"
-                def pk(rt):  # against the peak of the code path each ran (bf16: of the fp32 peak)
+                def share(rt):  # of the peak of the code path each ran (bf16: of the fp32 peak), or None
                     p = peak.get(isa if isa == "avx2" and (rt == "vitc" or rt in ran_avx2) else "host")
-                    return f"{g / (med[rt][0] / 1e3) / p:.0%}" if med.get(rt) and p else "n/a"
+                    return g / (med[rt][0] / 1e3) / p if med.get(rt) and p else None
+                pk = lambda rt: f"{share(rt):.0%}" if share(rt) is not None else "n/a"
                 ips = f"{b / (med['vitc'][0] / 1e3):.1f}" if med.get("vitc") else "n/a"
                 def rss(rt):  # the largest peak over the rounds
                     v = [r[rt]["rss_mb"] for r, _ in rounds if rt in r and r[rt]["rss_mb"]]
@@ -575,7 +577,7 @@ def write_table(args, cpu, isa_desc, peak_before, peak_after, names, isas, batch
                 errs = [e for _, e in rounds if e is not None]
                 err = f"{max(errs):.1e}" if errs else "n/a"
                 if ratios("ort") and statistics.median(ratios("ort")) < args.target:  # the table's ratio
-                    below.append(gap_line(args, name, isa, b, med, ratio("ort", 3), pk, profiles.get((name, isa, b)),
+                    below.append(gap_line(args, name, isa, b, med, ratio("ort", 3), share, profiles.get((name, isa, b)),
                                           isa == "avx2" and "ort" not in ran_avx2))
                 lines.append(f"| {name} | {isa} | {b} | {g:.1f} | {f('vitc')} | {f('ort')} | {f('torch')} | {ips} | "
                              f"{ratio('ort')} | {ratio('torch')} | {pk('vitc')} | {pk('ort')} | "
