@@ -82,6 +82,8 @@ static cg_gemm_desc desc_of(const layer *ly)
 /* --cold: weight copies of this many bytes in all, above the largest
  * last-level caches (a virtual machine may report a whole socket's) */
 #define COLD_BYTES ((size_t)640 << 20)
+/* Copies of a buffer of `bytes` that --cold cycles through: together at least COLD_BYTES (1 without --cold). */
+static int cold_copies(int cold, size_t bytes) { return cold ? (int)((COLD_BYTES + bytes - 1) / bytes) : 1; }
 
 typedef struct {
     const char *model;
@@ -297,10 +299,10 @@ int main(int argc, char **argv)
                 cg_gemm_desc d = desc_of(ly);
                 float *A = aligned_floats((size_t)(M * LDA_OF(ly))), *W = aligned_floats((size_t)(ly->K * ly->N));
                 size_t pbytes = bf16 ? cg_gemm_amx_packed_bytes(&d, &t) : cg_gemm_packed_bytes(&d, &t);
-                int ncopies = cold ? (int)((COLD_BYTES + pbytes - 1) / pbytes) : 1;
+                int ncopies = cold_copies(cold, pbytes);
                 float *P = aligned_floats(pbytes / sizeof(float) * (size_t)ncopies);
                 size_t cfloats = (size_t)(M * LDC_OF(ly));
-                int ccopies = cold ? (int)((COLD_BYTES + cfloats * sizeof(float) - 1) / (cfloats * sizeof(float))) : 1;
+                int ccopies = cold_copies(cold, cfloats * sizeof(float));
                 ccopies = ccopies < ncopies ? ccopies : ncopies;
                 float *bias = aligned_floats((size_t)ly->N), *C = aligned_floats(cfloats * (size_t)ccopies);
                 cg_gemm_args *args = calloc((size_t)ncopies, sizeof *args);
@@ -369,7 +371,7 @@ int main(int argc, char **argv)
             int64_t B = batches[bi], H = attn_models[a].heads, N = 197, D = 64;
             /* --cold: each fused call reads another copy of qkv and writes another of out */
             size_t qkv_n = (size_t)(B * N * 3 * H * D), out_n = (size_t)(B * N * H * D);
-            int nc = cold ? (int)(COLD_BYTES / ((qkv_n + out_n) * sizeof(float))) + 1 : 1;
+            int nc = cold_copies(cold, (qkv_n + out_n) * sizeof(float));
             float *qkv = aligned_floats(qkv_n * (size_t)nc), *out = aligned_floats(out_n * (size_t)nc);
             cg_attention_args *fused = calloc((size_t)nc, sizeof *fused);
             if (!fused) {
