@@ -7,6 +7,7 @@
  * ViT-B run stays within a few hundred MB.  It also owns the helpers the
  * kernels share (allocation, broadcasting, the odometer). */
 #include "ir/einsum.h"
+#include "ir/fused.h"
 #include "ir/interp_impl.h"
 
 #include <stdio.h>
@@ -301,17 +302,18 @@ static int constant_of_shape_ok(const ir_graph *g, const ir_node *n)
 
 static int linear_ok(const ir_graph *g, const ir_node *n)
 {
+    ir_linear v;
+    char why[160];
     (void)g;
-    int64_t act = ir_attr_int(n, IR_ATTR_ACTIVATION, IR_ACT_NONE);
-    return act >= 0 && act < IR_ACT_COUNT;
+    return ir_linear_of(n, &v, why, sizeof why);
 }
 
 static int attention_ok(const ir_graph *g, const ir_node *n)
 {
+    ir_attention v;
+    char why[160];
     (void)g;
-    int64_t layout = ir_attr_int(n, IR_ATTR_QKV_LAYOUT, 0);
-    return (layout == 0 || layout == 1) && ir_attr_int(n, IR_ATTR_HEADS, 0) > 0 &&
-           ir_attr_int(n, IR_ATTR_HEAD_SIZE, 0) > 0;
+    return ir_attention_of(n, &v, why, sizeof why);
 }
 
 /* Resize: the modes and attributes ik_resize implements (interp_resize.c). */

@@ -4,6 +4,7 @@
  * in double, each result rounded once to the output dtype.  They exist so
  * that a fused graph can be checked against the graph it came from, pass by
  * pass, with the same reference. */
+#include "ir/fused.h"
 #include "ir/interp_impl.h"
 
 #include <math.h>
@@ -14,16 +15,19 @@
  * broadcasting to y's shape. */
 int ik_linear(ik_ctx *c)
 {
-    const ir_tensor *X = c->in[0], *W = c->in[1], *Bias = ik_in(c, 2), *R = ik_in(c, 3);
+    const ir_tensor *X = c->in[IR_LINEAR_X], *W = c->in[IR_LINEAR_W], *Bias = ik_in(c, IR_LINEAR_BIAS),
+                    *R = ik_in(c, IR_LINEAR_RESIDUAL);
     const ir_tensor *all[4] = {X, W, Bias, R};
     int st = ik_same_dtype(c, 4, all);
     if (st)
         return st;
     if (!ir_dtype_is_float(X->dtype))
         return ik_fail(c, VITC_BAD_INPUT, "Linear takes float tensors, not %s", ir_dtype_name(X->dtype));
-    int64_t act = ir_attr_int(c->n, IR_ATTR_ACTIVATION, IR_ACT_NONE);
-    if (act < 0 || act >= IR_ACT_COUNT)
-        return ik_fail(c, VITC_BAD_INPUT, "activation %lld is not one of 0..%d", (long long)act, IR_ACT_COUNT - 1);
+    ir_linear v;
+    char why[160];
+    if (!ir_linear_of(c->n, &v, why, sizeof why))
+        return ik_fail(c, VITC_BAD_INPUT, "%s", why);
+    ir_act act = v.act;
     if (X->rank < 1 || W->rank != 2 || W->dims[0] != X->dims[X->rank - 1]) {
         char a[160], b[160];
         return ik_fail(c, VITC_BAD_INPUT, "x %s and W %s do not multiply (W must be [K, N])",
@@ -77,7 +81,7 @@ int ik_linear(ik_ctx *c)
                 acc[j] += row[k] * wk[j];
         }
         for (int64_t j = 0; j < N; j++, ik_iter_next(&it)) {
-            double y = ir_act_ref(acc[j], (ir_act)act);
+            double y = ir_act_ref(acc[j], act);
             if (R)
                 y += ir_tensor_get(R, it.off[0]);
             ir_tensor_set(&c->out[0], m * N + j, y);
@@ -98,15 +102,15 @@ int ik_linear(ik_ctx *c)
  * dimensions of size 1. */
 int ik_attention(ik_ctx *c)
 {
-    const ir_tensor *X = c->in[0], *Qt = ik_in(c, 2), *bias = ik_in(c, 1);
+    const ir_tensor *X = c->in[IR_ATTN_QKV], *Qt = ik_in(c, IR_ATTN_Q), *bias = ik_in(c, IR_ATTN_BIAS);
     if (!ir_dtype_is_float(X->dtype))
         return ik_fail(c, VITC_BAD_INPUT, "Attention takes float tensors, not %s", ir_dtype_name(X->dtype));
-    int64_t H = ir_attr_int(c->n, IR_ATTR_HEADS, 0), D = ir_attr_int(c->n, IR_ATTR_HEAD_SIZE, 0);
-    int64_t layout = ir_attr_int(c->n, IR_ATTR_QKV_LAYOUT, 0), P = Qt ? 2 : 3;
-    double scale = ir_attr_float(c->n, IR_ATTR_SCALE, 1.0f), post = ir_attr_float(c->n, IR_ATTR_POST_SCALE, 1.0f);
-    if (H < 1 || D < 1 || H > 65536 || D > 65536 || (layout != 0 && layout != 1))
-        return ik_fail(c, VITC_BAD_INPUT, "heads %lld, head_size %lld and qkv_layout %lld are not valid", (long long)H,
-                       (long long)D, (long long)layout);
+    ir_attention a;
+    char why[160];
+    if (!ir_attention_of(c->n, &a, why, sizeof why))
+        return ik_fail(c, VITC_BAD_INPUT, "%s", why);
+    int64_t H = a.heads, D = a.head_size, layout = a.layout, P = a.parts;
+    double scale = a.scale, post = a.post_scale;
     if (X->rank != 3 || X->dims[2] != P * H * D)
         return ik_fail(c, VITC_BAD_INPUT, "%s must be [B, N, %lld] (%lld x %lld heads x %lld), not %s", Qt ? "kv" : "qkv",
                        (long long)(P * H * D), (long long)P, (long long)H, (long long)D,

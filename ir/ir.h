@@ -33,7 +33,15 @@ enum {
 };
 
 /* What kind of code computes an op (the family column of ops.def). */
-typedef enum { IR_FAM_VIEW, IR_FAM_DATA, IR_FAM_MAP, IR_FAM_NORM, IR_FAM_MATMUL, IR_FAM_SHAPE } ir_op_family;
+typedef enum {
+    IR_FAM_VIEW,
+    IR_FAM_DATA,
+    IR_FAM_MAP,
+    IR_FAM_NORM,
+    IR_FAM_MATMUL,
+    IR_FAM_ATTENTION,
+    IR_FAM_SHAPE
+} ir_op_family;
 
 typedef enum {
 #define OP(id, name, mi, ma, mo, mao, fam, fl) IR_OP_##id,

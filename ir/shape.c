@@ -7,6 +7,7 @@
  * whose target is computed at run time still gets a static shape in terms of
  * the batch.  A shape that would depend on data is an error naming the node. */
 #include "ir/einsum.h"
+#include "ir/fused.h"
 #include "ir/interp.h"
 #include "ir/ir.h"
 
@@ -1014,8 +1015,11 @@ static int infer_layernorm(ctx *c)
  * broadcasting to the output. */
 static int infer_linear(ctx *c)
 {
-    ir_value *x = in(c, 0), *w = in(c, 1);
-    char s1[48], s2[48];
+    ir_linear l;
+    char s1[48], s2[48], why[160];
+    if (!ir_linear_of(c->n, &l, why, sizeof why))
+        FAIL(c, "%s", why);
+    ir_value *x = &c->g->values[l.x], *w = &c->g->values[l.w];
     if (x->rank < 1 || w->rank != 2)
         FAIL(c, "Linear needs x of rank >= 1 and a 2-D W, got ranks %d and %d", x->rank, w->rank);
     if (!ir_dim_eq(x->dims[x->rank - 1], w->dims[0]))
@@ -1023,13 +1027,14 @@ static int infer_linear(ctx *c)
     ir_dim r[IR_MAX_RANK];
     memcpy(r, x->dims, (size_t)x->rank * sizeof(ir_dim));
     r[x->rank - 1] = w->dims[1];
-    if (c->n->ninputs > 2 && c->n->inputs[2] >= 0 &&
-        (in(c, 2)->rank != 1 || !ir_dim_eq(in(c, 2)->dims[0], w->dims[1])))
+    const ir_value *bias = l.bias >= 0 ? &c->g->values[l.bias] : NULL;
+    if (bias && (bias->rank != 1 || !ir_dim_eq(bias->dims[0], w->dims[1])))
         FAIL(c, "Linear bias must be [%s]", dimstr(w->dims[1], s1));
-    if (c->n->ninputs > 3 && c->n->inputs[3] >= 0) {
+    if (l.residual >= 0) {
+        const ir_value *res = &c->g->values[l.residual];
         ir_dim t[IR_MAX_RANK];
         int rt;
-        if (broadcast(c, r, x->rank, in(c, 3)->dims, in(c, 3)->rank, t, &rt))
+        if (broadcast(c, r, x->rank, res->dims, res->rank, t, &rt))
             return VITC_BAD_INPUT;
         for (int i = 0; i < rt; i++)
             if (rt != x->rank || !ir_dim_eq(t[i], r[i]))
@@ -1042,25 +1047,26 @@ static int infer_linear(ctx *c)
 /* Attention (fused): qkv [B, N, 3*H*D] -> [B, N, H*D]. */
 static int infer_attention(ctx *c)
 {
-    ir_value *x = in(c, 0);
-    int64_t h = ir_attr_int(c->n, IR_ATTR_HEADS, 0), hd = ir_attr_int(c->n, IR_ATTR_HEAD_SIZE, 0);
-    char s1[48];
-    if (h < 1 || hd < 1 || h > 65536 || hd > 65536)
-        FAIL(c, "Attention needs positive heads and head_size, got %lld and %lld", (long long)h, (long long)hd);
-    int cross = ir_input(c->n, 2) >= 0, parts = cross ? 2 : 3;
+    ir_attention a;
+    char s1[48], why[160];
+    if (!ir_attention_of(c->n, &a, why, sizeof why))
+        FAIL(c, "%s", why);
+    ir_value *x = &c->g->values[a.qkv];
+    int64_t h = a.heads, hd = a.head_size;
+    int cross = a.q >= 0, parts = a.parts;
     if (x->rank != 3 || !ir_dim_eq(x->dims[2], ir_dim_const(parts * h * hd)))
         FAIL(c, "Attention input must be [B, N, %lld], last dimension is %s", (long long)(parts * h * hd),
              x->rank > 0 ? dimstr(x->dims[x->rank - 1], s1) : "missing");
     ir_dim nq = x->dims[1];
     if (cross) { /* q [B, Nq, H*D] */
-        const ir_value *q = in(c, 2);
+        const ir_value *q = &c->g->values[a.q];
         if (q->rank != 3 || !ir_dim_eq(q->dims[0], x->dims[0]) || !ir_dim_eq(q->dims[2], ir_dim_const(h * hd)) ||
             q->dtype != x->dtype)
             FAIL(c, "Attention's queries must be [B, Nq, %lld] like its keys' images", (long long)(h * hd));
         nq = q->dims[1];
     }
-    if (ir_input(c->n, 1) >= 0) { /* bias [1|B, 1|H, 1|Nq, Nk] */
-        const ir_value *b = in(c, 1);
+    if (a.bias >= 0) { /* bias [1|B, 1|H, 1|Nq, Nk] */
+        const ir_value *b = &c->g->values[a.bias];
         ir_dim want[4] = {x->dims[0], ir_dim_const(h), nq, x->dims[1]};
         int ok = b->rank == 4 && b->dtype == IR_F32;
         for (int i = 0; ok && i < 4; i++)

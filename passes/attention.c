@@ -124,19 +124,23 @@ static int rewrite(ir_graph *g, int ni, const void *mv)
     yv->dims[0] = root->dims[0];
     yv->dims[1] = ir_dim_const(L->tokens);
     yv->dims[2] = ir_dim_const(L->heads * L->head_size);
-    ir_attr at[5] = {rw_attr_int(IR_ATTR_HEADS, L->heads), rw_attr_int(IR_ATTR_HEAD_SIZE, L->head_size),
-                     rw_attr_float(IR_ATTR_SCALE, (float)s->scale), rw_attr_float(IR_ATTR_POST_SCALE, (float)s->post_scale),
-                     rw_attr_int(IR_ATTR_QKV_LAYOUT, L->layout)};
-    int in[3] = {L->root, s->bias, L->q_root}, nin = L->q_root >= 0 ? 3 : s->bias >= 0 ? 2 : 1;
+    ir_attention a = ir_attention_make(L->root, y, L->heads, L->head_size);
+    a.bias = s->bias;
+    a.q = L->q_root;
+    a.layout = (ir_qkv_layout)L->layout;
+    a.scale = (float)s->scale;
+    a.post_scale = (float)s->post_scale;
     const ir_value *bv = s->bias >= 0 ? &g->values[s->bias] : NULL;
     int same = bv && bv->rank == 4;
     for (int i = 0; same && i < 4; i++)
         same = ir_dim_eq(bv->dims[i], m->bias_dims[i]);
-    if (bv && !same && (in[1] = rw_reshape(g, s->bias, 4, m->bias_dims, name, -1)) < 0)
+    if (bv && !same && (a.bias = rw_reshape(g, s->bias, 4, m->bias_dims, name, -1)) < 0)
         return -1;
     view ov;
+    ir_node_spec spec;
     o_view(g, s, &m->q, L, y, &ov);
-    return rw_set_node(g, rw_index(g, s->pv), IR_OP_ATTENTION, name, op_type, nin, in, 1, &y, 5, at) ||
+    ir_attention_spec(&a, &spec);
+    return rw_set_spec(g, rw_index(g, s->pv), name, op_type, &spec) ||
                    view_emit(g, &ov, s->o, name)
                ? -1
                : 0;

@@ -63,7 +63,11 @@ static int refold_linear(ir_graph *g, int li, int node_at, int x2, const double 
                          const double *s_out, const double *t_out, const char *what_out)
 {
     const ir_node *l = &g->nodes[li];
-    const ir_value *wv = &g->values[l->inputs[1]];
+    ir_linear v;
+    char why[96];
+    if (!ir_linear_of(l, &v, why, sizeof why))
+        return -1;
+    const ir_value *wv = &g->values[v.w];
     int64_t K = wv->dims[0].k, N = wv->dims[1].k, cnt, dims[2] = {K, N};
     /* W stays in floats: each element is scaled in double and rounded once, as
      * it would be through a double copy, in half the memory (a face ViT's head
@@ -76,7 +80,7 @@ static int refold_linear(ir_graph *g, int li, int node_at, int x2, const double 
     if (wv->dtype == IR_F32 && wv->nbytes == sizeof(float) * (size_t)(K * N)) {
         memcpy(w, wv->data, wv->nbytes);
     } else {
-        double *wd = rw_const_f64(g, l->inputs[1], &cnt);
+        double *wd = rw_const_f64(g, v.w, &cnt);
         if (!wd || cnt != K * N) {
             free(wd);
             goto out;
@@ -85,8 +89,8 @@ static int refold_linear(ir_graph *g, int li, int node_at, int x2, const double 
             w[i] = (float)wd[i];
         free(wd);
     }
-    if (ir_input(l, 2) >= 0) {
-        double *b0 = rw_const_f64(g, l->inputs[2], &cnt);
+    if (v.bias >= 0) {
+        double *b0 = rw_const_f64(g, v.bias, &cnt);
         if (!b0)
             goto out;
         memcpy(b, b0, sizeof(double) * (size_t)N);
@@ -111,10 +115,11 @@ static int refold_linear(ir_graph *g, int li, int node_at, int x2, const double 
         char op_type[128];
         snprintf(op_type, sizeof op_type, "%s%s%s%s", s_in ? "BatchNormalization+" : "", l->op_type,
                  s_out ? "+" : "", s_out ? what_out : "");
-        int in[3] = {x2, rw_const_f32(g, name, "/weight", 2, dims, w), f32_const(g, name, "/bias", 1, &N, b, N)};
-        const ir_node *at = &g->nodes[node_at];
-        int out = at->outputs[0];
-        if (in[1] >= 0 && in[2] >= 0 && !rw_set_node(g, node_at, IR_OP_LINEAR, name, op_type, 3, in, 1, &out, 0, NULL))
+        ir_linear f = ir_linear_make(x2, rw_const_f32(g, name, "/weight", 2, dims, w), g->nodes[node_at].outputs[0]);
+        f.bias = f32_const(g, name, "/bias", 1, &N, b, N);
+        ir_node_spec spec;
+        ir_linear_spec(&f, &spec);
+        if (f.w >= 0 && f.bias >= 0 && !rw_set_spec(g, node_at, name, op_type, &spec))
             st = 0;
     }
 out:
@@ -123,11 +128,13 @@ out:
     return st;
 }
 
+/* A Linear without activation or residual, of constant W and bias. */
 static int is_plain_linear(const ir_graph *g, const ir_node *l)
 {
-    return l && l->op == IR_OP_LINEAR && ir_input(l, 3) < 0 &&
-           ir_attr_int(l, IR_ATTR_ACTIVATION, IR_ACT_NONE) == IR_ACT_NONE && rw_is_const(g, l->inputs[1]) &&
-           (ir_input(l, 2) < 0 || rw_is_const(g, l->inputs[2]));
+    ir_linear v;
+    char why[96];
+    return l && ir_linear_of(l, &v, why, sizeof why) && v.residual < 0 && v.act == IR_ACT_NONE &&
+           rw_is_const(g, v.w) && (v.bias < 0 || rw_is_const(g, v.bias));
 }
 
 typedef struct {
@@ -168,7 +175,8 @@ static int rewrite_bn(ir_graph *g, int ni, const void *mv)
         return -1;
     int r = -1, x = n->inputs[0], rank = xv->rank;
     if (m->linear) { /* 1. into the Linear before */
-        r = refold_linear(g, rw_index(g, m->linear), ni, m->linear->inputs[0], NULL, NULL, s, t, "BatchNormalization");
+        r = refold_linear(g, rw_index(g, m->linear), ni, m->linear->inputs[IR_LINEAR_X], NULL, NULL, s, t,
+                          "BatchNormalization");
     } else { /* 2. scale/shift over the channel axis */
         int64_t dims[IR_MAX_RANK];
         dims[0] = C;
@@ -246,11 +254,11 @@ static int match_prefold(const ir_graph *g, const ir_node *add, void *mv, char *
         m->rs = u;
         u = rw_only_user(g, u->outputs[0]);
     }
-    if (!u || u->op != IR_OP_LINEAR || !is_plain_linear(g, u) || u->inputs[0] != (m->rs ? m->rs : add)->outputs[0])
+    if (!is_plain_linear(g, u) || u->inputs[IR_LINEAR_X] != (m->rs ? m->rs : add)->outputs[0])
         return 0;
     m->linear = u;
-    const ir_value *xv = &g->values[m->x], *lin = &g->values[u->inputs[0]];
-    int64_t K = g->values[u->inputs[1]].dims[0].k, P = 0, P2 = 0;
+    const ir_value *xv = &g->values[m->x], *lin = &g->values[u->inputs[IR_LINEAR_X]];
+    int64_t K = g->values[u->inputs[IR_LINEAR_W]].dims[0].k, P = 0, P2 = 0;
     double *s = expand_nonbatch(g, m->s, xv, &P), *t = s ? expand_nonbatch(g, m->t, xv, &P2) : NULL;
     const char *miss = NULL;
     if (!s || !t)
@@ -310,10 +318,11 @@ static int match_layer_scale(const ir_graph *g, const ir_node *n, void *mv, char
     for (int k = 0; k < 2; k++) {
         const ir_node *l = rw_producer(g, n->inputs[k]);
         int s = n->inputs[1 - k];
-        if (!l || l->op != IR_OP_LINEAR || !rw_is_const(g, s))
+        ir_linear v;
+        if (!l || !ir_linear_of(l, &v, why, nwhy) || !rw_is_const(g, s))
             continue;
         const ir_value *sv = &g->values[s], *lo = &g->values[n->inputs[k]], *y = &g->values[n->outputs[0]];
-        int64_t N = g->values[l->inputs[1]].dims[1].k, cnt = 1;
+        int64_t N = g->values[v.w].dims[1].k, cnt = 1;
         for (int i = 0; i < sv->rank; i++)
             cnt *= sv->dims[i].k;
         if (sv->rank < 1 || sv->rank > lo->rank || sv->dims[sv->rank - 1].k != N || cnt != N ||
@@ -337,7 +346,7 @@ static int rewrite_layer_scale(ir_graph *g, int ni, const void *mv)
     const layer_scale_match *m = mv;
     int64_t cnt;
     double *s = rw_const_f64(g, m->scale, &cnt);
-    int r = s ? refold_linear(g, m->linear, ni, g->nodes[m->linear].inputs[0], NULL, NULL, s, NULL, "Mul") : -1;
+    int r = s ? refold_linear(g, m->linear, ni, g->nodes[m->linear].inputs[IR_LINEAR_X], NULL, NULL, s, NULL, "Mul") : -1;
     free(s);
     return r;
 }

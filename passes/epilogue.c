@@ -75,8 +75,9 @@ static const ir_node *epilogue_user(const ir_graph *g, const ir_node *l, int wan
     int y = l->outputs[0];
     const ir_node *u = rw_only_user(g, y), *users[2];
     char why[256];
+    ir_linear v;
     *miss = 0;
-    if (ir_input(l, 3) >= 0)
+    if (!ir_linear_of(l, &v, why, sizeof why) || v.residual >= 0)
         return NULL; /* the residual comes last: nothing more fuses */
     if (u || rw_is_graph_output(g, y) || rw_users(g, y, users, 2) < 2)
         return u;
@@ -97,7 +98,8 @@ static int match_activation(const ir_graph *g, const ir_node *l, void *mv, char 
         return 0;
     if (m->act == -2)
         return -1;
-    if (ir_attr_int(l, IR_ATTR_ACTIVATION, IR_ACT_NONE) != IR_ACT_NONE)
+    ir_linear v;
+    if (!ir_linear_of(l, &v, why, nwhy) || v.act != IR_ACT_NONE)
         return 0; /* one activation per Linear */
     m->user = u;
     m->residual = -1;
@@ -121,8 +123,11 @@ static int match_residual(const ir_graph *g, const ir_node *l, void *mv, char *w
         MISS("the Add's other input %s does not have the Linear's shape %s (only a full residual is fused)",
              ir_value_type_str(&g->values[m->residual], a1, sizeof a1), ir_value_type_str(&g->values[y], a2, sizeof a2));
     }
+    ir_linear v;
+    if (!ir_linear_of(l, &v, why, nwhy))
+        return 0;
     m->user = u;
-    m->act = (int)ir_attr_int(l, IR_ATTR_ACTIVATION, IR_ACT_NONE);
+    m->act = v.act;
     return 1;
 }
 
@@ -133,12 +138,17 @@ static int rewrite(ir_graph *g, int li, const void *mv)
 {
     const epi_match *m = mv;
     const ir_node *l = &g->nodes[li];
-    int in[4] = {l->inputs[0], l->inputs[1], ir_input(l, 2), m->residual}, out = m->user->outputs[0];
-    char op_type[128];
+    char op_type[128], why[96];
+    ir_linear v;
+    ir_node_spec s;
+    if (!ir_linear_of(l, &v, why, sizeof why))
+        return -1;
     snprintf(op_type, sizeof op_type, "%s%s", l->op_type, m->residual >= 0 ? "+Add" : act_suffix[m->act]);
-    ir_attr at = rw_attr_int(IR_ATTR_ACTIVATION, m->act);
-    return rw_set_node(g, rw_index(g, m->user), IR_OP_LINEAR, l->name, op_type, m->residual >= 0 ? 4 : 3, in, 1, &out,
-                       m->act != IR_ACT_NONE || m->residual < 0, &at);
+    v.residual = m->residual;
+    v.act = (ir_act)m->act;
+    v.y = m->user->outputs[0];
+    ir_linear_spec(&v, &s);
+    return rw_set_spec(g, rw_index(g, m->user), l->name, op_type, &s);
 }
 
 static const rw_rule rules[] = {

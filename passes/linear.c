@@ -102,11 +102,12 @@ static int rewrite_matmul(ir_graph *g, int ni, const void *mv)
     const linear_match *m = mv;
     const ir_node *n = &g->nodes[ni], *root = m->add ? m->add : n;
     const char *name = rw_fused_name(g, n, root);
-    int in[3] = {n->inputs[0], n->inputs[1], -1}, out = root->outputs[0];
-    if (m->add && (in[2] = bias_vector(g, m->bias, 1, name)) < 0)
+    ir_linear v = ir_linear_make(n->inputs[0], n->inputs[1], root->outputs[0]);
+    ir_node_spec spec;
+    if (m->add && (v.bias = bias_vector(g, m->bias, 1, name)) < 0)
         return -1;
-    return rw_set_node(g, rw_index(g, root), IR_OP_LINEAR, name, m->add ? "MatMul+Add" : "MatMul", m->add ? 3 : 2, in,
-                       1, &out, 0, NULL);
+    ir_linear_spec(&v, &spec);
+    return rw_set_spec(g, rw_index(g, root), name, m->add ? "MatMul+Add" : "MatMul", &spec);
 }
 
 /* linear = Gemm(x, B, C) with B a constant, transA = 0, and C a constant of
@@ -138,11 +139,12 @@ static int rewrite_gemm(ir_graph *g, int ni, const void *mv)
     int x = n->inputs[0], b = n->inputs[1], c = ir_input(n, 2), tb = ir_attr_int(n, IR_ATTR_TRANS_B, 0) != 0;
     double alpha = ir_attr_float(n, IR_ATTR_ALPHA, 1.0f), beta = ir_attr_float(n, IR_ATTR_BETA, 1.0f);
     const char *name = n->name;
-    int in[3] = {x, gemm_weight(g, b, tb, alpha, name), -1};
-    if (in[1] < 0 || (c >= 0 && beta != 0 && (in[2] = bias_vector(g, c, beta, name)) < 0))
+    ir_linear v = ir_linear_make(x, gemm_weight(g, b, tb, alpha, name), n->outputs[0]);
+    ir_node_spec spec;
+    if (v.w < 0 || (c >= 0 && beta != 0 && (v.bias = bias_vector(g, c, beta, name)) < 0))
         return -1;
-    int out = g->nodes[ni].outputs[0];
-    return rw_set_node(g, ni, IR_OP_LINEAR, name, "Gemm", in[2] >= 0 ? 3 : 2, in, 1, &out, 0, NULL);
+    ir_linear_spec(&v, &spec);
+    return rw_set_spec(g, ni, name, "Gemm", &spec);
 }
 
 static const rw_rule rules[] = {

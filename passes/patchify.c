@@ -127,8 +127,11 @@ static int rewrite(ir_graph *g, int ni, const void *mv)
     int tokens = rw_new_value(g, name, "/tokens", IR_F32);
     if (tokens < 0)
         return -1;
-    int in[3] = {cur, wmat, b};
-    if (rw_set_node(g, ni, IR_OP_LINEAR, name, "Conv", b >= 0 ? 3 : 2, in, 1, &tokens, 0, NULL))
+    ir_linear v = ir_linear_make(cur, wmat, tokens);
+    ir_node_spec spec;
+    v.bias = b;
+    ir_linear_spec(&v, &spec);
+    if (rw_set_spec(g, ni, name, "Conv", &spec))
         return -1;
     if ((cur = rw_reshape(g, tokens, 4, d.d4, name, -1)) < 0 || rw_transpose(g, cur, 4, perm4, name, y) < 0)
         return -1;

@@ -36,6 +36,7 @@ static int side_by_side(ir_graph *g, const int *c, int64_t K, int64_t N, int ran
 
 typedef struct {
     const ir_node *l[3]; /* the Q, K and V projections */
+    ir_linear v[3];      /* and their views */
     int roots[3];        /* their outputs */
 } qkv_match;
 
@@ -54,19 +55,20 @@ static int match(const ir_graph *g, const ir_node *sm, void *mv, char *why, size
     for (int p = 0; p < 3; p++) {
         l[p] = rw_producer(g, w[p].root);
         m->roots[p] = w[p].root;
-        if (!l[p] || l[p]->op != IR_OP_LINEAR)
+        if (!l[p] || !ir_linear_of(l[p], &m->v[p], why, nwhy))
             return 0; /* not projections: nothing to merge */
     }
     for (int p = 0; p < 3; p++) {
-        if (ir_input(l[p], 3) >= 0 || ir_attr_int(l[p], IR_ATTR_ACTIVATION, IR_ACT_NONE) != IR_ACT_NONE)
+        const ir_linear *v = &m->v[p];
+        if (v->residual >= 0 || v->act != IR_ACT_NONE)
             MISS("the %s projection '%s' has an activation or a residual", role[p], l[p]->name);
-        if (l[p]->inputs[0] != l[0]->inputs[0])
+        if (v->x != m->v[0].x)
             MISS("the %s projection '%s' reads another input than the Q projection", role[p], l[p]->name);
         if (p > 0 && (l[p] == l[0] || l[p] == l[p - 1]))
             MISS("Q, K and V share projections without being one packed projection");
-        const ir_value *wp = &g->values[l[p]->inputs[1]], *w0 = &g->values[l[0]->inputs[1]];
-        if (!ir_dim_eq(wp->dims[1], w0->dims[1]) || wp->dtype != IR_F32 || !rw_is_const(g, l[p]->inputs[1]) ||
-            (ir_input(l[p], 2) >= 0 && !rw_is_const(g, l[p]->inputs[2])))
+        const ir_value *wp = &g->values[v->w], *w0 = &g->values[m->v[0].w];
+        if (!ir_dim_eq(wp->dims[1], w0->dims[1]) || wp->dtype != IR_F32 || !rw_is_const(g, v->w) ||
+            (v->bias >= 0 && !rw_is_const(g, v->bias)))
             MISS("the %s projection '%s' differs in width or is not constant", role[p], l[p]->name);
         int uses = rw_uses(g, w[p].root);
         if (uses != 1)
@@ -82,25 +84,28 @@ static int rewrite(ir_graph *g, int ni, const void *mv)
 {
     const qkv_match *m = mv;
     const ir_node *const *l = m->l;
-    const ir_value *w0 = &g->values[l[0]->inputs[1]];
+    const ir_value *w0 = &g->values[m->v[0].w];
     int64_t K = w0->dims[0].k, N = w0->dims[1].k;
     const char *name = rw_fused_name(g, l[0], l[2]);
     int ws[3], bs[3], idx[3], has_bias = 0;
     (void)ni;
     for (int p = 0; p < 3; p++) {
-        ws[p] = l[p]->inputs[1];
-        bs[p] = ir_input(l[p], 2);
+        ws[p] = m->v[p].w;
+        bs[p] = m->v[p].bias;
         idx[p] = rw_index(g, l[p]);
         has_bias |= bs[p] >= 0;
     }
-    int x = l[0]->inputs[0];
+    int x = m->v[0].x;
     int wm = side_by_side(g, ws, K, N, 2, name, "/qkv_weight");
     int bm = has_bias ? side_by_side(g, bs, 1, N, 1, name, "/qkv_bias") : -1;
     int qkv = rw_new_value(g, name, "/qkv", IR_F32);
     if (wm < 0 || (has_bias && bm < 0) || qkv < 0)
         return -1;
-    int in[3] = {x, wm, bm};
-    if (rw_set_node(g, idx[0], IR_OP_LINEAR, name, "Linear+Linear+Linear", has_bias ? 3 : 2, in, 1, &qkv, 0, NULL))
+    ir_linear v = ir_linear_make(x, wm, qkv);
+    ir_node_spec spec;
+    v.bias = bm;
+    ir_linear_spec(&v, &spec);
+    if (rw_set_spec(g, idx[0], name, "Linear+Linear+Linear", &spec))
         return -1;
     for (int p = 0; p < 3; p++) {
         int64_t st = p * N, en = (p + 1) * N, ax = -1;

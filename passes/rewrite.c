@@ -221,6 +221,11 @@ int rw_replace_uses(ir_graph *g, int from, int to)
     return 1;
 }
 
+int rw_set_spec(ir_graph *g, int ni, const char *name, const char *op_type, const ir_node_spec *s)
+{
+    return rw_set_node(g, ni, s->op, name, op_type, s->nin, s->in, 1, &s->out, s->nattrs, s->attrs);
+}
+
 int rw_set_node(ir_graph *g, int ni, ir_op op, const char *name, const char *op_type, int nin, const int *in,
                 int nout, const int *out, int nattrs, const ir_attr *attrs)
 {

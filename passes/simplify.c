@@ -114,7 +114,7 @@ static int finite_logits(const ir_graph *g, int v, int depth)
     if (ew && ew->result == IR_EW_PRED)
         return 1; /* a bool */
     if (ir_op_family_of(p->op) == IR_FAM_MATMUL)
-        return p->op != IR_OP_ATTENTION;
+        return 1;
     if (ir_op_family_of(p->op) == IR_FAM_VIEW || p->op == IR_OP_EXPAND || p->op == IR_OP_CAST || p->op == IR_OP_NEG)
         return finite_logits(g, p->inputs[0], depth - 1);
     if (p->op == IR_OP_ADD || p->op == IR_OP_SUB || p->op == IR_OP_MUL)
@@ -284,13 +284,14 @@ typedef struct {
 static int match_sink(const ir_graph *g, const ir_node *n, void *mv, char *why, size_t nwhy)
 {
     sink_match *m = mv;
-    if (n->op != IR_OP_LINEAR || ir_input(n, 3) >= 0)
+    ir_linear lv;
+    if (!ir_linear_of(n, &lv, why, nwhy) || lv.residual >= 0)
         return 0;
-    int x = n->inputs[0];
+    int x = lv.x;
     view w;
     if (!rw_producer(g, x) || !view_is_movement(g, rw_producer(g, x)) || view_trace(g, x, -1, &w, why, nwhy))
         return 0;
-    const ir_value *s = &g->values[w.root], *wt = &g->values[n->inputs[1]];
+    const ir_value *s = &g->values[w.root], *wt = &g->values[lv.w];
     int last = w.rank - 1;
     if (w.root == x || s->rank < 1 || last < 0 || wt->rank != 2 || view_is_reshape(g, &w) ||
         !view_is_permutation(g, &w) || w.nsub[last] != 1 || !ir_dim_eq(w.sub[last][0].stride, ir_dim_const(1)) ||
@@ -316,16 +317,21 @@ static int rewrite_sink(ir_graph *g, int ni, const void *mv)
 {
     view w = ((const sink_match *)mv)->w;
     const ir_node *n = &g->nodes[ni];
-    int y = n->outputs[0], src = w.root;
-    ir_dim N = g->values[n->inputs[1]].dims[1];
+    ir_linear v;
+    ir_node_spec spec;
+    char why[96];
+    if (!ir_linear_of(n, &v, why, sizeof why))
+        return -1;
+    int y = v.y, src = w.root;
+    ir_dim N = g->values[v.w].dims[1];
     int rows = rw_new_value(g, n->name, "/rows", g->values[y].dtype);
     if (rows < 0)
         return -1;
     n = &g->nodes[ni];
-    int in[4];
-    memcpy(in, n->inputs, sizeof(int) * (size_t)n->ninputs);
-    in[0] = src;
-    if (rw_set_node(g, ni, n->op, n->name, n->op_type, n->ninputs, in, 1, &rows, n->nattrs, n->attrs))
+    v.x = src;
+    v.y = rows;
+    ir_linear_spec(&v, &spec);
+    if (rw_set_spec(g, ni, n->name, n->op_type, &spec))
         return -1;
     w.root = rows;
     const ir_value *s = &g->values[src];

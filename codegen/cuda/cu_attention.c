@@ -29,11 +29,13 @@
 
 int cu_attention_supports(const ir_graph *g, const ir_node *n, char *why, size_t len)
 {
-    const ir_value *x = &g->values[n->inputs[0]];
-    int64_t H = ir_attr_int(n, IR_ATTR_HEADS, 0), D = ir_attr_int(n, IR_ATTR_HEAD_SIZE, 0);
-    int layout = (int)ir_attr_int(n, IR_ATTR_QKV_LAYOUT, 0), vq = ir_input(n, 2), parts = vq >= 0 ? 2 : 3;
-    if (x->rank != 3 || x->dims[1].e != 0 || x->dims[2].e != 0 || H < 1 || D < 1 || x->dims[2].k != parts * H * D ||
-        (layout != 0 && layout != 1)) {
+    ir_attention a;
+    if (!ir_attention_of(n, &a, why, len))
+        return 0;
+    const ir_value *x = &g->values[a.qkv];
+    int64_t H = a.heads, D = a.head_size;
+    int vq = a.q, parts = a.parts;
+    if (x->rank != 3 || x->dims[1].e != 0 || x->dims[2].e != 0 || x->dims[2].k != parts * H * D) {
         snprintf(why, len, "Attention input is not [images, tokens, %d*heads*head_size] with a known layout", parts);
         return 0;
     }
@@ -46,7 +48,7 @@ int cu_attention_supports(const ir_graph *g, const ir_node *n, char *why, size_t
         snprintf(why, len, "Attention with %lld tokens and %lld heads", (long long)x->dims[1].k, (long long)H);
         return 0;
     }
-    int vb = ir_input(n, 1);
+    int vb = a.bias;
     if (vb >= 0 && (g->values[vb].rank != 4 || g->values[vb].dims[3].k != x->dims[1].k)) {
         snprintf(why, len, "Attention's bias is not [1|B, 1|H, 1|N, N]");
         return 0;
@@ -59,19 +61,26 @@ int cu_attention_supports(const ir_graph *g, const ir_node *n, char *why, size_t
     return 1;
 }
 
-/* The kernel of node with qw warps (the tensor-core kernel; the SIMT one ignores qw) and its launch for
- * batches lo..hi. */
-static int attention_launch(cu_ctx *c, int node, int qw, int64_t lo, int64_t hi)
+/* The kernel of node (view a) with qw warps (the tensor-core kernel; the SIMT one ignores qw) and its
+ * launch for batches lo..hi. */
+static int attention_launch(cu_ctx *c, int node, const ir_attention *a, int qw, int64_t lo, int64_t hi)
 {
-    const ir_node *n = &c->g->nodes[node];
-    int out = n->outputs[0], vb = ir_input(n, 1), vq = ir_input(n, 2), np = vq >= 0 ? 2 : 3;
-    const ir_value *x = &c->g->values[n->inputs[0]];
-    int64_t N = x->dims[1].k, H = ir_attr_int(n, IR_ATTR_HEADS, 0), D = ir_attr_int(n, IR_ATTR_HEAD_SIZE, 0);
+    int out = a->y, vb = a->bias, vq = a->q, np = a->parts;
+    const ir_value *x = &c->g->values[a->qkv];
+    int64_t N = x->dims[1].k, H = a->heads, D = a->head_size;
     int64_t Nq = vq >= 0 ? c->g->values[vq].dims[1].k : N;
-    int layout = (int)ir_attr_int(n, IR_ATTR_QKV_LAYOUT, 0);
-    float scale = ir_attr_float(n, IR_ATTR_SCALE, 1.0f), post = ir_attr_float(n, IR_ATTR_POST_SCALE, 1.0f);
+    int layout = (int)a->layout;
+    float scale = a->scale, post = a->post_scale;
+    /* the launch's arguments in order: qkv, y, then the bias and q where present */
+    int args[IR_ATTN_NIN + 1], nargs = 0, arg_bias = -1, arg_q = -1;
+    args[nargs++] = a->qkv;
+    args[nargs++] = out;
+    if (vb >= 0)
+        args[arg_bias = nargs++] = vb;
+    if (vq >= 0)
+        args[arg_q = nargs++] = vq;
     int tc = (c->prec == CU_FP16 || c->prec == CU_BF16) && D % 16 == 0;
-    const char *t = cu_ctype(cu_sdt(c, n->inputs[0]));
+    const char *t = cu_ctype(cu_sdt(c, a->qkv));
     int64_t rows, kc = 0;
     unsigned threads = 128, smem;
     if (tc) {
@@ -99,18 +108,16 @@ static int attention_launch(cu_ctx *c, int node, int qw, int64_t lo, int64_t hi)
     char f1[48], f2[48];
     cu_str_add(&s, "(const %s *)p.a[0], (%s *)p.a[1], %lld, %lld, %s, %s, ", t, t, (long long)N, (long long)H,
                cu_float_lit(scale_log2, f1, sizeof f1), cu_float_lit(post, f2, sizeof f2));
-    if (vb >= 0) { /* [1|B, 1|H, 1|N, N]: strides 0 where broadcast */
-        const ir_value *bv = &c->g->values[vb];
-        int64_t si = bv->dims[2].k == 1 && bv->dims[2].e == 0 ? 0 : N;
-        int64_t sh = bv->dims[1].k == 1 ? 0 : bv->dims[2].k * N;
-        int64_t sb = bv->dims[0].k == 1 && bv->dims[0].e == 0 ? 0 : bv->dims[1].k * bv->dims[2].k * N;
-        cu_str_add(&s, "(const %s *)p.a[2], %lldll, %lldll, %lldll, ", cu_ctype(cu_sdt(c, vb)), (long long)sb,
-                   (long long)sh, (long long)si);
+    if (vb >= 0) { /* strides 0 where broadcast */
+        int64_t st[3];
+        ir_attention_bias_strides(c->g, a, N, st);
+        cu_str_add(&s, "(const %s *)p.a[%d], %lldll, %lldll, %lldll, ", cu_ctype(cu_sdt(c, vb)), arg_bias,
+                   (long long)st[0], (long long)st[1], (long long)st[2]);
     } else {
         cu_str_add(&s, "(const float *)0, 0, 0, 0, ");
     }
-    if (vq >= 0) /* the queries follow the bias among the arguments */
-        cu_str_add(&s, "(const %s *)p.a[%d], %lld);\n}\n", t, vb >= 0 ? 3 : 2, (long long)Nq);
+    if (vq >= 0)
+        cu_str_add(&s, "(const %s *)p.a[%d], %lld);\n}\n", t, arg_q, (long long)Nq);
     else
         cu_str_add(&s, "(const %s *)0, %lld);\n}\n", t, (long long)Nq);
     char label[128];
@@ -127,32 +134,32 @@ static int attention_launch(cu_ctx *c, int node, int qw, int64_t lo, int64_t hi)
     /* blockIdx.x: query tile + tiles * image */
     l->grid[0] = cg_poly_scale(cg_poly_dim(x->dims[0]), (Nq + rows - 1) / rows);
     l->grid[1] = cg_poly_k(H);
-    cu_arg_value(c, l, n->inputs[0]);
-    cu_arg_value(c, l, out);
-    if (vb >= 0)
-        cu_arg_value(c, l, vb);
-    if (vq >= 0)
-        cu_arg_value(c, l, vq);
+    for (int k = 0; k < nargs; k++)
+        cu_arg_value(c, l, args[k]);
     return c->d->status;
 }
 
 int cu_emit_attention(cu_ctx *c, int node)
 {
     const ir_node *n = &c->g->nodes[node];
-    int out = n->outputs[0];
+    ir_attention a;
+    char why[160];
+    if (!ir_attention_of(n, &a, why, sizeof why))
+        return cu_fail(c, VITC_BAD_INPUT, node, "%s", why);
+    int out = a.y;
     if (c->off[cu_root(c, out)] < 0)
         return VITC_OK;
-    const ir_value *x = &c->g->values[n->inputs[0]];
-    int64_t N = x->dims[1].k, H = ir_attr_int(n, IR_ATTR_HEADS, 0), D = ir_attr_int(n, IR_ATTR_HEAD_SIZE, 0);
-    int vq = ir_input(n, 2);
+    const ir_value *x = &c->g->values[a.qkv];
+    int64_t N = x->dims[1].k, H = a.heads, D = a.head_size;
+    int vq = a.q;
     int64_t Nq = vq >= 0 ? c->g->values[vq].dims[1].k : N;
-    if (vq >= 0 && strcmp(cu_ctype(cu_sdt(c, vq)), cu_ctype(cu_sdt(c, n->inputs[0]))) != 0)
+    if (vq >= 0 && strcmp(cu_ctype(cu_sdt(c, vq)), cu_ctype(cu_sdt(c, a.qkv))) != 0)
         return cu_fail(c, VITC_INTERNAL, node, "attention queries and keys in different storage types");
     int tc = (c->prec == CU_FP16 || c->prec == CU_BF16) && D % 16 == 0;
     if (!tc && D > CU_ATTN_SIMT_MAX_D)
         return cu_fail(c, VITC_BAD_INPUT, node, "head size %lld in %s: the CUDA attention takes at most %d", (long long)D,
                        c->prec == CU_FP32 ? "fp32" : c->prec == CU_TF32 ? "tf32" : "this precision", CU_ATTN_SIMT_MAX_D);
-    const char *t = cu_ctype(cu_sdt(c, n->inputs[0])), *to = cu_ctype(cu_sdt(c, out));
+    const char *t = cu_ctype(cu_sdt(c, a.qkv)), *to = cu_ctype(cu_sdt(c, out));
     if (strcmp(t, to) != 0)
         return cu_fail(c, VITC_INTERNAL, node, "attention between storage types %s and %s", t, to);
     /* 8 warps (128 query rows) from the batch whose 64-row grid has CU_ATTN_WIDE_BLOCKS blocks on; 4 warps
@@ -164,9 +171,9 @@ int cu_emit_attention(cu_ctx *c, int node)
             wide = b;
             break;
         }
-    if (wide > 1 && attention_launch(c, node, 4, 1, wide - 1) != VITC_OK)
+    if (wide > 1 && attention_launch(c, node, &a, 4, 1, wide - 1) != VITC_OK)
         return c->d->status;
     if (wide <= c->max_batch)
-        attention_launch(c, node, 8, wide, c->max_batch);
+        attention_launch(c, node, &a, 8, wide, c->max_batch);
     return c->d->status;
 }

@@ -36,10 +36,9 @@ static op_kind kind_of(const ir_graph *g, const ir_node *n)
     case IR_FAM_DATA: return K_DATA;
     case IR_FAM_MAP: return K_ELEM;
     case IR_FAM_NORM: return K_NORM;
+    case IR_FAM_ATTENTION: return K_ATTN;
     case IR_FAM_MATMUL:
-        if (n->op == IR_OP_ATTENTION)
-            return K_ATTN;
-        if (n->op == IR_OP_LINEAR)
+        if (ir_op_has(n->op, OPF_FUSED)) /* Linear */
             return K_LINEAR;
         if (n->op == IR_OP_MATMUL || n->op == IR_OP_GEMM) /* a GEMM with a constant weight, else cu_misc.c */
             return cu_linear_supports(g, n, why, sizeof why) ? K_LINEAR : K_MISC;

@@ -125,11 +125,14 @@ static int job_of(const ir_graph *g, const ir_node *n, gemm_job *j, char *why, s
         snprintf(why, len, "its weight '%s' is not a constant f32 matrix", w->name);
         return 0;
     }
+    ir_linear l;
     switch (n->op) {
     case IR_OP_LINEAR:
-        j->bias = ir_input(n, 2);
-        j->res = ir_input(n, 3);
-        j->act = (int)ir_attr_int(n, IR_ATTR_ACTIVATION, 0);
+        if (!ir_linear_of(n, &l, why, len))
+            return 0;
+        j->bias = l.bias;
+        j->res = l.residual;
+        j->act = (int)l.act;
         break;
     case IR_OP_MATMUL:
         if (x->rank < 2) {

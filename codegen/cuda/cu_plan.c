@@ -155,25 +155,26 @@ static void mark_wide(cu_ctx *c)
         free(wide), free(narrow);
         return; /* all 16-bit: still correct */
     }
-    char why[8];
+    char why[160];
     for (int i = 0; i < g->nnodes; i++) {
         const ir_node *n = &g->nodes[i];
-        if (n->op == IR_OP_LINEAR && ir_input(n, 3) >= 0) {
-            wide[cu_root(c, n->inputs[3])] = 1;
-            wide[cu_root(c, n->outputs[0])] = 1;
+        ir_linear l;
+        ir_attention a;
+        if (ir_linear_of(n, &l, why, sizeof why) && l.residual >= 0) {
+            wide[cu_root(c, l.residual)] = 1;
+            wide[cu_root(c, l.y)] = 1;
         }
-        if (n->op == IR_OP_ATTENTION && ir_input(n, 2) >= 0) /* cross-attention's queries, stored like its keys */
-            narrow[cu_root(c, n->inputs[2])] = 1;
-        if (n->op == IR_OP_ATTENTION ||
-            ((n->op == IR_OP_LINEAR || n->op == IR_OP_MATMUL || n->op == IR_OP_GEMM) &&
-             cu_linear_supports(g, n, why, sizeof why)))
+        if (ir_attention_of(n, &a, why, sizeof why)) {
+            narrow[cu_root(c, a.qkv)] = 1;
+            if (a.q >= 0) /* cross-attention's queries, stored like its keys */
+                narrow[cu_root(c, a.q)] = 1;
+        } else if (cu_linear_supports(g, n, why, sizeof why)) { /* the GEMM's A */
             narrow[cu_root(c, n->inputs[0])] = 1;
+        }
     }
     for (int k = 0; k < g->noutputs; k++) { /* a GEMM writes the model's outputs (logits) in fp32 directly */
         int v = cu_root(c, g->outputs[k]), pn = g->values[v].producer;
-        const ir_node *n = pn >= 0 ? &g->nodes[pn] : NULL;
-        if (n && (n->op == IR_OP_LINEAR || n->op == IR_OP_MATMUL || n->op == IR_OP_GEMM) &&
-            cu_linear_supports(g, n, why, sizeof why))
+        if (pn >= 0 && cu_linear_supports(g, &g->nodes[pn], why, sizeof why))
             wide[v] = 1;
     }
     for (int v = 0; v < g->nvalues; v++)

@@ -31,6 +31,7 @@
 #include "codegen/package.h"
 #include "codegen/poly.h"
 #include "codegen/llvm/kernels.h"
+#include "ir/fused.h"
 #include "ir/ir.h"
 
 #include <llvm-c/Core.h>
@@ -263,13 +264,17 @@ int cg_norm_supports(const ir_graph *g, const ir_node *n, char *why, size_t len)
 int cg_emit_norm(cg_ctx *cg, int node);
 int cg_matmul_supports(const ir_graph *g, const ir_node *n, char *why, size_t len);
 int cg_emit_matmul(cg_ctx *cg, int node);
+int cg_attention_supports(const ir_graph *g, const ir_node *n, char *why, size_t len);
+int cg_emit_attention(cg_ctx *cg, int node);
 /* Frees the cache of kernels.h drivers. */
 void cg_kcache_free(cg_ctx *cg);
 /* Scratch bytes a node needs at max_batch (convolutions as im2col + GEMM). */
 int64_t cg_matmul_scratch(const ir_graph *g, const ir_node *n, int64_t max_batch);
-/* 1 if n's code is the GEMM of gemm.c with its input 0 as A [M, K] and its
- * output as C [M, N] (row strides cg->row_pad apart: any lda >= K, ldc >= N). */
-int cg_is_linear(const ir_graph *g, const ir_node *n);
+/* 1 if n's code is the GEMM of gemm.c with its x as A [M, K] and its y as
+ * C [M, N] (row strides cg->row_pad apart: any lda >= K, ldc >= N), its
+ * operands in *v: a Linear, or a MatMul by a constant 2-D weight (as a
+ * Linear without bias, activation or residual). */
+int cg_linear_of(const ir_graph *g, const ir_node *n, ir_linear *v);
 
 /* ---- target machine, optimisation, object file (target.c) ---- */
 int cg_target_create(cg_ctx *cg, LLVMTargetMachineRef *tm);

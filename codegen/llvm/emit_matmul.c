@@ -228,15 +228,17 @@ int cg_matmul_supports(const ir_graph *g, const ir_node *n, char *why, size_t le
     case IR_OP_MATMUL:
     case IR_OP_LINEAR: {
         const ir_value *B = &g->values[vb];
-        if (cg_is_linear(g, n)) {
-            if (!ir_value_is_plain_const(g, vb) || B->rank != 2 || A->rank < 1)
+        ir_linear v;
+        if (n->op == IR_OP_LINEAR && !ir_linear_of(n, &v, why, len))
+            return 0;
+        if (cg_linear_of(g, n, &v)) {
+            if (!ir_value_is_plain_const(g, v.w) || B->rank != 2 || A->rank < 1)
                 return fail_why(why, len, "Linear needs a constant 2-D weight");
-            for (int k = 2; k < n->ninputs && k < 3; k++)
-                if (n->inputs[k] >= 0 && !ir_value_is_plain_const(g, n->inputs[k]))
-                    return fail_why(why, len, "Linear needs a constant bias");
-            int vr = ir_input(n, 3);
+            if (v.bias >= 0 && !ir_value_is_plain_const(g, v.bias))
+                return fail_why(why, len, "Linear needs a constant bias");
+            int vr = v.residual;
             if (vr >= 0) {
-                const ir_value *R = &g->values[vr], *Y = &g->values[n->outputs[0]];
+                const ir_value *R = &g->values[vr], *Y = &g->values[v.y];
                 int full = R->rank == Y->rank, row = 1;
                 for (int i = 0; i < R->rank; i++) {
                     full = full && ir_dim_eq(R->dims[i], Y->dims[i]);
@@ -246,9 +248,6 @@ int cg_matmul_supports(const ir_graph *g, const ir_node *n, char *why, size_t le
                 if (!full && !(row && R->rank >= 1 && ir_dim_eq(R->dims[R->rank - 1], Y->dims[Y->rank - 1])))
                     return fail_why(why, len, "a residual that broadcasts other than along rows is not supported");
             }
-            int64_t act = ir_attr_int(n, IR_ATTR_ACTIVATION, 0);
-            if (act < 0 || act >= IR_ACT_COUNT)
-                return fail_why(why, len, "unknown Linear activation");
             return 1;
         }
         bgemm_plan p;
@@ -287,18 +286,6 @@ int cg_matmul_supports(const ir_graph *g, const ir_node *n, char *why, size_t le
         bgemm_plan p;
         return plan_bgemm(g, n->inputs[0], n->inputs[1], n->outputs[0], e.trans_b, 1.0f, &p, why, len);
     }
-    case IR_OP_ATTENTION: {
-        if (A->rank != 3 || !is_static(A->dims[1]))
-            return fail_why(why, len, "Attention needs qkv [B, N, 3*H*D] with a static N");
-        int64_t H = ir_attr_int(n, IR_ATTR_HEADS, 0), D = ir_attr_int(n, IR_ATTR_HEAD_SIZE, 0);
-        int64_t layout = ir_attr_int(n, IR_ATTR_QKV_LAYOUT, 0);
-        int vq = ir_input(n, 2), parts = vq >= 0 ? 2 : 3;
-        if (H < 1 || D < 1 || (layout != 0 && layout != 1) || A->dims[2].e != 0 || A->dims[2].k != parts * H * D)
-            return fail_why(why, len, "Attention heads, head_size or qkv_layout do not fit its input");
-        if (vq >= 0 && (g->values[vq].rank != 3 || !is_static(g->values[vq].dims[1])))
-            return fail_why(why, len, "Attention's queries are not [B, Nq, H*D] with a static Nq");
-        return 1;
-    }
     case IR_OP_CONV: {
         patch_plan pp;
         conv_plan cp;
@@ -321,6 +308,24 @@ int64_t cg_matmul_scratch(const ir_graph *g, const ir_node *n, int64_t max_batch
     if (b < 0 || rows / (p.oh * p.ow) != b)
         return -1;
     return (col + 63) / 64 * 64 + tmp;
+}
+
+int cg_attention_supports(const ir_graph *g, const ir_node *n, char *why, size_t len)
+{
+    ir_attention a;
+    if (!ir_attention_of(n, &a, why, len))
+        return 0;
+    for (int k = 0; k < n->ninputs; k++)
+        if (n->inputs[k] >= 0 && g->values[n->inputs[k]].dtype != IR_F32)
+            return fail_why(why, len, "matrix products are supported on f32 tensors only");
+    const ir_value *A = &g->values[a.qkv];
+    if (A->rank != 3 || !is_static(A->dims[1]))
+        return fail_why(why, len, "Attention needs qkv [B, N, 3*H*D] with a static N");
+    if (A->dims[2].e != 0 || A->dims[2].k != a.parts * a.heads * a.head_size)
+        return fail_why(why, len, "Attention heads, head_size or qkv_layout do not fit its input");
+    if (a.q >= 0 && (g->values[a.q].rank != 3 || !is_static(g->values[a.q].dims[1])))
+        return fail_why(why, len, "Attention's queries are not [B, Nq, H*D] with a static Nq");
+    return 1;
 }
 
 /* ---- emission ---- */
@@ -460,22 +465,21 @@ static cg_poly rows_of(const ir_value *v)
     return m;
 }
 
-static int emit_linear(cg_ctx *cg, int node)
+static int emit_linear(cg_ctx *cg, int node, const ir_linear *v)
 {
-    const ir_node *n = &cg->g->nodes[node];
-    const ir_value *X = &cg->g->values[n->inputs[0]], *Wv = &cg->g->values[n->inputs[1]];
+    const ir_value *X = &cg->g->values[v->x], *Wv = &cg->g->values[v->w];
     int64_t K = Wv->dims[0].k, N = Wv->dims[1].k;
     gemm_call c;
     memset(&c, 0, sizeof c);
     c.d.K = K, c.d.N = N, c.d.ldr = N;
-    c.d.lda = K + cg->row_pad[n->inputs[0]], c.d.ldc = N + cg->row_pad[n->outputs[0]];
-    c.d.activation = (int)ir_attr_int(n, IR_ATTR_ACTIVATION, 0);
+    c.d.lda = K + cg->row_pad[v->x], c.d.ldc = N + cg->row_pad[v->y];
+    c.d.activation = (int)v->act;
     c.W = Wv->data;
-    int vbias = ir_input(n, 2), vr = n->op == IR_OP_LINEAR ? ir_input(n, 3) : -1;
+    int vbias = v->bias, vr = v->residual;
     c.bias = vbias >= 0 ? cg->g->values[vbias].data : NULL;
     LLVMBuilderRef b = cg->rb;
-    c.A = cg_value_ptr(cg, b, cg->run_call, n->inputs[0]);
-    c.C = cg_value_ptr(cg, b, cg->run_call, n->outputs[0]);
+    c.A = cg_value_ptr(cg, b, cg->run_call, v->x);
+    c.C = cg_value_ptr(cg, b, cg->run_call, v->y);
     if (vr >= 0) {
         const ir_value *R = &cg->g->values[vr];
         c.R = cg_value_ptr(cg, b, cg->run_call, vr);
@@ -549,26 +553,29 @@ static int emit_bgemm(cg_ctx *cg, int node, int va, int vb, int trans_b, float a
     return cg->d->status;
 }
 
-static int emit_attention(cg_ctx *cg, int node)
+int cg_emit_attention(cg_ctx *cg, int node)
 {
     const ir_node *n = &cg->g->nodes[node];
-    const ir_value *X = &cg->g->values[n->inputs[0]];
+    ir_attention a;
+    char why[128];
+    if (!ir_attention_of(n, &a, why, sizeof why))
+        return cg_fail(cg, VITC_BAD_INPUT, node, "%s", why);
+    const ir_value *X = &cg->g->values[a.qkv];
     cg_attention_desc d;
     memset(&d, 0, sizeof d); /* padding too: descriptors are compared bytewise */
     d.tokens = X->dims[1].k;
-    d.heads = ir_attr_int(n, IR_ATTR_HEADS, 0);
-    d.head_size = ir_attr_int(n, IR_ATTR_HEAD_SIZE, 0);
-    d.qkv_layout = (int)ir_attr_int(n, IR_ATTR_QKV_LAYOUT, 0);
-    d.scale = ir_attr_float(n, IR_ATTR_SCALE, 1.0f);
-    d.post_scale = ir_attr_float(n, IR_ATTR_POST_SCALE, 1.0f);
-    int vbias = ir_input(n, 1), vq = ir_input(n, 2);
+    d.heads = a.heads;
+    d.head_size = a.head_size;
+    d.qkv_layout = (int)a.layout;
+    d.scale = a.scale;
+    d.post_scale = a.post_scale;
+    int vbias = a.bias, vq = a.q;
     d.q_tokens = vq >= 0 ? cg->g->values[vq].dims[1].k : 0;
-    if (vbias >= 0) { /* [1|B, 1|H, 1|N, N] (shape.c): strides 0 where broadcast */
-        const ir_value *bv = &cg->g->values[vbias];
+    if (vbias >= 0) {
+        int64_t s[3];
+        ir_attention_bias_strides(cg->g, &a, d.tokens, s);
         d.has_bias = 1;
-        d.bias_i = bv->dims[2].k == 1 && bv->dims[2].e == 0 ? 0 : d.tokens;
-        d.bias_h = bv->dims[1].k == 1 ? 0 : bv->dims[2].k * d.tokens;
-        d.bias_b = bv->dims[0].k == 1 && bv->dims[0].e == 0 ? 0 : bv->dims[1].k * bv->dims[2].k * d.tokens;
+        d.bias_b = s[0], d.bias_h = s[1], d.bias_i = s[2];
     }
     char name[64], label[256];
     LLVMValueRef fn = get_driver(cg, KC_ATTENTION, &d, sizeof d, "vitc_attention", name, sizeof name);
@@ -583,8 +590,7 @@ static int emit_attention(cg_ctx *cg, int node)
     cg_note_kernel(cg, name, label);
     LLVMBuilderRef b = cg->rb;
     LLVMValueRef none = LLVMConstNull(LLVMPointerTypeInContext(cg->llc, 0));
-    LLVMValueRef f[5] = {cg_value_ptr(cg, b, cg->run_call, n->inputs[0]),
-                         cg_value_ptr(cg, b, cg->run_call, n->outputs[0]),
+    LLVMValueRef f[5] = {cg_value_ptr(cg, b, cg->run_call, a.qkv), cg_value_ptr(cg, b, cg->run_call, a.y),
                          vbias >= 0 ? cg_value_ptr(cg, b, cg->run_call, vbias) : none,
                          vq >= 0 ? cg_value_ptr(cg, b, cg->run_call, vq) : none,
                          cg_poly_value(cg, b, cg->run_batch, cg_poly_dim(X->dims[0]))};
@@ -736,10 +742,15 @@ static int emit_conv_direct(cg_ctx *cg, int node)
     return cg->d->status;
 }
 
-int cg_is_linear(const ir_graph *g, const ir_node *n)
+int cg_linear_of(const ir_graph *g, const ir_node *n, ir_linear *v)
 {
-    return n->op == IR_OP_LINEAR ||
-           (n->op == IR_OP_MATMUL && ir_value_is_plain_const(g, n->inputs[1]) && g->values[n->inputs[1]].rank == 2);
+    char why[96];
+    if (ir_linear_of(n, v, why, sizeof why))
+        return 1;
+    if (n->op != IR_OP_MATMUL || !ir_value_is_plain_const(g, n->inputs[1]) || g->values[n->inputs[1]].rank != 2)
+        return 0;
+    *v = ir_linear_make(n->inputs[0], n->inputs[1], n->outputs[0]);
+    return 1;
 }
 
 int cg_emit_matmul(cg_ctx *cg, int node)
@@ -747,10 +758,12 @@ int cg_emit_matmul(cg_ctx *cg, int node)
     const ir_node *n = &cg->g->nodes[node];
     switch (n->op) {
     case IR_OP_LINEAR:
-    case IR_OP_MATMUL:
-        if (cg_is_linear(cg->g, n))
-            return emit_linear(cg, node);
+    case IR_OP_MATMUL: {
+        ir_linear v;
+        if (cg_linear_of(cg->g, n, &v))
+            return emit_linear(cg, node, &v);
         return emit_bgemm(cg, node, n->inputs[0], n->inputs[1], 0, 1.0f);
+    }
     case IR_OP_GEMM:
         if (ir_value_is_plain_const(cg->g, n->inputs[1]))
             return emit_gemm_node(cg, node);
@@ -763,8 +776,6 @@ int cg_emit_matmul(cg_ctx *cg, int node)
             return cg_fail(cg, VITC_BAD_INPUT, node, "Einsum is not a batched matrix product");
         return emit_bgemm(cg, node, n->inputs[0], n->inputs[1], e.trans_b, 1.0f);
     }
-    case IR_OP_ATTENTION:
-        return emit_attention(cg, node);
     case IR_OP_CONV: {
         patch_plan pp;
         if (plan_patchify(cg->g, n, &pp))

@@ -145,8 +145,9 @@ static void pad_gemm_rows(cg_ctx *cg, const unsigned char *in_ws)
     for (int v = 0; v < nv; v++) {
         const ir_value *val = &g->values[v];
         int p = val->producer;
+        ir_linear lv;
         if (!in_ws[v] || val->dtype != IR_F32 || val->rank < 2 || p < 0 || p >= g->nnodes ||
-            cg->kind[p] != CG_NODE_KERNEL || g->nodes[p].outputs[0] != v || !cg_is_linear(g, &g->nodes[p]))
+            cg->kind[p] != CG_NODE_KERNEL || !cg_linear_of(g, &g->nodes[p], &lv) || lv.y != v)
             continue;
         ir_dim last = val->dims[val->rank - 1];
         if (last.e != 0 || last.k < 1 || last.k * (int64_t)sizeof(float) % PAD_PERIOD != 0)
@@ -159,9 +160,10 @@ static void pad_gemm_rows(cg_ctx *cg, const unsigned char *in_ws)
             cg->row_pad[cg->alias_of[v]] = 0;
     for (int i = 0; i < g->nnodes; i++) {
         const ir_node *n = &g->nodes[i];
-        int gemm_a = cg->kind[i] == CG_NODE_KERNEL && cg_is_linear(g, n);
+        ir_linear lv;
+        int gemm = cg->kind[i] == CG_NODE_KERNEL && cg_linear_of(g, n, &lv);
         for (int k = 0; k < n->ninputs; k++)
-            if (n->inputs[k] >= 0 && (k > 0 || !gemm_a))
+            if (n->inputs[k] >= 0 && (!gemm || k != IR_LINEAR_X))
                 cg->row_pad[n->inputs[k]] = 0;
     }
     for (int k = 0; k < g->noutputs; k++)
@@ -186,9 +188,10 @@ static void residual_in_place(cg_ctx *cg, const unsigned char *in_ws, int *reuse
         reuse[v] = -1;
     for (int i = 0; i < g->nnodes; i++) {
         const ir_node *n = &g->nodes[i];
-        if (cg->kind[i] != CG_NODE_KERNEL || !cg_is_linear(g, n) || n->noutputs < 1)
+        ir_linear lv;
+        if (cg->kind[i] != CG_NODE_KERNEL || !cg_linear_of(g, n, &lv))
             continue;
-        int vr = ir_input(n, 3), vc = n->outputs[0];
+        int vr = lv.residual, vc = lv.y;
         if (vr < 0 || vc < 0 || !in_ws[vc] || cg->row_pad[vc])
             continue;
         int rr = cg_root(cg, vr);
@@ -197,7 +200,7 @@ static void residual_in_place(cg_ctx *cg, const unsigned char *in_ws, int *reuse
             continue;
         int shared = 0;
         for (int k = 0; k < n->ninputs; k++)
-            shared = shared || (k != 3 && n->inputs[k] >= 0 && cg_root(cg, n->inputs[k]) == rr);
+            shared = shared || (k != IR_LINEAR_RESIDUAL && n->inputs[k] >= 0 && cg_root(cg, n->inputs[k]) == rr);
         if (!shared)
             reuse[vc] = rr;
     }

@@ -1,0 +1,131 @@
+/* fused.c: decoding and building the fused ops' views (fused.h).  The one
+ * place that reads a Linear's or an Attention's input slots and attributes. */
+#include "ir/fused.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define IR_MAX_HEADS 65536 /* heads and head_size: beyond any model, small enough for int64 products */
+
+static int slot(const ir_node *n, int i) { return ir_input(n, i); }
+
+int ir_linear_of(const ir_node *n, ir_linear *v, char *why, size_t len)
+{
+    if (len)
+        why[0] = 0;
+    if (n->op != IR_OP_LINEAR || n->ninputs < 2 || n->noutputs < 1)
+        return 0;
+    int64_t act = ir_attr_int(n, IR_ATTR_ACTIVATION, IR_ACT_NONE);
+    if (act < 0 || act >= IR_ACT_COUNT) {
+        snprintf(why, len, "unknown Linear activation %lld (not one of 0..%d)", (long long)act, IR_ACT_COUNT - 1);
+        return 0;
+    }
+    v->x = n->inputs[IR_LINEAR_X];
+    v->w = n->inputs[IR_LINEAR_W];
+    v->bias = slot(n, IR_LINEAR_BIAS);
+    v->residual = slot(n, IR_LINEAR_RESIDUAL);
+    v->y = n->outputs[0];
+    v->act = (ir_act)act;
+    return 1;
+}
+
+int ir_attention_of(const ir_node *n, ir_attention *v, char *why, size_t len)
+{
+    if (len)
+        why[0] = 0;
+    if (n->op != IR_OP_ATTENTION || n->ninputs < 1 || n->noutputs < 1)
+        return 0;
+    int64_t h = ir_attr_int(n, IR_ATTR_HEADS, 0), d = ir_attr_int(n, IR_ATTR_HEAD_SIZE, 0);
+    int64_t layout = ir_attr_int(n, IR_ATTR_QKV_LAYOUT, IR_QKV_PARTS_HEADS);
+    if (h < 1 || d < 1 || h > IR_MAX_HEADS || d > IR_MAX_HEADS) {
+        snprintf(why, len, "Attention needs positive heads and head_size, got %lld and %lld", (long long)h,
+                 (long long)d);
+        return 0;
+    }
+    if (layout != IR_QKV_PARTS_HEADS && layout != IR_QKV_HEADS_PARTS) {
+        snprintf(why, len, "Attention's qkv_layout is %lld, not 0 or 1", (long long)layout);
+        return 0;
+    }
+    v->qkv = n->inputs[IR_ATTN_QKV];
+    v->bias = slot(n, IR_ATTN_BIAS);
+    v->q = slot(n, IR_ATTN_Q);
+    v->y = n->outputs[0];
+    v->heads = h;
+    v->head_size = d;
+    v->layout = (ir_qkv_layout)layout;
+    v->scale = ir_attr_float(n, IR_ATTR_SCALE, 1.0f);
+    v->post_scale = ir_attr_float(n, IR_ATTR_POST_SCALE, 1.0f);
+    v->parts = v->q >= 0 ? 2 : 3;
+    return 1;
+}
+
+ir_dim ir_attention_keys(const ir_graph *g, const ir_attention *a) { return g->values[a->qkv].dims[1]; }
+
+ir_dim ir_attention_queries(const ir_graph *g, const ir_attention *a)
+{
+    return g->values[a->q >= 0 ? a->q : a->qkv].dims[1];
+}
+
+void ir_attention_bias_strides(const ir_graph *g, const ir_attention *a, int64_t nk, int64_t s[3])
+{
+    s[0] = s[1] = s[2] = 0;
+    if (a->bias < 0)
+        return;
+    const ir_dim *d = g->values[a->bias].dims; /* [1|B, 1|H, 1|Nq, Nk] (shape.c) */
+    s[2] = d[2].k == 1 && d[2].e == 0 ? 0 : nk;
+    s[1] = d[1].k == 1 ? 0 : d[2].k * nk;
+    s[0] = d[0].k == 1 && d[0].e == 0 ? 0 : d[1].k * d[2].k * nk;
+}
+
+static ir_attr attr_int(ir_attr_id id, int64_t v) { return (ir_attr){.id = id, .kind = IR_AT_INT, .i = v, .tensor = -1}; }
+static ir_attr attr_float(ir_attr_id id, float v) { return (ir_attr){.id = id, .kind = IR_AT_FLOAT, .f = v, .tensor = -1}; }
+
+/* The operands up to the last present one. */
+static void spec_inputs(ir_node_spec *s, int n, const int *in)
+{
+    s->nin = 0;
+    for (int i = 0; i < n; i++) {
+        s->in[i] = in[i];
+        if (in[i] >= 0 || i == 0)
+            s->nin = i + 1;
+    }
+}
+
+void ir_linear_spec(const ir_linear *v, ir_node_spec *s)
+{
+    memset(s, 0, sizeof *s);
+    s->op = IR_OP_LINEAR;
+    int in[IR_LINEAR_NIN] = {[IR_LINEAR_X] = v->x, [IR_LINEAR_W] = v->w, [IR_LINEAR_BIAS] = v->bias,
+                             [IR_LINEAR_RESIDUAL] = v->residual};
+    spec_inputs(s, IR_LINEAR_NIN, in);
+    if (s->nin < 2)
+        s->nin = 2;
+    s->out = v->y;
+    if (v->act != IR_ACT_NONE)
+        s->attrs[s->nattrs++] = attr_int(IR_ATTR_ACTIVATION, v->act);
+}
+
+void ir_attention_spec(const ir_attention *v, ir_node_spec *s)
+{
+    memset(s, 0, sizeof *s);
+    s->op = IR_OP_ATTENTION;
+    int in[IR_ATTN_NIN] = {[IR_ATTN_QKV] = v->qkv, [IR_ATTN_BIAS] = v->bias, [IR_ATTN_Q] = v->q};
+    spec_inputs(s, IR_ATTN_NIN, in);
+    s->out = v->y;
+    ir_attr at[5] = {attr_int(IR_ATTR_HEADS, v->heads), attr_int(IR_ATTR_HEAD_SIZE, v->head_size),
+                     attr_float(IR_ATTR_SCALE, v->scale), attr_float(IR_ATTR_POST_SCALE, v->post_scale),
+                     attr_int(IR_ATTR_QKV_LAYOUT, v->layout)};
+    memcpy(s->attrs, at, sizeof at);
+    s->nattrs = 5;
+}
+
+ir_linear ir_linear_make(int x, int w, int y)
+{
+    return (ir_linear){.x = x, .w = w, .bias = -1, .residual = -1, .y = y, .act = IR_ACT_NONE};
+}
+
+ir_attention ir_attention_make(int qkv, int y, int64_t heads, int64_t head_size)
+{
+    return (ir_attention){.qkv = qkv, .bias = -1, .q = -1, .y = y, .heads = heads, .head_size = head_size,
+                          .layout = IR_QKV_PARTS_HEADS, .scale = 1.0f, .post_scale = 1.0f, .parts = 3};
+}

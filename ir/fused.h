@@ -1,0 +1,85 @@
+/* fused.h: the contracts of the ops only passes create (Linear and Attention,
+ * at the end of ops.def).
+ *
+ * Each fused op has one typed view: its operands by name, its attributes
+ * decoded and checked, and what follows from them.  The passes build a node
+ * from a filled view (ir_*_spec), and shape inference, the interpreter and
+ * both backends read the view (ir_*_of) instead of the node's input slots and
+ * attributes.  A new operand or attribute is added here, to the view, its
+ * decoder and its spec, and nowhere else. */
+#ifndef VITC_IR_FUSED_H
+#define VITC_IR_FUSED_H
+
+#include "ir/ir.h"
+
+/* The operands of a Linear, in the order the node holds them. */
+enum { IR_LINEAR_X, IR_LINEAR_W, IR_LINEAR_BIAS, IR_LINEAR_RESIDUAL, IR_LINEAR_NIN };
+
+/* y[..., N] = act(x[..., K] @ w[K, N] + bias[N]) + residual, the residual
+ * broadcasting to y's shape. */
+typedef struct {
+    int x, w;     /* value indices */
+    int bias;     /* [N], or -1 */
+    int residual; /* broadcasts to y, or -1 */
+    int y;        /* the output */
+    ir_act act;   /* the activation before the residual */
+} ir_linear;
+
+/* The operands of an Attention, in the order the node holds them. */
+enum { IR_ATTN_QKV, IR_ATTN_BIAS, IR_ATTN_Q, IR_ATTN_NIN };
+
+/* How q, k and v share the last axis of the packed input: element
+ * (part, head h, d) at part*H*D + h*D + d, or (h*D + d)*parts + part. */
+typedef enum { IR_QKV_PARTS_HEADS = 0, IR_QKV_HEADS_PARTS = 1 } ir_qkv_layout;
+
+/* out[b, n, h*D + d] = sum_m P[b,h,n,m] V[b,h,m,d] with
+ * P = softmax_m(scale * Q[b,h,n,:] . K[b,h,m,:] + bias[b,h,n,m]) * post_scale.
+ * Self-attention reads Q, K and V out of qkv [B, N, 3*H*D]; cross-attention
+ * reads Q out of q [B, Nq, H*D] and K, V out of qkv [B, Nk, 2*H*D]. */
+typedef struct {
+    int qkv;  /* q, k and v packed by layout; k and v alone where q >= 0 */
+    int bias; /* f32 [1|B, 1|H, 1|Nq, Nk] added to the scaled scores, or -1 */
+    int q;    /* cross-attention's queries [B, Nq, H*D], or -1 */
+    int y;    /* [B, Nq, H*D] */
+    int64_t heads, head_size;
+    ir_qkv_layout layout;
+    float scale, post_scale;
+    int parts; /* 3 (q, k, v in qkv) or 2 (k, v; q apart) */
+} ir_attention;
+
+/* n's view in *v: 1 when n is that op and its attributes are valid; 0 when it
+ * is another op (why: empty) or an attribute is out of range (why says which). */
+int ir_linear_of(const ir_node *n, ir_linear *v, char *why, size_t len);
+int ir_attention_of(const ir_node *n, ir_attention *v, char *why, size_t len);
+
+/* Key and query counts of an Attention whose operands have their shapes:
+ * qkv's tokens, and q's (qkv's for self-attention). */
+ir_dim ir_attention_keys(const ir_graph *g, const ir_attention *a);
+ir_dim ir_attention_queries(const ir_graph *g, const ir_attention *a);
+
+/* The element strides of the bias over (image, head, query row), 0 along each
+ * dimension it broadcasts over, for nk keys (its last, contiguous axis); all 0
+ * without a bias.  The bias's dimensions must be static but for the batch. */
+void ir_attention_bias_strides(const ir_graph *g, const ir_attention *a, int64_t nk, int64_t s[3]);
+
+/* A node as the passes make it: op, operands and attributes. */
+typedef struct {
+    ir_op op;
+    int nin;
+    int in[4];
+    int out;
+    int nattrs;
+    ir_attr attrs[5];
+} ir_node_spec;
+
+/* The node that computes the view (its x/w/.../y fields set; omitted trailing
+ * operands dropped, attributes written where they differ from the default). */
+void ir_linear_spec(const ir_linear *v, ir_node_spec *s);
+void ir_attention_spec(const ir_attention *v, ir_node_spec *s);
+
+/* A view with no optional operands, no activation and unit scales: a start
+ * for the builders. */
+ir_linear ir_linear_make(int x, int w, int y);
+ir_attention ir_attention_make(int qkv, int y, int64_t heads, int64_t head_size);
+
+#endif
