@@ -412,12 +412,12 @@ static gemm_split split_for(kern *k, const gemm_plan *p, const cg_gemm_desc *d, 
     return s;
 }
 
-static LLVMValueRef emit_driver(kern *k, const char *name, const cg_gemm_desc *d, const gemm_plan *p,
-                                LLVMValueRef task, LLVMTypeRef argsty)
+static kern_split split(kern *k, void *gen, LLVMValueRef M, LLVMValueRef nt)
 {
+    const gemm_emit *e = gen;
+    const cg_gemm_desc *d = e->d;
+    const gemm_plan *p = e->p;
     LLVMBuilderRef b = k->b;
-    LLVMValueRef M, nt;
-    LLVMValueRef fn = kern_driver_open(k, name, argsty, 5, &M, &nt);
     LLVMValueRef mrb = kern_cdiv(k, M, kern_i64(k, p->mr));
     LLVMValueRef nmb0 = kern_min(k, kern_cdiv(k, M, kern_i64(k, p->mc_max)), mrb);
     LLVMValueRef small = LLVMBuildICmp(b, LLVMIntSLE, M, kern_i64(k, (int64_t)SMALL_M_TILES * p->mr), "");
@@ -428,8 +428,29 @@ static LLVMValueRef emit_driver(kern *k, const char *name, const cg_gemm_desc *d
     LLVMValueRef nnb = LLVMBuildSelect(b, pick_c, c.nnb, a.nnb, "");
     LLVMValueRef mc = kern_mulc(k, kern_cdiv(k, mrb, nmb), p->mr);
     nmb = kern_cdiv(k, M, mc);
-    kern_driver_close(k, fn, nmb, mc, nnb, kern_mul(k, nmb, nnb), task);
-    return fn;
+    return (kern_split){.nblk = nmb, .blk = mc, .aux = nnb, .ntasks = kern_mul(k, nmb, nnb)};
+}
+
+/* The micro-kernels, then the task that calls them. */
+static LLVMValueRef build_task(kern *k, void *gen, const char *name, LLVMTypeRef argsty)
+{
+    gemm_emit *e = gen;
+    const cg_gemm_desc *d = e->d;
+    const gemm_plan *p = e->p;
+    kern_uk s = {
+        .mr = p->mr, .nv = p->nv, .last_lanes = p->vf, .lda = d->lda, .a_ks = 1, .ldb = p->nr,
+        .ldc = d->ldc, .ldr = d->ldr, .has_bias = d->has_bias, .has_res = d->has_residual,
+        .act = d->activation, .alpha = 1.0f, .kblocked = p->nkb > 1,
+    };
+    if (p->nfull && kern_uk_set(k, &s, e->full))
+        return NULL;
+    if (p->rem_nv) {
+        s.nv = p->rem_nv;
+        s.last_lanes = p->rem_lanes;
+        if (kern_uk_set(k, &s, e->rem))
+            return NULL;
+    }
+    return emit_task(k, e, name, argsty);
 }
 
 LLVMValueRef cg_gemm_emit(LLVMModuleRef mod, const char *name, const cg_gemm_desc *d, const cg_target *t)
@@ -438,33 +459,14 @@ LLVMValueRef cg_gemm_emit(LLVMModuleRef mod, const char *name, const cg_gemm_des
     kern k;
     if (!name || gemm_plan_make(d, t, &p) || kern_init(&k, mod, t))
         return NULL;
-    LLVMValueRef fn = NULL;
     gemm_emit e = {.d = d, .p = &p};
     char buf[256];
-    LLVMTypeRef argsty = kern_args_type(&k, 5);
     /* the task depends on the description only: shared by equal layers */
     snprintf(buf, sizeof buf, "vitc.gemm.%s.K%lld.N%lld.a%lld.c%lld.r%lld.e%d%d%d.l%lld", k.tag, (long long)d->K,
              (long long)d->N, (long long)d->lda, (long long)d->ldc, (long long)d->ldr, d->has_bias ? 1 : 0,
              d->has_residual ? 1 : 0, d->activation, (long long)p.a_budget);
-    LLVMValueRef task = LLVMGetNamedFunction(mod, buf);
-    if (!task) {
-        kern_uk s = {
-            .mr = p.mr, .nv = p.nv, .last_lanes = p.vf, .lda = d->lda, .a_ks = 1, .ldb = p.nr,
-            .ldc = d->ldc, .ldr = d->ldr, .has_bias = d->has_bias, .has_res = d->has_residual,
-            .act = d->activation, .alpha = 1.0f, .kblocked = p.nkb > 1,
-        };
-        if (p.nfull && kern_uk_set(&k, &s, e.full))
-            goto done;
-        if (p.rem_nv) {
-            s.nv = p.rem_nv;
-            s.last_lanes = p.rem_lanes;
-            if (kern_uk_set(&k, &s, e.rem))
-                goto done;
-        }
-        task = emit_task(&k, &e, buf, argsty);
-    }
-    fn = emit_driver(&k, name, d, &p, task, argsty);
-done:
+    kern_kernel kk = {.task_name = buf, .nptr = 5, .task = build_task, .split = split, .gen = &e};
+    LLVMValueRef fn = kern_emit_kernel(&k, name, &kk);
     kern_dispose(&k);
     return fn;
 }

@@ -591,17 +591,21 @@ static LLVMValueRef emit_task(amx_emit *e, const char *name, LLVMTypeRef argsty)
 /* driver(args, pool, pf, nthreads): the fewest row blocks the A buffer
  * allows, evened out, then column blocks until there are
  * AMX_TASKS_PER_THREAD tasks per thread (at most one per panel). */
-static LLVMValueRef emit_driver(kern *k, const char *name, const amx_plan *p, LLVMValueRef task, LLVMTypeRef argsty)
+static kern_split split(kern *k, void *gen, LLVMValueRef M, LLVMValueRef nt)
 {
-    LLVMValueRef M, nt;
-    LLVMValueRef fn = kern_driver_open(k, name, argsty, 5, &M, &nt);
+    const amx_plan *p = ((const amx_emit *)gen)->p;
     LLVMValueRef tiles = kern_cdiv(k, M, kern_i64(k, AMX_MR));
     LLVMValueRef nmb = kern_cdiv(k, M, kern_i64(k, p->mc_max));
     LLVMValueRef mc = kern_mulc(k, kern_cdiv(k, tiles, nmb), AMX_MR);
     nmb = kern_cdiv(k, M, mc);
     LLVMValueRef nnb = kern_min(k, kern_cdiv(k, kern_mulc(k, nt, AMX_TASKS_PER_THREAD), nmb), kern_i64(k, p->npanels));
-    kern_driver_close(k, fn, nmb, mc, nnb, kern_mul(k, nmb, nnb), task);
-    return fn;
+    return (kern_split){.nblk = nmb, .blk = mc, .aux = nnb, .ntasks = kern_mul(k, nmb, nnb)};
+}
+
+static LLVMValueRef build_task(kern *k, void *gen, const char *name, LLVMTypeRef argsty)
+{
+    (void)k;
+    return emit_task(gen, name, argsty);
 }
 
 LLVMValueRef cg_gemm_amx_emit(LLVMModuleRef mod, const char *name, const cg_gemm_desc *d, const cg_target *t)
@@ -628,14 +632,11 @@ LLVMValueRef cg_gemm_amx_emit(LLVMModuleRef mod, const char *name, const cg_gemm
     LLVMValueRef fn = NULL;
     if (ok) {
         char buf[256];
-        LLVMTypeRef argsty = kern_args_type(&k, 5);
         snprintf(buf, sizeof buf, "vitc.%s.K%lld.N%lld.a%lld.c%lld.r%lld.e%d%d%d", e.f_dot ? "bf16dot" : "amx",
                  (long long)d->K, (long long)d->N, (long long)d->lda, (long long)d->ldc, (long long)d->ldr,
                  d->has_bias ? 1 : 0, d->has_residual ? 1 : 0, d->activation);
-        LLVMValueRef task = LLVMGetNamedFunction(mod, buf);
-        if (!task)
-            task = emit_task(&e, buf, argsty);
-        fn = emit_driver(&k, name, &p, task, argsty);
+        kern_kernel kk = {.task_name = buf, .nptr = 5, .task = build_task, .split = split, .gen = &e};
+        fn = kern_emit_kernel(&k, name, &kk);
     }
     kern_dispose(&k);
     return fn;

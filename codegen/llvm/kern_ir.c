@@ -127,6 +127,19 @@ void kern_driver_close(kern *k, LLVMValueRef fn, LLVMValueRef nblk, LLVMValueRef
     LLVMBuildRetVoid(b);
 }
 
+LLVMValueRef kern_emit_kernel(kern *k, const char *name, const kern_kernel *kk)
+{
+    LLVMTypeRef argsty = kern_args_type(k, kk->nptr);
+    LLVMValueRef task = LLVMGetNamedFunction(k->mod, kk->task_name);
+    if (!task && !(task = kk->task(k, kk->gen, kk->task_name, argsty)))
+        return NULL;
+    LLVMValueRef count, nt;
+    LLVMValueRef fn = kern_driver_open(k, name, argsty, (unsigned)kk->nptr, &count, &nt);
+    kern_split s = kk->split(k, kk->gen, count, nt);
+    kern_driver_close(k, fn, s.nblk, s.blk, s.aux, s.ntasks, task);
+    return fn;
+}
+
 void kern_task_closure(kern *k, LLVMValueRef fn, LLVMValueRef *args, LLVMValueRef *nblk, LLVMValueRef *blk,
                        LLVMValueRef *aux)
 {

@@ -67,6 +67,26 @@ LLVMValueRef kern_driver_open(kern *k, const char *name, LLVMTypeRef argsty, uns
  * runs tasks 0..ntasks-1 of task over it through the pool's parallel_for. */
 void kern_driver_close(kern *k, LLVMValueRef fn, LLVMValueRef nblk, LLVMValueRef blk, LLVMValueRef aux,
                        LLVMValueRef ntasks, LLVMValueRef task);
+/* How a driver splits its work: nblk row blocks of blk rows, a run-time
+ * choice aux of its own (NULL: 0), and ntasks tasks. */
+typedef struct {
+    LLVMValueRef nblk, blk, aux, ntasks;
+} kern_split;
+/* A kernel as each generator (gemm.c, gemm_amx.c, bgemm.c, attention.c)
+ * describes it to kern_emit_kernel: its task, and how its driver splits the
+ * work of a call among the tasks. */
+typedef struct {
+    const char *task_name; /* the task's symbol: kernels of equal descriptions share one task */
+    int nptr;              /* pointer fields of the args struct (kern_args_type) before its i64 count */
+    /* Builds the task named name (and what it calls) into k's module; NULL when it cannot. */
+    LLVMValueRef (*task)(kern *k, void *gen, const char *name, LLVMTypeRef argsty);
+    /* The split of count (the args' i64: rows or images) over nthreads. */
+    kern_split (*split)(kern *k, void *gen, LLVMValueRef count, LLVMValueRef nthreads);
+    void *gen; /* the generator's own state, handed to task and split */
+} kern_kernel;
+/* The driver named name of kernel kk, its task built unless the module has
+ * one of that name already; NULL when the task cannot be built. */
+LLVMValueRef kern_emit_kernel(kern *k, const char *name, const kern_kernel *kk);
 /* Reads a task's closure (kern_closure_type) at parameter 0 of task fn; aux
  * may be NULL when unused. */
 void kern_task_closure(kern *k, LLVMValueRef fn, LLVMValueRef *args, LLVMValueRef *nblk, LLVMValueRef *blk,
