@@ -374,17 +374,11 @@ static LLVMValueRef emit_task(kern *k, attn_emit *e, const char *name, LLVMTypeR
     return fn;
 }
 
+/* The driver's split: one (image, head) per task, its query rows split while there are few. */
 static kern_split split(kern *k, void *gen, LLVMValueRef batch, LLVMValueRef nt)
 {
     const attn_emit *e = gen;
-    const cg_attention_desc *d = e->d;
-    const attn_plan *p = e->p;
-    LLVMValueRef bh = kern_mulc(k, batch, d->heads);
-    int64_t maxrb = (p->nq + p->mr - 1) / p->mr;
-    LLVMValueRef nrb = kern_min(k, kern_cdiv(k, kern_mulc(k, nt, 3), bh), kern_i64(k, maxrb));
-    LLVMValueRef rbk = kern_mulc(k, kern_cdiv(k, kern_cdiv(k, kern_i64(k, p->nq), nrb), kern_i64(k, p->mr)), p->mr);
-    nrb = kern_cdiv(k, kern_i64(k, p->nq), rbk);
-    return (kern_split){.nblk = nrb, .blk = rbk, .ntasks = kern_mul(k, bh, nrb)};
+    return kern_split_rows(k, kern_mulc(k, batch, e->d->heads), e->p->nq, e->p->mr, nt);
 }
 
 /* The micro-kernels of S = Q @ K^T and O = P @ V and the softmax, then the
@@ -397,33 +391,22 @@ static LLVMValueRef build_task(kern *k, void *gen, const char *name, LLVMTypeRef
     /* S = Q @ K^T (times scale unless folded): A = the Q buffer, B = the K^T buffer */
     kern_uk s = {.mr = p->mr, .nv = p->nv, .last_lanes = p->vf, .lda = p->dp, .a_ks = 1, .ldb = p->np,
                  .ldc = p->np, .alpha = fold_scale(d) ? 1.0f : d->scale};
-    if (p->nfn && kern_uk_set(k, &s, e->s_full))
-        return NULL;
-    s.nv = p->remn_nv, s.last_lanes = p->remn_lanes;
-    if (p->remn_cols && kern_uk_set(k, &s, e->s_rem))
+    if (kern_uk_set_panels(k, s, p->nfn, e->s_full, p->remn_cols, p->remn_nv, p->remn_lanes, 0, e->s_rem))
         return NULL;
     /* O = P @ V: A = P (stride NP), B = the V buffer */
     kern_uk o = {.mr = p->mr, .nv = p->nv, .last_lanes = p->vf, .lda = p->np, .a_ks = 1, .ldb = p->dp, .ldc = p->E,
                  .alpha = 1.0f, .row_scale = 1};
-    if (p->nfd && kern_uk_set(k, &o, e->o_full))
+    if (kern_uk_set_panels(k, o, p->nfd, e->o_full, p->remd_cols, p->remd_nv, p->remd_lanes, 0, e->o_rem))
         return NULL;
-    o.nv = p->remd_nv, o.last_lanes = p->remd_lanes;
-    if (p->remd_cols && kern_uk_set(k, &o, e->o_rem))
-        return NULL;
-    char smname[300];
+    char smname[340];
     snprintf(smname, sizeof smname, "%s.softmax", name);
     e->softmax = emit_softmax(k, smname, d, p);
     return emit_task(k, e, name, argsty);
 }
 
-LLVMValueRef cg_attention_emit(LLVMModuleRef mod, const char *name, const cg_attention_desc *d, const cg_target *t)
+static void task_name(const kern *k, const void *gen, char *buf, size_t len)
 {
-    attn_plan p;
-    kern k;
-    if (!name || attn_plan_make(d, t, &p) || kern_init(&k, mod, t))
-        return NULL;
-    attn_emit e = {.d = d, .p = &p};
-    char buf[256];
+    const cg_attention_desc *d = ((const attn_emit *)gen)->d;
     union { float f; uint32_t u; } sc = {.f = d->scale}, ps = {.f = d->post_scale};
     char suffix[96] = ""; /* the bias's strides, the queries of cross-attention */
     if (d->has_bias)
@@ -431,10 +414,14 @@ LLVMValueRef cg_attention_emit(LLVMModuleRef mod, const char *name, const cg_att
                  (long long)d->bias_i);
     if (d->q_tokens > 0)
         snprintf(suffix + strlen(suffix), sizeof suffix - strlen(suffix), ".q%lld", (long long)d->q_tokens);
-    snprintf(buf, sizeof buf, "vitc.attention.%s.n%lld.h%lld.d%lld.l%d.s%08x.p%08x%s", k.tag, (long long)d->tokens,
+    snprintf(buf, len, "vitc.attention.%s.n%lld.h%lld.d%lld.l%d.s%08x.p%08x%s", k->tag, (long long)d->tokens,
              (long long)d->heads, (long long)d->head_size, d->qkv_layout, (unsigned)sc.u, (unsigned)ps.u, suffix);
-    kern_kernel kk = {.task_name = buf, .nptr = 4, .task = build_task, .split = split, .gen = &e};
-    LLVMValueRef fn = kern_emit_kernel(&k, name, &kk);
-    kern_dispose(&k);
-    return fn;
+}
+
+LLVMValueRef cg_attention_emit(LLVMModuleRef mod, const char *name, const cg_attention_desc *d, const cg_target *t)
+{
+    attn_plan p;
+    attn_emit e = {.d = d, .p = &p};
+    kern_kernel kk = {.nptr = 4, .task_name = task_name, .task = build_task, .split = split, .gen = &e};
+    return attn_plan_make(d, t, &p) ? NULL : kern_emit(mod, t, name, &kk);
 }

@@ -149,17 +149,11 @@ static LLVMValueRef emit_task(kern *k, bgemm_emit *e, const char *name, LLVMType
     return fn;
 }
 
+/* The driver's split: whole products per task, rows split while there are few. */
 static kern_split split(kern *k, void *gen, LLVMValueRef batch, LLVMValueRef nt)
 {
     const bgemm_emit *e = gen;
-    const cg_bgemm_desc *d = e->d;
-    const bgemm_plan *p = e->p;
-    int64_t mrb = (d->M + p->mr - 1) / p->mr;
-    /* split rows only when there are fewer than 3 items per thread */
-    LLVMValueRef nmb = kern_min(k, kern_cdiv(k, kern_mulc(k, nt, 3), batch), kern_i64(k, mrb));
-    LLVMValueRef mc = kern_mulc(k, kern_cdiv(k, kern_i64(k, mrb), nmb), p->mr);
-    nmb = kern_cdiv(k, kern_i64(k, d->M), mc);
-    return (kern_split){.nblk = nmb, .blk = mc, .ntasks = kern_mul(k, batch, nmb)};
+    return kern_split_rows(k, batch, e->d->M, e->p->mr, nt);
 }
 
 /* The micro-kernels, then the task that calls them. */
@@ -172,33 +166,25 @@ static LLVMValueRef build_task(kern *k, void *gen, const char *name, LLVMTypeRef
         .mr = p->mr, .nv = p->nv, .last_lanes = p->vf, .lda = d->lda, .a_ks = 1,
         .ldb = d->trans_b ? p->nr : d->ldb, .ldc = d->ldc, .alpha = d->alpha, .kblocked = p->nkb > 1,
     };
-    if (p->nfull && kern_uk_set(k, &s, e->full))
+    if (kern_uk_set_panels(k, s, p->nfull, e->full, p->rem_cols, p->rem_nv, p->rem_lanes, !d->trans_b, e->rem))
         return NULL;
-    if (p->rem_cols) {
-        s.nv = p->rem_nv;
-        s.last_lanes = p->rem_lanes;
-        s.b_masked = !d->trans_b;
-        if (kern_uk_set(k, &s, e->rem))
-            return NULL;
-    }
     return emit_task(k, e, name, argsty);
+}
+
+static void task_name(const kern *k, const void *gen, char *buf, size_t len)
+{
+    const cg_bgemm_desc *d = ((const bgemm_emit *)gen)->d;
+    union { float f; uint32_t u; } alpha = {.f = d->alpha};
+    snprintf(buf, len, "vitc.bgemm.%s.M%lld.N%lld.K%lld.ld%lld.%lld.%lld.bs%lld.%lld.%lld.t%d.s%08x", k->tag,
+             (long long)d->M, (long long)d->N, (long long)d->K, (long long)d->lda, (long long)d->ldb,
+             (long long)d->ldc, (long long)d->a_batch_stride, (long long)d->b_batch_stride,
+             (long long)d->c_batch_stride, d->trans_b ? 1 : 0, (unsigned)alpha.u);
 }
 
 LLVMValueRef cg_bgemm_emit(LLVMModuleRef mod, const char *name, const cg_bgemm_desc *d, const cg_target *t)
 {
     bgemm_plan p;
-    kern k;
-    if (!name || bgemm_plan_make(d, t, &p) || kern_init(&k, mod, t))
-        return NULL;
     bgemm_emit e = {.d = d, .p = &p};
-    char buf[320];
-    union { float f; uint32_t u; } alpha = {.f = d->alpha};
-    snprintf(buf, sizeof buf, "vitc.bgemm.%s.M%lld.N%lld.K%lld.ld%lld.%lld.%lld.bs%lld.%lld.%lld.t%d.s%08x", k.tag,
-             (long long)d->M, (long long)d->N, (long long)d->K, (long long)d->lda, (long long)d->ldb,
-             (long long)d->ldc, (long long)d->a_batch_stride, (long long)d->b_batch_stride,
-             (long long)d->c_batch_stride, d->trans_b ? 1 : 0, (unsigned)alpha.u);
-    kern_kernel kk = {.task_name = buf, .nptr = 3, .task = build_task, .split = split, .gen = &e};
-    LLVMValueRef fn = kern_emit_kernel(&k, name, &kk);
-    kern_dispose(&k);
-    return fn;
+    kern_kernel kk = {.nptr = 3, .task_name = task_name, .task = build_task, .split = split, .gen = &e};
+    return bgemm_plan_make(d, t, &p) ? NULL : kern_emit(mod, t, name, &kk);
 }

@@ -442,31 +442,25 @@ static LLVMValueRef build_task(kern *k, void *gen, const char *name, LLVMTypeRef
         .ldc = d->ldc, .ldr = d->ldr, .has_bias = d->has_bias, .has_res = d->has_residual,
         .act = d->activation, .alpha = 1.0f, .kblocked = p->nkb > 1,
     };
-    if (p->nfull && kern_uk_set(k, &s, e->full))
+    if (kern_uk_set_panels(k, s, p->nfull, e->full, p->rem_nv, p->rem_nv, p->rem_lanes, 0, e->rem))
         return NULL;
-    if (p->rem_nv) {
-        s.nv = p->rem_nv;
-        s.last_lanes = p->rem_lanes;
-        if (kern_uk_set(k, &s, e->rem))
-            return NULL;
-    }
     return emit_task(k, e, name, argsty);
+}
+
+/* The task depends on the description only: shared by equal layers. */
+static void task_name(const kern *k, const void *gen, char *buf, size_t len)
+{
+    const gemm_emit *e = gen;
+    const cg_gemm_desc *d = e->d;
+    snprintf(buf, len, "vitc.gemm.%s.K%lld.N%lld.a%lld.c%lld.r%lld.e%d%d%d.l%lld", k->tag, (long long)d->K,
+             (long long)d->N, (long long)d->lda, (long long)d->ldc, (long long)d->ldr, d->has_bias ? 1 : 0,
+             d->has_residual ? 1 : 0, d->activation, (long long)e->p->a_budget);
 }
 
 LLVMValueRef cg_gemm_emit(LLVMModuleRef mod, const char *name, const cg_gemm_desc *d, const cg_target *t)
 {
     gemm_plan p;
-    kern k;
-    if (!name || gemm_plan_make(d, t, &p) || kern_init(&k, mod, t))
-        return NULL;
     gemm_emit e = {.d = d, .p = &p};
-    char buf[256];
-    /* the task depends on the description only: shared by equal layers */
-    snprintf(buf, sizeof buf, "vitc.gemm.%s.K%lld.N%lld.a%lld.c%lld.r%lld.e%d%d%d.l%lld", k.tag, (long long)d->K,
-             (long long)d->N, (long long)d->lda, (long long)d->ldc, (long long)d->ldr, d->has_bias ? 1 : 0,
-             d->has_residual ? 1 : 0, d->activation, (long long)p.a_budget);
-    kern_kernel kk = {.task_name = buf, .nptr = 5, .task = build_task, .split = split, .gen = &e};
-    LLVMValueRef fn = kern_emit_kernel(&k, name, &kk);
-    kern_dispose(&k);
-    return fn;
+    kern_kernel kk = {.nptr = 5, .task_name = task_name, .task = build_task, .split = split, .gen = &e};
+    return gemm_plan_make(d, t, &p) ? NULL : kern_emit(mod, t, name, &kk);
 }

@@ -588,8 +588,7 @@ static LLVMValueRef emit_task(amx_emit *e, const char *name, LLVMTypeRef argsty)
     return fn;
 }
 
-/* driver(args, pool, pf, nthreads): the fewest row blocks the A buffer
- * allows, evened out, then column blocks until there are
+/* The driver's split: the fewest row blocks the A buffer allows, evened out, then column blocks until there are
  * AMX_TASKS_PER_THREAD tasks per thread (at most one per panel). */
 static kern_split split(kern *k, void *gen, LLVMValueRef M, LLVMValueRef nt)
 {
@@ -608,36 +607,40 @@ static LLVMValueRef build_task(kern *k, void *gen, const char *name, LLVMTypeRef
     return emit_task(gen, name, argsty);
 }
 
+/* The AMX intrinsics, or VDPBF16PS without AMX; -1 when this LLVM lacks them. */
+static int prepare(kern *k, void *gen)
+{
+    amx_emit *e = gen;
+    e->k = k;
+    e->amx = LLVMX86AMXTypeInContext(k->ctx);
+    e->i8 = LLVMInt8TypeInContext(k->ctx);
+    e->i16 = LLVMInt16TypeInContext(k->ctx);
+    if (k->t.amx_bf16) {
+        e->f_load = kern_intrinsic(k, "llvm.x86.tileloadd64.internal", NULL, 0, &e->t_load);
+        e->f_dp = kern_intrinsic(k, "llvm.x86.tdpbf16ps.internal", NULL, 0, &e->t_dp);
+        e->f_store = kern_intrinsic(k, "llvm.x86.tilestored64.internal", NULL, 0, &e->t_store);
+        e->f_zero = kern_intrinsic(k, "llvm.x86.tilezero.internal", NULL, 0, &e->t_zero);
+        return e->f_load && e->f_dp && e->f_store && e->f_zero ? 0 : -1;
+    }
+    e->f_dot = kern_intrinsic(k, "llvm.x86.avx512bf16.dpbf16ps.512", NULL, 0, &e->t_dot);
+    return e->f_dot && LLVMCountParamTypes(e->t_dot) == 3 ? 0 : -1;
+}
+
+static void task_name(const kern *k, const void *gen, char *buf, size_t len)
+{
+    const amx_emit *e = gen;
+    const cg_gemm_desc *d = e->d;
+    (void)k;
+    snprintf(buf, len, "vitc.%s.K%lld.N%lld.a%lld.c%lld.r%lld.e%d%d%d", e->f_dot ? "bf16dot" : "amx", (long long)d->K,
+             (long long)d->N, (long long)d->lda, (long long)d->ldc, (long long)d->ldr, d->has_bias ? 1 : 0,
+             d->has_residual ? 1 : 0, d->activation);
+}
+
 LLVMValueRef cg_gemm_amx_emit(LLVMModuleRef mod, const char *name, const cg_gemm_desc *d, const cg_target *t)
 {
     amx_plan p;
-    kern k;
-    if (!name || amx_plan_make(d, t, &p) || kern_init(&k, mod, t))
-        return NULL;
-    amx_emit e = {.k = &k, .d = d, .p = &p};
-    e.amx = LLVMX86AMXTypeInContext(k.ctx);
-    e.i8 = LLVMInt8TypeInContext(k.ctx);
-    e.i16 = LLVMInt16TypeInContext(k.ctx);
-    int ok;
-    if (t->amx_bf16) {
-        e.f_load = kern_intrinsic(&k, "llvm.x86.tileloadd64.internal", NULL, 0, &e.t_load);
-        e.f_dp = kern_intrinsic(&k, "llvm.x86.tdpbf16ps.internal", NULL, 0, &e.t_dp);
-        e.f_store = kern_intrinsic(&k, "llvm.x86.tilestored64.internal", NULL, 0, &e.t_store);
-        e.f_zero = kern_intrinsic(&k, "llvm.x86.tilezero.internal", NULL, 0, &e.t_zero);
-        ok = e.f_load && e.f_dp && e.f_store && e.f_zero;
-    } else {
-        e.f_dot = kern_intrinsic(&k, "llvm.x86.avx512bf16.dpbf16ps.512", NULL, 0, &e.t_dot);
-        ok = e.f_dot && LLVMCountParamTypes(e.t_dot) == 3;
-    }
-    LLVMValueRef fn = NULL;
-    if (ok) {
-        char buf[256];
-        snprintf(buf, sizeof buf, "vitc.%s.K%lld.N%lld.a%lld.c%lld.r%lld.e%d%d%d", e.f_dot ? "bf16dot" : "amx",
-                 (long long)d->K, (long long)d->N, (long long)d->lda, (long long)d->ldc, (long long)d->ldr,
-                 d->has_bias ? 1 : 0, d->has_residual ? 1 : 0, d->activation);
-        kern_kernel kk = {.task_name = buf, .nptr = 5, .task = build_task, .split = split, .gen = &e};
-        fn = kern_emit_kernel(&k, name, &kk);
-    }
-    kern_dispose(&k);
-    return fn;
+    amx_emit e = {.d = d, .p = &p};
+    kern_kernel kk = {.nptr = 5, .prepare = prepare, .task_name = task_name, .task = build_task, .split = split,
+                      .gen = &e};
+    return amx_plan_make(d, t, &p) ? NULL : kern_emit(mod, t, name, &kk);
 }

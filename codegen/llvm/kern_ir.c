@@ -127,16 +127,39 @@ void kern_driver_close(kern *k, LLVMValueRef fn, LLVMValueRef nblk, LLVMValueRef
     LLVMBuildRetVoid(b);
 }
 
-LLVMValueRef kern_emit_kernel(kern *k, const char *name, const kern_kernel *kk)
+kern_split kern_split_rows(kern *k, LLVMValueRef outer, int64_t rows, int64_t mr, LLVMValueRef nthreads)
 {
+    int64_t mrb = (rows + mr - 1) / mr;
+    LLVMValueRef nblk = kern_min(k, kern_cdiv(k, kern_mulc(k, nthreads, 3), outer), kern_i64(k, mrb));
+    LLVMValueRef blk = kern_mulc(k, kern_cdiv(k, kern_i64(k, mrb), nblk), mr);
+    nblk = kern_cdiv(k, kern_i64(k, rows), blk);
+    return (kern_split){.nblk = nblk, .blk = blk, .ntasks = kern_mul(k, outer, nblk)};
+}
+
+static LLVMValueRef emit_kernel(kern *k, const char *name, const kern_kernel *kk)
+{
+    char task_name[320];
+    if (kk->prepare && kk->prepare(k, kk->gen))
+        return NULL;
+    kk->task_name(k, kk->gen, task_name, sizeof task_name);
     LLVMTypeRef argsty = kern_args_type(k, kk->nptr);
-    LLVMValueRef task = LLVMGetNamedFunction(k->mod, kk->task_name);
-    if (!task && !(task = kk->task(k, kk->gen, kk->task_name, argsty)))
+    LLVMValueRef task = LLVMGetNamedFunction(k->mod, task_name);
+    if (!task && !(task = kk->task(k, kk->gen, task_name, argsty)))
         return NULL;
     LLVMValueRef count, nt;
     LLVMValueRef fn = kern_driver_open(k, name, argsty, (unsigned)kk->nptr, &count, &nt);
     kern_split s = kk->split(k, kk->gen, count, nt);
     kern_driver_close(k, fn, s.nblk, s.blk, s.aux, s.ntasks, task);
+    return fn;
+}
+
+LLVMValueRef kern_emit(LLVMModuleRef mod, const cg_target *t, const char *name, const kern_kernel *kk)
+{
+    kern k;
+    if (!name || kern_init(&k, mod, t))
+        return NULL;
+    LLVMValueRef fn = emit_kernel(&k, name, kk);
+    kern_dispose(&k);
     return fn;
 }
 

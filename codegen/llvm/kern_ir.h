@@ -72,21 +72,29 @@ void kern_driver_close(kern *k, LLVMValueRef fn, LLVMValueRef nblk, LLVMValueRef
 typedef struct {
     LLVMValueRef nblk, blk, aux, ntasks;
 } kern_split;
+/* The split of `outer` independent problems (images, or images x heads) of
+ * rows rows each: whole problems per task, their rows split into blocks of
+ * a multiple of mr only while there would be fewer than 3 tasks a thread. */
+kern_split kern_split_rows(kern *k, LLVMValueRef outer, int64_t rows, int64_t mr, LLVMValueRef nthreads);
 /* A kernel as each generator (gemm.c, gemm_amx.c, bgemm.c, attention.c)
- * describes it to kern_emit_kernel: its task, and how its driver splits the
- * work of a call among the tasks. */
+ * describes it to kern_emit: the name of its task, the task, and how its
+ * driver splits the work of a call among the tasks. */
 typedef struct {
-    const char *task_name; /* the task's symbol: kernels of equal descriptions share one task */
-    int nptr;              /* pointer fields of the args struct (kern_args_type) before its i64 count */
+    int nptr; /* pointer fields of the args struct (kern_args_type) before its i64 count */
+    /* Optional: what the generator needs of k before naming the task; 0 when it can go on. */
+    int (*prepare)(kern *k, void *gen);
+    /* The task's symbol into buf: kernels of equal descriptions share one task. */
+    void (*task_name)(const kern *k, const void *gen, char *buf, size_t len);
     /* Builds the task named name (and what it calls) into k's module; NULL when it cannot. */
     LLVMValueRef (*task)(kern *k, void *gen, const char *name, LLVMTypeRef argsty);
     /* The split of count (the args' i64: rows or images) over nthreads. */
     kern_split (*split)(kern *k, void *gen, LLVMValueRef count, LLVMValueRef nthreads);
-    void *gen; /* the generator's own state, handed to task and split */
+    void *gen; /* the generator's own state, handed to each of the above */
 } kern_kernel;
-/* The driver named name of kernel kk, its task built unless the module has
- * one of that name already; NULL when the task cannot be built. */
-LLVMValueRef kern_emit_kernel(kern *k, const char *name, const kern_kernel *kk);
+/* The driver named name of kernel kk for target t into mod, its task built
+ * unless the module has one of that name already; NULL when t is not a
+ * valid target or the task cannot be built. */
+LLVMValueRef kern_emit(LLVMModuleRef mod, const cg_target *t, const char *name, const kern_kernel *kk);
 /* Reads a task's closure (kern_closure_type) at parameter 0 of task fn; aux
  * may be NULL when unused. */
 void kern_task_closure(kern *k, LLVMValueRef fn, LLVMValueRef *args, LLVMValueRef *nblk, LLVMValueRef *blk,

@@ -217,6 +217,19 @@ int kern_uk_set(kern *k, const kern_uk *s, LLVMValueRef *kernels)
     return 0;
 }
 
+int kern_uk_set_panels(kern *k, kern_uk s, int full_panels, LLVMValueRef *full, int rem, int rem_nv, int rem_lanes,
+                       int rem_b_masked, LLVMValueRef *remk)
+{
+    if (full_panels && kern_uk_set(k, &s, full))
+        return -1;
+    if (!rem)
+        return 0;
+    s.nv = rem_nv;
+    s.last_lanes = rem_lanes;
+    s.b_masked = rem_b_masked;
+    return kern_uk_set(k, &s, remk);
+}
+
 /* Before tile `row` (of mr rows) on its first K block: the next tile's
  * rows of R, cols floats each (rows past row1 are not touched: the last one
  * is taken again). */

@@ -71,5 +71,11 @@ void kern_uk_rows(kern *k, LLVMValueRef *kernels, int mr, LLVMValueRef row0, LLV
  * module with the same spec (same name, derived from the spec) is reused,
  * so repeated layers cost nothing to compile.  0 on success. */
 int kern_uk_set(kern *k, const kern_uk *s, LLVMValueRef *kernels);
+/* The kernels of a panel split into full panels and one narrower remainder:
+ * full[] as *s says when any panel is full, then, when rem, rem[] with
+ * rem_nv vectors of which the last has rem_lanes lanes (B read masked there
+ * when rem_b_masked).  0 on success. */
+int kern_uk_set_panels(kern *k, kern_uk s, int full_panels, LLVMValueRef *full, int rem, int rem_nv, int rem_lanes,
+                       int rem_b_masked, LLVMValueRef *remk);
 
 #endif
