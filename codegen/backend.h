@@ -11,6 +11,7 @@
 #ifndef VITC_BACKEND_H
 #define VITC_BACKEND_H
 
+#include "codegen/knobs.h"
 #include "codegen/progress.h"
 #include "ir/ir.h"
 
@@ -25,6 +26,7 @@ typedef struct {
     int verbose;            /* progress lines on stderr: 1 every phase (--verbose), 0 the phases when
                              * stderr is a terminal or the compile is slow, -1 none (--quiet) */
     double start_s;         /* now_s() when the compile began (import), for the total; 0: at cg_compile */
+    const cg_knobs *knobs;  /* the VITC_* environment variables (cg_knobs_read); NULL: read by cg_compile */
     /* CUDA backend */
     const char *precision;  /* "fp32", "tf32", "fp16" or "bf16"; NULL: bf16 */
     int emit_source;        /* write the generated CUDA program to output instead of a .so */
@@ -49,7 +51,8 @@ typedef struct {
     vitc_diag *d;                                                                \
     int64_t max_batch;     /* opt->max_batch, checked to be at least 1 */       \
     cg_plan plan;          /* codegen/plan.c, built by the backend's plan slot */ \
-    timer t;               /* the compile's phase timer (codegen/progress.h) */
+    timer t;               /* the compile's phase timer (codegen/progress.h) */  \
+    cg_knobs knobs;        /* opt->knobs, or the environment's at cg_compile */
 
 typedef struct {
     CG_CTX_HEAD

@@ -43,6 +43,7 @@ int cg_compile(const cg_backend *be, ir_graph *g, const cg_options *opt, vitc_di
     c->d = d;
     c->max_batch = opt->max_batch;
     c->t = t;
+    c->knobs = opt->knobs ? *opt->knobs : cg_knobs_read();
     int st = be->begin ? be->begin(c) : VITC_OK;
     if (st == VITC_OK && opt->max_batch < 1)
         st = vitc_error(d, VITC_BAD_INPUT, NULL, "--batch must be at least 1");

@@ -125,6 +125,9 @@ typedef struct {
     const char *precision;       /* a CPU model's arithmetic: "fp32" or "bf16"; NULL where not said (a CUDA
                                   * model's is in its plan; in older CPU descriptors bf16 went with amx-tile
                                   * in features, which only those builds listed) */
+    const char *knobs;           /* the compiler's VITC_* environment variables that changed this code, set to
+                                  * other than their defaults (codegen/knobs.def), as "NAME=VALUE" separated by
+                                  * spaces; "" when none, NULL where not said */
 } vitc_abi_model;
 
 /* Bytes of the descriptor as first released: the runtime accepts any size

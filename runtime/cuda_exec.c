@@ -23,6 +23,7 @@
  *            device time of vitc_context_device_ms), outputs copied out, one
  *            synchronisation, errors reported with the driver's words */
 #include "runtime/rt_cuda.h"
+#include "runtime/rt_knobs.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -267,10 +268,7 @@ static vitc_status model_on_device(vitc_model *m)
     if (!cu)
         return rt_fail(VITC_STATUS_NO_DEVICE, "%s: cannot run this CUDA model: %s", m->path, why);
     d->cu = cu;
-    int ordinal = 0;
-    const char *env = getenv("VITC_CUDA_DEVICE");
-    if (env && *env)
-        ordinal = atoi(env);
+    int ordinal = (int)rt_knob(RT_KNOB_CUDA_DEVICE);
     int major = 0, minor = 0, optin = 0;
     if (cu->DeviceGet(&d->dev, ordinal) != RT_CUDA_SUCCESS)
         return rt_fail(VITC_STATUS_NO_DEVICE, "%s: no CUDA device %d (VITC_CUDA_DEVICE)", m->path, ordinal);
@@ -373,8 +371,7 @@ vitc_status rt_cuda_context_create(vitc_context *c)
     if (!x)
         return rt_fail(VITC_STATUS_OUT_OF_MEMORY, "out of memory");
     c->cuda = x;
-    const char *env = getenv("VITC_CUDA_GRAPH");
-    x->use_graphs = !(env && strcmp(env, "0") == 0);
+    x->use_graphs = rt_knob(RT_KNOB_CUDA_GRAPH) != 0;
     x->device_ms = -1;
     x->args = calloc((size_t)p->nlaunches * VITC_CUDA_MAX_ARGS + 1, sizeof *x->args);
     if (!x->args)
@@ -385,8 +382,7 @@ vitc_status rt_cuda_context_create(vitc_context *c)
            "%s: %llu bytes of device workspace on %s", m->path, (unsigned long long)p->workspace_bytes, d->name);
     for (int i = 0; i < 2; i++)
         CU_TRY(cu->EventCreate(&x->ev[i], RT_CU_EVENT_DEFAULT), "%s: an event on %s", m->path, d->name);
-    const char *poison = getenv("VITC_CUDA_POISON");
-    if (poison && strcmp(poison, "1") == 0) {
+    if (rt_knob(RT_KNOB_CUDA_POISON)) {
         CU_TRY(cu->MemsetD8(x->ws, 0xff, (size_t)(p->workspace_bytes ? p->workspace_bytes : 256)),
                "%s: poisoning the workspace on %s", m->path, d->name);
         CU_TRY(cu->CtxSynchronize(), "%s: poisoning the workspace on %s", m->path, d->name);
@@ -632,10 +628,7 @@ VITC_API vitc_status vitc_cuda_device(char *name, size_t len, int *arch)
     const rt_cuda_api *cu = rt_cuda_driver(&why);
     if (!cu)
         return rt_fail(VITC_STATUS_NO_DEVICE, "%s", why);
-    int ordinal = 0, major = 0, minor = 0;
-    const char *env = getenv("VITC_CUDA_DEVICE");
-    if (env && *env)
-        ordinal = atoi(env);
+    int ordinal = (int)rt_knob(RT_KNOB_CUDA_DEVICE), major = 0, minor = 0;
     CUdevice dev;
     if (cu->DeviceGet(&dev, ordinal) != RT_CUDA_SUCCESS)
         return rt_fail(VITC_STATUS_NO_DEVICE, "no CUDA device %d (VITC_CUDA_DEVICE)", ordinal);

@@ -410,6 +410,7 @@ static int copy_descriptor(rt_elf_desc *d, uint64_t va, uint64_t symsize)
     a->cuda_plan = NULL;
     a->parts = NULL;
     a->precision = NULL;
+    a->knobs = NULL;
     if (n < VITC_ABI_MODEL_BASE_SIZE) {
         if (a->size >= VITC_ABI_MODEL_BASE_SIZE)
             return bad(d, "%s", "its descriptor symbol is smaller than the descriptor");
@@ -449,6 +450,8 @@ static int copy_descriptor(rt_elf_desc *d, uint64_t va, uint64_t symsize)
     }
     if (n >= offsetof(vitc_abi_model, precision) + sizeof(void *))
         a->precision = string_at(d, PTR(precision), "precision");
+    if (n >= offsetof(vitc_abi_model, knobs) + sizeof(void *))
+        a->knobs = string_at(d, PTR(knobs), "knobs");
 #undef PTR
     if (!ok)
         return bad(d, "%s", "its descriptor is outside the file");

@@ -8,6 +8,7 @@
  * checksum. */
 #include "runtime/rt_cuda.h"
 #include "runtime/rt_impl.h"
+#include "runtime/rt_knobs.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -29,11 +30,7 @@
  * place. */
 #define RT_HUGE_PAGE ((uint64_t)2 << 20)
 
-static int huge_pages_wanted(void)
-{
-    const char *env = getenv("VITC_HUGE_PAGES");
-    return !(env && strcmp(env, "0") == 0);
-}
+static int huge_pages_wanted(void) { return rt_knob(RT_KNOB_HUGE_PAGES) != 0; }
 
 void *rt_aligned_alloc(uint64_t n)
 {

@@ -6,23 +6,18 @@
  * wrong size. */
 #include "runtime/rt_cuda.h"
 #include "runtime/rt_impl.h"
+#include "runtime/rt_knobs.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#define RT_MAX_THREADS 1024
-
 static int default_threads(void)
 {
-    const char *env = getenv("VITC_NUM_THREADS");
-    if (env && *env) {
-        char *end;
-        long n = strtol(env, &end, 10);
-        if (!*end && n >= 1 && n <= RT_MAX_THREADS)
-            return (int)n;
-    }
+    int64_t set = rt_knob(RT_KNOB_NUM_THREADS); /* 1 to RT_MAX_THREADS; 0 unset */
+    if (set)
+        return (int)set;
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n < 1 ? 1 : n > RT_MAX_THREADS ? RT_MAX_THREADS : (int)n;
 }

@@ -68,6 +68,14 @@ VITC_API const char *vitc_model_precision(const vitc_model *m)
     return a->features && rt_cpu_feature_enabled(a->features, "amx-tile") ? "bf16" : "fp32";
 }
 
+VITC_API const char *vitc_model_knobs(const vitc_model *m)
+{
+    if (!m)
+        return NULL;
+    const vitc_abi_model *a = m->abi;
+    return a->size >= offsetof(vitc_abi_model, knobs) + sizeof(void *) ? a->knobs : NULL;
+}
+
 VITC_API const char *vitc_model_compiler_version(const vitc_model *m)
 {
     return m && m->abi->vitc_version ? m->abi->vitc_version : "";

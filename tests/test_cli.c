@@ -11,7 +11,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "codegen/knobs.h"
 #include "runtime/rt_impl.h"
+#include "runtime/rt_knobs.h"
 
 static tu_fixture fixtures[64];
 static int nfixtures;
@@ -338,6 +340,53 @@ static void test_readme_usage_is_help(void **state)
     free(readme), free(out), free(err);
 }
 
+/* The line of `vitc help env` naming knob k says its default. */
+static void expect_knob_listed(const char *out, const vitc_knob *k)
+{
+    char want[256];
+    snprintf(want, sizeof want, "  %s ", k->name);
+    const char *line = strstr(out, want);
+    if (!line)
+        fail_msg("vitc help env does not list %s:\n%s", k->name, out);
+    snprintf(want, sizeof want, "default %s", *k->def ? k->def : "unset");
+    const char *def = strstr(line, want);
+    if (!def || def > line + strcspn(line, "\n"))
+        fail_msg("vitc help env: %s's line does not say '%s': %.*s", k->name, want, (int)strcspn(line, "\n"), line);
+}
+
+/* `vitc help env` lists every knob of the compiler's table (codegen/knobs.def)
+ * and of the runtime's (runtime/knobs.c) with its default.  A CPU model
+ * records no knob (`vitc inspect`: "knobs: none"), a CUDA one set while it
+ * was compiled included: it changes no CPU code. */
+static void test_help_env_and_cpu_knobs(void **state)
+{
+    char *out, *err, model[4096], dir[256], so[512];
+    const char *env[] = {"help", "env", NULL};
+    assert_int_equal(tu_run_vitc(env, &out, &err), 0);
+    for (int i = 0; i < cg_nknobs; i++)
+        expect_knob_listed(out, &cg_knob_table[i].k);
+    for (int i = 0; i < RT_NKNOBS; i++)
+        expect_knob_listed(out, &rt_knob_table[i]);
+    print_message("vitc help env: %d compiler and %d runtime knobs listed\n", cg_nknobs, (int)RT_NKNOBS);
+    free(out), free(err);
+
+    tu_path(model, sizeof model, "tests/models/face_ln-ts17.onnx");
+    assert_non_null(tu_tmpdir(dir, sizeof dir));
+    snprintf(so, sizeof so, "%s/cpu.so", dir);
+    const char *build[] = {model, "--batch", "2", "-O0", "-o", so, NULL}, *insp[] = {"inspect", so, NULL};
+    setenv("VITC_CUDA_SPLIT_K", "0", 1);
+    int rc = tu_run_vitc(build, &out, &err);
+    unsetenv("VITC_CUDA_SPLIT_K");
+    if (rc != 0)
+        fail_msg("vitc with VITC_CUDA_SPLIT_K=0 exited %d: %s", rc, err);
+    free(out), free(err);
+    assert_int_equal(tu_run_vitc(insp, &out, &err), 0);
+    if (!strstr(out, "\nknobs:      none\n"))
+        fail_msg("a CPU model compiled with VITC_CUDA_SPLIT_K=0: inspect does not say 'knobs:      none':\n%s", out);
+    free(out), free(err);
+    tu_rmtree(dir);
+}
+
 /* --precision on the CPU: fp32 or bf16, and bf16 only for a CPU with AMX or
  * AVX512-BF16 (and AVX-512); a refused compile writes nothing.  Runs on any
  * x86-64 host (--cpu names one). */
@@ -470,5 +519,5 @@ static int setup(void **state)
 
 TU_MAIN(setup, NULL, test_help_and_version, test_dump_stats_every_fixture, test_dump_dot_renders,
         test_broken_models_exit_2, test_run_writes_outputs, test_option_grammar, test_readme_usage_is_help,
-        test_input_file_messages, test_cpu_precision_refusals, test_precision_bf16_amx,
+        test_help_env_and_cpu_knobs, test_input_file_messages, test_cpu_precision_refusals, test_precision_bf16_amx,
         test_precision_bf16_dot)

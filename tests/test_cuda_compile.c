@@ -585,6 +585,42 @@ static void test_gemm_tile_knob(void **state)
     unlink(so);
 }
 
+/* A .so records the knobs that changed its code and were set to other than
+ * their defaults (codegen/knobs.def), and `vitc inspect` prints them: none
+ * for a plain build, nor for a knob set to its default or one that shapes no
+ * code (VITC_NVRTC_CACHE, set by setup); VITC_CUDA_SPLIT_K=0 by name, in the
+ * text and in --json. */
+static void test_knobs_recorded_in_so(void **state)
+{
+    (void)state;
+    char model[4096], so[8300], *text;
+    tu_path(model, sizeof model, "tests/models/face_ln-ts17.onnx");
+    snprintf(so, sizeof so, "%s/knobs.so", tmpdir);
+    const char *args[] = {model, "--target", "cuda", "--batch", "4", "-o", so, NULL};
+    const char *insp[] = {"inspect", so, NULL}, *json[] = {"inspect", "--json", so, NULL};
+    int rc = vitc_text(args, &text);
+    if (rc != 0)
+        fail_msg("vitc exited %d:\n%s", rc, text);
+    free(text);
+    assert_int_equal(vitc_text(insp, &text), 0);
+    if (!strstr(text, "\nknobs:      none\n"))
+        fail_msg("a plain build: inspect does not say 'knobs:      none':\n%s", text);
+    free(text);
+    text = knob_build("VITC_CUDA_WGMMA_STAGES", "3", args, so);
+    if (!strstr(text, "\nknobs:      none\n"))
+        fail_msg("VITC_CUDA_WGMMA_STAGES=3 (its default): inspect does not say 'knobs:      none':\n%s", text);
+    free(text);
+    text = knob_build("VITC_CUDA_SPLIT_K", "0", args, so);
+    if (!strstr(text, "\nknobs:      VITC_CUDA_SPLIT_K=0\n"))
+        fail_msg("VITC_CUDA_SPLIT_K=0: inspect does not say 'knobs:      VITC_CUDA_SPLIT_K=0':\n%s", text);
+    free(text);
+    assert_int_equal(vitc_text(json, &text), 0);
+    if (!strstr(text, "\"knobs\": {\n    \"VITC_CUDA_SPLIT_K\": \"0\"\n  }"))
+        fail_msg("VITC_CUDA_SPLIT_K=0: inspect --json has no \"knobs\": {\"VITC_CUDA_SPLIT_K\": \"0\"}:\n%s", text);
+    free(text);
+    unlink(so);
+}
+
 static int setup(void **state)
 {
     nfixtures = tu_fixtures(fixtures, 64);
@@ -595,8 +631,8 @@ static int setup(void **state)
 
 TU_MAIN(setup, tu_teardown_tmpdir, test_driver_constants_match_cuda_h, test_weight_packing_and_rounding,
         test_literals_and_polynomials, test_fixtures_compile_for_every_target,
-        test_gemm_tile_ranges_cover_every_batch, test_gemm_tile_knob, test_unsupported_nodes_all_listed,
-        test_cli_options_and_no_device)
+        test_gemm_tile_ranges_cover_every_batch, test_gemm_tile_knob, test_knobs_recorded_in_so,
+        test_unsupported_nodes_all_listed, test_cli_options_and_no_device)
 
 #else
 

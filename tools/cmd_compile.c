@@ -213,6 +213,8 @@ int cmd_compile(int argc, char **argv)
     if (st != VITC_OK)
         return st == CLI_HELP_SHOWN ? VITC_OK : st;
     cg_options opt = a.opt;
+    cg_knobs knobs = cg_knobs_read(); /* the VITC_* environment variables (codegen/knobs.def) */
+    opt.knobs = &knobs;
     const char *model = a.model, *target = a.target, *dump_after = a.dump_after, *emit = a.emit;
     if (!model)
         return cli_usage_error("no model given");

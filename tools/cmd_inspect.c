@@ -2,7 +2,9 @@
  * itself: the ONNX file it came from, the vitc and ABI that made it, its
  * target, inputs and outputs with the batch B, the batch limit, the memory a
  * context takes, its weights (embedded or in a file beside it) and kernels;
- * for a CUDA model also its precision and the GPU targets it carries code for.
+ * for a CUDA model also its precision and the GPU targets it carries code for;
+ * the VITC_* environment variables that changed its code when it was
+ * compiled (codegen/knobs.def).
  * The file is read as data (vitc_model_read), never loaded: inspecting a
  * file runs none of its code. */
 #include "tools/cli.h"
@@ -110,6 +112,29 @@ static void json_features(json_w *w, const char *f)
     json_end_array(w);
 }
 
+/* "knobs": the VITC_* variables the model records as having changed its
+ * code (vitc_model_knobs' "NAME=VALUE ..."), as an object; null when the
+ * model does not say. */
+static void json_knobs(json_w *w, const char *knobs)
+{
+    if (!knobs) {
+        json_str(w, "knobs", NULL);
+        return;
+    }
+    json_object(w, "knobs");
+    while (*knobs) {
+        size_t n = strcspn(knobs, " "), eq = strcspn(knobs, "=");
+        char name[128], value[1024];
+        if (eq < n && eq < sizeof name && n - eq - 1 < sizeof value) {
+            snprintf(name, sizeof name, "%.*s", (int)eq, knobs);
+            snprintf(value, sizeof value, "%.*s", (int)(n - eq - 1), knobs + eq + 1);
+            json_str(w, name, value);
+        }
+        knobs += n + (knobs[n] == ' ');
+    }
+    json_end_object(w);
+}
+
 static void inspect_json(const char *path, long long file_bytes, const vitc_model *m, const vitc_model_details *d)
 {
     json_w w = {.f = stdout};
@@ -124,6 +149,7 @@ static void inspect_json(const char *path, long long file_bytes, const vitc_mode
     json_str(&w, "cpu", d->cpu);
     json_features(&w, d->features);
     json_str(&w, "precision", vitc_model_precision(m));
+    json_knobs(&w, vitc_model_knobs(m));
     vitc_cuda_details cd;
     if (strcmp(d->target, "cuda") == 0 && vitc_model_cuda_details(m, &cd) == VITC_STATUS_OK) {
         json_object(&w, "cuda");
@@ -194,8 +220,8 @@ const cli_command cli_inspect_command = {
     "inspect",
     "vitc inspect MODEL.so [--json]",
     "Print what a compiled model holds: the ONNX file it came from, the vitc that compiled it, its target\n"
-    "and CPU features, inputs and outputs with the batch B, the batch limit, the workspace and weights\n"
-    "sizes, and its kernels.",
+    "and CPU features, the VITC_* knobs that changed its code, inputs and outputs with the batch B, the\n"
+    "batch limit, the workspace and weights sizes, and its kernels.",
     inspect_options,
 };
 
@@ -258,6 +284,8 @@ int cmd_inspect(int argc, char **argv)
                    (unsigned long long)cd.images[i].bytes);
         printf("\n");
     }
+    const char *knobs = vitc_model_knobs(m);
+    printf("knobs:      %s\n", !knobs ? "(not recorded)" : *knobs ? knobs : "none");
     printf("batch:      1 to %lld\n", (long long)d.max_batch);
     print_tensors(m, 0);
     print_tensors(m, 1);

@@ -162,8 +162,7 @@ int cmp_reference_ort(cmp_opts *o, const ir_graph *g, const ir_tensor *inputs, i
         if ((st = ir_npy_write(path, &inputs[i], &d)) != VITC_OK)
             return st;
     }
-    const char *py = getenv("VITC_PYTHON");
-    py = py && *py ? py : "python3";
+    const char *py = cg_knobs_read().python;
     int n = 0, argc = 6 + g->ninputs + g->noutputs;
     char nin[16];
     snprintf(nin, sizeof nin, "%d", g->ninputs);

@@ -1,8 +1,10 @@
 /* vitc.c: the command-line entry point.  Parses the subcommand and hands the
- * rest of the arguments to it; --help and --version live here. */
+ * rest of the arguments to it; --help, --version and `help env` (the VITC_*
+ * environment variables) live here. */
 #include "tools/cli.h"
 
 #include "frontend/onnx.h"
+#include "runtime/rt_knobs.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -23,6 +25,43 @@ static void put_indented(FILE *f, const char *text, int n)
     }
 }
 
+/* Writes words indented by n spaces, in lines of at most about 100 columns. */
+static void put_wrapped(FILE *f, const char *text, int n)
+{
+    int col = 0;
+    while (*text) {
+        size_t len = strcspn(text, " ");
+        if (col && col + 1 + (int)len > 100) {
+            fputc('\n', f);
+            col = 0;
+        }
+        col += col ? fprintf(f, " %.*s", (int)len, text) : fprintf(f, "%*s%.*s", n, "", (int)len, text);
+        text += len;
+        text += strspn(text, " ");
+    }
+    fputc('\n', f);
+}
+
+static void put_knob(FILE *f, const vitc_knob *k, const char *shapes)
+{
+    fprintf(f, "  %-28s %s, default %s%s%s\n", k->name, vitc_knob_type_name(k->type), *k->def ? k->def : "unset",
+            shapes ? "; changes the code of --target " : "", shapes ? shapes : "");
+    put_wrapped(f, k->doc, 6);
+}
+
+/* `vitc help env`: the VITC_* environment variables, from the compiler's
+ * table (codegen/knobs.def) and the runtime's (runtime/knobs.c). */
+static void env_usage(FILE *f)
+{
+    fprintf(f, "Environment variables read when compiling (a .so records those that change its code and are set\n"
+               "to other than their defaults; 'vitc inspect MODEL.so' shows them):\n");
+    for (int i = 0; i < cg_nknobs; i++)
+        put_knob(f, &cg_knob_table[i].k, cg_knob_table[i].shapes);
+    fprintf(f, "\nRead by the runtime (libvitc_runtime) where a model loads or runs:\n");
+    for (int i = 0; i < RT_NKNOBS; i++)
+        put_knob(f, &rt_knob_table[i], NULL);
+}
+
 /* `vitc --help`: every command's synopsis and what it does. */
 static void usage(FILE *f)
 {
@@ -34,7 +73,9 @@ static void usage(FILE *f)
         put_indented(f, (*c)->about, 6);
         fputc('\n', f);
     }
-    fprintf(f, "  vitc --help | --version\n\n"
+    fprintf(f, "  vitc help env\n"
+               "      List the VITC_* environment variables: their types, defaults and what each changes.\n\n"
+               "  vitc --help | --version\n\n"
                "Exit codes: 0 success, 1 a check failed, 2 bad usage or bad input (unreadable or malformed\n"
                "model, unsupported op, shape mismatch), 3 internal error.  Errors name the file and, where\n"
                "there is one, the ONNX node (name and op_type).\n");
@@ -60,6 +101,8 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0)
         return usage(stdout), VITC_OK;
     if (strcmp(cmd, "help") == 0) { /* `vitc help run` = `vitc run --help` */
+        if (argc > 2 && strcmp(argv[2], "env") == 0)
+            return env_usage(stdout), VITC_OK;
         for (const cli_command *const *c = cli_commands; argc > 2 && *c; c++)
             if (strcmp((*c)->name, argv[2]) == 0)
                 return cli_print_help(*c, stdout), VITC_OK;

@@ -2,7 +2,7 @@
  *
  * fp16/bf16 with a head size that is a multiple of 16: the tensor-core
  * kernel (attention.cuh), 128 query rows per block (8 warps) at batches whose
- * grid of 64-row blocks would have CU_ATTN_WIDE_BLOCKS, 64 rows (4 warps)
+ * grid of 64-row blocks would have VITC_CUDA_ATTN_WIDE_BLOCKS, 64 rows (4 warps)
  * below and for at most 64 queries, K and V of the image and head in
  * shared memory in chunks of KC keys: all of them when they fit in
  * CU_ATTN_SMEM bytes (197 tokens of 64 do), else the largest multiple of 64
@@ -25,7 +25,6 @@
 
 #define CU_ATTN_SMEM (96 * 1024)
 #define CU_ATTN_SIMT_MAX_D 128
-#define CU_ATTN_WIDE_BLOCKS 528 /* 64-row blocks from which 128-row ones run (4 per SM of an H100) */
 
 int cu_attention_supports(const ir_graph *g, const ir_node *n, char *why, size_t len)
 {
@@ -162,10 +161,9 @@ int cu_emit_attention(cu_ctx *c, int node)
     const char *t = cu_ctype(cu_sdt(c, a.qkv)), *to = cu_ctype(cu_sdt(c, out));
     if (strcmp(t, to) != 0)
         return cu_fail(c, VITC_INTERNAL, node, "attention between storage types %s and %s", t, to);
-    /* 8 warps (128 query rows) from the batch whose 64-row grid has CU_ATTN_WIDE_BLOCKS blocks on; 4 warps
+    /* 8 warps (128 query rows) from the batch whose 64-row grid has VITC_CUDA_ATTN_WIDE_BLOCKS blocks on; 4 warps
      * below, where half as many blocks would leave SMs idle */
-    const char *e = getenv("VITC_CUDA_ATTN_WIDE_BLOCKS");
-    int64_t wide = c->max_batch + 1, blocks = e && atoll(e) > 0 ? atoll(e) : CU_ATTN_WIDE_BLOCKS;
+    int64_t wide = c->max_batch + 1, blocks = c->knobs.cuda_attn_wide_blocks;
     for (int64_t b = 1; tc && Nq > 64 && b <= c->max_batch; b++)
         if ((Nq + 63) / 64 * cg_poly_eval(cg_poly_dim(x->dims[0]), b) * H >= blocks) {
             wide = b;

@@ -85,10 +85,10 @@ enum { WG_BKB = 128 }; /* gemm_wg's k bytes per stage on sm_90a (the 128-byte sw
 /* The large tile: 128 x 128, or VITC_CUDA_GEMM_LARGE's when it names one
  * gemm_tc can run (warp tiles of whole 16 x 16 fragments, 2 to 8 stages, at
  * most 227 KiB of shared memory); *bad set when it is set and does not. */
-static tile large_tile(int *bad)
+static tile large_tile(const cu_ctx *c, int *bad)
 {
     tile t = {128, 128, 2, 4, 4, 64}, u;
-    const char *e = getenv("VITC_CUDA_GEMM_LARGE");
+    const char *e = c->knobs.cuda_gemm_large;
     char end;
     *bad = 0;
     if (!e || !*e)
@@ -284,10 +284,10 @@ typedef struct {
 /* 128 x 128, 3 stages, two blocks per SM, or VITC_CUDA_TMA=BN/STAGES/MINB
  * (128/2..6/1, 128/2..3/2 or 256/2..4/1); bn 0 with VITC_CUDA_TMA=0 or a
  * shape it cannot run (*bad set). */
-static tma_shape tma_of(int *bad)
+static tma_shape tma_of(const cu_ctx *c, int *bad)
 {
     tma_shape t = {128, 3, 2}, u;
-    const char *e = getenv("VITC_CUDA_TMA");
+    const char *e = c->knobs.cuda_tma;
     char end;
     *bad = 0;
     if (!e || !*e)
@@ -311,7 +311,7 @@ static unsigned tma_smem(tma_shape t) { return 1024u + (unsigned)(t.stages * (12
 static void padded(const cu_ctx *c, const gemm_job *j, int64_t *Kp, int64_t *Np)
 {
     int bad;
-    tile L = large_tile(&bad);
+    tile L = large_tile(c, &bad);
     int simt = c->prec == CU_FP32;
     int64_t es = c->prec == CU_FP16 || c->prec == CU_BF16 ? 2 : 4;
     int64_t bkb = L.bkb > TILE_S.bkb ? L.bkb : TILE_S.bkb;
@@ -319,7 +319,7 @@ static void padded(const cu_ctx *c, const gemm_job *j, int64_t *Kp, int64_t *Np)
         bkb = WG_BKB; /* gemm_wg's k steps */
     int64_t bk = simt ? 16 : bkb / es;
     int64_t np = simt ? 64 : L.bn > TILE_S.bn ? L.bn : TILE_S.bn;
-    tma_shape tma = tma_of(&bad);
+    tma_shape tma = tma_of(c, &bad);
     if (!simt && tma.bn > np)
         np = tma.bn;
     *Kp = (j->K + bk - 1) / bk * bk;
@@ -333,7 +333,7 @@ static void padded(const cu_ctx *c, const gemm_job *j, int64_t *Kp, int64_t *Np)
 static int choose(const cu_ctx *c, const gemm_job *j, int64_t Kp, int64_t batch, tile *t, int *split)
 {
     int bad;
-    tile L = large_tile(&bad);
+    tile L = large_tile(c, &bad);
     int64_t m = cg_poly_eval(j->M, batch);
     *split = 1;
     if (m >= 0 && (m + L.bm - 1) / L.bm * ((j->N + L.bn - 1) / L.bn) >= CU_GEMM_WAVE) {
@@ -341,8 +341,7 @@ static int choose(const cu_ctx *c, const gemm_job *j, int64_t Kp, int64_t batch,
         return 1;
     }
     *t = TILE_S;
-    const char *e = getenv("VITC_CUDA_SPLIT_K");
-    if (m <= 0 || batch > CU_SPLIT_SCAN || (e && strcmp(e, "0") == 0))
+    if (m <= 0 || batch > CU_SPLIT_SCAN || !c->knobs.cuda_split_k)
         return 0;
     int64_t blocks = (m + TILE_S.bm - 1) / TILE_S.bm * ((j->N + TILE_S.bn - 1) / TILE_S.bn);
     int64_t nkt = Kp / (TILE_S.bkb / (c->prec == CU_TF32 ? 4 : 2));
@@ -377,29 +376,26 @@ int64_t cu_linear_scratch(const cu_ctx *c, int node)
 
 /* gemm_wg's stages on sm_90a (128 bytes of k each, 128-byte swizzle, one
  * wgmma group left in flight): 3, or VITC_CUDA_WGMMA_STAGES. */
-static int wg_stages(void)
-{
-    const char *e = getenv("VITC_CUDA_WGMMA_STAGES");
-    int s = e ? atoi(e) : 0;
-    return s >= 3 && s <= 8 ? s : 3;
-}
+static int wg_stages(const cu_ctx *c) { return (int)c->knobs.cuda_wgmma_stages; }
 
-static unsigned wg_smem(tile tl) { return 1024u + (unsigned)(wg_stages() * (tl.bm + tl.bn) * WG_BKB); }
+static unsigned wg_smem(const cu_ctx *c, tile tl)
+{
+    return 1024u + (unsigned)(wg_stages(c) * (tl.bm + tl.bn) * WG_BKB);
+}
 
 /* Whether the large tile runs as gemm_wg on sm_90a (f16/bf16 unless
  * VITC_CUDA_WGMMA=0; a tile of 128 x 128 or 128 x 256 with 2 x 4 warps, two
  * warpgroups, whose stages fit the shared memory of a block). */
 static int use_wgmma(const cu_ctx *c, tile tl, int split)
 {
-    const char *e = getenv("VITC_CUDA_WGMMA");
-    return !(e && strcmp(e, "0") == 0) && split == 1 && (c->prec == CU_BF16 || c->prec == CU_FP16) &&
-           tl.bm == 128 && (tl.bn == 128 || tl.bn == 256) && tl.wm == 2 && tl.wn == 4 && wg_smem(tl) <= 227 * 1024;
+    return c->knobs.cuda_wgmma && split == 1 && (c->prec == CU_BF16 || c->prec == CU_FP16) &&
+           tl.bm == 128 && (tl.bn == 128 || tl.bn == 256) && tl.wm == 2 && tl.wn == 4 && wg_smem(c, tl) <= 227 * 1024;
 }
 
 /* The kernel text of a tensor-core GEMM (split: the partial-sum form; wg:
  * gemm_wg). */
-static void gemm_text(cu_str *t, const gemm_job *j, tile tl, int split, int wg, tma_shape tma, int vec_a,
-                      const char *ta, const char *tw, const char *tr, const char *to, int64_t Kp)
+static void gemm_text(const cu_ctx *c, cu_str *t, const gemm_job *j, tile tl, int split, int wg, tma_shape tma,
+                      int vec_a, const char *ta, const char *tw, const char *tr, const char *to, int64_t Kp)
 {
     if (tma.bn) {
         cu_str_add(t, "VK_KERNEL_TMA(@, %u, %d)\n{\n    vk::gemm_tma<%s, %d, %d, %d, %d, %d, %s, %d, %s, %s, %s, %s>("
@@ -411,7 +407,7 @@ static void gemm_text(cu_str *t, const gemm_job *j, tile tl, int split, int wg, 
         cu_str_add(t, "VK_KERNEL(@, %u)\n{\n", (unsigned)(tl.wm * tl.wn * 32));
         if (wg)
             cu_str_add(t, "    vk::gemm_wg<%s, %d, %d, %d, 1, %d, %d, %s, %d, %s, %s, %s, %s>(", tw, tl.bn, WG_BKB,
-                       wg_stages(), tl.stages, tl.bkb, vec_a ? "true" : "false", j->act,
+                       wg_stages(c), tl.stages, tl.bkb, vec_a ? "true" : "false", j->act,
                        j->bias >= 0 ? "true" : "false", j->res >= 0 ? "true" : "false", tr, to);
         else
             cu_str_add(t, "    vk::gemm_tc<%s, %d, %d, %d, %d, %d, %d, %s, %s, %d, %s, %s, %s, %s>(", tw, tl.bm, tl.bn,
@@ -514,17 +510,17 @@ int cu_emit_linear(cu_ctx *c, int node)
     if (simt)
         return emit_simt(c, node, &j, woff, boff, tw, tr, Kp);
     int bad;
-    tma_of(&bad);
+    tma_of(c, &bad);
     if (bad)
         return cu_fail(c, VITC_BAD_INPUT, node,
                        "VITC_CUDA_TMA='%s' is not a shape the TMA GEMM runs (BN/STAGES/MINB: 128/2..6/1, 128/2..3/2, "
-                       "256/2..4/1, or 0 for none)", getenv("VITC_CUDA_TMA"));
-    large_tile(&bad);
+                       "256/2..4/1, or 0 for none)", c->knobs.cuda_tma);
+    large_tile(c, &bad);
     if (bad)
         return cu_fail(c, VITC_BAD_INPUT, node,
                        "VITC_CUDA_GEMM_LARGE='%s' is not a tile the GEMM can run (BMxBN/WMxWN/STAGES/BKB, e.g. "
                        "128x128/2x4/4/64: warp tiles of whole 16x16 fragments, 2 to 8 stages, 64 or 128 k bytes, "
-                       "at most 227 KiB of shared memory)", getenv("VITC_CUDA_GEMM_LARGE"));
+                       "at most 227 KiB of shared memory)", c->knobs.cuda_gemm_large);
     int64_t scratch = c->scratch_off ? c->scratch_off[node] : -1;
     for (int64_t lo = 1; lo <= c->max_batch;) {
         /* the range of batches from lo with lo's tile and split */
@@ -542,10 +538,10 @@ int cu_emit_linear(cu_ctx *c, int node)
         int wg = use_wgmma(c, tl, split);
         c->wgmma |= wg;
         /* gemm_tma where the copy engine can read A: rows of whole 16 bytes */
-        tma_shape tma = wg && vec_a ? tma_of(&bad) : (tma_shape){0, 0, 0};
+        tma_shape tma = wg && vec_a ? tma_of(c, &bad) : (tma_shape){0, 0, 0};
         if (tma.bn)
             tl.bn = tma.bn; /* its grid; other GPUs run gemm_tc's tile of that width */
-        gemm_text(&t, &j, tl, split, wg, tma, vec_a, ta, tw, tr, to, Kp);
+        gemm_text(c, &t, &j, tl, split, wg, tma, vec_a, ta, tw, tr, to, Kp);
         char label[192];
         snprintf(label, sizeof label, "gemm %s%s %dx%d%s K=%lld N=%lld%s%s%s%s%s",
                  c->prec == CU_TF32 ? "tf32 mma" : c->prec == CU_FP16 ? (wg ? "f16 wgmma" : "f16 mma")
@@ -562,7 +558,7 @@ int cu_emit_linear(cu_ctx *c, int node)
                                      tile_smem(tl));
         if (!l)
             return c->d->status;
-        l->smem_specific = tma.bn ? tma_smem(tma) : wg ? wg_smem(tl) : 0;
+        l->smem_specific = tma.bn ? tma_smem(tma) : wg ? wg_smem(c, tl) : 0;
         if (tma.bn) { /* A [M, K] in boxes of 128 rows, Wt [Np, Kp] of BN rows, 64 elements of k */
             int elem = c->prec == CU_BF16 ? VITC_CUDA_TMAP_BF16 : VITC_CUDA_TMAP_F16;
             l->ntmaps = 2;

@@ -214,10 +214,11 @@ void cu_images_free(cu_image *images, int n)
 
 /* ---- the on-disk cache ---- */
 
-static int cache_path(const char *program, int wgmma, char *path, size_t n)
+static int cache_path(const cu_ctx *c, const char *program, char *path, size_t n)
 {
-    const char *dir = getenv("VITC_NVRTC_CACHE");
-    if (!dir || !*dir)
+    const char *dir = c->knobs.nvrtc_cache;
+    int wgmma = c->wgmma;
+    if (!*dir)
         return 0;
     uint64_t h = vitc_fnv1a(VITC_FNV1A_INIT, program, strlen(program));
     const char *ver = cu_nvrtc_version();
@@ -307,7 +308,7 @@ int cu_nvrtc_compile(cu_ctx *c, const char *program, cu_image *images, int *nima
      * an arch-specific body (gemm_wg) */
     int nj = CU_NTARGETS + (c->wgmma ? 1 : 0);
     char cpath[4096];
-    int cached = cache_path(program, c->wgmma, cpath, sizeof cpath);
+    int cached = cache_path(c, program, cpath, sizeof cpath);
     if (cached && cache_load(c, cpath, images, nimages))
         return VITC_OK;
     job jobs[CU_NTARGETS + 1];

@@ -187,9 +187,16 @@ static void write_descriptor(cu_ctx *c, cu_str *b, const cu_image *images, int n
     } else {
         cu_str_add(b, "0");
     }
-    cu_str_add(b, ", 0x%016llxull,\n    run, %d, kernel_names, &plan, 0x%016llxull};\n",
+    cu_str_add(b, ", 0x%016llxull,\n    run, %d, kernel_names, &plan, 0x%016llxull,\n    0, 0, 0, ",
                (unsigned long long)vitc_fnv1a(VITC_FNV1A_INIT, c->weights.data, c->weights.len), c->nk,
                (unsigned long long)g->source_hash);
+    /* nparts, parts and precision left 0 (a CUDA model's precision is its plan's), then the knobs */
+    char *knobs = cg_knobs_recorded(&c->knobs, "cuda");
+    if (!knobs)
+        b->oom = 1;
+    c_string(b, knobs);
+    free(knobs);
+    cu_str_add(b, "};\n");
 }
 
 static int write_text(cu_ctx *c, const char *path, const cu_str *b)

@@ -599,11 +599,11 @@ int cg_module_finish(cg_ctx *cg)
     LLVMTypeRef tf[5] = {cg->t_ptr, cg->t_i32, cg->t_i32, LLVMArrayType2(cg->t_i64, VITC_ABI_MAX_RANK), cg->t_i32};
     LLVMStructSetBody(tt, tf, 5, 0);
     LLVMTypeRef mt = LLVMStructCreateNamed(cg->llc, "vitc_abi_model");
-    LLVMTypeRef mf[26] = {cg->t_i32, cg->t_i32, cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_ptr,
+    LLVMTypeRef mf[27] = {cg->t_i32, cg->t_i32, cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_ptr,
                           cg->t_ptr, cg->t_i32, cg->t_i32, cg->t_ptr, cg->t_ptr, cg->t_i64, cg->t_i64,
                           cg->t_ptr, cg->t_i64, cg->t_ptr, cg->t_i64, cg->t_ptr, cg->t_i32, cg->t_ptr,
-                          cg->t_ptr, cg->t_i64, cg->t_i32, cg->t_ptr, cg->t_ptr};
-    LLVMStructSetBody(mt, mf, 26, 0);
+                          cg->t_ptr, cg->t_i64, cg->t_i32, cg->t_ptr, cg->t_ptr, cg->t_ptr};
+    LLVMStructSetBody(mt, mf, 27, 0);
     LLVMTypeRef pf[3] = {cg->t_ptr, cg->t_ptr, cg->t_ptr};
     LLVMTypeRef pt = LLVMStructTypeInContext(cg->llc, pf, 3, 0);
     LLVMTargetDataRef td = LLVMGetModuleDataLayout(cg->mod);
@@ -654,7 +654,10 @@ int cg_module_finish(cg_ctx *cg)
         LLVMValueRef init = LLVMConstStringInContext2(cg->llc, (const char *)cg->blob.data, cg->blob.len, 1);
         weights = private_const(cg, init, "vitc_weights", 64);
     }
-    LLVMValueRef f[26] = {
+    char *knobs = cg_knobs_recorded(&cg->knobs, "cpu");
+    if (!knobs)
+        return cg_fail(cg, VITC_INTERNAL, -1, "out of memory");
+    LLVMValueRef f[27] = {
         LLVMConstInt(cg->t_i32, VITC_ABI_VERSION, 0),
         LLVMConstInt(cg->t_i32, sizeof(vitc_abi_model), 0),
         cstr(cg, VITC_VERSION),
@@ -684,9 +687,11 @@ int cg_module_finish(cg_ctx *cg)
         LLVMConstInt(cg->t_i32, (unsigned)cg->nparts, 0),
         parts,
         cstr(cg, cg_target_bf16(&cg->target) ? "bf16" : "fp32"),
+        cstr(cg, knobs),
     };
+    free(knobs);
     LLVMValueRef desc = LLVMAddGlobal(cg->mod, mt, VITC_ABI_SYMBOL);
-    LLVMSetInitializer(desc, LLVMConstNamedStruct(mt, f, 26));
+    LLVMSetInitializer(desc, LLVMConstNamedStruct(mt, f, 27));
     LLVMSetGlobalConstant(desc, 1);
     LLVMSetLinkage(desc, LLVMExternalLinkage);
     LLVMSetVisibility(desc, LLVMDefaultVisibility);

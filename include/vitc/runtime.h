@@ -88,6 +88,11 @@ VITC_API const char *vitc_model_compiler_version(const vitc_model *m);
 /* The arithmetic it was compiled for: a CUDA model's --precision; a CPU
  * model's "fp32", or "bf16" (--precision bf16: Linear layers on AMX tiles). */
 VITC_API const char *vitc_model_precision(const vitc_model *m);
+/* The compiler's VITC_* environment variables that changed the model's code
+ * (set to other than their defaults when it was compiled), as "NAME=VALUE"
+ * separated by spaces: "" when none, NULL when the model does not say (one
+ * compiled before vitc recorded them). */
+VITC_API const char *vitc_model_knobs(const vitc_model *m);
 
 /* Everything else the model's descriptor says, for tools such as `vitc inspect`.
  * Strings belong to the model (valid until vitc_model_free); "" when unset. */

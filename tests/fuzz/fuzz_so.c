@@ -34,7 +34,7 @@ int fz_so_one(const uint8_t *data, size_t size)
     if (vitc_model_get_details(m, &d) != VITC_STATUS_OK)
         fz_die("a model read as data gives no details", NULL);
     touch(d.compiler_version), touch(d.target), touch(d.triple), touch(d.cpu), touch(d.features);
-    touch(d.source), touch(d.weights_file);
+    touch(d.source), touch(d.weights_file), touch(vitc_model_knobs(m));
     for (int i = 0; i < d.nkernels; i++)
         touch(d.kernel_names[i]);
     for (int o = 0; o < 2; o++) {
