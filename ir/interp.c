@@ -7,7 +7,7 @@
  * ViT-B run stays within a few hundred MB.  It also owns the helpers the
  * kernels share (allocation, broadcasting, the odometer). */
 #include "ir/einsum.h"
-#include "ir/fused.h"
+#include "ir/opview.h"
 #include "ir/interp_impl.h"
 
 #include <stdio.h>

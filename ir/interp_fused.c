@@ -4,7 +4,7 @@
  * in double, each result rounded once to the output dtype.  They exist so
  * that a fused graph can be checked against the graph it came from, pass by
  * pass, with the same reference. */
-#include "ir/fused.h"
+#include "ir/opview.h"
 #include "ir/interp_impl.h"
 
 #include <math.h>

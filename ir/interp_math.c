@@ -5,6 +5,7 @@
  * once to the output dtype.  Integer MatMul / Gemm / reductions are exact
  * (wrapping) int64 arithmetic. */
 #include "ir/interp_impl.h"
+#include "ir/opview.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -519,15 +520,16 @@ static double *expand_f64(ik_ctx *c, const ir_tensor *t, int rank, const int64_t
  * InvStdDev (shape dims[:axis] + 1s, dtype from stash_type). */
 int ik_layernorm(ik_ctx *c)
 {
-    const ir_tensor *X = c->in[0], *S = c->in[1], *B = ik_in(c, 2);
+    const ir_tensor *X = c->in[IR_NORM_X], *S = c->in[IR_NORM_SCALE], *B = ik_in(c, IR_NORM_BIAS);
+    ir_norm v;
+    char why[160];
     int axis, st = float_only(c, X);
-    if (st || (st = ik_axis(c, ir_attr_int(c->n, IR_ATTR_AXIS, -1), X->rank, 0, &axis)))
+    if (!st && !ir_norm_of(c->n, &v, why, sizeof why))
+        st = ik_fail(c, VITC_BAD_INPUT, "%s", why);
+    if (st || (st = ik_axis(c, v.axis, X->rank, 0, &axis)))
         return st;
-    double eps = ir_attr_float(c->n, IR_ATTR_EPSILON, 1e-5f);
-    int64_t stash = ir_attr_int(c->n, IR_ATTR_STASH_TYPE, 1);
-    int sdt = stash > 0 && stash < 1000 ? ir_dtype_from_onnx((int)stash) : -1;
-    if (sdt < 0 || !ir_dtype_is_float((ir_dtype)sdt))
-        return ik_fail(c, VITC_BAD_INPUT, "stash_type %lld is not a float type", (long long)stash);
+    double eps = v.eps;
+    ir_dtype sdt = v.stash;
     int64_t outer = 1, inner = 1, sdims[IR_MAX_RANK];
     for (int i = 0; i < X->rank; i++) {
         if (i < axis)
@@ -545,7 +547,7 @@ int ik_layernorm(ik_ctx *c)
     }
     st = ik_alloc(c, &c->out[0], X->dtype, X->rank, X->dims);
     for (int k = 1; k < 3 && k < c->n->noutputs && !st; k++)
-        st = ik_alloc(c, &c->out[k], (ir_dtype)sdt, X->rank, sdims);
+        st = ik_alloc(c, &c->out[k], sdt, X->rank, sdims);
     for (int64_t o = 0; o < outer && !st; o++) {
         int64_t base = o * inner;
         double mean = 0, var = 0;

@@ -7,7 +7,7 @@
  * whose target is computed at run time still gets a static shape in terms of
  * the batch.  A shape that would depend on data is an error naming the node. */
 #include "ir/einsum.h"
-#include "ir/fused.h"
+#include "ir/opview.h"
 #include "ir/interp.h"
 #include "ir/ir.h"
 
@@ -994,20 +994,20 @@ static int infer_einsum(ctx *c)
 
 static int infer_layernorm(ctx *c)
 {
-    ir_value *x = in(c, 0);
-    int axis = norm_axis(ir_attr_int(c->n, IR_ATTR_AXIS, -1), x->rank);
+    ir_norm v;
+    char why[160];
+    ir_value *x = in(c, IR_NORM_X);
+    int axis = -1;
+    if (ir_norm_of(c->n, &v, why, sizeof why) && (axis = ir_norm_axis(&v, x->rank)) < 0)
+        snprintf(why, sizeof why, "axis is out of range");
     if (axis < 0)
-        FAIL(c, "axis is out of range");
-    int64_t stash = ir_attr_int(c->n, IR_ATTR_STASH_TYPE, 1); /* Mean and InvStdDev are of this type */
-    int sdt = stash > 0 && stash < 1000 ? ir_dtype_from_onnx((int)stash) : -1;
-    if (sdt < 0 || !ir_dtype_is_float((ir_dtype)sdt))
-        FAIL(c, "stash_type %lld is not a float type", (long long)stash);
-    out_set(c, 0, x->dtype, x->rank, x->dims);
+        FAIL(c, "%s", why);
+    out_set(c, IR_NORM_Y, x->dtype, x->rank, x->dims);
     ir_dim d[IR_MAX_RANK];
     for (int i = 0; i < x->rank; i++)
         d[i] = i < axis ? x->dims[i] : ir_dim_const(1);
-    out_set(c, 1, (ir_dtype)sdt, x->rank, d);
-    out_set(c, 2, (ir_dtype)sdt, x->rank, d);
+    out_set(c, IR_NORM_MEAN, v.stash, x->rank, d); /* Mean and InvStdDev are of the stash type */
+    out_set(c, IR_NORM_INV_STD, v.stash, x->rank, d);
     return VITC_OK;
 }
 

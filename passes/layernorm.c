@@ -199,11 +199,13 @@ static int rewrite(ir_graph *g, int ni, const void *mv)
     int ri = rw_index(g, root), out = root->outputs[0];
     const char *name = rw_fused_name(g, m->mean, root);
     const ir_value xv = g->values[m->x];
-    int in[3] = {m->x, param(g, m->gamma, &xv, m->axis, name, "/scale"), -1};
-    if (in[1] < 0 || (m->beta >= 0 && (in[2] = param(g, m->beta, &xv, m->axis, name, "/bias")) < 0))
+    ir_norm v = ir_norm_make(m->x, param(g, m->gamma, &xv, m->axis, name, "/scale"), out, m->axis - xv.rank,
+                             (float)m->eps);
+    ir_node_spec spec;
+    if (v.scale < 0 || (m->beta >= 0 && (v.bias = param(g, m->beta, &xv, m->axis, name, "/bias")) < 0))
         return -1;
-    ir_attr at[2] = {rw_attr_int(IR_ATTR_AXIS, m->axis - xv.rank), rw_attr_float(IR_ATTR_EPSILON, (float)m->eps)};
-    return rw_set_node(g, ri, IR_OP_LAYERNORM, name, "LayerNorm(decomposed)", in[2] >= 0 ? 3 : 2, in, 1, &out, 2, at);
+    ir_norm_spec(&v, &spec);
+    return rw_set_spec(g, ri, name, "LayerNorm(decomposed)", &spec);
 }
 
 static const rw_rule rules[] = {

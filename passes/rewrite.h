@@ -17,7 +17,7 @@
 #ifndef VITC_PASSES_REWRITE_H
 #define VITC_PASSES_REWRITE_H
 
-#include "ir/fused.h"
+#include "ir/opview.h"
 #include "passes/passes.h"
 
 /* ---- reading the graph ---- */
@@ -74,7 +74,7 @@ int rw_replace_uses(ir_graph *g, int from, int to);
  * into the arena).  Values it no longer produces lose their producer. */
 int rw_set_node(ir_graph *g, int ni, ir_op op, const char *name, const char *op_type, int nin, const int *in,
                 int nout, const int *out, int nattrs, const ir_attr *attrs);
-/* rw_set_node with a fused op's node (ir/fused.h's ir_*_spec). */
+/* rw_set_node with a fused op's node (ir/opview.h's ir_*_spec). */
 int rw_set_spec(ir_graph *g, int ni, const char *name, const char *op_type, const ir_node_spec *s);
 /* Appends a node with one output; returns the node index or -1. */
 int rw_add_node(ir_graph *g, ir_op op, const char *name, const char *op_type, int nin, const int *in, int out,

@@ -27,7 +27,7 @@
 #include "codegen/backend.h"
 #include "codegen/package.h"
 #include "codegen/poly.h"
-#include "ir/fused.h"
+#include "ir/opview.h"
 #include "ir/ir.h"
 #include "runtime/abi.h"
 

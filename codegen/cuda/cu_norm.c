@@ -54,10 +54,11 @@ int cu_norm_supports(const ir_graph *g, const ir_node *n, char *why, size_t len)
     const ir_value *x = &g->values[n->inputs[0]];
     switch (n->op) {
     case IR_OP_LAYERNORM: {
-        int64_t axis = ir_attr_int(n, IR_ATTR_AXIS, -1);
-        if (axis < 0)
-            axis += x->rank;
-        if (axis < 0 || axis >= x->rank) {
+        ir_norm v;
+        if (!ir_norm_of(n, &v, why, len))
+            return 0;
+        int axis = ir_norm_axis(&v, x->rank);
+        if (axis < 0) {
             snprintf(why, len, "LayerNormalization axis out of range");
             return 0;
         }
@@ -69,20 +70,21 @@ int cu_norm_supports(const ir_graph *g, const ir_node *n, char *why, size_t len)
             }
             C *= x->dims[i].k;
         }
-        for (int k = 1; k < n->ninputs; k++)
-            if (ir_input(n, k) >= 0 && ir_value_numel(&g->values[n->inputs[k]], 1) != C) {
+        const int params[2] = {v.scale, v.bias}, stats[2] = {v.mean, v.inv_std};
+        for (int k = 0; k < 2; k++)
+            if (params[k] >= 0 && ir_value_numel(&g->values[params[k]], 1) != C) {
                 snprintf(why, len, "LayerNormalization %s is not one value per normalised element",
-                         k == 1 ? "scale" : "bias");
+                         k == 0 ? "scale" : "bias");
                 return 0;
             }
-        for (int k = 1; k < n->noutputs; k++)
-            if (n->outputs[k] >= 0) {
+        for (int k = 0; k < 2; k++)
+            if (stats[k] >= 0) {
                 int used = 0;
                 for (int i = 0; i < g->nnodes && !used; i++)
                     for (int j = 0; j < g->nodes[i].ninputs; j++)
-                        used |= g->nodes[i].inputs[j] == n->outputs[k];
+                        used |= g->nodes[i].inputs[j] == stats[k];
                 for (int j = 0; j < g->noutputs; j++)
-                    used |= g->outputs[j] == n->outputs[k];
+                    used |= g->outputs[j] == stats[k];
                 if (used) {
                     snprintf(why, len, "LayerNormalization's Mean and InvStdDev outputs are not supported");
                     return 0;
@@ -117,21 +119,22 @@ int cu_norm_supports(const ir_graph *g, const ir_node *n, char *why, size_t len)
 static int emit_layernorm(cu_ctx *c, int node)
 {
     const ir_node *n = &c->g->nodes[node];
-    const ir_value *x = &c->g->values[n->inputs[0]];
-    int out = n->outputs[0];
-    int64_t axis = ir_attr_int(n, IR_ATTR_AXIS, -1);
-    if (axis < 0)
-        axis += x->rank;
+    ir_norm v;
+    char why[160];
+    if (!ir_norm_of(n, &v, why, sizeof why))
+        return cu_fail(c, VITC_BAD_INPUT, node, "%s", why);
+    const ir_value *x = &c->g->values[v.x];
+    int out = v.y, axis = ir_norm_axis(&v, x->rank);
     int64_t C = 1;
     for (int i = (int)axis; i < x->rank; i++)
         C *= x->dims[i].k;
     cg_poly rows = cg_poly_k(1);
     for (int i = 0; i < axis; i++)
         rows = cg_poly_mul(rows, cg_poly_dim(x->dims[i]));
-    int gv = ir_input(n, 1), bv = ir_input(n, 2);
-    const char *tx = cu_ctype(cu_sdt(c, n->inputs[0])), *ty = cu_ctype(cu_sdt(c, out));
+    int gv = v.scale, bv = v.bias;
+    const char *tx = cu_ctype(cu_sdt(c, v.x)), *ty = cu_ctype(cu_sdt(c, out));
     const char *tg = gv >= 0 ? cu_ctype(cu_sdt(c, gv)) : "float", *tb = bv >= 0 ? cu_ctype(cu_sdt(c, bv)) : "float";
-    float eps = ir_attr_float(n, IR_ATTR_EPSILON, 1e-5f);
+    float eps = v.eps;
     cu_str t = {0};
     cu_str_add(&t, "VK_KERNEL(@, %d)\n{\n", ROW_THREADS);
     if (C <= LN_REG_MAX)
@@ -154,7 +157,7 @@ static int emit_layernorm(cu_ctx *c, int node)
         return c->d->status;
     l->grid[0] = rows;
     l->div[0] = ROWS_PER_BLOCK;
-    cu_arg_value(c, l, n->inputs[0]);
+    cu_arg_value(c, l, v.x);
     if (gv >= 0)
         cu_arg_value(c, l, gv);
     else

@@ -31,7 +31,7 @@
 #include "codegen/package.h"
 #include "codegen/poly.h"
 #include "codegen/llvm/kernels.h"
-#include "ir/fused.h"
+#include "ir/opview.h"
 #include "ir/ir.h"
 
 #include <llvm-c/Core.h>

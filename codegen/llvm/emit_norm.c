@@ -76,7 +76,10 @@ int cg_norm_supports(const ir_graph *g, const ir_node *n, char *why, size_t len)
         }
         return 1;
     case IR_OP_LAYERNORM: {
-        if (!norm_axis(ir_attr_int(n, IR_ATTR_AXIS, -1), x->rank, &a)) {
+        ir_norm v;
+        if (!ir_norm_of(n, &v, why, len))
+            return 0;
+        if ((a = ir_norm_axis(&v, x->rank)) < 0) {
             snprintf(why, len, "axis is out of range");
             return 0;
         }
@@ -88,26 +91,26 @@ int cg_norm_supports(const ir_graph *g, const ir_node *n, char *why, size_t len)
             }
             N *= x->dims[i].k;
         }
-        for (int k = 1; k < n->ninputs && k < 3; k++) {
-            int v = n->inputs[k];
-            if (v < 0)
+        const int params[2] = {v.scale, v.bias}, stats[2] = {v.mean, v.inv_std};
+        for (int k = 0; k < 2; k++) {
+            if (params[k] < 0)
                 continue;
-            const ir_value *p = &g->values[v];
+            const ir_value *p = &g->values[params[k]];
             int ok = p->dtype == IR_F32 && p->rank <= x->rank - a;
             for (int i = 0; ok && i < p->rank; i++)
                 ok = p->dims[i].e == 0 && (p->dims[i].k == 1 || p->dims[i].k == x->dims[x->rank - p->rank + i].k);
             if (ok && p->kind != IR_VAL_CONST)
                 ok = ir_value_numel(p, 1) == N;
             if (ok && p->kind == IR_VAL_CONST)
-                ok = ir_value_is_plain_const(g, v);
+                ok = ir_value_is_plain_const(g, params[k]);
             if (!ok) {
                 snprintf(why, len, "LayerNormalization's %s must be f32 and broadcast to the normalised shape",
-                         k == 1 ? "scale" : "bias");
+                         k == 0 ? "scale" : "bias");
                 return 0;
             }
         }
-        for (int k = 1; k < n->noutputs; k++)
-            if (n->outputs[k] >= 0 && g->values[n->outputs[k]].dtype != IR_F32) {
+        for (int k = 0; k < 2; k++)
+            if (stats[k] >= 0 && g->values[stats[k]].dtype != IR_F32) {
                 snprintf(why, len, "LayerNormalization's statistics must be f32 (stash_type 1)");
                 return 0;
             }
@@ -234,9 +237,14 @@ static int64_t ln_param(cg_ctx *cg, int node, int v, int64_t N, const ir_value *
 static int emit_layernorm(cg_ctx *cg, int node)
 {
     const ir_node *n = &cg->g->nodes[node];
-    const ir_value *x = &cg->g->values[n->inputs[0]];
-    int axis = x->rank - 1;
-    norm_axis(ir_attr_int(n, IR_ATTR_AXIS, -1), x->rank, &axis);
+    ir_norm v;
+    char why[160];
+    if (!ir_norm_of(n, &v, why, sizeof why))
+        return cg_fail(cg, VITC_BAD_INPUT, node, "%s", why);
+    const ir_value *x = &cg->g->values[v.x];
+    int axis = ir_norm_axis(&v, x->rank);
+    if (axis < 0)
+        axis = x->rank - 1;
     int64_t N = 1;
     cg_poly outer = cg_poly_k(1);
     for (int i = 0; i < x->rank; i++) {
@@ -245,12 +253,12 @@ static int emit_layernorm(cg_ctx *cg, int node)
         else
             N *= x->dims[i].k;
     }
-    float eps = ir_attr_float(n, IR_ATTR_EPSILON, 1e-5f);
-    int vs = n->inputs[1], vb = ir_input(n, 2);
+    float eps = v.eps;
+    int vs = v.scale, vb = v.bias;
     int64_t os = ln_param(cg, node, vs, N, x, axis), ob = vb >= 0 ? ln_param(cg, node, vb, N, x, axis) : -1;
     if (os == -2 || ob == -2)
         return cg->d->status;
-    int vmean = n->noutputs > 1 ? n->outputs[1] : -1, vinv = n->noutputs > 2 ? n->outputs[2] : -1;
+    int vmean = v.mean, vinv = v.inv_std;
     if (vmean >= 0 && cg->loc[vmean].kind == CG_LOC_NONE)
         vmean = -1;
     if (vinv >= 0 && cg->loc[vinv].kind == CG_LOC_NONE)
@@ -262,8 +270,8 @@ static int emit_layernorm(cg_ctx *cg, int node)
     LLVMBuilderRef rb = cg->rb;
     LLVMValueRef null = LLVMConstNull(cg->t_ptr);
     LLVMValueRef ptrs[6] = {
-        cg_value_ptr(cg, rb, cg->run_call, n->inputs[0]),
-        cg_value_ptr(cg, rb, cg->run_call, n->outputs[0]),
+        cg_value_ptr(cg, rb, cg->run_call, v.x),
+        cg_value_ptr(cg, rb, cg->run_call, v.y),
         os >= 0 ? cg_weights_ptr(cg, rb, cg->run_call, os) : cg_value_ptr(cg, rb, cg->run_call, vs),
         vb < 0 ? null : ob >= 0 ? cg_weights_ptr(cg, rb, cg->run_call, ob) : cg_value_ptr(cg, rb, cg->run_call, vb),
         vmean >= 0 ? cg_value_ptr(cg, rb, cg->run_call, vmean) : null,

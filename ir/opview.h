@@ -1,14 +1,14 @@
-/* fused.h: the contracts of the ops only passes create (Linear and Attention,
- * at the end of ops.def).
+/* opview.h: the contracts of the structured ops: Linear and Attention
+ * (which only passes create) and the normalisations.
  *
- * Each fused op has one typed view: its operands by name, its attributes
- * decoded and checked, and what follows from them.  The passes build a node
- * from a filled view (ir_*_spec), and shape inference, the interpreter and
- * both backends read the view (ir_*_of) instead of the node's input slots and
+ * Each has one typed view: its operands by name, its attributes decoded and
+ * checked, and what follows from them.  The passes build a node from a
+ * filled view (ir_*_spec), and shape inference, the interpreter and both
+ * backends read the view (ir_*_of) instead of the node's input slots and
  * attributes.  A new operand or attribute is added here, to the view, its
  * decoder and its spec, and nowhere else. */
-#ifndef VITC_IR_FUSED_H
-#define VITC_IR_FUSED_H
+#ifndef VITC_IR_OPVIEW_H
+#define VITC_IR_OPVIEW_H
 
 #include "ir/ir.h"
 
@@ -62,6 +62,27 @@ ir_dim ir_attention_queries(const ir_graph *g, const ir_attention *a);
  * without a bias.  The bias's dimensions must be static but for the batch. */
 void ir_attention_bias_strides(const ir_graph *g, const ir_attention *a, int64_t nk, int64_t s[3]);
 
+/* The operands and outputs of a normalisation, in the order the node holds them. */
+enum { IR_NORM_X, IR_NORM_SCALE, IR_NORM_BIAS, IR_NORM_NIN };
+enum { IR_NORM_Y, IR_NORM_MEAN, IR_NORM_INV_STD };
+
+/* LayerNormalization: y = (x - mean) / sqrt(var + eps) * scale + bias over
+ * the axes from axis on, with mean and 1 / sqrt(var + eps) as optional
+ * outputs (of type stash). */
+typedef struct {
+    int x, scale;
+    int bias;          /* or -1 */
+    int y;
+    int mean, inv_std; /* optional outputs, or -1 */
+    int64_t axis;      /* as written: below 0 counts from the end (ir_norm_axis) */
+    float eps;
+    ir_dtype stash; /* the type of mean and inv_std */
+} ir_norm;
+
+int ir_norm_of(const ir_node *n, ir_norm *v, char *why, size_t len);
+/* The first normalised axis of an x of rank rank; -1 when out of range. */
+int ir_norm_axis(const ir_norm *v, int rank);
+
 /* A node as the passes make it: op, operands and attributes. */
 typedef struct {
     ir_op op;
@@ -76,10 +97,12 @@ typedef struct {
  * operands dropped, attributes written where they differ from the default). */
 void ir_linear_spec(const ir_linear *v, ir_node_spec *s);
 void ir_attention_spec(const ir_attention *v, ir_node_spec *s);
+void ir_norm_spec(const ir_norm *v, ir_node_spec *s);
 
 /* A view with no optional operands, no activation and unit scales: a start
  * for the builders. */
 ir_linear ir_linear_make(int x, int w, int y);
 ir_attention ir_attention_make(int qkv, int y, int64_t heads, int64_t head_size);
+ir_norm ir_norm_make(int x, int scale, int y, int64_t axis, float eps);
 
 #endif

@@ -1,6 +1,6 @@
-/* fused.c: decoding and building the fused ops' views (fused.h).  The one
- * place that reads a Linear's or an Attention's input slots and attributes. */
-#include "ir/fused.h"
+/* opview.c: decoding and building the structured ops' views (opview.h): the
+ * one place that reads their input slots and attributes. */
+#include "ir/opview.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -57,6 +57,36 @@ int ir_attention_of(const ir_node *n, ir_attention *v, char *why, size_t len)
     v->post_scale = ir_attr_float(n, IR_ATTR_POST_SCALE, 1.0f);
     v->parts = v->q >= 0 ? 2 : 3;
     return 1;
+}
+
+int ir_norm_of(const ir_node *n, ir_norm *v, char *why, size_t len)
+{
+    if (len)
+        why[0] = 0;
+    if (n->op != IR_OP_LAYERNORM || n->ninputs < 2 || n->noutputs < 1)
+        return 0;
+    int64_t stash = ir_attr_int(n, IR_ATTR_STASH_TYPE, 1);
+    int sdt = stash > 0 && stash < 1000 ? ir_dtype_from_onnx((int)stash) : -1;
+    if (sdt < 0 || !ir_dtype_is_float((ir_dtype)sdt)) {
+        snprintf(why, len, "stash_type %lld is not a float type", (long long)stash);
+        return 0;
+    }
+    v->x = n->inputs[IR_NORM_X];
+    v->scale = n->inputs[IR_NORM_SCALE];
+    v->bias = slot(n, IR_NORM_BIAS);
+    v->y = n->outputs[IR_NORM_Y];
+    v->mean = n->noutputs > IR_NORM_MEAN ? n->outputs[IR_NORM_MEAN] : -1;
+    v->inv_std = n->noutputs > IR_NORM_INV_STD ? n->outputs[IR_NORM_INV_STD] : -1;
+    v->axis = ir_attr_int(n, IR_ATTR_AXIS, -1);
+    v->eps = ir_attr_float(n, IR_ATTR_EPSILON, 1e-5f);
+    v->stash = (ir_dtype)sdt;
+    return 1;
+}
+
+int ir_norm_axis(const ir_norm *v, int rank)
+{
+    int64_t a = v->axis < 0 ? v->axis + rank : v->axis;
+    return a >= 0 && a < rank ? (int)a : -1;
 }
 
 ir_dim ir_attention_keys(const ir_graph *g, const ir_attention *a) { return g->values[a->qkv].dims[1]; }
@@ -119,9 +149,28 @@ void ir_attention_spec(const ir_attention *v, ir_node_spec *s)
     s->nattrs = 5;
 }
 
+void ir_norm_spec(const ir_norm *v, ir_node_spec *s)
+{
+    memset(s, 0, sizeof *s);
+    s->op = IR_OP_LAYERNORM;
+    int in[IR_NORM_NIN] = {[IR_NORM_X] = v->x, [IR_NORM_SCALE] = v->scale, [IR_NORM_BIAS] = v->bias};
+    spec_inputs(s, IR_NORM_NIN, in);
+    s->out = v->y;
+    s->attrs[s->nattrs++] = attr_int(IR_ATTR_AXIS, v->axis);
+    s->attrs[s->nattrs++] = attr_float(IR_ATTR_EPSILON, v->eps);
+    if (v->stash != IR_F32)
+        s->attrs[s->nattrs++] = attr_int(IR_ATTR_STASH_TYPE, ir_dtype_onnx_code(v->stash));
+}
+
 ir_linear ir_linear_make(int x, int w, int y)
 {
     return (ir_linear){.x = x, .w = w, .bias = -1, .residual = -1, .y = y, .act = IR_ACT_NONE};
+}
+
+ir_norm ir_norm_make(int x, int scale, int y, int64_t axis, float eps)
+{
+    return (ir_norm){.x = x, .scale = scale, .bias = -1, .y = y, .mean = -1, .inv_std = -1, .axis = axis, .eps = eps,
+                     .stash = IR_F32};
 }
 
 ir_attention ir_attention_make(int qkv, int y, int64_t heads, int64_t head_size)
