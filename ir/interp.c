@@ -370,13 +370,14 @@ static const ik_kernel kernels[IR_OP_COUNT] = {
     [IR_OP_REDUCE_SUM] = ik_reduce,
     [IR_OP_SOFTMAX] = ik_softmax,
     [IR_OP_LAYERNORM] = ik_layernorm,
+    [IR_OP_RMS_NORM] = ik_layernorm,
     [IR_OP_BATCHNORM] = ik_batchnorm,
     [IR_OP_LINEAR] = ik_linear,
     [IR_OP_ATTENTION] = ik_attention,
     [IR_OP_CONSTANT] = NULL,
 };
 /* Every op without a formula has its line above (Constant's NULL included). */
-_Static_assert(IR_OP_COUNT - IR_EW_COUNT == 32, "kernels[]: one entry per op without a formula in elemwise.def");
+_Static_assert(IR_OP_COUNT - IR_EW_COUNT == 33, "kernels[]: one entry per op without a formula in elemwise.def");
 
 static ik_kernel kernel_for(ir_op op)
 {

@@ -517,7 +517,8 @@ static double *expand_f64(ik_ctx *c, const ir_tensor *t, int rank, const int64_t
 }
 
 /* LayerNormalization over the axes [axis, rank): Y, and optionally Mean and
- * InvStdDev (shape dims[:axis] + 1s, dtype from stash_type). */
+ * InvStdDev (shape dims[:axis] + 1s, dtype from stash_type); RMSNormalization
+ * the same with a mean of 0 (and no bias). */
 int ik_layernorm(ik_ctx *c)
 {
     const ir_tensor *X = c->in[IR_NORM_X], *S = c->in[IR_NORM_SCALE], *B = ik_in(c, IR_NORM_BIAS);
@@ -551,7 +552,7 @@ int ik_layernorm(ik_ctx *c)
     for (int64_t o = 0; o < outer && !st; o++) {
         int64_t base = o * inner;
         double mean = 0, var = 0;
-        for (int64_t j = 0; j < inner; j++)
+        for (int64_t j = 0; v.centered && j < inner; j++)
             mean += ir_tensor_get(X, base + j);
         mean /= (double)inner;
         for (int64_t j = 0; j < inner; j++) {

@@ -63,7 +63,7 @@ int ir_norm_of(const ir_node *n, ir_norm *v, char *why, size_t len)
 {
     if (len)
         why[0] = 0;
-    if (n->op != IR_OP_LAYERNORM || n->ninputs < 2 || n->noutputs < 1)
+    if ((n->op != IR_OP_LAYERNORM && n->op != IR_OP_RMS_NORM) || n->ninputs < 2 || n->noutputs < 1)
         return 0;
     int64_t stash = ir_attr_int(n, IR_ATTR_STASH_TYPE, 1);
     int sdt = stash > 0 && stash < 1000 ? ir_dtype_from_onnx((int)stash) : -1;
@@ -80,6 +80,7 @@ int ir_norm_of(const ir_node *n, ir_norm *v, char *why, size_t len)
     v->axis = ir_attr_int(n, IR_ATTR_AXIS, -1);
     v->eps = ir_attr_float(n, IR_ATTR_EPSILON, 1e-5f);
     v->stash = (ir_dtype)sdt;
+    v->centered = n->op == IR_OP_LAYERNORM;
     return 1;
 }
 
@@ -152,7 +153,7 @@ void ir_attention_spec(const ir_attention *v, ir_node_spec *s)
 void ir_norm_spec(const ir_norm *v, ir_node_spec *s)
 {
     memset(s, 0, sizeof *s);
-    s->op = IR_OP_LAYERNORM;
+    s->op = v->centered ? IR_OP_LAYERNORM : IR_OP_RMS_NORM;
     int in[IR_NORM_NIN] = {[IR_NORM_X] = v->x, [IR_NORM_SCALE] = v->scale, [IR_NORM_BIAS] = v->bias};
     spec_inputs(s, IR_NORM_NIN, in);
     s->out = v->y;
@@ -167,10 +168,10 @@ ir_linear ir_linear_make(int x, int w, int y)
     return (ir_linear){.x = x, .w = w, .bias = -1, .residual = -1, .y = y, .act = IR_ACT_NONE};
 }
 
-ir_norm ir_norm_make(int x, int scale, int y, int64_t axis, float eps)
+ir_norm ir_norm_make(int x, int scale, int y, int64_t axis, float eps, int centered)
 {
     return (ir_norm){.x = x, .scale = scale, .bias = -1, .y = y, .mean = -1, .inv_std = -1, .axis = axis, .eps = eps,
-                     .stash = IR_F32};
+                     .stash = IR_F32, .centered = centered};
 }
 
 ir_attention ir_attention_make(int qkv, int y, int64_t heads, int64_t head_size)

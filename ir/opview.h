@@ -68,7 +68,9 @@ enum { IR_NORM_Y, IR_NORM_MEAN, IR_NORM_INV_STD };
 
 /* LayerNormalization: y = (x - mean) / sqrt(var + eps) * scale + bias over
  * the axes from axis on, with mean and 1 / sqrt(var + eps) as optional
- * outputs (of type stash). */
+ * outputs (of type stash).  RMSNormalization (centered 0): the same without
+ * the mean, y = x / sqrt(mean(x^2) + eps) * scale, with no bias and no
+ * statistics outputs. */
 typedef struct {
     int x, scale;
     int bias;          /* or -1 */
@@ -77,6 +79,7 @@ typedef struct {
     int64_t axis;      /* as written: below 0 counts from the end (ir_norm_axis) */
     float eps;
     ir_dtype stash; /* the type of mean and inv_std */
+    int centered;   /* 1: x - mean is normalised (LayerNorm); 0: x itself (RMSNorm) */
 } ir_norm;
 
 int ir_norm_of(const ir_node *n, ir_norm *v, char *why, size_t len);
@@ -103,6 +106,6 @@ void ir_norm_spec(const ir_norm *v, ir_node_spec *s);
  * for the builders. */
 ir_linear ir_linear_make(int x, int w, int y);
 ir_attention ir_attention_make(int qkv, int y, int64_t heads, int64_t head_size);
-ir_norm ir_norm_make(int x, int scale, int y, int64_t axis, float eps);
+ir_norm ir_norm_make(int x, int scale, int y, int64_t axis, float eps, int centered);
 
 #endif

@@ -992,7 +992,9 @@ static int infer_einsum(ctx *c)
     return VITC_OK;
 }
 
-static int infer_layernorm(ctx *c)
+/* LayerNormalization, RMSNormalization: Y shaped like X; LayerNorm's Mean and
+ * InvStdDev [dims before axis, then 1s] of the stash type. */
+static int infer_norm(ctx *c)
 {
     ir_norm v;
     char why[160];
@@ -1123,7 +1125,8 @@ static int (*const rules[IR_OP_COUNT])(ctx *c) = {
     [IR_OP_FLATTEN] = infer_flatten,
     [IR_OP_CONV] = infer_conv,
     [IR_OP_EINSUM] = infer_einsum,
-    [IR_OP_LAYERNORM] = infer_layernorm,
+    [IR_OP_LAYERNORM] = infer_norm,
+    [IR_OP_RMS_NORM] = infer_norm,
     [IR_OP_LINEAR] = infer_linear,
     [IR_OP_ATTENTION] = infer_attention,
     [IR_OP_SOFTMAX] = infer_same,
@@ -1136,7 +1139,7 @@ static int (*const rules[IR_OP_COUNT])(ctx *c) = {
     [IR_OP_CAST_LIKE] = NULL,
     [IR_OP_CLIP] = NULL,
 };
-_Static_assert(IR_OP_COUNT - IR_EW_COUNT == 32, "rules[]: one line per op without a formula in elemwise.def");
+_Static_assert(IR_OP_COUNT - IR_EW_COUNT == 33, "rules[]: one line per op without a formula in elemwise.def");
 
 static int infer_node(ctx *c)
 {

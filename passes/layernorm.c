@@ -1,10 +1,13 @@
-/* layernorm.c: fuse-layernorm, the decomposed LayerNorm of TorchScript
- * exports at opset < 17 becomes one LayerNormalization node, which keeps its
- * epsilon and its axis.  (From opset 17 the exporters emit
- * LayerNormalization themselves; it is kept as it is.)
+/* layernorm.c: fuse-layernorm, the decomposed normalisations become one node
+ * that keeps their epsilon and axis: LayerNorm as TorchScript exports it at
+ * opset < 17 (from opset 17 the exporters emit LayerNormalization
+ * themselves), then RMSNorm (EVA02, SwiGLU ViTs, T5-style layers) as every
+ * exporter writes it before opset 23's RMSNormalization.
  *
- * The anchor is the ReduceMean computing the mean; a ReduceMean that no
- * Sub(x, mean) reads (a mean-pool) is not a candidate. */
+ * The LayerNorm rule's anchor is the ReduceMean computing the mean; a
+ * ReduceMean that no Sub(x, mean) reads (a mean-pool) is not a candidate.
+ * The RMSNorm rule's is the ReduceMean of the squares, and runs once every
+ * LayerNorm has fused, so that it never takes a LayerNorm's tail. */
 #include "passes/rewrite.h"
 
 #include <stdlib.h>
@@ -15,6 +18,13 @@ typedef struct {
     int x, axis, gamma, beta;
     double eps;
 } ln_match;
+
+/* What the explanations call the parts of each normalisation. */
+typedef struct {
+    const char *var, *sd;
+} norm_words;
+static const norm_words ln_words = {"the variance", "the standard deviation"};
+static const norm_words rms_words = {"the mean of squares", "the root mean square"};
 
 /* Axes of a ReduceMean (attribute or input) as the first of a trailing
  * range [axis, rank); -1 with the axes in text otherwise. */
@@ -82,6 +92,60 @@ static int affine_const(const ir_graph *g, int c, const ir_value *x, int axis)
     return 1;
 }
 
+#define MISS(...) return (snprintf(why, nwhy, __VA_ARGS__), -1)
+
+/* From the mean of squares of d (m->var) on, for both normalisations:
+ * Add(Mul(Div(d, Sqrt(Add(var, eps))), gamma), beta), the Mul and Add
+ * optional.  m->norm, when set, is the division the caller found; else it is
+ * the reader of d that divides it by the square root. */
+static int match_tail(const ir_graph *g, ln_match *m, int d, const norm_words *w, char *why, size_t nwhy)
+{
+    const ir_value *xv = &g->values[m->x];
+    const ir_node *after = rw_only_user(g, m->var->outputs[0]);
+    if (after && after->op == IR_OP_SQRT) {
+        const ir_node *add = rw_only_user(g, after->outputs[0]);
+        if (add && add->op == IR_OP_ADD)
+            MISS("epsilon is added after the square root (sqrt(var) + eps), not inside it");
+        MISS("there is no epsilon added to %s", w->var);
+    }
+    int var;
+    if (!after || !pat_plus(g, after->outputs[0], &var, &m->eps) || var != m->var->outputs[0])
+        MISS("%s is not followed by Add of a constant epsilon", w->var);
+    m->add_eps = after;
+    if (!(m->sqrt = only(g, after->outputs[0], IR_OP_SQRT, IR_OP_SQRT)))
+        MISS("var + eps is not followed by Sqrt");
+    int s = m->sqrt->outputs[0], num, den;
+    if (!m->norm) {
+        const ir_node *users[8];
+        int nu = rw_users(g, d, users, 8);
+        for (int i = 0; i < nu && i < 8 && !m->norm; i++)
+            if (pat_divide(g, users[i]->outputs[0], &num, &den) && num == d && den == s)
+                m->norm = users[i];
+        if (!m->norm)
+            MISS("x is not divided by %s", w->sd);
+    }
+    if (!pat_divide(g, m->norm->outputs[0], &num, &den) || num != d || den != s)
+        MISS(m->norm->op == IR_OP_DIV ? "x - mean is divided by something other than the standard deviation"
+                                      : "x - mean is multiplied by something other than 1 / standard deviation");
+    if (rw_uses(g, s) != 1)
+        MISS("%s has other readers", w->sd);
+    int y = m->norm->outputs[0], c;
+    const ir_node *u = rw_only_user(g, y);
+    if (u && pat_with(g, u->outputs[0], IR_OP_MUL, y, &c) && affine_const(g, c, xv, m->axis)) {
+        m->mul = u;
+        m->gamma = c;
+        y = u->outputs[0];
+        u = rw_only_user(g, y);
+    }
+    if (u && pat_with(g, u->outputs[0], IR_OP_ADD, y, &c) && affine_const(g, c, xv, m->axis)) {
+        m->add = u;
+        m->beta = c;
+    }
+    return 1;
+}
+
+#undef MISS
+
 /* layernorm = Add(Mul(Div(d, Sqrt(Add(ReduceMean(Pow(d, 2)), eps))), gamma), beta)
  *   d = Sub(x, ReduceMean(x))
  * Pow(d, 2) may be Mul(d, d); Div(d, s) may be Mul(d, Reciprocal(s)); Mul by
@@ -136,40 +200,42 @@ static int match(const ir_graph *g, const ir_node *mean, void *bind, char *why, 
     if (trailing_axis(g, m->var, xv->rank, axes2, sizeof axes2) != m->axis ||
         ir_attr_int(m->var, IR_ATTR_KEEPDIMS, 1) != 1)
         MISS("the variance is over axes %s, the mean over %s", axes2, axes);
-    const ir_node *after = rw_only_user(g, m->var->outputs[0]);
-    if (after && after->op == IR_OP_SQRT) {
-        const ir_node *add = rw_only_user(g, after->outputs[0]);
-        if (add && add->op == IR_OP_ADD)
-            MISS("epsilon is added after the square root (sqrt(var) + eps), not inside it");
-        MISS("there is no epsilon added to the variance");
-    }
-    int var;
-    if (!after || !pat_plus(g, after->outputs[0], &var, &m->eps) || var != m->var->outputs[0])
-        MISS("the variance is not followed by Add of a constant epsilon");
-    m->add_eps = after;
-    if (!(m->sqrt = only(g, after->outputs[0], IR_OP_SQRT, IR_OP_SQRT)))
-        MISS("var + eps is not followed by Sqrt");
-    int s = m->sqrt->outputs[0], num, den;
-    if (!pat_divide(g, m->norm->outputs[0], &num, &den) || num != d || den != s)
-        MISS(m->norm->op == IR_OP_DIV ? "x - mean is divided by something other than the standard deviation"
-                                      : "x - mean is multiplied by something other than 1 / standard deviation");
-    if (rw_uses(g, s) != 1)
-        MISS("the standard deviation has other readers");
-    int y = m->norm->outputs[0], c;
-    const ir_node *u = rw_only_user(g, y);
-    if (u && pat_with(g, u->outputs[0], IR_OP_MUL, y, &c) && affine_const(g, c, xv, m->axis)) {
-        m->mul = u;
-        m->gamma = c;
-        y = u->outputs[0];
-        u = rw_only_user(g, y);
-    }
-    if (u && pat_with(g, u->outputs[0], IR_OP_ADD, y, &c) && affine_const(g, c, xv, m->axis)) {
-        m->add = u;
-        m->beta = c;
-    }
-#undef MISS
+    return match_tail(g, m, d, &ln_words, why, nwhy);
+}
+
+/* rmsnorm = Mul(Div(x, Sqrt(Add(ReduceMean(Pow(x, 2)), eps))), gamma)
+ * Pow(x, 2) may be Mul(x, x); Div(x, s) may be Mul(x, Reciprocal(s)); the
+ * Mul by gamma takes either operand order and is optional.  x may have other
+ * readers (it is the residual stream). */
+static int match_rms(const ir_graph *g, const ir_node *var, void *bind, char *why, size_t nwhy)
+{
+    ln_match *m = bind;
+    m->gamma = m->beta = -1;
+    m->var = var;
+    if (!(m->square = pat_square(g, var->inputs[0], &m->x)))
+        return 0; /* not a mean of squares */
+    const ir_node *p = rw_def(g, m->x, IR_OP_SUB), *mean = p ? rw_def(g, p->inputs[1], IR_OP_REDUCE_MEAN) : NULL;
+    if (mean && mean->inputs[0] == p->inputs[0])
+        return 0; /* x - mean(x): a LayerNorm, explained by its own rule */
+    const ir_value *xv = &g->values[m->x];
+    char axes[96];
+    if (xv->dtype != IR_F32)
+        MISS("only float32 normalisations are fused, this one is %s", ir_dtype_name(xv->dtype));
+    if ((m->axis = trailing_axis(g, var, xv->rank, axes, sizeof axes)) < 0)
+        MISS("the mean of squares is over axes %s, not the trailing axes of a rank-%d input", axes, xv->rank);
+    for (int i = m->axis; i < xv->rank; i++)
+        if (xv->dims[i].e && xv->dims[i].k)
+            MISS("the normalised axes include the batch");
+    if (ir_attr_int(var, IR_ATTR_KEEPDIMS, 1) != 1)
+        MISS("the mean of squares has keepdims=0");
+    if (match_tail(g, m, m->x, &rms_words, why, nwhy) != 1)
+        return -1;
+    if (m->add)
+        m->add = NULL, m->beta = -1; /* RMSNorm has no bias: the Add stays */
     return 1;
 }
+
+#undef MISS
 
 /* A constant of shape x.dims[axis:] with c's data (ones when c < 0). */
 static int param(ir_graph *g, int c, const ir_value *x, int axis, const char *name, const char *suffix)
@@ -194,22 +260,30 @@ static int param(ir_graph *g, int c, const ir_value *x, int axis, const char *na
 static int rewrite(ir_graph *g, int ni, const void *mv)
 {
     const ln_match *m = mv;
-    (void)ni; /* the anchor (the mean) is one of the nodes replaced */
+    (void)ni; /* the anchor (a mean) is one of the nodes replaced */
     const ir_node *root = m->add ? m->add : m->mul ? m->mul : m->norm;
     int ri = rw_index(g, root), out = root->outputs[0];
-    const char *name = rw_fused_name(g, m->mean, root);
+    const char *name = rw_fused_name(g, m->mean ? m->mean : m->square, root);
     const ir_value xv = g->values[m->x];
+    int centered = m->sub != NULL;
     ir_norm v = ir_norm_make(m->x, param(g, m->gamma, &xv, m->axis, name, "/scale"), out, m->axis - xv.rank,
-                             (float)m->eps);
+                             (float)m->eps, centered);
     ir_node_spec spec;
     if (v.scale < 0 || (m->beta >= 0 && (v.bias = param(g, m->beta, &xv, m->axis, name, "/bias")) < 0))
         return -1;
     ir_norm_spec(&v, &spec);
-    return rw_set_spec(g, ri, name, "LayerNorm(decomposed)", &spec);
+    return rw_set_spec(g, ri, name, centered ? "LayerNorm(decomposed)" : "RMSNorm(decomposed)", &spec);
 }
 
-static const rw_rule rules[] = {
+static const rw_rule ln_rules[] = {
     {.name = "layernorm", .anchor = IR_OP_REDUCE_MEAN, .size = sizeof(ln_match), .match = match, .rewrite = rewrite},
 };
+static const rw_rule rms_rules[] = {
+    {.name = "rmsnorm", .anchor = IR_OP_REDUCE_MEAN, .size = sizeof(ln_match), .match = match_rms, .rewrite = rewrite},
+};
 
-int pass_fuse_layernorm(ir_graph *g, vitc_diag *d) { return RW_APPLY(g, rules, d); }
+int pass_fuse_layernorm(ir_graph *g, vitc_diag *d)
+{
+    int st = RW_APPLY(g, ln_rules, d);
+    return st ? st : RW_APPLY(g, rms_rules, d);
+}

@@ -175,6 +175,8 @@ static const op_row rows[] = {
     {"Softmax/axis1", IR_OP_SOFTMAX, IN1(X(-1, 5, 6)), AT1(AI(AXIS, 1))},
     {"LayerNorm", IR_OP_LAYERNORM, IN3(X(-1, 5, 16), W(16), W(16)), AT1(AF(EPSILON, 1e-5f))},
     {"LayerNorm/axis1", IR_OP_LAYERNORM, IN3(X(-1, 5, 6), W(5, 6), W(5, 6)), AT2(AI(AXIS, 1), AF(EPSILON, 1e-3f))},
+    {"RMSNorm", IR_OP_RMS_NORM, IN2(X(-1, 5, 16), W(16)), AT1(AF(EPSILON, 1e-6f))},
+    {"RMSNorm/axis1", IR_OP_RMS_NORM, IN2(X(-1, 5, 6), W(5, 6)), AT2(AI(AXIS, 1), AF(EPSILON, 1e-3f))},
     {"ReduceMean", IR_OP_REDUCE_MEAN, IN1(X(-1, 5, 6)), AT1(AIS(AXES, -1))},
     {"ReduceMean/all", IR_OP_REDUCE_MEAN, IN1(X(-1, 5, 6))},
     {"ReduceSum", IR_OP_REDUCE_SUM, IN1(X(-1, 5, 6)), AT2(AIS(AXES, 1), AI(KEEPDIMS, 0))},

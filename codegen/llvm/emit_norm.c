@@ -75,7 +75,8 @@ int cg_norm_supports(const ir_graph *g, const ir_node *n, char *why, size_t len)
             return 0;
         }
         return 1;
-    case IR_OP_LAYERNORM: {
+    case IR_OP_LAYERNORM:
+    case IR_OP_RMS_NORM: {
         ir_norm v;
         if (!ir_norm_of(n, &v, why, len))
             return 0;
@@ -104,7 +105,7 @@ int cg_norm_supports(const ir_graph *g, const ir_node *n, char *why, size_t len)
             if (ok && p->kind == IR_VAL_CONST)
                 ok = ir_value_is_plain_const(g, params[k]);
             if (!ok) {
-                snprintf(why, len, "LayerNormalization's %s must be f32 and broadcast to the normalised shape",
+                snprintf(why, len, "%s's %s must be f32 and broadcast to the normalised shape", ir_op_name(n->op),
                          k == 0 ? "scale" : "bias");
                 return 0;
             }
@@ -234,7 +235,7 @@ static int64_t ln_param(cg_ctx *cg, int node, int v, int64_t N, const ir_value *
     return off;
 }
 
-static int emit_layernorm(cg_ctx *cg, int node)
+static int emit_normalization(cg_ctx *cg, int node)
 {
     const ir_node *n = &cg->g->nodes[node];
     ir_norm v;
@@ -265,8 +266,9 @@ static int emit_layernorm(cg_ctx *cg, int node)
         vinv = -1;
 
     char label[200], key[256] = "";
-    snprintf(label, sizeof label, "LayerNormalization %s", n->name);
-    cg_key_add(key, sizeof key, "layernorm|%lld|%a|%d%d%d", (long long)N, (double)eps, vb >= 0, vmean >= 0, vinv >= 0);
+    snprintf(label, sizeof label, "%s %s", ir_op_name(n->op), n->name);
+    cg_key_add(key, sizeof key, "%s|%lld|%a|%d%d%d", v.centered ? "layernorm" : "rmsnorm", (long long)N, (double)eps,
+               vb >= 0, vmean >= 0, vinv >= 0);
     LLVMBuilderRef rb = cg->rb;
     LLVMValueRef null = LLVMConstNull(cg->t_ptr);
     LLVMValueRef ptrs[6] = {
@@ -294,12 +296,15 @@ static int emit_layernorm(cg_ctx *cg, int node)
     cg_loop_begin(cg, b, &lt, LLVMGetParam(fn, 1), LLVMGetParam(fn, 2));
     LLVMValueRef base = LLVMBuildMul(b, lt.iv, NN, "");
     LLVMValueRef px = cg_gep(cg, b, f, vin, base), py = cg_gep(cg, b, f, vout, base);
-    LLVMBuildStore(b, LLVMConstReal(f, 0), acc);
-    cg_loop_begin(cg, b, &lj, cg_i64(cg, 0), NN);
-    LLVMBuildStore(b, cg_fadd_reassoc(b, LLVMBuildLoad2(b, f, acc, ""),
-                                      LLVMBuildLoad2(b, f, cg_gep(cg, b, f, px, lj.iv), "")), acc);
-    cg_loop_end(cg, b, &lj);
-    LLVMValueRef mean = LLVMBuildFMul(b, LLVMBuildLoad2(b, f, acc, ""), rN, "mean");
+    LLVMValueRef mean = LLVMConstReal(f, 0); /* RMSNorm: x itself */
+    if (v.centered) {
+        LLVMBuildStore(b, LLVMConstReal(f, 0), acc);
+        cg_loop_begin(cg, b, &lj, cg_i64(cg, 0), NN);
+        LLVMBuildStore(b, cg_fadd_reassoc(b, LLVMBuildLoad2(b, f, acc, ""),
+                                          LLVMBuildLoad2(b, f, cg_gep(cg, b, f, px, lj.iv), "")), acc);
+        cg_loop_end(cg, b, &lj);
+        mean = LLVMBuildFMul(b, LLVMBuildLoad2(b, f, acc, ""), rN, "mean");
+    }
     LLVMBuildStore(b, LLVMConstReal(f, 0), acc);
     cg_loop_begin(cg, b, &lj, cg_i64(cg, 0), NN);
     {
@@ -423,7 +428,8 @@ int cg_emit_norm(cg_ctx *cg, int node)
 {
     switch (cg->g->nodes[node].op) {
     case IR_OP_SOFTMAX: return emit_softmax(cg, node);
-    case IR_OP_LAYERNORM: return emit_layernorm(cg, node);
+    case IR_OP_LAYERNORM:
+    case IR_OP_RMS_NORM: return emit_normalization(cg, node);
     default: return emit_reduce(cg, node);
     }
 }

@@ -152,6 +152,20 @@ def layernorm(g, x, *, axes=(-1,), eps_inside=True, reciprocal=False):
     return g.op("Add", [n, g.const(0.1 * rng.standard_normal(C))], "ln/Add_1")
 
 
+def rmsnorm(g, x, *, reciprocal=False, eps=True, gamma=True):
+    """RMSNorm as the exporters write it before opset 23: x * rsqrt(mean(x^2) + eps) * gamma."""
+    sq = g.op("Mul", [x, x], "rms/Square") if reciprocal else g.op("Pow", [x, g.const(np.float32(2))], "rms/Pow")
+    ms = g.op("ReduceMean", [sq], "rms/ReduceMean", axes=[-1])
+    if eps:
+        ms = g.op("Add", [ms, g.const(np.float32(1e-6))], "rms/Add")
+    rms = g.op("Sqrt", [ms], "rms/Sqrt")
+    if reciprocal:
+        n = g.op("Mul", [x, g.op("Reciprocal", [rms], "rms/Reciprocal")], "rms/Mul_r")
+    else:
+        n = g.op("Div", [x, rms], "rms/Div")
+    return g.op("Mul", [g.const(1 + 0.1 * rng.standard_normal(C)), n], "rms/Mul") if gamma else n
+
+
 def gelu(g, x, *, divisor=np.sqrt(2), tanh=False):
     if tanh:
         cube = g.op("Pow", [x, g.const(np.float32(3))], "act/Pow")
@@ -259,6 +273,20 @@ def main():
     g = Graph()
     save("attention_pool_cross.onnx", g.model(attention_pool(g, "x"), tok, ["B", 1, C]),
          "Attention=1 Softmax=0 MatMul=0 Linear=2", "-")
+
+    # ---- RMSNorm: x also feeds the residual Add, as in a pre-norm block ----
+    g = Graph()
+    save("rmsnorm_residual.onnx", g.model(g.op("Add", [rmsnorm(g, "x"), "x"], "residual/Add"), tok, tok),
+         "RMSNormalization=1 ReduceMean=0 Pow=0 Sqrt=0 Div=0 Add=1", "-")
+    g = Graph()
+    save("rmsnorm_reciprocal_no_gamma.onnx", g.model(rmsnorm(g, "x", reciprocal=True, gamma=False), tok, tok),
+         "RMSNormalization=1 ReduceMean=0 Reciprocal=0 Mul=0", "-")
+    g = Graph()
+    y = g.op("RMSNormalization", ["x", g.const(1 + 0.1 * rng.standard_normal(C))], "rms/RMSNormalization", epsilon=1e-6)
+    save("rmsnorm_opset23.onnx", g.model(y, tok, tok, opset=23), "RMSNormalization=1", "-")
+    g = Graph()
+    save("near_rmsnorm_no_epsilon.onnx", g.model(rmsnorm(g, "x", eps=False), tok, tok),
+         "RMSNormalization=0 Sqrt=1", "there is no epsilon added to the mean of squares")
 
     with open(os.path.join(HERE, "EXPECT.tsv"), "w") as f:
         f.write("# file\top counts after the passes\texplanation fragment (- : none)\n")
