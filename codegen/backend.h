@@ -1,5 +1,5 @@
 /* backend.h: the interface a code generator fills in, and the shared driver
- * that runs it (codegen/driver.c).
+ * that runs it (codegen/compile.c).
  *
  * A backend is a cg_backend vtable filled with designated initializers; the
  * LLVM CPU backend and the NVRTC CUDA backend are two instances.  The driver
@@ -101,7 +101,7 @@ int cg_compile(const cg_backend *be, ir_graph *g, const cg_options *opt, vitc_di
 /* Both always exist: in a vitc built without one (-DVITC_LLVM=OFF,
  * -DVITC_CUDA=OFF) it is a stand-in whose every node is unsupported, so that
  * cg_compile fails with VITC_BAD_INPUT saying how vitc was built
- * (codegen/driver.c). */
+ * (codegen/compile.c). */
 extern const cg_backend cg_llvm_backend; /* "cpu": VITC_HAVE_LLVM */
 extern const cg_backend cg_cuda_backend; /* "cuda": VITC_HAVE_CUDA */
 

@@ -1,6 +1,6 @@
 /* explain.c: the record behind --explain-fusion.
  *
- * The rewrite driver (driver.c) calls rw_hit() when a rule fused and
+ * The rewrite driver (apply.c) calls rw_hit() when a rule fused and
  * rw_miss() with the first condition that failed when a candidate did not
  * (what the rule's match function said).  The pipeline makes one
  * collector active around each pass; without one both calls do nothing.  A

@@ -1,14 +1,20 @@
-/* fold.c: known shape values as constants, and dead-code elimination.
+/* fold.c: fold, the compile-time evaluator of the pipeline.
  *
- * Shape inference already knows the values of the small integer tensors that
- * torch exports compute from Shape at run time (Shape -> Gather -> Unsqueeze ->
- * Concat -> Reshape), with the batch in them where they depend on it.
- * fold_known_inputs (one half of the fold pass, constfold.c) replaces a node's
- * reads of such a tensor by a constant: a plain one when its values are
- * numbers, or a batch-dependent one (symval entries k * B^e, evaluated when
- * the batch is known) otherwise.  The chains that computed them then have no
- * users, and dce removes them. */
+ * Shape inference (ir/shape.c) already knows every small value computable at
+ * compile time: integers with the batch in them (symval: Shape -> Gather ->
+ * Concat ... of torch exports, the batch kept as k * B^e), and the numbers of
+ * any small node whose inputs are known numbers, evaluated by the reference
+ * interpreter (truncating integer Div, Cast, Pow, Ceil ...).  This pass makes
+ * them constants, in one walk in graph order: a node's reads of known values
+ * become constants (fold_known_inputs), then a node whose inputs are
+ * all constants that do not depend on the batch is run by the interpreter and
+ * its outputs become constants, whatever their size (up to MAX_FOLD_BYTES):
+ * torchvision's run-time attention scale (Shape -> Slice -> Cast -> Sqrt ->
+ * Div), the weights exporters derive from initializers (Transpose, Cast,
+ * Reshape of a weight), a position table interpolated by Resize. */
 #include "passes/rewrite.h"
+
+#include "ir/interp.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -80,44 +86,88 @@ int *fold_repl_new(const ir_graph *g, vitc_diag *d)
     return repl;
 }
 
-int pass_dce(ir_graph *g, vitc_diag *d)
+enum { MAX_FOLD_BYTES = 64 << 20 }; /* results larger than this stay computed at run time */
+
+static int foldable(const ir_graph *g, const ir_node *n)
 {
-    unsigned char *live = calloc((size_t)g->nvalues + 1, 1);
-    if (!live)
-        return vitc_error(d, VITC_INTERNAL, NULL, "out of memory");
-    for (int i = 0; i < g->noutputs; i++)
-        if (g->outputs[i] >= 0)
-            live[g->outputs[i]] = 1;
-    unsigned char *keep = calloc((size_t)g->nnodes + 1, 1);
-    if (!keep) {
-        free(live);
-        return vitc_error(d, VITC_INTERNAL, NULL, "out of memory");
-    }
-    for (int i = g->nnodes - 1; i >= 0; i--) {
-        const ir_node *n = &g->nodes[i];
-        for (int k = 0; k < n->noutputs && !keep[i]; k++)
-            keep[i] = n->outputs[k] >= 0 && live[n->outputs[k]];
-        if (!keep[i])
+    if ((ir_op_table[n->op].flags & OPF_FUSED) || n->op == IR_OP_CONSTANT || n->ninputs == 0)
+        return 0;
+    for (int k = 0; k < n->ninputs; k++)
+        if (n->inputs[k] >= 0 && !rw_is_const(g, n->inputs[k]))
+            return 0;
+    for (int k = 0; k < n->noutputs; k++) {
+        int v = n->outputs[k];
+        if (v < 0)
             continue;
-        for (int k = 0; k < n->ninputs; k++)
-            if (n->inputs[k] >= 0)
-                live[n->inputs[k]] = 1;
+        int64_t numel = rw_numel(&g->values[v]);
+        if (rw_is_graph_output(g, v) || numel < 0 ||
+            numel * (int64_t)ir_dtype_size(g->values[v].dtype) > MAX_FOLD_BYTES)
+            return 0;
     }
-    for (int i = 0; i < g->nvalues; i++)
-        if (g->values[i].kind == IR_VAL_NODE)
-            g->values[i].producer = -1;
-    int w = 0;
+    return ir_interp_supports(g, n);
+}
+
+/* Folds node i; 1 if it did, 0 if it left it, or a negative status. */
+static int fold(ir_graph *g, int i, vitc_diag *d)
+{
+    const ir_node *n = &g->nodes[i];
+    ir_tensor in[n->ninputs + 1], out[n->noutputs + 1];
+    memset(in, 0, sizeof in);
+    for (int k = 0; k < n->ninputs; k++) {
+        int v = n->inputs[k];
+        if (v < 0)
+            continue;
+        const ir_value *c = &g->values[v];
+        in[k].dtype = c->dtype;
+        in[k].rank = c->rank;
+        rw_static_dims(c, in[k].dims);
+        in[k].data = c->data;
+        if (ir_tensor_nbytes(&in[k]) != c->nbytes)
+            return 0;
+    }
+    /* A failure (a malformed constant computation) is left for run time to
+     * report with the same message; folding is only an optimisation. */
+    if (ir_interp_eval(g, n, in, out))
+        return 0;
+    int made[n->noutputs + 1];
+    for (int k = 0; k < n->noutputs; k++) {
+        made[k] = -1;
+        int v = n->outputs[k];
+        if (v < 0)
+            continue;
+        made[k] = ir_add_const(g, g->values[v].name, out[k].dtype, out[k].rank, out[k].dims, out[k].data, ir_tensor_nbytes(&out[k]));
+        n = &g->nodes[i];
+        if (made[k] < 0)
+            break;
+    }
+    for (int k = 0; k < n->noutputs; k++)
+        ir_tensor_free(&out[k]);
+    for (int k = 0; k < n->noutputs; k++)
+        if (made[k] < 0 && n->outputs[k] >= 0)
+            return -vitc_error(d, VITC_INTERNAL, n, "out of memory while folding");
+    for (int k = 0; k < n->noutputs; k++)
+        if (n->outputs[k] >= 0)
+            rw_replace_uses(g, n->outputs[k], made[k]);
+    return 1;
+}
+
+int pass_fold(ir_graph *g, vitc_diag *d)
+{
+    int nv = g->nvalues, changed = 0, *repl = fold_repl_new(g, d);
+    if (!repl)
+        return VITC_INTERNAL;
     for (int i = 0; i < g->nnodes; i++) {
-        if (!keep[i])
+        fold_known_inputs(g, i, repl, nv);
+        if (!foldable(g, &g->nodes[i]))
             continue;
-        g->nodes[w] = g->nodes[i];
-        for (int k = 0; k < g->nodes[w].noutputs; k++)
-            if (g->nodes[w].outputs[k] >= 0)
-                g->values[g->nodes[w].outputs[k]].producer = w;
-        w++;
+        int r = fold(g, i, d);
+        if (r < 0) {
+            free(repl);
+            return -r;
+        }
+        changed |= r;
     }
-    g->nnodes = w;
-    free(live);
-    free(keep);
-    return VITC_OK;
+    free(repl);
+    /* the chains that computed known values are left without readers */
+    return changed ? rw_finish(g, d) : pass_dce(g, d);
 }

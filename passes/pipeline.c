@@ -13,7 +13,7 @@ static const pass_def pipeline[] = {
     {"fuse-linear", pass_fuse_linear},       /* MatMul/Gemm with a constant weight (+ bias) -> Linear */
     {"fold-batchnorm", pass_fold_batchnorm}, /* BatchNormalization -> a Linear's weights, or scale/shift */
     /* fusions */
-    {"fuse-layernorm", pass_fuse_layernorm}, /* decomposed LayerNorm -> LayerNormalization */
+    {"fuse-layernorm", pass_fuse_layernorm}, /* decomposed LayerNorm and RMSNorm -> one node each */
     {"fuse-gelu", pass_fuse_gelu},           /* erf and tanh GELU -> Gelu */
     {"sink-views", pass_simplify},           /* row permutations through Linears, so QKV is one tensor */
     {"merge-qkv", pass_merge_qkv},           /* separate Q, K, V Linears on one input -> one Linear */

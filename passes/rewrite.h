@@ -5,7 +5,7 @@
  *   place (so it keeps the root's output value, and with it the graph
  *   output's name); new nodes are appended and rw_finish() puts the graph
  *   back in order (dead nodes removed, topological order, shapes inferred).
- * - Rules (driver.c): a pattern pass is a list of rules {anchor op, match,
+ * - Rules (apply.c): a pattern pass is a list of rules {anchor op, match,
  *   rewrite} that rw_apply() runs to a fixed point, keeping the explain
  *   record and cleaning up; pattern.c is the arithmetic vocabulary rules
  *   match with (operand order, grouping of products, Div as Mul).
@@ -35,7 +35,7 @@ int rw_is_graph_output(const ir_graph *g, int v);
 const ir_node *rw_only_user(const ir_graph *g, int v);
 /* Up to max nodes reading v (each once); returns the count of such nodes. */
 int rw_users(const ir_graph *g, int v, const ir_node **users, int max);
-/* The fold pass's halves (fold.c): repl maps each of the first nv values to
+/* The fold pass's parts (fold.c): repl maps each of the first nv values to
  * the constant made for it (-1: none yet; fold_repl_new gives it, or NULL
  * after reporting); fold_known_inputs makes node i read constants where it
  * read a tensor whose values shape inference knows (symval). */
@@ -107,7 +107,7 @@ ir_attr rw_attr_int(ir_attr_id id, int64_t v);
 ir_attr rw_attr_float(ir_attr_id id, float v);
 ir_attr rw_attr_ints(ir_graph *g, ir_attr_id id, int n, const int64_t *v);
 
-/* ---- rules and the driver (driver.c) ----
+/* ---- rules and the driver (apply.c) ----
  * A pass that rewrites patterns is a list of rules run by rw_apply().  A
  * rule starts at an anchor node; its match function reads the graph and
  * binds what the rewrite needs into the rule's own match struct (`size`

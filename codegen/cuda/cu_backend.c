@@ -1,6 +1,6 @@
 /* cu_backend.c: the CUDA backend instance (codegen/backend.h).
  *
- * The shared driver (codegen/driver.c) runs its slots in phases, each timed
+ * The shared driver (codegen/compile.c) runs its slots in phases, each timed
  * for --verbose:
  *   check     supports() for every node, then the graph's input and output types
  *   plan      views (codegen/plan.c), storage types, the device workspace (cu_plan.c)

@@ -1,6 +1,6 @@
 /* llvm_backend.c: the CPU backend instance (codegen/backend.h).
  *
- * The shared driver (codegen/driver.c) runs its slots in phases, each timed
+ * The shared driver (codegen/compile.c) runs its slots in phases, each timed
  * for --verbose:
  *   check     supports(): every unsupported node reported at once
  *   plan      the target machine, then schedule.c: views (codegen/plan.c),

@@ -1,4 +1,4 @@
-/* driver.c: the one loop that applies rewrite rules (rewrite.h).
+/* apply.c: rw_apply, the one loop that applies rewrite rules (rewrite.h).
  *
  * Every pattern pass is a list of rules; this file owns what they share:
  * the walk over the nodes, the fixed point, the --explain-fusion record (a

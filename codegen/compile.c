@@ -1,4 +1,4 @@
-/* driver.c: cg_compile, which runs a backend's vtable (codegen/backend.h),
+/* compile.c: cg_compile, which runs a backend's vtable (codegen/backend.h),
  * and the stand-ins for backends this vitc was built without.
  *
  * Phases, each timed for --verbose by the slot that ends it:
