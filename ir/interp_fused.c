@@ -24,9 +24,8 @@ int ik_linear(ik_ctx *c)
     if (!ir_dtype_is_float(X->dtype))
         return ik_fail(c, VITC_BAD_INPUT, "Linear takes float tensors, not %s", ir_dtype_name(X->dtype));
     ir_linear v;
-    char why[160];
-    if (!ir_linear_of(c->n, &v, why, sizeof why))
-        return ik_fail(c, VITC_BAD_INPUT, "%s", why);
+    if (ir_linear_get(c->n, &v, c->d))
+        return VITC_BAD_INPUT;
     ir_act act = v.act;
     if (X->rank < 1 || W->rank != 2 || W->dims[0] != X->dims[X->rank - 1]) {
         char a[160], b[160];
@@ -106,9 +105,8 @@ int ik_attention(ik_ctx *c)
     if (!ir_dtype_is_float(X->dtype))
         return ik_fail(c, VITC_BAD_INPUT, "Attention takes float tensors, not %s", ir_dtype_name(X->dtype));
     ir_attention a;
-    char why[160];
-    if (!ir_attention_of(c->n, &a, why, sizeof why))
-        return ik_fail(c, VITC_BAD_INPUT, "%s", why);
+    if (ir_attention_get(c->n, &a, c->d))
+        return VITC_BAD_INPUT;
     int64_t H = a.heads, D = a.head_size, layout = a.layout, P = a.parts;
     double scale = a.scale, post = a.post_scale;
     if (X->rank != 3 || X->dims[2] != P * H * D)

@@ -523,10 +523,9 @@ int ik_layernorm(ik_ctx *c)
 {
     const ir_tensor *X = c->in[IR_NORM_X], *S = c->in[IR_NORM_SCALE], *B = ik_in(c, IR_NORM_BIAS);
     ir_norm v;
-    char why[160];
     int axis, st = float_only(c, X);
-    if (!st && !ir_norm_of(c->n, &v, why, sizeof why))
-        st = ik_fail(c, VITC_BAD_INPUT, "%s", why);
+    if (!st)
+        st = ir_norm_get(c->n, &v, c->d);
     if (st || (st = ik_axis(c, v.axis, X->rank, 0, &axis)))
         return st;
     double eps = v.eps;

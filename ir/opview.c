@@ -90,6 +90,31 @@ int ir_norm_axis(const ir_norm *v, int rank)
     return a >= 0 && a < rank ? (int)a : -1;
 }
 
+static int report(const ir_node *n, vitc_diag *d, int ok, const char *why)
+{
+    if (ok)
+        return VITC_OK;
+    return vitc_error(d, VITC_BAD_INPUT, n, "%s", why[0] ? why : "is not the op its view decodes");
+}
+
+int ir_linear_get(const ir_node *n, ir_linear *v, vitc_diag *d)
+{
+    char why[160];
+    return report(n, d, ir_linear_of(n, v, why, sizeof why), why);
+}
+
+int ir_attention_get(const ir_node *n, ir_attention *v, vitc_diag *d)
+{
+    char why[160];
+    return report(n, d, ir_attention_of(n, v, why, sizeof why), why);
+}
+
+int ir_norm_get(const ir_node *n, ir_norm *v, vitc_diag *d)
+{
+    char why[160];
+    return report(n, d, ir_norm_of(n, v, why, sizeof why), why);
+}
+
 ir_dim ir_attention_keys(const ir_graph *g, const ir_attention *a) { return g->values[a->qkv].dims[1]; }
 
 ir_dim ir_attention_queries(const ir_graph *g, const ir_attention *a)

@@ -51,6 +51,10 @@ typedef struct {
  * is another op (why: empty) or an attribute is out of range (why says which). */
 int ir_linear_of(const ir_node *n, ir_linear *v, char *why, size_t len);
 int ir_attention_of(const ir_node *n, ir_attention *v, char *why, size_t len);
+/* The same for code that runs only on nodes of that op: VITC_OK, or
+ * VITC_BAD_INPUT with the reason reported through d against n. */
+int ir_linear_get(const ir_node *n, ir_linear *v, vitc_diag *d);
+int ir_attention_get(const ir_node *n, ir_attention *v, vitc_diag *d);
 
 /* Key and query counts of an Attention whose operands have their shapes:
  * qkv's tokens, and q's (qkv's for self-attention). */
@@ -83,6 +87,7 @@ typedef struct {
 } ir_norm;
 
 int ir_norm_of(const ir_node *n, ir_norm *v, char *why, size_t len);
+int ir_norm_get(const ir_node *n, ir_norm *v, vitc_diag *d);
 /* The first normalised axis of an x of rank rank; -1 when out of range. */
 int ir_norm_axis(const ir_norm *v, int rank);
 

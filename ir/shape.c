@@ -1018,9 +1018,9 @@ static int infer_norm(ctx *c)
 static int infer_linear(ctx *c)
 {
     ir_linear l;
-    char s1[48], s2[48], why[160];
-    if (!ir_linear_of(c->n, &l, why, sizeof why))
-        FAIL(c, "%s", why);
+    char s1[48], s2[48];
+    if (ir_linear_get(c->n, &l, c->d))
+        return VITC_BAD_INPUT;
     ir_value *x = &c->g->values[l.x], *w = &c->g->values[l.w];
     if (x->rank < 1 || w->rank != 2)
         FAIL(c, "Linear needs x of rank >= 1 and a 2-D W, got ranks %d and %d", x->rank, w->rank);
@@ -1050,9 +1050,9 @@ static int infer_linear(ctx *c)
 static int infer_attention(ctx *c)
 {
     ir_attention a;
-    char s1[48], why[160];
-    if (!ir_attention_of(c->n, &a, why, sizeof why))
-        FAIL(c, "%s", why);
+    char s1[48];
+    if (ir_attention_get(c->n, &a, c->d))
+        return VITC_BAD_INPUT;
     ir_value *x = &c->g->values[a.qkv];
     int64_t h = a.heads, hd = a.head_size;
     int cross = a.q >= 0, parts = a.parts;

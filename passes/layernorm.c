@@ -94,6 +94,25 @@ static int affine_const(const ir_graph *g, int c, const ir_value *x, int axis)
 
 #define MISS(...) return (snprintf(why, nwhy, __VA_ARGS__), -1)
 
+/* m->axis from mean r (named what in the explanations) of the float32 m->x:
+ * trailing, without the batch, keepdims; its axes as text in axes.  0, or -1
+ * with why. */
+static int normalised_axes(const ir_graph *g, ln_match *m, const ir_node *r, const char *what, char *axes, size_t na,
+                           char *why, size_t nwhy)
+{
+    const ir_value *xv = &g->values[m->x];
+    if (xv->dtype != IR_F32)
+        MISS("only float32 normalisations are fused, this one is %s", ir_dtype_name(xv->dtype));
+    if ((m->axis = trailing_axis(g, r, xv->rank, axes, na)) < 0)
+        MISS("%s is over axes %s, not the trailing axes of a rank-%d input", what, axes, xv->rank);
+    for (int i = m->axis; i < xv->rank; i++)
+        if (xv->dims[i].e && xv->dims[i].k)
+            MISS("the normalised axes include the batch");
+    if (ir_attr_int(r, IR_ATTR_KEEPDIMS, 1) != 1)
+        MISS("%s has keepdims=0", what);
+    return 0;
+}
+
 /* From the mean of squares of d (m->var) on, for both normalisations:
  * Add(Mul(Div(d, Sqrt(Add(var, eps))), gamma), beta), the Mul and Add
  * optional.  m->norm, when set, is the division the caller found; else it is
@@ -167,15 +186,8 @@ static int match(const ir_graph *g, const ir_node *mean, void *bind, char *why, 
 #define MISS(...) return (snprintf(why, nwhy, __VA_ARGS__), -1)
     const ir_value *xv = &g->values[m->x];
     char axes[96];
-    if (xv->dtype != IR_F32)
-        MISS("only float32 normalisations are fused, this one is %s", ir_dtype_name(xv->dtype));
-    if ((m->axis = trailing_axis(g, mean, xv->rank, axes, sizeof axes)) < 0)
-        MISS("ReduceMean is over axes %s, not the trailing axes of a rank-%d input", axes, xv->rank);
-    for (int i = m->axis; i < xv->rank; i++)
-        if (xv->dims[i].e && xv->dims[i].k)
-            MISS("the normalised axes include the batch");
-    if (ir_attr_int(mean, IR_ATTR_KEEPDIMS, 1) != 1)
-        MISS("ReduceMean has keepdims=0");
+    if (normalised_axes(g, m, mean, "ReduceMean", axes, sizeof axes, why, nwhy))
+        return -1;
     if (rw_uses(g, mv) != 1)
         MISS("the mean has %d readers besides the Sub", rw_uses(g, mv) - 1);
     int d = m->sub->outputs[0];
@@ -217,18 +229,9 @@ static int match_rms(const ir_graph *g, const ir_node *var, void *bind, char *wh
     const ir_node *p = rw_def(g, m->x, IR_OP_SUB), *mean = p ? rw_def(g, p->inputs[1], IR_OP_REDUCE_MEAN) : NULL;
     if (mean && mean->inputs[0] == p->inputs[0])
         return 0; /* x - mean(x): a LayerNorm, explained by its own rule */
-    const ir_value *xv = &g->values[m->x];
     char axes[96];
-    if (xv->dtype != IR_F32)
-        MISS("only float32 normalisations are fused, this one is %s", ir_dtype_name(xv->dtype));
-    if ((m->axis = trailing_axis(g, var, xv->rank, axes, sizeof axes)) < 0)
-        MISS("the mean of squares is over axes %s, not the trailing axes of a rank-%d input", axes, xv->rank);
-    for (int i = m->axis; i < xv->rank; i++)
-        if (xv->dims[i].e && xv->dims[i].k)
-            MISS("the normalised axes include the batch");
-    if (ir_attr_int(var, IR_ATTR_KEEPDIMS, 1) != 1)
-        MISS("the mean of squares has keepdims=0");
-    if (match_tail(g, m, m->x, &rms_words, why, nwhy) != 1)
+    if (normalised_axes(g, m, var, "the mean of squares", axes, sizeof axes, why, nwhy) ||
+        match_tail(g, m, m->x, &rms_words, why, nwhy) != 1)
         return -1;
     if (m->add)
         m->add = NULL, m->beta = -1; /* RMSNorm has no bias: the Add stays */

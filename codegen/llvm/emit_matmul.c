@@ -557,9 +557,8 @@ int cg_emit_attention(cg_ctx *cg, int node)
 {
     const ir_node *n = &cg->g->nodes[node];
     ir_attention a;
-    char why[128];
-    if (!ir_attention_of(n, &a, why, sizeof why))
-        return cg_fail(cg, VITC_BAD_INPUT, node, "%s", why);
+    if (ir_attention_get(n, &a, cg->d))
+        return cg->d->status;
     const ir_value *X = &cg->g->values[a.qkv];
     cg_attention_desc d;
     memset(&d, 0, sizeof d); /* padding too: descriptors are compared bytewise */

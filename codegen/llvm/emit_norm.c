@@ -239,9 +239,8 @@ static int emit_normalization(cg_ctx *cg, int node)
 {
     const ir_node *n = &cg->g->nodes[node];
     ir_norm v;
-    char why[160];
-    if (!ir_norm_of(n, &v, why, sizeof why))
-        return cg_fail(cg, VITC_BAD_INPUT, node, "%s", why);
+    if (ir_norm_get(n, &v, cg->d))
+        return cg->d->status;
     const ir_value *x = &cg->g->values[v.x];
     int axis = ir_norm_axis(&v, x->rank);
     if (axis < 0)
