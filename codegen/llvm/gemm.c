@@ -72,10 +72,8 @@ static int gemm_plan_make(const cg_gemm_desc *d, const cg_target *t, gemm_plan *
      * would walk K blocks outside the panels (emit_task) and read and write
      * each C tile again, from L2, once per K block.  Where B's whole panel
      * fits half the L2 it keeps K whole instead: each tile's C stays in
-     * registers over all of K, B comes from L2 and A from L2 or L3.  In
-     * ViT-B/16 at batch 1 (Zen 5, 2 threads) fc2 ran 1-5% faster that way,
-     * in the face ViT 5% (gemm_bench --cold: face fc2 84-88% of peak -> 91-92%
-     * at batch 1, ViT-B's within the noise). */
+     * registers over all of K, B comes from L2 and A from L2 or L3
+     * (bench/design-notes.md, "K whole for fc2"). */
     if (p->rows_max * d->K * (int64_t)sizeof(float) > p->a_budget && d->K * p->nr * (int64_t)sizeof(float) <= p->l2 / 2)
         p->nkb = 1;
     if (d->has_residual && d->activation)
@@ -88,10 +86,8 @@ static int gemm_plan_make(const cg_gemm_desc *d, const cg_target *t, gemm_plan *
         p->nkb = (d->K + p->kc - 1) / p->kc;
     /* The next B block goes into L1 as well as L2 where the L1 holds three
      * blocks (this one, the next, and A's and C's lines of a tile), but a
-     * whole panel of a layer not cut into K blocks only into L2.  Zen 5 (48
-     * KiB L1), gemm_bench --cold, 2 threads: at batch 1 ViT-B's qkv and proj
-     * 11-13% faster than with L2 alone, fc1 (ldc + 16) 15%, ViT-S's and the
-     * face ViT's 4-8%; at batch 8 0-3%. */
+     * whole panel of a layer not cut into K blocks only into L2
+     * (bench/design-notes.md, "B prefetch into L1"). */
     p->pf_l1 = t->l1_bytes >= 3 * B_BLOCK_BYTES && p->kc * p->nr * (int64_t)sizeof(float) <= B_BLOCK_BYTES;
     return 0;
 }
@@ -133,12 +129,8 @@ typedef struct {
  * residual, each tile's first K block also prefetches the next tile's rows
  * of R: a tile reads its residual before anything else, and in a model R
  * comes from memory (proj's, in place, was last written by the previous
- * block's fc2).  `gemm_bench --cold` (C and R from memory too), Zen 5, 2
- * threads, batch 8: proj 87.2 -> 89.9% of peak on ViT-B, 81.5 -> 85.8% on
- * ViT-S, 81.8 -> 86.1% on the face ViT, 70 -> 88% on ViT-Ti; batch 1 within
- * the noise.  In ViT-B/16 proj was 2-4% faster.  C without a residual is
- * only written: prefetching it for writing (PREFETCHW) made the face ViT's
- * qkv 2% slower. */
+ * block's fc2).  C without a residual is only written and is not prefetched
+ * (bench/design-notes.md, "Residual prefetch"). */
 static void emit_panel(kern *k, gemm_emit *e, LLVMValueRef *kernels, LLVMValueRef panel, LLVMValueRef k0,
                        LLVMValueRef kc, LLVMValueRef first, LLVMValueRef last, LLVMValueRef pf, LLVMValueRef pf_lines)
 {
@@ -322,10 +314,8 @@ static LLVMValueRef emit_task(kern *k, gemm_emit *e, const char *name, LLVMTypeR
         /* Panels outside the K blocks when the task's rows of A fit the L2
          * budget, else K blocks outside (A's K block stays in L2 instead),
          * but for a task of one tile of rows, whose A is read once per panel
-         * either way: B is then read in memory order.  The face ViT's
-         * 73728 x 512 head, streamed from memory, at batch 8 in the model
-         * (Zen 5, 2 threads, six runs alternated): 2.8-4.7 ms -> 2.4-4.2,
-         * faster in each pair. */
+         * either way: B is then read in memory order (bench/design-notes.md,
+         * "One-tile tasks"). */
         int64_t arow = d->K * (int64_t)sizeof(float);
         if (p->rows_max * arow <= p->a_budget) {
             emit_panels_outer(k, e, p0, p1);
@@ -362,12 +352,8 @@ static LLVMValueRef emit_task(kern *k, gemm_emit *e, const char *name, LLVMTypeR
  * one that reads less again wins: nnb * M * K floats of A plus nmb * K * N
  * of W, W's counted W_REREAD times when it is larger than the L2 (it then
  * comes from memory or L3 again, A from L2).  At batch 1 every ViT-B layer
- * is then cut by columns only, each weight read once.  Counting W's floats
- * once, proj and fc2 (|W| 4x |A|) had kept two row blocks, reading A fewer
- * times, and ran slower (`gemm_bench --cold 1`, 2 threads, medians of five
- * runs alternated: ViT-B proj 71% of peak, by columns 76%; fc2 67%, 68%;
- * ViT-S fc2 71%, 73%; ViT-B/16 at batch 1 ~4% faster); ViT-Ti's layers,
- * whose weights stay in L2, were faster with two. */
+ * is then cut by columns only, each weight read once (bench/design-notes.md,
+ * "W_REREAD"). */
 #define MIN_TASK_FLOP 8000000 /* about 40 us of one core */
 #define W_REREAD 4
 

@@ -23,12 +23,8 @@
  * reach past C's rows or columns); a residual is their start, so R may be C.
  * After the last block the epilogue goes from that buffer to C.  A block's B
  * (kcs steps of a panel, 16 KiB) stays in L1 while the task's rows go by; the
- * rows' A streams from L2.  Measured on one core of a Xeon whose tiles peak
- * at 3.2 TFLOP/s (a bare TDPBF16PS loop), ViT-B's layers at batch 8: all of K
- * per C block, A and B both from L2, about a quarter of that in the model;
- * K blocks of 8 steps a third (gemm_bench --bf16: 0.93-1.19 TFLOP/s).
- * Without A's conversion, the C round trips and the epilogue the same loops
- * reach 2.3-2.7 TFLOP/s: those are what is left to overlap.
+ * rows' A streams from L2 (the blockings tried and their speeds:
+ * bench/design-notes.md, "AMX GEMM").
  *
  * A residual after an activation cannot start the sums (it is added after
  * the activation), so that case keeps K in one block, which AMX_A_BYTES

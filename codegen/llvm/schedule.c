@@ -177,10 +177,9 @@ static void pad_gemm_rows(cg_ctx *cg, const unsigned char *in_ws)
  * checks that no later node reads R).  The GEMM reads each tile of R before
  * it writes that tile of C, so C may be R (gemm.c, gemm_amx.c), when both
  * have one layout and R is not also the GEMM's A.  Else C is a buffer of its
- * own, and the GEMM reads R and writes C, two streams far from cache:
- * gemm_bench with R apart and the caches flushed ran the face ViT's proj at
- * batch 8 at 86% of peak, in place 93%.  In the models proj ran 2-3% faster
- * in place (Zen 5, batch 8), and the workspace holds fewer buffers. */
+ * own, and the GEMM reads R and writes C, two streams far from cache, which
+ * is slower (bench/design-notes.md, "Residual in place"); in place, the
+ * workspace also holds fewer buffers. */
 static void residual_in_place(cg_ctx *cg, const unsigned char *in_ws, int *reuse)
 {
     const ir_graph *g = cg->g;
