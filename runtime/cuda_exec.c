@@ -663,3 +663,13 @@ VITC_API vitc_status vitc_model_cuda_details(const vitc_model *m, vitc_cuda_deta
     out->workspace_bytes = p->workspace_bytes;
     return VITC_STATUS_OK;
 }
+
+const rt_executor rt_cuda_executor = {
+    .target = "cuda",
+    .one_thread = 1,
+    .model_load = rt_cuda_model_load,
+    .model_free = rt_cuda_model_free,
+    .context_create = rt_cuda_context_create,
+    .context_free = rt_cuda_context_free,
+    .run = rt_cuda_run,
+};

@@ -6,7 +6,6 @@
  * embedded ones copied into huge pages (or used in place), external ones read
  * from the file beside the .so and checked against their size and FNV-1a
  * checksum. */
-#include "runtime/rt_cuda.h"
 #include "runtime/rt_impl.h"
 #include "runtime/rt_knobs.h"
 
@@ -111,7 +110,7 @@ static vitc_status check_descriptor(const vitc_abi_model *abi, const char *path,
                        "%s: model ABI version %u (descriptor of %u bytes); this runtime reads version %d (%zu to %zu bytes)",
                        path, abi->abi_version, abi->size, VITC_ABI_VERSION, (size_t)VITC_ABI_MODEL_BASE_SIZE,
                        sizeof(vitc_abi_model));
-    if (!abi->target || (strcmp(abi->target, "cpu") != 0 && strcmp(abi->target, "cuda") != 0))
+    if (!rt_executor_of(abi->target))
         return rt_fail(VITC_STATUS_ABI_MISMATCH, "%s: unknown target '%s'", path, abi->target ? abi->target : "(null)");
     if (!abi->run || abi->max_batch < 1 || (abi->nkernels > 0 && !abi->kernel_names) || abi->nkernels < 0)
         return rt_fail(VITC_STATUS_LOAD_FAILED, "%s: malformed model descriptor (run, max_batch or kernel list)", path);
@@ -280,8 +279,8 @@ static vitc_status open_model(const char *fn, const char *path, int data_only, v
         if (st == VITC_STATUS_OK)
             st = m->abi->weights_file ? load_external_weights(m) : place_embedded_weights(m);
     }
-    if (st == VITC_STATUS_OK && strcmp(m->abi->target, "cuda") == 0)
-        st = rt_cuda_model_load(m);
+    if (st == VITC_STATUS_OK && (m->exec = rt_executor_of(m->abi->target))->model_load)
+        st = m->exec->model_load(m);
     if (st != VITC_STATUS_OK) {
         vitc_model_free(m);
         return st;
@@ -304,7 +303,8 @@ VITC_API void vitc_model_free(vitc_model *m)
 {
     if (!m)
         return;
-    rt_cuda_model_free(m);
+    if (m->exec && m->exec->model_free)
+        m->exec->model_free(m);
     free(m->weights_owned);
     if (m->handle)
         dlclose(m->handle);

@@ -13,6 +13,29 @@
 
 typedef struct rt_elf_desc rt_elf_desc;
 
+/* An executor: how the runtime runs the models of one target, picked once
+ * when a model is opened (rt_executor_of), so that nothing else compares
+ * target names.  A NULL slot does nothing. */
+typedef struct rt_executor {
+    const char *target; /* the descriptor's target */
+    int one_thread;     /* its contexts run on one host thread (a GPU's stream) */
+    /* At load, after the common checks: the target's own checks and state. */
+    vitc_status (*model_load)(vitc_model *m);
+    void (*model_free)(vitc_model *m);
+    /* A new context's own state (workspace, threads, stream), or the status
+     * with the reason recorded; context_free releases it, also half made. */
+    vitc_status (*context_create)(vitc_context *c);
+    void (*context_free)(vitc_context *c);
+    /* Runs the checked call: c->in_ptrs and c->out_ptrs at this batch. */
+    vitc_status (*run)(vitc_context *c, int64_t batch);
+} rt_executor;
+
+/* The executor of a descriptor's target; NULL when this runtime has none. */
+RT_HIDDEN const rt_executor *rt_executor_of(const char *target);
+/* The two executors: run.c's (the CPU code in the .so, on the thread pool)
+ * and cuda_exec.c's (the plan's kernels on a GPU). */
+RT_HIDDEN extern const rt_executor rt_cpu_executor, rt_cuda_executor;
+
 struct vitc_model {
     void *handle;                 /* dlopen handle of the .so; NULL when read as data only */
     rt_elf_desc *elf;             /* the descriptor as read from the file (elf_desc.c) */
@@ -21,6 +44,7 @@ struct vitc_model {
     const void *weights;          /* 64-byte aligned: embedded, or weights_owned */
     void *weights_owned;          /* malloc'ed copy (external file, or realigned), else NULL */
     char *path;                   /* as given, for messages */
+    const rt_executor *exec;      /* for its target (never NULL once checked) */
     const vitc_cuda_plan *cuda_plan; /* target "cuda": the checked plan, else NULL */
     struct rt_cuda_model *cuda;   /* its device state (cuda_exec.c), NULL for CPU models */
 };

@@ -4,7 +4,6 @@
  * pool.  vitc_run checks every argument against the descriptor before the
  * model's code sees it, so a compiled model never runs on a buffer of the
  * wrong size. */
-#include "runtime/rt_cuda.h"
 #include "runtime/rt_impl.h"
 #include "runtime/rt_knobs.h"
 
@@ -39,44 +38,55 @@ VITC_API vitc_status vitc_context_create(vitc_model *m, int nthreads, vitc_conte
     if (!c)
         return rt_fail(VITC_STATUS_OUT_OF_MEMORY, "out of memory");
     c->model = m;
-    c->nthreads = m->cuda_plan ? 1 : nthreads ? nthreads : default_threads(); /* a GPU model runs on its stream */
+    c->nthreads = m->exec->one_thread ? 1 : nthreads ? nthreads : default_threads();
     size_t nin = (size_t)m->abi->ninputs + 1, nout = (size_t)m->abi->noutputs + 1;
     c->in_slots = calloc(nin, sizeof *c->in_slots);
     c->out_slots = calloc(nout, sizeof *c->out_slots);
     c->in_ptrs = calloc(nin, sizeof *c->in_ptrs);
     c->out_ptrs = calloc(nout, sizeof *c->out_ptrs);
-    c->workspace = m->cuda_plan ? NULL : rt_aligned_alloc(m->abi->workspace_bytes);
-    if (!c->in_slots || !c->out_slots || !c->in_ptrs || !c->out_ptrs || (!c->workspace && !m->cuda_plan)) {
+    if (!c->in_slots || !c->out_slots || !c->in_ptrs || !c->out_ptrs) {
         vitc_context_free(c);
-        return rt_fail(VITC_STATUS_OUT_OF_MEMORY, "%s: out of memory for a context (%llu bytes of workspace)", m->path,
-                       (unsigned long long)m->abi->workspace_bytes);
+        return rt_fail(VITC_STATUS_OUT_OF_MEMORY, "%s: out of memory for a context", m->path);
     }
-    if (m->cuda_plan) { /* its workspace is device memory: cuda_exec.c */
-        vitc_status st = rt_cuda_context_create(c);
-        if (st != VITC_STATUS_OK) {
-            char why[1024];
-            snprintf(why, sizeof why, "%s", vitc_last_error());
-            vitc_context_free(c);
-            return rt_fail(st, "%s", why);
-        }
-    } else if (!(c->pool = rt_pool_new(c->nthreads))) {
-        char why[512];
+    vitc_status st = m->exec->context_create(c);
+    if (st != VITC_STATUS_OK) {
+        char why[1024];
         snprintf(why, sizeof why, "%s", vitc_last_error());
         vitc_context_free(c);
-        return rt_fail(VITC_STATUS_OUT_OF_MEMORY, "%s: %s", m->path, why);
+        return rt_fail(st, "%s", why);
     }
     *out = c;
     return VITC_STATUS_OK;
+}
+
+/* The CPU executor's context: its workspace in host memory and its pool of threads. */
+static vitc_status cpu_context_create(vitc_context *c)
+{
+    const vitc_model *m = c->model;
+    if (!(c->workspace = rt_aligned_alloc(m->abi->workspace_bytes)))
+        return rt_fail(VITC_STATUS_OUT_OF_MEMORY, "%s: out of memory for a context (%llu bytes of workspace)", m->path,
+                       (unsigned long long)m->abi->workspace_bytes);
+    if (!(c->pool = rt_pool_new(c->nthreads))) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", vitc_last_error());
+        return rt_fail(VITC_STATUS_OUT_OF_MEMORY, "%s: %s", m->path, why);
+    }
+    return VITC_STATUS_OK;
+}
+
+static void cpu_context_free(vitc_context *c)
+{
+    rt_pool_free(c->pool);
+    free(c->workspace);
 }
 
 VITC_API void vitc_context_free(vitc_context *c)
 {
     if (!c)
         return;
-    rt_cuda_context_free(c);
+    if (c->model->exec->context_free)
+        c->model->exec->context_free(c);
     rt_profile_free(c);
-    rt_pool_free(c->pool);
-    free(c->workspace);
     free(c->in_slots);
     free(c->out_slots);
     free(c->in_ptrs);
@@ -214,11 +224,16 @@ VITC_API vitc_status vitc_run(vitc_context *c, const vitc_tensor *inputs, int ni
         c->in_ptrs[j] = c->in_slots[j]->data;
     for (int j = 0; j < a->noutputs; j++)
         c->out_ptrs[j] = c->out_slots[j]->data;
-    if (m->cuda_plan)
-        return rt_cuda_run(c, batch ? batch : 1);
+    return m->exec->run(c, batch ? batch : 1);
+}
 
+/* The CPU executor's run: the model's own code, on the context's pool. */
+static vitc_status cpu_run(vitc_context *c, int64_t batch)
+{
+    const vitc_model *m = c->model;
+    const vitc_abi_model *a = m->abi;
     vitc_abi_call call = {
-        .batch = batch ? batch : 1,
+        .batch = batch,
         .inputs = (const void *const *)c->in_ptrs,
         .outputs = (void *const *)c->out_ptrs,
         .workspace = c->workspace,
@@ -236,3 +251,10 @@ VITC_API vitc_status vitc_run(vitc_context *c, const vitc_tensor *inputs, int ni
     return rt_fail(rs, "%s: the model failed at batch %lld (code %d: %s)", m->path, (long long)call.batch, (int)r,
                    vitc_status_string(rs));
 }
+
+const rt_executor rt_cpu_executor = {
+    .target = "cpu",
+    .context_create = cpu_context_create,
+    .context_free = cpu_context_free,
+    .run = cpu_run,
+};
