@@ -12,7 +12,6 @@
 #include <unistd.h>
 
 #include "codegen/knobs.h"
-#include "runtime/rt_impl.h"
 #include "runtime/rt_knobs.h"
 
 static tu_fixture fixtures[64];
@@ -482,32 +481,21 @@ static void precision_bf16_models(const char *extra, int amx)
     tu_rmtree(dir);
 }
 
-/* --precision bf16 on an AMX host (the Linear layers on tiles), and on a
- * host with AVX512-BF16 (VDPBF16PS: where the host has no AMX, and on an
- * AMX host too with AMX taken away by --features); skipped, saying why,
- * elsewhere. */
-static void precision_bf16_on(int amx)
-{
-    char missing[256];
-    if (rt_cpu_missing_features(amx ? "+avx512f,+amx-tile,+amx-bf16" : "+avx512f,+avx512bf16", missing,
-                                sizeof missing) > 0) {
-        printf("  skipped: this CPU lacks %s\n", missing);
-        tu_skip();
-        return;
-    }
-    precision_bf16_models(amx ? NULL : "--features=-amx-tile,-amx-bf16", amx);
-}
-
+/* --precision bf16 on an AMX host (the Linear layers on tiles); skipped,
+ * saying why, elsewhere. */
 static void test_precision_bf16_amx(void **state)
 {
-    (void)state;
-    precision_bf16_on(1);
+    if (tu_bf16_cpu(1))
+        precision_bf16_models(NULL, 1);
 }
 
+/* --precision bf16 on a host with AVX512-BF16 (VDPBF16PS: where the host has
+ * no AMX, and on an AMX host too with AMX taken away by --features); skipped,
+ * saying why, elsewhere. */
 static void test_precision_bf16_dot(void **state)
 {
-    (void)state;
-    precision_bf16_on(0);
+    if (tu_bf16_cpu(0))
+        precision_bf16_models("--features=-amx-tile,-amx-bf16", 0);
 }
 
 static int setup(void **state)

@@ -67,6 +67,20 @@ static void expect_contains(const char *text, const char *needle, const char *wh
         fail_msg("%s: output does not contain '%s':\n%s", what, needle, text);
 }
 
+/* vitc_expect, then fails unless what vitc wrote (printed here) contains
+ * each of the needles that follow what, up to a NULL. */
+__attribute__((sentinel)) static void vitc_expect_text(int want, const char *const *args, const char *what, ...)
+{
+    char *out = vitc_expect(want, args, what);
+    printf("%s", out);
+    va_list ap;
+    va_start(ap, what);
+    for (const char *needle; (needle = va_arg(ap, const char *));)
+        expect_contains(out, needle, what);
+    va_end(ap);
+    free(out);
+}
+
 static void test_inspect_toy(void **state)
 {
     char so[4096];
@@ -84,9 +98,7 @@ static void test_inspect_toy(void **state)
     const char *bad[] = {"inspect", toy(so, sizeof so, "toy_not_a_model"), NULL};
     free(vitc_expect(2, bad, "inspect a library without descriptor"));
     const char *v2[] = {"inspect", toy(so, sizeof so, "toy_model_v2"), NULL};
-    out = vitc_expect(2, v2, "inspect a model of ABI 2");
-    expect_contains(out, "ABI 2", "inspect ABI 2");
-    free(out);
+    vitc_expect_text(2, v2, "inspect a model of ABI 2", "ABI 2", NULL);
     char onnx[4096];
     const char *o[] = {"inspect", tu_path(onnx, sizeof onnx, "tests/data/runtime/toy_y.onnx"), NULL};
     free(vitc_expect(2, o, "inspect an ONNX file"));
@@ -102,17 +114,13 @@ static void test_inspect_toy(void **state)
     free(vitc_expect(0, ctor, "inspect a model with a constructor"));
     assert_int_not_equal(access(marker, F_OK), 0);
     const char *fj[] = {"inspect", "--json", toy(so, sizeof so, "toy_model_foreign_cpu"), NULL};
-    out = vitc_expect(0, fj, "inspect a model for another CPU");
-    expect_contains(out, "\"amx-tile\"", "inspect --json lists the features");
-    free(out);
+    vitc_expect_text(0, fj, "inspect a model for another CPU", "\"amx-tile\"", NULL);
     snprintf(npy, sizeof npy, "%s/x.npy", dir);
     const int64_t dims[] = {2, 4};
     const double x[8] = {0};
     write_npy(npy, IR_F32, 2, dims, x);
     const char *fr[] = {"run", toy(so, sizeof so, "toy_model_foreign_cpu"), "--input", npy, NULL};
-    out = vitc_expect(2, fr, "run a model for another CPU");
-    expect_contains(out, "CPU features this machine lacks", "run a model for another CPU");
-    free(out);
+    vitc_expect_text(2, fr, "run a model for another CPU", "CPU features this machine lacks", NULL);
     assert_int_not_equal(access(marker, F_OK), 0);
     const char *lr[] = {"run", toy(so, sizeof so, "toy_model_ctor"), "--input", npy, NULL};
     free(vitc_expect(2, lr, "run a model with a constructor (one input missing)"));
@@ -140,12 +148,8 @@ static void test_run_toy(void **state)
     /* Named inputs in another order than the model's, timed. */
     const char *args[] = {"run", toy(so, sizeof so, "toy_model"), "--input", ss, "--input", xs, "--output-dir", dir,
                           "--repeat", "5", "--threads", "2", NULL};
-    char *out = vitc_expect(0, args, "run toy_model.so");
-    printf("%s", out);
-    expect_contains(out, "y: f32[3,4] -> ", "run");
-    expect_contains(out, "argmax: i64[3] -> ", "run");
-    expect_contains(out, "compiled model, batch 3, 2 threads: 5 runs: min ", "run --repeat");
-    free(out);
+    vitc_expect_text(0, args, "run toy_model.so", "y: f32[3,4] -> ", "argmax: i64[3] -> ",
+                     "compiled model, batch 3, 2 threads: 5 runs: min ", NULL);
     snprintf(y, sizeof y, "%s/y.npy", dir);
     snprintf(am, sizeof am, "%s/argmax.npy", dir);
     ir_tensor ty, ta;
@@ -168,20 +172,13 @@ static void test_run_toy(void **state)
 
     /* Bad inputs: exit 2 with the runtime's message. */
     const char *big[] = {"run", so, "--input", x9, "--input", shift, "--output-dir", dir, NULL};
-    out = vitc_expect(2, big, "run at batch 9");
-    expect_contains(out, "batch 9; the model runs batches 1 to 8", "run at batch 9");
-    expect_contains(out, "larger --batch", "run at batch 9: how to run more");
-    free(out);
+    vitc_expect_text(2, big, "run at batch 9", "batch 9; the model runs batches 1 to 8", "larger --batch", NULL);
     const char *swapped[] = {"run", so, "--input", shift, "--input", x, "--output-dir", dir, NULL};
-    out = vitc_expect(2, swapped, "run with inputs swapped");
-    expect_contains(out, "input 'x' has rank 1", "inputs swapped");
-    free(out);
+    vitc_expect_text(2, swapped, "run with inputs swapped", "input 'x' has rank 1", NULL);
     const char *one[] = {"run", so, "--input", x, NULL};
     free(vitc_expect(2, one, "run with one input of two"));
     const char *unknown[] = {"run", so, "--input", "pixels=x.npy", "--input", ss, NULL};
-    out = vitc_expect(2, unknown, "run with an unknown input name");
-    expect_contains(out, "no input named 'pixels'", "unknown input name");
-    free(out);
+    vitc_expect_text(2, unknown, "run with an unknown input name", "no input named 'pixels'", NULL);
     const char *threads[] = {"run", so, "--input", x, "--input", shift, "--threads", "-1", NULL};
     free(vitc_expect(2, threads, "run --threads -1"));
     tu_rmtree(dir);
@@ -200,19 +197,12 @@ static void test_compare_toy(void **state)
     toy(so, sizeof so, "toy_model_y");
 
     const char *ok[] = {"compare", onnx, so, NULL};
-    char *out = vitc_expect(0, ok, "compare toy_y");
-    printf("%s", out);
-    expect_contains(out, "seeded random normal (seed 0), batch 2", "compare");
-    expect_contains(out, "f32[2,4]", "compare");
-    expect_contains(out, "PASS", "compare");
-    free(out);
+    vitc_expect_text(0, ok, "compare toy_y", "seeded random normal (seed 0), batch 2", "f32[2,4]", "PASS", NULL);
     const char *b8[] = {"compare", onnx, so, "--batch", "8", "--seed", "7", NULL};
-    out = vitc_expect(0, b8, "compare toy_y at batch 8");
-    expect_contains(out, "f32[8,4]", "compare --batch 8");
-    free(out);
+    vitc_expect_text(0, b8, "compare toy_y at batch 8", "f32[8,4]", NULL);
 
     const char *bad[] = {"compare", wrong, so, "--bisect", NULL};
-    out = vitc_expect(1, bad, "compare toy_y_wrong");
+    char *out = vitc_expect(1, bad, "compare toy_y_wrong");
     printf("%s", out);
     double max_abs = -1, max_rel = -1;
     const char *row = strstr(out, "\ny ");
@@ -233,9 +223,8 @@ static void test_compare_toy(void **state)
 
     char toy2[4096];
     const char *mismatch[] = {"compare", onnx, toy(toy2, sizeof toy2, "toy_model"), NULL};
-    out = vitc_expect(2, mismatch, "compare against a model with another signature");
-    expect_contains(out, "2 inputs and 2 outputs", "compare signature mismatch");
-    free(out);
+    vitc_expect_text(2, mismatch, "compare against a model with another signature", "2 inputs and 2 outputs",
+                     NULL);
     const char *usage[] = {"compare", so, onnx, NULL};
     free(vitc_expect(2, usage, "compare with the models swapped"));
 
@@ -302,6 +291,21 @@ static int compile_available(void)
     return compile_fixture("timm-ts17.onnx", so, sizeof so) == 0;
 }
 
+/* Runs `vitc run` (args, writing the model's one output to dir/output.npy);
+ * returns its max rel error against the .npy at ref_path. */
+static double run_error(const char *const *args, const char *dir, const char *ref_path, const char *what)
+{
+    free(vitc_expect(0, args, what));
+    char got_path[4200];
+    snprintf(got_path, sizeof got_path, "%s/output.npy", dir);
+    ir_tensor got, ref;
+    tu_read_npy(got_path, &got);
+    tu_read_npy(ref_path, &ref);
+    double e = ir_rel_error(&got, &ref);
+    ir_tensor_free(&got), ir_tensor_free(&ref);
+    return e;
+}
+
 static const char *const compiled_fixtures[] = {"timm-ts17.onnx", "torchvision-dynamo.onnx", "einops-ts13.onnx",
                                                 "face_bn-ts13.onnx", "face_ln-dynamo.onnx"};
 
@@ -326,25 +330,16 @@ static void test_compiled_fixtures(void **state)
         char dir[256];
         assert_non_null(tu_tmpdir(dir, sizeof dir));
         const char *run[] = {"run", so, "--input", input, "--output-dir", dir, NULL};
-        free(vitc_expect(0, run, name));
-        char got_path[512];
-        snprintf(got_path, sizeof got_path, "%s/output.npy", dir);
-        ir_tensor got, ref;
-        tu_read_npy(got_path, &got);
-        tu_read_npy(ref_path, &ref);
-        double e = ir_rel_error(&got, &ref);
+        double e = run_error(run, dir, ref_path, name);
         printf("%-26s vitc run MODEL.so vs PyTorch at batch 3: max rel error %.3g\n", name, e);
         if (!(e <= 1e-4))
             fail_msg("%s: compiled output differs from PyTorch by %g (tolerance 1e-4)", name, e);
-        ir_tensor_free(&got), ir_tensor_free(&ref);
         tu_rmtree(dir);
 
         const char *cmp[] = {"compare", onnx, so, NULL};
-        char *out = vitc_expect(0, cmp, name);
-        expect_contains(out, "PASS", name);
-        free(out);
+        vitc_expect_text(0, cmp, name, "PASS", NULL);
         const char *insp[] = {"inspect", so, NULL};
-        out = vitc_expect(0, insp, name);
+        char *out = vitc_expect(0, insp, name);
         expect_contains(out, name, "inspect source");
         expect_contains(out, "batch:      1 to 4", "inspect batch");
         /* two blocks: each repeated kernel listed once, with its launches;
@@ -399,27 +394,16 @@ static void test_external_weights_compiled(void **state)
     free(vitc_expect(0, comp, "compile --weights external"));
     assert_int_equal(access(wfile, R_OK), 0);
     const char *insp[] = {"inspect", ext, NULL};
-    char *out = vitc_expect(0, insp, "inspect ext.so");
-    expect_contains(out, "in external file ext.so.weights", "inspect external weights");
-    free(out);
+    vitc_expect_text(0, insp, "inspect ext.so", "in external file ext.so.weights", NULL);
 
     const char *run[] = {"run", ext, "--input", input, "--output-dir", compile_dir, NULL};
-    free(vitc_expect(0, run, "run with external weights"));
-    char got_path[600];
-    snprintf(got_path, sizeof got_path, "%s/output.npy", compile_dir);
-    ir_tensor got, ref;
-    tu_read_npy(got_path, &got);
-    tu_read_npy(refp, &ref);
-    double e = ir_rel_error(&got, &ref);
+    double e = run_error(run, compile_dir, refp, "run with external weights");
     printf("external weights: vitc run vs PyTorch at batch 1: max rel error %.3g\n", e);
     if (!(e <= 1e-4))
         fail_msg("external weights: output differs from PyTorch by %g", e);
-    ir_tensor_free(&got), ir_tensor_free(&ref);
 
     assert_int_equal(rename(wfile, moved), 0);
-    out = vitc_expect(2, run, "run without the weights file");
-    expect_contains(out, "ext.so.weights", "missing weights file");
-    free(out);
+    vitc_expect_text(2, run, "run without the weights file", "ext.so.weights", NULL);
     /* The same size, one byte changed. */
     FILE *a = fopen(moved, "rb"), *b = fopen(wfile, "wb");
     assert_non_null(a);
@@ -430,9 +414,7 @@ static void test_external_weights_compiled(void **state)
         fputc(pos++ == 1000 ? c ^ 0x40 : c, b);
     fclose(a);
     assert_int_equal(fclose(b), 0);
-    out = vitc_expect(2, run, "run with an altered weights file");
-    expect_contains(out, "does not belong to this model", "altered weights file");
-    free(out);
+    vitc_expect_text(2, run, "run with an altered weights file", "does not belong to this model", NULL);
 }
 
 typedef struct {

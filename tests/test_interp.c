@@ -38,6 +38,16 @@ static void expect_dims(const char *what, const ir_tensor *t, int rank, const in
                  (long long)(rank > 1 ? dims[1] : -1), (long long)(rank > 2 ? dims[2] : -1));
 }
 
+/* Frees what a test ran: g, its nin inputs and its nout outputs. */
+static void free_run(ir_graph *g, ir_tensor *in, int nin, ir_tensor *out, int nout)
+{
+    for (int i = 0; i < nin; i++)
+        ir_tensor_free(&in[i]);
+    for (int i = 0; i < nout; i++)
+        ir_tensor_free(&out[i]);
+    ir_graph_free(g);
+}
+
 /* ---- Gelu ---- */
 
 static void test_gelu_exact_and_tanh_match_their_formulas(void **state)
@@ -63,10 +73,7 @@ static void test_gelu_exact_and_tanh_match_their_formulas(void **state)
     tu_interpret_ok(g, &in, out);
     expect_close("Gelu approximate=none", &out[0], e1, 121, 1e-7, 1e-6);
     expect_close("Gelu approximate=tanh", &out[1], e2, 121, 1e-7, 1e-6);
-    ir_tensor_free(&in);
-    ir_tensor_free(&out[0]);
-    ir_tensor_free(&out[1]);
-    ir_graph_free(g);
+    free_run(g, &in, 1, out, 2);
 }
 
 /* ---- Einsum ---- */
@@ -148,11 +155,7 @@ static void test_einsum_implicit_output_and_diagonal(void **state)
     expect_close("ij,jk", &out[0], want, 4, 0, 0);
     expect_dims("ii->i", &out[1], 1, d2);
     expect_close("ii->i", &out[1], want_diag, 2, 0, 0);
-    for (int i = 0; i < 2; i++) {
-        ir_tensor_free(&in[i]);
-        ir_tensor_free(&out[i]);
-    }
-    ir_graph_free(g);
+    free_run(g, in, 2, out, 2);
 }
 
 static void test_einsum_with_ellipsis_is_reported_unsupported(void **state)
@@ -171,8 +174,7 @@ static void test_einsum_with_ellipsis_is_reported_unsupported(void **state)
     if (!strstr(msg, "einsum_ellipsis"))
         fail_msg("the message does not name the node: %s", msg);
     free(msg);
-    ir_tensor_free(&in);
-    ir_graph_free(g);
+    free_run(g, &in, 1, NULL, 0);
 }
 
 /* ---- normalisations ---- */
@@ -215,11 +217,7 @@ static void test_layernorm_over_axis_1_of_a_rank3_input(void **state)
     expect_close("LayerNormalization Mean", &out[1], wmean, N, 1e-7, 1e-6);
     expect_dims("LayerNormalization InvStdDev", &out[2], 3, dstat);
     expect_close("LayerNormalization InvStdDev", &out[2], winv, N, 1e-7, 1e-6);
-    for (int i = 0; i < 3; i++) {
-        ir_tensor_free(&in[i]);
-        ir_tensor_free(&out[i]);
-    }
-    ir_graph_free(g);
+    free_run(g, in, 3, out, 3);
 }
 
 static void test_batchnorm_inference_on_n_c_l(void **state)
@@ -251,10 +249,7 @@ static void test_batchnorm_inference_on_n_c_l(void **state)
             }
     expect_dims("BatchNormalization", &out, 3, dx);
     expect_close("BatchNormalization", &out, want, N * C * L, 1e-6, 1e-6);
-    for (int i = 0; i < 5; i++)
-        ir_tensor_free(&in[i]);
-    ir_tensor_free(&out);
-    ir_graph_free(g);
+    free_run(g, in, 5, &out, 1);
 }
 
 /* ---- data movement ---- */
@@ -285,10 +280,8 @@ static void test_split_num_outputs_gives_equal_chunks_and_a_smaller_last(void **
         snprintf(what, sizeof what, "Split output %d", k);
         expect_dims(what, &out[k], 2, want_dims);
         expect_close(what, &out[k], want, 2 * sizes[k], 0, 0);
-        ir_tensor_free(&out[k]);
     }
-    ir_tensor_free(&in);
-    ir_graph_free(g);
+    free_run(g, &in, 1, out, 3);
 }
 
 static void test_slice_reverses_int64_exactly_with_extreme_ends(void **state)
@@ -313,9 +306,7 @@ static void test_slice_reverses_int64_exactly_with_extreme_ends(void **state)
         if (ir_tensor_get_i64(&out, i) != vals[3 - i])
             fail_msg("Slice reversed: element %d is %lld, expected %lld", i, (long long)ir_tensor_get_i64(&out, i),
                      (long long)vals[3 - i]);
-    ir_tensor_free(&in);
-    ir_tensor_free(&out);
-    ir_graph_free(g);
+    free_run(g, &in, 1, &out, 1);
 }
 
 /* ---- errors ---- */
@@ -336,8 +327,7 @@ static void test_reshape_with_wrong_element_count_is_bad_input_naming_the_node(v
         fail_msg("status %d (expected %d), message: %s", st, VITC_BAD_INPUT, msg);
     assert_null(out.data);
     free(msg);
-    ir_tensor_free(&in);
-    ir_graph_free(g);
+    free_run(g, &in, 1, NULL, 0);
 }
 
 /* x: f32[B,3,4] -> Relu -> y, for the input checks. */
@@ -399,9 +389,7 @@ static void test_batch_comes_from_the_input_and_the_observer_sees_each_output(vo
         if (y != (x < 0 ? 0 : x))
             fail_msg("Relu element %lld: %g -> %g", (long long)i, x, y);
     }
-    ir_tensor_free(&in);
-    ir_tensor_free(&out);
-    ir_graph_free(g);
+    free_run(g, &in, 1, &out, 1);
 }
 
 /* ---- tensor helpers ---- */

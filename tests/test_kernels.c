@@ -22,7 +22,6 @@
 #include "codegen/llvm/kern_ir.h"
 #include "codegen/llvm/kern_jit.h"
 #include "codegen/llvm/kernels.h"
-#include "runtime/rt_impl.h"
 
 #define TOL 1e-5
 #define SENTINEL 12345.0f
@@ -108,6 +107,37 @@ static void jit_add(cg_jit *j, LLVMModuleRef m)
     char err[4096];
     if (cg_jit_add(j, m, "default<O2>", err, sizeof err))
         fail_msg("%s", err);
+}
+
+/* Emits the kernel of case i as name; NULL if it cannot. */
+typedef LLVMValueRef (*case_emit)(LLVMModuleRef m, const char *name, size_t i, const cg_target *t);
+
+/* A JIT with one kernel per case i < n, named <prefix><i>; fails naming what
+ * and the case whose kernel could not be emitted. */
+static cg_jit *jit_cases(const char *prefix, size_t n, case_emit emit, const char *what)
+{
+    cg_jit *j = jit_new();
+    cg_target t = cg_jit_target(j);
+    LLVMModuleRef m = cg_jit_module(j, prefix);
+    for (size_t i = 0; i < n; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "%s%zu", prefix, i);
+        if (!emit(m, name, i, &t))
+            fail_msg("%s failed for case %zu", what, i);
+    }
+    jit_add(j, m);
+    return j;
+}
+
+/* Runs the driver called name on args with nthreads, over ragged_pf's
+ * ranges; returns how many ranges ran. */
+static int64_t run_driver(cg_jit *j, const char *name, const void *args, int nthreads)
+{
+    driver_fn fn = (driver_fn)cg_jit_lookup(j, name);
+    assert_non_null(fn);
+    int64_t calls = 0;
+    fn(args, &calls, ragged_pf, nthreads);
+    return calls;
 }
 
 static double act_ref(double y, int act)
@@ -226,11 +256,8 @@ static void run_gemm_case(cg_jit *j, const cg_target *t, const gemm_case *c, con
         cg_gemm_pack(&d, t, W, P);
     }
 
-    driver_fn fn = (driver_fn)cg_jit_lookup(j, name);
-    assert_non_null(fn);
     cg_gemm_args args = {.A = A, .W = P, .bias = bias, .R = R, .C = C, .M = M};
-    int64_t calls = 0;
-    fn(&args, &calls, ragged_pf, nthreads);
+    int64_t calls = run_driver(j, name, &args, nthreads);
 
     double maxerr = 0, maxref = 0;
     int64_t bad_sentinels = 0;
@@ -309,19 +336,6 @@ static void gemm_all_cases(void **state)
     cg_jit_free(j);
 }
 
-/* 1 when this CPU has AMX-BF16 and the kernel grants this process the tile
- * registers, as the loader checks and asks for them; else 0 with why. */
-static int host_amx(char *why, size_t n)
-{
-    static const char need[] = "+avx512f,+amx-tile,+amx-bf16";
-    char missing[256];
-    if (rt_cpu_missing_features(need, missing, sizeof missing) > 0) {
-        snprintf(why, n, "this CPU lacks %s", missing);
-        return 0;
-    }
-    return rt_cpu_enable_amx(need, why, n) == 0;
-}
-
 /* The bf16 GEMM (on AMX tiles, or with VDPBF16PS: t says which) with every
  * case of the fp32 one (K tails of a step, N tails of a panel's halves, row
  * strides, each epilogue, M = 0 and 1), plus ViT-like shapes, row blocks of
@@ -369,12 +383,8 @@ static void gemm_bf16_all_cases(cg_jit *j, const cg_target *t, const char *prefi
  * JIT's features lack it. */
 static void gemm_bf16_on(int amx)
 {
-    char why[300];
-    if (amx ? !host_amx(why, sizeof why) : rt_cpu_missing_features("+avx512f,+avx512bf16", why, sizeof why) > 0) {
-        printf("  skipped: %s%s\n", amx ? "" : "this CPU lacks ", why);
-        tu_skip();
+    if (!tu_bf16_cpu(amx))
         return;
-    }
     cg_jit *j = jit_new();
     cg_target t = cg_jit_target(j);
     if (t.vec_floats != 16) {
@@ -486,69 +496,67 @@ static cg_bgemm_desc bgemm_desc_of(const bgemm_case *c)
     return d;
 }
 
+static LLVMValueRef emit_bgemm(LLVMModuleRef m, const char *name, size_t i, const cg_target *t)
+{
+    cg_bgemm_desc d = bgemm_desc_of(&bgemm_cases[i]);
+    return cg_bgemm_emit(m, name, &d, t);
+}
+
+/* Case i's kernel on c (case i, at some batch) with nthreads. */
+static void run_bgemm_case(cg_jit *j, size_t i, const bgemm_case *c, int nthreads)
+{
+    cg_bgemm_desc d = bgemm_desc_of(c);
+    int64_t nb = c->batch;
+    size_t na = (size_t)(nb ? (nb - 1) * d.a_batch_stride + (d.M - 1) * d.lda + d.K : 0);
+    size_t rowsb = (size_t)(c->trans_b ? d.N : d.K), colsb = (size_t)(c->trans_b ? d.K : d.N);
+    size_t nbb = (size_t)(nb ? (nb - 1) * d.b_batch_stride + (int64_t)(rowsb - 1) * d.ldb + (int64_t)colsb : 0);
+    size_t nc = (size_t)(nb * d.c_batch_stride + d.c_batch_stride);
+    guarded ga = {0}, gb = {0}, gc = {0};
+    float *A = galloc(&ga, na), *B = galloc(&gb, nbb), *C = galloc(&gc, nc);
+    fill(A, na, 1.0f);
+    fill(B, nbb, 1.0f);
+    for (size_t x = 0; x < nc; x++)
+        C[x] = SENTINEL;
+    char name[64];
+    snprintf(name, sizeof name, "bgemm%zu", i);
+    cg_bgemm_args args = {.A = A, .B = B, .C = C, .batch = nb};
+    int64_t calls = run_driver(j, name, &args, nthreads);
+    double maxerr = 0, maxref = 0;
+    int64_t bad = 0;
+    for (int64_t bi = 0; bi <= nb; bi++)
+        for (int64_t x = 0; x < d.c_batch_stride; x++) {
+            int64_t r = x / d.ldc, col = x % d.ldc;
+            float got = C[bi * d.c_batch_stride + x];
+            if (bi == nb || r >= d.M || col >= d.N) {
+                bad += got != SENTINEL;
+                continue;
+            }
+            double s = 0;
+            for (int64_t k = 0; k < d.K; k++) {
+                double bv = c->trans_b ? B[bi * d.b_batch_stride + col * d.ldb + k]
+                                       : B[bi * d.b_batch_stride + k * d.ldb + col];
+                s += (double)A[bi * d.a_batch_stride + r * d.lda + k] * bv;
+            }
+            s *= c->alpha;
+            maxerr = fmax(maxerr, isnan(got) ? INFINITY : fabs(got - s));
+            maxref = fmax(maxref, fabs(s));
+        }
+    double err = maxref > 0 ? maxerr / maxref : maxerr;
+    printf("  bgemm batch %2lld M %3lld N %3lld K %3lld pad %lld trans_b %d bcast_b %d alpha %5.3f: err %.2e\n",
+           (long long)nb, (long long)d.M, (long long)d.N, (long long)d.K, (long long)c->pad, c->trans_b, c->bcast_b,
+           c->alpha, err);
+    if (err > TOL || bad || (nb == 0 && calls))
+        fail_msg("bgemm case %zu: error %.3e > %.0e or %lld sentinels overwritten", i, err, TOL, (long long)bad);
+    gfree(&ga), gfree(&gb), gfree(&gc);
+}
+
 static void bgemm_all_cases(void **state)
 {
-    cg_jit *j = jit_new();
-    cg_target t = cg_jit_target(j);
-    LLVMModuleRef m = cg_jit_module(j, "bgemm");
-    char name[64];
-    for (size_t i = 0; i < NBGEMM; i++) {
-        cg_bgemm_desc d = bgemm_desc_of(&bgemm_cases[i]);
-        snprintf(name, sizeof name, "bgemm%zu", i);
-        if (!cg_bgemm_emit(m, name, &d, &t))
-            fail_msg("cg_bgemm_emit failed for case %zu", i);
-    }
-    jit_add(j, m);
-    for (size_t run = 0; run < 3 * NBGEMM; run++) {
-        size_t i = run / 3;
-        bgemm_case cc = bgemm_cases[i];
-        const bgemm_case *c = &cc;
-        cc.batch = run % 3 == 0 ? cc.batch : run % 3 == 1 ? 1 : 0;
-        cg_bgemm_desc d = bgemm_desc_of(c);
-        int64_t nb = c->batch;
-        size_t na = (size_t)(nb ? (nb - 1) * d.a_batch_stride + (d.M - 1) * d.lda + d.K : 0);
-        size_t rowsb = (size_t)(c->trans_b ? d.N : d.K), colsb = (size_t)(c->trans_b ? d.K : d.N);
-        size_t nbb = (size_t)(nb ? (nb - 1) * d.b_batch_stride + (int64_t)(rowsb - 1) * d.ldb + (int64_t)colsb : 0);
-        size_t nc = (size_t)(nb * d.c_batch_stride + d.c_batch_stride);
-        guarded ga = {0}, gb = {0}, gc = {0};
-        float *A = galloc(&ga, na), *B = galloc(&gb, nbb), *C = galloc(&gc, nc);
-        fill(A, na, 1.0f);
-        fill(B, nbb, 1.0f);
-        for (size_t x = 0; x < nc; x++)
-            C[x] = SENTINEL;
-        snprintf(name, sizeof name, "bgemm%zu", i);
-        driver_fn fn = (driver_fn)cg_jit_lookup(j, name);
-        assert_non_null(fn);
-        cg_bgemm_args args = {.A = A, .B = B, .C = C, .batch = nb};
-        int64_t calls = 0;
-        fn(&args, &calls, ragged_pf, (int)(run % 4) + 1);
-        double maxerr = 0, maxref = 0;
-        int64_t bad = 0;
-        for (int64_t bi = 0; bi <= nb; bi++)
-            for (int64_t x = 0; x < d.c_batch_stride; x++) {
-                int64_t r = x / d.ldc, col = x % d.ldc;
-                float got = C[bi * d.c_batch_stride + x];
-                if (bi == nb || r >= d.M || col >= d.N) {
-                    bad += got != SENTINEL;
-                    continue;
-                }
-                double s = 0;
-                for (int64_t k = 0; k < d.K; k++) {
-                    double bv = c->trans_b ? B[bi * d.b_batch_stride + col * d.ldb + k]
-                                           : B[bi * d.b_batch_stride + k * d.ldb + col];
-                    s += (double)A[bi * d.a_batch_stride + r * d.lda + k] * bv;
-                }
-                s *= c->alpha;
-                maxerr = fmax(maxerr, isnan(got) ? INFINITY : fabs(got - s));
-                maxref = fmax(maxref, fabs(s));
-            }
-        double err = maxref > 0 ? maxerr / maxref : maxerr;
-        printf("  bgemm batch %2lld M %3lld N %3lld K %3lld pad %lld trans_b %d bcast_b %d alpha %5.3f: err %.2e\n",
-               (long long)nb, (long long)d.M, (long long)d.N, (long long)d.K, (long long)c->pad, c->trans_b,
-               c->bcast_b, c->alpha, err);
-        if (err > TOL || bad || (nb == 0 && calls))
-            fail_msg("bgemm case %zu: error %.3e > %.0e or %lld sentinels overwritten", i, err, TOL, (long long)bad);
-        gfree(&ga), gfree(&gb), gfree(&gc);
+    cg_jit *j = jit_cases("bgemm", NBGEMM, emit_bgemm, "cg_bgemm_emit");
+    for (size_t run = 0; run < 3 * NBGEMM; run++) { /* each case at its batch, at 1 and at 0 */
+        bgemm_case c = bgemm_cases[run / 3];
+        c.batch = run % 3 == 0 ? c.batch : run % 3 == 1 ? 1 : 0;
+        run_bgemm_case(j, run / 3, &c, (int)(run % 4) + 1);
     }
     cg_jit_free(j);
 }
@@ -607,57 +615,59 @@ static void attention_reference(const attn_case *c, const float *qkv, float scal
     free(p);
 }
 
+static cg_attention_desc attn_desc_of(const attn_case *c)
+{
+    return (cg_attention_desc){.tokens = c->tokens, .heads = c->heads, .head_size = c->head_size,
+                               .qkv_layout = c->layout, .scale = attn_scale(c), .post_scale = c->post_scale};
+}
+
+static LLVMValueRef emit_attention(LLVMModuleRef m, const char *name, size_t i, const cg_target *t)
+{
+    cg_attention_desc d = attn_desc_of(&attn_cases[i]);
+    return cg_attention_emit(m, name, &d, t);
+}
+
+/* Case i's kernel on c (case i, at some batch) with nthreads. */
+static void run_attention_case(cg_jit *j, size_t i, const attn_case *c, int nthreads)
+{
+    int64_t E = c->heads * c->head_size;
+    size_t nin = (size_t)(c->batch * c->tokens * 3 * E), nout = (size_t)(c->batch * c->tokens * E);
+    guarded gi = {0}, go = {0};
+    float *qkv = galloc(&gi, nin), *out = galloc(&go, nout + 1);
+    fill(qkv, nin, 2.0f);
+    for (size_t x = 0; x <= nout; x++)
+        out[x] = SENTINEL;
+    double *ref = malloc((nout + 1) * sizeof *ref);
+    assert_non_null(ref);
+    attention_reference(c, qkv, attn_scale(c), ref);
+    char name[64];
+    snprintf(name, sizeof name, "attn%zu", i);
+    cg_attention_args args = {.qkv = qkv, .out = out, .batch = c->batch};
+    int64_t calls = run_driver(j, name, &args, nthreads);
+    double maxerr = 0, maxref = 0;
+    for (size_t x = 0; x < nout; x++) {
+        maxerr = fmax(maxerr, isnan(out[x]) ? INFINITY : fabs(out[x] - ref[x]));
+        maxref = fmax(maxref, fabs(ref[x]));
+    }
+    double err = maxref > 0 ? maxerr / maxref : maxerr;
+    printf("  attention batch %lld tokens %3lld heads %2lld head_size %2lld layout %d scale %6.3f post_scale "
+           "%5.3f: err %.2e\n",
+           (long long)c->batch, (long long)c->tokens, (long long)c->heads, (long long)c->head_size, c->layout,
+           attn_scale(c), c->post_scale, err);
+    if (err > TOL || out[nout] != SENTINEL || (c->batch == 0 && calls))
+        fail_msg("attention case %zu: error %.3e > %.0e or the sentinel was overwritten", i, err, TOL);
+    free(ref);
+    gfree(&gi), gfree(&go);
+}
+
 static void attention_all_cases(void **state)
 {
-    cg_jit *j = jit_new();
-    cg_target t = cg_jit_target(j);
-    LLVMModuleRef m = cg_jit_module(j, "attention");
-    char name[64];
-    for (size_t i = 0; i < NATTN; i++) {
-        const attn_case *c = &attn_cases[i];
-        cg_attention_desc d = {.tokens = c->tokens, .heads = c->heads, .head_size = c->head_size,
-                               .qkv_layout = c->layout, .scale = attn_scale(c), .post_scale = c->post_scale};
-        snprintf(name, sizeof name, "attn%zu", i);
-        if (!cg_attention_emit(m, name, &d, &t))
-            fail_msg("cg_attention_emit failed for case %zu", i);
-    }
-    jit_add(j, m);
-    for (size_t run = 0; run < 2 * NATTN; run++) {
-        size_t i = run / 2;
-        attn_case cc = attn_cases[i];
-        const attn_case *c = &cc;
+    cg_jit *j = jit_cases("attn", NATTN, emit_attention, "cg_attention_emit");
+    for (size_t run = 0; run < 2 * NATTN; run++) { /* each case at its batch and at 0 */
+        attn_case c = attn_cases[run / 2];
         if (run % 2)
-            cc.batch = 0;
-        int64_t E = c->heads * c->head_size;
-        size_t nin = (size_t)(c->batch * c->tokens * 3 * E), nout = (size_t)(c->batch * c->tokens * E);
-        guarded gi = {0}, go = {0};
-        float *qkv = galloc(&gi, nin), *out = galloc(&go, nout + 1);
-        fill(qkv, nin, 2.0f);
-        for (size_t x = 0; x <= nout; x++)
-            out[x] = SENTINEL;
-        double *ref = malloc((nout + 1) * sizeof *ref);
-        assert_non_null(ref);
-        attention_reference(c, qkv, attn_scale(c), ref);
-        snprintf(name, sizeof name, "attn%zu", i);
-        driver_fn fn = (driver_fn)cg_jit_lookup(j, name);
-        assert_non_null(fn);
-        cg_attention_args args = {.qkv = qkv, .out = out, .batch = c->batch};
-        int64_t calls = 0;
-        fn(&args, &calls, ragged_pf, (int)(run % 4) + 1);
-        double maxerr = 0, maxref = 0;
-        for (size_t x = 0; x < nout; x++) {
-            maxerr = fmax(maxerr, isnan(out[x]) ? INFINITY : fabs(out[x] - ref[x]));
-            maxref = fmax(maxref, fabs(ref[x]));
-        }
-        double err = maxref > 0 ? maxerr / maxref : maxerr;
-        printf("  attention batch %lld tokens %3lld heads %2lld head_size %2lld layout %d scale %6.3f post_scale "
-               "%5.3f: err %.2e\n",
-               (long long)c->batch, (long long)c->tokens, (long long)c->heads, (long long)c->head_size, c->layout,
-               attn_scale(c), c->post_scale, err);
-        if (err > TOL || out[nout] != SENTINEL || (c->batch == 0 && calls))
-            fail_msg("attention case %zu: error %.3e > %.0e or the sentinel was overwritten", i, err, TOL);
-        free(ref);
-        gfree(&gi), gfree(&go);
+            c.batch = 0;
+        run_attention_case(j, run / 2, &c, (int)(run % 4) + 1);
     }
     cg_jit_free(j);
 }

@@ -5,6 +5,7 @@
 #include "codegen/backend.h"
 #include "frontend/onnx.h"
 #include "ir/interp.h"
+#include "runtime/rt_impl.h"
 #include "vitc/runtime.h"
 #ifdef VITC_HAVE_CUDA
 #include "runtime/abi.h"
@@ -98,6 +99,19 @@ void tu_read_npy(const char *path, ir_tensor *t)
     vitc_diag_init(&d, path);
     if (ir_npy_read(path, t, &d) != 0)
         fail_msg("cannot read %s", path);
+}
+
+int tu_bf16_cpu(int amx)
+{
+    const char *need = amx ? "+avx512f,+amx-tile,+amx-bf16" : "+avx512f,+avx512bf16";
+    char missing[256], why[300];
+    if (rt_cpu_missing_features(need, missing, sizeof missing) > 0)
+        snprintf(why, sizeof why, "this CPU lacks %s", missing);
+    else if (rt_cpu_enable_amx(need, why, sizeof why) == 0)
+        return 1;
+    printf("  skipped: %s\n", why);
+    tu_skip();
+    return 0;
 }
 
 void tu_fixture_reference(const tu_fixture *fx, const ir_graph *g, ir_tensor in[2], ir_tensor ref[2])

@@ -28,6 +28,12 @@ extern int tu_skipped;
 #define tu_run_group(tests, setup, teardown) tu_exit_status(cmocka_run_group_tests(tests, setup, teardown))
 int tu_exit_status(int failures);
 
+/* The --precision bf16 paths on the CPU: amx, the Linear layers on AMX tiles,
+ * else on AVX512-BF16 (VDPBF16PS).  1 if this CPU has what the path needs
+ * (with amx, the tile registers granted to this process, as the loader asks
+ * for them); else 0, having printed why and skipped the running case. */
+int tu_bf16_cpu(int amx);
+
 /* The main() of a test program: its cases, test functions named as written,
  * run as one group with setup and teardown (either may be NULL); with env
  * VITC_TEST_FILTER set, only the cases whose names match it (cmocka's pattern,

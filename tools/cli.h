@@ -20,16 +20,31 @@ int cmd_compile(int argc, char **argv);
 int cli_compile(const char *model, const cg_options *opt);
 
 /* ---- the option grammar (cli_opts.c) ---- */
+#include <stddef.h> /* offsetof, for cli_option.at */
 #include <stdio.h>
 
-/* One option of a subcommand.  key is what cli_parse hands to the command:
- * a letter that is also the short option (-o), or a code from 256 up for a
- * long-only one. */
+/* What cli_parse does with an option's value by itself, into the command's
+ * ctx; the other options (CLI_TAKE) and the positional arguments go to its
+ * take(). */
+typedef enum {
+    CLI_TAKE,   /* handed to take() with the option's key */
+    CLI_STRING, /* the value, into a const char * */
+    CLI_FLAG,   /* 1, into an int */
+    CLI_COUNT,  /* a whole number from lo to hi (else cli_parse_count's message), into a long long */
+    CLI_CHOICE, /* one of the '|'-separated words of arg ("cpu|cuda"), into a const char * */
+} cli_store;
+
+/* One option of a subcommand.  key is what cli_parse hands to take(): a
+ * letter that is also the short option (-o), or a code from 256 up for a
+ * long-only one; 0 for a long-only option that cli_parse stores itself. */
 typedef struct {
     const char *name; /* the long name, without "--" */
     int key;
     const char *arg;  /* the value's name in the help ("N"); NULL: a flag */
     const char *help; /* one sentence */
+    cli_store store;
+    size_t at;        /* where a stored value goes: offsetof(the type of ctx, member) */
+    long long lo, hi; /* CLI_COUNT's range */
 } cli_option;
 
 typedef struct {
@@ -48,13 +63,17 @@ enum {
     CLI_POSITIONAL = 0,   /* take()'s key for a positional argument */
     CLI_HELP_SHOWN = -1   /* cli_parse printed the help: exit 0 */
 };
-/* Called for each option (value NULL for a flag) and positional argument, in
- * order; returns a status (VITC_OK to go on). */
+/* Called for each CLI_TAKE option (value NULL for a flag) and positional
+ * argument, in order; returns a status (VITC_OK to go on). */
 typedef int (*cli_take)(void *ctx, int key, const char *value);
-/* Parses a subcommand's arguments (argv after its name) with getopt_long.
- * Returns VITC_OK, CLI_HELP_SHOWN, take()'s status, or VITC_BAD_INPUT after
- * printing what was wrong. */
+/* Parses a subcommand's arguments (argv after its name) with getopt_long,
+ * storing the values of the options that say where into ctx.  Returns
+ * VITC_OK, CLI_HELP_SHOWN, take()'s status, or VITC_BAD_INPUT after printing
+ * what was wrong. */
 int cli_parse(const cli_command *cmd, int argc, char **argv, cli_take take, void *ctx);
+/* A positional argument v as the command's one model (*model), refusing a
+ * second: "[CMD: ]more than one model given ('A' and 'B')". */
+int cli_take_model(const cli_command *cmd, const char **model, const char *v);
 void cli_print_help(const cli_command *cmd, FILE *f);
 /* A whole number in [lo, hi] for --option, or a usage error. */
 int cli_parse_count(const cli_command *cmd, const char *option, const char *value, long long lo, long long hi,

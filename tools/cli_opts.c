@@ -2,7 +2,9 @@
  * describes its options in a cli_command table; cli_parse reads them with
  * glibc's getopt_long (so `--x=v` and `--x v` mean the same everywhere, and
  * options may come before or after the positional arguments), answers
- * --help/-h with that command's help, and turns every mistake into one
+ * --help/-h with that command's help, stores the values of the options whose
+ * row says where (a string, a flag, a count in its range, one of its choices)
+ * and hands the others to the command, and turns every mistake into one
  * message: a missing value, a value given to a flag, an ambiguous
  * abbreviation, an unknown option with the nearest known one suggested, or an
  * option that belongs to another subcommand. */
@@ -150,6 +152,74 @@ void cli_print_help(const cli_command *cmd, FILE *f)
     fprintf(f, "  -h, --help                Show this help.\n");
 }
 
+/* "'a' or 'b'", "'a', 'b' or 'c'": the words of a CLI_CHOICE's arg. */
+static void choice_words(const char *arg, char *out, size_t n)
+{
+    size_t k = 0;
+    out[0] = 0;
+    for (const char *w = arg; *w && k < n;) {
+        size_t len = strcspn(w, "|");
+        const char *sep = w == arg ? "" : w[len] ? ", " : " or ";
+        k += (size_t)snprintf(out + k, n - k, "%s'%.*s'", sep, (int)len, w);
+        w += len + (w[len] == '|');
+    }
+}
+
+/* Stores the value v of a CLI_STRING, CLI_FLAG, CLI_COUNT or CLI_CHOICE
+ * option where it says, into ctx; a count out of range or a word not among the
+ * choices is a usage error. */
+static int store_value(const cli_command *cmd, const cli_option *o, const char *v, void *ctx)
+{
+    char *at = (char *)ctx + o->at;
+    switch (o->store) {
+    case CLI_STRING:
+        *(const char **)at = v;
+        return VITC_OK;
+    case CLI_FLAG:
+        *(int *)at = 1;
+        return VITC_OK;
+    case CLI_COUNT:
+        return cli_parse_count(cmd, o->name, v, o->lo, o->hi, (long long *)at);
+    case CLI_CHOICE:
+        for (const char *w = o->arg; *w;) {
+            size_t len = strcspn(w, "|");
+            if (strlen(v) == len && strncmp(w, v, len) == 0) {
+                *(const char **)at = v;
+                return VITC_OK;
+            }
+            w += len + (w[len] == '|');
+        }
+        char words[256];
+        choice_words(o->arg, words, sizeof words);
+        return cli_usage_error("%s%s--%s takes %s, not '%s'", cmd->name, cmd->name[0] ? ": " : "", o->name, words,
+                               v);
+    case CLI_TAKE:
+        break;
+    }
+    return VITC_INTERNAL;
+}
+
+/* The option getopt_long returned: a long one by its index (a stored one's
+ * key is 0), a short one by its key. */
+static const cli_option *option_of(const cli_command *cmd, int c, int longi)
+{
+    if (longi >= 0)
+        return &cmd->options[longi];
+    for (const cli_option *o = cmd->options; o && o->name; o++)
+        if (o->key == c)
+            return o;
+    return NULL;
+}
+
+int cli_take_model(const cli_command *cmd, const char **model, const char *v)
+{
+    if (*model)
+        return cli_usage_error("%s%smore than one model given ('%s' and '%s')", cmd->name, cmd->name[0] ? ": " : "",
+                               *model, v);
+    *model = v;
+    return VITC_OK;
+}
+
 int cli_parse(const cli_command *cmd, int argc, char **argv, cli_take take, void *ctx)
 {
     int n = nopts(cmd);
@@ -201,7 +271,10 @@ int cli_parse(const cli_command *cmd, int argc, char **argv, cli_take take, void
                                                                                  cmd_label(cmd), optopt)
                                                                : unknown_option(cmd, at);
         } else {
-            status = take(ctx, c, optarg);
+            const cli_option *o = option_of(cmd, c, longi);
+            status = !o ? VITC_INTERNAL
+                     : o->store == CLI_TAKE ? take(ctx, c, optarg)
+                                            : store_value(cmd, o, optarg, ctx);
         }
         if (status != VITC_OK)
             break;

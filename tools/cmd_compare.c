@@ -14,35 +14,38 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int parse_double(const char *s, double *out)
-{
-    char *end;
-    *out = strtod(s, &end);
-    return *s && !*end && isfinite(*out) && *out >= 0;
-}
-
-enum { K_RTOL = 256, K_ATOL, K_MAX_REL, K_BISECT, K_BATCH, K_SEED, K_THREADS, K_REFERENCE, K_JSON };
+enum { K_MAX_REL = 256, K_RTOL, K_ATOL };
 
 static const cli_option compare_options[] = {
-    {"input", 'i', "[NAME=]FILE.npy", "An input, by name or in the model's input order; without any, seeded random "
-                                      "normal inputs."},
-    {"max-rel", K_MAX_REL, "R", "The norm-wise check: max|out - ref| <= R * max|ref| (default 1e-4; for CUDA models "
-                                "by precision: tf32 1e-3, bf16 and fp16 1e-2 and cosine >= 0.9999; likewise for "
-                                "CPU models compiled with --precision bf16)."},
-    {"rtol", K_RTOL, "R", "Element-wise check as numpy's allclose: |out - ref| <= atol + rtol * |ref| for every "
-                          "element (rtol default 1e-5 once --atol is given); replaces the norm-wise check unless "
-                          "--max-rel is given too."},
-    {"atol", K_ATOL, "A", "The element-wise check's absolute term (default 1e-8 once --rtol is given)."},
-    {"reference", K_REFERENCE, "interpreter|onnxruntime", "What to compare against: vitc's reference "
-                                                          "interpreter (default) or ONNX Runtime through Python "
-                                                          "(python3, or $VITC_PYTHON, with onnxruntime)."},
-    {"bisect", K_BISECT, NULL, "For a failing model, name the first tensor where it parts from the reference (cuts "
-                               "of the graph compiled for the model's target and precision) and the first pass "
-                               "after which the interpreted graph moves."},
-    {"batch", K_BATCH, "N", "The batch of the random inputs (default 2 where the model has a batch)."},
-    {"seed", K_SEED, "S", "The seed of the random inputs (default 0)."},
-    {"threads", K_THREADS, "N", "Threads for the compiled model (default 0: one per core)."},
-    {"json", K_JSON, NULL, "Print the result as one JSON object instead of the table."},
+    {"input", 'i', "[NAME=]FILE.npy",
+     "An input, by name or in the model's input order; without any, seeded random normal inputs.",
+     .store = CLI_TAKE},
+    {"max-rel", K_MAX_REL, "R",
+     "The norm-wise check: max|out - ref| <= R * max|ref| (default 1e-4; for CUDA models by precision: tf32 1e-3, "
+     "bf16 and fp16 1e-2 and cosine >= 0.9999; likewise for CPU models compiled with --precision bf16).",
+     .store = CLI_TAKE},
+    {"rtol", K_RTOL, "R",
+     "Element-wise check as numpy's allclose: |out - ref| <= atol + rtol * |ref| for every element (rtol default "
+     "1e-5 once --atol is given); replaces the norm-wise check unless --max-rel is given too.",
+     .store = CLI_TAKE},
+    {"atol", K_ATOL, "A", "The element-wise check's absolute term (default 1e-8 once --rtol is given).",
+     .store = CLI_TAKE},
+    {"reference", 0, "interpreter|onnxruntime",
+     "What to compare against: vitc's reference interpreter (default) or ONNX Runtime through Python (python3, or "
+     "$VITC_PYTHON, with onnxruntime).",
+     .store = CLI_CHOICE, .at = offsetof(cmp_opts, reference)},
+    {"bisect", 0, NULL,
+     "For a failing model, name the first tensor where it parts from the reference (cuts of the graph compiled for "
+     "the model's target and precision) and the first pass after which the interpreted graph moves.",
+     .store = CLI_FLAG, .at = offsetof(cmp_opts, bisect)},
+    {"batch", 0, "N", "The batch of the random inputs (default 2 where the model has a batch).", .store = CLI_COUNT,
+     .at = offsetof(cmp_opts, batch), .lo = 1, .hi = 65536},
+    {"seed", 0, "S", "The seed of the random inputs (default 0).", .store = CLI_COUNT,
+     .at = offsetof(cmp_opts, seed), .lo = 0, .hi = INT64_MAX},
+    {"threads", 0, "N", "Threads for the compiled model (default 0: one per core).", .store = CLI_COUNT,
+     .at = offsetof(cmp_opts, nthreads), .lo = 0, .hi = 1024},
+    {"json", 0, NULL, "Print the result as one JSON object instead of the table.", .store = CLI_FLAG,
+     .at = offsetof(cmp_opts, json)},
     {0},
 };
 
@@ -58,11 +61,22 @@ const cli_command cli_compare_command = {
     compare_options,
 };
 
+/* A tolerance: a number >= 0 into *out, remembering that it was given. */
+static int take_tolerance(const char *option, const char *v, double *out, int *given)
+{
+    char *end;
+    *out = strtod(v, &end);
+    if (!*v || *end || !isfinite(*out) || *out < 0)
+        return cli_usage_error("compare: --%s takes a number >= 0, not '%s'", option, v);
+    *given = 1;
+    return VITC_OK;
+}
+
+/* The models, the --input files and the tolerances; cli_parse stores the
+ * other options. */
 static int take_compare(void *ctx, int key, const char *v)
 {
     cmp_opts *o = ctx;
-    long long n;
-    int st = VITC_OK;
     switch (key) {
     case CLI_POSITIONAL:
         if (!o->onnx)
@@ -78,43 +92,11 @@ static int take_compare(void *ctx, int key, const char *v)
         o->specs[o->nspecs++] = (char *)v;
         return VITC_OK;
     case K_MAX_REL:
-        if (!parse_double(v, &o->tol.max_rel))
-            return cli_usage_error("compare: --max-rel takes a number >= 0, not '%s'", v);
-        o->max_rel_given = 1;
-        return VITC_OK;
+        return take_tolerance("max-rel", v, &o->tol.max_rel, &o->max_rel_given);
     case K_RTOL:
-        if (!parse_double(v, &o->tol.rtol))
-            return cli_usage_error("compare: --rtol takes a number >= 0, not '%s'", v);
-        o->rtol_given = 1;
-        return VITC_OK;
+        return take_tolerance("rtol", v, &o->tol.rtol, &o->rtol_given);
     case K_ATOL:
-        if (!parse_double(v, &o->tol.atol))
-            return cli_usage_error("compare: --atol takes a number >= 0, not '%s'", v);
-        o->atol_given = 1;
-        return VITC_OK;
-    case K_REFERENCE:
-        if (strcmp(v, "interpreter") != 0 && strcmp(v, "onnxruntime") != 0)
-            return cli_usage_error("compare: --reference takes 'interpreter' or 'onnxruntime', not '%s'", v);
-        o->onnxruntime = strcmp(v, "onnxruntime") == 0;
-        return VITC_OK;
-    case K_BISECT:
-        o->bisect = 1;
-        return VITC_OK;
-    case K_BATCH:
-        if ((st = cli_parse_count(&cli_compare_command, "batch", v, 1, 65536, &n)) == VITC_OK)
-            o->batch = n;
-        return st;
-    case K_SEED:
-        if ((st = cli_parse_count(&cli_compare_command, "seed", v, 0, INT64_MAX, &n)) == VITC_OK)
-            o->seed = (uint64_t)n;
-        return st;
-    case K_THREADS:
-        if ((st = cli_parse_count(&cli_compare_command, "threads", v, 0, 1024, &n)) == VITC_OK)
-            o->nthreads = (int)n;
-        return st;
-    case K_JSON:
-        o->json = 1;
-        return VITC_OK;
+        return take_tolerance("atol", v, &o->tol.atol, &o->atol_given);
     }
     return VITC_INTERNAL;
 }
@@ -224,7 +206,7 @@ static int report_json(const cmp_opts *o, const ir_graph *g, const ir_tensor *co
             json_str(&w, NULL, o->specs[i]);
         json_end_array(&w);
     } else {
-        json_int(&w, "seed", (long long)o->seed);
+        json_int(&w, "seed", o->seed);
     }
     json_end_object(&w);
     json_object(&w, "tolerance");
@@ -373,7 +355,7 @@ int cmd_compare(int argc, char **argv)
     } else {
         if (!batch) /* 2 exercises the batch dimension, where the model allows it */
             batch = depends_on_batch(g) && (!m || vitc_model_max_batch(m) >= 2) ? 2 : 1;
-        status = random_inputs(g, batch, o.seed, inputs);
+        status = random_inputs(g, batch, (uint64_t)o.seed, inputs);
         if (status == VITC_OK)
             fprintf(info, "inputs: seeded random normal (seed %llu), batch %lld\n", (unsigned long long)o.seed,
                     (long long)batch);
@@ -395,7 +377,7 @@ int cmd_compare(int argc, char **argv)
             o.tol.min_cosine = 0.9999;
     }
     char ref_what[96] = "interpreter";
-    if (o.onnxruntime) {
+    if (o.reference && strcmp(o.reference, "onnxruntime") == 0) {
         char version[32];
         if ((status = cmp_reference_ort(&o, g, inputs, ref, version, sizeof version)) != VITC_OK)
             goto done;

@@ -97,32 +97,46 @@ static int compile_model(const char *model, const cg_options *opt0, const char *
 
 int cli_compile(const char *model, const cg_options *opt) { return compile_model(model, opt, NULL, &cg_llvm_backend); }
 
-enum { K_BATCH = 256, K_TARGET, K_CPU, K_FEATURES, K_WEIGHTS, K_PRECISION, K_EMIT, K_DUMP_AFTER };
+typedef struct {
+    cg_options opt;
+    const char *model, *target, *weights, *dump_after, *emit;
+    long long batch;
+} compile_args;
+
+enum { K_DUMP_AFTER = 256 };
 
 static const cli_option compile_options[] = {
-    {"output", 'o', "FILE", "The shared library to write (required)."},
-    {"batch", K_BATCH, "N", "The largest batch the .so runs, from 1 to 1048576 (default 16); any batch from 1 to N "
-                            "runs."},
-    {"opt-level", 'O', "LEVEL", "LLVM optimisation level 0-3 (default 3), also written -O0 .. -O3."},
-    {"target", K_TARGET, "cpu|cuda", "Generate CPU code through LLVM (default) or CUDA kernels through NVRTC."},
-    {"cpu", K_CPU, "NAME", "The CPU to generate code for (an LLVM CPU name such as znver3 or skylake-avx512); "
-                           "default: this host's."},
-    {"features", K_FEATURES, "+a,-b", "CPU features to add to or remove from the host's (or --cpu's), e.g. "
-                                      "-avx512f."},
-    {"weights", K_WEIGHTS, "embedded|external", "Embed the weights in the .so (default) or write them to "
-                                                "MODEL.so.weights beside it."},
-    {"precision", K_PRECISION, "bf16|fp16|tf32|fp32", "The arithmetic.  --target cuda: default bf16 (16-bit "
-                                                      "activations, fp32 accumulation).  CPU: fp32 (default) or "
-                                                      "bf16, which runs the Linear layers in bf16 (weights and "
-                                                      "their inputs rounded to bf16, fp32 sums; everything else "
-                                                      "fp32) on AMX tiles, or with AVX512-BF16 where the CPU has "
-                                                      "no AMX; needs amx-bf16 or avx512bf16."},
-    {"emit", K_EMIT, "so|cuda", "--target cuda: write the generated CUDA program to -o instead of a .so, for "
-                                "reading."},
-    {"dump-after", K_DUMP_AFTER, "PASS|all", "Print the IR to stdout after that pass (or after every pass)."},
-    {"verbose", 'v', NULL, "Print every phase with its time and the total (import to link) on stderr."},
-    {"quiet", 'q', NULL, "Print nothing but errors (by default the phases are printed when stderr is a terminal "
-                         "or the compile is slow)."},
+    {"output", 'o', "FILE", "The shared library to write (required).", .store = CLI_STRING,
+     .at = offsetof(compile_args, opt.output)},
+    {"batch", 0, "N", "The largest batch the .so runs, from 1 to 1048576 (default 16); any batch from 1 to N runs.",
+     .store = CLI_COUNT, .at = offsetof(compile_args, batch), .lo = 1, .hi = MAX_BATCH_LIMIT},
+    {"opt-level", 'O', "LEVEL", "LLVM optimisation level 0-3 (default 3), also written -O0 .. -O3.",
+     .store = CLI_TAKE},
+    {"target", 0, "cpu|cuda", "Generate CPU code through LLVM (default) or CUDA kernels through NVRTC.",
+     .store = CLI_CHOICE, .at = offsetof(compile_args, target)},
+    {"cpu", 0, "NAME",
+     "The CPU to generate code for (an LLVM CPU name such as znver3 or skylake-avx512); default: this host's.",
+     .store = CLI_STRING, .at = offsetof(compile_args, opt.cpu)},
+    {"features", 0, "+a,-b", "CPU features to add to or remove from the host's (or --cpu's), e.g. -avx512f.",
+     .store = CLI_STRING, .at = offsetof(compile_args, opt.features)},
+    {"weights", 0, "embedded|external",
+     "Embed the weights in the .so (default) or write them to MODEL.so.weights beside it.", .store = CLI_CHOICE,
+     .at = offsetof(compile_args, weights)},
+    {"precision", 0, "bf16|fp16|tf32|fp32",
+     "The arithmetic.  --target cuda: default bf16 (16-bit activations, fp32 accumulation).  CPU: fp32 (default) or "
+     "bf16, which runs the Linear layers in bf16 (weights and their inputs rounded to bf16, fp32 sums; everything "
+     "else fp32) on AMX tiles, or with AVX512-BF16 where the CPU has no AMX; needs amx-bf16 or avx512bf16.",
+     .store = CLI_STRING, .at = offsetof(compile_args, opt.precision)},
+    {"emit", 0, "so|cuda", "--target cuda: write the generated CUDA program to -o instead of a .so, for reading.",
+     .store = CLI_CHOICE, .at = offsetof(compile_args, emit)},
+    {"dump-after", K_DUMP_AFTER, "PASS|all", "Print the IR to stdout after that pass (or after every pass).",
+     .store = CLI_TAKE},
+    {"verbose", 'v', NULL, "Print every phase with its time and the total (import to link) on stderr.",
+     .store = CLI_TAKE},
+    {"quiet", 'q', NULL,
+     "Print nothing but errors (by default the phases are printed when stderr is a terminal or the compile is "
+     "slow).",
+     .store = CLI_TAKE},
     {0},
 };
 
@@ -138,58 +152,18 @@ const cli_command cli_compile_command = {
     compile_options,
 };
 
-typedef struct {
-    cg_options opt;
-    const char *model, *target, *dump_after, *emit;
-} compile_args;
-
+/* The model, -O, --dump-after, -v and -q (the last of them wins); cli_parse
+ * stores the other options. */
 static int take_compile(void *ctx, int key, const char *v)
 {
     compile_args *a = ctx;
-    long long n;
-    int st;
     switch (key) {
     case CLI_POSITIONAL:
-        if (a->model)
-            return cli_usage_error("more than one model given ('%s' and '%s')", a->model, v);
-        a->model = v;
-        return VITC_OK;
-    case 'o':
-        a->opt.output = v;
-        return VITC_OK;
-    case K_BATCH:
-        if ((st = cli_parse_count(&cli_compile_command, "batch", v, 1, MAX_BATCH_LIMIT, &n)) != VITC_OK)
-            return st;
-        a->opt.max_batch = n;
-        return VITC_OK;
+        return cli_take_model(&cli_compile_command, &a->model, v);
     case 'O':
         if (strlen(v) != 1 || v[0] < '0' || v[0] > '3')
             return cli_usage_error("-O takes a level from 0 to 3 (-O0 .. -O3), not '%s'", v);
         a->opt.opt_level = v[0] - '0';
-        return VITC_OK;
-    case K_TARGET:
-        if (strcmp(v, "cpu") != 0 && strcmp(v, "cuda") != 0)
-            return cli_usage_error("--target takes 'cpu' or 'cuda', not '%s'", v);
-        a->target = v;
-        return VITC_OK;
-    case K_CPU:
-        a->opt.cpu = v;
-        return VITC_OK;
-    case K_FEATURES:
-        a->opt.features = v;
-        return VITC_OK;
-    case K_WEIGHTS:
-        if (strcmp(v, "embedded") != 0 && strcmp(v, "external") != 0)
-            return cli_usage_error("--weights takes 'embedded' or 'external', not '%s'", v);
-        a->opt.external_weights = strcmp(v, "external") == 0;
-        return VITC_OK;
-    case K_PRECISION:
-        a->opt.precision = v;
-        return VITC_OK;
-    case K_EMIT:
-        if (strcmp(v, "so") != 0 && strcmp(v, "cuda") != 0)
-            return cli_usage_error("--emit takes 'so' or 'cuda', not '%s'", v);
-        a->emit = v;
         return VITC_OK;
     case K_DUMP_AFTER:
         if (!pass_name_known(v))
@@ -197,10 +171,8 @@ static int take_compile(void *ctx, int key, const char *v)
         a->dump_after = v;
         return VITC_OK;
     case 'v':
-        a->opt.verbose = 1;
-        return VITC_OK;
     case 'q':
-        a->opt.verbose = -1;
+        a->opt.verbose = key == 'v' ? 1 : -1;
         return VITC_OK;
     }
     return VITC_INTERNAL;
@@ -208,11 +180,13 @@ static int take_compile(void *ctx, int key, const char *v)
 
 int cmd_compile(int argc, char **argv)
 {
-    compile_args a = {.opt = {.max_batch = DEFAULT_MAX_BATCH, .opt_level = 3}, .emit = "so"};
+    compile_args a = {.opt = {.opt_level = 3}, .emit = "so", .batch = DEFAULT_MAX_BATCH};
     int st = cli_parse(&cli_compile_command, argc, argv, take_compile, &a);
     if (st != VITC_OK)
         return st == CLI_HELP_SHOWN ? VITC_OK : st;
     cg_options opt = a.opt;
+    opt.max_batch = a.batch;
+    opt.external_weights = a.weights && strcmp(a.weights, "external") == 0;
     cg_knobs knobs = cg_knobs_read(); /* the VITC_* environment variables (codegen/knobs.def) */
     opt.knobs = &knobs;
     const char *model = a.model, *target = a.target, *dump_after = a.dump_after, *emit = a.emit;

@@ -8,17 +8,25 @@
 #include <stdio.h>
 #include <string.h>
 
-enum { K_STAGE = 256, K_FORMAT, K_STATS, K_DUMP_AFTER, K_EXPLAIN };
+typedef struct {
+    const char *model, *stage, *format, *dump_after;
+    int stats, explain;
+} dump_args;
 
 static const cli_option dump_options[] = {
-    {"stage", K_STAGE, "imported|optimized", "The graph as read with shapes inferred (default), or after the "
-                                              "passes."},
-    {"format", K_FORMAT, "text|dot", "One node per line with types and shapes in terms of the batch B "
-                                     "(default), or a Graphviz graph."},
-    {"stats", K_STATS, NULL, "One 'OpType count' line per op type, sorted by op type."},
-    {"dump-after", K_DUMP_AFTER, "PASS|all", "Print the IR after that pass (or after every pass) instead."},
-    {"explain-fusion", K_EXPLAIN, NULL, "Print how many patterns each pass fused and, for every candidate that "
-                                        "did not fuse, its node and the first condition that failed."},
+    {"stage", 0, "imported|optimized", "The graph as read with shapes inferred (default), or after the passes.",
+     .store = CLI_STRING, .at = offsetof(dump_args, stage)},
+    {"format", 0, "text|dot",
+     "One node per line with types and shapes in terms of the batch B (default), or a Graphviz graph.",
+     .store = CLI_STRING, .at = offsetof(dump_args, format)},
+    {"stats", 0, NULL, "One 'OpType count' line per op type, sorted by op type.", .store = CLI_FLAG,
+     .at = offsetof(dump_args, stats)},
+    {"dump-after", 0, "PASS|all", "Print the IR after that pass (or after every pass) instead.", .store = CLI_STRING,
+     .at = offsetof(dump_args, dump_after)},
+    {"explain-fusion", 0, NULL,
+     "Print how many patterns each pass fused and, for every candidate that did not fuse, its node and the first "
+     "condition that failed.",
+     .store = CLI_FLAG, .at = offsetof(dump_args, explain)},
     {0},
 };
 
@@ -30,37 +38,11 @@ const cli_command cli_dump_command = {
     dump_options,
 };
 
-typedef struct {
-    const char *model, *stage, *format, *dump_after;
-    int stats, explain;
-} dump_args;
-
+/* The options are stored by cli_parse: only the model comes here. */
 static int take_dump(void *ctx, int key, const char *v)
 {
     dump_args *a = ctx;
-    switch (key) {
-    case CLI_POSITIONAL:
-        if (a->model)
-            return cli_usage_error("dump: more than one model given ('%s' and '%s')", a->model, v);
-        a->model = v;
-        return VITC_OK;
-    case K_STAGE:
-        a->stage = v;
-        return VITC_OK;
-    case K_FORMAT:
-        a->format = v;
-        return VITC_OK;
-    case K_STATS:
-        a->stats = 1;
-        return VITC_OK;
-    case K_DUMP_AFTER:
-        a->dump_after = v;
-        return VITC_OK;
-    case K_EXPLAIN:
-        a->explain = 1;
-        return VITC_OK;
-    }
-    return VITC_INTERNAL;
+    return cli_take_model(&cli_dump_command, &a->model, v);
 }
 
 int cmd_dump(int argc, char **argv)

@@ -13,16 +13,28 @@
 #include <string.h>
 #include <sys/stat.h>
 
+static int num_tensors(const vitc_model *m, int outputs)
+{
+    return outputs ? vitc_model_num_outputs(m) : vitc_model_num_inputs(m);
+}
+
+/* Output (outputs 1) or input i of m. */
+static vitc_tensor_info tensor_info(const vitc_model *m, int outputs, int i)
+{
+    vitc_tensor_info info;
+    if (outputs)
+        vitc_model_output(m, i, &info);
+    else
+        vitc_model_input(m, i, &info);
+    return info;
+}
+
 static void print_tensors(const vitc_model *m, int outputs)
 {
-    int n = outputs ? vitc_model_num_outputs(m) : vitc_model_num_inputs(m);
+    int n = num_tensors(m, outputs);
     printf("%s (%d):\n", outputs ? "outputs" : "inputs", n);
     for (int i = 0; i < n; i++) {
-        vitc_tensor_info info;
-        if (outputs)
-            vitc_model_output(m, i, &info);
-        else
-            vitc_model_input(m, i, &info);
+        vitc_tensor_info info = tensor_info(m, outputs, i);
         char t[256];
         printf("  %-24s %s\n", info.name, cli_tensor_info_str(&info, t, sizeof t));
     }
@@ -169,14 +181,9 @@ static void inspect_json(const char *path, long long file_bytes, const vitc_mode
     }
     json_int(&w, "max_batch", d->max_batch);
     for (int out = 0; out < 2; out++) {
-        int n = out ? vitc_model_num_outputs(m) : vitc_model_num_inputs(m);
         json_array(&w, out ? "outputs" : "inputs");
-        for (int i = 0; i < n; i++) {
-            vitc_tensor_info info;
-            if (out)
-                vitc_model_output(m, i, &info);
-            else
-                vitc_model_input(m, i, &info);
+        for (int i = 0; i < num_tensors(m, out); i++) {
+            vitc_tensor_info info = tensor_info(m, out, i);
             cli_tensor_info_json(&w, &info);
         }
         json_end_array(&w);
@@ -209,10 +216,13 @@ static void print_kernels(int n, const char *const *names)
     }
 }
 
-enum { K_JSON = 256 };
+typedef struct {
+    const char *path;
+    int json;
+} inspect_args;
 
 static const cli_option inspect_options[] = {
-    {"json", K_JSON, NULL, "Print it as one JSON object instead."},
+    {"json", 0, NULL, "Print it as one JSON object instead.", .store = CLI_FLAG, .at = offsetof(inspect_args, json)},
     {0},
 };
 
@@ -225,18 +235,10 @@ const cli_command cli_inspect_command = {
     inspect_options,
 };
 
-typedef struct {
-    const char *path;
-    int json;
-} inspect_args;
-
+/* The model; cli_parse stores --json. */
 static int take_inspect(void *ctx, int key, const char *v)
 {
     inspect_args *a = ctx;
-    if (key == K_JSON) {
-        a->json = 1;
-        return VITC_OK;
-    }
     if (a->path)
         return cli_usage_error("inspect: more than one model given");
     a->path = v;

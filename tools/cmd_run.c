@@ -25,9 +25,9 @@ typedef struct {
     const char *model, *outdir;
     char *specs[MAX_INPUTS];
     int nspecs;
-    long repeat;
-    long warmup;  /* compiled models: untimed runs first; -1: one with --repeat N > 1, else none */
-    int nthreads; /* compiled models: 0 = one per core */
+    long long repeat;
+    long long warmup;   /* compiled models: untimed runs first; -1: one with --repeat N > 1, else none */
+    long long nthreads; /* compiled models: 0 = one per core */
     int json;
     int profile;
 } run_opts;
@@ -310,7 +310,7 @@ static int run_compiled(const run_opts *o, double *ms)
     status = cli_rt_alloc_outputs(m, batch < 1 ? 1 : batch > max ? max : batch, outputs);
     if (status)
         goto done;
-    vitc_status vs = vitc_context_create(m, o->nthreads, &c);
+    vitc_status vs = vitc_context_create(m, (int)o->nthreads, &c);
     if (vs != VITC_STATUS_OK) {
         status = cli_rt_fail(vs);
         goto done;
@@ -383,23 +383,28 @@ done:
     return status;
 }
 
-enum { K_OUTPUT_DIR = 256, K_REPEAT, K_WARMUP, K_THREADS, K_JSON, K_PROFILE };
-
 static const cli_option run_options[] = {
-    {"input", 'i', "[NAME=]FILE.npy", "An input, by name or (without NAME=) in the model's input order; once per "
-                                      "input."},
-    {"output-dir", K_OUTPUT_DIR, "DIR", "Where to write one NAME.npy per output (default '.'; made, with its "
-                                        "parents, when the run succeeds)."},
-    {"repeat", K_REPEAT, "N", "Run N times and print min, median, mean and p90 times and images/s (for a CUDA "
-                              "model also its kernels' GPU time)."},
-    {"warmup", K_WARMUP, "N", "Compiled models: N untimed runs before the timed ones, outside the timing and "
-                              "the profile (default 1 with --repeat above 1, else 0)."},
-    {"threads", K_THREADS, "N", "Compiled models: threads to run on, the caller's included (default 0: one per "
-                                "core)."},
-    {"profile", K_PROFILE, NULL, "Compiled CPU models: time each part of the runs (the code of one node of the "
-                                 "compiled graph: its op, kernels and ONNX nodes) and print the parts longest "
-                                 "first with their share, then the time per op."},
-    {"json", K_JSON, NULL, "Print the outputs written, the timings and the profile as one JSON object instead."},
+    {"input", 'i', "[NAME=]FILE.npy",
+     "An input, by name or (without NAME=) in the model's input order; once per input.", .store = CLI_TAKE},
+    {"output-dir", 0, "DIR",
+     "Where to write one NAME.npy per output (default '.'; made, with its parents, when the run succeeds).",
+     .store = CLI_STRING, .at = offsetof(run_opts, outdir)},
+    {"repeat", 0, "N",
+     "Run N times and print min, median, mean and p90 times and images/s (for a CUDA model also its kernels' GPU "
+     "time).",
+     .store = CLI_COUNT, .at = offsetof(run_opts, repeat), .lo = 1, .hi = 100000},
+    {"warmup", 0, "N",
+     "Compiled models: N untimed runs before the timed ones, outside the timing and the profile (default 1 with "
+     "--repeat above 1, else 0).",
+     .store = CLI_COUNT, .at = offsetof(run_opts, warmup), .lo = 0, .hi = 100000},
+    {"threads", 0, "N", "Compiled models: threads to run on, the caller's included (default 0: one per core).",
+     .store = CLI_COUNT, .at = offsetof(run_opts, nthreads), .lo = 0, .hi = 1024},
+    {"profile", 0, NULL,
+     "Compiled CPU models: time each part of the runs (the code of one node of the compiled graph: its op, kernels "
+     "and ONNX nodes) and print the parts longest first with their share, then the time per op.",
+     .store = CLI_FLAG, .at = offsetof(run_opts, profile)},
+    {"json", 0, NULL, "Print the outputs written, the timings and the profile as one JSON object instead.",
+     .store = CLI_FLAG, .at = offsetof(run_opts, json)},
     {0},
 };
 
@@ -412,45 +417,16 @@ const cli_command cli_run_command = {
     run_options,
 };
 
+/* The model and the --input files; cli_parse stores the other options. */
 static int take_run(void *ctx, int key, const char *v)
 {
     run_opts *o = ctx;
-    long long n;
-    int st = VITC_OK;
-    switch (key) {
-    case CLI_POSITIONAL:
-        if (o->model)
-            return cli_usage_error("run: more than one model given ('%s' and '%s')", o->model, v);
-        o->model = v;
-        return VITC_OK;
-    case 'i':
-        if (o->nspecs == MAX_INPUTS)
-            return cli_usage_error("run: too many --input options");
-        o->specs[o->nspecs++] = (char *)v;
-        return VITC_OK;
-    case K_OUTPUT_DIR:
-        o->outdir = v;
-        return VITC_OK;
-    case K_REPEAT:
-        if ((st = cli_parse_count(&cli_run_command, "repeat", v, 1, 100000, &n)) == VITC_OK)
-            o->repeat = (long)n;
-        return st;
-    case K_WARMUP:
-        if ((st = cli_parse_count(&cli_run_command, "warmup", v, 0, 100000, &n)) == VITC_OK)
-            o->warmup = (long)n;
-        return st;
-    case K_THREADS:
-        if ((st = cli_parse_count(&cli_run_command, "threads", v, 0, 1024, &n)) == VITC_OK)
-            o->nthreads = (int)n;
-        return st;
-    case K_JSON:
-        o->json = 1;
-        return VITC_OK;
-    case K_PROFILE:
-        o->profile = 1;
-        return VITC_OK;
-    }
-    return VITC_INTERNAL;
+    if (key == CLI_POSITIONAL)
+        return cli_take_model(&cli_run_command, &o->model, v);
+    if (o->nspecs == MAX_INPUTS)
+        return cli_usage_error("run: too many --input options");
+    o->specs[o->nspecs++] = (char *)v;
+    return VITC_OK;
 }
 
 int cmd_run(int argc, char **argv)

@@ -23,12 +23,12 @@ typedef struct {
     int nspecs;
     cmp_tolerance tol;
     int rtol_given, atol_given, max_rel_given;
-    int onnxruntime;        /* --reference onnxruntime: the reference comes from ONNX Runtime */
+    const char *reference;  /* --reference: "onnxruntime" (ONNX Runtime), else the interpreter */
     int json;
     int bisect;
-    int64_t batch;          /* random inputs: 0 = choose */
-    uint64_t seed;
-    int nthreads;
+    long long batch;        /* random inputs: 0 = choose */
+    long long seed;         /* random inputs: from 0 to INT64_MAX */
+    long long nthreads;
     char tmpdir[256];       /* temporary .so files, "" until made */
     char precision[8];      /* the model's ("bf16", ...): --bisect's cuts are compiled alike; "": fp32 CPU */
     int cuda;               /* the model is a CUDA model: so are the cuts */

@@ -113,7 +113,7 @@ int cmp_run_so(const cmp_opts *o, vitc_model *m, const ir_graph *g, const ir_ten
     if (status == VITC_OK) /* out of range: the run reports it (inputs are checked first) */
         status = cli_rt_alloc_outputs(m, batch < 1 ? 1 : batch > max ? max : batch, outs);
     if (status == VITC_OK) {
-        vitc_status vs = vitc_context_create(m, o->nthreads, &c);
+        vitc_status vs = vitc_context_create(m, (int)o->nthreads, &c);
         status = vs == VITC_STATUS_OK ? cli_rt_run(c, m, in, outs) : cli_rt_fail(vs);
     }
     if (status != VITC_OK)
@@ -144,6 +144,15 @@ static const char ort_program[] =
     "    np.save('%s/out%d.npy' % (d, i), np.ascontiguousarray(r))\n"
     "open(d + '/version', 'w').write(ort.__version__)\n";
 
+/* DIR/<stem><i>.npy, a file the ONNX Runtime program reads or writes, into
+ * path; d set to name it. */
+static const char *ort_file(char *path, size_t n, const char *dir, const char *stem, int i, vitc_diag *d)
+{
+    snprintf(path, n, "%s/%s%d.npy", dir, stem, i);
+    vitc_diag_init(d, path);
+    return path;
+}
+
 int cmp_reference_ort(cmp_opts *o, const ir_graph *g, const ir_tensor *inputs, ir_tensor *ref, char *version,
                       size_t vlen)
 {
@@ -155,13 +164,10 @@ int cmp_reference_ort(cmp_opts *o, const ir_graph *g, const ir_tensor *inputs, i
         fprintf(stderr, "vitc: cannot make %s: %s\n", dir, strerror(errno));
         return VITC_INTERNAL;
     }
-    for (int i = 0; i < g->ninputs; i++) {
-        snprintf(path, sizeof path, "%s/in%d.npy", dir, i);
-        vitc_diag d;
-        vitc_diag_init(&d, path);
-        if ((st = ir_npy_write(path, &inputs[i], &d)) != VITC_OK)
+    vitc_diag d;
+    for (int i = 0; i < g->ninputs; i++)
+        if ((st = ir_npy_write(ort_file(path, sizeof path, dir, "in", i, &d), &inputs[i], &d)) != VITC_OK)
             return st;
-    }
     const char *py = cg_knobs_read().python;
     int n = 0, argc = 6 + g->ninputs + g->noutputs;
     char nin[16];
@@ -196,13 +202,9 @@ int cmp_reference_ort(cmp_opts *o, const ir_graph *g, const ir_tensor *inputs, i
                     py, WIFEXITED(ws) ? WEXITSTATUS(ws) : -1);
         return VITC_BAD_INPUT;
     }
-    for (int i = 0; i < g->noutputs; i++) {
-        snprintf(path, sizeof path, "%s/out%d.npy", dir, i);
-        vitc_diag d;
-        vitc_diag_init(&d, path);
-        if ((st = ir_npy_read(path, &ref[i], &d)) != VITC_OK)
+    for (int i = 0; i < g->noutputs; i++)
+        if ((st = ir_npy_read(ort_file(path, sizeof path, dir, "out", i, &d), &ref[i], &d)) != VITC_OK)
             return st;
-    }
     snprintf(path, sizeof path, "%s/version", dir);
     FILE *f = fopen(path, "r");
     version[0] = 0;

@@ -391,36 +391,33 @@ class Timer:
         if self.cuda:
             self.torch.cuda.synchronize()
 
-    def device(self, fn, warmup, repeat):
+    def _events_ms(self, fn):
+        """One call of fn between two CUDA events on the stream, in ms."""
+        a, b = self.torch.cuda.Event(enable_timing=True), self.torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        return a.elapsed_time(b)
+
+    def _wall_ms(self, fn):
+        """One call of fn until the device is done with it, in ms of host time."""
+        t0 = time.perf_counter()
+        fn()
+        self.sync()
+        return (time.perf_counter() - t0) * 1e3
+
+    def _median(self, one_ms, fn, warmup, repeat):
         for _ in range(warmup):
             fn()
         self.sync()
-        times = []
-        for _ in range(repeat):
-            if self.cuda:
-                a, b = self.torch.cuda.Event(enable_timing=True), self.torch.cuda.Event(enable_timing=True)
-                a.record()
-                fn()
-                b.record()
-                b.synchronize()
-                times.append(a.elapsed_time(b))
-            else:
-                t0 = time.perf_counter()
-                fn()
-                times.append((time.perf_counter() - t0) * 1e3)
-        return statistics.median(times)
+        return statistics.median([one_ms(fn) for _ in range(repeat)])
+
+    def device(self, fn, warmup, repeat):
+        return self._median(self._events_ms if self.cuda else self._wall_ms, fn, warmup, repeat)
 
     def host(self, fn, warmup, repeat):
-        for _ in range(warmup):
-            fn()
-        self.sync()
-        times = []
-        for _ in range(repeat):
-            t0 = time.perf_counter()
-            fn()
-            self.sync()
-            times.append((time.perf_counter() - t0) * 1e3)
-        return statistics.median(times)
+        return self._median(self._wall_ms, fn, warmup, repeat)
 
 
 def measured_peak(torch, dev, timer):

@@ -20,26 +20,23 @@ RUNTIME_PATH = os.path.join(_HERE, "_lib", "libvitc_runtime.so.0")
 MAX_RANK = 8  # VITC_MAX_RANK
 
 
+# how vitc_tensor and vitc_tensor_info both begin
+_TENSOR_HEAD = [
+    ("name", ctypes.c_char_p),
+    ("dtype", ctypes.c_int32),
+    ("rank", ctypes.c_int32),
+    ("dims", ctypes.c_int64 * MAX_RANK),
+]
+
+
 class CTensor(ctypes.Structure):
     """vitc_tensor"""
-    _fields_ = [
-        ("name", ctypes.c_char_p),
-        ("dtype", ctypes.c_int32),
-        ("rank", ctypes.c_int32),
-        ("dims", ctypes.c_int64 * MAX_RANK),
-        ("data", ctypes.c_void_p),
-    ]
+    _fields_ = _TENSOR_HEAD + [("data", ctypes.c_void_p)]
 
 
 class CTensorInfo(ctypes.Structure):
     """vitc_tensor_info"""
-    _fields_ = [
-        ("name", ctypes.c_char_p),
-        ("dtype", ctypes.c_int32),
-        ("rank", ctypes.c_int32),
-        ("dims", ctypes.c_int64 * MAX_RANK),
-        ("is_batch", ctypes.c_uint8 * MAX_RANK),
-    ]
+    _fields_ = _TENSOR_HEAD + [("is_batch", ctypes.c_uint8 * MAX_RANK)]
 
 
 class CProfilePart(ctypes.Structure):
