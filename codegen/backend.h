@@ -104,6 +104,11 @@ int cg_compile(const cg_backend *be, ir_graph *g, const cg_options *opt, vitc_di
  * (codegen/compile.c). */
 extern const cg_backend cg_llvm_backend; /* "cpu": VITC_HAVE_LLVM */
 extern const cg_backend cg_cuda_backend; /* "cuda": VITC_HAVE_CUDA */
+/* Every backend, in the order --version lists them, NULL-terminated, and the
+ * one whose name (its --target, the target a .so records) is name, or NULL:
+ * the one place that maps a target's name to its backend (compile.c). */
+extern const cg_backend *const cg_backends[];
+const cg_backend *cg_backend_named(const char *name);
 
 /* ---- backend-neutral planning (codegen/plan.c) ---- */
 

@@ -86,3 +86,13 @@ static int no_cuda(const ir_graph *g, const ir_node *n, char *why, size_t len) {
 const cg_backend cg_cuda_backend = {.name = "cuda", .title = "CUDA", .supports = no_cuda,
     .unavailable = "--target cuda: this vitc was built without the CUDA backend (configure with -DVITC_CUDA=ON)"};
 #endif
+
+const cg_backend *const cg_backends[] = {&cg_llvm_backend, &cg_cuda_backend, NULL};
+
+const cg_backend *cg_backend_named(const char *name)
+{
+    for (int i = 0; name && cg_backends[i]; i++)
+        if (strcmp(cg_backends[i]->name, name) == 0)
+            return cg_backends[i];
+    return NULL;
+}

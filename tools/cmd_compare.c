@@ -367,8 +367,13 @@ int cmd_compare(int argc, char **argv)
         goto done;
     /* the model's arithmetic: DESIGN.md's tolerance by precision; --bisect compiles its cuts alike */
     const char *prec = vitc_model_precision(m);
-    o.cuda = strcmp(vitc_model_target(m), "cuda") == 0;
-    if (o.cuda || strcmp(prec, "fp32") != 0) {
+    if (!(o.backend = cg_backend_named(vitc_model_target(m)))) {
+        fprintf(stderr, "vitc: compare: %s is a model for target '%s', which this vitc does not know\n", o.so,
+                vitc_model_target(m));
+        status = VITC_BAD_INPUT;
+        goto done;
+    }
+    if (o.backend != &cg_llvm_backend || strcmp(prec, "fp32") != 0) {
         snprintf(o.precision, sizeof o.precision, "%s", prec);
         int half = strcmp(prec, "bf16") == 0 || strcmp(prec, "fp16") == 0;
         if (!o.max_rel_given && !o.tol.elementwise)

@@ -198,9 +198,10 @@ int cmd_compile(int argc, char **argv)
         target = "cuda";
         opt.emit_source = 1;
     }
-    if (!target)
-        target = "cpu";
     /* the default stays cpu in every build, so that one command line means
      * the same everywhere; a vitc without LLVM says to pass --target cuda */
-    return compile_model(model, &opt, dump_after, strcmp(target, "cuda") == 0 ? &cg_cuda_backend : &cg_llvm_backend);
+    const cg_backend *be = cg_backend_named(target ? target : "cpu");
+    if (!be)
+        return cli_usage_error("--target takes cpu or cuda, not '%s'", target);
+    return compile_model(model, &opt, dump_after, be);
 }

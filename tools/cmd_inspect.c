@@ -163,7 +163,7 @@ static void inspect_json(const char *path, long long file_bytes, const vitc_mode
     json_str(&w, "precision", vitc_model_precision(m));
     json_knobs(&w, vitc_model_knobs(m));
     vitc_cuda_details cd;
-    if (strcmp(d->target, "cuda") == 0 && vitc_model_cuda_details(m, &cd) == VITC_STATUS_OK) {
+    if (vitc_model_cuda_details(m, &cd) == VITC_STATUS_OK) {
         json_object(&w, "cuda");
         json_str(&w, "precision", cd.precision);
         json_int(&w, "functions", cd.nfunctions);
@@ -277,7 +277,8 @@ int cmd_inspect(int argc, char **argv)
     printf("target:     %s, triple %s, cpu %s, precision %s\n", d.target, d.triple, d.cpu, vitc_model_precision(m));
     print_features(d.features);
     vitc_cuda_details cd;
-    if (strcmp(d.target, "cuda") == 0 && vitc_model_cuda_details(m, &cd) == VITC_STATUS_OK) {
+    int device = vitc_model_cuda_details(m, &cd) == VITC_STATUS_OK;
+    if (device) {
         printf("cuda:       precision %s; %d kernels, %d launches per run, replayed as one CUDA graph per batch size\n",
                cd.precision, cd.nfunctions, cd.nlaunches);
         printf("gpu code:  ");
@@ -292,7 +293,7 @@ int cmd_inspect(int argc, char **argv)
     print_tensors(m, 0);
     print_tensors(m, 1);
     printf("workspace:  %llu bytes %sper context (activations, planned for batch %lld)\n",
-           (unsigned long long)d.workspace_bytes, strcmp(d.target, "cuda") == 0 ? "of device memory " : "",
+           (unsigned long long)d.workspace_bytes, device ? "of device memory " : "",
            (long long)d.max_batch);
     if (d.weights_file)
         printf("weights:    %llu bytes in external file %s (FNV-1a %016llx)\n", (unsigned long long)d.weights_bytes,

@@ -326,9 +326,9 @@ static int run_compiled(const run_opts *o, double *ms)
         status = cli_rt_fail(vs);
         goto done;
     }
-    /* a CUDA model also reports its kernels' GPU time (CUDA events on its stream) */
-    int cuda = strcmp(vitc_model_target(m), "cuda") == 0;
-    double *gpu_ms = cuda ? calloc((size_t)o->repeat, sizeof *gpu_ms) : NULL;
+    /* a model on a device also reports its kernels' time there (CUDA events on its stream) */
+    vitc_cuda_details cd;
+    double *gpu_ms = vitc_model_cuda_details(m, &cd) == VITC_STATUS_OK ? calloc((size_t)o->repeat, sizeof *gpu_ms) : NULL;
     for (long r = 0; r < o->repeat && status == VITC_OK; r++) {
         double t0 = now_ms();
         status = cli_rt_run(c, m, inputs, outputs);

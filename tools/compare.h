@@ -31,7 +31,7 @@ typedef struct {
     long long nthreads;
     char tmpdir[256];       /* temporary .so files, "" until made */
     char precision[8];      /* the model's ("bf16", ...): --bisect's cuts are compiled alike; "": fp32 CPU */
-    int cuda;               /* the model is a CUDA model: so are the cuts */
+    const struct cg_backend *backend; /* the model's backend: the cuts are compiled alike */
 } cmp_opts;
 
 typedef struct {

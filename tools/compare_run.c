@@ -84,7 +84,7 @@ int cmp_compile_graph(const cmp_opts *o, ir_graph *g, const char *path, int64_t 
     cg_options opt = {.output = path, .source = o->onnx, .max_batch = max_batch, .opt_level = 3};
     if (o->precision[0])
         opt.precision = o->precision;
-    return cg_compile(o->cuda ? &cg_cuda_backend : &cg_llvm_backend, g, &opt, &d);
+    return cg_compile(o->backend, g, &opt, &d);
 }
 
 int cmp_run_so(const cmp_opts *o, vitc_model *m, const ir_graph *g, const ir_tensor *inputs, ir_tensor *outs)

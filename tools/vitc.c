@@ -112,12 +112,11 @@ int main(int argc, char **argv)
     }
     if (strcmp(cmd, "--version") == 0) {
         printf("vitc %s\nONNX: opsets %d-%d\n", VITC_VERSION, ONNX_MIN_OPSET, ONNX_MAX_OPSET);
-        const cg_backend *backends[] = {&cg_llvm_backend, &cg_cuda_backend};
-        for (int i = 0; i < 2; i++)
-            printf("--target %s: %s\n", backends[i]->name,
-                   backends[i]->unavailable ? backends[i]->unavailable
-                   : backends[i]->describe  ? backends[i]->describe()
-                                            : "available");
+        for (const cg_backend *const *be = cg_backends; *be; be++)
+            printf("--target %s: %s\n", (*be)->name,
+                   (*be)->unavailable ? (*be)->unavailable
+                   : (*be)->describe  ? (*be)->describe()
+                                      : "available");
         return VITC_OK;
     }
     if (strcmp(cmd, "dump") == 0)
