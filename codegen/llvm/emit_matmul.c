@@ -428,14 +428,12 @@ static int emit_conv_direct(cg_ctx *cg, int node)
 int cg_emit_matmul(cg_ctx *cg, int node)
 {
     const ir_node *n = &cg->g->nodes[node];
+    ir_linear v;
+    if (cg_linear_of(cg->g, n, &v))
+        return emit_linear(cg, node, &v);
     switch (n->op) {
-    case IR_OP_LINEAR:
-    case IR_OP_MATMUL: {
-        ir_linear v;
-        if (cg_linear_of(cg->g, n, &v))
-            return emit_linear(cg, node, &v);
+    case IR_OP_MATMUL:
         return emit_bgemm(cg, node, n->inputs[0], n->inputs[1], 0, 1.0f);
-    }
     case IR_OP_GEMM:
         if (ir_value_is_plain_const(cg->g, n->inputs[1]))
             return emit_gemm_node(cg, node);

@@ -210,32 +210,31 @@ int cg_matmul_supports(const ir_graph *g, const ir_node *n, char *why, size_t le
             return fail_why(why, len, "matrix products are supported on f32 tensors only");
     const ir_value *A = &g->values[n->inputs[0]];
     int vb = ir_input(n, 1);
-    switch (n->op) {
-    case IR_OP_MATMUL:
-    case IR_OP_LINEAR: {
-        const ir_value *B = &g->values[vb];
-        ir_linear v;
-        if (n->op == IR_OP_LINEAR && !ir_linear_of(n, &v, why, len))
-            return 0;
-        if (cg_linear_of(g, n, &v)) {
-            if (!ir_value_is_plain_const(g, v.w) || B->rank != 2 || A->rank < 1)
-                return fail_why(why, len, "Linear needs a constant 2-D weight");
-            if (v.bias >= 0 && !ir_value_is_plain_const(g, v.bias))
-                return fail_why(why, len, "Linear needs a constant bias");
-            int vr = v.residual;
-            if (vr >= 0) {
-                const ir_value *R = &g->values[vr], *Y = &g->values[v.y];
-                int full = R->rank == Y->rank, row = 1;
-                for (int i = 0; i < R->rank; i++) {
-                    full = full && ir_dim_eq(R->dims[i], Y->dims[i]);
-                    if (i < R->rank - 1)
-                        row = row && R->dims[i].k == 1 && R->dims[i].e == 0;
-                }
-                if (!full && !(row && R->rank >= 1 && ir_dim_eq(R->dims[R->rank - 1], Y->dims[Y->rank - 1])))
-                    return fail_why(why, len, "a residual that broadcasts other than along rows is not supported");
+    ir_linear v;
+    if (!ir_linear_of(n, &v, why, len) && why[0])
+        return 0; /* a Linear with an attribute out of range */
+    if (cg_linear_of(g, n, &v)) {
+        const ir_value *B = &g->values[v.w];
+        if (!ir_value_is_plain_const(g, v.w) || B->rank != 2 || A->rank < 1)
+            return fail_why(why, len, "Linear needs a constant 2-D weight");
+        if (v.bias >= 0 && !ir_value_is_plain_const(g, v.bias))
+            return fail_why(why, len, "Linear needs a constant bias");
+        int vr = v.residual;
+        if (vr >= 0) {
+            const ir_value *R = &g->values[vr], *Y = &g->values[v.y];
+            int full = R->rank == Y->rank, row = 1;
+            for (int i = 0; i < R->rank; i++) {
+                full = full && ir_dim_eq(R->dims[i], Y->dims[i]);
+                if (i < R->rank - 1)
+                    row = row && R->dims[i].k == 1 && R->dims[i].e == 0;
             }
-            return 1;
+            if (!full && !(row && R->rank >= 1 && ir_dim_eq(R->dims[R->rank - 1], Y->dims[Y->rank - 1])))
+                return fail_why(why, len, "a residual that broadcasts other than along rows is not supported");
         }
+        return 1;
+    }
+    switch (n->op) {
+    case IR_OP_MATMUL: {
         bgemm_plan p;
         return plan_bgemm(g, n->inputs[0], vb, n->outputs[0], 0, 1.0f, &p, why, len);
     }
