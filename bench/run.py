@@ -10,7 +10,9 @@ ViT with LayerNorm and with BatchNorm):
      AVX2 kernels as on an AVX2 machine), timing the compile,
   3. start one worker process per runtime (vitc through the C runtime API via ctypes, ONNX Runtime
      with all graph optimisations, PyTorch eager), each with the same seeded input and thread
-     count, warm each up, then alternate them in short blocks (--block calls of vitc, then of
+     count, warm each up, check each one's output against the reference (ONNX Runtime fp32 run
+     apart: fp32 within 1e-4, vitc's bf16 rows within 1e-2 and cosine >= 0.9999; a runtime that
+     fails is not timed, is left out of the row, and the run exits 1), then alternate them in short blocks (--block calls of vitc, then of
      ONNX Runtime, then of PyTorch, --blocks times, the leading runtime rotating) with a --pause
      between blocks, so that drift
      on a shared machine hits every runtime alike and a thread pool still spinning after its block
@@ -29,6 +31,7 @@ tests/models/requirements.txt), and a built vitc (./setup.sh):
     tests/models/setup-gen-env.sh .venv-gen
     .venv-gen/bin/python bench/run.py                   # every model, 2 threads, batch 1 and 8
     .venv-gen/bin/python bench/run.py --models vit_ti16_timm --batches 1 --rounds 1
+    python3 bench/run.py --self-test                   # the output checks on hand-made outputs (ctest)
 """
 import argparse
 import ctypes
@@ -51,6 +54,109 @@ sys.path.insert(0, os.path.join(REPO, "tests", "models"))
 MODELS = ["vit_ti16_timm", "vit_s16_timm", "vit_b16_timm", "vit_b16_torchvision", "vit_b16_einops",
           "face_vit_s", "face_vit_s_bn"]
 RUNTIMES = ("vitc", "ort", "torch")
+
+# ---------------------------------------------------------------------------------------------
+# Every runtime's output is checked against the reference before it is timed: a row that gives a
+# wrong answer (or none) is left out of the table, its reason listed, and the run exits 1.
+# The reference is ONNX Runtime fp32 (host ISA, basic graph optimisations) run in the driver on the
+# row's input.  Bars, error = max|out - ref| / max|ref|: fp32 1e-4; bf16 (vitc's --precision bf16
+# rows) 1e-2 with cosine >= 0.9999, as `vitc compare` and the tests use.  (No int8 rows yet.)
+# ---------------------------------------------------------------------------------------------
+BARS = {"fp32": (1e-4, None), "bf16": (1e-2, 0.9999)}
+
+
+def output_error(y, ref):
+    """(error, cosine, None), or (None, None, why) when the output cannot be compared or is not finite."""
+    if y is None:
+        return None, None, "no output"
+    y, ref = np.asarray(y, np.float64), np.asarray(ref, np.float64)
+    if y.shape != ref.shape:
+        return None, None, f"shape {list(y.shape)}, reference {list(ref.shape)}"
+    bad = int(np.count_nonzero(~np.isfinite(y)))
+    if bad:
+        return None, None, f"{bad} NaN or infinite values of {y.size}"
+    scale = float(np.abs(ref).max()) if ref.size else 0.0
+    if not np.isfinite(ref).all() or scale == 0.0:
+        return None, None, "the reference is all zero or not finite"
+    err = float(np.abs(y - ref).max()) / scale
+    norms = float(np.linalg.norm(y) * np.linalg.norm(ref))
+    cos = float(np.dot(y.ravel(), ref.ravel()) / norms) if norms > 0 else 0.0
+    return err, cos, None
+
+
+def check_output(y, ref, precision):
+    """(ok, error, why): y against ref within the bars of precision ('fp32' or 'bf16')."""
+    tol, ctol = BARS[precision]
+    err, cos, why = output_error(y, ref)
+    if why:
+        return False, err, why
+    if not err <= tol:
+        return False, err, f"error {err:.2e} > {tol:g} ({precision})"
+    if ctol is not None and not cos >= ctol:
+        return False, err, f"cosine {cos:.6f} < {ctol} ({precision})"
+    return True, err, None
+
+
+def runtime_precision(rt, isa):
+    """The precision whose bars runtime rt's output meets in a row of isa."""
+    return "bf16" if rt == "vitc" and isa == "bf16" else "fp32"
+
+
+def self_test():
+    """check_output and the gate of bench_one (checked_runtimes) on hand-made outputs: a wrong,
+    NaN, mis-shaped or missing output is left out with its reason; right ones pass.  Exit status."""
+    rng = np.random.default_rng(0)
+    ref = rng.standard_normal((2, 1000)).astype(np.float32)
+    near_bf16 = ref + 3e-3 * np.abs(ref).max() * rng.uniform(-1, 1, ref.shape).astype(np.float32)
+    cases = [  # (what, output, precision, passes)
+        ("fp32 equal", ref.copy(), "fp32", True),
+        ("fp32 off by 5e-5", ref + np.float32(5e-5 * np.abs(ref).max()), "fp32", True),
+        ("fp32 off by 2e-4", ref + np.float32(2e-4 * np.abs(ref).max()), "fp32", False),
+        ("bf16 off by 3e-3", near_bf16, "bf16", True),
+        ("bf16 off by 3e-3 judged as fp32", near_bf16, "fp32", False),
+        ("bf16 off by 2e-2", ref + np.float32(2e-2 * np.abs(ref).max()), "bf16", False),
+        ("bf16 sign-flipped half", np.where(np.arange(ref.size).reshape(ref.shape) % 2, -ref, ref), "bf16", False),
+        ("one NaN", np.where(np.arange(ref.size).reshape(ref.shape) == 7, np.nan, ref), "fp32", False),
+        ("infinite", np.full_like(ref, np.inf), "fp32", False),
+        ("wrong shape", ref[:1], "fp32", False),
+        ("no output", None, "fp32", False),
+    ]
+    bad = 0
+    for what, y, precision, passes in cases:
+        ok, err, why = check_output(y, ref, precision)
+        right = ok == passes
+        bad += not right
+        print(f"{what:34} {'pass' if ok else 'fail':4} {why or '':42} {'ok' if right else 'WRONG'}")
+    # the gate: a worker with a wrong output is not timed and is named with its reason
+    outs = {"vitc": ref + np.float32(1e-2), "ort": ref.copy(), "torch": ref.copy()}
+    timed, failures = checked_runtimes(outs, {}, ref, "host", "row")
+    right = timed == ["ort", "torch"] and len(failures) == 1 and failures[0].startswith("- row vitc: ")
+    bad += not right
+    print(f"{'gate: vitc wrong, others right':34} timed {','.join(timed):10} {failures} {'ok' if right else 'WRONG'}")
+    timed, failures = checked_runtimes({"ort": ref.copy()}, {"vitc": "crashed", "torch": None}, ref, "host", "row")
+    right = timed == ["ort"] and len(failures) == 2
+    bad += not right
+    print(f"{'gate: vitc crashed, torch silent':34} timed {','.join(timed):10} {failures} {'ok' if right else 'WRONG'}")
+    print(f"{bad} self-test check(s) wrong")
+    return 1 if bad else 0
+
+
+def checked_runtimes(outputs, errors, ref, isa, row):
+    """The runtimes whose output (outputs: runtime -> array) meets its bars against ref, in RUNTIMES'
+    order, and a failure line for each one that does not or that failed (errors: runtime -> why)."""
+    timed, failures = [], []
+    for rt in RUNTIMES:
+        if rt in errors:
+            failures.append(f"- {row} {rt}: {errors[rt] or 'no output'}")
+            continue
+        if rt not in outputs:
+            continue
+        ok, err, why = check_output(outputs[rt], ref, runtime_precision(rt, isa))
+        if ok:
+            timed.append(rt)
+        else:
+            failures.append(f"- {row} {rt}: wrong output before timing, left out: {why}")
+    return timed, failures
 
 
 # ---------------------------------------------------------------------------------------------
@@ -317,6 +423,21 @@ def bench_one(args, name, isa, onnx_path, so, batch, image, seed):
         if isa == "avx2":
             args.avx2_kernels.setdefault(rt, set()).add(bool(ready.get("avx2")))
         time.sleep(args.pause)
+    # every runtime's output against the reference before it is timed: a wrong one is not timed
+    row = f"{name} ({isa}) b{batch}"
+    ref = reference_output(onnx_path, inp)
+    outputs, errors = {}, {}
+    for rt, w in workers.items():
+        path = os.path.join(args.workdir, f"{name}.{isa}.b{batch}.{rt}.check.npy")
+        if w.ask(f"save {path}"):
+            outputs[rt] = np.load(path)
+        else:
+            errors[rt] = w.error
+    timed, failed = checked_runtimes(outputs, errors, ref, isa, row)
+    args.check_failures += failed
+    args.left_out.update((name, isa, batch, rt) for rt in workers if rt not in timed)
+    for rt in [rt for rt in workers if rt not in timed]:
+        workers.pop(rt).close()
     times = {rt: [] for rt in workers}
     order = list(workers)
     for k in range(args.blocks):
@@ -326,21 +447,33 @@ def bench_one(args, name, isa, onnx_path, so, batch, image, seed):
             if r:
                 times[rt] += r["ms"]
             time.sleep(args.pause)
-    saved = {}
-    for rt in ("vitc", "ort"):
-        if rt in workers:
-            path = os.path.join(args.workdir, f"{name}.{isa}.b{batch}.{rt}.npy")
-            if workers[rt].ask(f"save {path}"):
-                saved[rt] = path
+    # and after: the last timed call's output meets the same bars
+    err = None
+    for rt in list(workers):
+        path = os.path.join(args.workdir, f"{name}.{isa}.b{batch}.{rt}.npy")
+        y = np.load(path) if workers[rt].ask(f"save {path}") else None
+        ok, e, why = check_output(y, ref, runtime_precision(rt, isa))
+        if rt == "vitc":
+            err = e
+        if not ok:
+            args.check_failures.append(f"- {row} {rt}: wrong output after timing, left out: "
+                                       f"{why if y is not None else workers[rt].error}")
+            args.left_out.add((name, isa, batch, rt))
+            times[rt] = []
     res = {}
     for rt, w in workers.items():
         done = w.close()
         res[rt] = {"ms": times[rt], "rss_mb": done["rss_mb"] if done else None, "error": w.error}
-    err = None
-    if len(saved) == 2:
-        y, r = np.load(saved["vitc"]), np.load(saved["ort"])
-        err = float(np.max(np.abs(y - r)) / np.max(np.abs(r)))
     return res, err
+
+
+def reference_output(onnx_path, inp):
+    """ONNX Runtime's fp32 output of the model on the .npy input: the reference every runtime meets."""
+    import onnxruntime as ort
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    sess = ort.InferenceSession(onnx_path, opts, providers=["CPUExecutionProvider"])
+    return sess.run(None, {sess.get_inputs()[0].name: np.load(inp)})[0]
 
 
 def main():
@@ -369,9 +502,15 @@ def main():
     ap.add_argument("--name"), ap.add_argument("--onnx"), ap.add_argument("--so"), ap.add_argument("--input")
     ap.add_argument("--runtime-lib"), ap.add_argument("--out-shape", nargs="*", type=int)
     ap.add_argument("--hide-avx512", help="(worker) the library that hides AVX-512 and AMX from CPUID")
+    ap.add_argument("--self-test", action="store_true",
+                    help="check the output checks on hand-made outputs (needs only numpy), then exit")
     args = ap.parse_args()
+    if args.self_test:
+        return self_test()
     if args.worker:
         return worker(args)
+    args.check_failures = []  # a runtime's output missing or beyond its bars: why, one line each
+    args.left_out = set()  # (model, isa, batch, runtime) whose output failed a check in some round
     args.skip = set(filter(None, args.skip.split(",")))
 
     vitc = os.path.join(args.build, "vitc")
@@ -449,8 +588,14 @@ def main():
                                     os.path.join(args.workdir, "profile-out")], capture_output=True, text=True)
                 if r.returncode == 0:
                     profiles[name, isa, b] = json.loads(r.stdout)["profile"]["ops"]
-    write_table(args, cpu, isa_desc, peak_before, peak_after, names, isas, batches, compiled, gflops, results,
-                profiles)
+    failures = write_table(args, cpu, isa_desc, peak_before, peak_after, names, isas, batches, compiled, gflops,
+                           results, profiles)
+    if failures:
+        print(f"{len(failures)} failure(s): a worker that failed, or an output beyond its bars (those runtimes "
+              "are left out of their rows, and a row whose vitc failed is left out); listed under Failures",
+              file=sys.stderr)
+        return 1
+    return 0
 
 
 def by_op(ops):
@@ -532,7 +677,9 @@ def write_table(args, cpu, isa_desc, peak_before, peak_after, names, isas, batch
         "host's features; avx2: compiled with --features=-avx512f, the other runtimes as the header says; bf16: --precision bf16, the Linear layers "
         "in bf16 (" + ("on AMX tiles" if "amx_tile" in isa_desc else "with AVX512-BF16's VDPBF16PS") + "), whose % peak is of the fp32 peak and whose err is bf16's, ORT and PyTorch "
         "staying fp32). RSS: each worker's peak resident memory "
-        "(includes the Python interpreter, ~30 MB, and for torch its libraries). err: max|vitc - ORT| / max|ORT|. "
+        "(includes the Python interpreter, ~30 MB, and for torch its libraries). err: max|vitc - ref| / max|ref|, ref "
+        "ONNX Runtime fp32 run apart on the same input; every runtime's output meets it before and after it is timed "
+        "(fp32 1e-4; bf16 1e-2 and cosine >= 0.9999), else it is left out of the row and listed under Failures. "
         "compile: seconds for `vitc MODEL.onnx -o MODEL.so`, the median of three [fastest-slowest]. "
         "vitc's time by op: `vitc run --profile` (the three largest shares).",
         "",
@@ -541,7 +688,7 @@ def write_table(args, cpu, isa_desc, peak_before, peak_after, names, isas, batch
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     lines = []
-    failures = []
+    failures = list(args.check_failures)
     below = []  # the rows under --target, explained after the table
     for name in names:
         for isa, _ in isas:
@@ -551,10 +698,14 @@ def write_table(args, cpu, isa_desc, peak_before, peak_after, names, isas, batch
                 med = {}
                 for rt in RUNTIMES:
                     per = [statistics.median(r[rt]["ms"]) for r, _ in rounds if rt in r and r[rt]["ms"]]
-                    med[rt] = (statistics.median(per), per) if per else None
+                    # a runtime with a wrong output in any round is left out of the row
+                    med[rt] = (statistics.median(per), per) if per and (name, isa, b, rt) not in args.left_out \
+                        else None
                     for r, _ in rounds:
                         if rt in r and r[rt]["error"]:
                             failures.append(f"- {name} ({isa}) b{b} {rt}: {r[rt]['error']}")
+                if not med["vitc"]:  # no vitc time that checked out: no row (the reason is under Failures)
+                    continue
 
                 def ratios(other):  # vitc/other in each round
                     if not med["vitc"] or not med.get(other):
@@ -593,7 +744,8 @@ def write_table(args, cpu, isa_desc, peak_before, peak_after, names, isas, batch
     with open(args.out, "w") as fh:
         fh.write(text)
     print(f"wrote {args.out}")
+    return failures
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

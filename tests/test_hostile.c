@@ -1,11 +1,11 @@
 /* test_hostile.c: files from strangers, through the vitc command line.
  *
  * - every model the fuzzers found a bug with (tests/data/fuzz-regressions)
- *   is dumped as imported and as optimized, and compiled where the compile
- *   command exists: exit 0 or 2, never a signal, a sanitizer report or an
+ *   is dumped as imported and as optimized, and compiled (`vitc MODEL -o
+ *   OUT.so`): exit 0 or 2, never a signal, a sanitizer report or an
  *   internal error, and a refusal names the file;
  * - every model of the broken corpus (tests/data/broken), given to `vitc run`
- *   and, where the compile command exists, to `vitc MODEL -o OUT.so`, exits 2
+ *   and to `vitc MODEL -o OUT.so`, exits 2
  *   and leaves its output directory empty;
  * - hostile .npy inputs (truncated, huge shapes, wrong order or type, extra
  *   bytes) and the .npy fuzz regressions are refused by `vitc run` with exit 2
@@ -66,15 +66,15 @@ static int dir_entries(const char *dir)
     return n;
 }
 
-static int have_compile(void);
-
 static void test_fuzz_regressions_exit_0_or_2(void **state)
 {
     char **names;
     int n = list_files("tests/data/fuzz-regressions", ".onnx", &names);
-    if (n == 0)
-        tu_skip(); /* no model regressions recorded */
-    int refused = 0, compiled = 0, compile = have_compile();
+    if (n == 0) {
+        print_message("no models in tests/data/fuzz-regressions: nothing recorded to replay\n");
+        tu_skip();
+    }
+    int refused = 0, compiled = 0;
     char dir[256], so[300];
     assert_non_null(tu_tmpdir(dir, sizeof dir));
     snprintf(so, sizeof so, "%s/out.so", dir);
@@ -93,7 +93,7 @@ static void test_fuzz_regressions_exit_0_or_2(void **state)
             refused += rc == 2 && !optimized;
             free(out), free(err);
         }
-        if (compile) { /* what dump accepts, the compiler must compile or refuse cleanly */
+        { /* what dump accepts, the compiler must compile or refuse cleanly */
             const char *cc[] = {path, "-o", so, NULL};
             int rc = tu_run_vitc(cc, &out, &err);
             if (rc != 0 && rc != 2)
@@ -103,10 +103,9 @@ static void test_fuzz_regressions_exit_0_or_2(void **state)
             remove(so);
         }
     }
-    print_message("%d fuzz-regression models: %d refused by dump with exit 2, %d accepted, none crashed%s", n,
-                  refused, n - refused, compile ? "" : "\n");
-    if (compile)
-        print_message("; %d compiled, %d refused by the compiler with exit 2\n", compiled, n - compiled);
+    print_message("%d fuzz-regression models: %d refused by dump with exit 2, %d accepted, none crashed", n,
+                  refused, n - refused);
+    print_message("; %d compiled, %d refused by the compiler with exit 2\n", compiled, n - compiled);
     tu_rmtree(dir);
     free_names(names, n);
 }
@@ -125,17 +124,6 @@ static void expect_run_refused(const char *what, const char *model, const char *
     free(out), free(err);
 }
 
-/* 1 if this vitc has the compile command (`vitc MODEL.onnx -o OUT.so`). */
-static int have_compile(void)
-{
-    char *out, *err;
-    const char *args[] = {"--help", NULL};
-    int rc = tu_run_vitc(args, &out, &err);
-    int yes = rc == 0 && strstr(out, "MODEL.onnx -o ") != NULL;
-    free(out), free(err);
-    return yes;
-}
-
 static void test_broken_models_leave_no_output(void **state)
 {
     char **names;
@@ -144,26 +132,22 @@ static void test_broken_models_leave_no_output(void **state)
     char input[4096], dir[256];
     tu_path(input, sizeof input, "tests/models/timm.b1.input.npy");
     assert_non_null(tu_tmpdir(dir, sizeof dir));
-    int compile = have_compile();
     for (int i = 0; i < n; i++) {
         char rel[2048], path[8192], so[512], *out, *err;
         snprintf(rel, sizeof rel, "tests/data/broken/%s", names[i]);
         tu_path(path, sizeof path, rel);
         expect_run_refused(names[i], path, input, dir, path, NULL);
-        if (compile) {
-            snprintf(so, sizeof so, "%s/out.so", dir);
-            const char *cc[] = {path, "-o", so, NULL};
-            int rc = tu_run_vitc(cc, &out, &err);
-            if (rc != 2)
-                fail_msg("compile %s: exit %d, expected 2; stderr: %s", names[i], rc, err);
-            free(out), free(err);
-        }
+        snprintf(so, sizeof so, "%s/out.so", dir);
+        const char *cc[] = {path, "-o", so, NULL};
+        int rc = tu_run_vitc(cc, &out, &err);
+        if (rc != 2)
+            fail_msg("compile %s: exit %d, expected 2; stderr: %s", names[i], rc, err);
+        free(out), free(err);
         int left = dir_entries(dir);
         if (left != 0)
             fail_msg("%s: %d files left in the output directory", names[i], left);
     }
-    print_message("%d broken models: `vitc run`%s exit 2 and write nothing\n", n,
-                  compile ? " and `vitc MODEL -o OUT.so`" : " (the compile command is not built yet)");
+    print_message("%d broken models: `vitc run` and `vitc MODEL -o OUT.so` exit 2 and write nothing\n", n);
     tu_rmtree(dir);
     free_names(names, n);
 }

@@ -2,7 +2,10 @@
  * against naive double-accumulating loops written here: packed GEMM with
  * every epilogue, batched GEMM, fused attention, and the vector exp/erf the
  * epilogues use.  Kernels are JIT-compiled for the host (kern_jit.h) and run
- * through a parallel_for written here that hands out ragged ranges.
+ * through a parallel_for written here that hands out ragged ranges.  The GEMM
+ * and attention cases run again in the AVX2 path's shape (8-float vectors,
+ * 16 registers) on any host that can execute it; elsewhere that is skipped,
+ * saying why.
  *
  * Every operand lives in a guarded buffer that ends at an inaccessible page,
  * so a read or write past an operand's end crashes the test; outputs are
@@ -112,12 +115,33 @@ static void jit_add(cg_jit *j, LLVMModuleRef m)
 /* Emits the kernel of case i as name; NULL if it cannot. */
 typedef LLVMValueRef (*case_emit)(LLVMModuleRef m, const char *name, size_t i, const cg_target *t);
 
-/* A JIT with one kernel per case i < n, named <prefix><i>; fails naming what
- * and the case whose kernel could not be emitted. */
-static cg_jit *jit_cases(const char *prefix, size_t n, case_emit emit, const char *what)
+/* The AVX2 code path's shape (--features=-avx512f, or --cpu of an AVX2 CPU):
+ * 8-float vectors, 16 registers, FMA; the host's caches. */
+static cg_target avx2_target(cg_target host)
+{
+    cg_target t = host;
+    t.vec_floats = 8, t.nregs = 16, t.has_fma = 1, t.amx_bf16 = 0, t.bf16_dot = 0;
+    return t;
+}
+
+/* 1 if this host can execute the AVX2 path's code (8-float vectors and FMA);
+ * else 0, having said why and counted a skip (ctest reports the test skipped). */
+static int host_runs_avx2(const cg_target *host, const char *what)
+{
+    if (host->vec_floats >= 8 && host->has_fma)
+        return 1;
+    printf("  skipped: %s on the AVX2 path: this host has %d-float vectors%s\n", what, host->vec_floats,
+           host->has_fma ? "" : " and no FMA");
+    tu_skipped++;
+    return 0;
+}
+
+/* A JIT with one kernel per case i < n for target t (NULL: the host), named
+ * <prefix><i>; fails naming what and the case whose kernel could not be emitted. */
+static cg_jit *jit_cases_for(const char *prefix, size_t n, case_emit emit, const char *what, const cg_target *target)
 {
     cg_jit *j = jit_new();
-    cg_target t = cg_jit_target(j);
+    cg_target t = target ? *target : cg_jit_target(j);
     LLVMModuleRef m = cg_jit_module(j, prefix);
     for (size_t i = 0; i < n; i++) {
         char name[64];
@@ -127,6 +151,11 @@ static cg_jit *jit_cases(const char *prefix, size_t n, case_emit emit, const cha
     }
     jit_add(j, m);
     return j;
+}
+
+static cg_jit *jit_cases(const char *prefix, size_t n, case_emit emit, const char *what)
+{
+    return jit_cases_for(prefix, n, emit, what, NULL);
 }
 
 /* Runs the driver called name on args with nthreads, over ragged_pf's
@@ -414,22 +443,42 @@ static void test_gemm_bf16_dot(void **state)
 }
 
 /* The SSE shape runs anywhere; the AVX-512 shape runs on an AVX-512 host and
- * is only verified as IR elsewhere. */
+ * is only verified as IR elsewhere; the AVX2 path's shape (8-float vectors,
+ * 16 registers, FMA) runs every GEMM case, at each of its sizes, on any host
+ * that can execute it (the AVX2 rows of bench/results.md use it). */
 static void gemm_other_targets(void **state)
 {
     cg_jit *j = jit_new();
     cg_target host = cg_jit_target(j);
     cg_target sse = {.vec_floats = 4, .nregs = 16, .has_fma = 0};
     cg_target avx512 = {.vec_floats = 16, .nregs = 32, .has_fma = 1};
+    cg_target avx2 = avx2_target(host);
+    int run_avx2 = host_runs_avx2(&host, "the GEMM cases");
     static const gemm_case c = {37, 300, 45, 300, 45, 1, 2, 1};
     cg_gemm_desc d = {.K = c.K, .N = c.N, .lda = c.lda, .ldc = c.ldc, .ldr = c.ldc, .has_bias = 1, .has_residual = 1,
                       .activation = c.act};
     LLVMModuleRef m = cg_jit_module(j, "targets");
     assert_non_null(cg_gemm_emit(m, "g_sse", &d, &sse));
+    char name[64];
+    for (size_t i = 0; run_avx2 && i < NGEMM; i++) {
+        const gemm_case *g = &gemm_cases[i];
+        int64_t ldr = g->res == 1 ? g->N + 3 : g->res == 2 ? g->ldc : 0;
+        cg_gemm_desc gd = {.K = g->K, .N = g->N, .lda = g->lda, .ldc = g->ldc, .ldr = ldr, .has_bias = g->bias,
+                           .has_residual = g->res != 0, .activation = g->act};
+        snprintf(name, sizeof name, "gemm%zu_avx2", i);
+        if (!cg_gemm_emit(m, name, &gd, &avx2))
+            fail_msg("cg_gemm_emit failed for case %zu on the AVX2 path", i);
+    }
     if (host.vec_floats == 16)
         assert_non_null(cg_gemm_emit(m, "g_avx512", &d, &avx512));
     jit_add(j, m);
     run_gemm_case(j, &sse, &c, "g_sse", 2, 0);
+    if (run_avx2)
+        printf("  the AVX2 path (8-float vectors, 16 registers, FMA): every GEMM case\n");
+    for (size_t i = 0; run_avx2 && i < NGEMM; i++) {
+        snprintf(name, sizeof name, "gemm%zu_avx2", i);
+        run_gemm_case_sizes(j, &avx2, gemm_cases[i], i, name, 0);
+    }
     if (host.vec_floats == 16) {
         run_gemm_case(j, &avx512, &c, "g_avx512", 2, 0);
     } else {
@@ -627,8 +676,8 @@ static LLVMValueRef emit_attention(LLVMModuleRef m, const char *name, size_t i, 
     return cg_attention_emit(m, name, &d, t);
 }
 
-/* Case i's kernel on c (case i, at some batch) with nthreads. */
-static void run_attention_case(cg_jit *j, size_t i, const attn_case *c, int nthreads)
+/* Case i's kernel (<prefix><i>) on c (case i, at some batch) with nthreads. */
+static void run_attention_case(cg_jit *j, const char *prefix, size_t i, const attn_case *c, int nthreads)
 {
     int64_t E = c->heads * c->head_size;
     size_t nin = (size_t)(c->batch * c->tokens * 3 * E), nout = (size_t)(c->batch * c->tokens * E);
@@ -641,7 +690,7 @@ static void run_attention_case(cg_jit *j, size_t i, const attn_case *c, int nthr
     assert_non_null(ref);
     attention_reference(c, qkv, attn_scale(c), ref);
     char name[64];
-    snprintf(name, sizeof name, "attn%zu", i);
+    snprintf(name, sizeof name, "%s%zu", prefix, i);
     cg_attention_args args = {.qkv = qkv, .out = out, .batch = c->batch};
     int64_t calls = run_driver(j, name, &args, nthreads);
     double maxerr = 0, maxref = 0;
@@ -650,26 +699,36 @@ static void run_attention_case(cg_jit *j, size_t i, const attn_case *c, int nthr
         maxref = fmax(maxref, fabs(ref[x]));
     }
     double err = maxref > 0 ? maxerr / maxref : maxerr;
-    printf("  attention batch %lld tokens %3lld heads %2lld head_size %2lld layout %d scale %6.3f post_scale "
+    printf("  %s batch %lld tokens %3lld heads %2lld head_size %2lld layout %d scale %6.3f post_scale "
            "%5.3f: err %.2e\n",
-           (long long)c->batch, (long long)c->tokens, (long long)c->heads, (long long)c->head_size, c->layout,
+           prefix, (long long)c->batch, (long long)c->tokens, (long long)c->heads, (long long)c->head_size, c->layout,
            attn_scale(c), c->post_scale, err);
-    if (err > TOL || out[nout] != SENTINEL || (c->batch == 0 && calls))
-        fail_msg("attention case %zu: error %.3e > %.0e or the sentinel was overwritten", i, err, TOL);
+    if (!(err <= TOL) || out[nout] != SENTINEL || (c->batch == 0 && calls))
+        fail_msg("%s case %zu: error %.3e > %.0e or the sentinel was overwritten", prefix, i, err, TOL);
     free(ref);
     gfree(&gi), gfree(&go);
 }
 
+/* Every case for the host's vectors ("attn"), then for the AVX2 path's
+ * ("attn_avx2": 8-float vectors, 16 registers) where the host can run it. */
 static void attention_all_cases(void **state)
 {
-    cg_jit *j = jit_cases("attn", NATTN, emit_attention, "cg_attention_emit");
-    for (size_t run = 0; run < 2 * NATTN; run++) { /* each case at its batch and at 0 */
-        attn_case c = attn_cases[run / 2];
-        if (run % 2)
-            c.batch = 0;
-        run_attention_case(j, run / 2, &c, (int)(run % 4) + 1);
+    cg_jit *h = jit_new();
+    cg_target host = cg_jit_target(h), avx2 = avx2_target(host);
+    cg_jit_free(h);
+    for (int path = 0; path < 2; path++) {
+        if (path == 1 && !host_runs_avx2(&host, "attention"))
+            break;
+        const char *prefix = path ? "attn_avx2" : "attn";
+        cg_jit *j = jit_cases_for(prefix, NATTN, emit_attention, "cg_attention_emit", path ? &avx2 : NULL);
+        for (size_t run = 0; run < 2 * NATTN; run++) { /* each case at its batch and at 0 */
+            attn_case c = attn_cases[run / 2];
+            if (run % 2)
+                c.batch = 0;
+            run_attention_case(j, prefix, run / 2, &c, (int)(run % 4) + 1);
+        }
+        cg_jit_free(j);
     }
-    cg_jit_free(j);
 }
 
 /* ---- vector math ---- */

@@ -125,18 +125,22 @@ void tu_fixture_reference(const tu_fixture *fx, const ir_graph *g, ir_tensor in[
     }
 }
 
+double tu_precision_bar(int pi) { return pi == 0 ? TU_BAR_FP32 : pi == 1 ? TU_BAR_TF32 : TU_BAR_HALF; }
+
 int tu_precision_ok(int pi, const double e[2], const double cos[2], double worst[4])
 {
-    double tol = pi == 0 ? 1e-4 : 1e-2, ctol = pi == 0 ? 0 : 0.9999;
+    double tol = tu_precision_bar(pi), ctol = pi == 0 ? 0 : TU_BAR_COSINE;
     for (int b = 0; b < 2; b++)
-        worst[pi] = e[b] > worst[pi] ? e[b] : worst[pi];
+        worst[pi] = e[b] > worst[pi] || isnan(e[b]) ? e[b] : worst[pi];
     return e[0] <= tol && e[1] <= tol && cos[0] >= ctol && cos[1] >= ctol;
 }
 
 void tu_precision_report(const double worst[4], int failures)
 {
-    print_message("worst rel err: fp32 %.3g (bar 1e-4), tf32 %.3g, fp16 %.3g, bf16 %.3g (bar 1e-2, cosine >= 0.9999)\n",
-                  worst[0], worst[1], worst[2], worst[3]);
+    print_message("worst rel err: fp32 %.3g (bar %g), tf32 %.3g (bar %g, cosine >= %g), fp16 %.3g, bf16 %.3g "
+                  "(bar %g, cosine >= %g)\n",
+                  worst[0], TU_BAR_FP32, worst[1], TU_BAR_TF32, TU_BAR_COSINE, worst[2], worst[3], TU_BAR_HALF,
+                  TU_BAR_COSINE);
     if (failures)
         fail_msg("%d fixture/precision pairs beyond the bars", failures);
 }

@@ -9,8 +9,8 @@ an NVIDIA GPU, python3 and PyTorch with CUDA; nothing is built or downloaded her
      dynamic batch by this machine's torch;
   2. compile: every model for fp32, tf32, bf16 and fp16 with the kit's vitc (in parallel);
   3. check: every model, precision and batch against PyTorch fp32 (TF32 off) on the same GPU:
-     error = max|out - ref| / max|ref| within 1e-4 (fp32), 1e-3 (tf32), 1e-2 and cosine >= 0.9999
-     (bf16, fp16), or, at tf32/bf16/fp16, within twice PyTorch's own error at that precision on the
+     error = max|out - ref| / max|ref| within 1e-4 (fp32), 2e-3 (tf32), 1e-2 (bf16, fp16), the last three
+     with cosine >= 0.9999 (the bars of tests/testutil.h), or, at tf32/bf16/fp16, within twice PyTorch's own error at that precision on the
      same input (TF32 matmuls, autocast; the cosine bar still holds): the rounding of the precision
      itself, which the tiny seeded models at batch 64 and 256 push past the fixed bar under PyTorch
      too; the workspace filled with NaN bytes before the first run (VITC_CUDA_POISON);
@@ -46,7 +46,8 @@ import time
 import traceback
 
 PRECISIONS = ["fp32", "tf32", "bf16", "fp16"]
-BARS = {"fp32": (1e-4, None), "tf32": (1e-3, None), "bf16": (1e-2, 0.9999), "fp16": (1e-2, 0.9999)}
+# The project's bars, defined once in tests/testutil.h (TU_BAR_*): the same numbers, kept equal by hand.
+BARS = {"fp32": (1e-4, None), "tf32": (2e-3, 0.9999), "bf16": (1e-2, 0.9999), "fp16": (1e-2, 0.9999)}
 TINY_FAMILIES = ["torchvision", "timm", "einops", "face_ln", "face_bn"]
 FULL_MODELS = ["vit_ti16_timm", "vit_s16_timm", "vit_b16_timm", "vit_b16_torchvision"]
 
@@ -274,7 +275,7 @@ def judge(p, err, cos, pt_err):
     """(ok, how, notes) for vitc's error at precision p, given PyTorch's own error at p (None: not known).
     Within the bar, or, at a reduced precision, within twice PyTorch's own error on the same input and GPU
     (the rounding of the precision itself, which no kernel can beat; FlashAttention's tests use the
-    same rule); bf16 and fp16 need the cosine too."""
+    same rule); tf32, bf16 and fp16 need the cosine too."""
     tol, ctol = BARS[p]
     notes = []
     if ctol is not None and cos < ctol:
@@ -530,7 +531,7 @@ def report(args, info, checks, large_tile, skipped, timings, peak, out):
     L += [
          "## Correctness", "",
          f"{len(checks) - len(fails)} of {len(checks)} model/precision/batch checks pass "
-         "(against PyTorch fp32 on this GPU, TF32 off; error = max|out-ref|/max|ref|; bars: fp32 1e-4, tf32 1e-3, "
+         "(against PyTorch fp32 on this GPU, TF32 off; error = max|out-ref|/max|ref|; bars (tests/testutil.h): fp32 1e-4, tf32 2e-3, "
          "bf16/fp16 1e-2 and cosine >= 0.9999, or, for tf32/bf16/fp16, at most twice PyTorch's own error at that "
          "precision on the same input (TF32 matmuls; autocast), with the cosine bar still; \"PyTorch\" is that "
          "error, \"by\" which rule passed; workspace poisoned with NaN bytes; graph replay and plain launch "
