@@ -1,9 +1,9 @@
 # embed.cmake: writes text files into OUT as one C string named VAR, each
 # file preceded by a comment line naming it (FILES: a comma-separated list of
 # paths, in order).  Run with cmake -P at build time.  Used for the CUDA
-# device library (codegen/cuda/device/*.cuh, which every generated CUDA
-# program starts with) and for runtime/abi.h (which every CUDA model's
-# descriptor source starts with).
+# device library (ir/act.def, codegen/cuda/device/params.h and *.cuh, which
+# every generated CUDA program starts with) and for runtime/abi.h (which
+# every CUDA model's descriptor source starts with).
 string(REPLACE "," ";" files "${FILES}")
 set(body "")
 foreach(f ${files})

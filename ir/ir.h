@@ -64,14 +64,13 @@ static inline ir_op_family ir_op_family_of(ir_op op) { return ir_op_table[op].fa
 static inline int ir_op_has(ir_op op, unsigned f) { return (ir_op_table[op].flags & f) == f; }
 
 /* The activation a Linear applies (its `activation` attribute), and what the
- * interpreter, the kernels and the CUDA source compute for it. */
+ * interpreter, the kernels and the CUDA source compute for it: the rows of
+ * act.def, numbered from 0. */
+#include "ir/act.def"
 typedef enum {
-    IR_ACT_NONE = 0,
-    IR_ACT_GELU_ERF = 1,  /* 0.5 x (1 + erf(x / sqrt 2)) */
-    IR_ACT_GELU_TANH = 2, /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
-    IR_ACT_RELU = 3,
-    IR_ACT_RELU6 = 4,
-    IR_ACT_QUICK_GELU = 5, /* x sigmoid(1.702 x) = x / (1 + exp(-1.702 x)) */
+#define IR_ACT_ENUM(name) IR_ACT_##name,
+    IR_ACT_ROWS(IR_ACT_ENUM)
+#undef IR_ACT_ENUM
     IR_ACT_COUNT
 } ir_act;
 /* The activation a Gelu node computes (its `approximate` attribute: "none"

@@ -144,9 +144,9 @@ typedef struct {
  * descriptor's dtypes, at the offsets in inputs[] and outputs[].
  *
  * Sizes that depend on the batch B are polynomials c[0] + c[1] B + c[2] B^2
- * + c[3] B^3.  Every kernel takes one by-value argument of
- * VITC_CUDA_MAX_ARGS 8-byte slots (struct vk_args in the device library),
- * filled from the launch's args in order; unused slots are zero. */
+ * + c[3] B^3.  Every kernel takes one by-value argument, a struct of 8-byte
+ * fields (codegen/cuda/device/params.h) passed from VITC_CUDA_MAX_ARGS
+ * slots filled from the launch's args in order; unused slots are zero. */
 #define VITC_CUDA_PLAN_VERSION 2
 #define VITC_CUDA_MAX_ARGS 16
 

@@ -21,8 +21,12 @@
  *
  * The device library's prelude includes this header in place of its
  * hardware section when VITC_EMU is defined (compile the program with -I
- * pointing here); vk_args, h16 and b16 are defined by then.  Entry point:
- * vk_emu_launch (extern "C", found with dlsym). */
+ * pointing here); the params structs (params.h), h16 and b16 are defined by
+ * then.  Entry point: vk_emu_launch (extern "C", found with dlsym).
+ *
+ * A kernel's symbol takes the launch's argument slots (vk_args) by value and
+ * runs its body on the params struct they start with, as the driver copies
+ * the struct's bytes from the same slots on a GPU. */
 #ifndef VK_CUDA_EMU_H
 #define VK_CUDA_EMU_H
 
@@ -37,6 +41,11 @@
 
 struct vk_dim3 {
     unsigned x, y, z;
+};
+
+/* The argument slots of a launch, as the runtime fills them. */
+struct vk_args {
+    unsigned long long a[VK_PARAM_SLOTS];
 };
 
 namespace vkemu {
@@ -365,9 +374,18 @@ static void mma(float *d, const uint32_t *a, const uint32_t *b, int kind)
 
 /* ---- what the prelude's !VITC_EMU section provides on the GPU ---- */
 #define VK_DEV static inline
-#define VK_KERNEL(name, threads) extern "C" void name(const vk_args p)
+#define VK_KERNEL(name, threads, P)                                                                                    \
+    static void name##_body(const P p);                                                                                \
+    extern "C" void name(const vk_args slots)                                                                          \
+    {                                                                                                                  \
+        static_assert(sizeof(P) <= sizeof(vk_args), #P " fits the argument slots");                                   \
+        P p;                                                                                                           \
+        memcpy(&p, &slots, sizeof p);                                                                                  \
+        name##_body(p);                                                                                                \
+    }                                                                                                                  \
+    static void name##_body(const P p)
 /* the tensor maps are the sm_90a path's, which the emulation does not run */
-#define VK_KERNEL_TMA(name, threads, minb) extern "C" void name(const vk_args p)
+#define VK_KERNEL_TMA(name, threads, minb, P) VK_KERNEL(name, threads, P)
 #define VK_TMAPS nullptr, nullptr
 #define __device__
 #define __forceinline__ inline

@@ -70,14 +70,6 @@ static int attention_launch(cu_ctx *c, int node, const ir_attention *a, int qw, 
     int64_t Nq = vq >= 0 ? c->g->values[vq].dims[1].k : N;
     int layout = (int)a->layout;
     float scale = a->scale, post = a->post_scale;
-    /* the launch's arguments in order: qkv, y, then the bias and q where present */
-    int args[IR_ATTN_NIN + 1], nargs = 0, arg_bias = -1, arg_q = -1;
-    args[nargs++] = a->qkv;
-    args[nargs++] = out;
-    if (vb >= 0)
-        args[arg_bias = nargs++] = vb;
-    if (vq >= 0)
-        args[arg_q = nargs++] = vq;
     int tc = (c->prec == CU_FP16 || c->prec == CU_BF16) && D % 16 == 0;
     const char *t = cu_ctype(cu_sdt(c, a->qkv));
     int64_t rows, kc = 0;
@@ -98,27 +90,21 @@ static int attention_launch(cu_ctx *c, int node, const ir_attention *a, int qw, 
     /* log2(e) folded into the scale: the kernels exponentiate in base 2 */
     float scale_log2 = scale * 1.4426950408889634f;
     cu_str s = {0};
-    cu_str_add(&s, "VK_KERNEL(@, %u)\n{\n", threads);
+    const char *tb = vb >= 0 ? cu_ctype(cu_sdt(c, vb)) : "float", *bias = vb >= 0 ? "true" : "false";
+    cu_str_add(&s, "VK_KERNEL(@, %u, vk_attention_params)\n{\n", threads);
     if (tc)
-        cu_str_add(&s, "    vk::attention_tc<%s, %lld, %d, %lld, %d, %s, %d>(", t, (long long)D, layout, (long long)kc,
-                   np, vb >= 0 ? cu_ctype(cu_sdt(c, vb)) : "float", qw);
+        cu_str_add(&s, "    vk::attention_tc<%s, %lld, %d, %lld, %d, %s, %s, %d>(", t, (long long)D, layout,
+                   (long long)kc, np, bias, tb, qw);
     else
-        cu_str_add(&s, "    vk::attention_simt<%s, %lld, %d, %d>(", t, (long long)D, layout, np);
+        cu_str_add(&s, "    vk::attention_simt<%s, %lld, %d, %d, %s, %s>(", t, (long long)D, layout, np, bias, tb);
     char f1[48], f2[48];
-    cu_str_add(&s, "(const %s *)p.a[0], (%s *)p.a[1], %lld, %lld, %s, %s, ", t, t, (long long)N, (long long)H,
-               cu_float_lit(scale_log2, f1, sizeof f1), cu_float_lit(post, f2, sizeof f2));
-    if (vb >= 0) { /* strides 0 where broadcast */
-        int64_t st[3];
+    cu_str_add(&s, "p, %lld, %lld, %s, %s, ", (long long)N, (long long)H, cu_float_lit(scale_log2, f1, sizeof f1),
+               cu_float_lit(post, f2, sizeof f2));
+    int64_t st[3] = {0, 0, 0}; /* the bias's strides, 0 where broadcast */
+    if (vb >= 0)
         ir_attention_bias_strides(c->g, a, N, st);
-        cu_str_add(&s, "(const %s *)p.a[%d], %lldll, %lldll, %lldll, ", cu_ctype(cu_sdt(c, vb)), arg_bias,
-                   (long long)st[0], (long long)st[1], (long long)st[2]);
-    } else {
-        cu_str_add(&s, "(const float *)0, 0, 0, 0, ");
-    }
-    if (vq >= 0)
-        cu_str_add(&s, "(const %s *)p.a[%d], %lld);\n}\n", t, arg_q, (long long)Nq);
-    else
-        cu_str_add(&s, "(const %s *)0, %lld);\n}\n", t, (long long)Nq);
+    cu_str_add(&s, "%lldll, %lldll, %lldll, %lld);\n}\n", (long long)st[0], (long long)st[1], (long long)st[2],
+               (long long)Nq);
     char label[128];
     snprintf(label, sizeof label, "attention %s %lldx N=%lld H=%lld D=%lld%s%s%s%s", tc ? "mma" : "simt",
              (long long)rows, (long long)N, (long long)H, (long long)D, layout ? " (h d qkv)" : "",
@@ -133,8 +119,12 @@ static int attention_launch(cu_ctx *c, int node, const ir_attention *a, int qw, 
     /* blockIdx.x: query tile + tiles * image */
     l->grid[0] = cg_poly_scale(cg_poly_dim(x->dims[0]), (Nq + rows - 1) / rows);
     l->grid[1] = cg_poly_k(H);
-    for (int k = 0; k < nargs; k++)
-        cu_arg_value(c, l, args[k]);
+    cu_arg_value(c, l, CU_FIELD(vk_attention_params, qkv), a->qkv);
+    cu_arg_value(c, l, CU_FIELD(vk_attention_params, y), out);
+    if (vb >= 0)
+        cu_arg_value(c, l, CU_FIELD(vk_attention_params, bias), vb);
+    if (vq >= 0)
+        cu_arg_value(c, l, CU_FIELD(vk_attention_params, q), vq);
     return c->d->status;
 }
 
@@ -142,9 +132,8 @@ int cu_emit_attention(cu_ctx *c, int node)
 {
     const ir_node *n = &c->g->nodes[node];
     ir_attention a;
-    char why[160];
-    if (!ir_attention_of(n, &a, why, sizeof why))
-        return cu_fail(c, VITC_BAD_INPUT, node, "%s", why);
+    if (ir_attention_get(n, &a, c->d))
+        return c->d->status;
     int out = a.y;
     if (c->off[cu_root(c, out)] < 0)
         return VITC_OK;

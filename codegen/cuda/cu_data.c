@@ -54,7 +54,10 @@ cu_view cu_view_ws(int64_t byte_off, ir_dtype t, int rank, const cg_poly *dims)
     return w;
 }
 
-static void arg_view(cu_ctx *c, cu_launch *l, const cu_view *v) { cu_arg_ptr(c, l, v->kind, v->byte_off); }
+static void arg_view(cu_ctx *c, cu_launch *l, int slot, const cu_view *v)
+{
+    cu_arg_ptr(c, l, slot, v->kind, v->byte_off);
+}
 
 /* 1 if the view is row-major contiguous from element 0 over dims. */
 static int contiguous(const cu_view *v, int rank, const cg_poly *dims)
@@ -107,8 +110,9 @@ int cu_emit_copy(cu_ctx *c, int node, int rank, const cg_poly *in_dims, const cu
     int dc = contiguous(&d, r, dims), sc = contiguous(&s, r, dims);
     char e[160];
     cu_str t = {0};
-    cu_str_add(&t, "VK_KERNEL(@, %d)\n{\n    const vk_i64 B = (vk_i64)p.a[0];\n", COPY_THREADS);
-    cu_str_add(&t, "    (void)B;\n    const %s *src = (const %s *)p.a[1];\n    %s *dst = (%s *)p.a[2];\n", ts, ts, td, td);
+    cu_str_add(&t, "VK_KERNEL(@, %d, vk_copy_params)\n{\n    const vk_i64 B = p.batch;\n", COPY_THREADS);
+    cu_str_add(&t, "    (void)B;\n    const %s *src = (const %s *)p.src;\n    %s *dst = (%s *)p.dst;\n", ts, ts, td,
+               td);
     cu_str_add(&t, "    const vk_i64 n = %s;\n", cu_poly_expr(n, e, sizeof e));
     cu_str_add(&t, "    for (vk_i64 i = (vk_i64)blockIdx.x * %d + threadIdx.x; i < n; i += (vk_i64)gridDim.x * %d) {\n",
                COPY_THREADS, COPY_THREADS);
@@ -133,11 +137,11 @@ int cu_emit_copy(cu_ctx *c, int node, int rank, const cg_poly *in_dims, const cu
     else
         cu_str_add(&t, "        vk_put(dst + do_, vk_get(src + so));\n");
     cu_str_add(&t, "    }\n}\n");
-    cu_launch *l = cu_launch_flat(c, "copy", label, &t, node, COPY_THREADS, n);
+    cu_launch *l = cu_launch_flat(c, "copy", label, &t, node, COPY_THREADS, n, CU_FIELD(vk_copy_params, batch));
     if (!l)
         return c->d->status;
-    arg_view(c, l, &s);
-    arg_view(c, l, &d);
+    arg_view(c, l, CU_FIELD(vk_copy_params, src), &s);
+    arg_view(c, l, CU_FIELD(vk_copy_params, dst), &d);
     return c->d->status;
 }
 
@@ -268,9 +272,9 @@ static int emit_gather(cu_ctx *c, int node)
     if (strcmp(tx, ty) != 0)
         return cu_fail(c, VITC_INTERNAL, node, "Gather between storage types %s and %s", tx, ty);
     cu_str t = {0};
-    cu_str_add(&t, "VK_KERNEL(@, %d)\n{\n    const vk_i64 B = (vk_i64)p.a[0];\n    (void)B;\n", COPY_THREADS);
-    cu_str_add(&t, "    const %s *x = (const %s *)p.a[1];\n    const %s *ind = (const %s *)p.a[2];\n", tx, tx, ti, ti);
-    cu_str_add(&t, "    %s *y = (%s *)p.a[3];\n", ty, ty);
+    cu_str_add(&t, "VK_KERNEL(@, %d, vk_copy_params)\n{\n    const vk_i64 B = p.batch;\n    (void)B;\n", COPY_THREADS);
+    cu_str_add(&t, "    const %s *x = (const %s *)p.src;\n    const %s *ind = (const %s *)p.index;\n", tx, tx, ti, ti);
+    cu_str_add(&t, "    %s *y = (%s *)p.dst;\n", ty, ty);
     cu_str_add(&t, "    const vk_i64 n = %s, inner = %s, J = %s, A = %lldLL;\n", cu_poly_expr(total, e1, sizeof e1),
                cu_poly_expr(inner, e2, sizeof e2), cu_poly_expr(J, e3, sizeof e3), (long long)A);
     cu_str_add(&t, "    for (vk_i64 i = (vk_i64)blockIdx.x * %d + threadIdx.x; i < n; i += (vk_i64)gridDim.x * %d) {\n",
@@ -280,12 +284,13 @@ static int emit_gather(cu_ctx *c, int node)
                    "        if (k < 0)\n            k += A;\n"
                    "        k = k < 0 ? 0 : k >= A ? A - 1 : k; /* out-of-range indices are clamped */\n"
                    "        y[i] = x[(o * A + k) * inner + in];\n    }\n}\n");
-    cu_launch *l = cu_launch_flat(c, "gather", "gather", &t, node, COPY_THREADS, total);
+    cu_launch *l =
+        cu_launch_flat(c, "gather", "gather", &t, node, COPY_THREADS, total, CU_FIELD(vk_copy_params, batch));
     if (!l)
         return c->d->status;
-    cu_arg_value(c, l, n->inputs[0]);
-    cu_arg_value(c, l, n->inputs[1]);
-    cu_arg_value(c, l, out);
+    cu_arg_value(c, l, CU_FIELD(vk_copy_params, src), n->inputs[0]);
+    cu_arg_value(c, l, CU_FIELD(vk_copy_params, index), n->inputs[1]);
+    cu_arg_value(c, l, CU_FIELD(vk_copy_params, dst), out);
     return c->d->status;
 }
 

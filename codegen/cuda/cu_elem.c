@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { EW_THREADS = 256, EW_MAX_OPS = 12 };
+enum { EW_THREADS = 256, EW_MAX_OPS = VK_EW_MAX_IN }; /* operands: vk_ew_params.x */
 
 static int out_type_ok(ir_dtype t) { return t == IR_F32 || t == IR_F16 || t == IR_BF16 || t == IR_BOOL || t == IR_U8; }
 
@@ -95,11 +95,11 @@ static const char *cs_k(cs_env *e, double c)
     return cs(e, "%s", cu_float_lit((float)c, lit, sizeof lit));
 }
 
-/* The device's names of ir_act (prelude.cuh's vk_act). */
+/* The device's names of ir_act (prelude.cuh's enum, from the same rows of ir/act.def). */
 static const char *const act_names[IR_ACT_COUNT] = {
-    [IR_ACT_NONE] = "IR_ACT_NONE",         [IR_ACT_GELU_ERF] = "IR_ACT_GELU_ERF", [IR_ACT_GELU_TANH] = "IR_ACT_GELU_TANH",
-    [IR_ACT_RELU] = "IR_ACT_RELU",         [IR_ACT_RELU6] = "IR_ACT_RELU6",
-    [IR_ACT_QUICK_GELU] = "IR_ACT_QUICK_GELU",
+#define ACT_NAME(name) [IR_ACT_##name] = "IR_ACT_" #name,
+    IR_ACT_ROWS(ACT_NAME)
+#undef ACT_NAME
 };
 
 static const char *cs_mod(cs_env *e, const char *a, const char *b)
@@ -247,13 +247,13 @@ int cu_emit_elem(cu_ctx *c, int node)
     cg_poly total = cg_poly_numel(y);
     char pe[160];
     cu_str t = {0};
-    cu_str_add(&t, "VK_KERNEL(@, %d)\n{\n    const vk_i64 B = (vk_i64)p.a[0];\n    (void)B;\n", EW_THREADS);
+    cu_str_add(&t, "VK_KERNEL(@, %d, vk_ew_params)\n{\n    const vk_i64 B = p.batch;\n    (void)B;\n", EW_THREADS);
     for (int k = 0; k < nops; k++) {
         const char *ct = cu_ctype(cu_sdt(c, opv[k]));
-        cu_str_add(&t, "    const %s *x%d = (const %s *)p.a[%d];\n", ct, k, ct, k + 1);
+        cu_str_add(&t, "    const %s *x%d = (const %s *)p.x[%d];\n", ct, k, ct, k);
     }
     const char *ty = cu_ctype(cu_sdt(c, out));
-    cu_str_add(&t, "    %s *y = (%s *)p.a[%d];\n", ty, ty, nops + 1);
+    cu_str_add(&t, "    %s *y = (%s *)p.y;\n", ty, ty);
     cu_str_add(&t, "    const vk_i64 n = %s;\n", cu_poly_expr(total, pe, sizeof pe));
     cu_str_add(&t, "    for (vk_i64 i = (vk_i64)blockIdx.x * %d + threadIdx.x; i < n; i += (vk_i64)gridDim.x * %d) {\n",
                EW_THREADS, EW_THREADS);
@@ -296,11 +296,11 @@ int cu_emit_elem(cu_ctx *c, int node)
     cu_str_add(&t, "        vk_put(y + i, %s);\n    }\n}\n", e);
     char label[64];
     snprintf(label, sizeof label, "%s", ir_op_name(n->op));
-    cu_launch *l = cu_launch_flat(c, "ew", label, &t, node, EW_THREADS, total);
+    cu_launch *l = cu_launch_flat(c, "ew", label, &t, node, EW_THREADS, total, CU_FIELD(vk_ew_params, batch));
     if (!l)
         return c->d->status;
     for (int k = 0; k < nops; k++)
-        cu_arg_value(c, l, opv[k]);
-    cu_arg_value(c, l, out);
+        cu_arg_value(c, l, CU_FIELD(vk_ew_params, x) + k, opv[k]);
+    cu_arg_value(c, l, CU_FIELD(vk_ew_params, y), out);
     return c->d->status;
 }

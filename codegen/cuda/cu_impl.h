@@ -17,14 +17,15 @@
  *                  and an ELF object linked by cc (codegen/package.h)
  *
  * Generated kernels are CUDA C++ over the device library
- * (the .cuh files of codegen/cuda/device, embedded as cu_lib_text): each is
- *     VK_KERNEL(name, threads) { ... p.a[i] ... }
- * reading its arguments from the 8-byte slots of vk_args in the order the
- * launch lists them (runtime/abi.h). */
+ * (codegen/cuda/device, embedded as cu_lib_text): each is
+ *     VK_KERNEL(name, threads, vk_gemm_params) { ... p.out ... }
+ * taking its family's struct of device/params.h, whose fields the launch
+ * sets by name: cu_arg_*(c, l, CU_FIELD(vk_gemm_params, out), ...). */
 #ifndef VITC_CU_IMPL_H
 #define VITC_CU_IMPL_H
 
 #include "codegen/backend.h"
+#include "codegen/cuda/device/params.h"
 #include "codegen/package.h"
 #include "codegen/poly.h"
 #include "ir/opview.h"
@@ -35,6 +36,12 @@
 #include <stdint.h>
 
 extern const char cu_lib_text[];
+
+/* A params struct's fields are the launch's argument slots (params.h). */
+_Static_assert(VK_PARAM_SLOTS == VITC_CUDA_MAX_ARGS, "params.h's slots are the launch's");
+_Static_assert(sizeof(void *) == 8, "device pointers and host pointers of 8 bytes");
+/* The argument slot of field f of params struct T. */
+#define CU_FIELD(T, f) ((int)(offsetof(T, f) / 8))
 
 typedef enum { CU_FP32, CU_TF32, CU_FP16, CU_BF16 } cu_precision;
 
@@ -66,7 +73,7 @@ typedef struct {
 } cu_arg;
 
 typedef struct {    /* vitc_cuda_tmap, rows a polynomial in the batch */
-    int arg, elem;
+    int arg, elem;  /* arg: the slot of the pointer where row 0 starts (CU_FIELD) */
     cg_poly rows;
     int64_t cols, row_bytes;
     unsigned box_rows, box_cols;
@@ -81,8 +88,9 @@ typedef struct {
     cg_poly grid[3];
     int64_t div[3];
     int64_t min_batch, max_batch;
-    int nargs;
+    int nargs;              /* slots up to the last one set; those not set are 0 */
     cu_arg args[VITC_CUDA_MAX_ARGS];
+    uint32_t args_set;      /* bit k: slot k set */
 } cu_launch;
 
 typedef struct cu_ctx {
@@ -126,12 +134,14 @@ ir_dtype cu_sdt(const cu_ctx *c, int v);
 int cu_add_kernel(cu_ctx *c, const char *kind, const char *label, const cu_str *text);
 /* A new launch of kernel func for node (grid 1x1x1, every batch); NULL on error. */
 cu_launch *cu_launch_new(cu_ctx *c, int func, int node, unsigned block, unsigned smem);
-/* Appends arguments: value v's storage (device pointer), a workspace offset,
- * an integer polynomial in the batch. */
-void cu_arg_value(cu_ctx *c, cu_launch *l, int v);
-void cu_arg_ws(cu_ctx *c, cu_launch *l, int64_t off);
-void cu_arg_ptr(cu_ctx *c, cu_launch *l, int kind, int64_t off); /* kind: VITC_CUDA_ARG_WORKSPACE or _WEIGHTS */
-void cu_arg_int(cu_ctx *c, cu_launch *l, cg_poly p);
+/* Sets argument slot `slot` (CU_FIELD of the kernel's params struct; each
+ * slot once) to: value v's storage (a device pointer), the workspace at
+ * off, off in the buffer of kind (VITC_CUDA_ARG_WORKSPACE or _WEIGHTS), an
+ * integer polynomial in the batch.  Slots left unset read 0. */
+void cu_arg_value(cu_ctx *c, cu_launch *l, int slot, int v);
+void cu_arg_ws(cu_ctx *c, cu_launch *l, int slot, int64_t off);
+void cu_arg_ptr(cu_ctx *c, cu_launch *l, int slot, int kind, int64_t off);
+void cu_arg_int(cu_ctx *c, cu_launch *l, int slot, cg_poly p);
 /* Offset of constant v's bytes in the weights blob (added on first use); -1 on error. */
 int64_t cu_weights_of(cu_ctx *c, int v);
 

@@ -1,6 +1,6 @@
 /* cu_launch.h: the launch that most of the CUDA backend's kernels take: one
- * thread per element over a one-dimensional grid, the batch as the first
- * argument (p.a[0]), then whatever arguments the caller adds. */
+ * thread per element over a one-dimensional grid, the batch in a field of
+ * the kernel's params struct, then whatever fields the caller sets. */
 #ifndef VITC_CU_LAUNCH_H
 #define VITC_CU_LAUNCH_H
 
@@ -8,8 +8,9 @@
 
 /* Adds the kernel in *t (freed here in every case) as kind and label, and a
  * launch of it for node over n threads in blocks of threads, with the batch
- * as its first argument.  NULL when either fails; c->d->status says why. */
+ * in argument slot batch_slot (CU_FIELD of its params struct).  NULL when
+ * either fails; c->d->status says why. */
 cu_launch *cu_launch_flat(cu_ctx *c, const char *kind, const char *label, cu_str *t, int node, unsigned threads,
-                          cg_poly n);
+                          cg_poly n, int batch_slot);
 
 #endif

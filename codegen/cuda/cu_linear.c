@@ -395,16 +395,16 @@ static int use_wgmma(const cu_ctx *c, tile tl, int split)
 /* The kernel text of a tensor-core GEMM (split: the partial-sum form; wg:
  * gemm_wg). */
 static void gemm_text(const cu_ctx *c, cu_str *t, const gemm_job *j, tile tl, int split, int wg, tma_shape tma,
-                      int vec_a, const char *ta, const char *tw, const char *tr, const char *to, int64_t Kp)
+                      int vec_a, const char *tw, const char *tr, const char *to, int64_t Kp)
 {
     if (tma.bn) {
-        cu_str_add(t, "VK_KERNEL_TMA(@, %u, %d)\n{\n    vk::gemm_tma<%s, %d, %d, %d, %d, %d, %s, %d, %s, %s, %s, %s>("
-                      "VK_TMAPS,\n        ",
+        cu_str_add(t, "VK_KERNEL_TMA(@, %u, %d, vk_gemm_params)\n{\n"
+                      "    vk::gemm_tma<%s, %d, %d, %d, %d, %d, %s, %d, %s, %s, %s, %s>(VK_TMAPS, ",
                    tma_threads(tma), tma.minb, tw, tma.bn, tma.stages, tma.minb, tl.stages, tl.bkb,
                    vec_a ? "true" : "false", j->act, j->bias >= 0 ? "true" : "false", j->res >= 0 ? "true" : "false",
                    tr, to);
     } else {
-        cu_str_add(t, "VK_KERNEL(@, %u)\n{\n", (unsigned)(tl.wm * tl.wn * 32));
+        cu_str_add(t, "VK_KERNEL(@, %u, vk_gemm_params)\n{\n", (unsigned)(tl.wm * tl.wn * 32));
         if (wg)
             cu_str_add(t, "    vk::gemm_wg<%s, %d, %d, %d, 1, %d, %d, %s, %d, %s, %s, %s, %s>(", tw, tl.bn, WG_BKB,
                        wg_stages(c), tl.stages, tl.bkb, vec_a ? "true" : "false", j->act,
@@ -414,28 +414,28 @@ static void gemm_text(const cu_ctx *c, cu_str *t, const gemm_job *j, tile tl, in
                        tl.wm, tl.wn, tl.stages, tl.bkb, vec_a ? "true" : "false", split > 1 ? "true" : "false",
                        j->act, j->bias >= 0 ? "true" : "false", j->res >= 0 ? "true" : "false", tr, to);
     }
-    /* gemm.cuh's arguments; gemm_tma has no split, so no partial sums P */
-    cu_str_add(t, "(const %s *)p.a[0], (const %s *)p.a[1], (const float *)p.a[2], (const %s *)p.a[3], (%s *)p.a[4],"
-                  "\n        %s(vk_i64)p.a[5], %lld, %lld, %lld, %lldLL, %lldLL, %lldLL);\n}\n",
-               ta, tw, tr, to, tma.bn ? "" : "(float *)p.a[6], ", (long long)j->N, (long long)j->K, (long long)Kp,
+    /* N, K, Kp, lda, ldr, ldc */
+    cu_str_add(t, "p, %lld, %lld, %lld, %lldLL, %lldLL, %lldLL);\n}\n", (long long)j->N, (long long)j->K, (long long)Kp,
                (long long)j->K, (long long)j->res_ld, (long long)j->N);
 }
 
-/* Arguments 0-5 of a GEMM launch: A, Wt, bias, R, C, M (gemm.cuh's order). */
+/* The epilogue's fields of a GEMM or split-K sum launch: bias, res, out, m. */
+static void epilogue_args(cu_ctx *c, cu_launch *l, const gemm_job *j, int64_t boff)
+{
+    if (j->bias >= 0)
+        cu_arg_ptr(c, l, CU_FIELD(vk_gemm_params, bias), VITC_CUDA_ARG_WEIGHTS, boff);
+    if (j->res >= 0)
+        cu_arg_value(c, l, CU_FIELD(vk_gemm_params, res), j->res);
+    cu_arg_value(c, l, CU_FIELD(vk_gemm_params, out), j->out);
+    cu_arg_int(c, l, CU_FIELD(vk_gemm_params, m), j->M);
+}
+
+/* A GEMM launch's fields: a, wt and the epilogue's. */
 static void gemm_args(cu_ctx *c, cu_launch *l, const gemm_job *j, int64_t woff, int64_t boff)
 {
-    cu_arg_value(c, l, j->x);
-    cu_arg_ptr(c, l, VITC_CUDA_ARG_WEIGHTS, woff);
-    if (j->bias >= 0)
-        cu_arg_ptr(c, l, VITC_CUDA_ARG_WEIGHTS, boff);
-    else
-        cu_arg_int(c, l, cg_poly_k(0));
-    if (j->res >= 0)
-        cu_arg_value(c, l, j->res);
-    else
-        cu_arg_int(c, l, cg_poly_k(0));
-    cu_arg_value(c, l, j->out);
-    cu_arg_int(c, l, j->M);
+    cu_arg_value(c, l, CU_FIELD(vk_gemm_params, a), j->x);
+    cu_arg_ptr(c, l, CU_FIELD(vk_gemm_params, wt), VITC_CUDA_ARG_WEIGHTS, woff);
+    epilogue_args(c, l, j, boff);
 }
 
 /* The kernel that adds a split GEMM's partial sums and applies its epilogue:
@@ -443,11 +443,10 @@ static void gemm_args(cu_ctx *c, cu_launch *l, const gemm_job *j, int64_t woff, 
 static int reduce_kernel(cu_ctx *c, const gemm_job *j, const char *tr, const char *to)
 {
     cu_str t = {0};
-    cu_str_add(&t, "VK_KERNEL(@, 256)\n{\n    vk::gemm_splitk_reduce<%d, %s, %s, %s, %s>((const float *)p.a[0], "
-                   "(int)p.a[1], (const float *)p.a[2],\n        (const %s *)p.a[3], (%s *)p.a[4], (vk_i64)p.a[5], "
-                   "%lld, %lldLL, %lldLL);\n}\n",
-               j->act, j->bias >= 0 ? "true" : "false", j->res >= 0 ? "true" : "false", tr, to, tr, to,
-               (long long)j->N, (long long)j->res_ld, (long long)j->N);
+    cu_str_add(&t, "VK_KERNEL(@, 256, vk_gemm_params)\n{\n    vk::gemm_splitk_reduce<%d, %s, %s, %s, %s>(p, %lld, "
+                   "%lldLL, %lldLL);\n}\n",
+               j->act, j->bias >= 0 ? "true" : "false", j->res >= 0 ? "true" : "false", tr, to, (long long)j->N,
+               (long long)j->res_ld, (long long)j->N);
     char label[160];
     snprintf(label, sizeof label, "gemm split-k sum N=%lld%s%s%s%s", (long long)j->N, j->bias >= 0 ? " +bias" : "",
              act_name(j->act), j->res >= 0 ? " +residual" : "", strcmp(to, "float") == 0 ? " (fp32 out)" : "");
@@ -461,13 +460,11 @@ static int emit_simt(cu_ctx *c, int node, const gemm_job *j, int64_t woff, int64
                      const char *tr, int64_t Kp)
 {
     cu_str t = {0};
-    cu_str_add(&t, "VK_KERNEL(@, 256)\n{\n");
+    cu_str_add(&t, "VK_KERNEL(@, 256, vk_gemm_params)\n{\n");
     cu_str_add(&t, "    vk::gemm_simt<%s, %d, %s, %s, %s>(", tw, j->act, j->bias >= 0 ? "true" : "false",
                j->res >= 0 ? "true" : "false", tr);
-    cu_str_add(&t, "(const %s *)p.a[0], (const %s *)p.a[1], (const float *)p.a[2], (const %s *)p.a[3], (%s *)p.a[4],"
-                   "\n        (vk_i64)p.a[5], %lld, %lld, %lld, %lldLL, %lldLL, %lldLL);\n}\n",
-               tw, tw, tr, tw, (long long)j->N, (long long)j->K, (long long)Kp, (long long)j->K,
-               (long long)j->res_ld, (long long)j->N);
+    cu_str_add(&t, "p, %lld, %lld, %lld, %lldLL, %lldLL, %lldLL);\n}\n", (long long)j->N, (long long)j->K,
+               (long long)Kp, (long long)j->K, (long long)j->res_ld, (long long)j->N);
     char label[160];
     snprintf(label, sizeof label, "gemm fp32 simt 64x64 K=%lld N=%lld%s%s%s", (long long)j->K, (long long)j->N,
              j->bias >= 0 ? " +bias" : "", act_name(j->act), j->res >= 0 ? " +residual" : "");
@@ -541,7 +538,7 @@ int cu_emit_linear(cu_ctx *c, int node)
         tma_shape tma = wg && vec_a ? tma_of(c, &bad) : (tma_shape){0, 0, 0};
         if (tma.bn)
             tl.bn = tma.bn; /* its grid; other GPUs run gemm_tc's tile of that width */
-        gemm_text(c, &t, &j, tl, split, wg, tma, vec_a, ta, tw, tr, to, Kp);
+        gemm_text(c, &t, &j, tl, split, wg, tma, vec_a, tw, tr, to, Kp);
         char label[192];
         snprintf(label, sizeof label, "gemm %s%s %dx%d%s K=%lld N=%lld%s%s%s%s%s",
                  c->prec == CU_TF32 ? "tf32 mma" : c->prec == CU_FP16 ? (wg ? "f16 wgmma" : "f16 mma")
@@ -562,8 +559,9 @@ int cu_emit_linear(cu_ctx *c, int node)
         if (tma.bn) { /* A [M, K] in boxes of 128 rows, Wt [Np, Kp] of BN rows, 64 elements of k */
             int elem = c->prec == CU_BF16 ? VITC_CUDA_TMAP_BF16 : VITC_CUDA_TMAP_F16;
             l->ntmaps = 2;
-            l->tmaps[0] = (cu_tmap){0, elem, j.M, j.K, j.K * 2, 128, 64};
-            l->tmaps[1] = (cu_tmap){1, elem, cg_poly_k(Np), Kp, Kp * 2, (unsigned)tma.bn, 64};
+            l->tmaps[0] = (cu_tmap){CU_FIELD(vk_gemm_params, a), elem, j.M, j.K, j.K * 2, 128, 64};
+            l->tmaps[1] =
+                (cu_tmap){CU_FIELD(vk_gemm_params, wt), elem, cg_poly_k(Np), Kp, Kp * 2, (unsigned)tma.bn, 64};
         }
         l->min_batch = lo;
         l->max_batch = hi;
@@ -573,7 +571,7 @@ int cu_emit_linear(cu_ctx *c, int node)
         l->grid[2] = cg_poly_k(split);
         gemm_args(c, l, &j, woff, boff);
         if (split > 1) {
-            cu_arg_ws(c, l, scratch);
+            cu_arg_ws(c, l, CU_FIELD(vk_gemm_params, partial), scratch);
             if ((f = reduce_kernel(c, &j, tr, to)) < 0)
                 return c->d->status;
             enum { RT = 256 };
@@ -584,18 +582,9 @@ int cu_emit_linear(cu_ctx *c, int node)
             l->max_batch = hi;
             l->grid[0] = cg_poly_mul(j.M, cg_poly_k((j.N + 1) / 2));
             l->div[0] = RT;
-            cu_arg_ws(c, l, scratch);
-            cu_arg_int(c, l, cg_poly_k(split));
-            if (j.bias >= 0)
-                cu_arg_ptr(c, l, VITC_CUDA_ARG_WEIGHTS, boff);
-            else
-                cu_arg_int(c, l, cg_poly_k(0));
-            if (j.res >= 0)
-                cu_arg_value(c, l, j.res);
-            else
-                cu_arg_int(c, l, cg_poly_k(0));
-            cu_arg_value(c, l, j.out);
-            cu_arg_int(c, l, j.M);
+            cu_arg_ws(c, l, CU_FIELD(vk_gemm_params, partial), scratch);
+            cu_arg_int(c, l, CU_FIELD(vk_gemm_params, splits), cg_poly_k(split));
+            epilogue_args(c, l, &j, boff);
         }
         lo = hi + 1;
     }

@@ -89,7 +89,7 @@ static int emit_bmm(cu_ctx *c, int node, const bmm_job *j)
     const char *ta = cu_ctype(cu_sdt(c, j->a)), *tb = cu_ctype(cu_sdt(c, j->b)), *to = cu_ctype(cu_sdt(c, j->out));
     const char *ty = j->y >= 0 ? cu_ctype(cu_sdt(c, j->y)) : "float";
     cu_str t = {0};
-    cu_str_add(&t, "VK_KERNEL(@, %d)\n{\n    const vk_i64 B = (vk_i64)p.a[0];\n    (void)B;\n", BMM_THREADS);
+    cu_str_add(&t, "VK_KERNEL(@, %d, vk_bmm_params)\n{\n    const vk_i64 B = p.batch;\n    (void)B;\n", BMM_THREADS);
     cu_str_add(&t, "    const vk_i64 M = %s", cu_poly_expr(j->M, e, sizeof e));
     cu_str_add(&t, ", N = %s", cu_poly_expr(j->N, e, sizeof e));
     cu_str_add(&t, ", K = %s;\n", cu_poly_expr(j->K, e, sizeof e));
@@ -106,13 +106,13 @@ static int emit_bmm(cu_ctx *c, int node, const bmm_job *j)
         cu_str_add(&t, "    bo += c * %s;\n", cu_poly_expr(j->bst[i], e, sizeof e));
     }
     cu_str_add(&t, "    (void)yo;\n");
-    cu_str_add(&t, "    vk::bmm_tile((const %s *)p.a[1] + ao, %s", ta, cu_poly_expr(j->a_sm, e, sizeof e));
+    cu_str_add(&t, "    vk::bmm_tile((const %s *)p.a + ao, %s", ta, cu_poly_expr(j->a_sm, e, sizeof e));
     cu_str_add(&t, ", %s", cu_poly_expr(j->a_sk, e, sizeof e));
-    cu_str_add(&t, ", (const %s *)p.a[2] + bo, %s", tb, cu_poly_expr(j->b_sk, e, sizeof e));
-    cu_str_add(&t, ", %s,\n        (const %s *)p.a[3], %s", cu_poly_expr(j->b_sn, e, sizeof e), ty,
+    cu_str_add(&t, ", (const %s *)p.b + bo, %s", tb, cu_poly_expr(j->b_sk, e, sizeof e));
+    cu_str_add(&t, ", %s,\n        (const %s *)p.c, %s", cu_poly_expr(j->b_sn, e, sizeof e), ty,
                cu_poly_expr(j->y_sm, e, sizeof e));
     char f1[48], f2[48];
-    cu_str_add(&t, ", %s, (%s *)p.a[4] + bi * M * N, N, 1LL, M, N, K, %s, %s, tm, tn);\n}\n",
+    cu_str_add(&t, ", %s, (%s *)p.y + bi * M * N, N, 1LL, M, N, K, %s, %s, tm, tn);\n}\n",
                cu_poly_expr(j->y_sn, e, sizeof e), to, cu_float_lit(j->alpha, f1, sizeof f1),
                cu_float_lit(j->beta, f2, sizeof f2));
     int f = cu_add_kernel(c, "bmm", "matmul simt", &t);
@@ -131,14 +131,12 @@ static int emit_bmm(cu_ctx *c, int node, const bmm_job *j)
         l->grid[2] = batches;
     }
     l->grid[1] = cg_poly_k((nt + 15) / 16);
-    cu_arg_int(c, l, cg_poly_dim(ir_dim_batch(1)));
-    cu_arg_value(c, l, j->a);
-    cu_arg_value(c, l, j->b);
+    cu_arg_int(c, l, CU_FIELD(vk_bmm_params, batch), cg_poly_dim(ir_dim_batch(1)));
+    cu_arg_value(c, l, CU_FIELD(vk_bmm_params, a), j->a);
+    cu_arg_value(c, l, CU_FIELD(vk_bmm_params, b), j->b);
     if (j->y >= 0)
-        cu_arg_value(c, l, j->y);
-    else
-        cu_arg_int(c, l, cg_poly_k(0));
-    cu_arg_value(c, l, j->out);
+        cu_arg_value(c, l, CU_FIELD(vk_bmm_params, c), j->y);
+    cu_arg_value(c, l, CU_FIELD(vk_bmm_params, y), j->out);
     return c->d->status;
 }
 
@@ -239,23 +237,21 @@ static int emit_conv(cu_ctx *c, int node)
     cg_poly total = cg_poly_numel(y);
     char e[160];
     cu_str t = {0};
-    cu_str_add(&t, "VK_KERNEL(@, %d)\n{\n    const vk_i64 B = (vk_i64)p.a[0];\n    (void)B;\n", CONV_THREADS);
-    cu_str_add(&t, "    vk::conv2d((const %s *)p.a[1], (const %s *)p.a[2], (const %s *)p.a[3], (%s *)p.a[4], %s,\n", tx, tw,
-               tbias, to, cu_poly_expr(total, e, sizeof e));
+    cu_str_add(&t, "VK_KERNEL(@, %d, vk_conv_params)\n{\n    const vk_i64 B = p.batch;\n    (void)B;\n", CONV_THREADS);
+    cu_str_add(&t, "    vk::conv2d<%s, %s, %s, %s>(p, %s,\n", tx, tw, tbias, to, cu_poly_expr(total, e, sizeof e));
     cu_str_add(&t, "        %lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld);\n}\n",
                (long long)x->dims[1].k, (long long)H, (long long)W, (long long)w->dims[0].k, (long long)Ho,
                (long long)Wo, (long long)KH, (long long)KW, (long long)sh, (long long)sw, (long long)ph, (long long)pw,
                (long long)dh, (long long)dw, (long long)groups);
-    cu_launch *l = cu_launch_flat(c, "conv", "conv simt", &t, node, CONV_THREADS, total);
+    cu_launch *l =
+        cu_launch_flat(c, "conv", "conv simt", &t, node, CONV_THREADS, total, CU_FIELD(vk_conv_params, batch));
     if (!l)
         return c->d->status;
-    cu_arg_value(c, l, n->inputs[0]);
-    cu_arg_value(c, l, n->inputs[1]);
+    cu_arg_value(c, l, CU_FIELD(vk_conv_params, x), n->inputs[0]);
+    cu_arg_value(c, l, CU_FIELD(vk_conv_params, w), n->inputs[1]);
     if (bv >= 0)
-        cu_arg_value(c, l, bv);
-    else
-        cu_arg_int(c, l, cg_poly_k(0));
-    cu_arg_value(c, l, n->outputs[0]);
+        cu_arg_value(c, l, CU_FIELD(vk_conv_params, bias), bv);
+    cu_arg_value(c, l, CU_FIELD(vk_conv_params, y), n->outputs[0]);
     return c->d->status;
 }
 

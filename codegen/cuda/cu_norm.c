@@ -120,9 +120,8 @@ static int emit_layernorm(cu_ctx *c, int node)
 {
     const ir_node *n = &c->g->nodes[node];
     ir_norm v;
-    char why[160];
-    if (!ir_norm_of(n, &v, why, sizeof why))
-        return cu_fail(c, VITC_BAD_INPUT, node, "%s", why);
+    if (ir_norm_get(n, &v, c->d))
+        return c->d->status;
     const ir_value *x = &c->g->values[v.x];
     int out = v.y, axis = ir_norm_axis(&v, x->rank);
     int64_t C = 1;
@@ -136,18 +135,14 @@ static int emit_layernorm(cu_ctx *c, int node)
     const char *tg = gv >= 0 ? cu_ctype(cu_sdt(c, gv)) : "float", *tb = bv >= 0 ? cu_ctype(cu_sdt(c, bv)) : "float";
     float eps = v.eps;
     cu_str t = {0};
-    cu_str_add(&t, "VK_KERNEL(@, %d)\n{\n", ROW_THREADS);
+    cu_str_add(&t, "VK_KERNEL(@, %d, vk_norm_params)\n{\n", ROW_THREADS);
     if (C <= LN_REG_MAX)
-        cu_str_add(&t, "    vk::layernorm<%lld, %s, %s>(", (long long)C, gv >= 0 ? "true" : "false",
-                   bv >= 0 ? "true" : "false");
+        cu_str_add(&t, "    vk::layernorm<%lld, ", (long long)C);
     else
-        cu_str_add(&t, "    vk::layernorm_big<%s, %s>(", gv >= 0 ? "true" : "false", bv >= 0 ? "true" : "false");
-    cu_str_add(&t, "(const %s *)p.a[0], (const %s *)p.a[1], (const %s *)p.a[2], (%s *)p.a[3], (vk_i64)p.a[4], ", tx,
-               tg, tb, ty);
-    if (C > LN_REG_MAX)
-        cu_str_add(&t, "(vk_i64)p.a[5], ");
+        cu_str_add(&t, "    vk::layernorm_big<");
     char el[48];
-    cu_str_add(&t, "%s);\n}\n", cu_float_lit(eps, el, sizeof el));
+    cu_str_add(&t, "%s, %s, %s, %s, %s, %s>(p, %s);\n}\n", gv >= 0 ? "true" : "false", bv >= 0 ? "true" : "false", tx,
+               tg, tb, ty, cu_float_lit(eps, el, sizeof el));
     char label[64];
     snprintf(label, sizeof label, "layernorm C=%lld", (long long)C);
     int f = cu_add_kernel(c, "ln", label, &t);
@@ -157,19 +152,15 @@ static int emit_layernorm(cu_ctx *c, int node)
         return c->d->status;
     l->grid[0] = rows;
     l->div[0] = ROWS_PER_BLOCK;
-    cu_arg_value(c, l, v.x);
+    cu_arg_value(c, l, CU_FIELD(vk_norm_params, x), v.x);
     if (gv >= 0)
-        cu_arg_value(c, l, gv);
-    else
-        cu_arg_int(c, l, cg_poly_k(0));
+        cu_arg_value(c, l, CU_FIELD(vk_norm_params, scale), gv);
     if (bv >= 0)
-        cu_arg_value(c, l, bv);
-    else
-        cu_arg_int(c, l, cg_poly_k(0));
-    cu_arg_value(c, l, out);
-    cu_arg_int(c, l, rows);
+        cu_arg_value(c, l, CU_FIELD(vk_norm_params, bias), bv);
+    cu_arg_value(c, l, CU_FIELD(vk_norm_params, y), out);
+    cu_arg_int(c, l, CU_FIELD(vk_norm_params, rows), rows);
     if (C > LN_REG_MAX)
-        cu_arg_int(c, l, cg_poly_k(C));
+        cu_arg_int(c, l, CU_FIELD(vk_norm_params, cols), cg_poly_k(C));
     return c->d->status;
 }
 
@@ -194,9 +185,8 @@ static int emit_softmax(cu_ctx *c, int node)
     }
     const char *tx = cu_ctype(cu_sdt(c, n->inputs[0])), *ty = cu_ctype(cu_sdt(c, out));
     cu_str t = {0};
-    cu_str_add(&t, "VK_KERNEL(@, %d)\n{\n    vk::softmax_rows((const %s *)p.a[0], (%s *)p.a[1], (vk_i64)p.a[2], "
-                   "(vk_i64)p.a[3], (vk_i64)p.a[4]);\n}\n",
-               ROW_THREADS, tx, ty);
+    cu_str_add(&t, "VK_KERNEL(@, %d, vk_softmax_params)\n{\n    vk::softmax_rows<%s, %s>(p);\n}\n", ROW_THREADS, tx,
+               ty);
     int f = cu_add_kernel(c, "softmax", "softmax", &t);
     cu_str_free(&t);
     cu_launch *l = cu_launch_new(c, f, node, ROW_THREADS, 0);
@@ -205,11 +195,11 @@ static int emit_softmax(cu_ctx *c, int node)
     cg_poly rows = cg_poly_mul(outer, inner);
     l->grid[0] = rows;
     l->div[0] = ROWS_PER_BLOCK;
-    cu_arg_value(c, l, n->inputs[0]);
-    cu_arg_value(c, l, out);
-    cu_arg_int(c, l, rows);
-    cu_arg_int(c, l, C);
-    cu_arg_int(c, l, inner);
+    cu_arg_value(c, l, CU_FIELD(vk_softmax_params, x), n->inputs[0]);
+    cu_arg_value(c, l, CU_FIELD(vk_softmax_params, y), out);
+    cu_arg_int(c, l, CU_FIELD(vk_softmax_params, rows), rows);
+    cu_arg_int(c, l, CU_FIELD(vk_softmax_params, cols), C);
+    cu_arg_int(c, l, CU_FIELD(vk_softmax_params, inner), inner);
     return c->d->status;
 }
 
@@ -240,8 +230,8 @@ static int emit_reduce(cu_ctx *c, int node)
     const char *init = n->op == IR_OP_REDUCE_MAX ? "-vk_inf()" : "0.0f";
     char e[160];
     cu_str t = {0};
-    cu_str_add(&t, "VK_KERNEL(@, %d)\n{\n    const vk_i64 B = (vk_i64)p.a[0];\n    (void)B;\n", RED_THREADS);
-    cu_str_add(&t, "    const %s *x = (const %s *)p.a[1];\n    %s *y = (%s *)p.a[2];\n", tx, tx, ty, ty);
+    cu_str_add(&t, "VK_KERNEL(@, %d, vk_reduce_params)\n{\n    const vk_i64 B = p.batch;\n    (void)B;\n", RED_THREADS);
+    cu_str_add(&t, "    const %s *x = (const %s *)p.x;\n    %s *y = (%s *)p.y;\n", tx, tx, ty, ty);
     cu_str_add(&t, "    const vk_i64 n = %s;\n", cu_poly_expr(nout, e, sizeof e));
     cu_str_add(&t, "    const vk_i64 R = %s;\n", cu_poly_expr(nred, e, sizeof e));
     cu_str_add(&t, "    for (vk_i64 i = (vk_i64)blockIdx.x * %d + threadIdx.x; i < n; i += (vk_i64)gridDim.x * %d) {\n",
@@ -273,11 +263,12 @@ static int emit_reduce(cu_ctx *c, int node)
     if (n->op == IR_OP_REDUCE_MEAN)
         cu_str_add(&t, "        acc /= (float)R;\n");
     cu_str_add(&t, "        vk_put(y + i, acc);\n    }\n}\n");
-    cu_launch *l = cu_launch_flat(c, "reduce", ir_op_name(n->op), &t, node, RED_THREADS, nout);
+    cu_launch *l = cu_launch_flat(c, "reduce", ir_op_name(n->op), &t, node, RED_THREADS, nout,
+                                  CU_FIELD(vk_reduce_params, batch));
     if (!l)
         return c->d->status;
-    cu_arg_value(c, l, n->inputs[0]);
-    cu_arg_value(c, l, out);
+    cu_arg_value(c, l, CU_FIELD(vk_reduce_params, x), n->inputs[0]);
+    cu_arg_value(c, l, CU_FIELD(vk_reduce_params, y), out);
     return c->d->status;
 }
 

@@ -381,33 +381,39 @@ cu_launch *cu_launch_new(cu_ctx *c, int func, int node, unsigned block, unsigned
     return l;
 }
 
-static void add_arg(cu_ctx *c, cu_launch *l, int kind, cg_poly v)
+static void set_arg(cu_ctx *c, cu_launch *l, int slot, int kind, cg_poly v)
 {
-    if (l->nargs == VITC_CUDA_MAX_ARGS) {
-        cu_fail(c, VITC_INTERNAL, l->node, "a kernel with more than %d arguments", VITC_CUDA_MAX_ARGS);
+    if (slot < 0 || slot >= VITC_CUDA_MAX_ARGS || ((l->args_set >> slot) & 1)) {
+        cu_fail(c, VITC_INTERNAL, l->node, "kernel argument slot %d out of range or set twice", slot);
         return;
     }
-    l->args[l->nargs++] = (cu_arg){kind, v};
+    while (l->nargs <= slot)
+        l->args[l->nargs++] = (cu_arg){VITC_CUDA_ARG_INT, cg_poly_k(0)};
+    l->args[slot] = (cu_arg){kind, v};
+    l->args_set |= 1u << slot;
 }
 
-void cu_arg_value(cu_ctx *c, cu_launch *l, int v)
+void cu_arg_value(cu_ctx *c, cu_launch *l, int slot, int v)
 {
     int r = cu_root(c, v);
     if (c->g->values[r].kind == IR_VAL_CONST) {
         int64_t off = cu_weights_of(c, r);
-        add_arg(c, l, VITC_CUDA_ARG_WEIGHTS, cg_poly_k(off < 0 ? 0 : off));
+        set_arg(c, l, slot, VITC_CUDA_ARG_WEIGHTS, cg_poly_k(off < 0 ? 0 : off));
         return;
     }
     if (c->off[r] < 0)
         cu_fail(c, VITC_INTERNAL, l->node, "value '%s' has no device memory", c->g->values[v].name);
-    add_arg(c, l, VITC_CUDA_ARG_WORKSPACE, cg_poly_k(c->off[r] < 0 ? 0 : c->off[r]));
+    set_arg(c, l, slot, VITC_CUDA_ARG_WORKSPACE, cg_poly_k(c->off[r] < 0 ? 0 : c->off[r]));
 }
 
-void cu_arg_ws(cu_ctx *c, cu_launch *l, int64_t off) { add_arg(c, l, VITC_CUDA_ARG_WORKSPACE, cg_poly_k(off)); }
+void cu_arg_ws(cu_ctx *c, cu_launch *l, int slot, int64_t off)
+{
+    set_arg(c, l, slot, VITC_CUDA_ARG_WORKSPACE, cg_poly_k(off));
+}
 
-void cu_arg_ptr(cu_ctx *c, cu_launch *l, int kind, int64_t off) { add_arg(c, l, kind, cg_poly_k(off)); }
+void cu_arg_ptr(cu_ctx *c, cu_launch *l, int slot, int kind, int64_t off) { set_arg(c, l, slot, kind, cg_poly_k(off)); }
 
-void cu_arg_int(cu_ctx *c, cu_launch *l, cg_poly p) { add_arg(c, l, VITC_CUDA_ARG_INT, p); }
+void cu_arg_int(cu_ctx *c, cu_launch *l, int slot, cg_poly p) { set_arg(c, l, slot, VITC_CUDA_ARG_INT, p); }
 
 char *cu_program_text(cu_ctx *c)
 {

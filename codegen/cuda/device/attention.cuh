@@ -5,7 +5,8 @@
  * torchvision), LAYOUT 1 as [H][D][3] (einops "(h d qkv)").  out is
  * [B, N, H*D].  Cross-attention (NP 2): qkv holds only K and V, as
  * [B, N, 2*H*D], Q is q [B, Nq, H*D] and out [B, Nq, H*D]; for NP 3, q is
- * unused and Nq is N.  bias (NULL: none) element (image b, head h, row i, key j)
+ * unused and Nq is N.  The pointers are vk_attention_params' (params.h).
+ * bias (read when BIAS) element (image b, head h, row i, key j)
  * is at b*sb + h*sh + i*si + j (a stride 0 broadcasts); it is multiplied by
  * log2(e) like the scale.  The softmax is computed online in fp32 (running maximum and
  * sum per row, base-2 exponentials with log2(e) folded into the scale), so
@@ -103,10 +104,13 @@ template <class TB> VK_DEV float attn_bias(const TB *bias, vk_i64 si, int q, int
     return bias ? vk_get(bias + q * si + key) * 1.4426950408889634f : 0.0f;
 }
 
-template <class T, int D, int LAYOUT, int KC, int NP, class TB, int QW = 4>
-VK_DEV void attention_tc(const T *qkv, T *out, int N, int H, float scale_log2, float post_scale, const TB *bias,
-                         vk_i64 sb, vk_i64 sh, vk_i64 si, const T *qsrc, int Nq)
+template <class T, int D, int LAYOUT, int KC, int NP, bool BIAS, class TB, int QW = 4>
+VK_DEV void attention_tc(const vk_attention_params &p, int N, int H, float scale_log2, float post_scale, vk_i64 sb,
+                         vk_i64 sh, vk_i64 si, int Nq)
 {
+    const T *qkv = (const T *)p.qkv, *qsrc = NP == 2 ? (const T *)p.q : nullptr;
+    T *out = (T *)p.y;
+    const TB *bias = BIAS ? (const TB *)p.bias : nullptr;
     enum { RS = attn_tc_smem<D, KC, QW>::rs, DK = D / 16, DF = D / 8, QR = 16 * QW, NT = 32 * QW, NC = KC / 64 };
     static_assert(D % 16 == 0 && KC % 64 == 0, "D a multiple of 16, KC of 64");
     static_assert(QW == 4 || QW == 8, "4 or 8 warps");
@@ -261,10 +265,13 @@ template <int D> struct attn_simt_smem {
     enum { bytes = 2 * ATTN_SIMT_KEYS * D * 4 };
 };
 
-template <class T, int D, int LAYOUT, int NP, class TB>
-VK_DEV void attention_simt(const T *qkv, T *out, int N, int H, float scale_log2, float post_scale, const TB *bias,
-                           vk_i64 sb, vk_i64 sh, vk_i64 si, const T *qsrc, int Nq)
+template <class T, int D, int LAYOUT, int NP, bool BIAS, class TB>
+VK_DEV void attention_simt(const vk_attention_params &p, int N, int H, float scale_log2, float post_scale, vk_i64 sb,
+                           vk_i64 sh, vk_i64 si, int Nq)
 {
+    const T *qkv = (const T *)p.qkv, *qsrc = NP == 2 ? (const T *)p.q : nullptr;
+    T *out = (T *)p.y;
+    const TB *bias = BIAS ? (const TB *)p.bias : nullptr;
     float *Ks = (float *)vk_smem, *Vs = Ks + ATTN_SIMT_KEYS * D;
     const int tiles = (Nq + ATTN_SIMT_ROWS - 1) / ATTN_SIMT_ROWS, h = blockIdx.y;
     const int q = (int)(blockIdx.x % tiles) * ATTN_SIMT_ROWS + threadIdx.x;

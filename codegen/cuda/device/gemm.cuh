@@ -1,4 +1,7 @@
 /* gemm.cuh: C = act(A Wt^T + bias) + R, the Linear op of ops.def.
+ * The kernels take the operands and M from vk_gemm_params (params.h: a, wt,
+ * bias, res, out, m, partial, splits), the sizes known at compile time as
+ * arguments.
  *
  *   A    [M, K]  activations, row stride lda (elements), M known at run time
  *   Wt   [Np, Kp] the weight, transposed at compile time to one row per output
@@ -105,9 +108,14 @@ VK_DEV void gemm_store2(float v0, float v1, vk_i64 r, int c, int N, const float 
 
 template <class T, int BM, int BN, int WM, int WN, int STAGES, int BKB, bool VEC_A, bool SPLIT, int ACT, bool BIAS,
           bool RES, class TR, class TC, int NTH = WM * WN * 32>
-VK_DEV void gemm_tc(const T *A, const T *Wt, const float *bias, const TR *R, TC *C, float *P, vk_i64 M, int N, int K,
-                    int Kp, vk_i64 lda, vk_i64 ldr, vk_i64 ldc)
+VK_DEV void gemm_tc(const vk_gemm_params &p, int N, int K, int Kp, vk_i64 lda, vk_i64 ldr, vk_i64 ldc)
 {
+    const T *A = (const T *)p.a, *Wt = (const T *)p.wt;
+    const float *bias = p.bias;
+    const TR *R = (const TR *)p.res;
+    TC *C = (TC *)p.out;
+    float *P = p.partial;
+    const vk_i64 M = p.m;
     enum {
         EL = sizeof(T),
         BK = BKB / EL,
@@ -342,10 +350,14 @@ VK_DEV void wg_store(const float *d, vk_i64 r, int n0, vk_i64 M, int N, const fl
 
 template <class T, int BN, int BKB, int WS, int WAIT, int TS, int TBKB, bool VEC_A, int ACT, bool BIAS, bool RES,
           class TR, class TC>
-VK_DEV void gemm_wg(const T *A, const T *Wt, const float *bias, const TR *R, TC *C, float *P, vk_i64 M, int N, int K,
-                    int Kp, vk_i64 lda, vk_i64 ldr, vk_i64 ldc)
+VK_DEV void gemm_wg(const vk_gemm_params &p, int N, int K, int Kp, vk_i64 lda, vk_i64 ldr, vk_i64 ldc)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL) && !defined(VITC_EMU)
+    const T *A = (const T *)p.a, *Wt = (const T *)p.wt;
+    const float *bias = p.bias;
+    const TR *R = (const TR *)p.res;
+    TC *C = (TC *)p.out;
+    const vk_i64 M = p.m;
     enum {
         BM = 128,
         EL = sizeof(T),
@@ -362,7 +374,6 @@ VK_DEV void gemm_wg(const T *A, const T *Wt, const float *bias, const TR *R, TC 
     static_assert(WAIT == 0 || WAIT == 1, "0 or 1 wgmma groups left in flight");
     static_assert(BKB == 64 || BKB == 128, "64 bytes of k (no swizzle) or 128 (128-byte swizzle)");
     static_assert(AHEAD >= 1, "a k tile loaded ahead");
-    (void)P;
     unsigned char *smem = vk_smem + ((1024 - (vk_smem_addr(vk_smem) & 1023)) & 1023);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wgi = warp >> 2;
     const vk_i64 m0 = (vk_i64)blockIdx.y * BM;
@@ -429,8 +440,7 @@ VK_DEV void gemm_wg(const T *A, const T *Wt, const float *bias, const TR *R, TC 
 
     wg_store<BN, ACT, BIAS, RES>(d, m0 + wgi * 64 + (warp & 3) * 16 + (lane >> 2), n0, M, N, bias, R, ldr, C, ldc);
 #else
-    gemm_tc<T, 128, BN, 2, 4, TS, TBKB, VEC_A, false, ACT, BIAS, RES, TR, TC>(A, Wt, bias, R, C, P, M, N, K, Kp, lda,
-                                                                            ldr, ldc);
+    gemm_tc<T, 128, BN, 2, 4, TS, TBKB, VEC_A, false, ACT, BIAS, RES, TR, TC>(p, N, K, Kp, lda, ldr, ldc);
 #endif
 }
 
@@ -517,10 +527,14 @@ VK_DEV void vk_tma_load2(void *dst, const vk_tmap *map, int c0, int c1, void *ba
 
 template <class T, int BN, int WS, int MINB, int TS, int TBKB, bool VEC_A, int ACT, bool BIAS, bool RES, class TR,
           class TC, bool PERSIST = false>
-VK_DEV void gemm_tma(const vk_tmap *ma, const vk_tmap *mb, const T *A, const T *Wt, const float *bias, const TR *R,
-                     TC *C, vk_i64 M, int N, int K, int Kp, vk_i64 lda, vk_i64 ldr, vk_i64 ldc)
+VK_DEV void gemm_tma(const vk_tmap *ma, const vk_tmap *mb, const vk_gemm_params &p, int N, int K, int Kp, vk_i64 lda,
+                     vk_i64 ldr, vk_i64 ldc)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL) && !defined(VITC_EMU)
+    const float *bias = p.bias;
+    const TR *R = (const TR *)p.res;
+    TC *C = (TC *)p.out;
+    const vk_i64 M = p.m;
     enum { BM = 128, BK = 64, TA = BM * 128, STAGE = gemm_tma_smem<BN, WS, MINB>::stage };
     static_assert(sizeof(T) == 2, "wgmma here takes f16 or bf16");
     static_assert(BN == 128 || BN == 256, "wgmma.m64n128 or m64n256");
@@ -593,16 +607,20 @@ VK_DEV void gemm_tma(const vk_tmap *ma, const vk_tmap *mb, const T *A, const T *
 #else
     (void)ma, (void)mb;
     gemm_tc<T, 128, BN, 2, 4, TS, TBKB, VEC_A, false, ACT, BIAS, RES, TR, TC, gemm_tma_smem<BN, WS, MINB>::threads>(
-        A, Wt, bias, R, C, 0, M, N, K, Kp, lda, ldr, ldc);
+        p, N, K, Kp, lda, ldr, ldc);
 #endif
 }
 
-/* C = epilogue(sum over z < S of P[z]): one thread per pair of columns of a
- * row, ceil(N / 2) pairs a row, M rows. */
+/* C = epilogue(sum over z < S of P[z]) (P: partial, S: splits): one thread
+ * per pair of columns of a row, ceil(N / 2) pairs a row, M rows. */
 template <int ACT, bool BIAS, bool RES, class TR, class TC>
-VK_DEV void gemm_splitk_reduce(const float *P, int S, const float *bias, const TR *R, TC *C, vk_i64 M, int N,
-                               vk_i64 ldr, vk_i64 ldc)
+VK_DEV void gemm_splitk_reduce(const vk_gemm_params &p, int N, vk_i64 ldr, vk_i64 ldc)
 {
+    const float *P = p.partial, *bias = p.bias;
+    const int S = (int)p.splits;
+    const TR *R = (const TR *)p.res;
+    TC *C = (TC *)p.out;
+    const vk_i64 M = p.m;
     const int NH = (N + 1) / 2;
     const vk_i64 i = (vk_i64)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= M * NH)
@@ -625,9 +643,13 @@ VK_DEV void gemm_splitk_reduce(const float *P, int S, const float *bias, const T
 enum { SIMT_BM = 64, SIMT_BN = 64, SIMT_BK = 16, SIMT_SMEM = 2 * SIMT_BK * (64 + 4) * 4 };
 
 template <class T, int ACT, bool BIAS, bool RES, class TR>
-VK_DEV void gemm_simt(const T *A, const T *Wt, const float *bias, const TR *R, T *C, vk_i64 M, int N, int K, int Kp,
-                      vk_i64 lda, vk_i64 ldr, vk_i64 ldc)
+VK_DEV void gemm_simt(const vk_gemm_params &p, int N, int K, int Kp, vk_i64 lda, vk_i64 ldr, vk_i64 ldc)
 {
+    const T *A = (const T *)p.a, *Wt = (const T *)p.wt;
+    const float *bias = p.bias;
+    const TR *R = (const TR *)p.res;
+    T *C = (T *)p.out;
+    const vk_i64 M = p.m;
     enum { LS = 64 + 4 };
     float *As = (float *)vk_smem;  /* [BK][LS]: As[k][m] */
     float *Bs = As + SIMT_BK * LS; /* [BK][LS]: Bs[k][n] */

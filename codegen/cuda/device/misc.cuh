@@ -41,12 +41,16 @@ VK_DEV void bmm_tile(const TA *A, vk_i64 a_sm, vk_i64 a_sk, const TB *B, vk_i64 
 }
 
 /* y[n, co, oh, ow] = bias[co] + sum over the group's input channels and the
- * kernel window of x * w, NCHW, zero padding; one output per thread,
- * grid-stride over total = N * Cout * Ho * Wo. */
+ * kernel window of x * w (vk_conv_params; bias NULL: none), NCHW, zero
+ * padding; one output per thread, grid-stride over total = N * Cout * Ho * Wo. */
 template <class TX, class TW, class TB, class TY>
-VK_DEV void conv2d(const TX *x, const TW *w, const TB *bias, TY *y, vk_i64 total, int Cin, int H, int W, int Cout,
-                   int Ho, int Wo, int KH, int KW, int sh, int sw, int ph, int pw, int dh, int dw, int groups)
+VK_DEV void conv2d(const vk_conv_params &p, vk_i64 total, int Cin, int H, int W, int Cout, int Ho, int Wo, int KH,
+                   int KW, int sh, int sw, int ph, int pw, int dh, int dw, int groups)
 {
+    const TX *x = (const TX *)p.x;
+    const TW *w = (const TW *)p.w;
+    const TB *bias = (const TB *)p.bias;
+    TY *y = (TY *)p.y;
     const int cin_g = Cin / groups, cout_g = Cout / groups;
     for (vk_i64 i = (vk_i64)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (vk_i64)gridDim.x * blockDim.x) {
         vk_i64 r = i;

@@ -7,7 +7,11 @@
  * takes any C, reading the row three times (L1/L2-cached).
  *
  * softmax_rows: one warp per softmax row (any axis, as outer x C x inner),
- * fp32 throughout. */
+ * fp32 throughout.
+ *
+ * Pointers and run-time sizes come from the kernel's params (params.h:
+ * vk_norm_params, vk_softmax_params), the element types as template
+ * arguments. */
 #ifndef VK_NORM_CUH
 #define VK_NORM_CUH
 
@@ -16,8 +20,13 @@ namespace vk {
 enum { NORM_ROWS = 8 }; /* rows (warps) per block; grid ceil(rows / 8) */
 
 template <int C, bool HAS_G, bool HAS_B, class TX, class TG, class TB, class TY>
-VK_DEV void layernorm(const TX *x, const TG *g, const TB *bta, TY *y, vk_i64 rows, float eps)
+VK_DEV void layernorm(const vk_norm_params &p, float eps)
 {
+    const TX *x = (const TX *)p.x;
+    const TG *g = (const TG *)p.scale;
+    const TB *bta = (const TB *)p.bias;
+    TY *y = (TY *)p.y;
+    const vk_i64 rows = p.rows;
     enum { PER = (C + 31) / 32 };
     const int lane = threadIdx.x & 31;
     const vk_i64 row = (vk_i64)blockIdx.x * NORM_ROWS + (threadIdx.x >> 5);
@@ -56,8 +65,13 @@ VK_DEV void layernorm(const TX *x, const TG *g, const TB *bta, TY *y, vk_i64 row
 }
 
 template <bool HAS_G, bool HAS_B, class TX, class TG, class TB, class TY>
-VK_DEV void layernorm_big(const TX *x, const TG *g, const TB *bta, TY *y, vk_i64 rows, vk_i64 C, float eps)
+VK_DEV void layernorm_big(const vk_norm_params &p, float eps)
 {
+    const TX *x = (const TX *)p.x;
+    const TG *g = (const TG *)p.scale;
+    const TB *bta = (const TB *)p.bias;
+    TY *y = (TY *)p.y;
+    const vk_i64 rows = p.rows, C = p.cols;
     const int lane = threadIdx.x & 31;
     const vk_i64 row = (vk_i64)blockIdx.x * NORM_ROWS + (threadIdx.x >> 5);
     if (row >= rows)
@@ -86,8 +100,11 @@ VK_DEV void layernorm_big(const TX *x, const TG *g, const TB *bta, TY *y, vk_i64
 
 /* y = softmax(x) along an axis of C elements: row r (of outer * inner rows)
  * has its elements at (r / inner) * C * inner + r % inner + c * inner. */
-template <class TX, class TY> VK_DEV void softmax_rows(const TX *x, TY *y, vk_i64 rows, vk_i64 C, vk_i64 inner)
+template <class TX, class TY> VK_DEV void softmax_rows(const vk_softmax_params &p)
 {
+    const TX *x = (const TX *)p.x;
+    TY *y = (TY *)p.y;
+    const vk_i64 rows = p.rows, C = p.cols, inner = p.inner;
     const int lane = threadIdx.x & 31;
     const vk_i64 row = (vk_i64)blockIdx.x * NORM_ROWS + (threadIdx.x >> 5);
     if (row >= rows)

@@ -1,4 +1,5 @@
-/* prelude.cuh: the start of every CUDA program vitc generates.
+/* prelude.cuh: the base of the device library that every CUDA program vitc
+ * generates starts with (after ir/act.def and params.h, embedded ahead of it).
  *
  * The kernels are plain CUDA C++ compiled by NVRTC for sm_80 and later.
  * Everything that touches the hardware directly (inline PTX for tensor-core
@@ -16,13 +17,6 @@
 typedef long long vk_i64;
 typedef unsigned int vk_u32;
 
-/* Every kernel takes one argument: VK_MAX_ARGS slots of 8 bytes, each a
- * device pointer or an integer, filled by the runtime from the launch plan. */
-#define VK_MAX_ARGS 16
-struct vk_args {
-    unsigned long long a[VK_MAX_ARGS];
-};
-
 struct h16 {
     unsigned short x;
 };
@@ -35,17 +29,20 @@ struct b16 {
 #else
 
 #define VK_DEV static __device__ __forceinline__
-#define VK_KERNEL(name, threads) extern "C" __global__ void __launch_bounds__(threads) name(const vk_args p)
+/* A kernel of `threads` threads a block taking its family's params struct P
+ * (params.h) as p: the runtime passes the launch's argument slots, of which
+ * the driver copies sizeof(P) bytes. */
+#define VK_KERNEL(name, threads, P) extern "C" __global__ void __launch_bounds__(threads) name(const P p)
 /* A kernel that also takes two tensor maps by value (gemm_tma, in gemm.cuh),
  * passed on as VK_TMAPS; minb blocks per SM on sm_90a. */
 #ifdef __CUDA_ARCH_FEAT_SM90_ALL
-#define VK_KERNEL_TMA(name, threads, minb)                                                                    \
+#define VK_KERNEL_TMA(name, threads, minb, P)                                                                 \
     extern "C" __global__ void __launch_bounds__(threads, minb)                                               \
-        name(const vk_args p, const __grid_constant__ vk::vk_tmap vk_ma, const __grid_constant__ vk::vk_tmap vk_mb)
+        name(const P p, const __grid_constant__ vk::vk_tmap vk_ma, const __grid_constant__ vk::vk_tmap vk_mb)
 #else
-#define VK_KERNEL_TMA(name, threads, minb)                                                                    \
+#define VK_KERNEL_TMA(name, threads, minb, P)                                                                 \
     extern "C" __global__ void __launch_bounds__(threads)                                                     \
-        name(const vk_args p, const __grid_constant__ vk::vk_tmap vk_ma, const __grid_constant__ vk::vk_tmap vk_mb)
+        name(const P p, const __grid_constant__ vk::vk_tmap vk_ma, const __grid_constant__ vk::vk_tmap vk_mb)
 #endif
 #define VK_TMAPS &vk_ma, &vk_mb
 
@@ -201,9 +198,11 @@ VK_DEV float vk_warp_max(float v)
     return v;
 }
 
-/* Activations: ir_act of ir/ir.h, in its order (the Linear's `activation`
- * attribute, and Gelu through ir_gelu_act). */
-enum { IR_ACT_NONE, IR_ACT_GELU_ERF, IR_ACT_GELU_TANH, IR_ACT_RELU, IR_ACT_RELU6, IR_ACT_QUICK_GELU };
+/* Activations: ir_act of ir/ir.h, from the same rows (ir/act.def; the
+ * Linear's `activation` attribute, and Gelu through ir_gelu_act). */
+#define VK_ACT_ENUM(name) IR_ACT_##name,
+enum { IR_ACT_ROWS(VK_ACT_ENUM) IR_ACT_COUNT };
+#undef VK_ACT_ENUM
 template <int ACT> VK_DEV float vk_act(float x)
 {
     if (ACT == IR_ACT_GELU_ERF)
