@@ -397,8 +397,6 @@ static const expected_skip cpu_skips[] = {
 static const expected_skip cuda_skips[] = {
     {"Cast/f32->i64", "element-wise ops compute in fp32 on the GPU and give float or bool"},
     {"Add/i64", "element-wise ops compute in fp32 on the GPU and give float or bool"},
-    {"RMSNorm", "the CUDA backend has no RMSNormalization yet"},
-    {"RMSNorm/axis1", "the CUDA backend has no RMSNormalization yet"},
     {NULL, NULL},
 };
 /* Rows of `rows` that give the interpreter a scalar formula (.ref). */

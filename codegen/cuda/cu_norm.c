@@ -53,19 +53,20 @@ int cu_norm_supports(const ir_graph *g, const ir_node *n, char *why, size_t len)
 {
     const ir_value *x = &g->values[n->inputs[0]];
     switch (n->op) {
-    case IR_OP_LAYERNORM: {
+    case IR_OP_LAYERNORM:
+    case IR_OP_RMS_NORM: {
         ir_norm v;
         if (!ir_norm_of(n, &v, why, len))
             return 0;
         int axis = ir_norm_axis(&v, x->rank);
         if (axis < 0) {
-            snprintf(why, len, "LayerNormalization axis out of range");
+            snprintf(why, len, "%s axis out of range", ir_op_name(n->op));
             return 0;
         }
         int64_t C = 1;
         for (int i = (int)axis; i < x->rank; i++) {
             if (x->dims[i].e != 0) {
-                snprintf(why, len, "LayerNormalization over axes that depend on the batch");
+                snprintf(why, len, "%s over axes that depend on the batch", ir_op_name(n->op));
                 return 0;
             }
             C *= x->dims[i].k;
@@ -73,7 +74,7 @@ int cu_norm_supports(const ir_graph *g, const ir_node *n, char *why, size_t len)
         const int params[2] = {v.scale, v.bias}, stats[2] = {v.mean, v.inv_std};
         for (int k = 0; k < 2; k++)
             if (params[k] >= 0 && ir_value_numel(&g->values[params[k]], 1) != C) {
-                snprintf(why, len, "LayerNormalization %s is not one value per normalised element",
+                snprintf(why, len, "%s %s is not one value per normalised element", ir_op_name(n->op),
                          k == 0 ? "scale" : "bias");
                 return 0;
             }
@@ -141,11 +142,11 @@ static int emit_layernorm(cu_ctx *c, int node)
     else
         cu_str_add(&t, "    vk::layernorm_big<");
     char el[48];
-    cu_str_add(&t, "%s, %s, %s, %s, %s, %s>(p, %s);\n}\n", gv >= 0 ? "true" : "false", bv >= 0 ? "true" : "false", tx,
-               tg, tb, ty, cu_float_lit(eps, el, sizeof el));
+    cu_str_add(&t, "%s, %s, %s, %s, %s, %s%s>(p, %s);\n}\n", gv >= 0 ? "true" : "false", bv >= 0 ? "true" : "false",
+               tx, tg, tb, ty, v.centered ? "" : ", false", cu_float_lit(eps, el, sizeof el));
     char label[64];
-    snprintf(label, sizeof label, "layernorm C=%lld", (long long)C);
-    int f = cu_add_kernel(c, "ln", label, &t);
+    snprintf(label, sizeof label, "%s C=%lld", v.centered ? "layernorm" : "rmsnorm", (long long)C);
+    int f = cu_add_kernel(c, v.centered ? "ln" : "rms", label, &t);
     cu_str_free(&t);
     cu_launch *l = cu_launch_new(c, f, node, ROW_THREADS, 0);
     if (!l)
@@ -278,7 +279,8 @@ int cu_emit_norm(cu_ctx *c, int node)
     if (n->outputs[0] < 0 || c->off[cu_root(c, n->outputs[0])] < 0)
         return VITC_OK;
     switch (n->op) {
-    case IR_OP_LAYERNORM: return emit_layernorm(c, node);
+    case IR_OP_LAYERNORM:
+    case IR_OP_RMS_NORM: return emit_layernorm(c, node);
     case IR_OP_SOFTMAX: return emit_softmax(c, node);
     default: return emit_reduce(c, node);
     }

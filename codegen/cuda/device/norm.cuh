@@ -1,4 +1,5 @@
-/* norm.cuh: row-wise kernels: LayerNormalization and Softmax.
+/* norm.cuh: row-wise kernels: LayerNormalization (and RMSNormalization, the
+ * same without the mean: CENTER false) and Softmax.
  *
  * layernorm: one warp per row of C elements (the normalised axes
  * flattened), 8 rows per block; statistics in fp32 from values held in
@@ -19,7 +20,7 @@ namespace vk {
 
 enum { NORM_ROWS = 8 }; /* rows (warps) per block; grid ceil(rows / 8) */
 
-template <int C, bool HAS_G, bool HAS_B, class TX, class TG, class TB, class TY>
+template <int C, bool HAS_G, bool HAS_B, class TX, class TG, class TB, class TY, bool CENTER = true>
 VK_DEV void layernorm(const vk_norm_params &p, float eps)
 {
     const TX *x = (const TX *)p.x;
@@ -40,7 +41,7 @@ VK_DEV void layernorm(const vk_norm_params &p, float eps)
         v[i] = c < C ? vk_get(xr + c) : 0.0f;
         sum += v[i];
     }
-    const float mean = vk_warp_sum(sum) * (1.0f / C);
+    const float mean = CENTER ? vk_warp_sum(sum) * (1.0f / C) : 0.0f; /* RMSNorm: x itself */
     float sq = 0.0f;
 #pragma unroll
     for (int i = 0; i < PER; i++) {
@@ -64,7 +65,7 @@ VK_DEV void layernorm(const vk_norm_params &p, float eps)
     }
 }
 
-template <bool HAS_G, bool HAS_B, class TX, class TG, class TB, class TY>
+template <bool HAS_G, bool HAS_B, class TX, class TG, class TB, class TY, bool CENTER = true>
 VK_DEV void layernorm_big(const vk_norm_params &p, float eps)
 {
     const TX *x = (const TX *)p.x;
@@ -78,9 +79,9 @@ VK_DEV void layernorm_big(const vk_norm_params &p, float eps)
         return;
     const TX *xr = x + row * C;
     float sum = 0.0f;
-    for (vk_i64 c = lane; c < C; c += 32)
+    for (vk_i64 c = lane; CENTER && c < C; c += 32)
         sum += vk_get(xr + c);
-    const float mean = vk_warp_sum(sum) / (float)C;
+    const float mean = CENTER ? vk_warp_sum(sum) / (float)C : 0.0f;
     float sq = 0.0f;
     for (vk_i64 c = lane; c < C; c += 32) {
         float dv = vk_get(xr + c) - mean;
