@@ -11,12 +11,8 @@
  * VITC_CUDA_ATTN_WIDE_BLOCKS (read when compiling) moves the threshold, for
  * tests and measurements.  Otherwise (fp32, tf32, other head sizes): the
  * SIMT kernel, one query row per thread, in fp32.  Both take log2(e) folded
- * into the scale.
- *
- * Measured on an H100 (ViT-B/16 bf16, 2026-11-26, against 64 rows with one
- * cp.async group for all keys): batch 64 8.39 -> 8.29 ms, 256 29.64 -> 29.18
- * ms (attention 107 -> 100 us a layer at batch 64, ncu); 128 rows at batch 1
- * cost 1.15 -> 1.20 ms, hence 64 rows below the threshold. */
+ * into the scale.  (Why 64 rows below the threshold: bench/design-notes.md,
+ * "GPU attention blocks".) */
 #include "codegen/cuda/cu_impl.h"
 
 #include <stdio.h>

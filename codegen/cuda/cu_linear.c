@@ -13,28 +13,15 @@
  * over up to CU_SPLIT_MAX blocks per tile, towards CU_SPLIT_BLOCKS blocks,
  * whose fp32 partial sums a second kernel adds in a fixed order before the
  * epilogue (gemm.cuh).  The launches cover the batches in ranges of one
- * (tile, split) each.  fp32 uses the SIMT kernel.
- *
- * Measured on an H100 (ViT-B/16 bf16, bench/kit/tile-sweep, 2026-11-26): the
- * split took batch 1 from 1.59 to 1.20 ms, fc2 and proj gaining most; qkv
- * (144 blocks) gained nothing, and splits of 192 (fc1) and 300 blocks (batch
- * 8) lost, hence the one-wave threshold.  Large tiles at batch 64 / 256:
- * 128 x 128 with 8 warps, 3 stages 14.0 / 50.1 ms, 4 stages 13.8 / 49.3 ms;
- * 128 x 256 and 256 x 128 (64 x 64 warp tiles) 17.2-18.0 / 58.4-58.8 ms,
- * 128 x 128 with 4 warps 15.8 / 54.1 ms, 128-byte k steps 14.3 / 51.7 ms.
+ * (tile, split) each.  fp32 uses the SIMT kernel.  (The tiles and splits
+ * tried: bench/design-notes.md, "GPU GEMM tiles and split K".)
  *
  * On sm_90a (an extra NVRTC image, which the runtime prefers on Hopper) the
  * large tile runs as gemm_wg: wgmma from shared memory in the 128-byte
  * swizzled layout, 3 stages of 128 bytes of k (97 KiB: two blocks per SM),
  * the launch's shared memory for that image (shared_bytes_specific); other
- * GPUs run gemm_tc's large tile in the same grid.  Measured on an H100
- * (ViT-B/16 bf16, GPU time of the whole model at batch 64 / 256,
- * 2026-11-26): mma.sync 128 x 128 / 4 stages / 64 bytes 13.8 / 49.5 ms;
- * wgmma without swizzle 18.5-21.2 / 63.5-78.9 ms (its shared-memory reads
- * were the limit: neither a deeper pipeline nor a wgmma group left in flight
- * moved it); wgmma with the swizzle 128 x 128 / 3 stages 10.3 / 35.2 ms (the
- * default), 4 stages 12.0 / 44.9 (one block per SM instead of two), 128 x
- * 256 / 4 stages 11.9 / 41.5 ms.
+ * GPUs run gemm_tc's large tile in the same grid (bench/design-notes.md,
+ * "wgmma GEMM").
  *
  * Where A's rows are whole 16-byte units (K * 2 % 16 == 0), the large tile
  * on sm_90a is gemm_tma instead: warp-specialised (two consumer warpgroups
@@ -42,19 +29,11 @@
  * A and Wt, an mbarrier ring of stages), 288 threads, 3 stages of 32 KiB and
  * two blocks per SM; the launch carries the two tensor maps the runtime
  * encodes per batch (vitc_cuda_tmap), and the other GPUs run gemm_tc's tile
- * with a ninth, loading warp.  Measured on an H100 (2026-11-26): ViT-B/16
- * bf16 at batch 64 / 256 10.2 / 35.2 -> 8.37 / 29.6 ms, outputs bit for bit
- * those of the cp.async kernel; one block per SM with 4 stages 9.9 / 36.2,
- * 128 x 256 with 3 stages and setmaxnreg 10.1 / 35.0 ms.  Alone
- * (bench/kit/gemm-gpu) the 128 x 256 tile is the faster one only for long K
- * (583 against 390 TFLOP/s at 8192^3).  VITC_CUDA_TMA=BN/STAGES/MINB picks
- * another shape, VITC_CUDA_TMA=0 keeps gemm_wg.
+ * with a ninth, loading warp (bench/design-notes.md, "TMA GEMM").
  *
- * VITC_CUDA_GEMM_LARGE=BMxBN/WMxWN/STAGES/BKB (read when compiling) replaces
- * the large tile (gemm_wg's too, in its grid), VITC_CUDA_SPLIT_K=0 turns the
- * split off, VITC_CUDA_WGMMA_STAGES=3..8 sets gemm_wg's stages and
- * VITC_CUDA_WGMMA=0 keeps every GEMM on mma.sync (no sm_90a image): knobs for
- * measuring on a GPU (bench/kit), not for users. */
+ * The knobs VITC_CUDA_GEMM_LARGE, VITC_CUDA_TMA, VITC_CUDA_SPLIT_K,
+ * VITC_CUDA_WGMMA_STAGES and VITC_CUDA_WGMMA (codegen/knobs.def) change these
+ * choices for measuring on a GPU (bench/kit), not for users. */
 #include "codegen/cuda/cu_impl.h"
 
 #include <math.h>
