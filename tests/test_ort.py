@@ -16,12 +16,9 @@ import subprocess
 import sys
 import tempfile
 
-try:
-    import numpy as np
-    import onnxruntime as ort
-except ImportError as e:  # the Python references are missing: ctest reports it skipped (77)
-    print("skipped: %s: %s (run ./setup.sh, or configure with -DVITC_PYTHON=...)" % (sys.executable, e))
-    sys.exit(77)
+from pyrefs import require
+
+np, ort = require("numpy", "onnxruntime")
 
 SRC = os.environ.get("VITC_SOURCE_DIR", os.path.join(os.path.dirname(__file__), ".."))
 VITC = os.environ.get("VITC_BIN", "vitc")

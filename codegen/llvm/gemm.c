@@ -292,14 +292,10 @@ static LLVMValueRef emit_task(kern *k, gemm_emit *e, const char *name, LLVMTypeR
     const gemm_plan *p = e->p;
     LLVMBuilderRef b = k->b;
     LLVMValueRef fn = kern_func(k, name, kern_task_type(k), 1);
-    LLVMValueRef args, nmb, mc, nnb;
+    LLVMValueRef args, nmb, mc, nnb, a[5];
     kern_task_closure(k, fn, &args, &nmb, &mc, &nnb);
-    e->A = kern_field(k, argsty, args, 0, k->ptr);
-    e->W = kern_field(k, argsty, args, 1, k->ptr);
-    e->bias = kern_field(k, argsty, args, 2, k->ptr);
-    e->R = kern_field(k, argsty, args, 3, k->ptr);
-    e->C = kern_field(k, argsty, args, 4, k->ptr);
-    LLVMValueRef M = kern_field(k, argsty, args, 5, k->i64);
+    LLVMValueRef M = kern_args_read(k, argsty, args, 5, a);
+    e->A = a[0], e->W = a[1], e->bias = a[2], e->R = a[3], e->C = a[4];
 
     kern_loop T;
     LLVMValueRef ni, mi;

@@ -153,6 +153,13 @@ static LLVMValueRef emit_kernel(kern *k, const char *name, const kern_kernel *kk
     return fn;
 }
 
+LLVMValueRef kern_args_read(kern *k, LLVMTypeRef argsty, LLVMValueRef args, int nptr, LLVMValueRef *ptr)
+{
+    for (int i = 0; i < nptr; i++)
+        ptr[i] = kern_field(k, argsty, args, (unsigned)i, k->ptr);
+    return kern_field(k, argsty, args, (unsigned)nptr, k->i64);
+}
+
 LLVMValueRef kern_emit(LLVMModuleRef mod, const cg_target *t, const char *name, const kern_kernel *kk)
 {
     kern k;

@@ -120,6 +120,9 @@ LLVMValueRef kern_max(kern *k, LLVMValueRef a, LLVMValueRef b);
 LLVMValueRef kern_cdiv(kern *k, LLVMValueRef a, LLVMValueRef b); /* ceil(a / b), a >= 0, b > 0 */
 /* The i64 field i of a struct of pointers and i64s behind p. */
 LLVMValueRef kern_field(kern *k, LLVMTypeRef sty, LLVMValueRef p, unsigned i, LLVMTypeRef fty);
+/* The nptr pointer fields of a kernel's args struct (kern_args_type) at
+ * args into ptr[], in order; returns its i64 count (rows or images). */
+LLVMValueRef kern_args_read(kern *k, LLVMTypeRef argsty, LLVMValueRef args, int nptr, LLVMValueRef *ptr);
 
 /* ---- addressing and memory (floats) ---- */
 LLVMValueRef kern_gep(kern *k, LLVMValueRef p, LLVMValueRef idx);
