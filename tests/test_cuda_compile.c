@@ -333,6 +333,22 @@ static void test_fixtures_compile_for_every_target(void **state)
         fail_msg("%d kernel compilations spill registers", spilled);
 }
 
+/* Compiles tests/models/face_ln-ts17.onnx for CUDA, batches 1 to batch, into
+ * tmpdir/name (its path in so), the command line in args (8 entries, reading
+ * the caller's model and so); fails the test when vitc does. */
+static void compile_face(const char *batch, const char *name, char model[4096], char so[8300], const char **args)
+{
+    tu_path(model, 4096, "tests/models/face_ln-ts17.onnx");
+    snprintf(so, 8300, "%s/%s", tmpdir, name);
+    const char *a[8] = {model, "--target", "cuda", "--batch", batch, "-o", so, NULL};
+    memcpy(args, a, sizeof a);
+    char *text;
+    int rc = vitc_text(args, &text);
+    if (rc != 0)
+        fail_msg("vitc exited %d:\n%s", rc, text);
+    free(text);
+}
+
 /* The GEMM tiles a plan picks per batch range: for each GEMM node, ranges
  * from batch 1 to 256 that meet end to end; a launch whose grid splits K
  * (grid z > 1, 64 x 64 tiles) is followed by the kernel that adds its partial
@@ -344,14 +360,9 @@ static void test_fixtures_compile_for_every_target(void **state)
 static void test_gemm_tile_ranges_cover_every_batch(void **state)
 {
     (void)state;
-    char model[4096], so[8300], *text;
-    tu_path(model, sizeof model, "tests/models/face_ln-ts17.onnx");
-    snprintf(so, sizeof so, "%s/face256.so", tmpdir);
-    const char *args[] = {model, "--target", "cuda", "--batch", "256", "-o", so, NULL};
-    int rc = vitc_text(args, &text);
-    if (rc != 0)
-        fail_msg("vitc exited %d:\n%s", rc, text);
-    free(text);
+    char model[4096], so[8300];
+    const char *args[8];
+    compile_face("256", "face256.so", model, so, args);
     void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
     assert_non_null(h);
     const vitc_abi_model *a = dlsym(h, VITC_ABI_SYMBOL);
@@ -594,14 +605,9 @@ static void test_knobs_recorded_in_so(void **state)
 {
     (void)state;
     char model[4096], so[8300], *text;
-    tu_path(model, sizeof model, "tests/models/face_ln-ts17.onnx");
-    snprintf(so, sizeof so, "%s/knobs.so", tmpdir);
-    const char *args[] = {model, "--target", "cuda", "--batch", "4", "-o", so, NULL};
+    const char *args[8];
+    compile_face("4", "knobs.so", model, so, args);
     const char *insp[] = {"inspect", so, NULL}, *json[] = {"inspect", "--json", so, NULL};
-    int rc = vitc_text(args, &text);
-    if (rc != 0)
-        fail_msg("vitc exited %d:\n%s", rc, text);
-    free(text);
     assert_int_equal(vitc_text(insp, &text), 0);
     if (!strstr(text, "\nknobs:      none\n"))
         fail_msg("a plain build: inspect does not say 'knobs:      none':\n%s", text);
