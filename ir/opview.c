@@ -115,13 +115,6 @@ int ir_norm_get(const ir_node *n, ir_norm *v, vitc_diag *d)
     return report(n, d, ir_norm_of(n, v, why, sizeof why), why);
 }
 
-ir_dim ir_attention_keys(const ir_graph *g, const ir_attention *a) { return g->values[a->qkv].dims[1]; }
-
-ir_dim ir_attention_queries(const ir_graph *g, const ir_attention *a)
-{
-    return g->values[a->q >= 0 ? a->q : a->qkv].dims[1];
-}
-
 void ir_attention_bias_strides(const ir_graph *g, const ir_attention *a, int64_t nk, int64_t s[3])
 {
     s[0] = s[1] = s[2] = 0;

@@ -56,11 +56,6 @@ int ir_attention_of(const ir_node *n, ir_attention *v, char *why, size_t len);
 int ir_linear_get(const ir_node *n, ir_linear *v, vitc_diag *d);
 int ir_attention_get(const ir_node *n, ir_attention *v, vitc_diag *d);
 
-/* Key and query counts of an Attention whose operands have their shapes:
- * qkv's tokens, and q's (qkv's for self-attention). */
-ir_dim ir_attention_keys(const ir_graph *g, const ir_attention *a);
-ir_dim ir_attention_queries(const ir_graph *g, const ir_attention *a);
-
 /* The element strides of the bias over (image, head, query row), 0 along each
  * dimension it broadcasts over, for nk keys (its last, contiguous axis); all 0
  * without a bias.  The bias's dimensions must be static but for the batch. */
@@ -100,9 +95,11 @@ typedef struct {
     int nattrs;
     ir_attr attrs[5];
 } ir_node_spec;
+_Static_assert(IR_LINEAR_NIN <= 4 && IR_ATTN_NIN <= 4 && IR_NORM_NIN <= 4, "ir_node_spec.in holds every view's operands");
 
-/* The node that computes the view (its x/w/.../y fields set; omitted trailing
- * operands dropped, attributes written where they differ from the default). */
+/* The node that computes the view (its x/w/.../y fields set): trailing
+ * omitted operands dropped; a Linear's activation written when it has one,
+ * the other views' attributes always. */
 void ir_linear_spec(const ir_linear *v, ir_node_spec *s);
 void ir_attention_spec(const ir_attention *v, ir_node_spec *s);
 void ir_norm_spec(const ir_norm *v, ir_node_spec *s);
