@@ -19,12 +19,15 @@ typedef struct {
     double eps;
 } ln_match;
 
-/* What the explanations call the parts of each normalisation. */
+/* What tells the two normalisations apart after their means: what the
+ * explanations call the parts, and whether a bias Add after the scale
+ * belongs to the node (RMSNorm has none: such an Add stays). */
 typedef struct {
     const char *var, *sd;
-} norm_words;
-static const norm_words ln_words = {"the variance", "the standard deviation"};
-static const norm_words rms_words = {"the mean of squares", "the root mean square"};
+    int bias;
+} norm_kind;
+static const norm_kind ln_kind = {"the variance", "the standard deviation", 1};
+static const norm_kind rms_kind = {"the mean of squares", "the root mean square", 0};
 
 /* Axes of a ReduceMean (attribute or input) as the first of a trailing
  * range [axis, rank); -1 with the axes in text otherwise. */
@@ -114,10 +117,10 @@ static int normalised_axes(const ir_graph *g, ln_match *m, const ir_node *r, con
 }
 
 /* From the mean of squares of d (m->var) on, for both normalisations:
- * Add(Mul(Div(d, Sqrt(Add(var, eps))), gamma), beta), the Mul and Add
- * optional.  m->norm, when set, is the division the caller found; else it is
+ * Add(Mul(Div(d, Sqrt(Add(var, eps))), gamma), beta), the Mul optional, the
+ * Add too and only where the kind has a bias.  m->norm, when set, is the division the caller found; else it is
  * the reader of d that divides it by the square root. */
-static int match_tail(const ir_graph *g, ln_match *m, int d, const norm_words *w, char *why, size_t nwhy)
+static int match_tail(const ir_graph *g, ln_match *m, int d, const norm_kind *w, char *why, size_t nwhy)
 {
     const ir_value *xv = &g->values[m->x];
     const ir_node *after = rw_only_user(g, m->var->outputs[0]);
@@ -156,7 +159,7 @@ static int match_tail(const ir_graph *g, ln_match *m, int d, const norm_words *w
         y = u->outputs[0];
         u = rw_only_user(g, y);
     }
-    if (u && pat_with(g, u->outputs[0], IR_OP_ADD, y, &c) && affine_const(g, c, xv, m->axis)) {
+    if (w->bias && u && pat_with(g, u->outputs[0], IR_OP_ADD, y, &c) && affine_const(g, c, xv, m->axis)) {
         m->add = u;
         m->beta = c;
     }
@@ -212,7 +215,7 @@ static int match(const ir_graph *g, const ir_node *mean, void *bind, char *why, 
     if (trailing_axis(g, m->var, xv->rank, axes2, sizeof axes2) != m->axis ||
         ir_attr_int(m->var, IR_ATTR_KEEPDIMS, 1) != 1)
         MISS("the variance is over axes %s, the mean over %s", axes2, axes);
-    return match_tail(g, m, d, &ln_words, why, nwhy);
+    return match_tail(g, m, d, &ln_kind, why, nwhy);
 }
 
 /* rmsnorm = Mul(Div(x, Sqrt(Add(ReduceMean(Pow(x, 2)), eps))), gamma)
@@ -230,11 +233,9 @@ static int match_rms(const ir_graph *g, const ir_node *var, void *bind, char *wh
     if (mean && mean->inputs[0] == p->inputs[0])
         return 0; /* x - mean(x): a LayerNorm, explained by its own rule */
     char axes[96];
-    if (normalised_axes(g, m, var, "the mean of squares", axes, sizeof axes, why, nwhy) ||
-        match_tail(g, m, m->x, &rms_words, why, nwhy) != 1)
+    if (normalised_axes(g, m, var, rms_kind.var, axes, sizeof axes, why, nwhy) ||
+        match_tail(g, m, m->x, &rms_kind, why, nwhy) != 1)
         return -1;
-    if (m->add)
-        m->add = NULL, m->beta = -1; /* RMSNorm has no bias: the Add stays */
     return 1;
 }
 
