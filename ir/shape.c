@@ -997,13 +997,12 @@ static int infer_einsum(ctx *c)
 static int infer_norm(ctx *c)
 {
     ir_norm v;
-    char why[160];
     ir_value *x = in(c, IR_NORM_X);
-    int axis = -1;
-    if (ir_norm_of(c->n, &v, why, sizeof why) && (axis = ir_norm_axis(&v, x->rank)) < 0)
-        snprintf(why, sizeof why, "axis is out of range");
+    if (ir_norm_get(c->n, &v, c->d))
+        return VITC_BAD_INPUT;
+    int axis = ir_norm_axis(&v, x->rank);
     if (axis < 0)
-        FAIL(c, "%s", why);
+        FAIL(c, "axis is out of range");
     out_set(c, IR_NORM_Y, x->dtype, x->rank, x->dims);
     ir_dim d[IR_MAX_RANK];
     for (int i = 0; i < x->rank; i++)
