@@ -93,6 +93,20 @@ int ik_linear(ik_ctx *c)
     return VITC_OK;
 }
 
+/* Rotates rows [start, start + R) of x [rows, D] in place as Attention's
+ * rotary table rope [2, R, D] says (opview.h). */
+static void rotate_rows(double *x, int64_t D, const double *rope, int64_t R, int64_t start, ir_rope_pairing pairing,
+                        double *tmp)
+{
+    for (int64_t t = 0; t < R; t++) {
+        double *row = x + (start + t) * D;
+        const double *cs = rope + t * D, *sn = rope + (R + t) * D;
+        for (int64_t d = 0; d < D; d++)
+            tmp[d] = row[d] * cs[d] + row[ir_rope_partner(pairing, D, d)] * sn[d];
+        memcpy(row, tmp, (size_t)D * sizeof *row);
+    }
+}
+
 /* out[b, n, h*D + d] = sum_m P[b,h,n,m] * V[b,h,m,d] with
  * P = softmax_m(scale * sum_d Q[b,h,n,d] K[b,h,m,d] + bias[b,h,n,m]) * post_scale,
  * where Q, K, V are read out of the packed qkv[B, N, 3*H*D] by qkv_layout
@@ -101,7 +115,8 @@ int ik_linear(ik_ctx *c)
  * dimensions of size 1. */
 int ik_attention(ik_ctx *c)
 {
-    const ir_tensor *X = c->in[IR_ATTN_QKV], *Qt = ik_in(c, IR_ATTN_Q), *bias = ik_in(c, IR_ATTN_BIAS);
+    const ir_tensor *X = c->in[IR_ATTN_QKV], *Qt = ik_in(c, IR_ATTN_Q), *bias = ik_in(c, IR_ATTN_BIAS),
+                    *Rope = ik_in(c, IR_ATTN_ROPE);
     if (!ir_dtype_is_float(X->dtype))
         return ik_fail(c, VITC_BAD_INPUT, "Attention takes float tensors, not %s", ir_dtype_name(X->dtype));
     ir_attention a;
@@ -131,6 +146,9 @@ int ik_attention(ik_ctx *c)
         for (int i = 0; i < 4; i++)
             bs[i] = bias->dims[i] == 1 ? 0 : bs[i];
     }
+    if (Rope && (Rope->rank != 3 || Rope->dims[0] != 2 || Rope->dims[2] != D || Rope->dims[1] > N - a.rope_start))
+        return ik_fail(c, VITC_BAD_INPUT, "the rotary table is %s, not [2, R, %lld] with R at most %lld",
+                       ik_type_str(Rope, (char[160]){0}, 160), (long long)D, (long long)(N - a.rope_start));
     int st = ik_alloc(c, &c->out[0], X->dtype, 3, dims);
     if (st)
         return st;
@@ -140,16 +158,16 @@ int ik_attention(ik_ctx *c)
     int64_t sw = layout ? 1 : HD, sh = layout ? P * D : D, sd = layout ? P : 1, k0 = Qt ? 0 : 1;
     double *x = ik_load_f64(c, X), *bv = bias && x ? ik_load_f64(c, bias) : NULL;
     double *xq = Qt && x && (bv || !bias) ? ik_load_f64(c, Qt) : NULL;
-    if ((bias && !bv) || (Qt && !xq)) {
-        free(x);
-        free(bv);
+    double *rope = Rope && x && (bv || !bias) ? ik_load_f64(c, Rope) : NULL;
+    if ((bias && !bv) || (Qt && !xq) || (Rope && !rope)) {
+        free(x), free(xq), free(bv);
         return c->d->status;
     }
     double *q = x ? malloc((size_t)((Nq + 2 * N) * D + 1) * sizeof *q) : NULL;
-    double *p = q ? malloc((size_t)(N + 1) * sizeof *p) : NULL, *o = p ? malloc((size_t)D * sizeof *o) : NULL;
+    double *p = q ? malloc((size_t)(N + D + 1) * sizeof *p) : NULL, *o = p ? malloc((size_t)D * sizeof *o) : NULL;
     if (!o) {
         st = x ? ik_fail(c, VITC_INTERNAL, "out of memory") : c->d->status;
-        free(x), free(xq), free(bv), free(q), free(p);
+        free(x), free(xq), free(bv), free(rope), free(q), free(p);
         return st;
     }
     double *k = q + Nq * D, *v = k + N * D;
@@ -167,6 +185,10 @@ int ik_attention(ik_ctx *c)
             for (int64_t n = 0; Qt && n < Nq; n++)
                 for (int64_t d = 0; d < D; d++)
                     q[n * D + d] = xq[(b * Nq + n) * HD + h * D + d];
+            if (rope) { /* self-attention: Q's rows are K's tokens */
+                rotate_rows(q, D, rope, Rope->dims[1], a.rope_start, a.rope_pairing, p);
+                rotate_rows(k, D, rope, Rope->dims[1], a.rope_start, a.rope_pairing, p);
+            }
             for (int64_t n = 0; n < Nq; n++) {
                 double mx = -INFINITY, sum = 0;
                 for (int64_t m = 0; m < N; m++) {
@@ -188,6 +210,6 @@ int ik_attention(ik_ctx *c)
                     ir_tensor_set(&c->out[0], (b * Nq + n) * HD + h * D + d, o[d]);
             }
         }
-    free(x), free(xq), free(bv), free(q), free(p), free(o);
+    free(x), free(xq), free(bv), free(rope), free(q), free(p), free(o);
     return VITC_OK;
 }

@@ -2,6 +2,7 @@
  * one place that reads their input slots and attributes. */
 #include "ir/opview.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -46,6 +47,25 @@ int ir_attention_of(const ir_node *n, ir_attention *v, char *why, size_t len)
         snprintf(why, len, "Attention's qkv_layout is %lld, not 0 or 1", (long long)layout);
         return 0;
     }
+    int64_t pairing = ir_attr_int(n, IR_ATTR_ROPE_PAIRING, IR_ROPE_NONE);
+    int64_t start = ir_attr_int(n, IR_ATTR_ROPE_START, 0);
+    v->rope = slot(n, IR_ATTN_ROPE);
+    if (v->rope >= 0) {
+        if (pairing != IR_ROPE_HALVES && pairing != IR_ROPE_INTERLEAVED) {
+            snprintf(why, len, "Attention's rope_pairing is %lld, not 1 (halves) or 2 (interleaved)", (long long)pairing);
+            return 0;
+        }
+        if (d % 2 || start < 0 || start > INT32_MAX || slot(n, IR_ATTN_Q) >= 0) {
+            snprintf(why, len, "a rotary table needs self-attention, an even head_size and a rope_start in 0..2^31 "
+                     "(head_size %lld, rope_start %lld)", (long long)d, (long long)start);
+            return 0;
+        }
+    } else if (pairing != IR_ROPE_NONE) {
+        snprintf(why, len, "Attention has a rope_pairing but no rotary table");
+        return 0;
+    }
+    v->rope_pairing = v->rope >= 0 ? (ir_rope_pairing)pairing : IR_ROPE_NONE;
+    v->rope_start = v->rope >= 0 ? start : 0;
     v->qkv = n->inputs[IR_ATTN_QKV];
     v->bias = slot(n, IR_ATTN_BIAS);
     v->q = slot(n, IR_ATTN_Q);
@@ -158,7 +178,8 @@ void ir_attention_spec(const ir_attention *v, ir_node_spec *s)
 {
     memset(s, 0, sizeof *s);
     s->op = IR_OP_ATTENTION;
-    int in[IR_ATTN_NIN] = {[IR_ATTN_QKV] = v->qkv, [IR_ATTN_BIAS] = v->bias, [IR_ATTN_Q] = v->q};
+    int in[IR_ATTN_NIN] = {[IR_ATTN_QKV] = v->qkv, [IR_ATTN_BIAS] = v->bias, [IR_ATTN_Q] = v->q,
+                           [IR_ATTN_ROPE] = v->rope};
     spec_inputs(s, IR_ATTN_NIN, in);
     s->out = v->y;
     ir_attr at[5] = {attr_int(IR_ATTR_HEADS, v->heads), attr_int(IR_ATTR_HEAD_SIZE, v->head_size),
@@ -166,6 +187,10 @@ void ir_attention_spec(const ir_attention *v, ir_node_spec *s)
                      attr_int(IR_ATTR_QKV_LAYOUT, v->layout)};
     memcpy(s->attrs, at, sizeof at);
     s->nattrs = 5;
+    if (v->rope >= 0) {
+        s->attrs[s->nattrs++] = attr_int(IR_ATTR_ROPE_PAIRING, v->rope_pairing);
+        s->attrs[s->nattrs++] = attr_int(IR_ATTR_ROPE_START, v->rope_start);
+    }
 }
 
 void ir_norm_spec(const ir_norm *v, ir_node_spec *s)
@@ -194,6 +219,6 @@ ir_norm ir_norm_make(int x, int scale, int y, int64_t axis, float eps, int cente
 
 ir_attention ir_attention_make(int qkv, int y, int64_t heads, int64_t head_size)
 {
-    return (ir_attention){.qkv = qkv, .bias = -1, .q = -1, .y = y, .heads = heads, .head_size = head_size,
+    return (ir_attention){.qkv = qkv, .bias = -1, .q = -1, .rope = -1, .y = y, .heads = heads, .head_size = head_size,
                           .layout = IR_QKV_PARTS_HEADS, .scale = 1.0f, .post_scale = 1.0f, .parts = 3};
 }

@@ -26,25 +26,43 @@ typedef struct {
 } ir_linear;
 
 /* The operands of an Attention, in the order the node holds them. */
-enum { IR_ATTN_QKV, IR_ATTN_BIAS, IR_ATTN_Q, IR_ATTN_NIN };
+enum { IR_ATTN_QKV, IR_ATTN_BIAS, IR_ATTN_Q, IR_ATTN_ROPE, IR_ATTN_NIN };
 
 /* How q, k and v share the last axis of the packed input: element
  * (part, head h, d) at part*H*D + h*D + d, or (h*D + d)*parts + part. */
 typedef enum { IR_QKV_PARTS_HEADS = 0, IR_QKV_HEADS_PARTS = 1 } ir_qkv_layout;
 
+/* Which element of a head each element is rotated with (rotary position
+ * embeddings): none, the element half a head away (d + D/2 mod D), or the
+ * other of its pair (d xor 1). */
+typedef enum { IR_ROPE_NONE = 0, IR_ROPE_HALVES = 1, IR_ROPE_INTERLEAVED = 2 } ir_rope_pairing;
+
+/* The element d of a head of D is rotated with. */
+static inline int64_t ir_rope_partner(ir_rope_pairing p, int64_t D, int64_t d)
+{
+    return p == IR_ROPE_INTERLEAVED ? d ^ 1 : (d + D / 2) % D;
+}
+
 /* out[b, n, h*D + d] = sum_m P[b,h,n,m] V[b,h,m,d] with
  * P = softmax_m(scale * Q[b,h,n,:] . K[b,h,m,:] + bias[b,h,n,m]) * post_scale.
  * Self-attention reads Q, K and V out of qkv [B, N, 3*H*D]; cross-attention
- * reads Q out of q [B, Nq, H*D] and K, V out of qkv [B, Nk, 2*H*D]. */
+ * reads Q out of q [B, Nq, H*D] and K, V out of qkv [B, Nk, 2*H*D].  With a
+ * rotary table (self-attention only), Q and K of tokens n in [rope_start,
+ * rope_start + R) are first rotated: x[d] becomes
+ *     x[d] * rope[0, t, d] + x[ir_rope_partner(d)] * rope[1, t, d],
+ * t = n - rope_start (the sign of the rotation is in rope[1]). */
 typedef struct {
     int qkv;  /* q, k and v packed by layout; k and v alone where q >= 0 */
     int bias; /* f32 [1|B, 1|H, 1|Nq, Nk] added to the scaled scores, or -1 */
     int q;    /* cross-attention's queries [B, Nq, H*D], or -1 */
+    int rope; /* f32 [2, R, D], a constant, or -1 */
     int y;    /* [B, Nq, H*D] */
     int64_t heads, head_size;
     ir_qkv_layout layout;
     float scale, post_scale;
     int parts; /* 3 (q, k, v in qkv) or 2 (k, v; q apart) */
+    ir_rope_pairing rope_pairing; /* IR_ROPE_NONE without a table */
+    int64_t rope_start;           /* the first token rotated */
 } ir_attention;
 
 /* n's view in *v: 1 when n is that op and its attributes are valid; 0 when it
@@ -93,7 +111,7 @@ typedef struct {
     int in[4];
     int out;
     int nattrs;
-    ir_attr attrs[5];
+    ir_attr attrs[8];
 } ir_node_spec;
 _Static_assert(IR_LINEAR_NIN <= 4 && IR_ATTN_NIN <= 4 && IR_NORM_NIN <= 4, "ir_node_spec.in holds every view's operands");
 

@@ -1078,6 +1078,17 @@ static int infer_attention(ctx *c)
                  (long long)h, dimstr(x->dims[1], s1));
         }
     }
+    if (a.rope >= 0) { /* rope f32 [2, R, D] with rope_start + R <= N */
+        const ir_value *t = &c->g->values[a.rope];
+        int ok = t->rank == 3 && t->dtype == IR_F32 && ir_dim_eq(t->dims[0], ir_dim_const(2)) && !t->dims[1].e &&
+                 ir_dim_eq(t->dims[2], ir_dim_const(hd)) && !x->dims[1].e &&
+                 a.rope_start + t->dims[1].k <= x->dims[1].k;
+        if (!ok) {
+            char tt[96];
+            FAIL(c, "Attention's rotary table is %s, not f32[2, R, %lld] with rope_start %lld + R at most the %s tokens",
+                 ir_value_type_str(t, tt, sizeof tt), (long long)hd, (long long)a.rope_start, dimstr(x->dims[1], s1));
+        }
+    }
     ir_dim r[3] = {x->dims[0], nq, ir_dim_const(h * hd)};
     out_set(c, 0, x->dtype, 3, r);
     return VITC_OK;

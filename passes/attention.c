@@ -41,6 +41,7 @@ static void o_view(const ir_graph *g, const attn_skel *s, const view *q, const a
 typedef struct {
     attn_skel s;
     attn_layout L;
+    attn_rope rope; /* rope.r -1: none */
     view q;
     ir_dim bias_dims[4]; /* the bias as Attention reads it: [1|B, 1|H, 1|N, N] */
 } attention_match;
@@ -88,9 +89,13 @@ static int match(const ir_graph *g, const ir_node *sm, void *mv, char *why, size
     int r = attn_skeleton(g, sm, &m->s, why, nwhy);
     if (r <= 0)
         return r;
-    if (attn_views(g, &m->s, &m->q, &k, &v, why, nwhy) || attn_layout_of(g, &m->q, &k, &v, &m->L, why, nwhy) ||
-        (m->s.bias >= 0 && bias_dims(g, m, why, nwhy)))
+    if (attn_views(g, &m->s, &m->q, &k, &v, &m->rope, &m->s.scale, why, nwhy) ||
+        attn_layout_of(g, &m->q, &k, &v, &m->L, why, nwhy) || (m->s.bias >= 0 && bias_dims(g, m, why, nwhy)))
         return -1;
+    if (m->rope.r >= 0 && m->L.q_root >= 0) {
+        snprintf(why, nwhy, "Q and K of cross-attention are rotated (Attention rotates those of self-attention only)");
+        return -1;
+    }
     /* The rewrite gives back O as a view of the fused output; that view must
      * exist (it does not where a dimension is 0: an empty tensor). */
     view ov;
@@ -130,6 +135,12 @@ static int rewrite(ir_graph *g, int ni, const void *mv)
     a.layout = (ir_qkv_layout)L->layout;
     a.scale = (float)s->scale;
     a.post_scale = (float)s->post_scale;
+    if (m->rope.r >= 0) {
+        if ((a.rope = attn_rope_table(g, &m->rope, name)) < 0)
+            return -1;
+        a.rope_pairing = m->rope.pairing;
+        a.rope_start = m->rope.start;
+    }
     const ir_value *bv = s->bias >= 0 ? &g->values[s->bias] : NULL;
     int same = bv && bv->rank == 4;
     for (int i = 0; same && i < 4; i++)

@@ -14,6 +14,7 @@
 #ifndef VITC_PASSES_ATTN_H
 #define VITC_PASSES_ATTN_H
 
+#include "ir/opview.h"
 #include "passes/rewrite.h"
 
 typedef struct {
@@ -27,12 +28,42 @@ typedef struct {
     double post_scale;  /* every factor after it */
 } attn_skel;
 
+/* A rotary position embedding applied to Q or K (rope.c): r, along its
+ * token axis t (its next to last) and its last axis of D elements, is
+ *     x' * C + G(x') * S                      (every token rotated), or
+ *     Concat_t(x[.., :start, :], x' * C + G(x') * S),  x' = x[.., start:, :],
+ * where C and S are f32 constants that vary only along t and the last axis,
+ * and G gathers x' along its last axis with signs: element d of G(x') is
+ * sign[d] * x'[.., partner(d)], partner as in opview.h's pairings. */
+enum { ATTN_ROPE_MAX_D = 512 };
+typedef struct {
+    int r;     /* the rotated tensor */
+    int src;   /* x: what is rotated */
+    int axis;  /* the token axis t of r */
+    int64_t start, R, D; /* tokens start..start+R-1 rotated, D elements each */
+    int cos, sin;        /* C and S */
+    ir_rope_pairing pairing;
+    signed char sign[ATTN_ROPE_MAX_D];
+} attn_rope;
+
+/* 1 when r is such a rotation (*ro filled), 0 when it is not one, -1 when
+ * it looks like one but is not (why says what). */
+int attn_rope_of(const ir_graph *g, int r, attn_rope *ro, char *why, size_t nwhy);
+/* 1 when a and b rotate alike (the same pairing, tokens and tables). */
+int attn_rope_same(const ir_graph *g, const attn_rope *a, const attn_rope *b);
+/* A new constant [2, R, D]: C, then S times the signs (Attention's rope
+ * input); -1 when out of memory. */
+int attn_rope_table(ir_graph *g, const attn_rope *ro, const char *name);
+
 /* Matches the skeleton at a Softmax: 1 when it matched, 0 when the Softmax
  * is no attention candidate, -1 with the first failed condition in why. */
 int attn_skeleton(const ir_graph *g, const ir_node *softmax, attn_skel *s, char *why, size_t nwhy);
-/* The views of Q, K and V (traced through data movement), permuted into
- * canonical order.  0, or -1 with the reason. */
-int attn_views(const ir_graph *g, const attn_skel *s, view *q, view *k, view *v, char *why, size_t nwhy);
+/* The views of Q, K and V (traced through data movement, and through a
+ * rotary embedding applied alike to Q and K, described in *rope; rope->r is
+ * -1 without one), permuted into canonical order.  Scalar factors on Q or K
+ * before the rotation are multiplied into *scale.  0, or -1 with the reason. */
+int attn_views(const ir_graph *g, const attn_skel *s, view *q, view *k, view *v, attn_rope *rope, double *scale,
+               char *why, size_t nwhy);
 
 /* How Q, K and V sit in one packed projection qkv [B, N, 3*H*D], or, for
  * cross-attention, Q in its own [B, Nq, H*D] and K, V in one packed

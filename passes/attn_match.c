@@ -9,6 +9,7 @@
 #include "ir/einsum.h"
 #include "passes/attn.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #define MISS(...) return (snprintf(why, nwhy, __VA_ARGS__), -1)
@@ -224,6 +225,8 @@ int attn_skeleton(const ir_graph *g, const ir_node *sm, attn_skel *s, char *why,
 }
 
 /* The canonical view of operand v: its traced view with dims permuted. */
+static void permute(const view *w, const int *perm, int rank, view *out);
+
 static int canonical(const ir_graph *g, int v, const int *perm, int rank, view *out, const char *what, char *why,
                      size_t nwhy)
 {
@@ -233,21 +236,74 @@ static int canonical(const ir_graph *g, int v, const int *perm, int rank, view *
         MISS("%s cannot be followed to a projection: %s", what, sub);
     if (w.rank != rank)
         MISS("%s has rank %d", what, w.rank);
-    *out = w;
-    for (int c = 0; c < rank; c++) {
-        out->nsub[c] = w.nsub[perm[c]];
-        memcpy(out->sub[c], w.sub[perm[c]], sizeof out->sub[c]);
-    }
+    permute(&w, perm, rank, out);
     return 0;
 }
 
-int attn_views(const ir_graph *g, const attn_skel *s, view *q, view *k, view *v, char *why, size_t nwhy)
+static void permute(const view *w, const int *perm, int rank, view *out)
 {
-    if (canonical(g, s->q, s->qperm, s->rank, q, "Q", why, nwhy) ||
-        canonical(g, s->k, s->kperm, s->rank, k, "K", why, nwhy) ||
-        canonical(g, s->v, s->vperm, s->rank, v, "V", why, nwhy))
-        return -1;
+    *out = *w;
+    for (int c = 0; c < rank; c++) {
+        out->nsub[c] = w->nsub[perm[c]];
+        memcpy(out->sub[c], w->sub[perm[c]], sizeof out->sub[c]);
+    }
+}
+
+/* Q's or K's canonical view, seen through a rotary embedding when the
+ * operand reads one (*ro filled; ro->r -1 when it does not); scalar factors
+ * on what is rotated are multiplied into *f. */
+static int canonical_rotated(const ir_graph *g, int v, const int *perm, int rank, view *out, attn_rope *ro, double *f,
+                             const char *what, char *why, size_t nwhy)
+{
+    view w, c, w0;
+    char sub[256];
+    ro->r = -1;
+    if (view_trace(g, v, -1, &w, sub, sizeof sub) || w.rank != rank)
+        return canonical(g, v, perm, rank, out, what, why, nwhy); /* says why */
+    int m = attn_rope_of(g, w.root, ro, why, nwhy);
+    if (m <= 0) {
+        ro->r = -1;
+        return m < 0 ? -1 : canonical(g, v, perm, rank, out, what, why, nwhy);
+    }
+    /* the rotated tensor's last axis must be the head's elements, its token axis the rows */
+    const ir_value *rv = &g->values[ro->r];
+    permute(&w, perm, rank, &c);
+    view_sub d = c.sub[rank - 1][0], t = c.sub[rank - 2][0];
+    if (c.nsub[rank - 1] != 1 || c.nsub[rank - 2] != 1 || !ir_dim_eq(d.size, ir_dim_const(ro->D)) ||
+        !ir_dim_eq(d.stride, ir_dim_const(1)) || !ir_dim_eq(t.size, rv->dims[ro->axis]) ||
+        !ir_dim_eq(t.stride, ir_dim_const(ro->D)) || ro->axis != rv->rank - 2)
+        MISS("%s reads the rotated '%s' along other axes than its tokens and the head's elements", what, rv->name);
+    int src = strip_factors(g, ro->src, f);
+    if (view_trace(g, src, -1, &w0, sub, sizeof sub))
+        MISS("what %s rotates cannot be followed to a projection: %s", what, sub);
+    if (view_trace_over(g, v, ro->r, &w0, &w, sub, sizeof sub))
+        MISS("%s cannot be followed to a projection through its rotation: %s", what, sub);
+    if (w.rank != rank)
+        MISS("%s has rank %d", what, w.rank);
+    permute(&w, perm, rank, out);
     return 0;
+}
+
+int attn_views(const ir_graph *g, const attn_skel *s, view *q, view *k, view *v, attn_rope *rope, double *scale,
+               char *why, size_t nwhy)
+{
+    attn_rope *kr = malloc(sizeof *kr);
+    double f = 1;
+    int st = !kr || canonical_rotated(g, s->q, s->qperm, s->rank, q, rope, &f, "Q", why, nwhy) ||
+             canonical_rotated(g, s->k, s->kperm, s->rank, k, kr, &f, "K", why, nwhy) ||
+             canonical(g, s->v, s->vperm, s->rank, v, "V", why, nwhy)
+                 ? -1
+                 : 0;
+    if (!kr)
+        snprintf(why, nwhy, "out of memory");
+    else if (!st && (rope->r >= 0) != (kr->r >= 0))
+        st = (snprintf(why, nwhy, "only %s is rotated (a rotary embedding must rotate both)", rope->r >= 0 ? "Q" : "K"), -1);
+    else if (!st && rope->r >= 0 && !attn_rope_same(g, rope, kr))
+        st = (snprintf(why, nwhy, "Q and K are rotated with different tables or tokens ('%s', '%s')",
+                       g->values[rope->r].name, g->values[kr->r].name), -1);
+    free(kr);
+    *scale *= f;
+    return st;
 }
 
 /* How one operand's canonical view w (batch..., rows, columns) reads its

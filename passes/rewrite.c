@@ -155,6 +155,22 @@ double *rw_const_f64(const ir_graph *g, int v, int64_t *count)
     return p;
 }
 
+int rw_const_ints(const ir_graph *g, const ir_node *n, int i, int64_t *vals, int max)
+{
+    int v = ir_input(n, i);
+    int64_t cnt;
+    if (v < 0)
+        return -1;
+    const ir_value *c = &g->values[v];
+    if (!rw_is_const(g, v) || (c->dtype != IR_I64 && c->dtype != IR_I32) || c->rank > 1 ||
+        (cnt = rw_numel(c)) < 0 || cnt > max)
+        return -1;
+    ir_tensor t = {.dtype = c->dtype, .rank = 1, .dims = {cnt}, .data = c->data};
+    for (int64_t k = 0; k < cnt; k++)
+        vals[k] = ir_tensor_get_i64(&t, k);
+    return (int)cnt;
+}
+
 int rw_scalar_operand(const ir_graph *g, const ir_node *n, int *other, double *c)
 {
     if (!n || n->ninputs != 2)

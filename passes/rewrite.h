@@ -51,6 +51,9 @@ int rw_scalar(const ir_graph *g, int v, double *out);
 int rw_splat(const ir_graph *g, int v, double *out);
 /* Every element of a plain constant as double, malloc'ed; NULL if v is not one. */
 double *rw_const_f64(const ir_graph *g, int v, int64_t *count);
+/* The int64 or int32 constant of input i of n (rank 0 or 1, at most max
+ * values) into vals: its count, or -1 when it is no such constant. */
+int rw_const_ints(const ir_graph *g, const ir_node *n, int i, int64_t *vals, int max);
 /* For a binary node with one scalar-constant input and one computed one:
  * the computed input and the constant; 0 otherwise (also for n == NULL). */
 int rw_scalar_operand(const ir_graph *g, const ir_node *n, int *other, double *c);
@@ -209,6 +212,9 @@ int view_identity(const ir_graph *g, int v, view *out, char *why, size_t nwhy);
  * `stop` (-1: walk as far as possible), and returns v's view of the value
  * where it stopped.  0 on success; otherwise the reason in why. */
 int view_trace(const ir_graph *g, int v, int stop, view *out, char *why, size_t nwhy);
+/* The same walk from v up to `stop`, whose own view is *start (of a tensor
+ * shaped like stop): v's view of start's root. */
+int view_trace_over(const ir_graph *g, int v, int stop, const view *start, view *out, char *why, size_t nwhy);
 /* 1 if n is a data-movement op that view_trace walks through. */
 int view_is_movement(const ir_graph *g, const ir_node *n);
 /* Merges adjacent sub-axes that are contiguous and drops those of size 1. */

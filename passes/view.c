@@ -184,22 +184,6 @@ static int remove_dim(view *w, int axis)
 }
 
 /* Reads a small constant integer list (input i of n); count or -1. */
-static int const_ints(const ir_graph *g, const ir_node *n, int i, int64_t *vals, int max)
-{
-    int v = ir_input(n, i);
-    int64_t cnt;
-    if (v < 0)
-        return -1;
-    const ir_value *c = &g->values[v];
-    if (!rw_is_const(g, v) || (c->dtype != IR_I64 && c->dtype != IR_I32) || c->rank > 1 ||
-        (cnt = rw_numel(c)) < 0 || cnt > max)
-        return -1;
-    ir_tensor t = {.dtype = c->dtype, .rank = 1, .dims = {cnt}, .data = c->data};
-    for (int64_t k = 0; k < cnt; k++)
-        vals[k] = ir_tensor_get_i64(&t, k);
-    return (int)cnt;
-}
-
 static int same_dtype_cast(const ir_graph *g, const ir_node *n)
 {
     const ir_attr *a = ir_attr_get(n, IR_ATTR_TO);
@@ -245,9 +229,9 @@ int view_apply(const ir_graph *g, const ir_node *n, int k, const view *in, view 
     }
     case IR_OP_SLICE: {
         int64_t starts[IR_MAX_RANK], ends[IR_MAX_RANK], axes[IR_MAX_RANK], steps[IR_MAX_RANK];
-        int ns = const_ints(g, n, 1, starts, IR_MAX_RANK), ne = const_ints(g, n, 2, ends, IR_MAX_RANK);
-        int na = ir_input(n, 3) >= 0 ? const_ints(g, n, 3, axes, IR_MAX_RANK) : ns;
-        int nst = ir_input(n, 4) >= 0 ? const_ints(g, n, 4, steps, IR_MAX_RANK) : ns;
+        int ns = rw_const_ints(g, n, 1, starts, IR_MAX_RANK), ne = rw_const_ints(g, n, 2, ends, IR_MAX_RANK);
+        int na = ir_input(n, 3) >= 0 ? rw_const_ints(g, n, 3, axes, IR_MAX_RANK) : ns;
+        int nst = ir_input(n, 4) >= 0 ? rw_const_ints(g, n, 4, steps, IR_MAX_RANK) : ns;
         if (ns < 0 || ne != ns || na != ns || nst != ns)
             return FAIL("the slice bounds are not constants");
         view cur = *in, nxt;
@@ -286,7 +270,7 @@ int view_apply(const ir_graph *g, const ir_node *n, int k, const view *in, view 
     case IR_OP_GATHER: {
         int a = rw_axis(ir_attr_int(n, IR_ATTR_AXIS, 0), x->rank);
         int64_t idx;
-        if (a < 0 || const_ints(g, n, 1, &idx, 1) != 1)
+        if (a < 0 || rw_const_ints(g, n, 1, &idx, 1) != 1)
             return FAIL("the gather index is not a constant");
         if (idx < 0) {
             if (!is_static(x->dims[a]))
@@ -306,6 +290,11 @@ int view_apply(const ir_graph *g, const ir_node *n, int k, const view *in, view 
 
 int view_trace(const ir_graph *g, int v, int stop, view *out, char *why, size_t nwhy)
 {
+    return view_trace_over(g, v, stop, NULL, out, why, nwhy);
+}
+
+int view_trace_over(const ir_graph *g, int v, int stop, const view *start, view *out, char *why, size_t nwhy)
+{
     enum { MAX_CHAIN = 256 };
     const ir_node *chain[MAX_CHAIN];
     int outk[MAX_CHAIN], n = 0, cur = v;
@@ -320,7 +309,11 @@ int view_trace(const ir_graph *g, int v, int stop, view *out, char *why, size_t 
         outk[n++] = k;
         cur = p->inputs[0];
     }
-    if (view_identity(g, cur, out, why, nwhy))
+    if (start && cur != stop)
+        return FAIL("'%s' does not read '%s' through data movement only", g->values[v].name, g->values[stop].name);
+    if (start)
+        *out = *start;
+    else if (view_identity(g, cur, out, why, nwhy))
         return -1;
     for (int i = n - 1; i >= 0; i--) {
         view nxt;

@@ -17,6 +17,7 @@
 
 #include "codegen/backend.h"
 #include "ir/interp.h"
+#include "ir/opview.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -56,7 +57,7 @@ typedef struct {
     int nin;
     in_spec in[5];
     int nattrs;
-    attr_spec at[4];
+    attr_spec at[5];
     double tol;                           /* 0: 1e-4 (max |out - ref| / max |ref|) */
     double (*ref)(const double *args);    /* element-wise: the formula in double, or NULL */
 } op_row;
@@ -84,6 +85,7 @@ typedef struct {
 #define AT2(a, b) .nattrs = 2, .at = {a, b}
 #define AT3(a, b, c) .nattrs = 3, .at = {a, b, c}
 #define AT4(a, b, c, d) .nattrs = 4, .at = {a, b, c, d}
+#define AT5(a, b, c, d, e) .nattrs = 5, .at = {a, b, c, d, e}
 
 /* the scalar formulas, in double */
 static double r_abs(const double *a) { return fabs(a[0]); }
@@ -218,6 +220,13 @@ static const op_row rows[] = {
     {"Attention/cross", IR_OP_ATTENTION, IN3(X(-1, 6, 16), NONE, X(-1, 3, 8)), AT2(AI(HEADS, 2), AI(HEAD_SIZE, 4))},
     {"Attention/cross-bias", IR_OP_ATTENTION, IN3(X(-1, 7, 16), W(1, 2, 1, 7), X(-1, 1, 8)),
      AT4(AI(HEADS, 2), AI(HEAD_SIZE, 4), AI(QKV_LAYOUT, 1), AF(SCALE, 0.5f))},
+    /* rotary embeddings: tokens 2.. rotated by halves; all of them interleaved, with a bias; layout 1 */
+    {"Attention/rope", IR_OP_ATTENTION, IN4(X(-1, 7, 24), NONE, NONE, W(2, 5, 4)),
+     AT4(AI(HEADS, 2), AI(HEAD_SIZE, 4), AI(ROPE_PAIRING, IR_ROPE_HALVES), AI(ROPE_START, 2))},
+    {"Attention/rope-interleaved-bias", IR_OP_ATTENTION, IN4(X(-1, 6, 48), W(1, 2, 6, 6), NONE, W(2, 6, 8)),
+     AT5(AI(HEADS, 2), AI(HEAD_SIZE, 8), AF(SCALE, 0.35f), AI(ROPE_PAIRING, IR_ROPE_INTERLEAVED), AI(ROPE_START, 0))},
+    {"Attention/rope-layout1", IR_OP_ATTENTION, IN4(X(-1, 5, 24), NONE, NONE, W(2, 4, 4)),
+     AT5(AI(HEADS, 2), AI(HEAD_SIZE, 4), AI(QKV_LAYOUT, 1), AI(ROPE_PAIRING, IR_ROPE_HALVES), AI(ROPE_START, 1))},
 };
 enum { NROWS = sizeof rows / sizeof rows[0], NB = 2, MAXIN = 5 };
 static const int64_t batches[NB] = {1, 3};
@@ -254,7 +263,7 @@ static void add_row(ir_graph *g, int r)
         else
             in[k] = tu_const_i64(g, name, s->rank, s->dims, s->vals);
     }
-    ir_attr at[4];
+    ir_attr at[sizeof rows[0].at / sizeof rows[0].at[0]];
     for (int k = 0; k < w->nattrs; k++) {
         const attr_spec *a = &w->at[k];
         at[k] = a->kind == 'i'   ? tu_int(a->id, a->i)
@@ -397,6 +406,9 @@ static const expected_skip cpu_skips[] = {
 static const expected_skip cuda_skips[] = {
     {"Cast/f32->i64", "element-wise ops compute in fp32 on the GPU and give float or bool"},
     {"Add/i64", "element-wise ops compute in fp32 on the GPU and give float or bool"},
+    {"Attention/rope", "the CUDA attention kernels do not rotate yet"},
+    {"Attention/rope-interleaved-bias", "the CUDA attention kernels do not rotate yet"},
+    {"Attention/rope-layout1", "the CUDA attention kernels do not rotate yet"},
     {NULL, NULL},
 };
 /* Rows of `rows` that give the interpreter a scalar formula (.ref). */

@@ -11,7 +11,9 @@
  * VITC_CUDA_ATTN_WIDE_BLOCKS (read when compiling) moves the threshold, for
  * tests and measurements.  Otherwise (fp32, tf32, other head sizes): the
  * SIMT kernel, one query row per thread, in fp32.  Both take log2(e) folded
- * into the scale.  (Why 64 rows below the threshold: bench/design-notes.md,
+ * into the scale, and a rotary table (rope, a constant f32 [2, R, D] in the
+ * weights) with its pairing as a template argument, R and rope_start as
+ * arguments: a model without one runs the kernels it ran before.  (Why 64 rows below the threshold: bench/design-notes.md,
  * "GPU attention blocks".) */
 #include "codegen/cuda/cu_impl.h"
 
@@ -47,6 +49,16 @@ int cu_attention_supports(const ir_graph *g, const ir_node *n, char *why, size_t
     if (vb >= 0 && (g->values[vb].rank != 4 || g->values[vb].dims[3].k != x->dims[1].k)) {
         snprintf(why, len, "Attention's bias is not [1|B, 1|H, 1|N, N]");
         return 0;
+    }
+    if (a.rope >= 0) { /* the kernels read it as f32 [2, R, D] out of the weights, rows rope_start.. of N */
+        const ir_value *t = &g->values[a.rope];
+        if (!ir_value_is_plain_const(g, a.rope) || t->dtype != IR_F32 || t->rank != 3 || t->dims[0].e != 0 ||
+            t->dims[0].k != 2 || t->dims[1].e != 0 || t->dims[2].e != 0 || t->dims[2].k != D ||
+            a.rope_start + t->dims[1].k > x->dims[1].k) {
+            snprintf(why, len, "Attention's rotary table is not a constant f32 [2, R, %lld] with rope_start + R at most "
+                     "%lld", (long long)D, (long long)x->dims[1].k);
+            return 0;
+        }
     }
     if (D % 16 != 0 && D > CU_ATTN_SIMT_MAX_D) {
         snprintf(why, len, "head size %lld: the CUDA attention takes multiples of 16, or at most %d", (long long)D,
@@ -87,24 +99,35 @@ static int attention_launch(cu_ctx *c, int node, const ir_attention *a, int qw, 
     float scale_log2 = scale * 1.4426950408889634f;
     cu_str s = {0};
     const char *tb = vb >= 0 ? cu_ctype(cu_sdt(c, vb)) : "float", *bias = vb >= 0 ? "true" : "false";
+    /* the rotary table's pairing as the last template argument, its R and rope_start as the last arguments;
+     * without one the defaults (ROPE 0) */
+    int rope = a->rope >= 0;
+    char rt[16] = "", ra[64] = "";
+    if (rope) {
+        snprintf(rt, sizeof rt, ", %d", (int)a->rope_pairing);
+        snprintf(ra, sizeof ra, ", %lld, %lld", (long long)c->g->values[a->rope].dims[1].k, (long long)a->rope_start);
+    }
     cu_str_add(&s, "VK_KERNEL(@, %u, vk_attention_params)\n{\n", threads);
     if (tc)
-        cu_str_add(&s, "    vk::attention_tc<%s, %lld, %d, %lld, %d, %s, %s, %d>(", t, (long long)D, layout,
-                   (long long)kc, np, bias, tb, qw);
+        cu_str_add(&s, "    vk::attention_tc<%s, %lld, %d, %lld, %d, %s, %s, %d%s>(", t, (long long)D, layout,
+                   (long long)kc, np, bias, tb, qw, rt);
     else
-        cu_str_add(&s, "    vk::attention_simt<%s, %lld, %d, %d, %s, %s>(", t, (long long)D, layout, np, bias, tb);
+        cu_str_add(&s, "    vk::attention_simt<%s, %lld, %d, %d, %s, %s%s>(", t, (long long)D, layout, np, bias, tb, rt);
     char f1[48], f2[48];
     cu_str_add(&s, "p, %lld, %lld, %s, %s, ", (long long)N, (long long)H, cu_float_lit(scale_log2, f1, sizeof f1),
                cu_float_lit(post, f2, sizeof f2));
     int64_t st[3] = {0, 0, 0}; /* the bias's strides, 0 where broadcast */
     if (vb >= 0)
         ir_attention_bias_strides(c->g, a, N, st);
-    cu_str_add(&s, "%lldll, %lldll, %lldll, %lld);\n}\n", (long long)st[0], (long long)st[1], (long long)st[2],
-               (long long)Nq);
+    cu_str_add(&s, "%lldll, %lldll, %lldll, %lld%s);\n}\n", (long long)st[0], (long long)st[1], (long long)st[2],
+               (long long)Nq, ra);
     char label[128];
-    snprintf(label, sizeof label, "attention %s %lldx N=%lld H=%lld D=%lld%s%s%s%s", tc ? "mma" : "simt",
+    snprintf(label, sizeof label, "attention %s %lldx N=%lld H=%lld D=%lld%s%s%s%s%s", tc ? "mma" : "simt",
              (long long)rows, (long long)N, (long long)H, (long long)D, layout ? " (h d qkv)" : "",
-             tc && kc < (N + 63) / 64 * 64 ? " chunked" : "", vb >= 0 ? " +bias" : "", vq >= 0 ? " cross" : "");
+             tc && kc < (N + 63) / 64 * 64 ? " chunked" : "", vb >= 0 ? " +bias" : "", vq >= 0 ? " cross" : "",
+             !rope                                    ? ""
+             : a->rope_pairing == IR_ROPE_INTERLEAVED ? " +rope (interleaved)"
+                                                      : " +rope (halves)");
     int f = cu_add_kernel(c, "attn", label, &s);
     cu_str_free(&s);
     cu_launch *l = cu_launch_new(c, f, node, threads, smem);
@@ -121,6 +144,8 @@ static int attention_launch(cu_ctx *c, int node, const ir_attention *a, int qw, 
         cu_arg_value(c, l, CU_FIELD(vk_attention_params, bias), vb);
     if (vq >= 0)
         cu_arg_value(c, l, CU_FIELD(vk_attention_params, q), vq);
+    if (rope)
+        cu_arg_value(c, l, CU_FIELD(vk_attention_params, rope), a->rope);
     return c->d->status;
 }
 

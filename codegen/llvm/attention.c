@@ -19,6 +19,7 @@
  * rounded up to whole panels), 170 KiB for ViT-B/16 (N 197, D 64); the
  * generator refuses shapes that would need more than ATTN_MAX_STACK. */
 #include "codegen/llvm/kern_uk.h"
+#include "ir/opview.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -55,6 +56,10 @@ static int attn_plan_make(const cg_attention_desc *d, const cg_target *t, attn_p
     memset(p, 0, sizeof *p);
     if (!d || !t || d->tokens < 1 || d->q_tokens < 0 || d->heads < 1 || d->head_size < 1 ||
         (d->qkv_layout != 0 && d->qkv_layout != 1) || (t->vec_floats != 4 && t->vec_floats != 8 && t->vec_floats != 16))
+        return -1;
+    if (d->rope_pairing && (d->q_tokens > 0 || d->head_size % 2 || d->rope_start < 0 || d->rope_rows < 0 ||
+                            d->rope_start + d->rope_rows > d->tokens ||
+                            (d->rope_pairing != IR_ROPE_HALVES && d->rope_pairing != IR_ROPE_INTERLEAVED)))
         return -1;
     p->vf = t->vec_floats;
     kern_uk_shape(t, &p->mr, &p->nv);
@@ -155,8 +160,47 @@ static LLVMValueRef emit_softmax(kern *k, const char *name, const cg_attention_d
 typedef struct {
     const cg_attention_desc *d;
     const attn_plan *p;
-    LLVMValueRef s_full[17], s_rem[17], o_full[17], o_rem[17], softmax;
+    LLVMValueRef s_full[17], s_rem[17], o_full[17], o_rem[17], softmax, rotate;
 } attn_emit;
+
+/* rotate(ptr buf, i64 rs, i64 cs, i64 first, i64 count, ptr rope): the rows
+ * of buf (row stride rs, element stride cs) hold tokens first ..
+ * first + count - 1 of Q or K; those of them from rope_start on, rope_rows
+ * of them, are rotated in place by the table rope [2, rope_rows, D]: for
+ * each pair (a, b) of elements rotated together,
+ *     x[a], x[b] = x[a] C[a] + x[b] S[a],  x[b] C[b] + x[a] S[b]. */
+static LLVMValueRef emit_rotate(kern *k, const char *name, const cg_attention_desc *d)
+{
+    LLVMBuilderRef b = k->b;
+    LLVMTypeRef params[6] = {k->ptr, k->i64, k->i64, k->i64, k->i64, k->ptr};
+    LLVMValueRef fn = kern_func(k, name, LLVMFunctionType(k->voidt, params, 6, 0), 1);
+    LLVMValueRef buf = LLVMGetParam(fn, 0), rs = LLVMGetParam(fn, 1), cs = LLVMGetParam(fn, 2);
+    LLVMValueRef first = LLVMGetParam(fn, 3), rope = LLVMGetParam(fn, 5);
+    int64_t D = d->head_size, R = d->rope_rows, r0 = d->rope_start;
+    LLVMValueRef lo = kern_max(k, first, kern_i64(k, r0));
+    LLVMValueRef hi = kern_min(k, kern_add(k, first, LLVMGetParam(fn, 4)), kern_i64(k, r0 + R));
+    kern_loop T, P;
+    kern_for(k, &T, lo, kern_max(k, lo, hi), 1, 0, 0, NULL, "rope.t");
+    LLVMValueRef row = kern_gep(k, buf, kern_mul(k, LLVMBuildSub(b, T.iv, first, ""), rs));
+    LLVMValueRef c = kern_gep(k, rope, kern_mulc(k, kern_addc(k, T.iv, -r0), D)), s = kern_gepc(k, c, R * D);
+    kern_for(k, &P, kern_i64(k, 0), kern_i64(k, D / 2), 1, 0, 0, NULL, "rope.pair");
+    LLVMValueRef ia = d->rope_pairing == IR_ROPE_INTERLEAVED ? kern_mulc(k, P.iv, 2) : P.iv;
+    LLVMValueRef ib = kern_addc(k, ia, d->rope_pairing == IR_ROPE_INTERLEAVED ? 1 : D / 2);
+    LLVMValueRef pa = kern_gep(k, row, kern_mul(k, ia, cs)), pb = kern_gep(k, row, kern_mul(k, ib, cs));
+    LLVMValueRef v[6], at[6] = {pa, pb, kern_gep(k, c, ia), kern_gep(k, c, ib), kern_gep(k, s, ia), kern_gep(k, s, ib)};
+    for (int i = 0; i < 6; i++) {
+        v[i] = LLVMBuildLoad2(b, k->f32, at[i], "");
+        LLVMSetAlignment(v[i], 4);
+    }
+    LLVMValueRef ya = LLVMBuildFAdd(b, LLVMBuildFMul(b, v[0], v[2], ""), LLVMBuildFMul(b, v[1], v[4], ""), "");
+    LLVMValueRef yb = LLVMBuildFAdd(b, LLVMBuildFMul(b, v[1], v[3], ""), LLVMBuildFMul(b, v[0], v[5], ""), "");
+    LLVMSetAlignment(LLVMBuildStore(b, ya, pa), 4);
+    LLVMSetAlignment(LLVMBuildStore(b, yb, pb), 4);
+    kern_for_end(k, &P, NULL);
+    kern_for_end(k, &T, NULL);
+    LLVMBuildRetVoid(b);
+    return fn;
+}
 
 /* Prefetches (for reading) the cache lines of n floats from p. */
 static void emit_prefetch(kern *k, LLVMValueRef p, int64_t n)
@@ -355,6 +399,15 @@ static LLVMValueRef emit_task(kern *k, attn_emit *e, const char *name, LLVMTypeR
         emit_copy(k, kt, 1, p->np, kk, p->ld, p->ks, kern_i64(k, N), D);
     emit_copy(k, vp, p->dp, 1, v, p->ld, p->ks, kern_i64(k, N), D);
     emit_copy(k, qb, p->dp, 1, kern_gep(k, q, kern_mulc(k, r0, ldq)), ldq, ksq, LLVMBuildSub(b, r1, r0, ""), D);
+    if (e->rotate) { /* self-attention: the query rows are tokens r0.., the keys all N */
+        LLVMValueRef rope = kern_field(k, argsty, args, 4, k->ptr);
+        LLVMTypeRef rp[6] = {k->ptr, k->i64, k->i64, k->i64, k->i64, k->ptr};
+        LLVMTypeRef rty = LLVMFunctionType(k->voidt, rp, 6, 0);
+        LLVMValueRef qa[6] = {qb, kern_i64(k, p->dp), kern_i64(k, 1), r0, LLVMBuildSub(b, r1, r0, ""), rope};
+        LLVMValueRef ka[6] = {kt, kern_i64(k, 1), kern_i64(k, p->np), kern_i64(k, 0), kern_i64(k, N), rope};
+        LLVMBuildCall2(b, rty, e->rotate, qa, 6, "");
+        LLVMBuildCall2(b, rty, e->rotate, ka, 6, "");
+    }
 
     kern_loop I;
     kern_for(k, &I, r0, r1, p->rb, 0, 0, NULL, "chunk");
@@ -401,6 +454,10 @@ static LLVMValueRef build_task(kern *k, void *gen, const char *name, LLVMTypeRef
     char smname[340];
     snprintf(smname, sizeof smname, "%s.softmax", name);
     e->softmax = emit_softmax(k, smname, d, p);
+    if (d->rope_pairing) {
+        snprintf(smname, sizeof smname, "%s.rotate", name);
+        e->rotate = emit_rotate(k, smname, d);
+    }
     return emit_task(k, e, name, argsty);
 }
 
@@ -414,6 +471,9 @@ static void task_name(const kern *k, const void *gen, char *buf, size_t len)
                  (long long)d->bias_i);
     if (d->q_tokens > 0)
         snprintf(suffix + strlen(suffix), sizeof suffix - strlen(suffix), ".q%lld", (long long)d->q_tokens);
+    if (d->rope_pairing)
+        snprintf(suffix + strlen(suffix), sizeof suffix - strlen(suffix), ".r%d_%lld_%lld", d->rope_pairing,
+                 (long long)d->rope_start, (long long)d->rope_rows);
     snprintf(buf, len, "vitc.attention.%s.n%lld.h%lld.d%lld.l%d.s%08x.p%08x%s", k->tag, (long long)d->tokens,
              (long long)d->heads, (long long)d->head_size, d->qkv_layout, (unsigned)sc.u, (unsigned)ps.u, suffix);
 }
@@ -422,6 +482,6 @@ LLVMValueRef cg_attention_emit(LLVMModuleRef mod, const char *name, const cg_att
 {
     attn_plan p;
     attn_emit e = {.d = d, .p = &p};
-    kern_kernel kk = {.nptr = 4, .task_name = task_name, .task = build_task, .split = split, .gen = &e};
+    kern_kernel kk = {.nptr = 5, .task_name = task_name, .task = build_task, .split = split, .gen = &e};
     return attn_plan_make(d, t, &p) ? NULL : kern_emit(mod, t, name, &kk);
 }

@@ -260,6 +260,11 @@ int cg_emit_attention(cg_ctx *cg, int node)
         d.has_bias = 1;
         d.bias_b = s[0], d.bias_h = s[1], d.bias_i = s[2];
     }
+    if (a.rope >= 0) {
+        d.rope_pairing = (int)a.rope_pairing;
+        d.rope_start = a.rope_start;
+        d.rope_rows = cg->g->values[a.rope].dims[1].k;
+    }
     char name[64], label[256];
     LLVMValueRef fn = get_driver(cg, KC_ATTENTION, &d, sizeof d, "vitc_attention", name, sizeof name);
     if (!fn)
@@ -268,16 +273,18 @@ int cg_emit_attention(cg_ctx *cg, int node)
     char cross[32] = "";
     if (vq >= 0)
         snprintf(cross, sizeof cross, " Nq=%lld", (long long)d.q_tokens);
-    snprintf(label, sizeof label, "Attention N=%lld%s H=%lld D=%lld%s %s", (long long)d.tokens, cross,
-             (long long)d.heads, (long long)d.head_size, d.has_bias ? " +bias" : "", n->name);
+    snprintf(label, sizeof label, "Attention N=%lld%s H=%lld D=%lld%s%s %s", (long long)d.tokens, cross,
+             (long long)d.heads, (long long)d.head_size, d.has_bias ? " +bias" : "", a.rope >= 0 ? " +rope" : "",
+             n->name);
     cg_note_kernel(cg, name, label);
     LLVMBuilderRef b = cg->rb;
     LLVMValueRef none = LLVMConstNull(LLVMPointerTypeInContext(cg->llc, 0));
-    LLVMValueRef f[5] = {cg_value_ptr(cg, b, cg->run_call, a.qkv), cg_value_ptr(cg, b, cg->run_call, a.y),
+    LLVMValueRef f[6] = {cg_value_ptr(cg, b, cg->run_call, a.qkv), cg_value_ptr(cg, b, cg->run_call, a.y),
                          vbias >= 0 ? cg_value_ptr(cg, b, cg->run_call, vbias) : none,
                          vq >= 0 ? cg_value_ptr(cg, b, cg->run_call, vq) : none,
+                         a.rope >= 0 ? cg_value_ptr(cg, b, cg->run_call, a.rope) : none,
                          cg_poly_value(cg, b, cg->run_batch, cg_poly_dim(X->dims[0]))};
-    cg_call_driver(cg, fn, f, 5);
+    cg_call_driver(cg, fn, f, 6);
     return cg->d->status;
 }
 

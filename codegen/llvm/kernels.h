@@ -110,7 +110,10 @@ LLVMValueRef cg_bgemm_emit(LLVMModuleRef mod, const char *name, const cg_bgemm_d
  * element (image b, head h, row i, key j) at b*bias_b + h*bias_h + i*bias_i + j
  * (a stride 0 broadcasts) is added to the scaled scores.  Cross-attention
  * (q_tokens > 0): Q is read from q [B, q_tokens, H*D], qkv is kv
- * [B, N, 2*H*D] holding K and V, out is [B, q_tokens, H*D]. */
+ * [B, N, 2*H*D] holding K and V, out is [B, q_tokens, H*D].  With
+ * rope_pairing (ir_rope_pairing, self-attention only), Q and K of tokens
+ * rope_start .. rope_start + rope_rows - 1 are rotated by the table rope
+ * [2, rope_rows, D] first (opview.h). */
 typedef struct {
     int64_t tokens, heads, head_size;
     int qkv_layout;
@@ -118,6 +121,8 @@ typedef struct {
     int has_bias;
     int64_t bias_b, bias_h, bias_i;
     int64_t q_tokens;
+    int rope_pairing;
+    int64_t rope_start, rope_rows;
 } cg_attention_desc;
 
 typedef struct {            /* ARGS of an attention driver */
@@ -125,6 +130,7 @@ typedef struct {            /* ARGS of an attention driver */
     float *out;
     const float *bias;      /* read only with has_bias */
     const float *q;         /* read only with q_tokens */
+    const float *rope;      /* read only with rope_pairing */
     int64_t batch;
 } cg_attention_args;
 
