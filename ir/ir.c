@@ -32,6 +32,15 @@ ir_act ir_gelu_act(const ir_node *n)
     return strcmp(a->s, "none") == 0 ? IR_ACT_GELU_ERF : strcmp(a->s, "tanh") == 0 ? IR_ACT_GELU_TANH : IR_ACT_NONE;
 }
 
+const char *ir_act_label(ir_act a)
+{
+    static const char *const labels[IR_ACT_COUNT] = {
+        [IR_ACT_NONE] = "", [IR_ACT_GELU_ERF] = "+Gelu", [IR_ACT_GELU_TANH] = "+Gelu(tanh)",
+        [IR_ACT_RELU] = "+Relu", [IR_ACT_RELU6] = "+ReLU6", [IR_ACT_QUICK_GELU] = "+QuickGelu", [IR_ACT_SILU] = "+SiLU",
+    };
+    return (unsigned)a < IR_ACT_COUNT && labels[a] ? labels[a] : "+?";
+}
+
 double ir_act_ref(double x, ir_act a)
 {
     switch (a) {
@@ -40,6 +49,7 @@ double ir_act_ref(double x, ir_act a)
     case IR_ACT_RELU: return x > 0 ? x : 0;
     case IR_ACT_RELU6: return x < 0 ? 0 : x > 6 ? 6 : x;
     case IR_ACT_QUICK_GELU: return x / (1 + exp(-1.702 * x));
+    case IR_ACT_SILU: return x / (1 + exp(-x));
     case IR_ACT_NONE: case IR_ACT_COUNT: return x;
     }
     return x;

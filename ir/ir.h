@@ -82,6 +82,9 @@ ir_act ir_gelu_act(const struct ir_node *n);
 /* The reference value of activation a at x, in double (the interpreter's
  * Linear and Gelu both use it). */
 double ir_act_ref(double x, ir_act a);
+/* What an activation adds to a fused op's type and a kernel's label:
+ * "+Gelu", "+SiLU", ...; "" for none. */
+const char *ir_act_label(ir_act a);
 
 /* ---- element-wise formulas (elemwise.def) ---- */
 typedef enum { IR_EW_FLOAT, IR_EW_NUM, IR_EW_BOOL, IR_EW_ALL } ir_ew_inputs;

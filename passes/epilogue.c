@@ -27,6 +27,15 @@ static int activation_of(const ir_graph *g, const ir_node *n, char *why, size_t 
         return IR_ACT_RELU;
     if (n->op == IR_OP_QUICK_GELU)
         return IR_ACT_QUICK_GELU;
+    if (n->op == IR_OP_SWISH) {
+        double alpha = ir_attr_float(n, IR_ATTR_ALPHA, 1.0f);
+        if (alpha == 1)
+            return IR_ACT_SILU;
+        if ((float)alpha == 1.702f)
+            return IR_ACT_QUICK_GELU;
+        snprintf(why, nwhy, "Swish's alpha is %g, not 1 (SiLU) or 1.702 (QuickGELU)", alpha);
+        return -2;
+    }
     if (n->op != IR_OP_CLIP)
         return -1;
     double lo, hi;
@@ -42,12 +51,6 @@ static int activation_of(const ir_graph *g, const ir_node *n, char *why, size_t 
     return -2;
 }
 
-/* What a fused activation adds to the op_type. */
-static const char *const act_suffix[] = {
-    [IR_ACT_NONE] = "", [IR_ACT_GELU_ERF] = "+Gelu", [IR_ACT_GELU_TANH] = "+Gelu(tanh)",
-    [IR_ACT_RELU] = "+Relu", [IR_ACT_RELU6] = "+ReLU6", [IR_ACT_QUICK_GELU] = "+QuickGelu",
-};
-_Static_assert(IR_ACT_COUNT == 6, "act_suffix needs a row for every ir_act");
 
 static int same_shape(const ir_value *a, const ir_value *b)
 {
@@ -143,7 +146,7 @@ static int rewrite(ir_graph *g, int li, const void *mv)
     ir_node_spec s;
     if (!ir_linear_of(l, &v, why, sizeof why))
         return -1;
-    snprintf(op_type, sizeof op_type, "%s%s", l->op_type, m->residual >= 0 ? "+Add" : act_suffix[m->act]);
+    snprintf(op_type, sizeof op_type, "%s%s", l->op_type, m->residual >= 0 ? "+Add" : ir_act_label(m->act));
     v.residual = m->residual;
     v.act = (ir_act)m->act;
     v.y = m->user->outputs[0];

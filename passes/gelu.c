@@ -1,7 +1,8 @@
 /* gelu.c: fuse-gelu, the GELU that TorchScript exports as arithmetic becomes
  * one Gelu node: the exact erf form (approximate "none") and the tanh
  * approximation (approximate "tanh") stay distinct; CLIP's QuickGELU,
- * x * sigmoid(1.702 x), becomes one QuickGelu node.  Opset 20's Gelu is
+ * x * sigmoid(1.702 x), becomes one QuickGelu node, and any other
+ * x * sigmoid(alpha x) (SiLU, alpha 1, in SwiGLU MLPs) a Swish node.  Opset 20's Gelu is
  * already one node.  Each spelling is one rule anchored at its Erf or Tanh;
  * the order and grouping of the products is the pattern vocabulary's
  * business (pattern.c). */
@@ -15,7 +16,8 @@
 typedef struct {
     int x;                /* GELU's input */
     const ir_node *root;  /* the last node of the pattern: the Gelu goes there */
-    const char *approx;   /* "none" or "tanh" */
+    const char *approx;   /* "none", "tanh", "quick" or "swish" */
+    double alpha;         /* Swish's */
 } gelu_match;
 
 #define MISS(...) return (snprintf(why, nwhy, __VA_ARGS__), -1)
@@ -81,22 +83,26 @@ static int match_tanh(const ir_graph *g, const ir_node *th, void *mv, char *why,
     MISS("Tanh's input is not sqrt(2/pi) (x + 0.044715 x^3)");
 }
 
-/* quick_gelu = x * Sigmoid(1.702 x), CLIP's activation; a Sigmoid of
- * anything but a scaled x (SiLU's x * Sigmoid(x) included) is no candidate. */
-static int match_quick(const ir_graph *g, const ir_node *sg, void *mv, char *why, size_t nwhy)
+/* swish = x * Sigmoid(alpha x): CLIP's QuickGELU (alpha 1.702), SiLU
+ * (alpha 1, x itself the Sigmoid's input).  A Sigmoid that is not
+ * multiplied by its own input (a gate) is no candidate. */
+static int match_swish(const ir_graph *g, const ir_node *sg, void *mv, char *why, size_t nwhy)
 {
     gelu_match *m = mv;
-    double c;
-    m->approx = "quick";
-    if (!pat_scaled(g, sg->inputs[0], &m->x, &c))
-        return 0;
-    if (!rw_close(c, 1.702, 1e-4))
-        MISS("Sigmoid's input is %.7g x, not 1.702 x (QuickGELU)", c);
-    if (rw_uses(g, sg->inputs[0]) != 1)
-        MISS("1.702 x has other readers");
     const ir_node *mul = rw_only_user(g, sg->outputs[0]);
-    if (!mul || mul->op != IR_OP_MUL || rw_other_input(mul, sg->outputs[0]) != m->x)
-        MISS("Sigmoid(1.702 x) is not multiplied (once) by x");
+    int other = mul && mul->op == IR_OP_MUL ? rw_other_input(mul, sg->outputs[0]) : -1, x;
+    double c = 1;
+    if (other >= 0 && other == sg->inputs[0])
+        x = other; /* x * Sigmoid(x) */
+    else if (!pat_scaled(g, sg->inputs[0], &x, &c) || c == 0)
+        return 0;
+    else if (other != x)
+        MISS("Sigmoid(%.7g x) is not multiplied (once) by x", c);
+    else if (rw_uses(g, sg->inputs[0]) != 1)
+        MISS("%.7g x has other readers", c);
+    m->x = x;
+    m->alpha = c;
+    m->approx = rw_close(c, 1.702, 1e-4) ? "quick" : "swish";
     m->root = mul;
     return 1;
 }
@@ -112,6 +118,13 @@ static int rewrite(ir_graph *g, int ni, const void *mv)
         return rw_set_node(g, rw_index(g, m->root), IR_OP_QUICK_GELU, name, "QuickGELU", 1, &m->x, 1, &out, 0, NULL)
                    ? -1
                    : 0;
+    if (strcmp(m->approx, "swish") == 0) {
+        ir_attr alpha = rw_attr_float(IR_ATTR_ALPHA, (float)m->alpha);
+        return rw_set_node(g, rw_index(g, m->root), IR_OP_SWISH, name, m->alpha == 1 ? "SiLU" : "Swish", 1, &m->x, 1,
+                           &out, m->alpha == 1 ? 0 : 1, &alpha)
+                   ? -1
+                   : 0;
+    }
     int tanh_form = strcmp(m->approx, "tanh") == 0;
     ir_attr a = {.id = IR_ATTR_APPROXIMATE, .kind = IR_AT_STRING, .tensor = -1, .n = (int)strlen(m->approx)};
     a.s = ir_strdup(g->arena, m->approx);
@@ -124,7 +137,7 @@ static int rewrite(ir_graph *g, int ni, const void *mv)
 static const rw_rule rules[] = {
     {.name = "gelu-erf", .anchor = IR_OP_ERF, .size = sizeof(gelu_match), .match = match_erf, .rewrite = rewrite},
     {.name = "gelu-tanh", .anchor = IR_OP_TANH, .size = sizeof(gelu_match), .match = match_tanh, .rewrite = rewrite},
-    {.name = "quick-gelu", .anchor = IR_OP_SIGMOID, .size = sizeof(gelu_match), .match = match_quick,
+    {.name = "swish", .anchor = IR_OP_SIGMOID, .size = sizeof(gelu_match), .match = match_swish,
      .rewrite = rewrite},
 };
 

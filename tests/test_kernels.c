@@ -177,6 +177,7 @@ static double act_ref(double y, int act)
     case 3: return y > 0 ? y : 0;
     case 4: return y < 0 ? 0 : y > 6 ? 6 : y;
     case 5: return y / (1 + exp(-1.702 * y));
+    case 6: return y / (1 + exp(-y));
     default: return y;
     }
 }
@@ -754,8 +755,9 @@ static void vector_math_accuracy(void **state)
     LLVMModuleRef m = cg_jit_module(j, "math");
     kern k;
     assert_int_equal(kern_init(&k, m, &t), 0);
-    static const char *names[7] = {"exp", "erf", "gelu_erf", "gelu_tanh", "relu", "relu6", "quick_gelu"};
-    for (int op = 0; op < 7; op++)
+    static const char *names[8] = {"exp", "erf", "gelu_erf", "gelu_tanh", "relu", "relu6", "quick_gelu", "silu"};
+    _Static_assert(IR_ACT_COUNT == 7, "a name and a reference for every activation");
+    for (int op = 0; op < 8; op++)
         emit_map(&k, names[op], op);
     kern_dispose(&k);
     jit_add(j, m);
@@ -763,7 +765,7 @@ static void vector_math_accuracy(void **state)
     float *x = malloc(N * sizeof *x), *y = malloc(N * sizeof *y);
     assert_true(x && y);
     typedef void (*map_fn)(const float *, float *, int64_t);
-    for (int op = 0; op < 7; op++) {
+    for (int op = 0; op < 8; op++) {
         float lo = op == 0 ? -87.0f : -10.0f, hi = op == 0 ? 88.0f : 10.0f;
         for (int i = 0; i < N; i++)
             x[i] = lo + (hi - lo) * (float)i / (N - 1);

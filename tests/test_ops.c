@@ -98,6 +98,8 @@ static double r_or(const double *a) { return a[0] != 0 || a[1] != 0; }
 static double r_not(const double *a) { return a[0] == 0; }
 static double r_isnan(const double *a) { return isnan(a[0]); }
 static double r_quick_gelu(const double *a) { return a[0] / (1 + exp(-1.702 * a[0])); }
+static double r_silu(const double *a) { return a[0] / (1 + exp(-a[0])); }
+static double r_swish_half(const double *a) { return a[0] / (1 + exp(-0.5 * a[0])); }
 static double r_eq(const double *a) { return a[0] == a[1]; }
 static double r_gt(const double *a) { return a[0] > a[1]; }
 static double r_lt(const double *a) { return a[0] < a[1]; }
@@ -149,6 +151,8 @@ static const op_row rows[] = {
     {"Gelu/tanh", IR_OP_GELU, IN1(X(-1, 3, 4)), AT1(AS(APPROXIMATE, "tanh")), .ref = r_gelu_tanh},
     {"Not", IR_OP_NOT, .dt = IR_BOOL, IN1(B(-1, 3, 4)), .ref = r_not},
     {"QuickGelu", IR_OP_QUICK_GELU, IN1(X(-1, 3, 4)), .ref = r_quick_gelu},
+    {"Swish", IR_OP_SWISH, IN1(X(-1, 3, 4)), .ref = r_silu},
+    {"Swish/alpha", IR_OP_SWISH, IN1(X(-1, 3, 4)), AT1(AF(ALPHA, 0.5)), .ref = r_swish_half},
     {"IsNaN", IR_OP_IS_NAN, .dt = IR_BOOL, IN1(N(-1, 3, 4)), .ref = r_isnan},
     {"Cast/bool->f32", IR_OP_CAST, IN1(B(-1, 3, 4)), AT1(AI(TO, 1)), .ref = r_ident},
     {"Cast/f32->i64", IR_OP_CAST, .dt = IR_I64, IN1(X(-1, 3, 4)), AT1(AI(TO, 7)), .ref = r_trunc},
@@ -207,6 +211,7 @@ static const op_row rows[] = {
     {"Linear/gelu", IR_OP_LINEAR, IN3(X(-1, 5, 8), W(8, 6), W(6)), AT1(AI(ACTIVATION, IR_ACT_GELU_ERF))},
     {"Linear/gelu-tanh", IR_OP_LINEAR, IN3(X(-1, 5, 8), W(8, 6), W(6)), AT1(AI(ACTIVATION, IR_ACT_GELU_TANH))},
     {"Linear/quick-gelu", IR_OP_LINEAR, IN3(X(-1, 5, 8), W(8, 6), W(6)), AT1(AI(ACTIVATION, IR_ACT_QUICK_GELU))},
+    {"Linear/silu", IR_OP_LINEAR, IN3(X(-1, 5, 8), W(8, 6), W(6)), AT1(AI(ACTIVATION, IR_ACT_SILU))},
     {"Linear/relu", IR_OP_LINEAR, IN2(X(-1, 5, 6), W(6, 3)), AT1(AI(ACTIVATION, IR_ACT_RELU))},
     {"Linear/relu6", IR_OP_LINEAR, IN2(X(-1, 5, 8), W(8, 6)), AT1(AI(ACTIVATION, IR_ACT_RELU6))},
     {"Attention", IR_OP_ATTENTION, IN1(X(-1, 7, 24)), AT3(AI(HEADS, 2), AI(HEAD_SIZE, 4), AF(SCALE, 0.5f))},
@@ -412,7 +417,7 @@ static const expected_skip cuda_skips[] = {
     {NULL, NULL},
 };
 /* Rows of `rows` that give the interpreter a scalar formula (.ref). */
-#define FORMULA_ROWS 39
+#define FORMULA_ROWS 41
 
 typedef struct {
     const char *name;

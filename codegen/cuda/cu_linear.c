@@ -204,11 +204,7 @@ void cu_pack_weight(const float *W, int64_t K, int64_t N, int64_t Kp, int64_t Np
         }
 }
 
-static const char *act_name(int a)
-{
-    static const char *const names[5] = {"", "+gelu", "+gelu_tanh", "+relu", "+relu6"};
-    return a >= 0 && a <= 4 ? names[a] : "+?";
-}
+static const char *act_name(int a) { return ir_act_label((ir_act)a); }
 
 /* Offset of the packed weight (and its padded sizes); -1 on error. */
 static int64_t packed_weight(cu_ctx *c, int node, const gemm_job *j, ir_dtype t, int64_t Kp, int64_t Np)

@@ -197,6 +197,10 @@ LLVMValueRef vm_act(const vm_ctx *v, LLVMValueRef x, ir_act act)
         LLVMValueRef e = vm_exp(v, LLVMBuildFMul(b, x, k(v, -1.702f), ""), VM_EXP_FINITE);
         return LLVMBuildFDiv(b, x, LLVMBuildFAdd(b, e, k(v, 1.0f), ""), "");
     }
+    case IR_ACT_SILU: { /* x / (1 + exp(-x)) */
+        LLVMValueRef e = vm_exp(v, LLVMBuildFNeg(b, x, ""), VM_EXP_FINITE);
+        return LLVMBuildFDiv(b, x, LLVMBuildFAdd(b, e, k(v, 1.0f), ""), "");
+    }
     case IR_ACT_NONE: case IR_ACT_COUNT: return x;
     }
     return x;

@@ -70,14 +70,47 @@ def batch_mask(g, x, keep):
     return g.op("Where", [m, g.const(np.float32(0)), g.const(np.float32(-3.4e38))], "mask/Where")
 
 
+def rotate(g, t, name, *, pairing="halves", prefix=0, wrong=False):
+    """A rotary position embedding on t [B, H, N, D] as timm and HF write it:
+    tokens from `prefix` on become t * cos + rot(t) * sin (rot: rotate-half
+    cat(-x2, x1), or interleaved stack(-x[1::2], x[::2]) reshaped), joined
+    to the first tokens again.  wrong: rot is cat(-x1, x2), which pairs
+    nothing (a near miss)."""
+    n = N - prefix
+    ang = np.arange(n)[:, None] * (100.0 ** -(np.arange(D // 2) / (D // 2)))[None, :]
+    ang = np.repeat(ang, 2, axis=1) if pairing == "interleaved" else np.concatenate([ang, ang], axis=1)
+    body = t if not prefix else g.op("Slice", [t, g.const([prefix]), g.const([N]), g.const([2])], name + "/Slice_body")
+
+    def sl(a, b, step=1):
+        return g.op("Slice", [body, g.const([a]), g.const([b]), g.const([3]), g.const([step])], name + "/Slice_%d_%d" % (a, step))
+
+    if pairing == "halves":
+        x1, x2 = sl(0, D // 2), sl(D // 2, D)
+        parts = [g.op("Neg", [x1], name + "/Neg"), x2] if wrong else [g.op("Neg", [x2], name + "/Neg"), x1]
+        rot = g.op("Concat", parts, name + "/Concat_rot", axis=-1)
+    else:
+        xe, xo = sl(0, D, 2), sl(1, D, 2)
+        ax = g.const([-1])
+        st = g.op("Concat", [g.op("Unsqueeze", [g.op("Neg", [xo], name + "/Neg"), ax], name + "/Unsqueeze_0"),
+                             g.op("Unsqueeze", [xe, ax], name + "/Unsqueeze_1")], name + "/stack", axis=-1)
+        rot = g.op("Reshape", [st, g.const([-1, H, n, D])], name + "/Reshape")
+    y = g.op("Add", [g.op("Mul", [body, g.const(np.cos(ang))], name + "/Mul_cos"),
+                     g.op("Mul", [rot, g.const(np.sin(ang))], name + "/Mul_sin")], name + "/Add")
+    if not prefix:
+        return y
+    pre = g.op("Slice", [t, g.const([0]), g.const([prefix]), g.const([2])], name + "/Slice_prefix")
+    return g.op("Concat", [pre, y], name + "/Concat", axis=2)
+
+
 def attention(g, x, *, softmax_axis=-1, scale_on="q", separate=False, q_extra_reader=False, mask=None,
-              bias=None, nan_guard=False):
+              bias=None, nan_guard=False, rope=None, rope_k=True):
     """timm's attention on x [B, N, C]: packed qkv (or three Linears), q * D^-0.5
     (scale_on "v": on v; "logits": after the mask or bias is added),
     softmax(q k^T) v, heads merged, output [B, N, C].  mask: the values of a
     boolean mask added to the logits (batch_mask); bias: a constant added to
     the logits (a relative position table); nan_guard: the softmax's NaNs set
-    to 0 (Where(IsNaN(p), 0, p)), as torch's sdpa export writes."""
+    to 0 (Where(IsNaN(p), 0, p)), as torch's sdpa export writes; rope: the
+    keyword arguments of rotate() for q (and k unless rope_k is False)."""
     if separate:
         heads = []
         for part in "qkv":
@@ -90,6 +123,10 @@ def attention(g, x, *, softmax_axis=-1, scale_on="q", separate=False, q_extra_re
         r = g.op("Reshape", [qkv, g.const([-1, N, 3, H, D])], "attn/Reshape")
         t = g.op("Transpose", [r], "attn/Transpose", perm=[2, 0, 3, 1, 4])
         q, k, v = (g.op("Gather", [t, g.const(np.int64(i))], "attn/Gather_%d" % i, axis=0) for i in range(3))
+    if rope is not None:
+        q = rotate(g, q, "attn/rope_q", **rope)
+        if rope_k:
+            k = rotate(g, k, "attn/rope_k", **rope)
     scale = g.const(np.float32(D ** -0.5))
     if scale_on == "q":
         q = g.op("Mul", [q, scale], "attn/Mul")
@@ -246,8 +283,8 @@ def main():
     save("quick_gelu_linear.onnx", g.model(quick_gelu(g, g.linear("x", C, C, "fc1")), vec, vec),
          "Linear=1 Sigmoid=0 Mul=0 QuickGelu=0", "-")
     g = Graph()
-    save("near_quick_gelu_other_constant.onnx", g.model(quick_gelu(g, "x", k=1.5), vec, vec),
-         "QuickGelu=0 Sigmoid=1", "Sigmoid's input is 1.5 x, not 1.702 x")
+    save("swish_other_constant.onnx", g.model(quick_gelu(g, "x", k=1.5), vec, vec),
+         "QuickGelu=0 Swish=1 Sigmoid=0", "-")
 
     # ---- layer scale: a per-feature Mul after a Linear goes into it (then the residual too) ----
     g = Graph()
@@ -287,6 +324,25 @@ def main():
     g = Graph()
     save("near_rmsnorm_no_epsilon.onnx", g.model(rmsnorm(g, "x", eps=False), tok, tok),
          "RMSNormalization=0 Sqrt=1", "there is no epsilon added to the mean of squares")
+
+    # ---- SiLU (x * sigmoid(x)) into the Linear before it ----
+    g = Graph()
+    save("silu_linear.onnx", g.model(quick_gelu(g, g.linear("x", C, C, "fc1"), k=1.0), vec, vec),
+         "Linear=1 Sigmoid=0 Mul=0 Swish=0", "-")
+    # ---- rotary position embeddings on Q and K go into the Attention ----
+    g = Graph()
+    save("attention_rope_halves_prefix.onnx", g.model(attention(g, "x", rope=dict(prefix=1)), tok, tok),
+         "Attention=1 Softmax=0 MatMul=0 Neg=0 Concat=0", "-")
+    g = Graph()
+    save("attention_rope_interleaved_separate.onnx",
+         g.model(attention(g, "x", separate=True, rope=dict(pairing="interleaved")), tok, tok),
+         "Attention=1 Softmax=0 MatMul=0 Neg=0 Linear=2", "-")
+    g = Graph()
+    save("near_rope_only_q.onnx", g.model(attention(g, "x", rope=dict(prefix=1), rope_k=False), tok, tok),
+         "Attention=0 Softmax=1", "only Q is rotated")
+    g = Graph()
+    save("near_rope_unpaired.onnx", g.model(attention(g, "x", rope=dict(wrong=True)), tok, tok),
+         "Attention=0 Softmax=1", "pairs its elements neither by halves nor interleaved")
 
     with open(os.path.join(HERE, "EXPECT.tsv"), "w") as f:
         f.write("# file\top counts after the passes\texplanation fragment (- : none)\n")

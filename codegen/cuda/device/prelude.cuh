@@ -215,6 +215,8 @@ template <int ACT> VK_DEV float vk_act(float x)
         return fminf(fmaxf(x, 0.0f), 6.0f);
     if (ACT == IR_ACT_QUICK_GELU)
         return x / (1.0f + expf(-1.702f * x));
+    if (ACT == IR_ACT_SILU)
+        return x / (1.0f + expf(-x));
     return x;
 }
 
