@@ -8,7 +8,8 @@ ViTForImageClassification, CLIPVisionModel (QuickGELU) and Dinov2Model (layer
 scale), each with attn_implementation "eager" and "sdpa"; timm's DeiT with its
 distillation token, a CLIP-style ViT (QuickGELU, pre-norm), a DINOv2-style ViT
 (layer scale) and one with an average-pool head, no class token and no qkv
-bias; torchvision's VisionTransformer.  Exporters: the
+bias; torchvision's VisionTransformer; the rotary families: timm's EVA02 and
+RoPE-Mixed ViT and HF DINOv3 (rope_models).  Exporters: the
 TorchScript exporter at opset 14 and 17 (dynamo=False) and the dynamo exporter at
 its default opset, all with a dynamic batch axis.
 
@@ -82,6 +83,29 @@ def models():
         # packed projection): cross-attention.  Last, so that the seeds of the models above stay as they were.
         yield "timm_attnpool", tv.VisionTransformer(class_token=False, global_pool="map", **small), d + 1
         yield from hf_deit()
+        yield from rope_models(small)
+
+
+def rope_models(small):
+    """The families with rotary position embeddings (2026): timm's EVA02 (interleaved
+    rotation, separate q/k/v projections, SwiGLU MLP with a LayerNorm inside), timm's
+    RoPE-Mixed ViT (per-head frequencies, a register token) and HF DINOv3 (rotate-half,
+    register tokens, layer scale; plain and gated MLP)."""
+    from timm.models.eva import Eva
+    from transformers import DINOv3ViTConfig, DINOv3ViTModel
+    d = small["depth"]
+    grid = small["img_size"] // small["patch_size"]
+    eva = {k: v for k, v in small.items() if k != "mlp_ratio"}
+    yield "timm_eva02", Eva(qkv_fused=False, mlp_ratio=4 * 2 / 3, swiglu_mlp=True, scale_mlp=True, use_rot_pos_emb=True,
+                            ref_feat_shape=(grid, grid), **eva), d
+    yield "timm_rope_mixed", Eva(mlp_ratio=small["mlp_ratio"], qkv_bias=True, init_values=1e-5, use_abs_pos_emb=False,
+                                 use_rot_pos_emb=True, rope_grid_indexing="xy", rope_temperature=10.0,
+                                 rope_type="mixed", num_reg_tokens=1, **eva), d
+    tiny, hd = hf_tiny()
+    for attn, gated in (("eager", False), ("sdpa", True)):
+        cfg = DINOv3ViTConfig(num_register_tokens=2, layerscale_value=0.5, use_gated_mlp=gated, **tiny)
+        cfg._attn_implementation = attn
+        yield "hf_dinov3_%s" % attn, Logits(DINOv3ViTModel(cfg)), hd
 
 
 def hf_tiny():
@@ -129,8 +153,17 @@ class Logits(torch.nn.Module):
 def export(w, x, path, exporter):
     if exporter.startswith("ts"):
         kw = {} if OLD_TORCH else {"dynamo": False}  # 1.13 has only the TorchScript exporter
-        torch.onnx.export(w, (x,), path, opset_version=int(exporter[2:]), input_names=["x"], output_names=["y"],
-                          dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}}, **kw)
+        args = dict(opset_version=int(exporter[2:]), input_names=["x"], output_names=["y"],
+                    dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}}, **kw)
+        try:
+            torch.onnx.export(w, (x,), path, **args)
+        except TypeError as e:  # timm's Eva calls sdpa in a way the TorchScript exporter cannot trace
+            if "is_causal" not in str(e):
+                raise
+            for m in w.modules():  # timm's documented way out: attention without sdpa
+                if hasattr(m, "fused_attn"):
+                    m.fused_attn = False
+            torch.onnx.export(w, (x,), path, **args)
     else:
         torch.onnx.export(w, (x,), path, dynamo=True, dynamic_shapes=({0: torch.export.Dim("batch")},),
                           external_data=False)
