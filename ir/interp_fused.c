@@ -94,13 +94,14 @@ int ik_linear(ik_ctx *c)
 }
 
 /* Rotates rows [start, start + R) of x [rows, D] in place as Attention's
- * rotary table rope [2, R, D] says (opview.h). */
-static void rotate_rows(double *x, int64_t D, const double *rope, int64_t R, int64_t start, ir_rope_pairing pairing,
-                        double *tmp)
+ * rotary table says (opview.h): cos-like factors at cs, sine-like ones at
+ * sn, [R, D] each. */
+static void rotate_rows(double *x, int64_t D, const double *cs0, const double *sn0, int64_t R, int64_t start,
+                        ir_rope_pairing pairing, double *tmp)
 {
     for (int64_t t = 0; t < R; t++) {
         double *row = x + (start + t) * D;
-        const double *cs = rope + t * D, *sn = rope + (R + t) * D;
+        const double *cs = cs0 + t * D, *sn = sn0 + t * D;
         for (int64_t d = 0; d < D; d++)
             tmp[d] = row[d] * cs[d] + row[ir_rope_partner(pairing, D, d)] * sn[d];
         memcpy(row, tmp, (size_t)D * sizeof *row);
@@ -146,9 +147,13 @@ int ik_attention(ik_ctx *c)
         for (int i = 0; i < 4; i++)
             bs[i] = bias->dims[i] == 1 ? 0 : bs[i];
     }
-    if (Rope && (Rope->rank != 3 || Rope->dims[0] != 2 || Rope->dims[2] != D || Rope->dims[1] > N - a.rope_start))
-        return ik_fail(c, VITC_BAD_INPUT, "the rotary table is %s, not [2, R, %lld] with R at most %lld",
-                       ik_type_str(Rope, (char[160]){0}, 160), (long long)D, (long long)(N - a.rope_start));
+    int r4 = Rope && Rope->rank == 4; /* one table per head */
+    int64_t RH = r4 ? Rope->dims[1] : 1, RR = Rope ? Rope->dims[1 + r4] : 0;
+    if (Rope && ((Rope->rank != 3 && !r4) || Rope->dims[0] != 2 || Rope->dims[2 + r4] != D || (r4 && RH != H) ||
+                 RR > N - a.rope_start))
+        return ik_fail(c, VITC_BAD_INPUT, "the rotary table is %s, not [2, R, %lld] or [2, %lld, R, %lld] with R at most %lld",
+                       ik_type_str(Rope, (char[160]){0}, 160), (long long)D, (long long)H, (long long)D,
+                       (long long)(N - a.rope_start));
     int st = ik_alloc(c, &c->out[0], X->dtype, 3, dims);
     if (st)
         return st;
@@ -186,8 +191,9 @@ int ik_attention(ik_ctx *c)
                 for (int64_t d = 0; d < D; d++)
                     q[n * D + d] = xq[(b * Nq + n) * HD + h * D + d];
             if (rope) { /* self-attention: Q's rows are K's tokens */
-                rotate_rows(q, D, rope, Rope->dims[1], a.rope_start, a.rope_pairing, p);
-                rotate_rows(k, D, rope, Rope->dims[1], a.rope_start, a.rope_pairing, p);
+                const double *cs = rope + (r4 ? h : 0) * RR * D, *sn = cs + RH * RR * D;
+                rotate_rows(q, D, cs, sn, RR, a.rope_start, a.rope_pairing, p);
+                rotate_rows(k, D, cs, sn, RR, a.rope_start, a.rope_pairing, p);
             }
             for (int64_t n = 0; n < Nq; n++) {
                 double mx = -INFINITY, sum = 0;

@@ -50,12 +50,13 @@ static inline int64_t ir_rope_partner(ir_rope_pairing p, int64_t D, int64_t d)
  * rotary table (self-attention only), Q and K of tokens n in [rope_start,
  * rope_start + R) are first rotated: x[d] becomes
  *     x[d] * rope[0, t, d] + x[ir_rope_partner(d)] * rope[1, t, d],
- * t = n - rope_start (the sign of the rotation is in rope[1]). */
+ * t = n - rope_start (the sign of the rotation is in rope[1]); a table
+ * [2, H, R, D] holds one [R, D] per head h: rope[0, h, t, d] and rope[1, h, t, d]. */
 typedef struct {
     int qkv;  /* q, k and v packed by layout; k and v alone where q >= 0 */
     int bias; /* f32 [1|B, 1|H, 1|Nq, Nk] added to the scaled scores, or -1 */
     int q;    /* cross-attention's queries [B, Nq, H*D], or -1 */
-    int rope; /* f32 [2, R, D], a constant, or -1 */
+    int rope; /* f32 [2, R, D] or [2, H, R, D], a constant, or -1 */
     int y;    /* [B, Nq, H*D] */
     int64_t heads, head_size;
     ir_qkv_layout layout;

@@ -1078,15 +1078,18 @@ static int infer_attention(ctx *c)
                  (long long)h, dimstr(x->dims[1], s1));
         }
     }
-    if (a.rope >= 0) { /* rope f32 [2, R, D] with rope_start + R <= N */
+    if (a.rope >= 0) { /* rope f32 [2, (H,) R, D] with rope_start + R <= N */
         const ir_value *t = &c->g->values[a.rope];
-        int ok = t->rank == 3 && t->dtype == IR_F32 && ir_dim_eq(t->dims[0], ir_dim_const(2)) && !t->dims[1].e &&
-                 ir_dim_eq(t->dims[2], ir_dim_const(hd)) && !x->dims[1].e &&
-                 a.rope_start + t->dims[1].k <= x->dims[1].k;
+        int r4 = t->rank == 4;
+        int ok = (t->rank == 3 || (r4 && ir_dim_eq(t->dims[1], ir_dim_const(h)))) && t->dtype == IR_F32 &&
+                 ir_dim_eq(t->dims[0], ir_dim_const(2)) && !t->dims[1 + r4].e &&
+                 ir_dim_eq(t->dims[2 + r4], ir_dim_const(hd)) && !x->dims[1].e &&
+                 a.rope_start + t->dims[1 + r4].k <= x->dims[1].k;
         if (!ok) {
             char tt[96];
-            FAIL(c, "Attention's rotary table is %s, not f32[2, R, %lld] with rope_start %lld + R at most the %s tokens",
-                 ir_value_type_str(t, tt, sizeof tt), (long long)hd, (long long)a.rope_start, dimstr(x->dims[1], s1));
+            FAIL(c, "Attention's rotary table is %s, not f32[2, R, %lld] or f32[2, %lld, R, %lld] with rope_start %lld + R "
+                 "at most the %s tokens", ir_value_type_str(t, tt, sizeof tt), (long long)hd, (long long)h, (long long)hd,
+                 (long long)a.rope_start, dimstr(x->dims[1], s1));
         }
     }
     ir_dim r[3] = {x->dims[0], nq, ir_dim_const(h * hd)};

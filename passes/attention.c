@@ -96,6 +96,14 @@ static int match(const ir_graph *g, const ir_node *sm, void *mv, char *why, size
         snprintf(why, nwhy, "Q and K of cross-attention are rotated (Attention rotates those of self-attention only)");
         return -1;
     }
+    const attn_rope *ro = &m->rope;
+    if (ro->r >= 0 && ro->heads > 1 &&
+        (ro->heads != m->L.heads || ro->head_sub >= m->L.nbatch_sub[ro->head_dim] ||
+         !m->L.is_head[ro->head_dim][ro->head_sub])) {
+        snprintf(why, nwhy, "the rotary tables of '%s' vary along an axis of %lld that is not Q's %lld heads",
+                 g->values[ro->r].name, (long long)ro->heads, (long long)m->L.heads);
+        return -1;
+    }
     /* The rewrite gives back O as a view of the fused output; that view must
      * exist (it does not where a dimension is 0: an empty tensor). */
     view ov;

@@ -32,7 +32,8 @@ typedef struct {
  * token axis t (its next to last) and its last axis of D elements, is
  *     x' * C + G(x') * S                      (every token rotated), or
  *     Concat_t(x[.., :start, :], x' * C + G(x') * S),  x' = x[.., start:, :],
- * where C and S are f32 constants that vary only along t and the last axis,
+ * where C and S are f32 constants that vary only along t, the last axis and
+ * (tables per head) the axis before t, which must then be Q's and K's heads,
  * and G gathers x' along its last axis with signs: element d of G(x') is
  * sign[d] * x'[.., partner(d)], partner as in opview.h's pairings. */
 enum { ATTN_ROPE_MAX_D = 512 };
@@ -41,6 +42,8 @@ typedef struct {
     int src;   /* x: what is rotated */
     int axis;  /* the token axis t of r */
     int64_t start, R, D; /* tokens start..start+R-1 rotated, D elements each */
+    int64_t heads;       /* the tables' size along r's axis t - 1: 1, or one table per head */
+    int head_dim, head_sub; /* with tables per head: that axis in Q's canonical view (attn_views) */
     int cos, sin;        /* C and S */
     ir_rope_pairing pairing;
     signed char sign[ATTN_ROPE_MAX_D];
@@ -51,8 +54,8 @@ typedef struct {
 int attn_rope_of(const ir_graph *g, int r, attn_rope *ro, char *why, size_t nwhy);
 /* 1 when a and b rotate alike (the same pairing, tokens and tables). */
 int attn_rope_same(const ir_graph *g, const attn_rope *a, const attn_rope *b);
-/* A new constant [2, R, D]: C, then S times the signs (Attention's rope
- * input); -1 when out of memory. */
+/* A new constant [2, R, D] (or [2, heads, R, D]): C, then S times the
+ * signs (Attention's rope input); -1 when out of memory. */
 int attn_rope_table(ir_graph *g, const attn_rope *ro, const char *name);
 
 /* Matches the skeleton at a Softmax: 1 when it matched, 0 when the Softmax

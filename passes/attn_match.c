@@ -273,6 +273,14 @@ static int canonical_rotated(const ir_graph *g, int v, const int *perm, int rank
         !ir_dim_eq(d.stride, ir_dim_const(1)) || !ir_dim_eq(t.size, rv->dims[ro->axis]) ||
         !ir_dim_eq(t.stride, ir_dim_const(ro->D)) || ro->axis != rv->rank - 2)
         MISS("%s reads the rotated '%s' along other axes than its tokens and the head's elements", what, rv->name);
+    ro->head_dim = ro->head_sub = -1;
+    for (int i = 0; ro->heads > 1 && i < rank - 2; i++) /* where Q reads the axis the tables vary along */
+        for (int j = 0; j < c.nsub[i]; j++)
+            if (ir_dim_eq(c.sub[i][j].size, ir_dim_const(ro->heads)) &&
+                ir_dim_eq(c.sub[i][j].stride, ir_dim_const(ro->D * rv->dims[ro->axis].k)))
+                ro->head_dim = i, ro->head_sub = j;
+    if (ro->heads > 1 && ro->head_dim < 0)
+        MISS("the rotary tables of '%s' vary along an axis %s does not read as a batch axis", rv->name, what);
     int src = strip_factors(g, ro->src, f);
     if (view_trace(g, src, -1, &w0, sub, sizeof sub))
         MISS("what %s rotates cannot be followed to a projection: %s", what, sub);

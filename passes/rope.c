@@ -224,9 +224,9 @@ static int const_product(const ir_graph *g, const ir_node *p, int *other, int *c
     return 0;
 }
 
-/* Whether constant c broadcasts against y (rank r) along axes t and r-1
- * only, with sizes 1 or y's there. */
-static int table_fits(const ir_graph *g, int c, int y, int t)
+/* Whether constant c broadcasts against y (rank r) along axes t - 1, t and
+ * r - 1 only, with sizes 1 or y's there; its size along t - 1 into *heads. */
+static int table_fits(const ir_graph *g, int c, int y, int t, int64_t *heads)
 {
     const ir_value *cv = &g->values[c], *yv = &g->values[y];
     if (cv->dtype != IR_F32 || cv->rank > yv->rank || rw_numel(cv) < 0)
@@ -234,8 +234,12 @@ static int table_fits(const ir_graph *g, int c, int y, int t)
     for (int i = 0; i < cv->rank; i++) {
         int a = yv->rank - cv->rank + i;
         ir_dim d = cv->dims[i];
-        if (!(d.k == 1 && d.e == 0) && !((a == t || a == yv->rank - 1) && ir_dim_eq(d, yv->dims[a])))
+        if (d.k == 1 && d.e == 0)
+            continue;
+        if (!(a == t - 1 || a == t || a == yv->rank - 1) || !ir_dim_eq(d, yv->dims[a]) || d.e)
             return 0;
+        if (a == t - 1)
+            *heads = d.k;
     }
     return 1;
 }
@@ -276,7 +280,8 @@ static int rotation(const ir_graph *g, int y, attn_rope *ro, char *why, size_t n
     if (!halves && !inter)
         MISS("the rotation of '%s' pairs its elements neither by halves nor interleaved", g->values[y].name);
     ro->pairing = halves ? IR_ROPE_HALVES : IR_ROPE_INTERLEAVED;
-    if (!table_fits(g, ro->cos, y, ro->axis) || !table_fits(g, ro->sin, y, ro->axis))
+    ro->heads = 1;
+    if (!table_fits(g, ro->cos, y, ro->axis, &ro->heads) || !table_fits(g, ro->sin, y, ro->axis, &ro->heads))
         MISS("the rotary tables '%s' and '%s' vary along other axes than the tokens and the head's elements",
              g->values[ro->cos].name, g->values[ro->sin].name);
     return 1;
@@ -343,35 +348,42 @@ int attn_rope_of(const ir_graph *g, int r, attn_rope *ro, char *why, size_t nwhy
     return 1;
 }
 
-/* C or S broadcast to [R, D] into out. */
-static int expand_table(const ir_graph *g, int c, int64_t R, int64_t D, float *out)
+/* C or S broadcast to [heads, R, D] into out: its last three axes (right-
+ * aligned, those it lacks or has of size 1 broadcast) are the head, the
+ * token and the element. */
+static int expand_table(const ir_graph *g, int c, int64_t Hr, int64_t R, int64_t D, float *out)
 {
-    int64_t n;
+    int64_t n, st[3] = {0, 0, 0}, stride = 1;
     double *v = rw_const_f64(g, c, &n);
     if (!v)
         return -1;
     const ir_value *cv = &g->values[c];
-    int64_t sd = cv->rank >= 1 && cv->dims[cv->rank - 1].k != 1 ? 1 : 0;
-    int64_t st = cv->rank >= 2 && cv->dims[cv->rank - 2].k != 1 ? cv->dims[cv->rank - 1].k : 0;
-    for (int64_t t = 0; t < R; t++)
-        for (int64_t d = 0; d < D; d++)
-            out[t * D + d] = (float)v[t * st + d * sd];
+    for (int i = cv->rank - 1, j = 2; i >= 0; i--, j--) {
+        if (j >= 0)
+            st[j] = cv->dims[i].k == 1 ? 0 : stride;
+        stride *= cv->dims[i].k;
+    }
+    for (int64_t h = 0; h < Hr; h++)
+        for (int64_t t = 0; t < R; t++)
+            for (int64_t d = 0; d < D; d++)
+                out[(h * R + t) * D + d] = (float)v[h * st[0] + t * st[1] + d * st[2]];
     free(v);
     return 0;
 }
 
 int attn_rope_table(ir_graph *g, const attn_rope *ro, const char *name)
 {
-    int64_t R = ro->R, D = ro->D, dims[3] = {2, R, D};
-    float *t = malloc((size_t)(2 * R * D + 1) * sizeof *t);
-    if (!t || expand_table(g, ro->cos, R, D, t) || expand_table(g, ro->sin, R, D, t + R * D)) {
+    int64_t Hr = ro->heads, R = ro->R, D = ro->D, n = Hr * R * D;
+    int64_t dims[4] = {2, Hr, R, D}, dims3[3] = {2, R, D};
+    float *t = malloc((size_t)(2 * n + 1) * sizeof *t);
+    if (!t || expand_table(g, ro->cos, Hr, R, D, t) || expand_table(g, ro->sin, Hr, R, D, t + n)) {
         free(t);
         return -1;
     }
-    for (int64_t i = 0; i < R; i++)
+    for (int64_t i = 0; i < Hr * R; i++)
         for (int64_t d = 0; d < D; d++)
-            t[R * D + i * D + d] *= (float)ro->sign[d];
-    int v = rw_const_f32(g, name, "/rope", 3, dims, t);
+            t[n + i * D + d] *= (float)ro->sign[d];
+    int v = Hr > 1 ? rw_const_f32(g, name, "/rope", 4, dims, t) : rw_const_f32(g, name, "/rope", 3, dims3, t);
     free(t);
     return v;
 }
@@ -395,6 +407,7 @@ static int same_numbers(const ir_graph *g, int a, int b)
 
 int attn_rope_same(const ir_graph *g, const attn_rope *a, const attn_rope *b)
 {
-    return a->pairing == b->pairing && a->start == b->start && a->R == b->R && a->D == b->D &&
+    return a->pairing == b->pairing && a->start == b->start && a->R == b->R && a->D == b->D && a->heads == b->heads &&
+           (a->heads == 1 || (a->head_dim == b->head_dim && a->head_sub == b->head_sub)) &&
            !memcmp(a->sign, b->sign, (size_t)a->D) && same_numbers(g, a->cos, b->cos) && same_numbers(g, a->sin, b->sin);
 }

@@ -230,6 +230,8 @@ static const op_row rows[] = {
      AT4(AI(HEADS, 2), AI(HEAD_SIZE, 4), AI(ROPE_PAIRING, IR_ROPE_HALVES), AI(ROPE_START, 2))},
     {"Attention/rope-interleaved-bias", IR_OP_ATTENTION, IN4(X(-1, 6, 48), W(1, 2, 6, 6), NONE, W(2, 6, 8)),
      AT5(AI(HEADS, 2), AI(HEAD_SIZE, 8), AF(SCALE, 0.35f), AI(ROPE_PAIRING, IR_ROPE_INTERLEAVED), AI(ROPE_START, 0))},
+    {"Attention/rope-per-head", IR_OP_ATTENTION, IN4(X(-1, 6, 24), NONE, NONE, W(2, 2, 4, 4)),
+     AT4(AI(HEADS, 2), AI(HEAD_SIZE, 4), AI(ROPE_PAIRING, IR_ROPE_INTERLEAVED), AI(ROPE_START, 2))},
     {"Attention/rope-layout1", IR_OP_ATTENTION, IN4(X(-1, 5, 24), NONE, NONE, W(2, 4, 4)),
      AT5(AI(HEADS, 2), AI(HEAD_SIZE, 4), AI(QKV_LAYOUT, 1), AI(ROPE_PAIRING, IR_ROPE_HALVES), AI(ROPE_START, 1))},
 };
@@ -414,6 +416,7 @@ static const expected_skip cuda_skips[] = {
     {"Attention/rope", "the CUDA attention kernels do not rotate yet"},
     {"Attention/rope-interleaved-bias", "the CUDA attention kernels do not rotate yet"},
     {"Attention/rope-layout1", "the CUDA attention kernels do not rotate yet"},
+    {"Attention/rope-per-head", "the CUDA attention kernels do not rotate yet"},
     {NULL, NULL},
 };
 /* Rows of `rows` that give the interpreter a scalar formula (.ref). */

@@ -166,7 +166,8 @@ typedef struct {
 /* rotate(ptr buf, i64 rs, i64 cs, i64 first, i64 count, ptr rope): the rows
  * of buf (row stride rs, element stride cs) hold tokens first ..
  * first + count - 1 of Q or K; those of them from rope_start on, rope_rows
- * of them, are rotated in place by the table rope [2, rope_rows, D]: for
+ * of them, are rotated in place by the head's table: C = rope [rope_rows, D],
+ * S at rope + H' rope_rows D (H': heads with rope_per_head, else 1); for
  * each pair (a, b) of elements rotated together,
  *     x[a], x[b] = x[a] C[a] + x[b] S[a],  x[b] C[b] + x[a] S[b]. */
 static LLVMValueRef emit_rotate(kern *k, const char *name, const cg_attention_desc *d)
@@ -182,7 +183,8 @@ static LLVMValueRef emit_rotate(kern *k, const char *name, const cg_attention_de
     kern_loop T, P;
     kern_for(k, &T, lo, kern_max(k, lo, hi), 1, 0, 0, NULL, "rope.t");
     LLVMValueRef row = kern_gep(k, buf, kern_mul(k, LLVMBuildSub(b, T.iv, first, ""), rs));
-    LLVMValueRef c = kern_gep(k, rope, kern_mulc(k, kern_addc(k, T.iv, -r0), D)), s = kern_gepc(k, c, R * D);
+    int64_t sin_at = (d->rope_per_head ? d->heads : 1) * R * D;
+    LLVMValueRef c = kern_gep(k, rope, kern_mulc(k, kern_addc(k, T.iv, -r0), D)), s = kern_gepc(k, c, sin_at);
     kern_for(k, &P, kern_i64(k, 0), kern_i64(k, D / 2), 1, 0, 0, NULL, "rope.pair");
     LLVMValueRef ia = d->rope_pairing == IR_ROPE_INTERLEAVED ? kern_mulc(k, P.iv, 2) : P.iv;
     LLVMValueRef ib = kern_addc(k, ia, d->rope_pairing == IR_ROPE_INTERLEAVED ? 1 : D / 2);
@@ -401,6 +403,8 @@ static LLVMValueRef emit_task(kern *k, attn_emit *e, const char *name, LLVMTypeR
     emit_copy(k, qb, p->dp, 1, kern_gep(k, q, kern_mulc(k, r0, ldq)), ldq, ksq, LLVMBuildSub(b, r1, r0, ""), D);
     if (e->rotate) { /* self-attention: the query rows are tokens r0.., the keys all N */
         LLVMValueRef rope = kern_field(k, argsty, args, 4, k->ptr);
+        if (d->rope_per_head)
+            rope = kern_gep(k, rope, kern_mulc(k, h, d->rope_rows * D));
         LLVMTypeRef rp[6] = {k->ptr, k->i64, k->i64, k->i64, k->i64, k->ptr};
         LLVMTypeRef rty = LLVMFunctionType(k->voidt, rp, 6, 0);
         LLVMValueRef qa[6] = {qb, kern_i64(k, p->dp), kern_i64(k, 1), r0, LLVMBuildSub(b, r1, r0, ""), rope};
@@ -472,8 +476,8 @@ static void task_name(const kern *k, const void *gen, char *buf, size_t len)
     if (d->q_tokens > 0)
         snprintf(suffix + strlen(suffix), sizeof suffix - strlen(suffix), ".q%lld", (long long)d->q_tokens);
     if (d->rope_pairing)
-        snprintf(suffix + strlen(suffix), sizeof suffix - strlen(suffix), ".r%d_%lld_%lld", d->rope_pairing,
-                 (long long)d->rope_start, (long long)d->rope_rows);
+        snprintf(suffix + strlen(suffix), sizeof suffix - strlen(suffix), ".r%d%s_%lld_%lld", d->rope_pairing,
+                 d->rope_per_head ? "h" : "", (long long)d->rope_start, (long long)d->rope_rows);
     snprintf(buf, len, "vitc.attention.%s.n%lld.h%lld.d%lld.l%d.s%08x.p%08x%s", k->tag, (long long)d->tokens,
              (long long)d->heads, (long long)d->head_size, d->qkv_layout, (unsigned)sc.u, (unsigned)ps.u, suffix);
 }

@@ -262,8 +262,10 @@ int cg_emit_attention(cg_ctx *cg, int node)
     }
     if (a.rope >= 0) {
         d.rope_pairing = (int)a.rope_pairing;
+        const ir_value *t = &cg->g->values[a.rope];
+        d.rope_per_head = t->rank == 4;
         d.rope_start = a.rope_start;
-        d.rope_rows = cg->g->values[a.rope].dims[1].k;
+        d.rope_rows = t->dims[t->rank - 2].k;
     }
     char name[64], label[256];
     LLVMValueRef fn = get_driver(cg, KC_ATTENTION, &d, sizeof d, "vitc_attention", name, sizeof name);

@@ -113,7 +113,8 @@ LLVMValueRef cg_bgemm_emit(LLVMModuleRef mod, const char *name, const cg_bgemm_d
  * [B, N, 2*H*D] holding K and V, out is [B, q_tokens, H*D].  With
  * rope_pairing (ir_rope_pairing, self-attention only), Q and K of tokens
  * rope_start .. rope_start + rope_rows - 1 are rotated by the table rope
- * [2, rope_rows, D] first (opview.h). */
+ * [2, rope_rows, D] first, or [2, H, rope_rows, D] with rope_per_head
+ * (opview.h). */
 typedef struct {
     int64_t tokens, heads, head_size;
     int qkv_layout;
@@ -121,7 +122,7 @@ typedef struct {
     int has_bias;
     int64_t bias_b, bias_h, bias_i;
     int64_t q_tokens;
-    int rope_pairing;
+    int rope_pairing, rope_per_head;
     int64_t rope_start, rope_rows;
 } cg_attention_desc;
 

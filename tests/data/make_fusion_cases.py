@@ -70,15 +70,17 @@ def batch_mask(g, x, keep):
     return g.op("Where", [m, g.const(np.float32(0)), g.const(np.float32(-3.4e38))], "mask/Where")
 
 
-def rotate(g, t, name, *, pairing="halves", prefix=0, wrong=False):
+def rotate(g, t, name, *, pairing="halves", prefix=0, wrong=False, per_head=False):
     """A rotary position embedding on t [B, H, N, D] as timm and HF write it:
     tokens from `prefix` on become t * cos + rot(t) * sin (rot: rotate-half
     cat(-x2, x1), or interleaved stack(-x[1::2], x[::2]) reshaped), joined
     to the first tokens again.  wrong: rot is cat(-x1, x2), which pairs
-    nothing (a near miss)."""
+    nothing (a near miss); per_head: frequencies per head (tables [H, n, D])."""
     n = N - prefix
     ang = np.arange(n)[:, None] * (100.0 ** -(np.arange(D // 2) / (D // 2)))[None, :]
     ang = np.repeat(ang, 2, axis=1) if pairing == "interleaved" else np.concatenate([ang, ang], axis=1)
+    if per_head:
+        ang = ang[None] * (1.0 + np.arange(H))[:, None, None]
     body = t if not prefix else g.op("Slice", [t, g.const([prefix]), g.const([N]), g.const([2])], name + "/Slice_body")
 
     def sl(a, b, step=1):
@@ -337,6 +339,9 @@ def main():
     save("attention_rope_interleaved_separate.onnx",
          g.model(attention(g, "x", separate=True, rope=dict(pairing="interleaved")), tok, tok),
          "Attention=1 Softmax=0 MatMul=0 Neg=0 Linear=2", "-")
+    g = Graph()
+    save("attention_rope_per_head.onnx", g.model(attention(g, "x", rope=dict(prefix=1, per_head=True)), tok, tok),
+         "Attention=1 Softmax=0 MatMul=0 Neg=0", "-")
     g = Graph()
     save("near_rope_only_q.onnx", g.model(attention(g, "x", rope=dict(prefix=1), rope_k=False), tok, tok),
          "Attention=0 Softmax=1", "only Q is rotated")
