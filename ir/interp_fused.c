@@ -11,14 +11,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* y[..., N] = act(x[..., K] @ W[K, N] + bias[N]) + residual, the residual
- * broadcasting to y's shape. */
+/* y[..., N] = act(x[..., K] @ W[K, N] + bias[N]) * gate + residual, the
+ * residual broadcasting to y's shape, the gate of y's shape. */
 int ik_linear(ik_ctx *c)
 {
     const ir_tensor *X = c->in[IR_LINEAR_X], *W = c->in[IR_LINEAR_W], *Bias = ik_in(c, IR_LINEAR_BIAS),
-                    *R = ik_in(c, IR_LINEAR_RESIDUAL);
-    const ir_tensor *all[4] = {X, W, Bias, R};
-    int st = ik_same_dtype(c, 4, all);
+                    *R = ik_in(c, IR_LINEAR_RESIDUAL), *G = ik_in(c, IR_LINEAR_GATE);
+    const ir_tensor *all[5] = {X, W, Bias, R, G};
+    int st = ik_same_dtype(c, 5, all);
     if (st)
         return st;
     if (!ir_dtype_is_float(X->dtype))
@@ -53,6 +53,14 @@ int ik_linear(ik_ctx *c)
         }
         ik_bcast_strides(R->rank, R->dims, X->rank, dims, rs);
     }
+    int gate_ok = !G || G->rank == X->rank;
+    for (int i = 0; G && gate_ok && i < X->rank; i++)
+        gate_ok = G->dims[i] == dims[i];
+    if (!gate_ok) {
+        char a[160], b[160];
+        return ik_fail(c, VITC_BAD_INPUT, "the gate %s is not of the output's shape %s",
+                       ik_dims_str(G->rank, G->dims, a, sizeof a), ik_dims_str(X->rank, dims, b, sizeof b));
+    }
     if ((st = ik_alloc(c, &c->out[0], X->dtype, X->rank, dims)))
         return st;
     double *w = ik_load_f64(c, W), *b = w && Bias ? ik_load_f64(c, Bias) : NULL;
@@ -81,6 +89,8 @@ int ik_linear(ik_ctx *c)
         }
         for (int64_t j = 0; j < N; j++, ik_iter_next(&it)) {
             double y = ir_act_ref(acc[j], act);
+            if (G)
+                y *= ir_tensor_get(G, m * N + j);
             if (R)
                 y += ir_tensor_get(R, it.off[0]);
             ir_tensor_set(&c->out[0], m * N + j, y);

@@ -25,6 +25,7 @@ int ir_linear_of(const ir_node *n, ir_linear *v, char *why, size_t len)
     v->w = n->inputs[IR_LINEAR_W];
     v->bias = slot(n, IR_LINEAR_BIAS);
     v->residual = slot(n, IR_LINEAR_RESIDUAL);
+    v->gate = slot(n, IR_LINEAR_GATE);
     v->y = n->outputs[0];
     v->act = (ir_act)act;
     return 1;
@@ -165,7 +166,7 @@ void ir_linear_spec(const ir_linear *v, ir_node_spec *s)
     memset(s, 0, sizeof *s);
     s->op = IR_OP_LINEAR;
     int in[IR_LINEAR_NIN] = {[IR_LINEAR_X] = v->x, [IR_LINEAR_W] = v->w, [IR_LINEAR_BIAS] = v->bias,
-                             [IR_LINEAR_RESIDUAL] = v->residual};
+                             [IR_LINEAR_RESIDUAL] = v->residual, [IR_LINEAR_GATE] = v->gate};
     spec_inputs(s, IR_LINEAR_NIN, in);
     if (s->nin < 2)
         s->nin = 2;
@@ -208,7 +209,7 @@ void ir_norm_spec(const ir_norm *v, ir_node_spec *s)
 
 ir_linear ir_linear_make(int x, int w, int y)
 {
-    return (ir_linear){.x = x, .w = w, .bias = -1, .residual = -1, .y = y, .act = IR_ACT_NONE};
+    return (ir_linear){.x = x, .w = w, .bias = -1, .residual = -1, .gate = -1, .y = y, .act = IR_ACT_NONE};
 }
 
 ir_norm ir_norm_make(int x, int scale, int y, int64_t axis, float eps, int centered)

@@ -13,14 +13,16 @@
 #include "ir/ir.h"
 
 /* The operands of a Linear, in the order the node holds them. */
-enum { IR_LINEAR_X, IR_LINEAR_W, IR_LINEAR_BIAS, IR_LINEAR_RESIDUAL, IR_LINEAR_NIN };
+enum { IR_LINEAR_X, IR_LINEAR_W, IR_LINEAR_BIAS, IR_LINEAR_RESIDUAL, IR_LINEAR_GATE, IR_LINEAR_NIN };
 
-/* y[..., N] = act(x[..., K] @ w[K, N] + bias[N]) + residual, the residual
- * broadcasting to y's shape. */
+/* y[..., N] = act(x[..., K] @ w[K, N] + bias[N]) * gate + residual, the
+ * residual broadcasting to y's shape, the gate (a gated MLP's other
+ * projection) of y's shape. */
 typedef struct {
     int x, w;     /* value indices */
     int bias;     /* [N], or -1 */
     int residual; /* broadcasts to y, or -1 */
+    int gate;     /* y's shape, or -1 */
     int y;        /* the output */
     ir_act act;   /* the activation before the residual */
 } ir_linear;
@@ -109,12 +111,12 @@ int ir_norm_axis(const ir_norm *v, int rank);
 typedef struct {
     ir_op op;
     int nin;
-    int in[4];
+    int in[5];
     int out;
     int nattrs;
     ir_attr attrs[8];
 } ir_node_spec;
-_Static_assert(IR_LINEAR_NIN <= 4 && IR_ATTN_NIN <= 4 && IR_NORM_NIN <= 4, "ir_node_spec.in holds every view's operands");
+_Static_assert(IR_LINEAR_NIN <= 5 && IR_ATTN_NIN <= 5 && IR_NORM_NIN <= 5, "ir_node_spec.in holds every view's operands");
 
 /* The node that computes the view (its x/w/.../y fields set): trailing
  * omitted operands dropped; a Linear's activation written when it has one,

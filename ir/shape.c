@@ -1041,6 +1041,16 @@ static int infer_linear(ctx *c)
             if (rt != x->rank || !ir_dim_eq(t[i], r[i]))
                 FAIL(c, "Linear residual does not broadcast to the output");
     }
+    if (l.gate >= 0) {
+        const ir_value *gv = &c->g->values[l.gate];
+        int ok = gv->rank == x->rank && gv->dtype == x->dtype;
+        for (int i = 0; ok && i < x->rank; i++)
+            ok = ir_dim_eq(gv->dims[i], r[i]);
+        if (!ok) {
+            char t[96];
+            FAIL(c, "Linear's gate is %s, not of the output's shape", ir_value_type_str(gv, t, sizeof t));
+        }
+    }
     out_set(c, 0, x->dtype, x->rank, r);
     return VITC_OK;
 }

@@ -128,12 +128,12 @@ out:
     return st;
 }
 
-/* A Linear without activation or residual, of constant W and bias. */
+/* A Linear without activation, gate or residual, of constant W and bias. */
 static int is_plain_linear(const ir_graph *g, const ir_node *l)
 {
     ir_linear v;
     char why[96];
-    return l && ir_linear_of(l, &v, why, sizeof why) && v.residual < 0 && v.act == IR_ACT_NONE &&
+    return l && ir_linear_of(l, &v, why, sizeof why) && v.residual < 0 && v.gate < 0 && v.act == IR_ACT_NONE &&
            rw_is_const(g, v.w) && (v.bias < 0 || rw_is_const(g, v.bias));
 }
 

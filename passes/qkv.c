@@ -62,8 +62,8 @@ static int match(const ir_graph *g, const ir_node *sm, void *mv, char *why, size
     }
     for (int p = 0; p < 3; p++) {
         const ir_linear *v = &m->v[p];
-        if (v->residual >= 0 || v->act != IR_ACT_NONE)
-            MISS("the %s projection '%s' has an activation or a residual", role[p], l[p]->name);
+        if (v->residual >= 0 || v->gate >= 0 || v->act != IR_ACT_NONE)
+            MISS("the %s projection '%s' has an activation, a gate or a residual", role[p], l[p]->name);
         if (v->x != m->v[0].x)
             MISS("the %s projection '%s' reads another input than the Q projection", role[p], l[p]->name);
         if (p > 0 && (l[p] == l[0] || l[p] == l[p - 1]))

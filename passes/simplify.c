@@ -285,7 +285,7 @@ static int match_sink(const ir_graph *g, const ir_node *n, void *mv, char *why, 
 {
     sink_match *m = mv;
     ir_linear lv;
-    if (!ir_linear_of(n, &lv, why, nwhy) || lv.residual >= 0)
+    if (!ir_linear_of(n, &lv, why, nwhy) || lv.residual >= 0 || lv.gate >= 0)
         return 0;
     int x = lv.x;
     view w;

@@ -212,6 +212,12 @@ static const op_row rows[] = {
     {"Linear/gelu-tanh", IR_OP_LINEAR, IN3(X(-1, 5, 8), W(8, 6), W(6)), AT1(AI(ACTIVATION, IR_ACT_GELU_TANH))},
     {"Linear/quick-gelu", IR_OP_LINEAR, IN3(X(-1, 5, 8), W(8, 6), W(6)), AT1(AI(ACTIVATION, IR_ACT_QUICK_GELU))},
     {"Linear/silu", IR_OP_LINEAR, IN3(X(-1, 5, 8), W(8, 6), W(6)), AT1(AI(ACTIVATION, IR_ACT_SILU))},
+    {"Linear/gate", IR_OP_LINEAR, .nin = 5, .in = {X(-1, 5, 8), W(8, 6), W(6), NONE, X(-1, 5, 6)}},
+    {"Linear/gate-gelu", IR_OP_LINEAR, .nin = 5, .in = {X(-1, 5, 8), W(8, 6), NONE, NONE, X(-1, 5, 6)},
+     AT1(AI(ACTIVATION, IR_ACT_GELU_ERF))},
+    /* K in several blocks: the partial sums pass through the output, the gate is read at the end */
+    {"Linear/gate-kblocked", IR_OP_LINEAR, .nin = 5, .in = {X(-1, 3, 300), W(300, 40), W(40), NONE, X(-1, 3, 40)},
+     AT1(AI(ACTIVATION, IR_ACT_SILU))},
     {"Linear/relu", IR_OP_LINEAR, IN2(X(-1, 5, 6), W(6, 3)), AT1(AI(ACTIVATION, IR_ACT_RELU))},
     {"Linear/relu6", IR_OP_LINEAR, IN2(X(-1, 5, 8), W(8, 6)), AT1(AI(ACTIVATION, IR_ACT_RELU6))},
     {"Attention", IR_OP_ATTENTION, IN1(X(-1, 7, 24)), AT3(AI(HEADS, 2), AI(HEAD_SIZE, 4), AF(SCALE, 0.5f))},
@@ -417,6 +423,9 @@ static const expected_skip cuda_skips[] = {
     {"Attention/rope-interleaved-bias", "the CUDA attention kernels do not rotate yet"},
     {"Attention/rope-layout1", "the CUDA attention kernels do not rotate yet"},
     {"Attention/rope-per-head", "the CUDA attention kernels do not rotate yet"},
+    {"Linear/gate", "the CUDA GEMM epilogues have no gate yet"},
+    {"Linear/gate-gelu", "the CUDA GEMM epilogues have no gate yet"},
+    {"Linear/gate-kblocked", "the CUDA GEMM epilogues have no gate yet"},
     {NULL, NULL},
 };
 /* Rows of `rows` that give the interpreter a scalar formula (.ref). */

@@ -109,6 +109,10 @@ static int job_of(const ir_graph *g, const ir_node *n, gemm_job *j, char *why, s
     case IR_OP_LINEAR:
         if (!ir_linear_of(n, &l, why, len))
             return 0;
+        if (l.gate >= 0) {
+            snprintf(why, len, "a Linear with a gate (a gated MLP): not yet in the CUDA GEMM epilogues");
+            return 0;
+        }
         j->bias = l.bias;
         j->res = l.residual;
         j->act = (int)l.act;

@@ -129,8 +129,8 @@ static int emit_gemm_call(cg_ctx *cg, int node, gemm_call *c)
         return cg_fail(cg, VITC_INTERNAL, node, "the GEMM kernel generator refused K=%lld N=%lld", (long long)c->d.K,
                        (long long)c->d.N);
     snprintf(label, sizeof label, "GEMM%s %lldx%lld%s%s act=%d %s", bf16 ? " bf16" : "", (long long)c->d.K,
-             (long long)c->d.N, c->bias ? " +bias" : "", c->R ? " +residual" : "", c->d.activation,
-             cg->g->nodes[node].name);
+             (long long)c->d.N, c->bias ? " +bias" : "", !c->R ? "" : c->d.gate ? " +gate" : " +residual",
+             c->d.activation, cg->g->nodes[node].name);
     cg_note_kernel(cg, name, label);
     LLVMBuilderRef b = cg->rb;
     LLVMValueRef f[6] = {c->A, cg_weights_ptr(cg, b, cg->run_call, wo),
@@ -159,7 +159,8 @@ static int emit_linear(cg_ctx *cg, int node, const ir_linear *v)
     c.d.lda = K + cg->row_pad[v->x], c.d.ldc = N + cg->row_pad[v->y];
     c.d.activation = (int)v->act;
     c.W = Wv->data;
-    int vbias = v->bias, vr = v->residual;
+    int vbias = v->bias, vr = v->residual >= 0 ? v->residual : v->gate;
+    c.d.gate = v->gate >= 0;
     c.bias = vbias >= 0 ? cg->g->values[vbias].data : NULL;
     LLVMBuilderRef b = cg->rb;
     c.A = cg_value_ptr(cg, b, cg->run_call, v->x);

@@ -76,7 +76,7 @@ static int gemm_plan_make(const cg_gemm_desc *d, const cg_target *t, gemm_plan *
      * (bench/design-notes.md, "K whole for fc2"). */
     if (p->rows_max * d->K * (int64_t)sizeof(float) > p->a_budget && d->K * p->nr * (int64_t)sizeof(float) <= p->l2 / 2)
         p->nkb = 1;
-    if (d->has_residual && d->activation)
+    if (d->has_residual && d->activation && !d->gate)
         p->nkb = 1;
     p->kc = (d->K + p->nkb - 1) / p->nkb;
     p->kc = (p->kc + 3) / 4 * 4;
@@ -421,8 +421,8 @@ static LLVMValueRef build_task(kern *k, void *gen, const char *name, LLVMTypeRef
     const gemm_plan *p = e->p;
     kern_uk s = {
         .mr = p->mr, .nv = p->nv, .last_lanes = p->vf, .lda = d->lda, .a_ks = 1, .ldb = p->nr,
-        .ldc = d->ldc, .ldr = d->ldr, .has_bias = d->has_bias, .has_res = d->has_residual,
-        .act = d->activation, .alpha = 1.0f, .kblocked = p->nkb > 1,
+        .ldc = d->ldc, .ldr = d->ldr, .has_bias = d->has_bias, .has_res = d->has_residual && !d->gate,
+        .gate = d->has_residual && d->gate, .act = d->activation, .alpha = 1.0f, .kblocked = p->nkb > 1,
     };
     if (kern_uk_set_panels(k, s, p->nfull, e->full, p->rem_nv, p->rem_nv, p->rem_lanes, 0, e->rem))
         return NULL;
@@ -436,7 +436,7 @@ static void task_name(const kern *k, const void *gen, char *buf, size_t len)
     const cg_gemm_desc *d = e->d;
     snprintf(buf, len, "vitc.gemm.%s.K%lld.N%lld.a%lld.c%lld.r%lld.e%d%d%d.l%lld", k->tag, (long long)d->K,
              (long long)d->N, (long long)d->lda, (long long)d->ldc, (long long)d->ldr, d->has_bias ? 1 : 0,
-             d->has_residual ? 1 : 0, d->activation, (long long)e->p->a_budget);
+             d->has_residual ? 1 + (d->gate != 0) : 0, d->activation, (long long)e->p->a_budget);
 }
 
 LLVMValueRef cg_gemm_emit(LLVMModuleRef mod, const char *name, const cg_gemm_desc *d, const cg_target *t)

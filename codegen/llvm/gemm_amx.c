@@ -67,7 +67,7 @@ typedef struct {
 /* Steps of a K block: all of them when a residual follows an activation. */
 static int64_t block_steps(const cg_gemm_desc *d, int64_t steps)
 {
-    return d->has_residual && d->activation ? steps : steps < AMX_KC_STEPS ? steps : AMX_KC_STEPS;
+    return d->has_residual && d->activation && !d->gate ? steps : steps < AMX_KC_STEPS ? steps : AMX_KC_STEPS;
 }
 
 int cg_gemm_amx_fits(const cg_gemm_desc *d)
@@ -288,7 +288,7 @@ static void store_cbuf(amx_emit *e, LLVMValueRef n0, LLVMValueRef r0, LLVMValueR
 {
     kern *k = e->k;
     const cg_gemm_desc *d = e->d;
-    int res_late = last && d->has_residual && e->p->nkb == 1;
+    int res_late = last && d->has_residual && (e->p->nkb == 1 || d->gate);
     LLVMValueRef bv[2] = {0};
     for (int h = 0; h < 2 && last && d->has_bias; h++)
         if (lanes[h])
@@ -306,10 +306,11 @@ static void store_cbuf(amx_emit *e, LLVMValueRef n0, LLVMValueRef r0, LLVMValueR
             if (d->has_bias)
                 x = LLVMBuildFAdd(k->b, x, bv[h], "");
             x = kern_activation(k, x, (ir_act)d->activation);
-            if (res_late)
-                x = LLVMBuildFAdd(
-                    k->b, x,
-                    kern_vload(k, kern_gep(k, e->R, kern_add(k, kern_mulc(k, row, d->ldr), col)), lanes[h], NULL), "");
+            if (res_late) {
+                LLVMValueRef rv =
+                    kern_vload(k, kern_gep(k, e->R, kern_add(k, kern_mulc(k, row, d->ldr), col)), lanes[h], NULL);
+                x = d->gate ? LLVMBuildFMul(k->b, x, rv, "") : LLVMBuildFAdd(k->b, x, rv, "");
+            }
         }
         kern_vstore(k, x, kern_gep(k, e->C, kern_add(k, kern_mulc(k, row, d->ldc), col)), lanes[h]);
     }
@@ -326,7 +327,7 @@ static void emit_panels(amx_emit *e, LLVMValueRef pb, LLVMValueRef pe, const int
     LLVMBuilderRef b = k->b;
     const cg_gemm_desc *d = e->d;
     const amx_plan *p = e->p;
-    int whole = lanes[0] == 16 && lanes[1] == 16, res_first = d->has_residual && p->nkb > 1;
+    int whole = lanes[0] == 16 && lanes[1] == 16, res_first = d->has_residual && !d->gate && p->nkb > 1;
     LLVMValueRef astride = kern_i64(k, 64), bstride = kern_i64(k, 64), cstride = kern_i64(k, AMX_NR * 4);
     LLVMValueRef first, last;
     kblock_ends(e, &first, &last);
@@ -438,7 +439,7 @@ static void emit_panels_dot(amx_emit *e, LLVMValueRef pb, LLVMValueRef pe, const
     LLVMBuilderRef b = k->b;
     const cg_gemm_desc *d = e->d;
     const amx_plan *p = e->p;
-    int res_first = d->has_residual && p->nkb > 1, res_late = d->has_residual && p->nkb == 1;
+    int res_first = d->has_residual && !d->gate && p->nkb > 1, res_late = d->has_residual && (p->nkb == 1 || d->gate);
     int nh = lanes[1] ? 2 : 1; /* the padded panel may have no second half */
     LLVMTypeRef v16i = LLVMVectorType(k->i32, 16);
     LLVMValueRef first, last;
@@ -515,12 +516,11 @@ static void emit_panels_dot(amx_emit *e, LLVMValueRef pb, LLVMValueRef pe, const
                     if (bias)
                         x = LLVMBuildFAdd(b, x, bias, "");
                     x = kern_activation(k, x, (ir_act)d->activation);
-                    if (res_late)
-                        x = LLVMBuildFAdd(
-                            b, x,
-                            kern_vload_masked(k, kern_gep(k, e->R, kern_add(k, kern_mulc(k, row, d->ldr), col)),
-                                              mask[r][h], NULL),
-                            "");
+                    if (res_late) {
+                        LLVMValueRef rv = kern_vload_masked(
+                            k, kern_gep(k, e->R, kern_add(k, kern_mulc(k, row, d->ldr), col)), mask[r][h], NULL);
+                        x = d->gate ? LLVMBuildFMul(b, x, rv, "") : LLVMBuildFAdd(b, x, rv, "");
+                    }
                 }
                 kern_vstore_masked(k, x, kern_gep(k, e->C, kern_add(k, kern_mulc(k, row, d->ldc), col)), mask[r][h]);
             }
@@ -625,7 +625,7 @@ static void task_name(const kern *k, const void *gen, char *buf, size_t len)
     (void)k;
     snprintf(buf, len, "vitc.%s.K%lld.N%lld.a%lld.c%lld.r%lld.e%d%d%d", e->f_dot ? "bf16dot" : "amx", (long long)d->K,
              (long long)d->N, (long long)d->lda, (long long)d->ldc, (long long)d->ldr, d->has_bias ? 1 : 0,
-             d->has_residual ? 1 : 0, d->activation);
+             d->has_residual ? 1 + (d->gate != 0) : 0, d->activation);
 }
 
 LLVMValueRef cg_gemm_amx_emit(LLVMModuleRef mod, const char *name, const cg_gemm_desc *d, const cg_target *t)

@@ -4,6 +4,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 /* k steps per iteration of the main loop */
 enum { UNROLL = 4 };
@@ -60,7 +61,7 @@ static void uk_store(kern *k, const kern_uk *s, LLVMValueRef C, LLVMValueRef *ac
             kern_vstore(k, acc[r * s->nv + v], kern_gepc(k, C, r * s->ldc + (int64_t)v * k->vf), lanes_of(k, s, v));
 }
 
-/* C = act(alpha * rs[r] * acc + bias) + R, stored. */
+/* C = act(alpha * rs[r] * acc + bias) + R (or * R with gate), stored. */
 static void uk_epilogue(kern *k, const kern_uk *s, LLVMValueRef C, LLVMValueRef R, LLVMValueRef bias,
                         LLVMValueRef rs, LLVMValueRef *acc)
 {
@@ -80,11 +81,11 @@ static void uk_epilogue(kern *k, const kern_uk *s, LLVMValueRef C, LLVMValueRef 
             if (s->has_bias)
                 x = LLVMBuildFAdd(k->b, x, bv[v], "");
             x = kern_activation(k, x, s->act);
-            if (res_late)
-                x = LLVMBuildFAdd(k->b, x,
-                                  kern_vload(k, kern_gepc(k, R, r * s->ldr + (int64_t)v * k->vf), lanes_of(k, s, v),
-                                             NULL),
-                                  "");
+            if (res_late || s->gate) {
+                LLVMValueRef rv =
+                    kern_vload(k, kern_gepc(k, R, r * s->ldr + (int64_t)v * k->vf), lanes_of(k, s, v), NULL);
+                x = s->gate ? LLVMBuildFMul(k->b, x, rv, "") : LLVMBuildFAdd(k->b, x, rv, "");
+            }
             acc[r * s->nv + v] = x;
         }
     }
@@ -199,6 +200,8 @@ static void uk_name(const kern *k, const kern_uk *s, char *buf, size_t n)
     snprintf(buf, n, "vitc.uk.%s.%dx%d.l%d.a%lld.%lld.b%lld.%d.c%lld.r%lld.e%d%d%d.s%08x.%d.k%d", k->tag, s->mr, s->nv,
              s->last_lanes, (long long)s->lda, (long long)s->a_ks, (long long)s->ldb, s->b_masked, (long long)s->ldc,
              (long long)s->ldr, s->has_bias, s->has_res, s->act, (unsigned)alpha.u, s->row_scale, s->kblocked);
+    if (s->gate) /* a suffix: the names of kernels without a gate stay as they were */
+        snprintf(buf + strlen(buf), n - strlen(buf), ".gate");
 }
 
 int kern_uk_set(kern *k, const kern_uk *s, LLVMValueRef *kernels)

@@ -4,7 +4,7 @@
  * One micro-kernel computes an mr x (nv * vf) tile of C over kc steps of k:
  *     acc[r][v] += A(r, k) * B(k, v)     (A broadcast, B a vector load, FMA)
  * with the accumulators in registers, then applies the epilogue
- *     C = act(alpha * acc + bias) + R
+ *     C = act(alpha * acc + bias) + R     (or * R: gate)
  * on them before the store (alpha may also be a per-row factor rs[r]).  The last vector of a row may be partial
  * (last_lanes < vf): it is loaded and stored masked, never out of bounds. */
 #ifndef VITC_KERN_UK_H
@@ -20,6 +20,7 @@ typedef struct {
     int b_masked;       /* the last B vector is loaded masked (B not padded) */
     int64_t ldc, ldr;   /* row strides of C and R */
     int has_bias, has_res, act;
+    int gate;           /* R multiplies act(...) (read in the epilogue; has_res 0) */
     float alpha;
     int row_scale;      /* also multiply row r by rs[r] (softmax's 1 / sum) */
     /* K blocking: the k range is split into blocks, called in order with

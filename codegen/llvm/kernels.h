@@ -39,13 +39,15 @@ int64_t cg_host_l1_bytes(void);
 int64_t cg_host_l2_bytes(void);
 
 /* ---- GEMM with packed constant weights and a fused epilogue ----
- * C[m, n] = act(sum_k A[m, k] * W[k, n] + bias[n]) + R[m, n], for m < M.
+ * C[m, n] = act(sum_k A[m, k] * W[k, n] + bias[n]) + R[m, n], for m < M, or
+ * with gate: act(...) * R[m, n] (R a gated MLP's other projection).
  * K and N are compile-time constants (the weight's shape); M is known only at
  * run time (a multiple of the batch).  activation as in ops.def's Linear. */
 typedef struct {
     int64_t K, N;
     int64_t lda, ldc, ldr; /* row strides, in floats, of A, C and R; ldr 0: R is one row [N] for every row */
     int has_bias, has_residual, activation;
+    int gate;              /* R (has_residual) multiplies instead of adding */
 } cg_gemm_desc;
 
 typedef struct {            /* ARGS of a GEMM driver */

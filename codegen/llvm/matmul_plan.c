@@ -231,6 +231,8 @@ int cg_matmul_supports(const ir_graph *g, const ir_node *n, char *why, size_t le
             if (!full && !(row && R->rank >= 1 && ir_dim_eq(R->dims[R->rank - 1], Y->dims[Y->rank - 1])))
                 return fail_why(why, len, "a residual that broadcasts other than along rows is not supported");
         }
+        if (v.gate >= 0 && vr >= 0)
+            return fail_why(why, len, "a Linear with both a gate and a residual is not supported");
         return 1;
     }
     switch (n->op) {

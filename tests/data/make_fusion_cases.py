@@ -349,6 +349,23 @@ def main():
     save("near_rope_unpaired.onnx", g.model(attention(g, "x", rope=dict(wrong=True)), tok, tok),
          "Attention=0 Softmax=1", "pairs its elements neither by halves nor interleaved")
 
+    # ---- gated MLPs: the gate's activation and the product go into the two projections ----
+    g = Graph()
+    gate = quick_gelu(g, g.linear("x", C, 2 * C, "mlp/gate"), k=1.0)
+    y = g.linear(g.op("Mul", [gate, g.linear("x", C, 2 * C, "mlp/up")], "mlp/Mul"), 2 * C, C, "mlp/down")
+    save("swiglu_separate.onnx", g.model(y, tok, tok), "Linear=3 Sigmoid=0 Mul=0 Swish=0", "-")
+    g = Graph()
+    a, b = "mlp/Split_0", "mlp/Split_1"
+    g.nodes.append(helper.make_node("Split", [g.linear("x", C, 4 * C, "mlp/fc1")], [a, b], name="mlp/Split", axis=-1,
+                                    num_outputs=2))
+    y = g.linear(g.op("Mul", [quick_gelu(g, a, k=1.0), b], "mlp/Mul"), 2 * C, C, "mlp/fc2")
+    save("swiglu_packed.onnx", g.model(y, tok, tok, opset=18), "Linear=3 Split=0 Sigmoid=0 Mul=0", "-")
+    g = Graph()
+    g.nodes.append(helper.make_node("Split", [g.linear("x", C, 4 * C, "mlp/fc1")], [a, b], name="mlp/Split", axis=-1,
+                                    num_outputs=2))
+    y = g.linear(g.op("Mul", [b, gelu(g, a)], "mlp/Mul"), 2 * C, C, "mlp/fc2")
+    save("geglu_packed.onnx", g.model(y, tok, tok, opset=18), "Linear=3 Split=0 Erf=0 Mul=0", "-")
+
     with open(os.path.join(HERE, "EXPECT.tsv"), "w") as f:
         f.write("# file\top counts after the passes\texplanation fragment (- : none)\n")
         for row in EXPECT:
