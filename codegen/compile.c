@@ -42,6 +42,8 @@ int cg_compile(const cg_backend *be, ir_graph *g, const cg_options *opt, vitc_di
     c->opt = opt;
     c->d = d;
     c->max_batch = opt->max_batch;
+    if (g->fixed_batch > 0)
+        c->max_batch = 1; /* the export fixed the batch: no shape depends on one, the code runs as at batch 1 */
     c->t = t;
     c->knobs = opt->knobs ? *opt->knobs : cg_knobs_read();
     int st = be->begin ? be->begin(c) : VITC_OK;

@@ -23,6 +23,42 @@ ir_graph *onnx_import_file(const char *path, vitc_diag *d);
  * anchors external data (NULL: external data is refused). */
 ir_graph *onnx_import_buffer(const void *buf, size_t len, const char *path, vitc_diag *d);
 
+/* A node whose operator vitc does not take (its op_type, or its domain).
+ * The import lists them all, grouped by op type (onnx_report_unsupported);
+ * with keep_unsupported it goes on without them, for `vitc dump`. */
+typedef struct {
+    const char *name, *op_type;
+    const char *domain;        /* NULL: the default domain */
+    int before;                /* the index of the graph's node it came before (g->nnodes: after the last) */
+    int ninputs, noutputs;
+    const char *const *inputs; /* the tensors it reads, by name ("" for one left out) */
+    const int *outputs;        /* keep_unsupported: its outputs as values (-1 where unnamed), of the type
+                                * the model declares for them (value_info) where it does, else of unknown
+                                * shape (rank -1); otherwise NULL */
+} onnx_unsupported;
+
+typedef struct {
+    /* Import the rest of the graph when some operators are unsupported:
+     * those nodes are left out of the graph and listed in unsupported, their
+     * outputs becoming values produced by no node (kind IR_VAL_INPUT, not
+     * among the graph's inputs), and they are not reported: the caller
+     * prints what it can, then calls onnx_report_unsupported.  Such a graph
+     * is for printing only. */
+    int keep_unsupported;
+    /* Out: with keep_unsupported, the unsupported nodes in model order (in
+     * the graph's arena); otherwise 0 and NULL. */
+    const onnx_unsupported *unsupported;
+    int nunsupported;
+} onnx_import_opts;
+
+/* onnx_import_file with options (opts may be NULL). */
+ir_graph *onnx_import_file_opts(const char *path, onnx_import_opts *opts, vitc_diag *d);
+/* Reports unsupported nodes as one error, grouped by op type in the order
+ * they first appear: "unsupported operators: ScatterND x20 (first: node
+ * '/x/ScatterND'), Tile x1 (node '/y/Tile')", then one line saying what to
+ * do next (next_step, or by default how `vitc dump` shows them). */
+void onnx_report_unsupported(const onnx_unsupported *u, int n, const char *next_step, vitc_diag *d);
+
 /* Reads a serialized TensorProto file (ONNX's test data format) into t. */
 int onnx_read_tensor_file(const char *path, ir_tensor *t, vitc_diag *d);
 

@@ -4,7 +4,10 @@
  * dimension may be symbolic: the batch), then nodes in order.  Constant nodes
  * become constant values.  Each node's op_type is looked up in the op table
  * once; every unsupported node, attribute or reference is reported (all of
- * them, not just the first) before the import fails. */
+ * them, not just the first) before the import fails, the unsupported
+ * operators in one error grouped by op type.  The import records the batch
+ * an export fixed (no input's first dimension symbolic), and can go on
+ * without the unsupported nodes for `vitc dump` (onnx_import_opts). */
 #include "frontend/onnx_impl.h"
 #include "runtime/abi.h" /* vitc_model_hash */
 
@@ -66,6 +69,13 @@ typedef struct {
     vitc_diag *d;
     name_map names;
     const char *model_dir; /* for external data; NULL refuses it */
+    const Onnx__GraphProto *gp;
+    int keep_unsupported;  /* onnx_import_opts */
+    onnx_unsupported *unsupported; /* every unsupported node, in model order (malloc'ed) */
+    int nunsupported, cap_unsupported;
+    const char *batch_param; /* the name of the inputs' symbolic first dimension, if any */
+    name_map declared;       /* value_info and graph output names -> their ValueInfoProto (made on first use) */
+    const Onnx__ValueInfoProto **declared_vi;
 } importer;
 
 /* Adds a constant value from a TensorProto.  Its raw_data, in the layout
@@ -149,6 +159,9 @@ static int import_input(importer *im, const Onnx__ValueInfoProto *vi)
                               (long long)dim->dim_value);
         } else if (i == 0) {
             v->dims[i] = ir_dim_batch(1); /* symbolic or unset: the batch */
+            if (!im->batch_param && dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM &&
+                dim->dim_param && *dim->dim_param)
+                im->batch_param = dim->dim_param;
         } else {
             return vitc_error(im->d, VITC_BAD_INPUT, NULL,
                               "graph input '%s': dimension %d is symbolic ('%s'); only the first (batch) "
@@ -362,6 +375,118 @@ static void refuse_outputs(importer *im, const Onnx__NodeProto *np)
 
 static int import_node_checked(importer *im, const Onnx__NodeProto *np);
 
+/* The type the model declares for a tensor (its value_info, or the graph
+ * output of that name) into v: the element type, and the shape where every
+ * dimension is a number or the inputs' symbolic batch; v is left alone
+ * where the model declares nothing usable. */
+static void declared_type(importer *im, const char *name, ir_value *v)
+{
+    const Onnx__GraphProto *gp = im->gp;
+    if (!im->declared_vi) {
+        size_t n = gp->n_value_info + gp->n_output;
+        im->declared_vi = ir_alloc_array(im->g->arena, n + 1, sizeof *im->declared_vi);
+        if (!im->declared_vi || map_init(&im->declared, im->g->arena, n)) {
+            im->declared_vi = NULL;
+            return;
+        }
+        int k = 0;
+        for (size_t i = 0; i < n; i++) { /* the first declaration of a name wins */
+            const Onnx__ValueInfoProto *vi =
+                i < gp->n_value_info ? gp->value_info[i] : gp->output[i - gp->n_value_info];
+            if (vi->name && map_get(&im->declared, vi->name) < 0) {
+                im->declared_vi[k] = vi;
+                map_put(&im->declared, vi->name, k++);
+            }
+        }
+    }
+    int at = map_get(&im->declared, name);
+    const Onnx__ValueInfoProto *vi = at >= 0 ? im->declared_vi[at] : NULL;
+    const Onnx__TypeProto *tp = vi ? vi->type : NULL;
+    if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !tp->tensor_type)
+        return;
+    const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
+    int dt = tt->has_elem_type ? ir_dtype_from_onnx(tt->elem_type) : -1;
+    if (dt >= 0)
+        v->dtype = (ir_dtype)dt;
+    if (!tt->shape || tt->shape->n_dim > IR_MAX_RANK)
+        return;
+    ir_dim dims[IR_MAX_RANK];
+    for (size_t i = 0; i < tt->shape->n_dim; i++) {
+        const Onnx__TensorShapeProto__Dimension *dim = tt->shape->dim[i];
+        if (dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE && dim->dim_value >= 0 &&
+            dim->dim_value <= ((int64_t)1 << 31))
+            dims[i] = ir_dim_const(dim->dim_value);
+        else if (dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && im->batch_param &&
+                 dim->dim_param && strcmp(dim->dim_param, im->batch_param) == 0)
+            dims[i] = ir_dim_batch(1);
+        else
+            return;
+    }
+    v->rank = (int)tt->shape->n_dim;
+    memcpy(v->dims, dims, sizeof(ir_dim) * (size_t)v->rank);
+}
+
+/* Records a node whose operator (or domain) vitc does not take.  Returns 1
+ * (refused: its readers are skipped) unless the import keeps going without
+ * such nodes, where its outputs become values of their declared type and
+ * 0 is returned. */
+static int unsupported(importer *im, const Onnx__NodeProto *np, const char *domain)
+{
+    ir_arena *a = im->g->arena;
+    if (im->nunsupported == im->cap_unsupported) {
+        int cap = im->cap_unsupported ? 2 * im->cap_unsupported : 16;
+        onnx_unsupported *p = realloc(im->unsupported, sizeof *p * (size_t)cap);
+        if (!p)
+            return vitc_error(im->d, VITC_INTERNAL, NULL, "out of memory"), 1;
+        im->unsupported = p;
+        im->cap_unsupported = cap;
+    }
+    onnx_unsupported *u = &im->unsupported[im->nunsupported];
+    memset(u, 0, sizeof *u);
+    u->name = ir_strdup(a, np->name ? np->name : "");
+    u->op_type = ir_strdup(a, np->op_type ? np->op_type : "");
+    u->domain = domain ? ir_strdup(a, domain) : NULL;
+    u->before = im->g->nnodes;
+    if (!u->name || !u->op_type || (domain && !u->domain))
+        return vitc_error(im->d, VITC_INTERNAL, NULL, "out of memory"), 1;
+    im->nunsupported++;
+    if (!im->keep_unsupported)
+        return 1;
+    if (np->n_input > 1024 || np->n_output > 1024) {
+        vitc_error_at(im->d, VITC_BAD_INPUT, u->name, u->op_type, "has %zu inputs and %zu outputs", np->n_input,
+                      np->n_output);
+        return 1;
+    }
+    const char **ins = ir_alloc_array(a, np->n_input + 1, sizeof(char *));
+    int *outs = ir_alloc_array(a, np->n_output + 1, sizeof(int));
+    if (!ins || !outs)
+        return vitc_error(im->d, VITC_INTERNAL, NULL, "out of memory"), 1;
+    for (size_t i = 0; i < np->n_input; i++)
+        if (!(ins[i] = ir_strdup(a, np->input[i] ? np->input[i] : "")))
+            return vitc_error(im->d, VITC_INTERNAL, NULL, "out of memory"), 1;
+    for (size_t i = 0; i < np->n_output; i++) {
+        const char *out = np->output[i];
+        outs[i] = -1;
+        if (!out || !*out)
+            continue;
+        if (map_get(&im->names, out) != -1) {
+            vitc_error_at(im->d, VITC_BAD_INPUT, u->name, u->op_type, "output '%s' is already defined earlier", out);
+            return 1;
+        }
+        int id = ir_add_value(im->g, out, IR_VAL_INPUT, IR_F32);
+        if (id < 0)
+            return vitc_error(im->d, VITC_INTERNAL, NULL, "out of memory"), 1;
+        declared_type(im, out, &im->g->values[id]);
+        map_put(&im->names, im->g->values[id].name, id);
+        outs[i] = id;
+    }
+    u->ninputs = (int)np->n_input;
+    u->noutputs = (int)np->n_output;
+    u->inputs = ins;
+    u->outputs = outs;
+    return 0;
+}
+
 static void import_node(importer *im, const Onnx__NodeProto *np)
 {
     if (import_node_checked(im, np))
@@ -374,15 +499,11 @@ static int import_node_checked(importer *im, const Onnx__NodeProto *np)
     const char *node = np->name ? np->name : "", *op_type = np->op_type ? np->op_type : "";
     vitc_diag *d = im->d;
     int before = d->nerrors;
-    if (np->domain && *np->domain && strcmp(np->domain, "ai.onnx") != 0) {
-        vitc_error_at(d, VITC_BAD_INPUT, node, op_type, "unsupported operator domain '%s'", np->domain);
-        return 1;
-    }
+    if (np->domain && *np->domain && strcmp(np->domain, "ai.onnx") != 0)
+        return unsupported(im, np, np->domain);
     int op = ir_op_from_onnx(op_type);
-    if (op < 0) {
-        vitc_error_at(d, VITC_BAD_INPUT, node, op_type, "unsupported operator");
-        return 1;
-    }
+    if (op < 0)
+        return unsupported(im, np, NULL);
     const ir_op_info *info = &ir_op_table[op];
     if ((int)np->n_input < info->min_in || (info->max_in != VAR && (int)np->n_input > info->max_in) ||
         (int)np->n_output < info->min_out || (info->max_out != VAR && (int)np->n_output > info->max_out) ||
@@ -474,7 +595,76 @@ static int import_opsets(importer *im, const Onnx__ModelProto *m)
     return VITC_OK;
 }
 
-static ir_graph *import_model(const Onnx__ModelProto *m, const char *path, const char *model_dir, vitc_diag *d)
+/* The batch the export fixed: the first dimension of the first input that
+ * has one, where no input's first dimension is symbolic; else 0. */
+static int64_t fixed_batch(const ir_graph *g)
+{
+    int64_t fixed = 0;
+    for (int i = 0; i < g->ninputs; i++) {
+        const ir_value *v = &g->values[g->inputs[i]];
+        if (v->rank < 1)
+            continue;
+        if (v->dims[0].e != 0)
+            return 0;
+        if (!fixed)
+            fixed = v->dims[0].k;
+    }
+    return fixed > 0 ? fixed : 0;
+}
+
+/* "ScatterND", "FusedThing (domain 'com.example')" or "(empty op_type)". */
+static void op_label(const onnx_unsupported *u, char *buf, size_t n)
+{
+    if (u->domain)
+        snprintf(buf, n, "%s (domain '%s')", *u->op_type ? u->op_type : "(empty op_type)", u->domain);
+    else
+        snprintf(buf, n, "%s", *u->op_type ? u->op_type : "(empty op_type)");
+}
+
+static int same_op(const onnx_unsupported *a, const onnx_unsupported *b)
+{
+    return strcmp(a->op_type, b->op_type) == 0 &&
+           (a->domain && b->domain ? strcmp(a->domain, b->domain) == 0 : !a->domain && !b->domain);
+}
+
+void onnx_report_unsupported(const onnx_unsupported *u, int n, const char *next_step, vitc_diag *d)
+{
+    if (n <= 0)
+        return;
+    char msg[4096], label[512];
+    size_t k = 0;
+    int groups = 0, left = 0;
+    for (int i = 0; i < n; i++) {
+        int first = 1, count = 0;
+        for (int j = 0; j < n && first; j++)
+            first = j >= i || !same_op(&u[j], &u[i]);
+        if (!first)
+            continue;
+        for (int j = i; j < n; j++)
+            count += same_op(&u[j], &u[i]);
+        if (k > sizeof msg - 600) { /* the rest only counted: the message stays one readable line */
+            left++;
+            continue;
+        }
+        op_label(&u[i], label, sizeof label);
+        k += (size_t)snprintf(msg + k, sizeof msg - k, "%s%s x%d (%snode '%.256s')", groups ? ", " : "", label, count,
+                              count > 1 ? "first: " : "", *u[i].name ? u[i].name : "<unnamed>");
+        groups++;
+    }
+    if (left)
+        snprintf(msg + k, sizeof msg - k, ", and %d more operator%s", left, left == 1 ? "" : "s");
+    vitc_error(d, VITC_BAD_INPUT, NULL, "unsupported operator%s: %s", groups + left > 1 || n > 1 ? "s" : "", msg);
+    if (next_step)
+        vitc_note(d, "next step: %s", next_step);
+    else
+        vitc_note(d, "next step: `vitc dump %s` prints the graph with %s marked '!! unsupported', with what %s "
+                     "and what reads %s",
+                  d->file ? d->file : "MODEL.onnx", n > 1 ? "these nodes" : "this node",
+                  n > 1 ? "they read" : "it reads", n > 1 ? "them" : "it");
+}
+
+static ir_graph *import_model(const Onnx__ModelProto *m, const char *path, const char *model_dir,
+                              onnx_import_opts *opts, vitc_diag *d)
 {
     if (!m->graph) {
         vitc_error(d, VITC_BAD_INPUT, NULL, "the model has no graph");
@@ -486,7 +676,8 @@ static ir_graph *import_model(const Onnx__ModelProto *m, const char *path, const
         vitc_error(d, VITC_INTERNAL, NULL, "out of memory");
         return NULL;
     }
-    importer im = {.g = g, .d = d, .model_dir = model_dir};
+    importer im = {.g = g, .d = d, .model_dir = model_dir, .gp = gp,
+                   .keep_unsupported = opts && opts->keep_unsupported};
     /* Every name the map can receive: it never fills up (a full open-addressing
      * table would make lookups loop forever). */
     size_t expect = gp->n_initializer + gp->n_input + gp->n_node;
@@ -526,8 +717,21 @@ static ir_graph *import_model(const Onnx__ModelProto *m, const char *path, const
     }
     if (d->status)
         goto fail;
+    g->fixed_batch = fixed_batch(g);
     for (size_t i = 0; i < gp->n_node; i++)
         import_node(&im, gp->node[i]);
+    if (!im.keep_unsupported)
+        onnx_report_unsupported(im.unsupported, im.nunsupported, NULL, d);
+    else if (im.nunsupported && !d->status) {
+        onnx_unsupported *u = ir_alloc_array(g->arena, (size_t)im.nunsupported, sizeof *u);
+        if (!u) {
+            vitc_error(d, VITC_INTERNAL, NULL, "out of memory");
+            goto fail;
+        }
+        memcpy(u, im.unsupported, sizeof *u * (size_t)im.nunsupported);
+        opts->unsupported = u;
+        opts->nunsupported = im.nunsupported;
+    }
     for (size_t i = 0; i < gp->n_output; i++) {
         const char *name = gp->output[i]->name ? gp->output[i]->name : "";
         int id = map_get(&im.names, name);
@@ -539,13 +743,19 @@ static ir_graph *import_model(const Onnx__ModelProto *m, const char *path, const
         vitc_error(d, VITC_BAD_INPUT, NULL, "the graph has no outputs");
     if (d->status)
         goto fail;
+    free(im.unsupported);
     return g;
 fail:
+    free(im.unsupported);
+    if (opts) {
+        opts->unsupported = NULL;
+        opts->nunsupported = 0;
+    }
     ir_graph_free(g);
     return NULL;
 }
 
-ir_graph *onnx_import_buffer(const void *buf, size_t len, const char *path, vitc_diag *d)
+static ir_graph *import_buffer(const void *buf, size_t len, const char *path, onnx_import_opts *opts, vitc_diag *d)
 {
     if (len >= 4 && memcmp(buf, "\177ELF", 4) == 0) {
         vitc_error(d, VITC_BAD_INPUT, NULL,
@@ -565,20 +775,31 @@ ir_graph *onnx_import_buffer(const void *buf, size_t len, const char *path, vitc
         strcpy(dir, path);
         model_dir = dirname(dir);
     }
-    ir_graph *g = import_model(m, path, model_dir, d);
+    ir_graph *g = import_model(m, path, model_dir, opts, d);
     onnx__model_proto__free_unpacked(m, NULL);
     return g;
 }
 
-ir_graph *onnx_import_file(const char *path, vitc_diag *d)
+ir_graph *onnx_import_buffer(const void *buf, size_t len, const char *path, vitc_diag *d)
 {
+    return import_buffer(buf, len, path, NULL, d);
+}
+
+ir_graph *onnx_import_file(const char *path, vitc_diag *d) { return onnx_import_file_opts(path, NULL, d); }
+
+ir_graph *onnx_import_file_opts(const char *path, onnx_import_opts *opts, vitc_diag *d)
+{
+    if (opts) {
+        opts->unsupported = NULL;
+        opts->nunsupported = 0;
+    }
     if (!d->file)
         d->file = path;
     const unsigned char *buf;
     size_t len;
     if (onnx_map_file(path, (size_t)INT32_MAX, &buf, &len, d))
         return NULL;
-    ir_graph *g = onnx_import_buffer(buf, len, path, d);
+    ir_graph *g = import_buffer(buf, len, path, opts, d);
     if (g)
         g->source_hash = vitc_model_hash(buf, len);
     onnx_unmap_file(buf, len);

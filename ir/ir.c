@@ -271,6 +271,33 @@ int vitc_error_at(vitc_diag *d, int status, const char *node_name, const char *o
     return status;
 }
 
+void vitc_warning(vitc_diag *d, const ir_node *n, const char *fmt, ...)
+{
+    FILE *f = d->out ? d->out : stderr;
+    fflush(stdout);
+    fprintf(f, "%s: ", d->file ? d->file : "vitc");
+    if (n)
+        fprintf(f, "node '%s' (%s): ", n->name && *n->name ? n->name : "<unnamed>", n->op_type);
+    fputs("warning: ", f);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(f, fmt, ap);
+    va_end(ap);
+    fputc('\n', f);
+}
+
+void vitc_note(vitc_diag *d, const char *fmt, ...)
+{
+    FILE *f = d->out ? d->out : stderr;
+    fflush(stdout);
+    fprintf(f, "%s: ", d->file ? d->file : "vitc");
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(f, fmt, ap);
+    va_end(ap);
+    fputc('\n', f);
+}
+
 /* ---- symbolic dimensions ---- */
 int64_t ir_dim_eval(ir_dim d, int64_t batch)
 {

@@ -172,6 +172,12 @@ int vitc_verror(vitc_diag *d, int status, const struct ir_node *n, const char *f
 /* Error for a node known only by its ONNX name and op_type (during import). */
 int vitc_error_at(vitc_diag *d, int status, const char *node_name, const char *op_type,
                   const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+/* "FILE: warning: message" (with the node where n is given): said, but
+ * neither an error nor a change of status. */
+void vitc_warning(vitc_diag *d, const struct ir_node *n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* "FILE: message", a line that goes with an error (what to do next): not
+ * counted as one. */
+void vitc_note(vitc_diag *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ---- symbolic dimensions: k * B^e ---- */
 typedef struct {
@@ -254,6 +260,9 @@ typedef struct ir_graph {
     int ninputs;
     int *outputs; /* graph outputs, value indices */
     int noutputs;
+    int64_t fixed_batch; /* the batch the export fixed: no graph input has a symbolic first dimension
+                            and the first one's is this number (the importer's reading); 0 where the
+                            batch is symbolic, or where no input has a dimension */
 } ir_graph;
 
 ir_graph *ir_graph_new(const char *path);
@@ -324,6 +333,18 @@ int ir_infer_shapes(ir_graph *g, vitc_diag *d);
 /* Printers. */
 void ir_print_text(const ir_graph *g, FILE *f);
 void ir_print_dot(const ir_graph *g, FILE *f);
+/* What a caller adds to a printed graph (`vitc dump` the nodes it could not
+ * import): note after the text form's header line; before(ctx, i, f) in
+ * the text form just before node i's line and with i == g->nnodes after the
+ * last node (before the outputs), in the dot form once before the closing
+ * brace with i == g->nnodes.  Either may be NULL. */
+typedef struct {
+    const char *note;
+    void (*before)(void *ctx, int node, FILE *f);
+    void *ctx;
+} ir_print_extra;
+void ir_print_text_with(const ir_graph *g, FILE *f, const ir_print_extra *x);
+void ir_print_dot_with(const ir_graph *g, FILE *f, const ir_print_extra *x);
 void ir_print_stats(const ir_graph *g, FILE *f);
 /* One value's type as "f32[B,197,768]" into buf. */
 char *ir_value_type_str(const ir_value *v, char *buf, size_t n);

@@ -89,14 +89,17 @@ static unsigned char *used_values(const ir_graph *g)
     return used;
 }
 
-void ir_print_text(const ir_graph *g, FILE *f)
+void ir_print_text(const ir_graph *g, FILE *f) { ir_print_text_with(g, f, NULL); }
+
+void ir_print_text_with(const ir_graph *g, FILE *f, const ir_print_extra *x)
 {
     char t[256];
     int nconst = 0;
     unsigned char *used = used_values(g);
     for (int i = 0; i < g->nvalues; i++)
         nconst += g->values[i].kind == IR_VAL_CONST && (!used || used[i]);
-    fprintf(f, "graph %s  opset %lld  %d nodes  %d constants\n", g->path, (long long)g->opset, g->nnodes, nconst);
+    fprintf(f, "graph %s  opset %lld  %d nodes  %d constants%s%s\n", g->path, (long long)g->opset, g->nnodes, nconst,
+            x && x->note ? "  " : "", x && x->note ? x->note : "");
     for (int i = 0; i < g->ninputs; i++) {
         const ir_value *v = &g->values[g->inputs[i]];
         fprintf(f, "input  %s: %s\n", v->name, ir_value_type_str(v, t, sizeof t));
@@ -111,6 +114,8 @@ void ir_print_text(const ir_graph *g, FILE *f)
     }
     for (int i = 0; i < g->nnodes; i++) {
         const ir_node *n = &g->nodes[i];
+        if (x && x->before)
+            x->before(x->ctx, i, f);
         for (int k = 0; k < n->noutputs; k++) {
             if (k)
                 fputs(", ", f);
@@ -133,6 +138,8 @@ void ir_print_text(const ir_graph *g, FILE *f)
             fprintf(f, "  # %s", n->name);
         fputc('\n', f);
     }
+    if (x && x->before)
+        x->before(x->ctx, g->nnodes, f);
     for (int i = 0; i < g->noutputs; i++)
         fprintf(f, "output %s\n", g->outputs[i] >= 0 ? g->values[g->outputs[i]].name : "?");
     free(used);
@@ -152,7 +159,9 @@ static void dot_escape(const char *s, FILE *f)
 /* Nodes are boxes labelled with the op, their weights and their ONNX name;
  * edges carry the tensor's type.  Constants appear inside the node that uses
  * them rather than as nodes of their own, to keep a ViT's picture readable. */
-void ir_print_dot(const ir_graph *g, FILE *f)
+void ir_print_dot(const ir_graph *g, FILE *f) { ir_print_dot_with(g, f, NULL); }
+
+void ir_print_dot_with(const ir_graph *g, FILE *f, const ir_print_extra *x)
 {
     char t[256];
     fputs("digraph vitc {\n  rankdir=TB;\n  node [shape=box, fontname=\"monospace\", fontsize=10];\n"
@@ -199,6 +208,8 @@ void ir_print_dot(const ir_graph *g, FILE *f)
         fprintf(f, "  %s%d -> out%d [label=\"%s\"];\n", p >= 0 ? "n" : "v", p >= 0 ? p : v, i,
                 ir_value_type_str(&g->values[v], t, sizeof t));
     }
+    if (x && x->before)
+        x->before(x->ctx, g->nnodes, f);
     fputs("}\n", f);
 }
 

@@ -39,7 +39,11 @@ void pass_explain_free(pass_explain *e);
 /* Number of candidates that did not fuse. */
 int pass_explain_misses(const pass_explain *e);
 /* Prints "PASS: N fused" lines, then one line per miss:
- * "PASS: node 'NAME' (OpType): reason". */
+ * "PASS: node 'NAME' (OpType): reason"; then, after a whole pipeline, one
+ * line per op a fusion exists for (Softmax, Sigmoid, Pow, Sqrt, Reciprocal,
+ * MatMul, Erf) left outside fused ops: "left over: node 'NAME' (OpType):
+ * the candidate that did not fuse at it or a few nodes from it, or that no
+ * fusion took it as a candidate". */
 void pass_explain_print(const pass_explain *e, FILE *f);
 
 /* ---- running the pipeline with options ---- */

@@ -47,6 +47,7 @@ int pass_run(ir_graph *g, const pass_options *opt, vitc_diag *d)
         if (opt && opt->hook)
             opt->hook(opt->hook_ctx, p[i].name, g);
     }
+    rw_explain_leftovers(opt ? opt->explain : NULL, g);
     return VITC_OK;
 }
 

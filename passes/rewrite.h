@@ -185,6 +185,11 @@ void rw_hit(void);
 /* Set by the pipeline around each pass (explain.c). */
 void rw_explain_begin(pass_explain *e, const char *pass);
 void rw_explain_end(const ir_graph *g);
+/* After the last pass: every op a fusion exists for (Softmax, Sigmoid, Pow,
+ * Sqrt, Reciprocal, MatMul, Erf) still outside a fused op, recorded with
+ * the candidate that did not fuse at it or up to 6 nodes above or below it
+ * (only up, or only down), or with none (no rule took it). */
+void rw_explain_leftovers(pass_explain *e, const ir_graph *g);
 
 /* ---- views ---- */
 

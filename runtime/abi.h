@@ -128,6 +128,10 @@ typedef struct {
     const char *knobs;           /* the compiler's VITC_* environment variables that changed this code, set to
                                   * other than their defaults (codegen/knobs.def), as "NAME=VALUE" separated by
                                   * spaces; "" when none, NULL where not said */
+    int64_t fixed_batch;         /* the batch the ONNX export fixed (no input's first dimension symbolic, the
+                                  * first one's this number): the model runs that batch only, its inputs and
+                                  * outputs written with it (max_batch is then 1: no shape depends on a batch);
+                                  * 0 where the batch is symbolic, or where not said */
 } vitc_abi_model;
 
 /* Bytes of the descriptor as first released: the runtime accepts any size

@@ -114,6 +114,9 @@ static vitc_status check_descriptor(const vitc_abi_model *abi, const char *path,
         return rt_fail(VITC_STATUS_ABI_MISMATCH, "%s: unknown target '%s'", path, abi->target ? abi->target : "(null)");
     if (!abi->run || abi->max_batch < 1 || (abi->nkernels > 0 && !abi->kernel_names) || abi->nkernels < 0)
         return rt_fail(VITC_STATUS_LOAD_FAILED, "%s: malformed model descriptor (run, max_batch or kernel list)", path);
+    if (abi->size >= offsetof(vitc_abi_model, fixed_batch) + sizeof abi->fixed_batch && abi->fixed_batch < 0)
+        return rt_fail(VITC_STATUS_LOAD_FAILED, "%s: malformed model descriptor (fixed_batch %lld)", path,
+                       (long long)abi->fixed_batch);
     for (int32_t i = 0; i < abi->nkernels; i++)
         if (!abi->kernel_names[i])
             return rt_fail(VITC_STATUS_LOAD_FAILED, "%s: malformed model descriptor: kernel name %d is NULL", path, i);

@@ -90,6 +90,9 @@ RT_HIDDEN const char *rt_dtype_name(int32_t dtype);
 /* ---- profiling (profile.c) ---- */
 /* The profile parts a descriptor lists (0 where it lists none). */
 RT_HIDDEN int rt_abi_nparts(const vitc_abi_model *a);
+/* The batch the export fixed (the descriptor's fixed_batch), 0 where the
+ * batch is symbolic or the descriptor ends before the field. */
+RT_HIDDEN int64_t rt_abi_fixed_batch(const vitc_abi_model *a);
 /* Fills call's profile hook when c is profiling, and starts the clock. */
 RT_HIDDEN void rt_profile_begin(vitc_context *c, vitc_abi_call *call);
 RT_HIDDEN void rt_profile_free(vitc_context *c);

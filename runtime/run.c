@@ -167,6 +167,19 @@ static vitc_status check_tensor(const vitc_model *m, const char *what, const vit
     if (t->rank != decl->rank)
         return rt_fail(VITC_STATUS_SHAPE_MISMATCH, "%s: %s '%s' has rank %d; the model expects %s", m->path, what,
                        decl->name, t->rank, shape_str(decl, want, sizeof want));
+    /* A model whose export fixed the batch: a tensor right but for its first
+     * dimension, the batch, is given another batch than the one it runs. */
+    int64_t fixed = rt_abi_fixed_batch(m->abi);
+    int other_batch = fixed && decl->rank >= 1 && !(decl->batch_mask & 1) && decl->dims[0] == fixed &&
+                      t->dims[0] != fixed;
+    for (int k = 1; other_batch && k < decl->rank; k++)
+        other_batch = t->dims[k] == decl->dims[k];
+    if (other_batch)
+        return rt_fail(VITC_STATUS_BATCH_OUT_OF_RANGE,
+                       "%s: %s '%s' has shape %s: batch %lld; the model runs batch %lld only (its ONNX export fixed "
+                       "the batch; compile it with --dynamic-batch, or export it with a dynamic batch, to run others)",
+                       m->path, what, decl->name, given_str(t, got, sizeof got), (long long)t->dims[0],
+                       (long long)fixed);
     for (int k = 0; k < decl->rank; k++) {
         int64_t d = t->dims[k], w = decl->dims[k];
         if (!((decl->batch_mask >> k) & 1)) {

@@ -45,9 +45,26 @@ VITC_API vitc_status vitc_model_output(const vitc_model *m, int i, vitc_tensor_i
     return tensor_info("vitc_model_output", m, i, info, 1);
 }
 
+int64_t rt_abi_fixed_batch(const vitc_abi_model *a)
+{
+    return a->size >= offsetof(vitc_abi_model, fixed_batch) + sizeof a->fixed_batch && a->fixed_batch > 0
+        ? a->fixed_batch : 0;
+}
+
 VITC_API int64_t vitc_model_max_batch(const vitc_model *m)
 {
-    return m ? m->abi->max_batch : (rt_fail(VITC_STATUS_INVALID_ARGUMENT, "vitc_model_max_batch: model is NULL"), -1);
+    if (!m)
+        return rt_fail(VITC_STATUS_INVALID_ARGUMENT, "vitc_model_max_batch: model is NULL"), -1;
+    int64_t fixed = rt_abi_fixed_batch(m->abi);
+    return fixed ? fixed : m->abi->max_batch;
+}
+
+VITC_API int64_t vitc_model_min_batch(const vitc_model *m)
+{
+    if (!m)
+        return rt_fail(VITC_STATUS_INVALID_ARGUMENT, "vitc_model_min_batch: model is NULL"), -1;
+    int64_t fixed = rt_abi_fixed_batch(m->abi);
+    return fixed ? fixed : 1;
 }
 
 VITC_API const char *vitc_model_target(const vitc_model *m)
@@ -95,7 +112,7 @@ VITC_API vitc_status vitc_model_get_details(const vitc_model *m, vitc_model_deta
     d->cpu = a->cpu ? a->cpu : "";
     d->features = a->features ? a->features : "";
     d->source = a->source ? a->source : "";
-    d->max_batch = a->max_batch;
+    d->max_batch = vitc_model_max_batch(m);
     d->workspace_bytes = a->workspace_bytes;
     d->weights_bytes = a->weights_bytes;
     d->weights_file = a->weights_file;

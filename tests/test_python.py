@@ -188,6 +188,21 @@ def test_batch_over_the_limit(model):
         model(np.zeros((0, 3, 32, 32), np.float32))
 
 
+def test_fixed_batch_export(tmp_path, capsys):
+    """An export whose input's first dimension is the number 1: compiled with a warning, it runs batch 1 only."""
+    so = str(tmp_path / "fixed.so")
+    vitc.compile(os.path.join(SRC, "tests", "data", "fixed-batch-1.onnx"), so, batch=8)
+    assert "warning: the batch is fixed at 1" in capsys.readouterr().err
+    with vitc.load(so, threads=1) as m:
+        assert (m.min_batch, m.max_batch) == (1, 1) and "batch 1..1" in repr(m)
+        assert m.inputs[0].shape == (1, 4, 6)
+        assert m(np.ones((1, 4, 6), np.float32)).shape == (1, 5)
+        with pytest.raises(vitc.BatchOutOfRange, match=r"batch 2; the model runs batch 1 only") as e:
+            m(np.ones((2, 4, 6), np.float32))
+        assert isinstance(e.value, ValueError)
+    assert vitc.inspect(so)["min_batch"] == vitc.inspect(so)["max_batch"] == 1
+
+
 def test_load_errors(tmp_path):
     missing = str(tmp_path / "nothing.so")
     with pytest.raises(vitc.VitcError, match="nothing.so") as e:

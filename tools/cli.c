@@ -1,5 +1,7 @@
 /* cli.c: helpers shared by the subcommands: loading a model with shapes
- * inferred, and matching --input files to graph inputs. */
+ * inferred (its batch made symbolic for --dynamic-batch, or, for `vitc
+ * dump`, without its unsupported nodes), and matching --input files to
+ * graph inputs. */
 #include "tools/cli.h"
 
 #include "frontend/onnx.h"
@@ -8,15 +10,270 @@
 #include <stdlib.h>
 #include <string.h>
 
-ir_graph *cli_load_model(const char *path, int *status)
+ir_graph *cli_load_model(const char *path, int *status) { return cli_load_model_with(path, NULL, status); }
+
+const char *cli_reexport_hint(const ir_graph *g, char *buf, size_t n)
+{
+    size_t k = (size_t)snprintf(buf, n, "re-export the model with a dynamic batch: dynamic_axes={");
+    int listed = 0;
+    for (int i = 0; i < g->ninputs && k < n; i++) {
+        const ir_value *v = &g->values[g->inputs[i]];
+        if (v->rank >= 1 && listed < 4)
+            k += (size_t)snprintf(buf + k, n - k, "%s'%.64s': {0: 'batch'}", listed ? ", " : "", v->name);
+        listed += v->rank >= 1;
+    }
+    if (k < n)
+        snprintf(buf + k, n - k, "%s} in torch.onnx.export(dynamo=False), dynamic_shapes with the dynamo exporter",
+                 listed > 4 ? ", ..." : "");
+    return buf;
+}
+
+/* The first node whose outputs shape inference did not reach: where it
+ * stopped.  -1 if none. */
+static int first_uninferred(const ir_graph *g)
+{
+    for (int i = 0; i < g->nnodes; i++)
+        for (int k = 0; k < g->nodes[i].noutputs; k++)
+            if (g->nodes[i].outputs[k] >= 0 && g->values[g->nodes[i].outputs[k]].rank < 0)
+                return i;
+    return -1;
+}
+
+static int has_batch(const ir_value *v)
+{
+    for (int i = 0; i < v->rank; i++)
+        if (v->dims[i].e > 0 && v->dims[i].k != 0)
+            return 1;
+    return 0;
+}
+
+/* 1 if the graph of path, as exported (its batch fixed), infers its shapes:
+ * then a failure with the batch made symbolic is the batch's. */
+static int infers_as_exported(const char *path)
+{
+    FILE *null = fopen("/dev/null", "w");
+    if (!null)
+        return 0;
+    vitc_diag d;
+    vitc_diag_init(&d, path);
+    d.out = null;
+    ir_graph *g = onnx_import_file(path, &d);
+    int ok = g && ir_verify(g, &d) == VITC_OK && ir_infer_shapes(g, &d) == VITC_OK;
+    ir_graph_free(g);
+    fclose(null);
+    return ok;
+}
+
+/* With the first dimension of every input made the batch, a node that
+ * still holds the export's batch as a number: one that moves the batch out
+ * of the first dimension into a merged one (a Reshape to [N, -1, ...] with
+ * N the export's batch; merge_pin finds the first, among the nodes whose
+ * shapes are inferred), or, where a graph output has lost the batch, the
+ * first node on its way that drops it.  Reports it; returns a status. */
+static int merge_pin(const ir_graph *g)
+{
+    for (int i = 0; i < g->nnodes; i++) {
+        const ir_node *n = &g->nodes[i];
+        if (n->ninputs < 1 || n->inputs[0] < 0 || n->noutputs < 1 || n->outputs[0] < 0)
+            continue;
+        const ir_value *x = &g->values[n->inputs[0]], *y = &g->values[n->outputs[0]];
+        if (x->rank < 1 || y->rank < 1 || x->dims[0].e < 1 || y->dims[0].e != 0)
+            continue;
+        for (int k = 1; k < y->rank; k++)
+            if (y->dims[k].e > 0 && y->dims[k].k > 1)
+                return i;
+    }
+    return -1;
+}
+
+/* Reports node i, found by merge_pin. */
+static int report_merge_pin(const ir_graph *g, int i, int64_t fixed, const char *hint, vitc_diag *d)
+{
+    char tin[256], tout[256];
+    const ir_node *n = &g->nodes[i];
+    const ir_value *x = &g->values[n->inputs[0]], *y = &g->values[n->outputs[0]];
+    return vitc_error(d, VITC_BAD_INPUT, n,
+                      "--dynamic-batch: this node fixes the batch: its output %s has %lld where its input %s has the "
+                      "batch (a shape the export wrote for batch %lld); the model cannot run other batches as "
+                      "exported: %s",
+                      ir_value_type_str(y, tout, sizeof tout), (long long)y->dims[0].k,
+                      ir_value_type_str(x, tin, sizeof tin), (long long)fixed, hint);
+}
+
+static int check_batch_followed(const ir_graph *g, int64_t fixed, const char *hint, vitc_diag *d)
+{
+    char tin[256], tout[256];
+    int pin = merge_pin(g);
+    if (pin >= 0)
+        return report_merge_pin(g, pin, fixed, hint, d);
+    unsigned char *need = calloc((size_t)g->nvalues + 1, 1);
+    if (!need)
+        return vitc_error(d, VITC_INTERNAL, NULL, "out of memory");
+    int lost = -1;
+    for (int i = 0; i < g->noutputs; i++)
+        if (g->outputs[i] >= 0 && !has_batch(&g->values[g->outputs[i]])) {
+            need[g->outputs[i]] = 1;
+            if (lost < 0)
+                lost = g->outputs[i];
+        }
+    if (lost < 0) {
+        free(need);
+        return VITC_OK;
+    }
+    for (int i = g->nnodes - 1; i >= 0; i--) { /* what the batch-less outputs are made from */
+        const ir_node *n = &g->nodes[i];
+        int needed = 0;
+        for (int k = 0; k < n->noutputs; k++)
+            needed |= n->outputs[k] >= 0 && need[n->outputs[k]];
+        for (int k = 0; needed && k < n->ninputs; k++)
+            if (n->inputs[k] >= 0)
+                need[n->inputs[k]] = 1;
+    }
+    for (int i = 0; i < g->nnodes; i++) {
+        const ir_node *n = &g->nodes[i];
+        if (ir_op_family_of(n->op) == IR_FAM_SHAPE)
+            continue;
+        const ir_value *from = NULL, *to = NULL;
+        for (int k = 0; k < n->ninputs && !from; k++)
+            if (n->inputs[k] >= 0 && has_batch(&g->values[n->inputs[k]]))
+                from = &g->values[n->inputs[k]];
+        for (int k = 0; k < n->noutputs && !to; k++) {
+            const ir_value *v = n->outputs[k] >= 0 ? &g->values[n->outputs[k]] : NULL;
+            if (v && need[n->outputs[k]] && !v->symval && !has_batch(v))
+                to = v;
+        }
+        if (from && to) {
+            free(need);
+            return vitc_error(d, VITC_BAD_INPUT, n,
+                              "--dynamic-batch: this node fixes the batch: its output %s has no batch where its input "
+                              "%s has one (the export wrote it for batch %lld); the model cannot run other batches as "
+                              "exported: %s",
+                              ir_value_type_str(to, tout, sizeof tout), ir_value_type_str(from, tin, sizeof tin),
+                              (long long)fixed, hint);
+        }
+    }
+    free(need);
+    return vitc_error(d, VITC_BAD_INPUT, NULL,
+                      "--dynamic-batch: graph output '%s' (%s) does not follow the batch; the model cannot run other "
+                      "batches as exported: %s",
+                      g->values[lost].name, ir_value_type_str(&g->values[lost], tout, sizeof tout), hint);
+}
+
+/* --dynamic-batch: the first dimension of every graph input made the batch.
+ * Returns the batch the export had fixed there (the first input's), 0 when
+ * no input had a fixed first dimension. */
+static int64_t make_batch_dynamic(ir_graph *g)
+{
+    int64_t fixed = 0;
+    for (int i = 0; i < g->ninputs; i++) {
+        ir_value *v = &g->values[g->inputs[i]];
+        if (v->rank < 1 || v->dims[0].e != 0)
+            continue;
+        if (!fixed)
+            fixed = v->dims[0].k;
+        v->dims[0] = ir_dim_batch(1);
+    }
+    g->fixed_batch = 0;
+    return fixed ? fixed : -1;
+}
+
+/* Shape inference of a graph without its unsupported nodes, as far as it
+ * gets: where a node fails, inference goes on after it (over a view of the
+ * graph that starts at the next node), so a dump shows every shape that can
+ * be known.  A failure at a node that reads what an unsupported or failed
+ * node computes (of a shape or values not known, or what follows from them)
+ * only leaves its shapes unknown; any other is the model's own error,
+ * printed, the first one's status returned (the graph is printed all the
+ * same). */
+static int infer_partial(ir_graph *g, const onnx_unsupported *u, int nu, vitc_diag *d)
+{
+    unsigned char *after = calloc((size_t)g->nvalues + 1, 1); /* computed from what is not known */
+    if (!after)
+        return ir_infer_shapes(g, d);
+    for (int j = 0; j < nu; j++)
+        for (int k = 0; k < u[j].noutputs; k++)
+            if (u[j].outputs[k] >= 0)
+                after[u[j].outputs[k]] = 1;
+    int status = VITC_OK;
+    for (int start = 0; start < g->nnodes;) {
+        char *text = NULL;
+        size_t len = 0;
+        FILE *mem = open_memstream(&text, &len);
+        vitc_diag quiet;
+        vitc_diag_init(&quiet, d->file);
+        quiet.out = mem ? mem : fopen("/dev/null", "w");
+        ir_graph view = *g; /* the same values: what the view infers is the graph's */
+        view.nodes = g->nodes + start;
+        view.nnodes = g->nnodes - start;
+        int st = quiet.out ? ir_infer_shapes(&view, &quiet) : VITC_INTERNAL;
+        if (quiet.out)
+            fclose(quiet.out);
+        int at = g->nnodes;
+        for (int i = start; st != VITC_OK && i < g->nnodes && at == g->nnodes; i++)
+            for (int k = 0; k < g->nodes[i].noutputs; k++)
+                if (g->nodes[i].outputs[k] >= 0 && g->values[g->nodes[i].outputs[k]].rank < 0)
+                    at = i;
+        for (int i = start; i < g->nnodes && i <= at; i++) {
+            const ir_node *n = &g->nodes[i];
+            int reads = 0;
+            for (int k = 0; k < n->ninputs; k++)
+                reads |= n->inputs[k] >= 0 && (after[n->inputs[k]] || g->values[n->inputs[k]].rank < 0);
+            if (i == at && !reads && text) { /* the model's own error */
+                FILE *f = d->out ? d->out : stderr;
+                fflush(stdout);
+                fputs(text, f);
+                status = status ? status : st;
+            }
+            for (int k = 0; (reads || i == at) && k < n->noutputs; k++)
+                if (n->outputs[k] >= 0)
+                    after[n->outputs[k]] = 1;
+        }
+        free(text);
+        if (st == VITC_OK || at == g->nnodes)
+            break;
+        start = at + 1;
+    }
+    free(after);
+    return status;
+}
+
+ir_graph *cli_load_model_with(const char *path, cli_load_opts *o, int *status)
 {
     vitc_diag d;
     vitc_diag_init(&d, path);
-    ir_graph *g = onnx_import_file(path, &d);
-    if (g && ir_verify(g, &d) == VITC_OK)
-        ir_infer_shapes(g, &d);
+    onnx_import_opts io = {.keep_unsupported = o && o->keep_unsupported};
+    ir_graph *g = onnx_import_file_opts(path, &io, &d);
+    if (o) {
+        o->unsupported = io.unsupported;
+        o->nunsupported = io.nunsupported;
+    }
+    int64_t fixed = g && o && o->dynamic_batch ? make_batch_dynamic(g) : 0;
+    if (g && ir_verify(g, &d) == VITC_OK) {
+        if (io.nunsupported)
+            o->infer_status = infer_partial(g, io.unsupported, io.nunsupported, &d);
+        else if (ir_infer_shapes(g, &d) != VITC_OK && fixed > 0 && infers_as_exported(path)) {
+            char hint[512];
+            int at = first_uninferred(g), pin = merge_pin(g);
+            cli_reexport_hint(g, hint, sizeof hint);
+            if (pin >= 0)
+                report_merge_pin(g, pin, fixed, hint, &d);
+            else
+                vitc_error(&d, VITC_BAD_INPUT, at >= 0 ? &g->nodes[at] : NULL,
+                           "--dynamic-batch: this node fixes the batch at %lld, the export's (its shapes follow that "
+                           "number, not a symbolic batch: see above); the model cannot run other batches as "
+                           "exported: %s",
+                           (long long)fixed, hint);
+        } else if (d.status == VITC_OK && fixed > 0) {
+            char hint[512];
+            check_batch_followed(g, fixed, cli_reexport_hint(g, hint, sizeof hint), &d);
+        }
+    }
     if (d.status != VITC_OK) {
         ir_graph_free(g);
+        if (o) {
+            o->unsupported = NULL;
+            o->nunsupported = 0;
+        }
         *status = d.status;
         return NULL;
     }

@@ -105,6 +105,27 @@ int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * gets the exit code. */
 ir_graph *cli_load_model(const char *path, int *status);
 
+#include "frontend/onnx.h" /* onnx_unsupported */
+typedef struct {
+    /* --dynamic-batch: every graph input's first dimension becomes the batch
+     * B; a node that still fixes the batch (a shape constant holding the
+     * export's number) is an error naming it. */
+    int dynamic_batch;
+    /* `vitc dump` of a model with unsupported operators: the graph without
+     * them (onnx_import_opts.keep_unsupported), shapes inferred as far as
+     * they can be; they are listed in unsupported and not reported. */
+    int keep_unsupported;
+    const onnx_unsupported *unsupported; /* out */
+    int nunsupported;
+    int infer_status; /* out, with unsupported nodes: where shape inference failed for another reason than
+                       * them (the error printed), its status; the graph is returned all the same */
+} cli_load_opts;
+/* cli_load_model with options (o may be NULL). */
+ir_graph *cli_load_model_with(const char *path, cli_load_opts *o, int *status);
+/* What to tell the user of a model whose export fixed the batch: how to
+ * export it with a dynamic one (the graph's inputs named). */
+const char *cli_reexport_hint(const ir_graph *g, char *buf, size_t n);
+
 /* --input [NAME=]FILE.npy arguments, matched to the graph's inputs by name or,
  * without names, by position.  Fills inputs[g->ninputs]; returns a status. */
 int cli_load_inputs(const ir_graph *g, char **specs, int nspecs, ir_tensor *inputs);

@@ -66,7 +66,33 @@ static int check_output(const char *model, const cg_options *opt)
     return VITC_OK;
 }
 
-static int compile_model(const char *model, const cg_options *opt0, const char *dump_after, const cg_backend *be)
+/* The warning for a model whose export fixed the batch: the .so runs that
+ * batch only, and how to make it run others. */
+static void warn_fixed_batch(const ir_graph *g, const char *model)
+{
+    char names[1024], hint[512], t[256];
+    size_t k = 0;
+    int n = 0;
+    for (int i = 0; i < g->ninputs; i++) {
+        const ir_value *v = &g->values[g->inputs[i]];
+        if (v->rank < 1 || k >= sizeof names)
+            continue;
+        k += (size_t)snprintf(names + k, sizeof names - k, "%s'%.64s' (%s)", n ? ", " : "", v->name,
+                              ir_value_type_str(v, t, sizeof t));
+        n++;
+    }
+    vitc_diag d;
+    vitc_diag_init(&d, model);
+    vitc_warning(&d, NULL,
+                 "the batch is fixed at %lld: the first dimension of graph input%s %s is a number, not symbolic, so "
+                 "the .so runs batch %lld only (--batch does not change that); compile with --dynamic-batch to make it "
+                 "symbolic, or %s",
+                 (long long)g->fixed_batch, n == 1 ? "" : "s", names, (long long)g->fixed_batch,
+                 cli_reexport_hint(g, hint, sizeof hint));
+}
+
+static int compile_model(const char *model, const cg_options *opt0, const char *dump_after, int dynamic_batch,
+                         const cg_backend *be)
 {
     cg_options opt = *opt0;
     if (!opt.source)
@@ -76,9 +102,12 @@ static int compile_model(const char *model, const cg_options *opt0, const char *
         return st;
     timer t = {.start = now_s(), .verbose = opt.verbose};
     t.last = opt.start_s = t.start;
-    ir_graph *g = cli_load_model(model, &st);
+    cli_load_opts lo = {.dynamic_batch = dynamic_batch};
+    ir_graph *g = cli_load_model_with(model, &lo, &st);
     if (!g)
         return st;
+    if (g->fixed_batch && opt.verbose >= 0)
+        warn_fixed_batch(g, model);
     char what[64];
     snprintf(what, sizeof what, "import (%d nodes)", g->nnodes);
     phase_done(&t, what);
@@ -95,12 +124,16 @@ static int compile_model(const char *model, const cg_options *opt0, const char *
     return st;
 }
 
-int cli_compile(const char *model, const cg_options *opt) { return compile_model(model, opt, NULL, &cg_llvm_backend); }
+int cli_compile(const char *model, const cg_options *opt)
+{
+    return compile_model(model, opt, NULL, 0, &cg_llvm_backend);
+}
 
 typedef struct {
     cg_options opt;
     const char *model, *target, *weights, *dump_after, *emit;
     long long batch;
+    int dynamic_batch;
 } compile_args;
 
 enum { K_DUMP_AFTER = 256 };
@@ -108,8 +141,14 @@ enum { K_DUMP_AFTER = 256 };
 static const cli_option compile_options[] = {
     {"output", 'o', "FILE", "The shared library to write (required).", .store = CLI_STRING,
      .at = offsetof(compile_args, opt.output)},
-    {"batch", 0, "N", "The largest batch the .so runs, from 1 to 1048576 (default 16); any batch from 1 to N runs.",
+    {"batch", 0, "N",
+     "The largest batch the .so runs, from 1 to 1048576 (default 16); any batch from 1 to N runs.  A model whose "
+     "export fixed the batch (the first dimension of its inputs a number) runs that batch only, with a warning.",
      .store = CLI_COUNT, .at = offsetof(compile_args, batch), .lo = 1, .hi = MAX_BATCH_LIMIT},
+    {"dynamic-batch", 0, NULL,
+     "Make the first dimension of every graph input the batch, for an export that fixed it; an error names the "
+     "node where the graph still holds the exported batch as a number.",
+     .store = CLI_FLAG, .at = offsetof(compile_args, dynamic_batch)},
     {"opt-level", 'O', "LEVEL", "LLVM optimisation level 0-3 (default 3), also written -O0 .. -O3.",
      .store = CLI_TAKE},
     {"target", 0, "cpu|cuda", "Generate CPU code through LLVM (default) or CUDA kernels through NVRTC.",
@@ -142,13 +181,15 @@ static const cli_option compile_options[] = {
 
 const cli_command cli_compile_command = {
     "",
-    "vitc MODEL.onnx -o MODEL.so [--batch N] [-O0..-O3] [--target cpu|cuda] [--cpu NAME]\n"
-    "                            [--features +a,-b] [--weights embedded|external] [--precision P]\n"
-    "                            [--emit so|cuda] [--dump-after PASS|all] [--verbose|--quiet]",
+    "vitc MODEL.onnx -o MODEL.so [--batch N] [--dynamic-batch] [-O0..-O3] [--target cpu|cuda]\n"
+    "                            [--cpu NAME] [--features +a,-b] [--weights embedded|external]\n"
+    "                            [--precision P] [--emit so|cuda] [--dump-after PASS|all]\n"
+    "                            [--verbose|--quiet]",
     "Compile the model into a shared library that runs it for any batch from 1 to --batch: on the CPU\n"
     "(LLVM, -O3, the host's CPU unless --cpu/--features say otherwise) or, with --target cuda, on\n"
-    "NVIDIA GPUs from sm_80 (kernels compiled by NVRTC for sm_80 and sm_90 plus PTX). The .so appears\n"
-    "only when the compile succeeds, and never overwrites the model.",
+    "NVIDIA GPUs from sm_80 (kernels compiled by NVRTC for sm_80 and sm_90 plus PTX). An export that\n"
+    "fixed the batch runs that batch only (a warning says so; --dynamic-batch makes it symbolic). The\n"
+    ".so appears only when the compile succeeds, and never overwrites the model.",
     compile_options,
 };
 
@@ -203,5 +244,5 @@ int cmd_compile(int argc, char **argv)
     const cg_backend *be = cg_backend_named(target ? target : "cpu");
     if (!be)
         return cli_usage_error("--target takes cpu or cuda, not '%s'", target);
-    return compile_model(model, &opt, dump_after, be);
+    return compile_model(model, &opt, dump_after, a.dynamic_batch, be);
 }

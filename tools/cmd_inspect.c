@@ -29,6 +29,19 @@ static vitc_tensor_info tensor_info(const vitc_model *m, int outputs, int i)
     return info;
 }
 
+/* 1 if an input or output of m has a dimension in terms of the batch. */
+static int any_batch_dim(const vitc_model *m)
+{
+    for (int out = 0; out < 2; out++)
+        for (int i = 0; i < num_tensors(m, out); i++) {
+            vitc_tensor_info info = tensor_info(m, out, i);
+            for (int k = 0; k < info.rank && k < VITC_MAX_RANK; k++)
+                if (info.is_batch[k])
+                    return 1;
+        }
+    return 0;
+}
+
 static void print_tensors(const vitc_model *m, int outputs)
 {
     int n = num_tensors(m, outputs);
@@ -179,6 +192,7 @@ static void inspect_json(const char *path, long long file_bytes, const vitc_mode
         json_end_array(&w);
         json_end_object(&w);
     }
+    json_int(&w, "min_batch", vitc_model_min_batch(m));
     json_int(&w, "max_batch", d->max_batch);
     for (int out = 0; out < 2; out++) {
         json_array(&w, out ? "outputs" : "inputs");
@@ -231,7 +245,7 @@ const cli_command cli_inspect_command = {
     "vitc inspect MODEL.so [--json]",
     "Print what a compiled model holds: the ONNX file it came from, the vitc that compiled it, its target\n"
     "and CPU features, the VITC_* knobs that changed its code, inputs and outputs with the batch B, the\n"
-    "batch limit, the workspace and weights sizes, and its kernels.",
+    "batches it runs, the workspace and weights sizes, and its kernels.",
     inspect_options,
 };
 
@@ -289,7 +303,12 @@ int cmd_inspect(int argc, char **argv)
     }
     const char *knobs = vitc_model_knobs(m);
     printf("knobs:      %s\n", !knobs ? "(not recorded)" : *knobs ? knobs : "none");
-    printf("batch:      1 to %lld\n", (long long)d.max_batch);
+    int64_t min_batch = vitc_model_min_batch(m);
+    if (min_batch == d.max_batch && !any_batch_dim(m)) /* the export fixed it */
+        printf("batch:      %lld only (its ONNX export fixed the batch; compile with --dynamic-batch to run "
+               "others)\n", (long long)d.max_batch);
+    else
+        printf("batch:      1 to %lld\n", (long long)d.max_batch);
     print_tensors(m, 0);
     print_tensors(m, 1);
     printf("workspace:  %llu bytes %sper context (activations, planned for batch %lld)\n",

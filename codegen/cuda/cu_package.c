@@ -196,7 +196,7 @@ static void write_descriptor(cu_ctx *c, cu_str *b, const cu_image *images, int n
         b->oom = 1;
     c_string(b, knobs);
     free(knobs);
-    cu_str_add(b, "};\n");
+    cu_str_add(b, ", %lldLL};\n", (long long)g->fixed_batch);
 }
 
 static int write_text(cu_ctx *c, const char *path, const cu_str *b)

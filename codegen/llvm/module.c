@@ -599,11 +599,11 @@ int cg_module_finish(cg_ctx *cg)
     LLVMTypeRef tf[5] = {cg->t_ptr, cg->t_i32, cg->t_i32, LLVMArrayType2(cg->t_i64, VITC_ABI_MAX_RANK), cg->t_i32};
     LLVMStructSetBody(tt, tf, 5, 0);
     LLVMTypeRef mt = LLVMStructCreateNamed(cg->llc, "vitc_abi_model");
-    LLVMTypeRef mf[27] = {cg->t_i32, cg->t_i32, cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_ptr,
+    LLVMTypeRef mf[28] = {cg->t_i32, cg->t_i32, cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_ptr,
                           cg->t_ptr, cg->t_i32, cg->t_i32, cg->t_ptr, cg->t_ptr, cg->t_i64, cg->t_i64,
                           cg->t_ptr, cg->t_i64, cg->t_ptr, cg->t_i64, cg->t_ptr, cg->t_i32, cg->t_ptr,
-                          cg->t_ptr, cg->t_i64, cg->t_i32, cg->t_ptr, cg->t_ptr, cg->t_ptr};
-    LLVMStructSetBody(mt, mf, 27, 0);
+                          cg->t_ptr, cg->t_i64, cg->t_i32, cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_i64};
+    LLVMStructSetBody(mt, mf, 28, 0);
     LLVMTypeRef pf[3] = {cg->t_ptr, cg->t_ptr, cg->t_ptr};
     LLVMTypeRef pt = LLVMStructTypeInContext(cg->llc, pf, 3, 0);
     LLVMTargetDataRef td = LLVMGetModuleDataLayout(cg->mod);
@@ -657,7 +657,7 @@ int cg_module_finish(cg_ctx *cg)
     char *knobs = cg_knobs_recorded(&cg->knobs, "cpu");
     if (!knobs)
         return cg_fail(cg, VITC_INTERNAL, -1, "out of memory");
-    LLVMValueRef f[27] = {
+    LLVMValueRef f[28] = {
         LLVMConstInt(cg->t_i32, VITC_ABI_VERSION, 0),
         LLVMConstInt(cg->t_i32, sizeof(vitc_abi_model), 0),
         cstr(cg, VITC_VERSION),
@@ -688,10 +688,11 @@ int cg_module_finish(cg_ctx *cg)
         parts,
         cstr(cg, cg_target_bf16(&cg->target) ? "bf16" : "fp32"),
         cstr(cg, knobs),
+        cg_i64(cg, g->fixed_batch),
     };
     free(knobs);
     LLVMValueRef desc = LLVMAddGlobal(cg->mod, mt, VITC_ABI_SYMBOL);
-    LLVMSetInitializer(desc, LLVMConstNamedStruct(mt, f, 27));
+    LLVMSetInitializer(desc, LLVMConstNamedStruct(mt, f, 28));
     LLVMSetGlobalConstant(desc, 1);
     LLVMSetLinkage(desc, LLVMExternalLinkage);
     LLVMSetVisibility(desc, LLVMDefaultVisibility);

@@ -34,7 +34,7 @@ typedef enum {
     VITC_STATUS_ABI_MISMATCH,     /* compiled by an incompatible vitc */
     VITC_STATUS_SHAPE_MISMATCH,   /* a tensor's rank or dims differ from the model's */
     VITC_STATUS_DTYPE_MISMATCH,
-    VITC_STATUS_BATCH_OUT_OF_RANGE, /* batch < 1 or above the compiled limit */
+    VITC_STATUS_BATCH_OUT_OF_RANGE, /* batch < 1 or above the compiled limit, or not the one an export fixed */
     VITC_STATUS_OUT_OF_MEMORY,
     VITC_STATUS_NO_DEVICE,        /* a CUDA model where no GPU or driver is usable */
     VITC_STATUS_INTERNAL
@@ -82,7 +82,13 @@ VITC_API int vitc_model_num_inputs(const vitc_model *m);
 VITC_API int vitc_model_num_outputs(const vitc_model *m);
 VITC_API vitc_status vitc_model_input(const vitc_model *m, int i, vitc_tensor_info *info);
 VITC_API vitc_status vitc_model_output(const vitc_model *m, int i, vitc_tensor_info *info);
+/* The batches a model runs: 1 to its --batch, or, for a model whose ONNX
+ * export fixed the batch (the first dimension of its inputs a number, not
+ * symbolic), that batch only: min and max are then both that number, and
+ * its inputs and outputs (vitc_model_input) are written with it, no
+ * dimension marked is_batch.  -1 for NULL. */
 VITC_API int64_t vitc_model_max_batch(const vitc_model *m);
+VITC_API int64_t vitc_model_min_batch(const vitc_model *m);
 VITC_API const char *vitc_model_target(const vitc_model *m);   /* "cpu" or "cuda" */
 VITC_API const char *vitc_model_compiler_version(const vitc_model *m);
 /* The arithmetic it was compiled for: a CUDA model's --precision; a CPU
@@ -102,7 +108,7 @@ typedef struct {
     const char *target;           /* "cpu" or "cuda" */
     const char *triple, *cpu, *features;
     const char *source;           /* the ONNX file it was compiled from */
-    int64_t max_batch;
+    int64_t max_batch;            /* vitc_model_max_batch */
     uint64_t workspace_bytes;     /* per context */
     uint64_t weights_bytes;
     const char *weights_file;     /* external weights beside the .so, NULL when embedded */

@@ -133,6 +133,7 @@ class Model:
             self._inputs = self._signature(self._rt.vitc_model_num_inputs, self._rt.vitc_model_input)
             self._outputs = self._signature(self._rt.vitc_model_num_outputs, self._rt.vitc_model_output)
             self._max_batch = int(self._rt.vitc_model_max_batch(self._handle))
+            self._min_batch = int(self._rt.vitc_model_min_batch(self._handle))
             self._target = _runtime.decode(self._rt.vitc_model_target(self._handle))
             self._version = _runtime.decode(self._rt.vitc_model_compiler_version(self._handle))
             self._precision = _runtime.decode(self._rt.vitc_model_precision(self._handle))
@@ -164,7 +165,11 @@ class Model:
     path = property(lambda self: self._path, doc="The .so this model was loaded from.")
     inputs = property(lambda self: list(self._inputs), doc="The inputs, as TensorInfo, in the model's order.")
     outputs = property(lambda self: list(self._outputs), doc="The outputs, as TensorInfo, in the model's order.")
-    max_batch = property(lambda self: self._max_batch, doc="The largest batch it runs (vitc --batch).")
+    max_batch = property(lambda self: self._max_batch,
+                         doc="The largest batch it runs (vitc --batch, or the batch its ONNX export fixed).")
+    min_batch = property(lambda self: self._min_batch,
+                         doc="The smallest batch it runs: 1, or the batch its ONNX export fixed (the first "
+                             "dimension of its inputs a number, not symbolic), which is then the only one.")
     target = property(lambda self: self._target, doc='"cpu" or "cuda".')
     compiler_version = property(lambda self: self._version, doc="The vitc version that compiled it.")
     precision = property(lambda self: self._precision,
@@ -175,7 +180,8 @@ class Model:
 
     def __repr__(self):
         sig = lambda ts: ", ".join(f"{t.name}: {t.dtype}[{','.join(map(str, t.shape))}]" for t in ts)
-        state = "closed" if self.closed else f"{self._target}, batch 1..{self._max_batch}, {self._nthreads} threads"
+        state = "closed" if self.closed else \
+            f"{self._target}, batch {self._min_batch}..{self._max_batch}, {self._nthreads} threads"
         return f"<vitc.Model {self._path!r} {state}; inputs ({sig(self._inputs)}) -> ({sig(self._outputs)})>"
 
     # -- running --

@@ -60,6 +60,7 @@ _SIGNATURES = {
     "vitc_model_input": (_I, [_P, _I, ctypes.POINTER(CTensorInfo)]),
     "vitc_model_output": (_I, [_P, _I, ctypes.POINTER(CTensorInfo)]),
     "vitc_model_max_batch": (ctypes.c_int64, [_P]),
+    "vitc_model_min_batch": (ctypes.c_int64, [_P]),
     "vitc_model_target": (ctypes.c_char_p, [_P]),
     "vitc_model_compiler_version": (ctypes.c_char_p, [_P]),
     "vitc_model_precision": (ctypes.c_char_p, [_P]),

@@ -65,15 +65,15 @@ def main():
          model([helper.make_node("Relu", ["x"], ["a"], name="ok0"),
                 helper.make_node("Mish", ["a"], ["b"], name="mish0"),
                 helper.make_node("HardSwish", ["b"], ["y"], name="hswish0")]),
-         "node 'hswish0' (HardSwish): unsupported operator")
+         "unsupported operators: Mish x1 (node 'mish0'), HardSwish x1 (node 'hswish0')")
     save("unsupported-op-readers.onnx",
          model([helper.make_node("Mish", ["x"], ["a"], name="mish0"),
                 helper.make_node("Relu", ["a"], ["b"], name="relu0"),
                 helper.make_node("Add", ["b", "x"], ["y"], name="add0")]),
-         "node 'mish0' (Mish): unsupported operator")
+         "unsupported operator: Mish x1 (node 'mish0')")
     save("custom-domain.onnx",
          model([helper.make_node("FusedThing", ["x"], ["y"], name="fz", domain="com.example")]),
-         "unsupported operator domain")
+         "unsupported operator: FusedThing (domain 'com.example') x1 (node 'fz')")
     save("dangling-input.onnx", model([helper.make_node("Add", ["x", "nowhere"], ["y"], name="add0")]),
          "input 'nowhere' is not")
     save("cycle.onnx",
@@ -278,7 +278,7 @@ def hostile(rng):
          model([helper.make_node("Add", ["x", "w"], ["y"], name="a")], inits=[f32("w", (4,)), f32("w", (4,))]),
          "tensor name 'w' is defined twice")
     save("empty-op-type.onnx", model([helper.make_node("", ["x"], ["y"], name="noop")]),
-         "node 'noop' (): unsupported operator")
+         "unsupported operator: (empty op_type) x1 (node 'noop')")
     # Ranks and sizes.
     save("input-rank-9.onnx",
          model([helper.make_node("Relu", ["x"], ["y"], name="r")], inputs=[vi("x", ["B"] + [1] * 8)]),
