@@ -18,6 +18,8 @@
 #undef LOG
 #undef ERF
 #undef TANH
+#undef COS
+#undef SIN
 #undef SQRT
 #undef GELU
 #undef MAX

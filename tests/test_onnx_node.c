@@ -58,6 +58,19 @@ static const struct {
     {NULL, NULL},
 };
 
+/* Tests vitc refuses by design, with the reason: skipped, and listed as such. */
+static const struct {
+    const char *name, *why;
+} refused_tests[] = {
+    {"test_blackmanwindow_expanded", "the window's length is a float computed from an input, and Range needs its bounds at compile time"},
+    {"test_blackmanwindow_symmetric_expanded", "the window's length is a float computed from an input, and Range needs its bounds at compile time"},
+    {"test_hammingwindow_expanded", "the window's length is a float computed from an input, and Range needs its bounds at compile time"},
+    {"test_hammingwindow_symmetric_expanded", "the window's length is a float computed from an input, and Range needs its bounds at compile time"},
+    {"test_hannwindow_expanded", "the window's length is a float computed from an input, and Range needs its bounds at compile time"},
+    {"test_hannwindow_symmetric_expanded", "the window's length is a float computed from an input, and Range needs its bounds at compile time"},
+    {NULL, NULL},
+};
+
 typedef struct {
     int ran, passed, failed, skipped;
     int baked;    /* passed with inputs baked in as constants */
@@ -78,6 +91,7 @@ static const struct {
 } stable_ops[] = {{"Conv", 1},     {"ConstantOfShape", 1}, {"Einsum", 1},   {"Range", 1},
                   {"Not", 1},      {"And", 1},             {"Or", 1},       {"Pow", 1},
                   {"Constant", 1}, {"HardSigmoid", 1},     {"IsNaN", 1},    {"Resize", 11},
+                  {"Cos", 7},      {"Sin", 7},
                   {NULL, 0}};
 
 static int is_stable_op(const char *op, int opset)
@@ -506,6 +520,11 @@ static void run_one(totals *t, const char *root, const char *name)
             note_skip(t, name, &mi, broken_tests[i].why);
             return;
         }
+    for (int i = 0; refused_tests[i].name; i++)
+        if (strcmp(refused_tests[i].name, name) == 0) {
+            note_skip(t, name, &mi, refused_tests[i].why);
+            return;
+        }
 
     char *dtext = NULL, first[512];
     size_t dlen = 0;
@@ -589,7 +608,7 @@ static int is_test_dir(const struct dirent *e) { return strncmp(e->d_name, "test
  * supporting fails here instead of turning into one more "skipped".  When a
  * change makes more tests run, raise ONNX_NODE_RAN to the count printed. */
 #define ONNX_NODE_TESTS 932
-#define ONNX_NODE_RAN 361
+#define ONNX_NODE_RAN 365
 
 static void test_onnx_node_tests_pass(void **state)
 {

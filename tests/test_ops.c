@@ -109,6 +109,8 @@ static double r_log(const double *a) { return log(a[0]); }
 static double r_erf(const double *a) { return erf(a[0]); }
 static double r_sqrt(const double *a) { return sqrt(a[0]); }
 static double r_tanh(const double *a) { return tanh(a[0]); }
+static double r_cos(const double *a) { return cos(a[0]); }
+static double r_sin(const double *a) { return sin(a[0]); }
 static double r_sigmoid(const double *a) { return 1 / (1 + exp(-a[0])); }
 static double r_relu(const double *a) { return a[0] > 0 ? a[0] : 0; }
 static double r_hardsigmoid(const double *a) { return fmax(0, fmin(1, 0.3 * a[0] + 0.4)); }
@@ -145,6 +147,8 @@ static const op_row rows[] = {
     {"Sqrt", IR_OP_SQRT, IN1(P(-1, 3, 4)), .ref = r_sqrt},
     {"Tanh", IR_OP_TANH, IN1(X(-1, 3, 4)), .ref = r_tanh},
     {"Sigmoid", IR_OP_SIGMOID, IN1(X(-1, 3, 4)), .ref = r_sigmoid},
+    {"Cos", IR_OP_COS, IN1(X(-1, 3, 4)), .ref = r_cos},
+    {"Sin", IR_OP_SIN, IN1(X(-1, 3, 4)), .ref = r_sin},
     {"HardSigmoid", IR_OP_HARD_SIGMOID, IN1(X(-1, 3, 4)), AT2(AF(ALPHA, 0.3), AF(BETA, 0.4)), .ref = r_hardsigmoid},
     {"Reciprocal", IR_OP_RECIPROCAL, IN1(P(-1, 3, 4)), .ref = r_recip},
     {"Gelu", IR_OP_GELU, IN1(X(-1, 3, 4)), .ref = r_gelu},
@@ -429,7 +433,7 @@ static const expected_skip cuda_skips[] = {
     {NULL, NULL},
 };
 /* Rows of `rows` that give the interpreter a scalar formula (.ref). */
-#define FORMULA_ROWS 41
+#define FORMULA_ROWS 43
 
 typedef struct {
     const char *name;
