@@ -18,9 +18,11 @@ an NVIDIA GPU, python3 and PyTorch with CUDA; nothing is built or downloaded her
      run; host and device entry points (vitc_run, vitc_run_device) equal; the large GEMM tile
      present in the large models.  Every failure is listed before any timing; exit status 1;
   4. time: vitc bf16 against PyTorch eager bf16 (scaled-dot-product attention) and torch.compile,
-     inputs already on the GPU: device time per batch (CUDA events: vitc's own around its kernels,
-     vitc_context_device_ms), and end to end host to host (pinned host buffers, copies included),
-     as ms, images/s and percent of the bf16 matmul peak measured here (torch.matmul 8192^3).
+     inputs already on the GPU, all three timed the same way in one alternation: equal warm-up,
+     then rounds of blocks of calls between device-wide synchronisations, the order rotated each
+     round, with pauses; and end to end host to host (pinned host buffers, copies included) the
+     same way; as ms, images/s and percent of the bf16 matmul peak measured here (torch.matmul
+     8192^3).  vitc's own CUDA-event time is reported beside, for reference.
 
 Writes results-gpu.md, results-gpu.json and gpu-check.log (and compile.log) into --out (default
 $OUT, else ./gpu-check-out).  Exit status: 0 all checks pass, 1 a check failed, 2 no GPU or a
@@ -376,7 +378,7 @@ def has_large_tile(vitc, so):
     """Whether the model's GEMMs include a tile larger than 64x64 (vitc inspect's kernel labels)."""
     import re
     r = subprocess.run([vitc.bin, "inspect", so], capture_output=True, text=True)
-    return any(int(a) * int(b) > 64 * 64 for a, b in re.findall(r"mma (\d+)x(\d+) ", r.stdout))
+    return any(int(a) * int(b) > 64 * 64 for a, b in re.findall(r"mma(?:\+tma)? (\d+)x(\d+) ", r.stdout))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -419,6 +421,29 @@ class Timer:
 
     def host(self, fn, warmup, repeat):
         return self._median(self._wall_ms, fn, warmup, repeat)
+
+    def alternated(self, fns, warmup, rounds, block, pause):
+        """Per-call ms of each of fns (name -> fn), all timed alike: the same warm-up calls, then
+        `rounds` rounds in which each fn runs `block` calls back to back between two device-wide
+        synchronisations (host time; one stream or several, every runtime's work is inside), the
+        order rotated each round and `pause` seconds between blocks, so that no runtime always
+        follows the same one or inherits another's clocks or caches.  The median over rounds."""
+        names = list(fns)
+        for k in names:
+            for _ in range(warmup):
+                fns[k]()
+        self.sync()
+        per = {k: [] for k in names}
+        for r in range(rounds):
+            for k in names[r % len(names):] + names[:r % len(names)]:
+                self.sync()
+                t0 = time.perf_counter()
+                for _ in range(block):
+                    fns[k]()
+                self.sync()
+                per[k].append((time.perf_counter() - t0) * 1e3 / block)
+                time.sleep(pause)
+        return {k: statistics.median(v) for k, v in per.items()}
 
 
 def measured_peak(torch, dev, timer):
@@ -477,31 +502,31 @@ def time_model(G, torch, dev, vitc, s, so, batches, args, rows, log, failed=Fals
             yh = torch.empty(y.shape, dtype=torch.float32).pin_memory() if pin else torch.empty(y.shape)
             row = dict(model=s.name + (" (bf16 check FAILED)" if failed else ""), batch=b, gflop=gflop * b)
 
-            def vitc_dev():
-                vitc.run(ctx, x, y)
-
-            vitc_dev()
-            dts = []
-            for _ in range(args.repeat):
-                vitc_dev()
-                dts.append(vitc.device_ms(ctx))
-            row["vitc"] = statistics.median(dts)
-            row["vitc_h2h"] = timer.host(lambda: vitc.run(ctx, xh, yh, device=False), args.warmup, args.repeat)
             xb = x.bfloat16()
             with torch.inference_mode():
-                row["eager"] = timer.device(lambda: eager(xb), args.warmup, args.repeat)
-                row["eager_h2h"] = timer.host(
-                    lambda: yh.copy_(eager(xh.to(dev, non_blocking=True).bfloat16()).float(), non_blocking=True),
-                    args.warmup, args.repeat)
+                dev_fns = {"vitc": lambda: vitc.run(ctx, x, y), "eager": lambda: eager(xb)}
                 if compiled is not None:
-                    try:
+                    try:  # compiled here, outside the timing
                         t0 = time.time()
                         compiled(xb)
                         row["compile_s"] = time.time() - t0
-                        row["compiled"] = timer.device(lambda: compiled(xb), args.warmup, args.repeat)
+                        dev_fns["compiled"] = lambda: compiled(xb)
                     except Exception as e:
                         row["compiled_error"] = str(e).splitlines()[0][:200]
                         compiled = None
+                row.update(timer.alternated(dev_fns, args.warmup, args.repeat, args.block, args.pause))
+                h2h = timer.alternated(
+                    {"vitc_h2h": lambda: vitc.run(ctx, xh, yh, device=False),
+                     "eager_h2h": lambda: yh.copy_(eager(xh.to(dev, non_blocking=True).bfloat16()).float(),
+                                                   non_blocking=True)},
+                    args.warmup, args.repeat, args.block, args.pause)
+                row.update(h2h)
+            if dev.type == "cuda":  # vitc's own CUDA events around its kernels, for reference
+                dts = []
+                for _ in range(args.repeat):
+                    vitc.run(ctx, x, y)
+                    dts.append(vitc.device_ms(ctx))
+                row["vitc_events"] = statistics.median(dts)
             rows.append(row)
             log("time " + " ".join(f"{k}={fmt(v)}" for k, v in row.items()))
             if progress:
@@ -549,17 +574,20 @@ def report(args, info, checks, large_tile, skipped, timings, peak, out):
         ips = lambda r, k: r["batch"] / (r[k] / 1e3) if r.get(k) else None
         L += ["", "## Speed (bf16 both sides)", "",
               f"bf16 matmul peak measured here (torch.matmul 8192^3, random data): {peak:.0f} TFLOP/s.  "
-              "Device time: medians of CUDA-event times, input on the GPU (vitc: vitc_run_device, events around "
-              "its kernels; PyTorch: events around the forward on its stream).  h2h: host to host, pinned "
-              "buffers, copies and synchronisation included.  torch.compile mode: "
+              f"Time per call, input on the GPU: vitc (vitc_run_device), eager and torch.compile timed alike, "
+              f"{args.warmup} warm-up calls each, then {args.repeat} rounds in which each runs {args.block} calls "
+              f"between two device-wide synchronisations (host clock), the order rotated each round, "
+              f"{args.pause:g} s apart; medians over rounds.  h2h: host to host the same way, pinned "
+              "buffers, copies and synchronisation included.  vitc events: vitc's own CUDA events around its "
+              "kernels (vitc_context_device_ms), for reference.  torch.compile mode: "
               f"{'off' if args.no_compile else args.compile_mode}.", "",
-              "| model | batch | vitc ms | vitc img/s | vitc % peak | vitc h2h ms | eager ms | eager img/s | eager % peak "
-              "| eager h2h ms | compile ms | compile img/s | compile % peak | vitc / eager | vitc / compile |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+              "| model | batch | vitc ms | vitc img/s | vitc % peak | vitc events ms | vitc h2h ms | eager ms | eager img/s "
+              "| eager % peak | eager h2h ms | compile ms | compile img/s | compile % peak | vitc / eager | vitc / compile |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in timings:
             sp = lambda k: f"{r[k] / r['vitc']:.2f}x" if r.get(k) else "n/a"
             L.append(f"| {r['model']} | {r['batch']} | {fmt(r['vitc'])} | {fmt(ips(r, 'vitc'), '.0f')} | "
-                     f"{fmt(pk(r, 'vitc'), '.1f')} | {fmt(r['vitc_h2h'])} | {fmt(r['eager'])} | "
+                     f"{fmt(pk(r, 'vitc'), '.1f')} | {fmt(r.get('vitc_events'))} | {fmt(r['vitc_h2h'])} | {fmt(r['eager'])} | "
                      f"{fmt(ips(r, 'eager'), '.0f')} | {fmt(pk(r, 'eager'), '.1f')} | {fmt(r['eager_h2h'])} | "
                      f"{fmt(r.get('compiled'))} | {fmt(ips(r, 'compiled'), '.0f')} | {fmt(pk(r, 'compiled'), '.1f')} | "
                      f"{sp('eager')} | {sp('compiled')} |")
@@ -587,8 +615,10 @@ def parse_args():
     ap.add_argument("--time-failing", action="store_true",
                     help="time a model whose bf16 check failed too (its rows say so); by default it is left out")
     ap.add_argument("--compile-mode", default="default", help="torch.compile mode (e.g. max-autotune)")
-    ap.add_argument("--repeat", type=int, default=20)
-    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--repeat", type=int, default=20, help="timing rounds (each runtime one block per round)")
+    ap.add_argument("--warmup", type=int, default=5, help="warm-up calls, the same for every runtime")
+    ap.add_argument("--block", type=int, default=5, help="calls per timed block")
+    ap.add_argument("--pause", type=float, default=0.05, help="seconds between blocks")
     ap.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1), help="parallel vitc compiles")
     ap.add_argument("--check-timeout", type=int, default=300,
                     help="seconds for one model's checks (each model is checked in a process of its own)")
