@@ -235,6 +235,10 @@ static const op_row rows[] = {
     {"Attention/cross", IR_OP_ATTENTION, IN3(X(-1, 6, 16), NONE, X(-1, 3, 8)), AT2(AI(HEADS, 2), AI(HEAD_SIZE, 4))},
     {"Attention/cross-bias", IR_OP_ATTENTION, IN3(X(-1, 7, 16), W(1, 2, 1, 7), X(-1, 1, 8)),
      AT4(AI(HEADS, 2), AI(HEAD_SIZE, 4), AI(QKV_LAYOUT, 1), AF(SCALE, 0.5f))},
+    /* the head sizes of ViT-H/14 (80), SigLIP so400m (72) and ViT-g/14 (88): not whole vectors */
+    {"Attention/d72", IR_OP_ATTENTION, IN1(X(-1, 9, 432)), AT3(AI(HEADS, 2), AI(HEAD_SIZE, 72), AF(SCALE, 0.118f))},
+    {"Attention/d80", IR_OP_ATTENTION, IN1(X(-1, 5, 480)), AT3(AI(HEADS, 2), AI(HEAD_SIZE, 80), AF(SCALE, 0.112f))},
+    {"Attention/d88", IR_OP_ATTENTION, IN1(X(-1, 6, 264)), AT3(AI(HEADS, 1), AI(HEAD_SIZE, 88), AF(SCALE, 0.107f))},
     /* rotary embeddings: tokens 2.. rotated by halves; all of them interleaved, with a bias; layout 1 */
     {"Attention/rope", IR_OP_ATTENTION, IN4(X(-1, 7, 24), NONE, NONE, W(2, 5, 4)),
      AT4(AI(HEADS, 2), AI(HEAD_SIZE, 4), AI(ROPE_PAIRING, IR_ROPE_HALVES), AI(ROPE_START, 2))},
