@@ -431,9 +431,6 @@ static const expected_skip cuda_skips[] = {
     {"Attention/rope-interleaved-bias", "the CUDA attention kernels do not rotate yet"},
     {"Attention/rope-layout1", "the CUDA attention kernels do not rotate yet"},
     {"Attention/rope-per-head", "the CUDA attention kernels do not rotate yet"},
-    {"Linear/gate", "the CUDA GEMM epilogues have no gate yet"},
-    {"Linear/gate-gelu", "the CUDA GEMM epilogues have no gate yet"},
-    {"Linear/gate-kblocked", "the CUDA GEMM epilogues have no gate yet"},
     {NULL, NULL},
 };
 /* Rows of `rows` that give the interpreter a scalar formula (.ref). */

@@ -49,6 +49,7 @@
 
 typedef struct {
     int x, w, trans_w, bias, res, act, out;
+    int gate; /* res is a gate (multiplied) rather than a residual (added) */
     float alpha, beta;  /* Gemm: out = alpha x W + beta bias */
     int64_t K, N, res_ld;
     cg_poly M;
@@ -83,6 +84,9 @@ static tile large_tile(const cu_ctx *c, int *bad)
 
 static unsigned tile_smem(tile t) { return (unsigned)((t.bm + t.bn) * (t.bkb + 16) * t.stages); }
 
+/* The kernels' RES template argument: 0 none, 1 a residual, 2 a gate. */
+static const char *res_arg(const gemm_job *j) { return j->res < 0 ? "0" : j->gate ? "2" : "1"; }
+
 static int is_f32_const(const ir_graph *g, int v) { return ir_value_is_plain_const(g, v) && g->values[v].dtype == IR_F32; }
 
 /* The job for node n; 0 with the reason in why when it is not a constant-weight product. */
@@ -109,12 +113,13 @@ static int job_of(const ir_graph *g, const ir_node *n, gemm_job *j, char *why, s
     case IR_OP_LINEAR:
         if (!ir_linear_of(n, &l, why, len))
             return 0;
-        if (l.gate >= 0) {
-            snprintf(why, len, "a Linear with a gate (a gated MLP): not yet in the CUDA GEMM epilogues");
+        if (l.gate >= 0 && l.residual >= 0) {
+            snprintf(why, len, "a Linear with both a gate and a residual");
             return 0;
         }
         j->bias = l.bias;
-        j->res = l.residual;
+        j->res = l.gate >= 0 ? l.gate : l.residual;
+        j->gate = l.gate >= 0;
         j->act = (int)l.act;
         break;
     case IR_OP_MATMUL:
@@ -380,18 +385,18 @@ static void gemm_text(const cu_ctx *c, cu_str *t, const gemm_job *j, tile tl, in
         cu_str_add(t, "VK_KERNEL_TMA(@, %u, %d, vk_gemm_params)\n{\n"
                       "    vk::gemm_tma<%s, %d, %d, %d, %d, %d, %s, %d, %s, %s, %s, %s>(VK_TMAPS, ",
                    tma_threads(tma), tma.minb, tw, tma.bn, tma.stages, tma.minb, tl.stages, tl.bkb,
-                   vec_a ? "true" : "false", j->act, j->bias >= 0 ? "true" : "false", j->res >= 0 ? "true" : "false",
+                   vec_a ? "true" : "false", j->act, j->bias >= 0 ? "true" : "false", res_arg(j),
                    tr, to);
     } else {
         cu_str_add(t, "VK_KERNEL(@, %u, vk_gemm_params)\n{\n", (unsigned)(tl.wm * tl.wn * 32));
         if (wg)
             cu_str_add(t, "    vk::gemm_wg<%s, %d, %d, %d, 1, %d, %d, %s, %d, %s, %s, %s, %s>(", tw, tl.bn, WG_BKB,
                        wg_stages(c), tl.stages, tl.bkb, vec_a ? "true" : "false", j->act,
-                       j->bias >= 0 ? "true" : "false", j->res >= 0 ? "true" : "false", tr, to);
+                       j->bias >= 0 ? "true" : "false", res_arg(j), tr, to);
         else
             cu_str_add(t, "    vk::gemm_tc<%s, %d, %d, %d, %d, %d, %d, %s, %s, %d, %s, %s, %s, %s>(", tw, tl.bm, tl.bn,
                        tl.wm, tl.wn, tl.stages, tl.bkb, vec_a ? "true" : "false", split > 1 ? "true" : "false",
-                       j->act, j->bias >= 0 ? "true" : "false", j->res >= 0 ? "true" : "false", tr, to);
+                       j->act, j->bias >= 0 ? "true" : "false", res_arg(j), tr, to);
     }
     /* N, K, Kp, lda, ldr, ldc */
     cu_str_add(t, "p, %lld, %lld, %lld, %lldLL, %lldLL, %lldLL);\n}\n", (long long)j->N, (long long)j->K, (long long)Kp,
@@ -424,11 +429,11 @@ static int reduce_kernel(cu_ctx *c, const gemm_job *j, const char *tr, const cha
     cu_str t = {0};
     cu_str_add(&t, "VK_KERNEL(@, 256, vk_gemm_params)\n{\n    vk::gemm_splitk_reduce<%d, %s, %s, %s, %s>(p, %lld, "
                    "%lldLL, %lldLL);\n}\n",
-               j->act, j->bias >= 0 ? "true" : "false", j->res >= 0 ? "true" : "false", tr, to, (long long)j->N,
+               j->act, j->bias >= 0 ? "true" : "false", res_arg(j), tr, to, (long long)j->N,
                (long long)j->res_ld, (long long)j->N);
     char label[160];
     snprintf(label, sizeof label, "gemm split-k sum N=%lld%s%s%s%s", (long long)j->N, j->bias >= 0 ? " +bias" : "",
-             act_name(j->act), j->res >= 0 ? " +residual" : "", strcmp(to, "float") == 0 ? " (fp32 out)" : "");
+             act_name(j->act), j->res < 0 ? "" : j->gate ? " +gate" : " +residual", strcmp(to, "float") == 0 ? " (fp32 out)" : "");
     int f = cu_add_kernel(c, "gemm", label, &t);
     cu_str_free(&t);
     return f;
@@ -441,12 +446,12 @@ static int emit_simt(cu_ctx *c, int node, const gemm_job *j, int64_t woff, int64
     cu_str t = {0};
     cu_str_add(&t, "VK_KERNEL(@, 256, vk_gemm_params)\n{\n");
     cu_str_add(&t, "    vk::gemm_simt<%s, %d, %s, %s, %s>(", tw, j->act, j->bias >= 0 ? "true" : "false",
-               j->res >= 0 ? "true" : "false", tr);
+               res_arg(j), tr);
     cu_str_add(&t, "p, %lld, %lld, %lld, %lldLL, %lldLL, %lldLL);\n}\n", (long long)j->N, (long long)j->K,
                (long long)Kp, (long long)j->K, (long long)j->res_ld, (long long)j->N);
     char label[160];
     snprintf(label, sizeof label, "gemm fp32 simt 64x64 K=%lld N=%lld%s%s%s", (long long)j->K, (long long)j->N,
-             j->bias >= 0 ? " +bias" : "", act_name(j->act), j->res >= 0 ? " +residual" : "");
+             j->bias >= 0 ? " +bias" : "", act_name(j->act), j->res < 0 ? "" : j->gate ? " +gate" : " +residual");
     int f = cu_add_kernel(c, "gemm", label, &t);
     cu_str_free(&t);
     cu_launch *l = cu_launch_new(c, f, node, 256, 2u * 16 * 68 * 4);
@@ -526,7 +531,7 @@ int cu_emit_linear(cu_ctx *c, int node)
                  tl.bm, tl.bn,
                  vec_a ? "" : " (unaligned A)", (long long)j.K, (long long)j.N, split > 1 ? " split-k partials" : "",
                  split > 1 ? "" : j.bias >= 0 ? " +bias" : "", split > 1 ? "" : act_name(j.act),
-                 split > 1 ? "" : j.res >= 0 ? " +residual" : "",
+                 split > 1 ? "" : j.res < 0 ? "" : j.gate ? " +gate" : " +residual",
                  split == 1 && strcmp(to, tw) != 0 ? " (fp32 out)" : "");
         int f = cu_add_kernel(c, "gemm", label, &t);
         cu_str_free(&t);

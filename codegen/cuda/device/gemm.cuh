@@ -7,7 +7,8 @@
  *   Wt   [Np, Kp] the weight, transposed at compile time to one row per output
  *                column and zero-padded: Np a multiple of every BN used, Kp of BK
  *   bias [N]     float, optional
- *   R    [M, N]  residual, row stride ldr (0: one row [N] for every row), optional
+ *   R    [M, N]  residual (RES 1, added after the activation) or gate (RES 2,
+ *                multiplied), row stride ldr (0: one row [N] for every row), optional
  *   C    [M, N]  row stride ldc; C may be R (in place), never A; its type may
  *                differ from A's (a residual stream kept in fp32)
  *
@@ -79,7 +80,7 @@ template <int STAGES, class F> VK_DEV void gemm_prefill(int nkt, F &load_stage)
 
 /* Epilogue for one output element pair (c, c + 1) of row r; v1 is ignored
  * when c + 1 >= N. */
-template <int ACT, bool BIAS, bool RES, class TR, class TC>
+template <int ACT, bool BIAS, int RES, class TR, class TC>
 VK_DEV void gemm_store2(float v0, float v1, vk_i64 r, int c, int N, const float *bias, const TR *R, vk_i64 ldr,
                         TC *C, vk_i64 ldc)
 {
@@ -91,10 +92,14 @@ VK_DEV void gemm_store2(float v0, float v1, vk_i64 r, int c, int N, const float 
     }
     v0 = vk_act<ACT>(v0);
     v1 = vk_act<ACT>(v1);
-    if (RES) {
+    if (RES == 1) { /* a residual */
         v0 += vk_get(R + r * ldr + c);
         if (two)
             v1 += vk_get(R + r * ldr + c + 1);
+    } else if (RES == 2) { /* a gate: a gated MLP's other projection */
+        v0 *= vk_get(R + r * ldr + c);
+        if (two)
+            v1 *= vk_get(R + r * ldr + c + 1);
     }
     TC *dst = C + r * ldc + c;
     if (two && ((ldc | c) & 1) == 0) {
@@ -107,7 +112,7 @@ VK_DEV void gemm_store2(float v0, float v1, vk_i64 r, int c, int N, const float 
 }
 
 template <class T, int BM, int BN, int WM, int WN, int STAGES, int BKB, bool VEC_A, bool SPLIT, int ACT, bool BIAS,
-          bool RES, class TR, class TC, int NTH = WM * WN * 32>
+          int RES, class TR, class TC, int NTH = WM * WN * 32>
 VK_DEV void gemm_tc(const vk_gemm_params &p, int N, int K, int Kp, vk_i64 lda, vk_i64 ldr, vk_i64 ldc)
 {
     const T *A = (const T *)p.a, *Wt = (const T *)p.wt;
@@ -331,7 +336,7 @@ VK_DEV void wg_mma(float *d, unsigned long long da, unsigned long long db, h16, 
 /* The epilogue of a warpgroup's wgmma accumulators d (BN / 2 a thread: per 8
  * columns j, d[4j..4j+3] as mma.m16n8's C fragment) for row r (the thread's
  * first; the second is r + 8) and the tile's first column n0. */
-template <int BN, int ACT, bool BIAS, bool RES, class TR, class TC>
+template <int BN, int ACT, bool BIAS, int RES, class TR, class TC>
 VK_DEV void wg_store(const float *d, vk_i64 r, int n0, vk_i64 M, int N, const float *bias, const TR *R, vk_i64 ldr,
                      TC *C, vk_i64 ldc)
 {
@@ -348,7 +353,7 @@ VK_DEV void wg_store(const float *d, vk_i64 r, int n0, vk_i64 M, int N, const fl
     }
 }
 
-template <class T, int BN, int BKB, int WS, int WAIT, int TS, int TBKB, bool VEC_A, int ACT, bool BIAS, bool RES,
+template <class T, int BN, int BKB, int WS, int WAIT, int TS, int TBKB, bool VEC_A, int ACT, bool BIAS, int RES,
           class TR, class TC>
 VK_DEV void gemm_wg(const vk_gemm_params &p, int N, int K, int Kp, vk_i64 lda, vk_i64 ldr, vk_i64 ldc)
 {
@@ -525,7 +530,7 @@ VK_DEV void vk_tma_load2(void *dst, const vk_tmap *map, int c0, int c1, void *ba
 }
 #endif
 
-template <class T, int BN, int WS, int MINB, int TS, int TBKB, bool VEC_A, int ACT, bool BIAS, bool RES, class TR,
+template <class T, int BN, int WS, int MINB, int TS, int TBKB, bool VEC_A, int ACT, bool BIAS, int RES, class TR,
           class TC, bool PERSIST = false>
 VK_DEV void gemm_tma(const vk_tmap *ma, const vk_tmap *mb, const vk_gemm_params &p, int N, int K, int Kp, vk_i64 lda,
                      vk_i64 ldr, vk_i64 ldc)
@@ -613,7 +618,7 @@ VK_DEV void gemm_tma(const vk_tmap *ma, const vk_tmap *mb, const vk_gemm_params 
 
 /* C = epilogue(sum over z < S of P[z]) (P: partial, S: splits): one thread
  * per pair of columns of a row, ceil(N / 2) pairs a row, M rows. */
-template <int ACT, bool BIAS, bool RES, class TR, class TC>
+template <int ACT, bool BIAS, int RES, class TR, class TC>
 VK_DEV void gemm_splitk_reduce(const vk_gemm_params &p, int N, vk_i64 ldr, vk_i64 ldc)
 {
     const float *P = p.partial, *bias = p.bias;
@@ -642,7 +647,7 @@ VK_DEV void gemm_splitk_reduce(const vk_gemm_params &p, int N, vk_i64 ldr, vk_i6
  * steps of 16.  Wt as for gemm_tc (Np a multiple of 64, Kp of 16). */
 enum { SIMT_BM = 64, SIMT_BN = 64, SIMT_BK = 16, SIMT_SMEM = 2 * SIMT_BK * (64 + 4) * 4 };
 
-template <class T, int ACT, bool BIAS, bool RES, class TR>
+template <class T, int ACT, bool BIAS, int RES, class TR>
 VK_DEV void gemm_simt(const vk_gemm_params &p, int N, int K, int Kp, vk_i64 lda, vk_i64 ldr, vk_i64 ldc)
 {
     const T *A = (const T *)p.a, *Wt = (const T *)p.wt;
