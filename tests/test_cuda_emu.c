@@ -17,6 +17,7 @@
 #include "codegen/backend.h"
 #include "frontend/onnx.h"
 #include "ir/interp.h"
+#include "ir/opview.h"
 #include "runtime/abi.h"
 
 #include <dlfcn.h>
@@ -244,6 +245,71 @@ static void test_ops_emulated(void **state)
     unsetenv("VITC_CUDA_ATTN_WIDE_BLOCKS");
 }
 
+/* A rotary table for pairing (ir_rope_pairing) as models build it, [2, R, D], or [2, heads, R, D] with one per
+ * head where heads > 0: row t rotates each pair of elements (a, b = partner of a, a the lower) by the angle
+ * (t + 1) * 10000^(-2i/D) of pair i (head h's by (1 + h / 3) times that, plus h / 2), a's factors cos and -sin,
+ * b's cos and sin; a constant of g. */
+static int rope_table(ir_graph *g, const char *name, int64_t heads, int64_t R, int64_t D, int pairing)
+{
+    int64_t nh = heads > 0 ? heads : 1;
+    float *t = malloc(sizeof(float) * (size_t)(2 * nh * R * D));
+    assert_non_null(t);
+    for (int64_t h = 0; h < nh; h++)
+        for (int64_t r = 0; r < R; r++)
+            for (int64_t d = 0; d < D; d++) {
+                int64_t i = pairing == IR_ROPE_INTERLEAVED ? d / 2 : d % (D / 2); /* the pair */
+                int lower = d < ir_rope_partner((ir_rope_pairing)pairing, D, d);
+                double angle = (double)(r + 1) * pow(10000.0, -2.0 * (double)i / (double)D) * (1.0 + (double)h / 3) +
+                               (double)h / 2;
+                t[(h * R + r) * D + d] = (float)cos(angle);
+                t[((nh + h) * R + r) * D + d] = (float)(lower ? -sin(angle) : sin(angle));
+            }
+    int v = heads > 0 ? tu_const_f32(g, name, 4, TU_DIMS(2, heads, R, D), t)
+                      : tu_const_f32(g, name, 3, TU_DIMS(2, R, D), t);
+    free(t);
+    return v;
+}
+
+/* Self-attention over qkv with a rotary table of R rows from token 1 (after a class token), one per head when
+ * per_head. */
+static int rope_attention(ir_graph *g, int qkv, int64_t heads, int64_t D, int layout, int pairing, int64_t R,
+                          int per_head, const char *table)
+{
+    int rope = rope_table(g, table, per_head ? heads : 0, R, D, pairing);
+    return tu_node(g, IR_OP_ATTENTION, NULL, IR_F32, 4, TU_IN(qkv, -1, -1, rope), 6,
+                   TU_AT(tu_int(IR_ATTR_HEADS, heads), tu_int(IR_ATTR_HEAD_SIZE, D), tu_int(IR_ATTR_QKV_LAYOUT, layout),
+                         tu_float(IR_ATTR_SCALE, 1.0f / sqrtf((float)D)), tu_int(IR_ATTR_ROPE_PAIRING, pairing),
+                         tu_int(IR_ATTR_ROPE_START, 1)));
+}
+
+/* Attention with rotary embeddings on the tensor-core kernel (fp16, bf16) and, at head sizes test_ops' rows do
+ * not reach, on the SIMT kernel (fp32); both pairings, rotating from token 1 (after a class token).  Head size 64
+ * over 80 tokens, the table covering the rest: Q rotated in two query tiles of 64 rows (the second with 3 warps
+ * past the last query), K in two blocks of 64 keys (the second partly padding); at batch 3, the threshold lowered
+ * to 8 blocks, one tile of 128 rows (3 warps past the last query).  Head size 16 over 70 tokens with a table of
+ * 60 rows (tokens 61.. left alone), in both qkv layouts, the interleaved one with a table per head.  Head size 64
+ * over 300 tokens: keys in chunks of 256, those of the second chunk rotated by rows 255.. of the table; not in
+ * bf16, whose error over 300 tokens (~0.008: Q and K rounded again after their rotation, as in any bf16 model) is
+ * too near its bar of 1e-2 to tell much.  Each against the interpreter at batch 1 and 3 (check_graph). */
+static void test_rope_emulated(void **state)
+{
+    (void)state;
+    setenv("VITC_CUDA_ATTN_WIDE_BLOCKS", "8", 1);
+    ir_graph *g = tu_graph_new("attn-rope.onnx", 18);
+    int qa = tu_input(g, "qa", IR_F32, 3, TU_DIMS(-1, 80, 3 * 2 * 64));
+    tu_output(g, rope_attention(g, qa, 2, 64, 0, IR_ROPE_HALVES, 79, 0, "rope64h"));
+    tu_output(g, rope_attention(g, qa, 2, 64, 0, IR_ROPE_INTERLEAVED, 79, 0, "rope64i"));
+    int qb = tu_input(g, "qb", IR_F32, 3, TU_DIMS(-1, 70, 3 * 2 * 16));
+    tu_output(g, rope_attention(g, qb, 2, 16, 1, IR_ROPE_HALVES, 60, 0, "rope16h"));
+    tu_output(g, rope_attention(g, qb, 2, 16, 0, IR_ROPE_INTERLEAVED, 60, 1, "rope16i"));
+    check_graph("attn-rope", g, FP32 | FP16 | BF16);
+    g = tu_graph_new("attn-rope-chunks.onnx", 18);
+    int qc = tu_input(g, "qc", IR_F32, 3, TU_DIMS(-1, 300, 3 * 64));
+    tu_output(g, rope_attention(g, qc, 1, 64, 1, IR_ROPE_HALVES, 299, 0, "rope64c"));
+    check_graph("attn-rope-chunks", g, FP32 | FP16);
+    unsetenv("VITC_CUDA_ATTN_WIDE_BLOCKS");
+}
+
 /* ---- the runtime on a fake driver ---- */
 
 /* Builds tests/fake_libcuda.c as cachedir/fakecuda/libcuda.so.1 (once). */
@@ -418,7 +484,8 @@ static int setup(void **state)
     return *state && !tu_emu_init() ? 0 : -1;
 }
 
-TU_MAIN(setup, tu_teardown_tmpdir, test_fixtures_emulated, test_ops_emulated, test_runtime_on_fake_driver)
+TU_MAIN(setup, tu_teardown_tmpdir, test_fixtures_emulated, test_ops_emulated, test_rope_emulated,
+        test_runtime_on_fake_driver)
 
 #else
 

@@ -427,10 +427,6 @@ static const expected_skip cpu_skips[] = {
 static const expected_skip cuda_skips[] = {
     {"Cast/f32->i64", "element-wise ops compute in fp32 on the GPU and give float or bool"},
     {"Add/i64", "element-wise ops compute in fp32 on the GPU and give float or bool"},
-    {"Attention/rope", "the CUDA attention kernels do not rotate yet"},
-    {"Attention/rope-interleaved-bias", "the CUDA attention kernels do not rotate yet"},
-    {"Attention/rope-layout1", "the CUDA attention kernels do not rotate yet"},
-    {"Attention/rope-per-head", "the CUDA attention kernels do not rotate yet"},
     {NULL, NULL},
 };
 /* Rows of `rows` that give the interpreter a scalar formula (.ref). */

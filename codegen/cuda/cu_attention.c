@@ -11,10 +11,11 @@
  * VITC_CUDA_ATTN_WIDE_BLOCKS (read when compiling) moves the threshold, for
  * tests and measurements.  Otherwise (fp32, tf32, other head sizes): the
  * SIMT kernel, one query row per thread, in fp32.  Both take log2(e) folded
- * into the scale, and a rotary table (rope, a constant f32 [2, R, D] in the
- * weights) with its pairing as a template argument, R and rope_start as
- * arguments: a model without one runs the kernels it ran before.  (Why 64 rows below the threshold: bench/design-notes.md,
- * "GPU attention blocks".) */
+ * into the scale, and a rotary table (rope, a constant f32 [2, R, D] or
+ * [2, H, R, D] in the weights) with its pairing as a template argument, R,
+ * rope_start and the table's heads (1 or H) as arguments: a model without
+ * one runs the kernels it ran before.  (Why 64 rows below the threshold:
+ * bench/design-notes.md, "GPU attention blocks".) */
 #include "codegen/cuda/cu_impl.h"
 
 #include <stdio.h>
@@ -23,6 +24,22 @@
 
 #define CU_ATTN_SMEM (96 * 1024)
 #define CU_ATTN_SIMT_MAX_D 128
+
+/* The rotary table of a (ops.def): 1 with its rows R and its heads (1: [2, R, D] shared by the heads, H:
+ * [2, H, R, D]) when it is a constant f32 table of N tokens the kernels can read, else 0. */
+static int rope_table(const ir_graph *g, const ir_attention *a, int64_t N, int64_t *R, int64_t *heads)
+{
+    const ir_value *t = &g->values[a->rope];
+    int r4 = t->rank == 4, ok = ir_value_is_plain_const(g, a->rope) && t->dtype == IR_F32 && (t->rank == 3 || r4);
+    for (int i = 0; ok && i < t->rank; i++)
+        ok = t->dims[i].e == 0;
+    if (!ok || t->dims[0].k != 2 || t->dims[2 + r4].k != a->head_size || (r4 && t->dims[1].k != a->heads) ||
+        a->rope_start + t->dims[1 + r4].k > N)
+        return 0;
+    *R = t->dims[1 + r4].k;
+    *heads = r4 ? a->heads : 1;
+    return 1;
+}
 
 int cu_attention_supports(const ir_graph *g, const ir_node *n, char *why, size_t len)
 {
@@ -50,15 +67,11 @@ int cu_attention_supports(const ir_graph *g, const ir_node *n, char *why, size_t
         snprintf(why, len, "Attention's bias is not [1|B, 1|H, 1|N, N]");
         return 0;
     }
-    if (a.rope >= 0) { /* the kernels read it as f32 [2, R, D] out of the weights, rows rope_start.. of N */
-        const ir_value *t = &g->values[a.rope];
-        if (!ir_value_is_plain_const(g, a.rope) || t->dtype != IR_F32 || t->rank != 3 || t->dims[0].e != 0 ||
-            t->dims[0].k != 2 || t->dims[1].e != 0 || t->dims[2].e != 0 || t->dims[2].k != D ||
-            a.rope_start + t->dims[1].k > x->dims[1].k) {
-            snprintf(why, len, "Attention's rotary table is not a constant f32 [2, R, %lld] with rope_start + R at most "
-                     "%lld", (long long)D, (long long)x->dims[1].k);
-            return 0;
-        }
+    int64_t R, rh;
+    if (a.rope >= 0 && !rope_table(g, &a, x->dims[1].k, &R, &rh)) {
+        snprintf(why, len, "Attention's rotary table is not a constant f32 [2, R, %lld] or [2, %lld, R, %lld] with "
+                 "rope_start + R at most %lld", (long long)D, (long long)H, (long long)D, (long long)x->dims[1].k);
+        return 0;
     }
     if (D % 16 != 0 && D > CU_ATTN_SIMT_MAX_D) {
         snprintf(why, len, "head size %lld: the CUDA attention takes multiples of 16, or at most %d", (long long)D,
@@ -99,20 +112,26 @@ static int attention_launch(cu_ctx *c, int node, const ir_attention *a, int qw, 
     float scale_log2 = scale * 1.4426950408889634f;
     cu_str s = {0};
     const char *tb = vb >= 0 ? cu_ctype(cu_sdt(c, vb)) : "float", *bias = vb >= 0 ? "true" : "false";
-    /* the rotary table's pairing as the last template argument, its R and rope_start as the last arguments;
-     * without one the defaults (ROPE 0) */
+    /* the rotary table's pairing as the last template argument, its R, rope_start and heads as the last
+     * arguments; without one the defaults (ROPE 0) */
     int rope = a->rope >= 0;
-    char rt[16] = "", ra[64] = "";
+    int64_t R = 0, rh = 1;
+    char rt[16] = "", ra[80] = "", rl[48] = "";
     if (rope) {
+        if (!rope_table(c->g, a, N, &R, &rh))
+            return cu_fail(c, VITC_INTERNAL, node, "attention's rotary table is not one the kernels read");
         snprintf(rt, sizeof rt, ", %d", (int)a->rope_pairing);
-        snprintf(ra, sizeof ra, ", %lld, %lld", (long long)c->g->values[a->rope].dims[1].k, (long long)a->rope_start);
+        snprintf(ra, sizeof ra, ", %lld, %lld, %lld", (long long)R, (long long)a->rope_start, (long long)rh);
+        snprintf(rl, sizeof rl, " +rope (%s%s)", a->rope_pairing == IR_ROPE_INTERLEAVED ? "interleaved" : "halves",
+                 rh > 1 ? ", per head" : "");
     }
     cu_str_add(&s, "VK_KERNEL(@, %u, vk_attention_params)\n{\n", threads);
     if (tc)
         cu_str_add(&s, "    vk::attention_tc<%s, %lld, %d, %lld, %d, %s, %s, %d%s>(", t, (long long)D, layout,
                    (long long)kc, np, bias, tb, qw, rt);
     else
-        cu_str_add(&s, "    vk::attention_simt<%s, %lld, %d, %d, %s, %s%s>(", t, (long long)D, layout, np, bias, tb, rt);
+        cu_str_add(&s, "    vk::attention_simt<%s, %lld, %d, %d, %s, %s%s>(", t, (long long)D, layout, np, bias, tb,
+                   rt);
     char f1[48], f2[48];
     cu_str_add(&s, "p, %lld, %lld, %s, %s, ", (long long)N, (long long)H, cu_float_lit(scale_log2, f1, sizeof f1),
                cu_float_lit(post, f2, sizeof f2));
@@ -124,10 +143,7 @@ static int attention_launch(cu_ctx *c, int node, const ir_attention *a, int qw, 
     char label[128];
     snprintf(label, sizeof label, "attention %s %lldx N=%lld H=%lld D=%lld%s%s%s%s%s", tc ? "mma" : "simt",
              (long long)rows, (long long)N, (long long)H, (long long)D, layout ? " (h d qkv)" : "",
-             tc && kc < (N + 63) / 64 * 64 ? " chunked" : "", vb >= 0 ? " +bias" : "", vq >= 0 ? " cross" : "",
-             !rope                                    ? ""
-             : a->rope_pairing == IR_ROPE_INTERLEAVED ? " +rope (interleaved)"
-                                                      : " +rope (halves)");
+             tc && kc < (N + 63) / 64 * 64 ? " chunked" : "", vb >= 0 ? " +bias" : "", vq >= 0 ? " cross" : "", rl);
     int f = cu_add_kernel(c, "attn", label, &s);
     cu_str_free(&s);
     cu_launch *l = cu_launch_new(c, f, node, threads, smem);

@@ -12,6 +12,17 @@
  * sum per row, base-2 exponentials with log2(e) folded into the scale), so
  * that any N works with registers bounded by the key block.
  *
+ * Rotary position embeddings (ROPE 1 or 2, self-attention only): Q and K of
+ * tokens rope_start .. rope_start + R - 1 are rotated before Q K^T by the
+ * table rope [2, R, D], or [2, H, R, D] with one per head (rope_heads 1 or H;
+ * p.rope, f32): element d of token n becomes x[d] * rope[0, (h,) t, d] +
+ * x[partner(d)] * rope[1, (h,) t, d], t = n - rope_start, the partner
+ * d + D/2 mod D (ROPE 1, halves) or d xor 1 (ROPE 2, interleaved).
+ * attention_tc rotates the Q tile and each block of 64 keys in shared memory
+ * once they have landed (fp32, rounded back to T); attention_simt rotates Q
+ * in registers and K on its way to shared memory.  ROPE 0 (no table)
+ * compiles none of it.
+ *
  * attention_tc (f16/bf16, D a multiple of 16): QW warps (4 or 8), 16 query
  * rows each, 16 QW rows per block.  Q, and K and V in chunks of KC keys (all
  * of them when they fit: 197 tokens x 64 fits), live in shared memory,
@@ -98,15 +109,52 @@ VK_DEV void attn_load_rows(unsigned char *dst, int rs, const T *qkv, vk_i64 b, i
     }
 }
 
+/* The element of a head that element d is rotated with (ROPE 1: halves, 2: interleaved). */
+template <int ROPE, int D> VK_DEV int attn_rope_partner(int d) { return ROPE == 2 ? d ^ 1 : (d + D / 2) % D; }
+
+/* The head's [R, D] tables of rope[0] (cos-like factors, at *cs) and rope[1] (sine-like, at *sn) in the table of
+ * rope_heads [R, D] tables each (1: shared by the heads, H: one per head). */
+VK_DEV void attn_rope_head(const float *rope, int R, int D, int rope_heads, int h, const float **cs, const float **sn)
+{
+    *cs = rope + (vk_i64)(rope_heads > 1 ? h : 0) * R * D;
+    *sn = *cs + (vk_i64)rope_heads * R * D;
+}
+
+/* Rotates in place the rows of a tile in shared memory (nrows rows of rs bytes from base, row r holding token
+ * n0 + r) whose tokens the head's tables cs, sn [R, D] cover (rope_start <= n0 + r < rope_start + R), each thread
+ * whole pairs of elements, in fp32, rounding back to T; rows outside the table (zero padding past N among them)
+ * are left as they are.  Returns whether any row was rotated: the same in every thread, so that the caller's
+ * barrier after it is reached by all or none. */
+template <class T, int D, int ROPE, int NT>
+VK_DEV bool attn_rope_tile(unsigned char *base, int rs, const float *cs0, const float *sn0, int R, int rope_start,
+                           int n0, int nrows)
+{
+    enum { HP = D / 2 }; /* pairs per row */
+    const int lo = rope_start - n0 > 0 ? rope_start - n0 : 0;
+    const int hi = rope_start + R - n0 < nrows ? rope_start + R - n0 : nrows;
+#pragma unroll 1 /* unrolled, it spilled the 8-warp kernel at head size 16 on sm_80 */
+    for (int c = lo * HP + threadIdx.x; c < hi * HP; c += NT) {
+        const int r = c / HP, i = c % HP;
+        const int e0 = ROPE == 2 ? 2 * i : i, e1 = ROPE == 2 ? 2 * i + 1 : i + HP; /* partners of each other */
+        T *row = (T *)(base + r * rs);
+        const vk_i64 t = (vk_i64)(n0 + r - rope_start) * D; /* row n0 + r - rope_start of the tables */
+        const float *cs = cs0 + t, *sn = sn0 + t;
+        const float x0 = vk_get(row + e0), x1 = vk_get(row + e1);
+        vk_put(row + e0, x0 * cs[e0] + x1 * sn[e0]);
+        vk_put(row + e1, x1 * cs[e1] + x0 * sn[e1]);
+    }
+    return lo < hi;
+}
+
 /* The bias of (row q, key) in base-2 units, 0 without one. */
 template <class TB> VK_DEV float attn_bias(const TB *bias, vk_i64 si, int q, int key)
 {
     return bias ? vk_get(bias + q * si + key) * 1.4426950408889634f : 0.0f;
 }
 
-template <class T, int D, int LAYOUT, int KC, int NP, bool BIAS, class TB, int QW = 4>
+template <class T, int D, int LAYOUT, int KC, int NP, bool BIAS, class TB, int QW = 4, int ROPE = 0>
 VK_DEV void attention_tc(const vk_attention_params &p, int N, int H, float scale_log2, float post_scale, vk_i64 sb,
-                         vk_i64 sh, vk_i64 si, int Nq)
+                         vk_i64 sh, vk_i64 si, int Nq, int R = 0, int rope_start = 0, int rope_heads = 1)
 {
     const T *qkv = (const T *)p.qkv, *qsrc = NP == 2 ? (const T *)p.q : nullptr;
     T *out = (T *)p.y;
@@ -114,12 +162,16 @@ VK_DEV void attention_tc(const vk_attention_params &p, int N, int H, float scale
     enum { RS = attn_tc_smem<D, KC, QW>::rs, DK = D / 16, DF = D / 8, QR = 16 * QW, NT = 32 * QW, NC = KC / 64 };
     static_assert(D % 16 == 0 && KC % 64 == 0, "D a multiple of 16, KC of 64");
     static_assert(QW == 4 || QW == 8, "4 or 8 warps");
+    static_assert(ROPE == 0 || (NP == 3 && (ROPE == 1 || ROPE == 2)), "a rotary table: self-attention, pairing 1 or 2");
     unsigned char *Qs = vk_smem, *Ks = Qs + QR * RS, *Vs = Ks + KC * RS;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int tiles = (Nq + QR - 1) / QR, q0 = (int)(blockIdx.x % tiles) * QR, h = blockIdx.y;
     const vk_i64 b = blockIdx.x / tiles;
     if (bias)
         bias += b * sb + h * sh;
+    const float *rcs = nullptr, *rsn = nullptr; /* the head's rotary tables */
+    if (ROPE)
+        attn_rope_head(p.rope, R, D, rope_heads, h, &rcs, &rsn);
 
     /* Q lands with the first group of keys */
     if (NP == 2)
@@ -147,6 +199,15 @@ VK_DEV void attention_tc(const vk_attention_params &p, int N, int H, float scale
         for (int kb = 0; kb < KC && c0 + kb < N; kb += 64) {
             attn_wait_at_most(NC - 1 - kb / 64, attn_pend<NC - 1>()); /* this thread's keys kb.. landed */
             __syncthreads();                                /* and every other thread's */
+            if (ROPE) {
+                /* rotate Q (landed with the first keys) and these keys in place, then let every warp see them */
+                const bool rq = c0 == 0 && kb == 0 &&
+                                attn_rope_tile<T, D, ROPE, NT>(Qs, RS, rcs, rsn, R, rope_start, q0, QR);
+                const bool rk =
+                    attn_rope_tile<T, D, ROPE, NT>(Ks + kb * RS, RS, rcs, rsn, R, rope_start, c0 + kb, 64);
+                if (rq || rk)
+                    __syncthreads();
+            }
             if (q0 + warp * 16 >= Nq)
                 continue; /* a warp past the last query: only the barriers */
             const int kn = N - c0 - kb; /* keys of this block of 64 in use (16-key steps past them skipped) */
@@ -265,10 +326,12 @@ template <int D> struct attn_simt_smem {
     enum { bytes = 2 * ATTN_SIMT_KEYS * D * 4 };
 };
 
-template <class T, int D, int LAYOUT, int NP, bool BIAS, class TB>
+template <class T, int D, int LAYOUT, int NP, bool BIAS, class TB, int ROPE = 0>
 VK_DEV void attention_simt(const vk_attention_params &p, int N, int H, float scale_log2, float post_scale, vk_i64 sb,
-                           vk_i64 sh, vk_i64 si, int Nq)
+                           vk_i64 sh, vk_i64 si, int Nq, int R = 0, int rope_start = 0, int rope_heads = 1)
 {
+    static_assert(ROPE == 0 || (NP == 3 && D % 2 == 0 && (ROPE == 1 || ROPE == 2)),
+                  "a rotary table: self-attention, an even head size, pairing 1 or 2");
     const T *qkv = (const T *)p.qkv, *qsrc = NP == 2 ? (const T *)p.q : nullptr;
     T *out = (T *)p.y;
     const TB *bias = BIAS ? (const TB *)p.bias : nullptr;
@@ -279,12 +342,23 @@ VK_DEV void attention_simt(const vk_attention_params &p, int N, int H, float sca
     const bool active = q < Nq;
     if (bias)
         bias += b * sb + h * sh;
+    /* this row's query rotated (self-attention: query q is token q), by row tq of the head's tables */
+    const float *rcs = nullptr, *rsn = nullptr;
+    if (ROPE)
+        attn_rope_head(p.rope, R, D, rope_heads, h, &rcs, &rsn);
+    const int tq = q - rope_start;
+    const bool qrot = ROPE && active && tq >= 0 && tq < R;
     float qv[D], o[D], m = -vk_inf(), l = 0.0f;
 #pragma unroll
     for (int d = 0; d < D; d++) {
         const T *qe = NP == 2 ? qsrc + qkv_index<0, 1>(b * Nq + q, H, D, h, d, 0)
                               : qkv + qkv_index<LAYOUT, 3>(b * N + q, H, D, h, d, 0);
-        qv[d] = active ? vk_get(qe) * scale_log2 : 0.0f;
+        float x = active ? vk_get(qe) : 0.0f;
+        if (ROPE && qrot)
+            x = x * rcs[(vk_i64)tq * D + d] +
+                vk_get(qkv + qkv_index<LAYOUT, 3>(b * N + q, H, D, h, attn_rope_partner<ROPE, D>(d), 0)) *
+                    rsn[(vk_i64)tq * D + d];
+        qv[d] = x * scale_log2;
         o[d] = 0.0f;
     }
     for (int c0 = 0; c0 < N; c0 += ATTN_SIMT_KEYS) {
@@ -292,7 +366,13 @@ VK_DEV void attention_simt(const vk_attention_params &p, int N, int H, float sca
         for (int c = threadIdx.x; c < ATTN_SIMT_KEYS * D; c += ATTN_SIMT_ROWS) {
             int r = c / D, d = c % D, n = c0 + r;
             bool ok = n < N;
-            Ks[c] = ok ? vk_get(qkv + qkv_index<LAYOUT, NP>(b * N + n, H, D, h, d, NP - 2)) : 0.0f;
+            float k = ok ? vk_get(qkv + qkv_index<LAYOUT, NP>(b * N + n, H, D, h, d, NP - 2)) : 0.0f;
+            const int t = n - rope_start; /* row t of the head's tables; keys past N stay zeros */
+            if (ROPE && ok && t >= 0 && t < R)
+                k = k * rcs[(vk_i64)t * D + d] +
+                    vk_get(qkv + qkv_index<LAYOUT, NP>(b * N + n, H, D, h, attn_rope_partner<ROPE, D>(d), NP - 2)) *
+                        rsn[(vk_i64)t * D + d];
+            Ks[c] = k;
             Vs[c] = ok ? vk_get(qkv + qkv_index<LAYOUT, NP>(b * N + n, H, D, h, d, NP - 1)) : 0.0f;
         }
         __syncthreads();

@@ -92,12 +92,13 @@ VK_PARAMS_SIZE(vk_gemm_params, 8);
 
 /* Attention (attention.cuh). */
 typedef struct {
-    const void *qkv;  /* [B, N, NP*H*D] */
-    void *y;          /* [B, Nq, H*D] */
-    const void *bias; /* NULL when absent */
-    const void *q;    /* cross-attention's queries [B, Nq, H*D] (NP 2), else NULL */
+    const void *qkv;   /* [B, N, NP*H*D] */
+    void *y;           /* [B, Nq, H*D] */
+    const void *bias;  /* NULL when absent */
+    const void *q;     /* cross-attention's queries [B, Nq, H*D] (NP 2), else NULL */
+    const float *rope; /* the rotary table [2, (H,) R, D] (self-attention), NULL when absent */
 } vk_attention_params;
-VK_PARAMS_SIZE(vk_attention_params, 4);
+VK_PARAMS_SIZE(vk_attention_params, 5);
 
 /* MatMul and Gemm between computed tensors (misc.cuh: bmm_tile, generated
  * batch loop): y = alpha a b + beta c. */
