@@ -52,12 +52,65 @@ static void run_vitc(const char *const *args, const char *what)
     free(out), free(err);
 }
 
+/* The ONNX file model compiled for CUDA (default options) and emitted as CUDA
+ * in each precision, run on the emulation at batch 1 and 3 (inputs in[b])
+ * against ref[b] within the precision's bars, bf16's raised to bf16_bar
+ * where that is larger (twice PyTorch's own bf16 error on the model); one
+ * line each.  The count of precisions that failed. */
+static int emulate_model(const char *name, const char *model, const ir_tensor in[2], const ir_tensor ref[2],
+                         double bf16_bar, double worst[4])
+{
+    int failures = 0;
+    for (int pi = 0; pi < 4; pi++) {
+        char so[8300], cu[8300], emu[8300];
+        snprintf(so, sizeof so, "%.4000s/%.95s.%s.so", tmpdir, name, precisions[pi]);
+        snprintf(cu, sizeof cu, "%.4000s/%.95s.%s.cu", tmpdir, name, precisions[pi]);
+        /* default options: test_cuda_gpu compiles the same programs, and on the
+         * fake driver runs them on the emulation libraries built here */
+        const char *a1[] = {model, "--target", "cuda", "--precision", precisions[pi], "-o", so, NULL};
+        const char *a2[] = {model, "--emit", "cuda", "--precision", precisions[pi], "-o", cu, NULL};
+        run_vitc(a1, so);
+        run_vitc(a2, cu);
+        tu_emu_build(cu, emu, sizeof emu);
+        double e[2], c[2];
+        int nl = 0;
+        for (int b = 0; b < 2; b++) {
+            ir_tensor out;
+            tu_emulate(so, emu, b ? 3 : 1, &in[b], 1, &out, 1, &nl);
+            assert_int_equal(out.rank, ref[b].rank);
+            for (int k = 0; k < out.rank; k++)
+                assert_int_equal(out.dims[k], ref[b].dims[k]);
+            e[b] = ir_rel_error(&out, &ref[b]);
+            c[b] = tu_cosine(&out, &ref[b]);
+            ir_tensor_free(&out);
+        }
+        int ok = tu_precision_ok(pi, e, c, worst);
+        int raised = pi == 3 && bf16_bar > tu_precision_bar(pi);
+        if (raised)
+            ok = e[0] <= bf16_bar && e[1] <= bf16_bar && c[0] >= TU_BAR_COSINE && c[1] >= TU_BAR_COSINE;
+        failures += !ok;
+        print_message("%-24s %-5s %11.3g %11.3g %9.6f %9.6f %8d %s", name, precisions[pi], e[0], e[1], c[0], c[1], nl,
+                      ok ? "ok" : "FAIL");
+        if (raised)
+            print_message(" (bar %.3g: twice PyTorch's own bf16 error)", bf16_bar);
+        print_message("\n");
+        unlink(so);
+        unlink(cu);
+    }
+    return failures;
+}
+
+static void print_header(const char *what)
+{
+    print_message("%-24s %-5s %11s %11s %9s %9s %8s\n", what, "prec", "b1 rel err", "b3 rel err", "b1 cos", "b3 cos",
+                  "launches");
+}
+
 static void test_fixtures_emulated(void **state)
 {
     (void)state;
     assert_true(nfixtures >= 15);
-    print_message("%-24s %-5s %11s %11s %9s %9s %8s\n", "fixture", "prec", "b1 rel err", "b3 rel err", "b1 cos",
-                  "b3 cos", "launches");
+    print_header("fixture");
     int failures = 0;
     double worst[4] = {0};
     if (TU_SANITIZED)
@@ -69,36 +122,50 @@ static void test_fixtures_emulated(void **state)
         char model[4096];
         ir_tensor in[2], ref[2];
         tu_fixture_case(fx, model, sizeof model, in, ref);
-        for (int pi = 0; pi < 4; pi++) {
-            char so[8300], cu[8300], emu[8300];
-            snprintf(so, sizeof so, "%.4000s/%.95s.%s.so", tmpdir, fx->model, precisions[pi]);
-            snprintf(cu, sizeof cu, "%.4000s/%.95s.%s.cu", tmpdir, fx->model, precisions[pi]);
-            /* default options: test_cuda_gpu compiles the same programs, and on the
-             * fake driver runs them on the emulation libraries built here */
-            const char *a1[] = {model, "--target", "cuda", "--precision", precisions[pi], "-o", so, NULL};
-            const char *a2[] = {model, "--emit", "cuda", "--precision", precisions[pi], "-o", cu, NULL};
-            run_vitc(a1, so);
-            run_vitc(a2, cu);
-            tu_emu_build(cu, emu, sizeof emu);
-            double e[2], c[2];
-            int nl = 0;
-            for (int b = 0; b < 2; b++) {
-                ir_tensor out;
-                tu_emulate(so, emu, b ? 3 : 1, &in[b], 1, &out, 1, &nl);
-                assert_int_equal(out.rank, ref[b].rank);
-                for (int k = 0; k < out.rank; k++)
-                    assert_int_equal(out.dims[k], ref[b].dims[k]);
-                e[b] = ir_rel_error(&out, &ref[b]);
-                c[b] = tu_cosine(&out, &ref[b]);
-                ir_tensor_free(&out);
-            }
-            int ok = tu_precision_ok(pi, e, c, worst);
-            failures += !ok;
-            print_message("%-24s %-5s %11.3g %11.3g %9.6f %9.6f %8d %s\n", fx->model, precisions[pi], e[0], e[1], c[0],
-                          c[1], nl, ok ? "ok" : "FAIL");
-            unlink(so);
-            unlink(cu);
+        failures += emulate_model(fx->model, model, in, ref, 0, worst);
+        for (int b = 0; b < 2; b++)
+            ir_tensor_free(&in[b]), ir_tensor_free(&ref[b]);
+    }
+    tu_precision_report(worst, failures);
+}
+
+/* The zoo's families whose ops the fixtures do not have, against PyTorch's
+ * outputs: rotary attention (interleaved, rotate-half with register tokens,
+ * tables per head), gated MLPs (SwiGLU with separate projections), a
+ * LayerNorm inside the MLP.  Their bf16 error is held to twice PyTorch's own
+ * in bf16 (MODEL.b*.bf16-output.npy from gen_zoo.py) where that is above the
+ * fixed bar: a gated MLP multiplies two rounded projections. */
+static void test_zoo_families_emulated(void **state)
+{
+    (void)state;
+    static const char *const zoo[][2] = {
+        {"timm_eva02-dynamo.onnx", "timm_eva02"},
+        {"hf_dinov3_sdpa-dynamo.onnx", "hf_dinov3_sdpa"},
+        {"timm_rope_mixed-dynamo.onnx", "timm_rope_mixed"},
+    };
+    print_header("zoo export");
+    int failures = 0;
+    double worst[4] = {0};
+    for (size_t i = 0; i < sizeof zoo / sizeof zoo[0]; i++) {
+        char model[4096], rel[512];
+        ir_tensor in[2], ref[2];
+        snprintf(rel, sizeof rel, "tests/zoo/%s", zoo[i][0]);
+        tu_path(model, sizeof model, rel);
+        double pt = 0;
+        for (int b = 0; b < 2; b++) {
+            ir_tensor pt_bf16;
+            snprintf(rel, sizeof rel, "tests/zoo/%s.b%d.input.npy", zoo[i][1], b ? 3 : 1);
+            tu_read_npy(rel, &in[b]);
+            snprintf(rel, sizeof rel, "tests/zoo/%s.b%d.output.npy", zoo[i][1], b ? 3 : 1);
+            tu_read_npy(rel, &ref[b]);
+            snprintf(rel, sizeof rel, "tests/zoo/%s.b%d.bf16-output.npy", zoo[i][1], b ? 3 : 1);
+            tu_read_npy(rel, &pt_bf16);
+            double e = ir_rel_error(&pt_bf16, &ref[b]);
+            pt = e > pt ? e : pt;
+            ir_tensor_free(&pt_bf16);
         }
+        print_message("%-24s PyTorch's own bf16 error %.3g\n", zoo[i][1], pt);
+        failures += emulate_model(zoo[i][1], model, in, ref, 2 * pt, worst);
         for (int b = 0; b < 2; b++)
             ir_tensor_free(&in[b]), ir_tensor_free(&ref[b]);
     }
@@ -484,7 +551,8 @@ static int setup(void **state)
     return *state && !tu_emu_init() ? 0 : -1;
 }
 
-TU_MAIN(setup, tu_teardown_tmpdir, test_fixtures_emulated, test_ops_emulated, test_rope_emulated,
+TU_MAIN(setup, tu_teardown_tmpdir, test_fixtures_emulated, test_zoo_families_emulated, test_ops_emulated,
+        test_rope_emulated,
         test_runtime_on_fake_driver)
 
 #else

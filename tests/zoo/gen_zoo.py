@@ -19,6 +19,7 @@ its default opset, all with a dynamic batch axis; an export the exporter refuses
     .venv-gen/bin/python tests/zoo/gen_zoo.py --only timm_attnpool   # one model (seeds as in a full run)
     .venv-gen/bin/python tests/zoo/gen_zoo.py --full /tmp/zoo-full [--only ...]  # library sizes, not committed
     VITC_ZOO=/tmp/zoo-full tests/zoo/test_zoo.py                               # and check them
+    .venv-gen/bin/python tests/zoo/gen_zoo.py --big /tmp/zoo-big --only timm_vit_l16   # ViT-L/H/g, so400m
 
 With an older torch (Debian 12's python3-torch 1.13, whose TorchScript exporter
 a Debian user has), the same timm and torchvision models are written as
@@ -29,6 +30,7 @@ torch 2); zoo.tsv keeps the rows of the other run:
     .venv-deb/bin/pip install --no-deps timm==0.9.16 && .venv-deb/bin/pip install pyyaml huggingface_hub safetensors
     .venv-deb/bin/python tests/zoo/gen_zoo.py
 """
+import copy
 import os
 import sys
 import warnings
@@ -39,8 +41,14 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 # --full DIR: the same models at the libraries' full sizes (ViT-B/16, 224x224), written to DIR (not committed)
 FULL = sys.argv[sys.argv.index("--full") + 1] if "--full" in sys.argv else None
+# --big DIR: the sizes people deploy (big_models), TorchScript opset 17 only, not committed
+BIG = sys.argv[sys.argv.index("--big") + 1] if "--big" in sys.argv else None
 IMG = 224 if FULL else 32
-OUT = FULL or HERE
+OUT = FULL or BIG or HERE
+# models whose output PyTorch also computes in bf16 (MODEL.b{1,3}.bf16-output.npy: weights and input in
+# bf16): their bf16 error, a product of two projections (gated MLPs) and rotated Q and K among the
+# roundings, is the yardstick for vitc's bf16 on them (test_cuda_emu)
+BF16_REFERENCE = ("timm_eva02", "timm_rope_mixed", "hf_dinov3_eager", "hf_dinov3_sdpa")
 OLD_TORCH = int(torch.__version__.split(".")[0]) < 2
 warnings.filterwarnings("ignore")
 
@@ -87,6 +95,20 @@ def models():
         yield from hf_deit()
         yield from rope_models(small)
         yield from more_models(small)
+
+
+def big_models():
+    """The sizes people deploy, with the head sizes that are not a power of two: ViT-L/16, ViT-H/14
+    (heads of 80), ViT-g/14 (88) and SigLIP so400m/14 at 384x384 (72; MLP 4304), as
+    (name, model, blocks, image size)."""
+    import timm
+    from transformers import SiglipVisionConfig, SiglipVisionModel
+    for name, timm_name, depth in (("timm_vit_l16", "vit_large_patch16_224", 24), ("timm_vit_h14", "vit_huge_patch14_224", 32),
+                                   ("timm_vit_g14", "vit_giant_patch14_224", 40)):
+        yield name, timm.create_model(timm_name, pretrained=False), depth, 224
+    cfg = SiglipVisionConfig(hidden_size=1152, intermediate_size=4304, num_hidden_layers=27, num_attention_heads=16,
+                             image_size=384, patch_size=14)
+    yield "hf_siglip_so400m", Logits(SiglipVisionModel(cfg), "pooler_output"), 28, 384
 
 
 def rope_models(small):
@@ -199,22 +221,27 @@ def main():
         with open(manifest) as t:
             rows = {r[0]: r for r in (l.rstrip("\n").split("\t") for l in t if l.strip() and not l.startswith("#"))}
     only = sys.argv[sys.argv.index("--only") + 1].split(",") if "--only" in sys.argv else None
-    for i, (name, m, depth) in enumerate(models()):
+    for i, (name, m, depth, *size) in enumerate(big_models() if BIG else models()):
         if only and name not in only:
             continue
+        img = size[0] if size else IMG
         name += "_torch1" if OLD_TORCH else ""
         w = randomize_(m, 1000 + i)
         rng = np.random.default_rng(2000 + i)
         for b in (1, 3):
-            x = rng.standard_normal((b, 3, IMG, IMG)).astype(np.float32)
+            x = rng.standard_normal((b, 3, img, img)).astype(np.float32)
             with torch.no_grad():
                 y = w(torch.from_numpy(x)).numpy()
             np.save(os.path.join(OUT, "%s.b%d.input.npy" % (name, b)), x)
             np.save(os.path.join(OUT, "%s.b%d.output.npy" % (name, b)), y)
-        for exporter in ("ts13", "ts17") if OLD_TORCH else ("ts14", "ts17", "dynamo"):
+            if name in BF16_REFERENCE:  # PyTorch's own bf16 error, the scale for bf16 checks of these models
+                with torch.no_grad():
+                    yb = copy.deepcopy(w).to(torch.bfloat16)(torch.from_numpy(x).bfloat16()).float().numpy()
+                np.save(os.path.join(OUT, "%s.b%d.bf16-output.npy" % (name, b)), yb)
+        for exporter in ("ts13", "ts17") if OLD_TORCH else ("ts17",) if BIG else ("ts14", "ts17", "dynamo"):
             f = "%s-%s.onnx" % (name, exporter)
             try:
-                export(w, torch.zeros(2, 3, IMG, IMG), os.path.join(OUT, f), exporter)  # 2: torch.export fixes a batch of 1
+                export(w, torch.zeros(2, 3, img, img), os.path.join(OUT, f), exporter)  # 2: torch.export fixes a batch of 1
             except Exception as e:  # the exporter does not take this model: no row (said here)
                 print("exporter %s refused %s: %s: %s" % (exporter, name, type(e).__name__, (str(e).strip() or "?").splitlines()[0][:200]))
                 rows.pop(f, None)
