@@ -147,8 +147,9 @@ int ik_attention(ik_ctx *c)
     if (bias) {
         int64_t want[4] = {Bn, H, Nq, N};
         int ok = bias->rank == 4;
-        for (int i = 0; ok && i < 4; i++)
-            ok = bias->dims[i] == want[i] || (i < 3 && bias->dims[i] == 1);
+        for (int i = 0; ok && i < 4; i++) /* images: 1, all, or a period (windows) dividing them */
+            ok = bias->dims[i] == want[i] || (i < 3 && bias->dims[i] == 1) ||
+                 (i == 0 && bias->dims[0] > 0 && Bn % bias->dims[0] == 0);
         if (!ok)
             return ik_fail(c, VITC_BAD_INPUT, "the bias is %s, not [1|%lld, 1|%lld, 1|%lld, %lld]",
                            ik_type_str(bias, (char[160]){0}, 160), (long long)Bn, (long long)H, (long long)Nq,
@@ -211,7 +212,7 @@ int ik_attention(ik_ctx *c)
                     double s = 0;
                     for (int64_t d = 0; d < D; d++)
                         s += q[n * D + d] * k[m * D + d];
-                    p[m] = s * scale + (bv ? bv[b * bs[0] + h * bs[1] + n * bs[2] + m * bs[3]] : 0);
+                    p[m] = s * scale + (bv ? bv[b % bias->dims[0] * bs[0] + h * bs[1] + n * bs[2] + m * bs[3]] : 0);
                     mx = p[m] > mx || isnan(p[m]) ? p[m] : mx;
                 }
                 for (int64_t m = 0; m < N; m++)

@@ -147,6 +147,14 @@ void ir_attention_bias_strides(const ir_graph *g, const ir_attention *a, int64_t
     s[0] = d[0].k == 1 && d[0].e == 0 ? 0 : d[1].k * d[2].k * nk;
 }
 
+int64_t ir_attention_bias_period(const ir_graph *g, const ir_attention *a)
+{
+    if (a->bias < 0)
+        return 0;
+    ir_dim b = g->values[a->bias].dims[0], x = g->values[a->qkv].dims[0];
+    return b.e == 0 && b.k > 1 && !ir_dim_eq(b, x) && x.e >= 1 && x.k == b.k ? b.k : 0;
+}
+
 static ir_attr attr_int(ir_attr_id id, int64_t v) { return (ir_attr){.id = id, .kind = IR_AT_INT, .i = v, .tensor = -1}; }
 static ir_attr attr_float(ir_attr_id id, float v) { return (ir_attr){.id = id, .kind = IR_AT_FLOAT, .f = v, .tensor = -1}; }
 

@@ -56,7 +56,8 @@ static inline int64_t ir_rope_partner(ir_rope_pairing p, int64_t D, int64_t d)
  * [2, H, R, D] holds one [R, D] per head h: rope[0, h, t, d] and rope[1, h, t, d]. */
 typedef struct {
     int qkv;  /* q, k and v packed by layout; k and v alone where q >= 0 */
-    int bias; /* f32 [1|B, 1|H, 1|Nq, Nk] added to the scaled scores, or -1 */
+    int bias; /* f32 [1|B|P, 1|H, 1|Nq, Nk] added to the scaled scores, or -1; P: the images
+               * are P windows of each of B (B x P in all), image i reading bias[i % P] */
     int q;    /* cross-attention's queries [B, Nq, H*D], or -1 */
     int rope; /* f32 [2, R, D] or [2, H, R, D], a constant, or -1 */
     int y;    /* [B, Nq, H*D] */
@@ -81,6 +82,9 @@ int ir_attention_get(const ir_node *n, ir_attention *v, vitc_diag *d);
  * dimension it broadcasts over, for nk keys (its last, contiguous axis); all 0
  * without a bias.  The bias's dimensions must be static but for the batch. */
 void ir_attention_bias_strides(const ir_graph *g, const ir_attention *a, int64_t nk, int64_t s[3]);
+/* P when the bias holds one row per window of P (image i reads row i % P),
+ * 0 otherwise (one row, or one per image). */
+int64_t ir_attention_bias_period(const ir_graph *g, const ir_attention *a);
 
 /* The operands and outputs of a normalisation, in the order the node holds them. */
 enum { IR_NORM_X, IR_NORM_SCALE, IR_NORM_BIAS, IR_NORM_NIN };

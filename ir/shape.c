@@ -1081,7 +1081,8 @@ static int infer_attention(ctx *c)
         ir_dim want[4] = {x->dims[0], ir_dim_const(h), nq, x->dims[1]};
         int ok = b->rank == 4 && b->dtype == IR_F32;
         for (int i = 0; ok && i < 4; i++)
-            ok = ir_dim_eq(b->dims[i], want[i]) || (i < 3 && is_one(b->dims[i]));
+            ok = ir_dim_eq(b->dims[i], want[i]) || (i < 3 && is_one(b->dims[i])) ||
+                 (i == 0 && ir_attention_bias_period(c->g, &a) > 0); /* one row per window */
         if (!ok) {
             char t[96];
             FAIL(c, "Attention's bias is %s, not f32[1|B, 1|%lld, 1|Nq, Nk] with Nk = %s", ir_value_type_str(b, t, sizeof t),

@@ -9,6 +9,7 @@
 #include "passes/attn.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define MISS(...) return (snprintf(why, nwhy, __VA_ARGS__), -1)
@@ -82,6 +83,75 @@ static int bias_dims(const ir_graph *g, attention_match *m, char *why, size_t nw
     return 0;
 }
 
+/* Windowed attention's constant terms (attn_skeleton) as one bias the
+ * Attention reads, [P|1, H, N, Nk]: image i takes row i % P.  The scores
+ * must be [images, heads, N, Nk] and the images P windows of each image. */
+static int window_bias_dims(const ir_graph *g, attention_match *m, char *why, size_t nwhy)
+{
+    const attn_skel *s = &m->s;
+    const attn_layout *L = &m->L;
+    const ir_value *root = &g->values[L->root];
+    if (s->rank != 4 || L->nbatch_sub[0] != 1 || L->is_head[0][0] || L->nbatch_sub[1] != 1 || !L->is_head[1][0])
+        MISS("the windowed scores are not [images, heads, queries, keys]");
+    if (s->period && (root->dims[0].k != s->period || root->dims[0].e != 1))
+        MISS("the scores are split into %lld windows, but '%s' does not hold %lld windows of each image",
+             (long long)s->period, root->name, (long long)s->period);
+    for (int i = 0; i < s->nterms; i++) {
+        const ir_value *t = &g->values[s->terms[i]];
+        int r = s->term_split[i] ? 5 : 4;
+        for (int k = 0; k < t->rank; k++) {
+            int a = r - t->rank + k; /* its axis among (images[, windows], heads, queries, keys) */
+            if (a < 0 || (a == 0 && !(t->dims[k].k == 1 && t->dims[k].e == 0)))
+                MISS("the windowed bias '%s' varies along the images", t->name);
+        }
+    }
+    m->bias_dims[0] = ir_dim_const(s->period ? s->period : 1);
+    m->bias_dims[1] = ir_dim_const(L->heads);
+    m->bias_dims[2] = ir_dim_const(L->tokens);
+    m->bias_dims[3] = ir_dim_const(L->kv_tokens);
+    return 0;
+}
+
+/* The windowed terms summed into the bias [P|1, H, N, Nk] (window_bias_dims). */
+static int window_bias(ir_graph *g, const attention_match *m, const char *name)
+{
+    const attn_skel *s = &m->s;
+    int64_t d[4] = {m->bias_dims[0].k, m->bias_dims[1].k, m->bias_dims[2].k, m->bias_dims[3].k};
+    int64_t n = d[0] * d[1] * d[2] * d[3];
+    float *b = calloc((size_t)n + 1, sizeof *b);
+    if (!b)
+        return -1;
+    for (int i = 0; i < s->nterms; i++) {
+        const ir_value *t = &g->values[s->terms[i]];
+        int64_t cnt, st[5] = {0, 0, 0, 0, 0}, stride = 1;
+        double *v = rw_const_f64(g, s->terms[i], &cnt);
+        if (!v) {
+            free(b);
+            return -1;
+        }
+        /* its strides over (images, windows, heads, queries, keys), 0 where it broadcasts: right-aligned
+         * to all five when added to the split view, to all but the windows when added to the scores */
+        static const int split_axes[5] = {0, 1, 2, 3, 4}, plain_axes[4] = {0, 2, 3, 4};
+        const int *ax = s->term_split[i] ? split_axes : plain_axes;
+        int r = s->term_split[i] ? 5 : 4;
+        for (int k = t->rank - 1; k >= 0; k--) {
+            if (t->dims[k].k != 1)
+                st[ax[r - t->rank + k]] = stride;
+            stride *= t->dims[k].k;
+        }
+        for (int64_t w = 0; w < d[0]; w++)
+            for (int64_t h = 0; h < d[1]; h++)
+                for (int64_t q = 0; q < d[2]; q++)
+                    for (int64_t k = 0; k < d[3]; k++)
+                        b[((w * d[1] + h) * d[2] + q) * d[3] + k] +=
+                            (float)v[w * st[1] + h * st[2] + q * st[3] + k * st[4]];
+        free(v);
+    }
+    int v = rw_const_f32(g, name, "/window_bias", 4, d, b);
+    free(b);
+    return v;
+}
+
 static int match(const ir_graph *g, const ir_node *sm, void *mv, char *why, size_t nwhy)
 {
     attention_match *m = mv;
@@ -90,7 +160,8 @@ static int match(const ir_graph *g, const ir_node *sm, void *mv, char *why, size
     if (r <= 0)
         return r;
     if (attn_views(g, &m->s, &m->q, &k, &v, &m->rope, &m->s.scale, why, nwhy) ||
-        attn_layout_of(g, &m->q, &k, &v, &m->L, why, nwhy) || (m->s.bias >= 0 && bias_dims(g, m, why, nwhy)))
+        attn_layout_of(g, &m->q, &k, &v, &m->L, why, nwhy) || (m->s.bias >= 0 && bias_dims(g, m, why, nwhy)) ||
+        (m->s.nterms && window_bias_dims(g, m, why, nwhy)))
         return -1;
     if (m->rope.r >= 0 && m->L.q_root >= 0) {
         snprintf(why, nwhy, "Q and K of cross-attention are rotated (Attention rotates those of self-attention only)");
@@ -154,6 +225,8 @@ static int rewrite(ir_graph *g, int ni, const void *mv)
     for (int i = 0; same && i < 4; i++)
         same = ir_dim_eq(bv->dims[i], m->bias_dims[i]);
     if (bv && !same && (a.bias = rw_reshape(g, s->bias, 4, m->bias_dims, name, -1)) < 0)
+        return -1;
+    if (s->nterms && (a.bias = window_bias(g, m, name)) < 0)
         return -1;
     view ov;
     ir_node_spec spec;

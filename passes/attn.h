@@ -5,7 +5,10 @@
  *   by the head merge, where scores is MatMul(Q, K^T) or an Einsum
  *   contracting the head size, pv is MatMul(P, V) or an Einsum contracting
  *   the keys, a, b, s, p are optional scalar factors (Mul or Div by
- *   constants) and bias an optional tensor added to the scaled scores.
+ *   constants) and bias an optional tensor added to the scaled scores, or
+ *   several constant ones added around reshapes that split the images into
+ *   (images, windows) and back: windowed attention's relative position bias
+ *   and shift mask (Swin).
  *
  * Every operand is described in canonical order: Q as (batch..., i, d), K as
  * (batch..., j, d), V as (batch..., j, e) and the result O as
@@ -24,6 +27,10 @@ typedef struct {
     int qperm[IR_MAX_RANK], kperm[IR_MAX_RANK], vperm[IR_MAX_RANK], operm[IR_MAX_RANK];
     int bias;           /* the tensor added to the scaled scores (an attention mask, a
                          * relative position table), or -1 */
+    int nterms;         /* or, windowed: constants added to the scores ... */
+    int terms[4];
+    int term_split[4];  /* ... each to the scores (0) or to their split view [images, P, ...] (1) */
+    int64_t period;     /* P, the windows per image of that split; 0 without one */
     double scale;       /* every factor before the softmax */
     double post_scale;  /* every factor after it */
 } attn_skel;

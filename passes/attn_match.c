@@ -150,6 +150,90 @@ static int additive_term(const ir_graph *g, const ir_node *n, int *prod)
     return -1;
 }
 
+/* P when `to` is a Reshape of `from` that splits its first axis into
+ * (images, P) or merges those back, every other axis kept; else 0. */
+static int64_t batch_split(const ir_graph *g, int from, int to)
+{
+    const ir_value *a = &g->values[from], *b = &g->values[to];
+    const ir_value *big = a->rank > b->rank ? a : b, *small = a->rank > b->rank ? b : a;
+    if (big->rank != small->rank + 1 || small->rank < 2)
+        return 0;
+    for (int i = 1; i < small->rank; i++)
+        if (!ir_dim_eq(small->dims[i], big->dims[i + 1]))
+            return 0;
+    ir_dim P = big->dims[1], m = big->dims[0];
+    if (P.e || P.k < 2 || m.k * P.k != small->dims[0].k || m.e != small->dims[0].e)
+        return 0;
+    return P.k;
+}
+
+/* How v continues a chain of scores: 2 a product (maybe scaled), 1 an Add or
+ * a Reshape, 0 neither. */
+static int chain_link(const ir_graph *g, int v)
+{
+    double f = 1;
+    if (rw_is_const(g, v))
+        return 0;
+    const ir_node *p = rw_producer(g, strip_factors(g, v, &f));
+    return !p ? 0 : p->op == IR_OP_MATMUL || p->op == IR_OP_EINSUM ? 2 : p->op == IR_OP_ADD || p->op == IR_OP_RESHAPE;
+}
+
+/* Windowed attention's scores: from the Softmax's input `in` down to the
+ * product, constants added to the scores or to their split view [images, P,
+ * ...] between reshapes that split and merge the images (Swin's shift mask
+ * and relative position bias).  1 with s's terms, period and *prod (the
+ * product's output, factors stripped into s->scale) set; 0 when the chain has
+ * no reshape and at most one term (the one-bias form matched below); -1. */
+static int windowed_chain(const ir_graph *g, attn_skel *s, int in, int *prod, char *why, size_t nwhy)
+{
+    int cur = in, split = 0, nreshape = 0, n = 0;
+    int64_t P = 0;
+    double f = 1; /* the product's factors, Attention's scale when this is the chain */
+    for (int step = 0; step < 16; step++) {
+        const ir_node *p = rw_producer(g, cur);
+        if (p && p->op == IR_OP_RESHAPE) {
+            int64_t q = batch_split(g, p->inputs[0], cur);
+            if (!q || (P && q != P))
+                return 0;
+            P = q;
+            split = g->values[p->inputs[0]].rank > g->values[cur].rank;
+            nreshape++;
+            cur = p->inputs[0];
+        } else if (p && p->op == IR_OP_ADD && p->ninputs == 2) {
+            int c0 = chain_link(g, p->inputs[0]), c1 = chain_link(g, p->inputs[1]);
+            int k = c0 == 2 ? 0 : c1 == 2 ? 1 : c0 == 1 && c1 == 0 ? 0 : c1 == 1 && c0 == 0 ? 1 : -1;
+            if (k < 0 || n == 4)
+                return 0;
+            s->terms[n] = p->inputs[1 - k];
+            s->term_split[n++] = split;
+            cur = p->inputs[k];
+            if (chain_link(g, cur) == 2) {
+                cur = strip_factors(g, cur, &f);
+                break;
+            }
+        } else {
+            return 0;
+        }
+        if (rw_uses(g, cur) != 1)
+            return nreshape || n > 1 ? (snprintf(why, nwhy, "the scores plus their masks or biases have other readers"), -1)
+                                     : 0;
+    }
+    if (nreshape == 0 && n <= 1)
+        return 0;
+    if (split || n == 0)
+        return 0;
+    for (int i = 0; i < n; i++) {
+        const ir_value *t = &g->values[s->terms[i]];
+        if (!rw_is_const(g, s->terms[i]) || t->dtype != IR_F32)
+            MISS("the windowed scores add '%s', which is not an f32 constant", t->name);
+    }
+    s->nterms = n;
+    s->period = P;
+    s->scale *= f;
+    *prod = cur;
+    return 1;
+}
+
 int attn_skeleton(const ir_graph *g, const ir_node *sm, attn_skel *s, char *why, size_t nwhy)
 {
     memset(s, 0, sizeof *s);
@@ -159,8 +243,19 @@ int attn_skeleton(const ir_graph *g, const ir_node *sm, attn_skel *s, char *why,
     int in = strip_factors(g, sm->inputs[0], &s->scale);
     const ir_node *sc = rw_producer(g, in);
     int prod = -1;
-    s->bias = additive_term(g, sc, &prod);
-    if (s->bias >= 0) { /* softmax(scores * s + bias): s is Attention's scale, the bias added after it */
+    double top = s->scale;
+    int w = windowed_chain(g, s, in, &prod, why, nwhy);
+    if (w < 0)
+        return -1;
+    s->bias = w ? -1 : additive_term(g, sc, &prod);
+    if (w) {
+        if (top != 1)
+            MISS("the scores are scaled by %g after their masks or biases are added", top);
+        if (rw_uses(g, sm->inputs[0]) != 1)
+            MISS("the scores plus their masks or biases have other readers");
+        in = prod;
+        sc = rw_producer(g, in);
+    } else if (s->bias >= 0) { /* softmax(scores * s + bias): s is Attention's scale, the bias added after it */
         const ir_value *bv = &g->values[s->bias];
         if (s->scale != 1)
             MISS("the scores are scaled by %g after the mask or bias '%s' is added", s->scale, bv->name);

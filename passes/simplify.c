@@ -280,7 +280,26 @@ typedef struct {
     view w; /* the Linear's output rows, as a view of Linear(S) */
 } sink_match;
 
-/* Linear(rows permuted out of S) -> the permutation applied to Linear(S). */
+/* Whether a leading dimension of w holds the images (a sub-axis whose size
+ * depends on the batch) followed by tokens (static sub-axes inside it): a
+ * window partition, each image split into windows.  (Tokens before the
+ * images, as in a sequence-first layout flattened, are no windows.) */
+static int tokens_into_images(const view *w)
+{
+    for (int i = 0; i + 1 < w->rank; i++) {
+        int images = 0;
+        for (int j = 0; j < w->nsub[i]; j++) {
+            if (images && w->sub[i][j].size.e == 0 && w->sub[i][j].size.k > 1)
+                return 1;
+            images |= w->sub[i][j].size.e > 0;
+        }
+    }
+    return 0;
+}
+
+/* Linear(rows permuted out of S) -> the permutation applied to Linear(S),
+ * unless the permutation partitions the images into windows: the Linear then
+ * computes its rows in window order, as a window attention reads them. */
 static int match_sink(const ir_graph *g, const ir_node *n, void *mv, char *why, size_t nwhy)
 {
     sink_match *m = mv;
@@ -294,7 +313,7 @@ static int match_sink(const ir_graph *g, const ir_node *n, void *mv, char *why, 
     const ir_value *s = &g->values[w.root], *wt = &g->values[lv.w];
     int last = w.rank - 1;
     if (w.root == x || s->rank < 1 || last < 0 || wt->rank != 2 || view_is_reshape(g, &w) ||
-        !view_is_permutation(g, &w) || w.nsub[last] != 1 || !ir_dim_eq(w.sub[last][0].stride, ir_dim_const(1)) ||
+        !view_is_permutation(g, &w) || tokens_into_images(&w) || w.nsub[last] != 1 || !ir_dim_eq(w.sub[last][0].stride, ir_dim_const(1)) ||
         !ir_dim_eq(w.sub[last][0].size, s->dims[s->rank - 1]))
         return 0;
     ir_dim K = wt->dims[0], N = wt->dims[1];

@@ -231,6 +231,8 @@ static const op_row rows[] = {
     {"Attention/bias-broadcast", IR_OP_ATTENTION, IN2(X(-1, 5, 24), W(1, 2, 1, 5)),
      AT4(AI(HEADS, 2), AI(HEAD_SIZE, 4), AI(QKV_LAYOUT, 1), AF(SCALE, 0.5f))},
     {"Attention/bias-table", IR_OP_ATTENTION, IN2(X(-1, 6, 24), W(1, 2, 6, 6)), AT2(AI(HEADS, 2), AI(HEAD_SIZE, 4))},
+    /* windowed: 4 windows of each image (4B images), the bias one row per window */
+    {"Attention/bias-windows", IR_OP_ATTENTION, IN2(X(-4, 5, 24), W(4, 2, 5, 5)), AT2(AI(HEADS, 2), AI(HEAD_SIZE, 4))},
     /* cross-attention: kv [B, 6, 2*H*D], no bias, queries [B, 3, H*D]; a learned single query with a bias */
     {"Attention/cross", IR_OP_ATTENTION, IN3(X(-1, 6, 16), NONE, X(-1, 3, 8)), AT2(AI(HEADS, 2), AI(HEAD_SIZE, 4))},
     {"Attention/cross-bias", IR_OP_ATTENTION, IN3(X(-1, 7, 16), W(1, 2, 1, 7), X(-1, 1, 8)),

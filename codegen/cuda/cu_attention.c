@@ -138,8 +138,12 @@ static int attention_launch(cu_ctx *c, int node, const ir_attention *a, int qw, 
     int64_t st[3] = {0, 0, 0}; /* the bias's strides, 0 where broadcast */
     if (vb >= 0)
         ir_attention_bias_strides(c->g, a, N, st);
-    cu_str_add(&s, "%lldll, %lldll, %lldll, %lld%s);\n}\n", (long long)st[0], (long long)st[1], (long long)st[2],
-               (long long)Nq, ra);
+    int64_t bp = vb >= 0 ? ir_attention_bias_period(c->g, a) : 0; /* windowed attention: one bias row per window */
+    char pa[48] = "";
+    if (bp > 0)
+        snprintf(pa, sizeof pa, "%s, %lldll", rope ? "" : ", 0, 0, 1", (long long)bp);
+    cu_str_add(&s, "%lldll, %lldll, %lldll, %lld%s%s);\n}\n", (long long)st[0], (long long)st[1], (long long)st[2],
+               (long long)Nq, ra, pa);
     char label[128];
     snprintf(label, sizeof label, "attention %s %lldx N=%lld H=%lld D=%lld%s%s%s%s%s", tc ? "mma" : "simt",
              (long long)rows, (long long)N, (long long)H, (long long)D, layout ? " (h d qkv)" : "",

@@ -389,8 +389,9 @@ static LLVMValueRef emit_task(kern *k, attn_emit *e, const char *name, LLVMTypeR
                                    : kern_gep(k, kern_field(k, argsty, args, 3, k->ptr),
                                               kern_add(k, kern_mulc(k, img, p->nq * p->E), kern_mulc(k, h, D)));
     LLVMValueRef o = kern_gep(k, out, kern_add(k, kern_mulc(k, img, p->nq * p->E), kern_mulc(k, h, D)));
-    LLVMValueRef bh_bias = bias ? kern_gep(k, bias, kern_add(k, kern_mulc(k, img, d->bias_b), kern_mulc(k, h, d->bias_h)))
-                                : NULL;
+    LLVMValueRef bimg = d->bias_period > 0 ? LLVMBuildSRem(b, img, kern_i64(k, d->bias_period), "window") : img;
+    LLVMValueRef bh_bias =
+        bias ? kern_gep(k, bias, kern_add(k, kern_mulc(k, bimg, d->bias_b), kern_mulc(k, h, d->bias_h))) : NULL;
 
     /* K^T: kt[d][j] = K[j][d]; V: vp[j][d] = V[j][d]; the task's rows of Q */
     LLVMValueRef r0 = kern_mul(k, rblk, rbk);
@@ -473,6 +474,8 @@ static void task_name(const kern *k, const void *gen, char *buf, size_t len)
     if (d->has_bias)
         snprintf(suffix, sizeof suffix, ".b%lld_%lld_%lld", (long long)d->bias_b, (long long)d->bias_h,
                  (long long)d->bias_i);
+    if (d->bias_period > 0)
+        snprintf(suffix + strlen(suffix), sizeof suffix - strlen(suffix), ".w%lld", (long long)d->bias_period);
     if (d->q_tokens > 0)
         snprintf(suffix + strlen(suffix), sizeof suffix - strlen(suffix), ".q%lld", (long long)d->q_tokens);
     if (d->rope_pairing)

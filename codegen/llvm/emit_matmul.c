@@ -260,6 +260,7 @@ int cg_emit_attention(cg_ctx *cg, int node)
         ir_attention_bias_strides(cg->g, &a, d.tokens, s);
         d.has_bias = 1;
         d.bias_b = s[0], d.bias_h = s[1], d.bias_i = s[2];
+        d.bias_period = ir_attention_bias_period(cg->g, &a);
     }
     if (a.rope >= 0) {
         d.rope_pairing = (int)a.rope_pairing;

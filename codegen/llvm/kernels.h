@@ -123,6 +123,7 @@ typedef struct {
     float scale, post_scale;
     int has_bias;
     int64_t bias_b, bias_h, bias_i;
+    int64_t bias_period;    /* > 0: image b reads the bias at (b % bias_period) * bias_b (windows) */
     int64_t q_tokens;
     int rope_pairing, rope_per_head;
     int64_t rope_start, rope_rows;

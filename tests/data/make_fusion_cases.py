@@ -154,6 +154,40 @@ def attention(g, x, *, softmax_axis=-1, scale_on="q", separate=False, q_extra_re
     return o
 
 
+def window_attention(g, x, *, shifted=True, scale_after=False):
+    """Swin's window attention on x [B, 16, C] (a 4x4 grid): windows of 2x2 tokens (4 per image,
+    partitioned by Reshape/Transpose into [4B, 4, C]), a relative position bias [H, 4, 4] added to
+    the scores and, shifted, a mask [4, 4, 4] added to their [B, 4, H, 4, 4] view; windows merged
+    back to [B, 16, C].  scale_after: the scores scaled after the bias (a near miss)."""
+    n, w = 4, 4  # tokens per window, windows per image
+    t = g.op("Reshape", [x, g.const([-1, 2, 2, 2, 2, C])], "win/Reshape")
+    t = g.op("Transpose", [t], "win/Transpose", perm=[0, 1, 3, 2, 4, 5])
+    t = g.op("Reshape", [t, g.const([-1, n, C])], "win/Reshape_1")
+    qkv = g.linear(t, C, 3 * C, "attn/qkv")
+    r = g.op("Reshape", [qkv, g.const([-1, n, 3, H, D])], "attn/Reshape")
+    r = g.op("Transpose", [r], "attn/Transpose", perm=[2, 0, 3, 1, 4])
+    q, k, v = (g.op("Gather", [r, g.const(np.int64(i))], "attn/Gather_%d" % i, axis=0) for i in range(3))
+    scale = g.const(np.float32(D ** -0.5))
+    if not scale_after:
+        q = g.op("Mul", [q, scale], "attn/Mul")
+    s = g.op("MatMul", [q, g.op("Transpose", [k], "attn/Transpose_1", perm=[0, 1, 3, 2])], "attn/MatMul")
+    s = g.op("Add", [s, g.const(rng.standard_normal((H, n, n)))], "attn/AddBias")
+    if shifted:
+        mask = np.where(rng.random((w, n, n)) < 0.3, -100.0, 0.0)
+        s = g.op("Reshape", [s, g.const([-1, w, H, n, n])], "attn/Reshape_w")
+        s = g.op("Add", [s, g.const(mask.reshape(1, w, 1, n, n))], "attn/AddMask")
+        s = g.op("Reshape", [s, g.const([-1, H, n, n])], "attn/Reshape_m")
+    if scale_after:
+        s = g.op("Mul", [s, scale], "attn/Mul")
+    p = g.op("Softmax", [s], "attn/Softmax", axis=-1)
+    o = g.op("MatMul", [p, v], "attn/MatMul_1")
+    o = g.op("Transpose", [o], "attn/Transpose_2", perm=[0, 2, 1, 3])
+    o = g.linear(g.op("Reshape", [o, g.const([-1, n, C])], "attn/Reshape_1"), C, C, "attn/proj")
+    o = g.op("Reshape", [o, g.const([-1, 2, 2, 2, 2, C])], "win/Reshape_2")
+    o = g.op("Transpose", [o], "win/Transpose_1", perm=[0, 1, 3, 2, 4, 5])
+    return g.op("Reshape", [o, g.const([-1, 16, C])], "win/Reshape_3")
+
+
 def attention_pool(g, x):
     """timm's attention pooling: one query per image (here from the mean token;
     timm's is a learned latent) attends to the tokens, K and V from one packed
@@ -365,6 +399,18 @@ def main():
                                     num_outputs=2))
     y = g.linear(g.op("Mul", [b, gelu(g, a)], "mlp/Mul"), 2 * C, C, "mlp/fc2")
     save("geglu_packed.onnx", g.model(y, tok, tok, opset=18), "Linear=3 Split=0 Erf=0 Mul=0", "-")
+
+    # ---- windowed attention (Swin): the relative position bias and the shift mask go into the Attention ----
+    g = Graph()
+    save("window_attention_shifted.onnx", g.model(window_attention(g, "x"), ["B", 16, C], ["B", 16, C]),
+         "Attention=1 Softmax=0 MatMul=0 Add=0", "-")
+    g = Graph()
+    save("window_attention.onnx", g.model(window_attention(g, "x", shifted=False), ["B", 16, C], ["B", 16, C]),
+         "Attention=1 Softmax=0 MatMul=0 Add=0", "-")
+    g = Graph()
+    save("near_window_attention_scaled_after_mask.onnx",
+         g.model(window_attention(g, "x", scale_after=True), ["B", 16, C], ["B", 16, C]),
+         "Attention=0 Softmax=1", "scaled by 0.5 after their masks or biases are added")
 
     with open(os.path.join(HERE, "EXPECT.tsv"), "w") as f:
         f.write("# file\top counts after the passes\texplanation fragment (- : none)\n")

@@ -7,7 +7,8 @@
  * [B, N, 2*H*D], Q is q [B, Nq, H*D] and out [B, Nq, H*D]; for NP 3, q is
  * unused and Nq is N.  The pointers are vk_attention_params' (params.h).
  * bias (read when BIAS) element (image b, head h, row i, key j)
- * is at b*sb + h*sh + i*si + j (a stride 0 broadcasts); it is multiplied by
+ * is at b*sb + h*sh + i*si + j (a stride 0 broadcasts; with bp > 0, windowed
+ * attention's bias, (b % bp)*sb for b); it is multiplied by
  * log2(e) like the scale.  The softmax is computed online in fp32 (running maximum and
  * sum per row, base-2 exponentials with log2(e) folded into the scale), so
  * that any N works with registers bounded by the key block.
@@ -154,7 +155,8 @@ template <class TB> VK_DEV float attn_bias(const TB *bias, vk_i64 si, int q, int
 
 template <class T, int D, int LAYOUT, int KC, int NP, bool BIAS, class TB, int QW = 4, int ROPE = 0>
 VK_DEV void attention_tc(const vk_attention_params &p, int N, int H, float scale_log2, float post_scale, vk_i64 sb,
-                         vk_i64 sh, vk_i64 si, int Nq, int R = 0, int rope_start = 0, int rope_heads = 1)
+                         vk_i64 sh, vk_i64 si, int Nq, int R = 0, int rope_start = 0, int rope_heads = 1,
+                         vk_i64 bp = 0)
 {
     const T *qkv = (const T *)p.qkv, *qsrc = NP == 2 ? (const T *)p.q : nullptr;
     T *out = (T *)p.y;
@@ -168,7 +170,7 @@ VK_DEV void attention_tc(const vk_attention_params &p, int N, int H, float scale
     const int tiles = (Nq + QR - 1) / QR, q0 = (int)(blockIdx.x % tiles) * QR, h = blockIdx.y;
     const vk_i64 b = blockIdx.x / tiles;
     if (bias)
-        bias += b * sb + h * sh;
+        bias += (bp ? b % bp : b) * sb + h * sh; /* bp: one bias row per window of bp */
     const float *rcs = nullptr, *rsn = nullptr; /* the head's rotary tables */
     if (ROPE)
         attn_rope_head(p.rope, R, D, rope_heads, h, &rcs, &rsn);
@@ -328,7 +330,8 @@ template <int D> struct attn_simt_smem {
 
 template <class T, int D, int LAYOUT, int NP, bool BIAS, class TB, int ROPE = 0>
 VK_DEV void attention_simt(const vk_attention_params &p, int N, int H, float scale_log2, float post_scale, vk_i64 sb,
-                           vk_i64 sh, vk_i64 si, int Nq, int R = 0, int rope_start = 0, int rope_heads = 1)
+                           vk_i64 sh, vk_i64 si, int Nq, int R = 0, int rope_start = 0, int rope_heads = 1,
+                         vk_i64 bp = 0)
 {
     static_assert(ROPE == 0 || (NP == 3 && D % 2 == 0 && (ROPE == 1 || ROPE == 2)),
                   "a rotary table: self-attention, an even head size, pairing 1 or 2");
@@ -341,7 +344,7 @@ VK_DEV void attention_simt(const vk_attention_params &p, int N, int H, float sca
     const vk_i64 b = blockIdx.x / tiles;
     const bool active = q < Nq;
     if (bias)
-        bias += b * sb + h * sh;
+        bias += (bp ? b % bp : b) * sb + h * sh; /* bp: one bias row per window of bp */
     /* this row's query rotated (self-attention: query q is token q), by row tq of the head's tables */
     const float *rcs = nullptr, *rsn = nullptr;
     if (ROPE)
