@@ -25,7 +25,9 @@ ir_graph *onnx_import_buffer(const void *buf, size_t len, const char *path, vitc
 
 /* A node whose operator vitc does not take (its op_type, or its domain).
  * The import lists them all, grouped by op type (onnx_report_unsupported);
- * with keep_unsupported it goes on without them, for `vitc dump`. */
+ * with keep_unsupported it goes on without them, for `vitc dump`.  An If
+ * whose branch holds such a node is one: named as that node, with the If's
+ * inputs and outputs. */
 typedef struct {
     const char *name, *op_type;
     const char *domain;        /* NULL: the default domain */
@@ -54,8 +56,8 @@ typedef struct {
 /* onnx_import_file with options (opts may be NULL). */
 ir_graph *onnx_import_file_opts(const char *path, onnx_import_opts *opts, vitc_diag *d);
 /* Reports unsupported nodes as one error, grouped by op type in the order
- * they first appear: "unsupported operators: ScatterND x20 (first: node
- * '/x/ScatterND'), Tile x1 (node '/y/Tile')", then one line saying what to
+ * they first appear: "unsupported operators: Loop x20 (first: node
+ * '/x/Loop'), CumSum x1 (node '/y/CumSum')", then one line saying what to
  * do next (next_step, or by default how `vitc dump` shows them). */
 void onnx_report_unsupported(const onnx_unsupported *u, int n, const char *next_step, vitc_diag *d);
 

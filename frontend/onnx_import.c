@@ -21,6 +21,7 @@ typedef struct {
     const char **keys;
     int *vals;
     size_t cap, count;
+    ir_arena *arena; /* where it grows */
 } name_map;
 
 static uint64_t hash_str(const char *s)
@@ -37,6 +38,7 @@ static int map_init(name_map *m, ir_arena *a, size_t expect)
     while (m->cap < expect * 2 + 16)
         m->cap *= 2;
     m->count = 0;
+    m->arena = a;
     m->keys = ir_alloc_array(a, m->cap, sizeof(char *));
     m->vals = ir_alloc_array(a, m->cap, sizeof(int));
     return m->keys && m->vals ? 0 : -1;
@@ -52,9 +54,22 @@ static int map_get(const name_map *m, const char *k)
     }
 }
 
-/* Inserts k (stored by pointer: it must outlive the map). */
-static void map_put(name_map *m, const char *k, int v)
+/* Inserts k (stored by pointer: it must outlive the map); the table doubles
+ * when half full, so that it never fills up (a full open-addressing table
+ * would make lookups loop forever).  -1 when out of memory (k not stored). */
+static int map_put(name_map *m, const char *k, int v)
 {
+    if (2 * (m->count + 1) > m->cap) {
+        name_map big = {.cap = 2 * m->cap, .arena = m->arena};
+        big.keys = ir_alloc_array(m->arena, big.cap, sizeof(char *));
+        big.vals = ir_alloc_array(m->arena, big.cap, sizeof(int));
+        if (!big.keys || !big.vals)
+            return -1;
+        for (size_t j = 0; j < m->cap; j++)
+            if (m->keys[j])
+                map_put(&big, m->keys[j], m->vals[j]);
+        *m = big;
+    }
     size_t i = hash_str(k) & (m->cap - 1);
     while (m->keys[i] && strcmp(m->keys[i], k) != 0)
         i = (i + 1) & (m->cap - 1);
@@ -62,6 +77,7 @@ static void map_put(name_map *m, const char *k, int v)
         m->count++;
     m->keys[i] = k;
     m->vals[i] = v;
+    return 0;
 }
 
 typedef struct {
@@ -76,7 +92,33 @@ typedef struct {
     const char *batch_param; /* the name of the inputs' symbolic first dimension, if any */
     name_map declared;       /* value_info and graph output names -> their ValueInfoProto (made on first use) */
     const Onnx__ValueInfoProto **declared_vi;
+    struct branch_scope *scope; /* the If branch being read; NULL: the main graph */
 } importer;
+
+/* An If branch being read: its names, nodes and locals (ir.h: ir_branch),
+ * in arrays that grow as it is read.  Names resolve in it first, then in the
+ * scopes around it; a name of an enclosing scope that is not a constant
+ * becomes a capture of every branch in between. */
+typedef struct branch_scope {
+    struct branch_scope *parent; /* NULL: the main graph */
+    int depth;                   /* 1 for a branch of an If of the main graph */
+    name_map names;              /* name -> a constant's value index, or IR_BRANCH_REF(local) */
+    ir_node *nodes;
+    int nnodes, cap_nodes;
+    const char **local_names;
+    int *capture; /* per local: its capture index, or -1 */
+    int nlocals, cap_locals;
+    int *capture_src; /* per capture: its reference in the parent scope */
+    int ncaptures, cap_captures;
+    const Onnx__NodeProto *unsupported; /* the first node (here or deeper) whose operator vitc does not take */
+    const char *unsupported_domain;
+} branch_scope;
+
+enum { IF_MAX_DEPTH = 8,        /* Ifs nested in branches of Ifs, at most */
+       IF_MAX_CAPTURES = 4096 }; /* values of the enclosing graph one If reads */
+
+static int scope_define(importer *im, branch_scope *s, const char *name, int id, const char *node,
+                        const char *op_type);
 
 /* Adds a constant value from a TensorProto.  Its raw_data, in the layout
  * the IR keeps (little-endian, as the host), becomes the value's data
@@ -283,7 +325,7 @@ static ir_attr_kind attr_kind(ir_attr_id id)
         return IR_AT_INTS;
     case IR_ATTR_VALUE_FLOATS: return IR_AT_FLOATS;
     case IR_ATTR_APPROXIMATE: case IR_ATTR_AUTO_PAD: case IR_ATTR_EQUATION: case IR_ATTR_MODE:
-    case IR_ATTR_COORD_MODE: case IR_ATTR_NEAREST_MODE: case IR_ATTR_KEEP_ASPECT_RATIO_POLICY:
+    case IR_ATTR_COORD_MODE: case IR_ATTR_NEAREST_MODE: case IR_ATTR_KEEP_ASPECT_RATIO_POLICY: case IR_ATTR_REDUCTION:
         return IR_AT_STRING;
     case IR_ATTR_VALUE: return IR_AT_TENSOR;
     default: return IR_AT_INT;
@@ -345,6 +387,8 @@ static int import_constant(importer *im, const Onnx__NodeProto *np, const ir_att
                       ir_attr_name(at->id));
         return -1;
     }
+    if (im->scope)
+        return scope_define(im, im->scope, im->g->values[id].name, id, node, np->op_type) ? -1 : 0;
     return define(im, im->g->values[id].name, id, node, np->op_type);
 }
 
@@ -426,11 +470,12 @@ static void declared_type(importer *im, const char *name, ir_value *v)
     memcpy(v->dims, dims, sizeof(ir_dim) * (size_t)v->rank);
 }
 
-/* Records a node whose operator (or domain) vitc does not take.  Returns 1
- * (refused: its readers are skipped) unless the import keeps going without
- * such nodes, where its outputs become values of their declared type and
- * 0 is returned. */
-static int unsupported(importer *im, const Onnx__NodeProto *np, const char *domain)
+/* Records a node whose operator (or domain) vitc does not take: np, or an
+ * If np whose branch holds `as`, the node named.  Returns 1 (refused: its
+ * readers are skipped) unless the import keeps going without such nodes,
+ * where np's outputs become values of their declared type and 0 is
+ * returned. */
+static int unsupported_as(importer *im, const Onnx__NodeProto *np, const Onnx__NodeProto *as, const char *domain)
 {
     ir_arena *a = im->g->arena;
     if (im->nunsupported == im->cap_unsupported) {
@@ -443,8 +488,8 @@ static int unsupported(importer *im, const Onnx__NodeProto *np, const char *doma
     }
     onnx_unsupported *u = &im->unsupported[im->nunsupported];
     memset(u, 0, sizeof *u);
-    u->name = ir_strdup(a, np->name ? np->name : "");
-    u->op_type = ir_strdup(a, np->op_type ? np->op_type : "");
+    u->name = ir_strdup(a, as->name ? as->name : "");
+    u->op_type = ir_strdup(a, as->op_type ? as->op_type : "");
     u->domain = domain ? ir_strdup(a, domain) : NULL;
     u->before = im->g->nnodes;
     if (!u->name || !u->op_type || (domain && !u->domain))
@@ -487,6 +532,352 @@ static int unsupported(importer *im, const Onnx__NodeProto *np, const char *doma
     return 0;
 }
 
+static int unsupported(importer *im, const Onnx__NodeProto *np, const char *domain)
+{
+    return unsupported_as(im, np, np, domain);
+}
+
+/* ---- If: its branches, read into ir_branch (ir.h) ---- */
+
+/* Grows a malloc'ed array of elem-sized items to hold need of them; -1
+ * when out of memory. */
+static int grow_array(void **arr, int *cap, int need, size_t elem)
+{
+    if (need <= *cap)
+        return 0;
+    if (need > (1 << 24))
+        return -1;
+    int ncap = *cap ? *cap : 16;
+    while (ncap < need)
+        ncap *= 2;
+    void *p = realloc(*arr, (size_t)ncap * elem);
+    if (!p)
+        return -1;
+    *arr = p;
+    *cap = ncap;
+    return 0;
+}
+
+static void scope_free(branch_scope *s)
+{
+    free(s->nodes);
+    free(s->local_names);
+    free(s->capture);
+    free(s->capture_src);
+}
+
+/* 1 if name is defined in scope s, a scope around it or the main graph. */
+static int defined_around(const importer *im, const branch_scope *s, const char *name)
+{
+    for (; s; s = s->parent)
+        if (map_get(&s->names, name) != -1)
+            return 1;
+    return map_get(&im->names, name) != -1;
+}
+
+/* A new local of s named name (capture: its capture index, or -1 for a
+ * node's output): its index, or -1 when out of memory (reported). */
+static int scope_new_local(importer *im, branch_scope *s, const char *name, int capture)
+{
+    int cap = s->cap_locals, cap2 = s->cap_locals;
+    const char *dup = ir_strdup(im->g->arena, name);
+    if (!dup || grow_array((void **)&s->local_names, &cap, s->nlocals + 1, sizeof(char *)) ||
+        grow_array((void **)&s->capture, &cap2, s->nlocals + 1, sizeof(int)) ||
+        map_put(&s->names, dup, IR_BRANCH_REF(s->nlocals))) {
+        vitc_error(im->d, VITC_INTERNAL, NULL, "out of memory");
+        return -1;
+    }
+    s->cap_locals = cap < cap2 ? cap : cap2;
+    s->local_names[s->nlocals] = dup;
+    s->capture[s->nlocals] = capture;
+    return s->nlocals++;
+}
+
+/* Resolves name from scope s outwards (s NULL: the main graph) into *ref: a
+ * value index in the main graph; in a branch a constant's value index or a
+ * local's reference (a name of a scope around it becomes a capture of s,
+ * and of every scope in between).  0, or 1 when no scope defines it, 2 when
+ * it is an output of a refused node, 3 after reporting an error. */
+static int lookup(importer *im, branch_scope *s, const char *name, int *ref)
+{
+    if (!s) {
+        int v = map_get(&im->names, name);
+        if (v == FROM_REFUSED_NODE)
+            return 2;
+        if (v < 0)
+            return 1;
+        *ref = v;
+        return 0;
+    }
+    int v = map_get(&s->names, name), outer;
+    if (v != -1) {
+        *ref = v;
+        return 0;
+    }
+    int st = lookup(im, s->parent, name, &outer);
+    if (st)
+        return st;
+    if (outer >= 0 && im->g->values[outer].kind == IR_VAL_CONST) { /* read where it is: no dependence to keep */
+        *ref = outer;
+        return 0;
+    }
+    if (s->ncaptures >= IF_MAX_CAPTURES) {
+        vitc_error(im->d, VITC_BAD_INPUT, NULL, "an If's branch reads more than %d values of the graph around it",
+                   IF_MAX_CAPTURES);
+        return 3;
+    }
+    if (grow_array((void **)&s->capture_src, &s->cap_captures, s->ncaptures + 1, sizeof(int))) {
+        vitc_error(im->d, VITC_INTERNAL, NULL, "out of memory");
+        return 3;
+    }
+    int j = scope_new_local(im, s, name, s->ncaptures);
+    if (j < 0)
+        return 3;
+    s->capture_src[s->ncaptures++] = outer;
+    *ref = IR_BRANCH_REF(j);
+    return 0;
+}
+
+/* Defines name as constant value id in branch scope s; 0, or 1 after reporting. */
+static int scope_define(importer *im, branch_scope *s, const char *name, int id, const char *node,
+                        const char *op_type)
+{
+    if (defined_around(im, s, name)) {
+        vitc_error_at(im->d, VITC_BAD_INPUT, node, op_type, "'%s' is already defined in the branch or around it", name);
+        return 1;
+    }
+    if (map_put(&s->names, im->g->values[id].name, id)) {
+        vitc_error(im->d, VITC_INTERNAL, NULL, "out of memory");
+        return 1;
+    }
+    return 0;
+}
+
+/* Appends a node to branch scope s, as ir_add_node does to a graph; -1 when out of memory. */
+static int scope_add_node(importer *im, branch_scope *s, ir_op op, const char *name, const char *op_type, int nin,
+                          const int *in, int nout, const int *out, int nattrs, const ir_attr *attrs)
+{
+    ir_arena *a = im->g->arena;
+    if (grow_array((void **)&s->nodes, &s->cap_nodes, s->nnodes + 1, sizeof(ir_node)))
+        return -1;
+    ir_node *n = &s->nodes[s->nnodes];
+    memset(n, 0, sizeof *n);
+    n->op = op;
+    n->name = ir_strdup(a, name);
+    n->op_type = ir_strdup(a, op_type);
+    n->ninputs = nin;
+    n->noutputs = nout;
+    n->nattrs = nattrs;
+    n->inputs = ir_alloc_array(a, (size_t)nin + 1, sizeof(int));
+    n->outputs = ir_alloc_array(a, (size_t)nout + 1, sizeof(int));
+    n->attrs = ir_alloc_array(a, (size_t)nattrs + 1, sizeof(ir_attr));
+    if (!n->name || !n->op_type || !n->inputs || !n->outputs || !n->attrs)
+        return -1;
+    if (nin)
+        memcpy(n->inputs, in, (size_t)nin * sizeof(int));
+    if (nout)
+        memcpy(n->outputs, out, (size_t)nout * sizeof(int));
+    if (nattrs)
+        memcpy(n->attrs, attrs, (size_t)nattrs * sizeof(ir_attr));
+    s->nnodes++;
+    return 0;
+}
+
+/* A node of a branch whose operator vitc does not take: the If around it is
+ * refused, reported with this node (the first such of its branches). */
+static int scope_unsupported(importer *im, const Onnx__NodeProto *np, const char *domain)
+{
+    if (!im->scope->unsupported) {
+        im->scope->unsupported = np;
+        im->scope->unsupported_domain = domain;
+    }
+    return 1;
+}
+
+/* Defines output `name` of a node in the current scope into *out (a value
+ * index; in a branch a local's reference): 0, or 1 after reporting. */
+static int define_output(importer *im, const char *node, const char *op_type, const char *name, int *out)
+{
+    branch_scope *s = im->scope;
+    if (s ? defined_around(im, s, name) : map_get(&im->names, name) >= 0) {
+        vitc_error_at(im->d, VITC_BAD_INPUT, node, op_type, "output '%s' is already defined earlier", name);
+        return 1;
+    }
+    if (s) {
+        int j = scope_new_local(im, s, name, -1);
+        *out = IR_BRANCH_REF(j);
+        return j < 0;
+    }
+    int id = ir_add_value(im->g, name, IR_VAL_NODE, IR_F32);
+    if (id < 0 || map_put(&im->names, im->g->values[id].name, id)) {
+        vitc_error(im->d, VITC_INTERNAL, NULL, "out of memory");
+        return 1;
+    }
+    *out = id;
+    return 0;
+}
+
+/* Reads branch `which` (graph bg) of If np into b, in scope s (freed by the
+ * caller).  0, or 1 when refused: an error reported, or a node whose
+ * operator vitc does not take (s->unsupported). */
+static int import_branch(importer *im, const Onnx__NodeProto *np, const char *which, const Onnx__GraphProto *bg,
+                         branch_scope *s, ir_branch *b)
+{
+    const char *node = np->name ? np->name : "", *op_type = np->op_type;
+    vitc_diag *d = im->d;
+    s->parent = im->scope;
+    s->depth = im->scope ? im->scope->depth + 1 : 1;
+    if (bg->n_input || bg->n_sparse_initializer || bg->n_output != np->n_output) {
+        vitc_error_at(d, VITC_BAD_INPUT, node, op_type,
+                      "its %s has %zu inputs, %zu sparse initializers and %zu outputs; an If's branches take no "
+                      "inputs and give one output per output of the If (%zu)", which, bg->n_input,
+                      bg->n_sparse_initializer, bg->n_output, np->n_output);
+        return 1;
+    }
+    if (map_init(&s->names, im->g->arena, bg->n_initializer + bg->n_node)) {
+        vitc_error(d, VITC_INTERNAL, NULL, "out of memory");
+        return 1;
+    }
+    for (size_t i = 0; i < bg->n_initializer; i++) {
+        Onnx__TensorProto *t = bg->initializer[i];
+        const char *name = t->name ? t->name : "";
+        char what[600];
+        snprintf(what, sizeof what, "node '%.256s' (If): %s: initializer '%.256s'", node, which, name);
+        if (!*name) {
+            vitc_error_at(d, VITC_BAD_INPUT, node, op_type, "an initializer of its %s has no name", which);
+            return 1;
+        }
+        int id = import_tensor(im, t, name, what);
+        if (id < 0 || scope_define(im, s, im->g->values[id].name, id, node, op_type))
+            return 1;
+    }
+    int refused = 0;
+    im->scope = s;
+    for (size_t i = 0; i < bg->n_node && !refused; i++)
+        refused = import_node_checked(im, bg->node[i]);
+    im->scope = s->parent;
+    if (refused)
+        return 1;
+    ir_arena *a = im->g->arena;
+    b->noutputs = (int)bg->n_output;
+    b->outputs = ir_alloc_array(a, bg->n_output + 1, sizeof(int));
+    b->nodes = ir_alloc_array(a, (size_t)s->nnodes + 1, sizeof(ir_node));
+    b->local_names = ir_alloc_array(a, (size_t)s->nlocals + 1, sizeof(char *));
+    b->capture = ir_alloc_array(a, (size_t)s->nlocals + 1, sizeof(int));
+    if (!b->outputs || !b->nodes || !b->local_names || !b->capture) {
+        vitc_error(d, VITC_INTERNAL, NULL, "out of memory");
+        return 1;
+    }
+    for (size_t k = 0; k < bg->n_output; k++) {
+        const char *name = bg->output[k]->name ? bg->output[k]->name : "";
+        int st = *name ? lookup(im, s, name, &b->outputs[k]) : 1;
+        if (st == 1)
+            vitc_error_at(d, VITC_BAD_INPUT, node, op_type,
+                          "output %zu of its %s, '%s', is neither computed in it nor a value of the graph around it",
+                          k, which, name);
+        if (st)
+            return 1;
+    }
+    if (s->nnodes)
+        memcpy(b->nodes, s->nodes, sizeof(ir_node) * (size_t)s->nnodes);
+    if (s->nlocals) {
+        memcpy(b->local_names, s->local_names, sizeof(char *) * (size_t)s->nlocals);
+        memcpy(b->capture, s->capture, sizeof(int) * (size_t)s->nlocals);
+    }
+    b->nnodes = s->nnodes;
+    b->nlocals = s->nlocals;
+    b->ncaptures = s->ncaptures;
+    return 0;
+}
+
+/* If: both branches read (into the graph's branches), the node made with
+ * the condition and every value of the scope around it the branches read
+ * as its inputs.  0, or 1 when refused. */
+static int import_if(importer *im, const Onnx__NodeProto *np)
+{
+    static const char *const which[2] = {"then_branch", "else_branch"};
+    const char *node = np->name ? np->name : "", *op_type = np->op_type;
+    vitc_diag *d = im->d;
+    int before = d->nerrors;
+    const Onnx__GraphProto *bg[2] = {NULL, NULL};
+    if (np->n_input != 1)
+        vitc_error_at(d, VITC_BAD_INPUT, node, op_type, "has %zu inputs; an If reads one, its condition", np->n_input);
+    if (im->scope && im->scope->depth >= IF_MAX_DEPTH)
+        vitc_error_at(d, VITC_BAD_INPUT, node, op_type, "is nested in the branches of %d Ifs; vitc reads %d at most",
+                      im->scope->depth, IF_MAX_DEPTH);
+    for (size_t i = 0; i < np->n_attribute; i++) {
+        const Onnx__AttributeProto *ap = np->attribute[i];
+        const char *an = ap->name ? ap->name : "";
+        int k = strcmp(an, which[0]) == 0 ? 0 : strcmp(an, which[1]) == 0 ? 1 : -1;
+        if (k < 0)
+            vitc_error_at(d, VITC_BAD_INPUT, node, op_type, "unsupported attribute '%s'", an);
+        else if (ap->type != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH || !ap->g)
+            vitc_error_at(d, VITC_BAD_INPUT, node, op_type, "attribute '%s' must be a graph", an);
+        else if (bg[k])
+            vitc_error_at(d, VITC_BAD_INPUT, node, op_type, "attribute '%s' is given twice", an);
+        else
+            bg[k] = ap->g;
+    }
+    if (d->nerrors == before && (!bg[0] || !bg[1]))
+        vitc_error_at(d, VITC_BAD_INPUT, node, op_type, "needs both branches, then_branch and else_branch");
+    if (d->nerrors != before)
+        return 1;
+    const char *cond = np->input[0] ? np->input[0] : "";
+    int c = -1, st = *cond ? lookup(im, im->scope, cond, &c) : 1;
+    if (st == 1)
+        vitc_error_at(d, VITC_BAD_INPUT, node, op_type,
+                      "its condition '%s' is not a graph input, an initializer or the output of an earlier node", cond);
+    if (st)
+        return 1;
+    branch_scope s[2];
+    ir_branch b[2];
+    memset(s, 0, sizeof s);
+    memset(b, 0, sizeof b);
+    int refused = import_branch(im, np, which[0], bg[0], &s[0], &b[0]) ||
+                  import_branch(im, np, which[1], bg[1], &s[1], &b[1]);
+    const Onnx__NodeProto *u = s[0].unsupported ? s[0].unsupported : s[1].unsupported;
+    const char *udomain = s[0].unsupported ? s[0].unsupported_domain : s[1].unsupported_domain;
+    int ncap = s[0].ncaptures + s[1].ncaptures;
+    int *in = refused ? NULL : malloc(sizeof(int) * ((size_t)ncap + 1));
+    if (!refused && in) {
+        in[0] = c;
+        for (int k = 0; k < s[0].ncaptures; k++)
+            in[1 + k] = s[0].capture_src[k];
+        for (int k = 0; k < s[1].ncaptures; k++)
+            in[1 + s[0].ncaptures + k] = s[1].capture_src[k];
+    }
+    scope_free(&s[0]);
+    scope_free(&s[1]);
+    if (refused) {
+        if (!u || d->nerrors != before)
+            return 1; /* an error says why */
+        if (im->scope)
+            return scope_unsupported(im, u, udomain);
+        return unsupported_as(im, np, u, udomain);
+    }
+    b[0].capture_base = 0;
+    b[1].capture_base = b[0].ncaptures;
+    int ti = in ? ir_add_branch(im->g, &b[0]) : -1, ei = ti >= 0 ? ir_add_branch(im->g, &b[1]) : -1;
+    ir_attr attrs[2] = {{.id = IR_ATTR_THEN_BRANCH, .kind = IR_AT_INT, .i = ti, .tensor = -1},
+                        {.id = IR_ATTR_ELSE_BRANCH, .kind = IR_AT_INT, .i = ei, .tensor = -1}};
+    int outputs[1024];
+    for (size_t i = 0; ei >= 0 && i < np->n_output && d->nerrors == before; i++) {
+        outputs[i] = -1;
+        if (np->output[i] && *np->output[i])
+            define_output(im, node, op_type, np->output[i], &outputs[i]);
+    }
+    if (ei < 0)
+        vitc_error(d, VITC_INTERNAL, NULL, "out of memory");
+    else if (d->nerrors == before &&
+             (im->scope ? scope_add_node(im, im->scope, IR_OP_IF, node, op_type, 1 + ncap, in, (int)np->n_output,
+                                         outputs, 2, attrs)
+                        : ir_add_node(im->g, IR_OP_IF, node, op_type, 1 + ncap, in, (int)np->n_output, outputs, 2,
+                                      attrs)) < 0)
+        vitc_error(d, VITC_INTERNAL, NULL, "out of memory");
+    free(in);
+    return d->nerrors != before;
+}
+
 static void import_node(importer *im, const Onnx__NodeProto *np)
 {
     if (import_node_checked(im, np))
@@ -500,10 +891,10 @@ static int import_node_checked(importer *im, const Onnx__NodeProto *np)
     vitc_diag *d = im->d;
     int before = d->nerrors;
     if (np->domain && *np->domain && strcmp(np->domain, "ai.onnx") != 0)
-        return unsupported(im, np, np->domain);
+        return im->scope ? scope_unsupported(im, np, np->domain) : unsupported(im, np, np->domain);
     int op = ir_op_from_onnx(op_type);
     if (op < 0)
-        return unsupported(im, np, NULL);
+        return im->scope ? scope_unsupported(im, np, NULL) : unsupported(im, np, NULL);
     const ir_op_info *info = &ir_op_table[op];
     if ((int)np->n_input < info->min_in || (info->max_in != VAR && (int)np->n_input > info->max_in) ||
         (int)np->n_output < info->min_out || (info->max_out != VAR && (int)np->n_output > info->max_out) ||
@@ -514,6 +905,8 @@ static int import_node_checked(importer *im, const Onnx__NodeProto *np)
                       arity_str(out, sizeof out, info->min_out, info->max_out));
         return 1;
     }
+    if (op == IR_OP_IF)
+        return import_if(im, np);
     ir_attr attrs[64];
     int nattrs = 0;
     for (size_t i = 0; i < np->n_attribute; i++) {
@@ -540,10 +933,10 @@ static int import_node_checked(importer *im, const Onnx__NodeProto *np)
                 vitc_error_at(d, VITC_BAD_INPUT, node, op_type, "input %zu is required but its name is empty", i);
             continue;
         }
-        inputs[i] = map_get(&im->names, in);
-        if (inputs[i] == FROM_REFUSED_NODE)
+        int st = lookup(im, im->scope, in, &inputs[i]);
+        if (st == 2)
             refused_input = 1;
-        else if (inputs[i] < 0)
+        else if (st == 1)
             vitc_error_at(d, VITC_BAD_INPUT, node, op_type,
                           "input '%s' is not a graph input, an initializer or the output of an earlier node", in);
     }
@@ -556,22 +949,15 @@ static int import_node_checked(importer *im, const Onnx__NodeProto *np)
             vitc_error_at(d, VITC_BAD_INPUT, node, op_type, "output %zu is required but its name is empty", i);
         if (!out || !*out)
             continue;
-        if (map_get(&im->names, out) >= 0) {
-            vitc_error_at(d, VITC_BAD_INPUT, node, op_type, "output '%s' is already defined earlier", out);
-            continue;
-        }
-        int id = ir_add_value(im->g, out, IR_VAL_NODE, IR_F32);
-        if (id < 0) {
-            vitc_error(d, VITC_INTERNAL, NULL, "out of memory");
+        if (define_output(im, node, op_type, out, &outputs[i]) && d->status == VITC_INTERNAL)
             return 1;
-        }
-        map_put(&im->names, im->g->values[id].name, id);
-        outputs[i] = id;
     }
     if (d->nerrors != before)
         return 1;
-    if (ir_add_node(im->g, (ir_op)op, node, op_type, (int)np->n_input, inputs, (int)np->n_output, outputs,
-                    nattrs, attrs) < 0) {
+    if ((im->scope ? scope_add_node(im, im->scope, (ir_op)op, node, op_type, (int)np->n_input, inputs,
+                                    (int)np->n_output, outputs, nattrs, attrs)
+                   : ir_add_node(im->g, (ir_op)op, node, op_type, (int)np->n_input, inputs, (int)np->n_output,
+                                 outputs, nattrs, attrs)) < 0) {
         vitc_error(d, VITC_INTERNAL, NULL, "out of memory");
         return 1;
     }

@@ -316,6 +316,21 @@ static int attention_ok(const ir_graph *g, const ir_node *n)
     return ir_attention_of(n, &v, why, sizeof why);
 }
 
+/* Pad and ScatterND: the modes and reductions ik_pad and ik_scatter_nd implement. */
+static int pad_ok(const ir_graph *g, const ir_node *n)
+{
+    static const char *const modes[] = {"constant", "reflect", "edge", "wrap", NULL};
+    (void)g;
+    return attr_str_is(n, IR_ATTR_MODE, "constant", modes);
+}
+
+static int scatter_nd_ok(const ir_graph *g, const ir_node *n)
+{
+    static const char *const reductions[] = {"none", "add", "mul", "max", "min", NULL};
+    (void)g;
+    return attr_str_is(n, IR_ATTR_REDUCTION, "none", reductions);
+}
+
 /* Resize: the modes and attributes ik_resize implements (interp_resize.c). */
 static int resize_ok(const ir_graph *g, const ir_node *n)
 {
@@ -334,6 +349,8 @@ static int (*const checks[IR_OP_COUNT])(const ir_graph *g, const ir_node *n) = {
     [IR_OP_CONSTANT_OF_SHAPE] = constant_of_shape_ok,
     [IR_OP_LINEAR] = linear_ok,
     [IR_OP_ATTENTION] = attention_ok,
+    [IR_OP_PAD] = pad_ok,
+    [IR_OP_SCATTER_ND] = scatter_nd_ok,
 };
 
 /* The kernel of every op without a formula in elemwise.def (those run
@@ -374,10 +391,16 @@ static const ik_kernel kernels[IR_OP_COUNT] = {
     [IR_OP_BATCHNORM] = ik_batchnorm,
     [IR_OP_LINEAR] = ik_linear,
     [IR_OP_ATTENTION] = ik_attention,
+    [IR_OP_SIZE] = ik_size,
+    [IR_OP_TILE] = ik_tile,
+    [IR_OP_PAD] = ik_pad,
+    [IR_OP_GATHER_ND] = ik_gather_nd,
+    [IR_OP_SCATTER_ND] = ik_scatter_nd,
     [IR_OP_CONSTANT] = NULL,
+    [IR_OP_IF] = NULL, /* shape inference puts the branch it picks in its place */
 };
-/* Every op without a formula has its line above (Constant's NULL included). */
-_Static_assert(IR_OP_COUNT - IR_EW_COUNT == 33, "kernels[]: one entry per op without a formula in elemwise.def");
+/* Every op without a formula has its line above (Constant's and If's NULL included). */
+_Static_assert(IR_OP_COUNT - IR_EW_COUNT == 39, "kernels[]: one entry per op without a formula in elemwise.def");
 
 static ik_kernel kernel_for(ir_op op)
 {

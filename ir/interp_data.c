@@ -1,6 +1,6 @@
 /* interp_data.c: the interpreter's data-movement and shape kernels: Identity,
  * Dropout, Reshape, Flatten, Squeeze, Unsqueeze, Transpose, Concat, Split,
- * Slice, Gather, Expand, Shape, ConstantOfShape and Range.  Elements move as
+ * Slice, Gather, Expand, Shape, Size, ConstantOfShape and Range.  Elements move as
  * raw bytes, so every dtype comes out bit-exact; shape arithmetic is int64. */
 #include "ir/interp_impl.h"
 
@@ -487,6 +487,15 @@ int ik_shape(ik_ctx *c)
     int st = ik_alloc(c, &c->out[0], IR_I64, 1, &len);
     for (int64_t i = 0; !st && i < len; i++)
         ir_tensor_set_i64(&c->out[0], i, x->dims[b + i]);
+    return st;
+}
+
+/* Size(x): x's element count, an int64 scalar. */
+int ik_size(ik_ctx *c)
+{
+    int st = ik_alloc(c, &c->out[0], IR_I64, 0, NULL);
+    if (!st)
+        ir_tensor_set_i64(&c->out[0], 0, ir_tensor_numel(c->in[0]));
     return st;
 }
 

@@ -1,6 +1,7 @@
 /* interp_impl.h: what the reference interpreter's files share.  interp.c is
  * the driver (input checks, value lifetimes, dispatch) and owns the helpers
- * below; interp_elem.c, interp_data.c and interp_math.c hold the op kernels.
+ * below; interp_elem.c, interp_data.c, interp_nd.c and interp_math.c hold the
+ * op kernels.
  * Nothing outside ir/interp*.c includes this. */
 #ifndef VITC_INTERP_IMPL_H
 #define VITC_INTERP_IMPL_H
@@ -90,8 +91,14 @@ int ik_gather(ik_ctx *c);
 int ik_expand(ik_ctx *c);
 int ik_resize(ik_ctx *c);
 int ik_shape(ik_ctx *c);
+int ik_size(ik_ctx *c);
 int ik_constant_of_shape(ik_ctx *c);
 int ik_range(ik_ctx *c);
+/* interp_nd.c: indexing by coordinates */
+int ik_tile(ik_ctx *c);
+int ik_pad(ik_ctx *c);
+int ik_gather_nd(ik_ctx *c);
+int ik_scatter_nd(ik_ctx *c);
 /* interp_math.c: contractions and normalisations */
 int ik_matmul(ik_ctx *c);
 int ik_gemm(ik_ctx *c);

@@ -246,6 +246,29 @@ typedef struct ir_node {
     const char *op_type; /* provenance: ONNX op_type, or the pass that made it */
 } ir_node;
 
+/* ---- If branches ----
+ * A branch of an If (its then_branch or else_branch), kept from import until
+ * shape inference knows the condition and inlines the branch it picks
+ * (ir_inline_if); the other is never inferred.  Its nodes are ir_nodes whose
+ * inputs and outputs are references: v >= 0 a value of the graph (a constant
+ * the branch defines), -1 an omitted one, v <= -2 the branch's local
+ * IR_BRANCH_LOCAL(v).  A local is the output of one of its nodes, or a
+ * capture: a value of the enclosing scope the branch reads by name, capture
+ * k being input 1 + capture_base + k of its If.  A node of a branch may be
+ * an If itself, whose inputs are then references of this branch. */
+#define IR_BRANCH_REF(local) (-2 - (local))
+#define IR_BRANCH_LOCAL(ref) (-2 - (ref))
+typedef struct {
+    ir_node *nodes;
+    int nnodes;
+    const char **local_names; /* the names the model gives the locals */
+    int *capture;             /* per local: its capture index, or -1 (a node's output) */
+    int nlocals;
+    int ncaptures, capture_base;
+    int *outputs; /* references, one per output of the If */
+    int noutputs;
+} ir_branch;
+
 /* ---- graph ---- */
 typedef struct ir_graph {
     ir_arena *arena;
@@ -263,6 +286,9 @@ typedef struct ir_graph {
     int64_t fixed_batch; /* the batch the export fixed: no graph input has a symbolic first dimension
                             and the first one's is this number (the importer's reading); 0 where the
                             batch is symbolic, or where no input has a dimension */
+    ir_branch *branches; /* the branches of If nodes not inlined yet (their then_branch, else_branch) */
+    int nbranches, cap_branches;
+    struct ir_name_set *value_names; /* the value names ir_inline_if has seen (ir/branch.c), or NULL */
 } ir_graph;
 
 ir_graph *ir_graph_new(const char *path);
@@ -275,6 +301,15 @@ int ir_add_node(ir_graph *g, ir_op op, const char *name, const char *op_type, in
 /* Adds a constant value with a copy of data; returns its index or -1. */
 int ir_add_const(ir_graph *g, const char *name, ir_dtype dtype, int rank, const int64_t *dims,
                  const void *data, size_t nbytes);
+/* Adds a copy of branch b (its arrays are kept, not copied); returns its index or -1. */
+int ir_add_branch(ir_graph *g, const ir_branch *b);
+/* Appends, after the graph's last node, the nodes of If node i's
+ * then_branch (take_then) or else_branch, their outputs named uniquely, and
+ * an Identity per output of the If: they compute what node i computes, which
+ * the caller removes (ir_infer_shapes_from puts them in its place).  *first:
+ * the index of the first node appended.  Reports a malformed If through d;
+ * returns a status. */
+int ir_inline_if(ir_graph *g, int i, int take_then, int *first, vitc_diag *d);
 /* Index of the value named name, or -1 (linear search; for tools and tests). */
 int ir_find_value(const ir_graph *g, const char *name);
 
@@ -329,6 +364,11 @@ int ir_verify(const ir_graph *g, vitc_diag *d);
 /* Infers dtype and shape of every node output, in terms of the batch, and the
  * compile-time values of shape arithmetic (symval).  Returns status. */
 int ir_infer_shapes(ir_graph *g, vitc_diag *d);
+/* The same from node start on (the nodes before it inferred already).  An If
+ * whose condition is then known is replaced by the branch it picks
+ * (ir_inline_if): nodes and values are added, and the node array is put
+ * back in order (the Ifs gone) when it returns, whatever the status. */
+int ir_infer_shapes_from(ir_graph *g, int start, vitc_diag *d);
 
 /* Printers. */
 void ir_print_text(const ir_graph *g, FILE *f);

@@ -858,10 +858,15 @@ static int infer_constant_of_shape(ctx *c)
     return VITC_OK;
 }
 
-/* A scalar float constant's value; 0 if the value is not a float constant. */
+/* A scalar float constant's value, or one computed at compile time (kval);
+ * 0 if the value is neither. */
 static int const_float(ctx *c, int id, double *out)
 {
     const ir_value *v = &c->g->values[id];
+    if (v->kval && v->nkval == 1 && ir_dtype_is_float(v->dtype) && numel_static(v) == 1) {
+        *out = v->kval[0];
+        return 1;
+    }
     if (v->kind != IR_VAL_CONST || !ir_dtype_is_float(v->dtype) || v->nbytes != ir_dtype_size(v->dtype))
         return 0;
     ir_tensor t = {.dtype = v->dtype, .rank = 0, .data = v->data};
@@ -1108,6 +1113,149 @@ static int infer_attention(ctx *c)
     return VITC_OK;
 }
 
+/* Size: the element count, an int64 scalar; its value in terms of the batch. */
+static int infer_size(ctx *c)
+{
+    ir_value *x = in(c, 0);
+    ir_dim n = ir_dim_const(1);
+    for (int i = 0; i < x->rank; i++)
+        if (!sym_mul(n, x->dims[i], &n))
+            FAIL(c, "the element count overflows");
+    ir_value *o = out_set(c, 0, IR_I64, 0, &n); /* a scalar: no dims read */
+    set_symval(c, o, &n, 1);
+    return VITC_OK;
+}
+
+/* Tile(x, repeats): dimension i repeated repeats[i] times (a number, or
+ * the batch: SigLIP repeats its probe per image). */
+static int infer_tile(ctx *c)
+{
+    ir_value *x = in(c, 0);
+    int n;
+    const ir_dim *r = known(c, c->n->inputs[1], &n);
+    if (!r)
+        FAIL(c, "the repeats must be known at compile time");
+    if (n != x->rank || in(c, 1)->rank != 1)
+        FAIL(c, "repeats must be 1-D with one entry per dimension of the input (%d), not %d", x->rank, n);
+    ir_dim d[IR_MAX_RANK];
+    for (int i = 0; i < n; i++) {
+        if (r[i].k < 0)
+            FAIL(c, "repeat %d is negative (%lld)", i, (long long)r[i].k);
+        if (!sym_mul(x->dims[i], r[i], &d[i]))
+            FAIL(c, "dimension %d overflows", i);
+    }
+    out_set(c, 0, x->dtype, x->rank, d);
+    return VITC_OK;
+}
+
+/* GatherND(data, indices), batch_dims b: indices' last dimension m picks
+ * m coordinates after the b batch dimensions; the output is
+ * indices.shape[:-1] + data.shape[b + m:]. */
+static int infer_gather_nd(ctx *c)
+{
+    ir_value *x = in(c, 0), *idx = in(c, 1);
+    int64_t b = ir_attr_int(c->n, IR_ATTR_BATCH_DIMS, 0);
+    char s1[48], s2[48];
+    if (idx->dtype != IR_I64 && idx->dtype != IR_I32)
+        FAIL(c, "indices must be int64 or int32");
+    if (x->rank < 1 || idx->rank < 1 || b < 0 || b >= x->rank || b >= idx->rank)
+        FAIL(c, "data (rank %d) and indices (rank %d) need rank >= 1 and more than batch_dims (%lld)", x->rank,
+             idx->rank, (long long)b);
+    ir_dim last = idx->dims[idx->rank - 1];
+    if (!is_static(last) || last.k < 1 || last.k > x->rank - b)
+        FAIL(c, "the last dimension of indices is %s; it must be 1 to %lld (data's rank less batch_dims)",
+             dimstr(last, s1), (long long)(x->rank - b));
+    for (int i = 0; i < b; i++)
+        if (!ir_dim_eq(x->dims[i], idx->dims[i]))
+            FAIL(c, "batch dimension %d is %s in data and %s in indices", i, dimstr(x->dims[i], s1),
+                 dimstr(idx->dims[i], s2));
+    int r = idx->rank - 1 + x->rank - (int)b - (int)last.k;
+    if (r > IR_MAX_RANK)
+        FAIL(c, "result rank exceeds %d", IR_MAX_RANK);
+    ir_dim d[IR_MAX_RANK];
+    int k = 0;
+    for (int i = 0; i < idx->rank - 1; i++)
+        d[k++] = idx->dims[i];
+    for (int i = (int)(b + last.k); i < x->rank; i++)
+        d[k++] = x->dims[i];
+    out_set(c, 0, x->dtype, r, d);
+    return VITC_OK;
+}
+
+/* ScatterND(data, indices, updates): shaped like data; updates must be
+ * indices.shape[:-1] + data.shape[m:], m the last dimension of indices. */
+static int infer_scatter_nd(ctx *c)
+{
+    ir_value *x = in(c, 0), *idx = in(c, 1), *u = in(c, 2);
+    const ir_attr *red = ir_attr_get(c->n, IR_ATTR_REDUCTION);
+    char s1[48], t1[96], t2[96];
+    if (red && (red->kind != IR_AT_STRING ||
+                (strcmp(red->s, "none") && strcmp(red->s, "add") && strcmp(red->s, "mul") && strcmp(red->s, "max") &&
+                 strcmp(red->s, "min"))))
+        FAIL(c, "reduction '%s' is not supported", red->kind == IR_AT_STRING ? red->s : "?");
+    if (idx->dtype != IR_I64 && idx->dtype != IR_I32)
+        FAIL(c, "indices must be int64 or int32");
+    if (u->dtype != x->dtype)
+        FAIL(c, "updates are %s but data is %s", ir_dtype_name(u->dtype), ir_dtype_name(x->dtype));
+    ir_dim m = idx->rank >= 1 ? idx->dims[idx->rank - 1] : ir_dim_const(-1);
+    if (x->rank < 1 || idx->rank < 1 || !is_static(m) || m.k < 1 || m.k > x->rank)
+        FAIL(c, "the last dimension of indices is %s; it must be 1 to data's rank %d",
+             idx->rank >= 1 ? dimstr(m, s1) : "missing", x->rank);
+    int ok = u->rank == idx->rank - 1 + x->rank - (int)m.k;
+    for (int i = 0; ok && i < idx->rank - 1; i++)
+        ok = ir_dim_eq(u->dims[i], idx->dims[i]);
+    for (int i = (int)m.k; ok && i < x->rank; i++)
+        ok = ir_dim_eq(u->dims[idx->rank - 1 + i - m.k], x->dims[i]);
+    if (!ok)
+        FAIL(c, "updates are %s; with indices %s they must be indices' shape but the last, then data's after "
+             "dimension %lld", ir_value_type_str(u, t1, sizeof t1), ir_value_type_str(idx, t2, sizeof t2),
+             (long long)m.k);
+    out_set(c, 0, x->dtype, x->rank, x->dims);
+    return VITC_OK;
+}
+
+/* Pad(x, pads, constant_value?, axes?): pads [begins..., ends...] over the
+ * axes (all of them without axes); negative pads crop. */
+static int infer_pad(ctx *c)
+{
+    ir_value *x = in(c, 0);
+    const ir_attr *mode = ir_attr_get(c->n, IR_ATTR_MODE);
+    if (mode && (mode->kind != IR_AT_STRING || (strcmp(mode->s, "constant") && strcmp(mode->s, "reflect") &&
+                                                strcmp(mode->s, "edge") && strcmp(mode->s, "wrap"))))
+        FAIL(c, "mode '%s' is not supported", mode->kind == IR_AT_STRING ? mode->s : "?");
+    int64_t pads[2 * IR_MAX_RANK], axes[IR_MAX_RANK];
+    int np = known_ints(c, c->n->inputs[1], pads, 2 * IR_MAX_RANK), na = x->rank;
+    if (np < 0)
+        FAIL(c, "the pads must be known at compile time");
+    if (ir_input(c->n, 3) >= 0) {
+        if ((na = known_ints(c, c->n->inputs[3], axes, IR_MAX_RANK)) < 0)
+            FAIL(c, "the axes must be known at compile time");
+    } else {
+        for (int i = 0; i < na; i++)
+            axes[i] = i;
+    }
+    if (np != 2 * na)
+        FAIL(c, "pads has %d entries for %d axes; it needs two per axis", np, na);
+    if (ir_input(c->n, 2) >= 0 && (in(c, 2)->dtype != x->dtype || numel_static(in(c, 2)) != 1))
+        FAIL(c, "constant_value must be one value of the input's type");
+    ir_dim d[IR_MAX_RANK];
+    memcpy(d, x->dims, sizeof d);
+    int seen[IR_MAX_RANK] = {0};
+    for (int i = 0; i < na; i++) {
+        int a = norm_axis(axes[i], x->rank);
+        if (a < 0 || seen[a])
+            FAIL(c, "axis %lld is out of range or repeated", (long long)axes[i]);
+        seen[a] = 1;
+        int64_t add;
+        if (ir_add_ovf(pads[i], pads[i + na], &add) || (add && !is_static(x->dims[a])) ||
+            ir_add_ovf(x->dims[a].k, add, &d[a].k) || d[a].k < 0)
+            FAIL(c, "axis %d cannot be padded by %lld and %lld%s", a, (long long)pads[i], (long long)pads[i + na],
+                 is_static(x->dims[a]) ? "" : " (it is the batch)");
+    }
+    out_set(c, 0, x->dtype, x->rank, d);
+    return VITC_OK;
+}
+
 /* Softmax, BatchNormalization, Identity, Dropout: the output is shaped like
  * input 0 (Dropout's mask too). */
 static int infer_same(ctx *c)
@@ -1157,13 +1305,19 @@ static int (*const rules[IR_OP_COUNT])(ctx *c) = {
     [IR_OP_BATCHNORM] = infer_same,
     [IR_OP_IDENTITY] = infer_same,
     [IR_OP_DROPOUT] = infer_same,
+    [IR_OP_SIZE] = infer_size,
+    [IR_OP_TILE] = infer_tile,
+    [IR_OP_GATHER_ND] = infer_gather_nd,
+    [IR_OP_SCATTER_ND] = infer_scatter_nd,
+    [IR_OP_PAD] = infer_pad,
     [IR_OP_CONSTANT] = NULL,
+    [IR_OP_IF] = NULL, /* replaced by the branch it picks before a rule would run (ir_infer_shapes_from) */
     /* element-wise without a formula: infer_elementwise */
     [IR_OP_CAST] = NULL,
     [IR_OP_CAST_LIKE] = NULL,
     [IR_OP_CLIP] = NULL,
 };
-_Static_assert(IR_OP_COUNT - IR_EW_COUNT == 33, "rules[]: one line per op without a formula in elemwise.def");
+_Static_assert(IR_OP_COUNT - IR_EW_COUNT == 39, "rules[]: one line per op without a formula in elemwise.def");
 
 static int infer_node(ctx *c)
 {
@@ -1270,17 +1424,116 @@ static void evaluate_known(ctx *c)
         ir_tensor_free(&in[k]);
 }
 
-int ir_infer_shapes(ir_graph *g, vitc_diag *d)
+/* If node i: its condition known at compile time picks the branch whose
+ * nodes are appended to replace it (ir_inline_if, *first the first of
+ * them); the other is never looked at. */
+static int pick_branch(ctx *c, int i, int *first)
+{
+    int cond = c->n->inputs[0];
+    ir_tensor t = {0};
+    if (cond < 0 || c->g->values[cond].rank < 0)
+        FAIL(c, "its condition has no inferred shape");
+    if (!known_tensor(c->g, cond, &t))
+        FAIL(c, "If whose condition is computed at run time is not supported: vitc compiles one branch, so the "
+                "condition must be known at compile time (computed from shapes and constants)");
+    int64_t n = ir_tensor_numel(&t);
+    int take_then = n == 1 && ir_tensor_get(&t, 0) != 0;
+    ir_tensor_free(&t);
+    if (n != 1)
+        FAIL(c, "its condition has %lld elements; an If takes one", (long long)n);
+    return ir_inline_if(c->g, i, take_then, first, c->d);
+}
+
+/* One node that is not an If. */
+static int infer_one(ctx *c)
+{
+    int status = infer_node(c);
+    if (status == VITC_OK)
+        status = check_output_sizes(c);
+    if (status == VITC_OK)
+        evaluate_known(c);
+    return status;
+}
+
+/* Shape inference over a graph with Ifs from node start on: the nodes in a
+ * list (next[]), where an If's branch, appended to the node array, is
+ * linked in its place and inferred next; then the array is put in the
+ * list's order, the Ifs gone, and every producer set again. */
+static int infer_with_branches(ctx *c, int start)
+{
+    ir_graph *g = c->g;
+    int cap = g->nnodes + 64, head = 0, prev = start - 1, status = VITC_OK;
+    int *next = malloc(sizeof(int) * (size_t)cap);
+    if (!next)
+        return vitc_error(c->d, VITC_INTERNAL, NULL, "out of memory");
+    for (int i = 0; i < g->nnodes; i++)
+        next[i] = i + 1 < g->nnodes ? i + 1 : -1;
+    for (int i = start; i >= 0 && status == VITC_OK;) {
+        c->n = &g->nodes[i];
+        if (c->n->op != IR_OP_IF) {
+            status = infer_one(c);
+            prev = i;
+            i = next[i];
+            continue;
+        }
+        int first, before = g->nnodes;
+        status = pick_branch(c, i, &first);
+        if (g->nnodes > cap) {
+            int *more = realloc(next, sizeof(int) * (size_t)(cap = g->nnodes + cap));
+            if (!more) {
+                free(next);
+                return vitc_error(c->d, VITC_INTERNAL, NULL, "out of memory");
+            }
+            next = more;
+        }
+        if (status)
+            break; /* the nodes appended are linked nowhere: dropped below */
+        for (int k = before; k < g->nnodes; k++)
+            next[k] = k + 1 < g->nnodes ? k + 1 : next[i];
+        int repl = g->nnodes > before ? before : next[i];
+        if (prev >= 0)
+            next[prev] = repl;
+        else
+            head = repl;
+        i = repl;
+    }
+    ir_node *order = malloc(sizeof(ir_node) * ((size_t)g->nnodes + 1));
+    if (!order) {
+        free(next);
+        return vitc_error(c->d, VITC_INTERNAL, NULL, "out of memory");
+    }
+    int n = 0;
+    for (int i = head; i >= 0; i = next[i])
+        if (g->nodes[i].op != IR_OP_IF || status) /* an If not reached stays, for the error to name */
+            order[n++] = g->nodes[i];
+    memcpy(g->nodes, order, sizeof(ir_node) * (size_t)n);
+    g->nnodes = n;
+    free(order);
+    free(next);
+    for (int v = 0; v < g->nvalues; v++)
+        if (g->values[v].kind == IR_VAL_NODE)
+            g->values[v].producer = -1;
+    for (int i = 0; i < g->nnodes; i++)
+        for (int k = 0; k < g->nodes[i].noutputs; k++)
+            if (g->nodes[i].outputs[k] >= 0 && g->nodes[i].outputs[k] < g->nvalues)
+                g->values[g->nodes[i].outputs[k]].producer = i;
+    return status;
+}
+
+int ir_infer_shapes(ir_graph *g, vitc_diag *d) { return ir_infer_shapes_from(g, 0, d); }
+
+int ir_infer_shapes_from(ir_graph *g, int start, vitc_diag *d)
 {
     ctx c = {.g = g, .d = d};
-    int status = VITC_OK;
-    for (int i = 0; i < g->nnodes && status == VITC_OK; i++) {
+    int status = VITC_OK, branches = 0;
+    start = start > 0 ? start : 0;
+    for (int i = start; i < g->nnodes && !branches; i++)
+        branches = g->nodes[i].op == IR_OP_IF;
+    if (branches)
+        return infer_with_branches(&c, start);
+    for (int i = start; i < g->nnodes && status == VITC_OK; i++) {
         c.n = &g->nodes[i];
-        status = infer_node(&c);
-        if (status == VITC_OK)
-            status = check_output_sizes(&c);
-        if (status == VITC_OK)
-            evaluate_known(&c);
+        status = infer_one(&c);
     }
     return status;
 }

@@ -1,7 +1,7 @@
 /* simplify.c: local canonicalisation, run three times in the pipeline.
  *
  * - No-ops go: Identity, inference Dropout, Cast to the same type, Reshape /
- *   Squeeze / Unsqueeze / Flatten / Expand to the same shape, Transpose by
+ *   Squeeze / Unsqueeze / Flatten / Expand to the same shape, Pad by 0, Transpose by
  *   the identity, a full Slice, a one-input Concat, adding 0 or multiplying
  *   by 1 (a splat of any shape that broadcasts away: a mask that masks
  *   nothing), a Where whose condition is a splat, a NaN guard after a
@@ -11,6 +11,7 @@
  *   one that only reshapes becomes a single Reshape (view.c decides).
  * - A Transpose feeding a reduction with keepdims=0 is absorbed into the
  *   reduction's axes when the kept axes stay in order (einops's mean-pool).
+ * - A Tile that repeats only axes of size 1 becomes the Expand it is.
  * - A Linear whose input is a row permutation of a tensor (torch's
  *   MultiheadAttention works on (L, B, E)) is computed on that tensor and the
  *   permutation moved after it; then the permutation usually meets its
@@ -86,6 +87,14 @@ static int noop_input(const ir_graph *g, const ir_node *n)
         return forward_slice(g, n) ? x : -1;
     if (n->op == IR_OP_RESIZE) /* at its own size */
         return ir_resize_copies_at_same_size(n) ? x : -1;
+    if (n->op == IR_OP_PAD) { /* by nothing (Swin pads to whole windows, by 0 where they fit) */
+        int64_t pads[2 * IR_MAX_RANK];
+        int np = rw_const_ints(g, n, 1, pads, 2 * IR_MAX_RANK);
+        for (int i = 0; i < np; i++)
+            if (pads[i] != 0)
+                return -1;
+        return np >= 0 ? x : -1;
+    }
     return n->op == IR_OP_EXPAND || n->op == IR_OP_CAST ? x : -1;
 }
 
@@ -430,6 +439,39 @@ static int rewrite_chain(ir_graph *g, int ni, const void *mv)
     return rw_set_node(g, ni, IR_OP_RESHAPE, n->name, n->op_type, 2, in, 1, &y, 0, NULL);
 }
 
+/* Tile(x, repeats) that repeats only axes of size 1 (a repeat other than 1
+ * on an axis of x of size 1) is Expand(x, repeats), which the backends run:
+ * SigLIP's attention-pool head tiles its probe [1, 1, D] over the batch. */
+static int match_tile_expand(const ir_graph *g, const ir_node *n, void *mv, char *why, size_t nwhy)
+{
+    (void)mv;
+    const ir_value *x = &g->values[n->inputs[0]], *rv = &g->values[n->inputs[1]];
+    int64_t r[IR_MAX_RANK];
+    int cnt = rv->symval ? rv->nsymval : rw_const_ints(g, n, 1, r, IR_MAX_RANK);
+    if (cnt != x->rank || rv->rank != 1 || (!rv->symval && rv->kind != IR_VAL_CONST)) {
+        snprintf(why, nwhy, "the repeats are not known, one per axis");
+        return -1;
+    }
+    for (int i = 0; i < x->rank; i++) {
+        ir_dim ri = rv->symval ? rv->symval[i] : ir_dim_const(r[i]);
+        if (!ir_dim_eq(ri, ir_dim_const(1)) && !ir_dim_eq(x->dims[i], ir_dim_const(1))) {
+            char d[48], t[48];
+            snprintf(why, nwhy, "axis %d, of size %s, is repeated %s times: not a broadcast", i,
+                     ir_dim_str(x->dims[i], d, sizeof d), ir_dim_str(ri, t, sizeof t));
+            return -1;
+        }
+    }
+    return 1;
+}
+
+static int rewrite_tile_expand(ir_graph *g, int ni, const void *mv)
+{
+    (void)mv;
+    const ir_node *n = &g->nodes[ni];
+    int in[2] = {n->inputs[0], n->inputs[1]}, out = n->outputs[0];
+    return rw_set_node(g, ni, IR_OP_EXPAND, n->name, n->op_type, 2, in, 1, &out, 0, NULL);
+}
+
 /* LayerNormalization's Mean and InvStdDev and Dropout's mask, when nothing
  * reads them, are not computed. */
 static int match_unread_outputs(const ir_graph *g, const ir_node *n, void *mv, char *why, size_t nwhy)
@@ -466,6 +508,8 @@ static const rw_rule rules[] = {
      .match = match_sink, .rewrite = rewrite_sink},
     {.name = "unread-outputs", .anchor = RW_ANY_OP, .canonical = 1, .match = match_unread_outputs,
      .rewrite = rewrite_unread_outputs},
+    {.name = "tile-as-expand", .anchor = IR_OP_TILE, .canonical = 1, .match = match_tile_expand,
+     .rewrite = rewrite_tile_expand},
 };
 
 int pass_simplify(ir_graph *g, vitc_diag *d) { return RW_APPLY(g, rules, d); }

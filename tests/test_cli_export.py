@@ -16,6 +16,11 @@ models made here with the onnx package.
   the first node, then one next-step line (compile and dump exit 2); `vitc
   dump` prints the graph all the same, the unsupported nodes marked in their
   place (text, --stats, dot).
+- If: a condition computed from shapes picks the branch that is compiled
+  (reading the graph around it, an If nested in it; the branches not taken
+  would not infer), within 1e-4 of ONNX Runtime; a condition computed from
+  data is refused naming the node, an unsupported operator in a branch is
+  reported as itself (exit 2).
 - --explain-fusion names every Softmax, Sigmoid, Pow, Sqrt, Reciprocal or
   MatMul left outside fused ops, with the candidate near it that did not fuse.
 Run by ctest with VITC_BIN and VITC_SOURCE_DIR set.
@@ -209,19 +214,20 @@ def fixed_batch(tmp):
 
 
 def unsupported(tmp):
-    """Three ScatterND on constants (an index table) and a Tile: one grouped error and a next step."""
+    """Three ScatterElements on constants (an index table) and a CumSum: one grouped error and a next step."""
     c = lambda name, a: numpy_helper.from_array(np.asarray(a), name)
     nodes = [helper.make_node("Relu", ["x"], ["a"], name="relu"),
-             helper.make_node("ScatterND", ["table", "i0", "u0"], ["t1"], name="/pos/ScatterND"),
-             helper.make_node("ScatterND", ["t1", "i1", "u1"], ["t2"], name="/pos/ScatterND_1"),
-             helper.make_node("ScatterND", ["t2", "i2", "u2"], ["t3"], name="/pos/ScatterND_2"),
+             helper.make_node("ScatterElements", ["table", "i0", "u0"], ["t1"], name="/pos/ScatterElements"),
+             helper.make_node("ScatterElements", ["t1", "i1", "u1"], ["t2"], name="/pos/ScatterElements_1"),
+             helper.make_node("ScatterElements", ["t2", "i2", "u2"], ["t3"], name="/pos/ScatterElements_2"),
              helper.make_node("Add", ["a", "t3"], ["b"], name="add"),
-             helper.make_node("Tile", ["b", "reps"], ["y"], name="/head/Tile")]
-    inits = [c("table", np.zeros(4, np.float32)), c("reps", np.array([1, 2], np.int64))]
+             helper.make_node("CumSum", ["b", "axis"], ["y"], name="/head/CumSum")]
+    inits = [c("table", np.zeros(4, np.float32)), c("axis", np.array(1, np.int64))]
     for k in range(3):
-        inits += [c(f"i{k}", np.array([[k]], np.int64)), c(f"u{k}", np.array([k + 1.0], np.float32))]
-    path = save(os.path.join(tmp, "unsupported.onnx"), nodes, [vi("x", ["B", 4])], [vi("y", ["B", 8])], inits)
-    want = ("unsupported operators: ScatterND x3 (first: node '/pos/ScatterND'), Tile x1 (node '/head/Tile')")
+        inits += [c(f"i{k}", np.array([k], np.int64)), c(f"u{k}", np.array([k + 1.0], np.float32))]
+    path = save(os.path.join(tmp, "unsupported.onnx"), nodes, [vi("x", ["B", 4])], [vi("y", ["B", 4])], inits)
+    want = ("unsupported operators: ScatterElements x3 (first: node '/pos/ScatterElements'), CumSum x1 "
+            "(node '/head/CumSum')")
     rc, _, err = vitc(path, "-o", os.path.join(tmp, "u.so"))
     lines = err.strip().splitlines()
     check(rc == 2 and len(lines) == 2 and lines[0].endswith(want) and "next step: `vitc dump" in lines[1],
@@ -232,19 +238,78 @@ def unsupported(tmp):
     marked = [l for l in out.splitlines() if l.endswith("!! unsupported")]
     check(len(marked) == 4 and "4 unsupported" in out.splitlines()[0],
           f"dump: the graph printed, {len(marked)} nodes marked unsupported")
-    check("a: f32[B,4] = Relu(x)  # relu" in out and "t1: ? = ScatterND(table, i0, u0)  # /pos/ScatterND  !! unsupported"
-          in out and "y: f32[B,8] = Tile(b, reps)  # /head/Tile  !! unsupported" in out,
+    check("a: f32[B,4] = Relu(x)  # relu" in out and
+          "t1: ? = ScatterElements(table, i0, u0)  # /pos/ScatterElements  !! unsupported" in out and
+          "y: f32[B,4] = CumSum(b, axis)  # /head/CumSum  !! unsupported" in out,
           "dump: supported nodes typed, unsupported ones in place with what they read:\n" + out)
     order = [l.split(" = ")[1].split("(")[0] for l in out.splitlines() if " = " in l]
-    check(order == ["Relu", "ScatterND", "ScatterND", "ScatterND", "Add", "Tile"], f"dump: in model order {order}")
+    check(order == ["Relu", "ScatterElements", "ScatterElements", "ScatterElements", "Add", "CumSum"],
+          f"dump: in model order {order}")
     rc, out, _ = vitc("dump", path, "--stats")
-    check(rc == 2 and out.splitlines() == ["Add 1", "Relu 1", "ScatterND 3  !! unsupported", "Tile 1  !! unsupported"],
+    check(rc == 2 and out.splitlines() == ["Add 1", "CumSum 1  !! unsupported", "Relu 1",
+                                           "ScatterElements 3  !! unsupported"],
           "dump --stats: the unsupported op types counted and marked: " + " | ".join(out.splitlines()))
     rc, out, _ = vitc("dump", path, "--format", "dot")
     check(rc == 2 and out.count("!! unsupported") == 4 and out.rstrip().endswith("}"), "dump --format dot: marked")
     if shutil.which("dot"):
         p = subprocess.run(["dot", "-Tsvg"], input=out, capture_output=True, text=True)
         check(p.returncode == 0, "dump --format dot: Graphviz renders it")
+
+
+def branches(tmp):
+    """If with a condition computed from shapes (a Size of a Shape, as HF DINOv3's rotary embedding exports
+    it): the branch it picks is compiled, reading values of the graph around it, with an If nested in it; the
+    branches not taken would not even infer for these shapes.  A condition computed from data is refused
+    naming the node; an unsupported operator inside a branch is reported as itself."""
+    c = lambda name, a: numpy_helper.from_array(np.asarray(a), name)
+    bad = lambda: numpy_helper.from_array(np.array([-1, 5, 7], np.int64), "bad_shape")
+    inner = helper.make_node(
+        "If", ["small"], ["r"], name="then/If",
+        then_branch=helper.make_graph([helper.make_node("Constant", [], ["bad2"], name="then/then/shape",
+                                                        value=c("v", np.array([-1, 5, 7], np.int64))),
+                                       helper.make_node("Reshape", ["m", "bad2"], ["rr"], name="then/then/Reshape")],
+                                      "then_then", [], [vi("rr", None)]),
+        else_branch=helper.make_graph([helper.make_node("Relu", ["m"], ["re"], name="then/else/Relu")],
+                                      "then_else", [], [vi("re", None)]))
+    then_g = helper.make_graph([helper.make_node("Mul", ["x", "w"], ["m"], name="then/Mul"),
+                                helper.make_node("Less", ["n", "one"], ["small"], name="then/Less"), inner],
+                               "then", [], [vi("r", None)])
+    else_g = helper.make_graph([helper.make_node("Reshape", ["x", "bad_shape"], ["e"], name="else/Reshape")],
+                               "else", [], [vi("e", None)], [bad()])
+
+    def model(name, cond_nodes, else_graph=else_g):
+        nodes = cond_nodes + [helper.make_node("If", ["cond"], ["t"], name="if", then_branch=then_g,
+                                               else_branch=else_graph),
+                              helper.make_node("Add", ["t", "x"], ["y"], name="add")]
+        inits = [c("w", RNG.standard_normal(6).astype(np.float32)), c("two", np.array(2, np.int64)),
+                 c("one", np.array(1, np.int64)), c("zero", np.array(0.0, np.float32))]
+        return save(os.path.join(tmp, name), nodes, [vi("x", ["B", 4, 6])], [vi("y", ["B", 4, 6])], inits)
+
+    shapes = [helper.make_node("Shape", ["x"], ["s"], name="Shape"), helper.make_node("Size", ["s"], ["n"], name="Size"),
+              helper.make_node("Greater", ["n", "two"], ["cond"], name="Greater")]
+    path = model("if-shapes.onnx", shapes)
+    so = os.path.join(tmp, "if.so")
+    rc, _, err = vitc(path, "-o", so, "--batch", "3")
+    check(rc == 0, "If on shapes: compiles " + err.strip())
+    x3 = RNG.standard_normal((3, 4, 6)).astype(np.float32)
+    rc, err, y = run_so(so, x3, tmp, "if3") if rc == 0 else (rc, "", None)
+    e = rel_err(y, ort_run(path, x3)) if rc == 0 else float("inf")
+    check(rc == 0 and e <= 1e-4, f"If on shapes: batch 3 runs, {e:.2e} from ONNX Runtime (<= 1e-4) {err}")
+    rc, out, err = vitc("dump", path)
+    check(rc == 0 and "= If(" not in out and "= Relu(m)  # then/else/Relu" in out and "Reshape" not in out,
+          "If on shapes: dump shows the branch taken in its place, the others gone:\n" + out + err)
+
+    data = shapes[:2] + [helper.make_node("ReduceSum", ["x"], ["sum"], name="ReduceSum", keepdims=0),
+            helper.make_node("Greater", ["sum", "zero"], ["cond"], name="Greater")]
+    rc, _, err = vitc(model("if-data.onnx", data), "-o", os.path.join(tmp, "if-data.so"))
+    check(rc == 2 and "node 'if' (If): If whose condition is computed at run time is not supported" in err,
+          "If on data: exit 2 naming the node: " + err.strip())
+
+    cum = helper.make_graph([helper.make_node("CumSum", ["x", "one"], ["e"], name="else/CumSum")], "else", [],
+                            [vi("e", None)])
+    rc, _, err = vitc(model("if-unsupported.onnx", shapes, cum), "-o", os.path.join(tmp, "if-u.so"))
+    check(rc == 2 and "unsupported operator: CumSum x1 (node 'else/CumSum')" in err,
+          "If with an unsupported operator in a branch: exit 2 naming it: " + err.strip())
 
 
 def leftovers(tmp):
@@ -278,6 +343,7 @@ def main():
     try:
         fixed_batch(tmp)
         unsupported(tmp)
+        branches(tmp)
         leftovers(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

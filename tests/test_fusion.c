@@ -675,6 +675,75 @@ static void test_resize_of_a_constant_folds_and_at_its_own_size_is_dropped(void 
     ir_graph_free(g);
 }
 
+/* Tile(x [B, 1, 6], [1, 4, 1]) repeats an axis of size 1: it becomes
+ * Expand(x, [1, 4, 1]), which the backends run.  Tile(x, [1, 1, 2]) repeats
+ * an axis of size 6 and stays, --explain-fusion saying why. */
+static void test_tile_of_axes_of_size_1_becomes_expand(void **state)
+{
+    (void)state;
+    ir_graph *g = tu_graph_new("test.onnx", 17);
+    int x = tu_input(g, "x", IR_F32, 3, TU_DIMS(-1, 1, 6));
+    int64_t r1[3] = {1, 4, 1}, r2[3] = {1, 1, 2};
+    int a = tu_node(g, IR_OP_TILE, "tile_b", IR_F32, 2, TU_IN(x, tu_const_ints(g, "r1", 3, r1)), 0, NULL);
+    int b = tu_node(g, IR_OP_TILE, "tile_w", IR_F32, 2, TU_IN(x, tu_const_ints(g, "r2", 3, r2)), 0, NULL);
+    tu_output(g, N1(IR_OP_NEG, "neg_a", a));
+    tu_output(g, N1(IR_OP_NEG, "neg_b", b));
+    char *explain = optimize_checked(g, 0);
+    assert_int_equal(count_op(g, IR_OP_TILE), 1);
+    assert_int_equal(count_op(g, IR_OP_EXPAND), 1);
+    assert_non_null(strstr(explain, "node 'tile_w' (Tile): axis 2, of size 6, is repeated 2 times: not a broadcast"));
+    char t[64];
+    assert_string_equal(ir_value_type_str(&g->values[g->nodes[0].outputs[0]], t, sizeof t), "f32[B,4,6]");
+    free(explain);
+    ir_graph_free(g);
+}
+
+/* An index table built of constants (BEiT's relative position index is
+ * ScatterND on constants; Pad, GatherND and Tile around it) folds to one
+ * constant, Size of a constant with it; only the Add that reads it is left.
+ * Size of the input follows the batch: 12 * B. */
+static void test_index_ops_on_constants_fold_and_size_follows_the_batch(void **state)
+{
+    (void)state;
+    ir_graph *g = tu_graph_new("test.onnx", 17);
+    int x = tu_input(g, "x", IR_F32, 3, TU_DIMS(-1, 3, 4));
+    int64_t iv[4] = {0, 1, 2, 3}, pads[4] = {0, 1, 0, -1}, rows[3] = {2, 0, 1}, reps[2] = {1, 2};
+    float uv[2] = {5, 7}, zeros[12] = {0};
+    int t = tu_node(g, IR_OP_SCATTER_ND, "scatter", IR_F32, 3,
+                    TU_IN(tu_const_f32(g, "zeros", 2, TU_DIMS(3, 4), zeros), tu_const_i64(g, "idx", 2, TU_DIMS(2, 2), iv),
+                          tu_const_f32(g, "upd", 1, TU_DIMS(2), uv)), 0, NULL);
+    t = tu_node(g, IR_OP_PAD, "pad", IR_F32, 2, TU_IN(t, tu_const_ints(g, "pads", 4, pads)), 1,
+                TU_AT(tu_str(IR_ATTR_MODE, "edge")));
+    t = tu_node(g, IR_OP_GATHER_ND, "rows", IR_F32, 2, TU_IN(t, tu_const_i64(g, "ri", 2, TU_DIMS(3, 1), rows)), 0, NULL);
+    int half = tu_node(g, IR_OP_SLICE, "half", IR_F32, 4,
+                       TU_IN(t, tu_const_ints(g, "s0", 1, (int64_t[]){1}), tu_const_ints(g, "s1", 1, (int64_t[]){3}),
+                             tu_const_ints(g, "s2", 1, (int64_t[]){1})), 0, NULL);
+    t = tu_node(g, IR_OP_TILE, "tile", IR_F32, 2, TU_IN(half, tu_const_ints(g, "reps", 2, reps)), 0, NULL);
+    int n = tu_node(g, IR_OP_SIZE, "n", IR_I64, 1, TU_IN(t), 0, NULL);
+    int nf = tu_node(g, IR_OP_CAST, "nf", IR_F32, 1, TU_IN(n), 1, TU_AT(tu_int(IR_ATTR_TO, 1)));
+    int nx = tu_node(g, IR_OP_SIZE, "nx", IR_I64, 1, TU_IN(x), 0, NULL);
+    tu_output(g, N2(IR_OP_ADD, "add", x, N2(IR_OP_ADD, "bias", t, nf)));
+    tu_check_graph(g, "test.onnx");
+    const ir_value *vx = &g->values[nx];
+    assert_int_equal(vx->nsymval, 1);
+    assert_true(ir_dim_eq(vx->symval[0], (ir_dim){12, 1}));
+    free(optimize_checked(g, 0));
+    assert_int_equal(g->nnodes, 1);
+    assert_int_equal(g->nodes[0].op, IR_OP_ADD);
+    const ir_value *k = &g->values[g->nodes[0].inputs[1]];
+    assert_int_equal(k->kind, IR_VAL_CONST);
+    /* the table [[0,5,0,0],[0,0,0,0],[0,0,0,7]], padded on the left by its edge column and cropped on the
+     * right ([[0,0,5,0],[0,0,0,0],[0,0,0,0]]), rows 2, 0, 1, columns 1..2 tiled twice, plus its Size 12 */
+    static const float want[12] = {12, 12, 12, 12, 12, 17, 12, 17, 12, 12, 12, 12};
+    float got[12];
+    assert_int_equal(k->nbytes, sizeof got);
+    memcpy(got, k->data, sizeof got);
+    for (int i = 0; i < 12; i++)
+        if (got[i] != want[i])
+            fail_msg("folded table element %d is %g, expected %g", i, got[i], want[i]);
+    ir_graph_free(g);
+}
+
 /* A LayerNormalization whose Mean and InvStdDev nothing reads keeps only Y. */
 static void test_unread_layernorm_statistics_are_dropped(void **state)
 {
@@ -1023,6 +1092,7 @@ TU_MAIN(setup, NULL, test_linear_kernel_matches_a_loop_for_every_activation,
         test_gelu_spellings_with_other_groupings_fuse, test_constant_arithmetic_folds,
         test_shape_arithmetic_with_truncating_div_and_float_pow_folds,
         test_nan_guard_folds_only_after_finite_logits, test_resize_of_a_constant_folds_and_at_its_own_size_is_dropped, test_unread_layernorm_statistics_are_dropped,
+        test_tile_of_axes_of_size_1_becomes_expand, test_index_ops_on_constants_fold_and_size_follows_the_batch,
         test_pattern_and_near_miss_models_fuse_or_explain_why_not,
         test_fixtures_fuse_to_the_expected_graph_and_keep_their_outputs,
         test_fixtures_through_the_cpu_backend_match_pytorch, test_cli_dump_after_and_explain_fusion)

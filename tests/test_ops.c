@@ -210,6 +210,15 @@ static const op_row rows[] = {
     {"Gather/scalar", IR_OP_GATHER, IN2(X(-1, 4, 6), C0(-1)), AT1(AI(AXIS, 2))},
     {"Expand", IR_OP_EXPAND, IN2(W(1, 1, 6), C(2, 4, 6))},
     {"Split", IR_OP_SPLIT, .nout = 2, IN2(X(-1, 4, 6), C(1, 3)), AT1(AI(AXIS, 1))},
+    {"Tile", IR_OP_TILE, IN2(X(-1, 2, 3), C(1, 3, 2))},
+    {"Pad", IR_OP_PAD, IN3(X(-1, 4, 6), C(0, 1, 2, 0, 0, -1), S(0.5f))},
+    {"Pad/reflect", IR_OP_PAD, IN2(X(-1, 4, 6), C(0, 2, 1, 0, 3, 2)), AT1(AS(MODE, "reflect"))},
+    {"Pad/edge", IR_OP_PAD, IN2(X(-1, 4, 6), C(0, 1, 7, 0, 2, 0)), AT1(AS(MODE, "edge"))},
+    {"GatherND", IR_OP_GATHER_ND, IN2(X(-1, 4, 6), C(0, 3))},
+    {"ScatterND", IR_OP_SCATTER_ND, IN3(X(-1, 4, 6), C(0, 2), X(6))},
+    {"ScatterND/add", IR_OP_SCATTER_ND, IN3(X(-1, 4, 6), C(0, 2), X(6)), AT1(AS(REDUCTION, "add"))},
+    /* shape ops: folded at compile time, the interpreter alone runs them */
+    {"Size", IR_OP_SIZE, .dt = IR_I64, IN1(X(-1, 4, 6))},
     /* fused: Linear with each activation, Attention in both layouts, with a bias broadcast or not */
     {"Linear", IR_OP_LINEAR, IN4(X(-1, 5, 8), W(8, 6), W(6), X(-1, 5, 6)), AT1(AI(ACTIVATION, IR_ACT_NONE))},
     {"Linear/gelu", IR_OP_LINEAR, IN3(X(-1, 5, 8), W(8, 6), W(6)), AT1(AI(ACTIVATION, IR_ACT_GELU_ERF))},
@@ -422,13 +431,30 @@ typedef struct {
     const char *row, *why;
 } expected_skip;
 
+#define ND_FOLDED "folded where its inputs are constants; not run on computed tensors yet"
 static const expected_skip cpu_skips[] = {
     {"Gemm/transA", "the LLVM backend has no Gemm with transA=1"},
+    {"Tile", "run as the Expand it becomes where the repeated axes are 1 (simplify), or folded"},
+    {"Pad", ND_FOLDED},
+    {"Pad/reflect", ND_FOLDED},
+    {"Pad/edge", ND_FOLDED},
+    {"GatherND", ND_FOLDED},
+    {"ScatterND", ND_FOLDED},
+    {"ScatterND/add", ND_FOLDED},
+    {"Size", "computed from shapes: folded at compile time"},
     {NULL, NULL},
 };
 static const expected_skip cuda_skips[] = {
     {"Cast/f32->i64", "element-wise ops compute in fp32 on the GPU and give float or bool"},
     {"Add/i64", "element-wise ops compute in fp32 on the GPU and give float or bool"},
+    {"Tile", "run as the Expand it becomes where the repeated axes are 1 (simplify), or folded"},
+    {"Pad", ND_FOLDED},
+    {"Pad/reflect", ND_FOLDED},
+    {"Pad/edge", ND_FOLDED},
+    {"GatherND", ND_FOLDED},
+    {"ScatterND", ND_FOLDED},
+    {"ScatterND/add", ND_FOLDED},
+    {"Size", "computed from shapes: folded at compile time"},
     {NULL, NULL},
 };
 /* Rows of `rows` that give the interpreter a scalar formula (.ref). */

@@ -178,16 +178,16 @@ static int64_t make_batch_dynamic(ir_graph *g)
 }
 
 /* Shape inference of a graph without its unsupported nodes, as far as it
- * gets: where a node fails, inference goes on after it (over a view of the
- * graph that starts at the next node), so a dump shows every shape that can
- * be known.  A failure at a node that reads what an unsupported or failed
+ * gets: where a node fails, inference goes on after it (from the next node),
+ * so a dump shows every shape that can be known.  A failure at a node that reads what an unsupported or failed
  * node computes (of a shape or values not known, or what follows from them)
  * only leaves its shapes unknown; any other is the model's own error,
  * printed, the first one's status returned (the graph is printed all the
  * same). */
 static int infer_partial(ir_graph *g, const onnx_unsupported *u, int nu, vitc_diag *d)
 {
-    unsigned char *after = calloc((size_t)g->nvalues + 1, 1); /* computed from what is not known */
+    int nafter = g->nvalues;
+    unsigned char *after = calloc((size_t)nafter + 1, 1); /* computed from what is not known */
     if (!after)
         return ir_infer_shapes(g, d);
     for (int j = 0; j < nu; j++)
@@ -202,12 +202,20 @@ static int infer_partial(ir_graph *g, const onnx_unsupported *u, int nu, vitc_di
         vitc_diag quiet;
         vitc_diag_init(&quiet, d->file);
         quiet.out = mem ? mem : fopen("/dev/null", "w");
-        ir_graph view = *g; /* the same values: what the view infers is the graph's */
-        view.nodes = g->nodes + start;
-        view.nnodes = g->nnodes - start;
-        int st = quiet.out ? ir_infer_shapes(&view, &quiet) : VITC_INTERNAL;
+        int st = quiet.out ? ir_infer_shapes_from(g, start, &quiet) : VITC_INTERNAL;
         if (quiet.out)
             fclose(quiet.out);
+        if (g->nvalues > nafter) { /* an If inlined its branch: values of its own */
+            unsigned char *more = realloc(after, (size_t)g->nvalues + 1);
+            if (!more) {
+                free(after);
+                free(text);
+                return vitc_error(d, VITC_INTERNAL, NULL, "out of memory");
+            }
+            memset(more + nafter, 0, (size_t)(g->nvalues - nafter) + 1);
+            after = more;
+            nafter = g->nvalues;
+        }
         int at = g->nnodes;
         for (int i = start; st != VITC_OK && i < g->nnodes && at == g->nnodes; i++)
             for (int k = 0; k < g->nodes[i].noutputs; k++)
@@ -237,6 +245,44 @@ static int infer_partial(ir_graph *g, const onnx_unsupported *u, int nu, vitc_di
     return status;
 }
 
+/* Where each unsupported node is printed (its `before`) follows the nodes
+ * around it when shape inference replaces Ifs by their branches: anchor[j]
+ * names (by its outputs array, which moves with it) the first node other
+ * than an If at or after u[j].before; malloc'ed, NULL when out of memory. */
+static const int **unsupported_anchors(const ir_graph *g, const onnx_unsupported *u, int nu)
+{
+    const int **anchor = calloc((size_t)nu + 1, sizeof *anchor);
+    for (int j = 0; anchor && j < nu; j++)
+        for (int i = u[j].before; i < g->nnodes && !anchor[j]; i++)
+            if (g->nodes[i].op != IR_OP_IF)
+                anchor[j] = g->nodes[i].outputs;
+    return anchor;
+}
+
+/* u with `before` moved to where its anchor went, or earlier to the first
+ * node that reads one of its outputs (a branch that took an If's place); in
+ * g's arena.  u itself where that fails. */
+static const onnx_unsupported *place_unsupported(ir_graph *g, const onnx_unsupported *u, int nu, const int **anchor)
+{
+    onnx_unsupported *p = anchor ? ir_alloc_array(g->arena, (size_t)nu, sizeof *p) : NULL;
+    if (!p)
+        return u;
+    memcpy(p, u, sizeof *p * (size_t)nu);
+    for (int j = 0; j < nu; j++) {
+        int at = g->nnodes;
+        for (int i = 0; anchor[j] && i < g->nnodes && at == g->nnodes; i++)
+            if (g->nodes[i].outputs == anchor[j])
+                at = i;
+        for (int i = 0, found = 0; i < at && !found; i++)
+            for (int k = 0; k < g->nodes[i].ninputs && !found; k++)
+                for (int m = 0; m < u[j].noutputs && !found; m++)
+                    if ((found = u[j].outputs[m] >= 0 && g->nodes[i].inputs[k] == u[j].outputs[m]))
+                        at = i;
+        p[j].before = at;
+    }
+    return p;
+}
+
 ir_graph *cli_load_model_with(const char *path, cli_load_opts *o, int *status)
 {
     vitc_diag d;
@@ -249,8 +295,13 @@ ir_graph *cli_load_model_with(const char *path, cli_load_opts *o, int *status)
     }
     int64_t fixed = g && o && o->dynamic_batch ? make_batch_dynamic(g) : 0;
     if (g && ir_verify(g, &d) == VITC_OK) {
-        if (io.nunsupported)
+        if (io.nunsupported) {
+            const int **anchor = g->nbranches ? unsupported_anchors(g, io.unsupported, io.nunsupported) : NULL;
             o->infer_status = infer_partial(g, io.unsupported, io.nunsupported, &d);
+            if (g->nbranches)
+                o->unsupported = place_unsupported(g, io.unsupported, io.nunsupported, anchor);
+            free(anchor);
+        }
         else if (ir_infer_shapes(g, &d) != VITC_OK && fixed > 0 && infers_as_exported(path)) {
             char hint[512];
             int at = first_uninferred(g), pin = merge_pin(g);

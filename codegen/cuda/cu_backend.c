@@ -83,7 +83,8 @@ static int cuda_supports(const ir_graph *g, const ir_node *n, char *why, size_t 
     case K_MISC: return cu_misc_supports(g, n, why, len);
     case K_NONE: break;
     }
-    if (n->op == IR_OP_SHAPE || n->op == IR_OP_CONSTANT_OF_SHAPE || n->op == IR_OP_RANGE || n->op == IR_OP_CONSTANT)
+    if (n->op == IR_OP_SHAPE || n->op == IR_OP_SIZE || n->op == IR_OP_CONSTANT_OF_SHAPE || n->op == IR_OP_RANGE ||
+        n->op == IR_OP_CONSTANT)
         snprintf(why, len, "%s is computed from shapes and should have been folded at compile time", ir_op_name(n->op));
     else
         snprintf(why, len, "%s is not supported by the CUDA backend", ir_op_name(n->op));

@@ -54,7 +54,7 @@ static int llvm_supports(const ir_graph *g, const ir_node *n, char *why, size_t 
     case IR_FAM_ATTENTION: return cg_attention_supports(g, n, why, len);
     case IR_FAM_SHAPE: break;
     }
-    if (n->op == IR_OP_SHAPE || n->op == IR_OP_CONSTANT_OF_SHAPE || n->op == IR_OP_RANGE)
+    if (n->op == IR_OP_SHAPE || n->op == IR_OP_SIZE || n->op == IR_OP_CONSTANT_OF_SHAPE || n->op == IR_OP_RANGE)
         snprintf(why, len, "%s is computed from shapes and should have been folded at compile time", ir_op_name(n->op));
     else
         snprintf(why, len, "%s is not supported by the CPU backend", ir_op_name(n->op));

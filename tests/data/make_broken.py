@@ -294,6 +294,39 @@ def hostile(rng):
     save("constant-of-shape-huge.onnx",
          model([helper.make_node("ConstantOfShape", ["s"], ["y"], name="cos")], inits=[i64("s", [1 << 31, 1 << 31, 1 << 31])]),
          "node 'cos' (ConstantOfShape): output 'y' would hold more than 4 GiB for one image")
+    # If: a condition computed from data, branches that are not an If's, names that clash.
+    relu_g = helper.make_graph([helper.make_node("Relu", ["x"], ["r"], name="then_relu")], "then", [], [vi("r", None)])
+    neg_g = helper.make_graph([helper.make_node("Neg", ["x"], ["e"], name="else_neg")], "else", [], [vi("e", None)])
+    save("if-condition-from-data.onnx",
+         model([helper.make_node("ReduceSum", ["x"], ["s"], name="sum", keepdims=0),
+                helper.make_node("Greater", ["s", "z"], ["c"], name="gt"),
+                helper.make_node("If", ["c"], ["y"], name="if_data", then_branch=relu_g, else_branch=neg_g)],
+               inits=[numpy_helper.from_array(np.array(0, np.float32), "z")]),
+         "node 'if_data' (If): If whose condition is computed at run time is not supported")
+    cond = numpy_helper.from_array(np.array(True), "c")
+    save("if-condition-two-elements.onnx",
+         model([helper.make_node("If", ["c"], ["y"], name="if_two", then_branch=relu_g, else_branch=neg_g)],
+               inits=[numpy_helper.from_array(np.array([True, False]), "c")]),
+         "node 'if_two' (If): its condition has 2 elements")
+    save("if-one-branch.onnx", model([helper.make_node("If", ["c"], ["y"], name="if_one", then_branch=relu_g)],
+                                     inits=[cond]),
+         "node 'if_one' (If): needs both branches")
+    with_input = helper.make_graph([helper.make_node("Relu", ["i"], ["r"], name="then_relu")], "then", [vi("i", [4])],
+                                   [vi("r", None)])
+    save("if-branch-with-input.onnx",
+         model([helper.make_node("If", ["c"], ["y"], name="if_in", then_branch=with_input, else_branch=neg_g)],
+               inits=[cond]),
+         "node 'if_in' (If): its then_branch has 1 inputs")
+    nowhere = helper.make_graph([], "then", [], [vi("nowhere", None)])
+    save("if-branch-output-undefined.onnx",
+         model([helper.make_node("If", ["c"], ["y"], name="if_out", then_branch=nowhere, else_branch=neg_g)],
+               inits=[cond]),
+         "output 0 of its then_branch, 'nowhere', is neither computed in it nor a value of the graph around it")
+    shadow = helper.make_graph([helper.make_node("Relu", ["x"], ["x"], name="then_shadow")], "then", [], [vi("x", None)])
+    save("if-branch-shadows.onnx",
+         model([helper.make_node("If", ["c"], ["y"], name="if_sh", then_branch=shadow, else_branch=neg_g)],
+               inits=[cond]),
+         "node 'then_shadow' (Relu): output 'x' is already defined earlier")
     # External data: a huge offset, an offset that is not a number, a location that is a directory.
     for name, loc, off, expect in [("external-huge-offset.onnx", "small.bin", str((1 << 63) - 1), "lies outside it"),
                                    ("external-bad-offset.onnx", "small.bin", "12abc", "is not a valid size"),
