@@ -132,7 +132,8 @@ static void test_fixtures_emulated(void **state)
 /* The zoo's families whose ops the fixtures do not have, against PyTorch's
  * outputs: rotary attention (interleaved, rotate-half with register tokens,
  * tables per head), gated MLPs (SwiGLU with separate projections), a
- * LayerNorm inside the MLP.  Their bf16 error is held to twice PyTorch's own
+ * LayerNorm inside the MLP, windowed attention (Swin: shifted windows, one
+ * bias row per window, patch merging).  Their bf16 error is held to twice PyTorch's own
  * in bf16 (MODEL.b*.bf16-output.npy from gen_zoo.py) where that is above the
  * fixed bar: a gated MLP multiplies two rounded projections. */
 static void test_zoo_families_emulated(void **state)
@@ -142,6 +143,7 @@ static void test_zoo_families_emulated(void **state)
         {"timm_eva02-dynamo.onnx", "timm_eva02"},
         {"hf_dinov3_sdpa-dynamo.onnx", "hf_dinov3_sdpa"},
         {"timm_rope_mixed-dynamo.onnx", "timm_rope_mixed"},
+        {"timm_swin-dynamo.onnx", "timm_swin"},
     };
     print_header("zoo export");
     int failures = 0;
