@@ -211,6 +211,15 @@ static int rewrite(ir_graph *g, int ni, const void *mv)
     ir_attention a = ir_attention_make(L->root, y, L->heads, L->head_size);
     a.bias = s->bias;
     a.q = L->q_root;
+    if (a.q >= 0) { /* queries [1, B, HD] (sequence first, one token): the same bytes as [B, 1, HD] */
+        const ir_value *qv = &g->values[a.q];
+        ir_dim want[3] = {g->values[L->root].dims[0], ir_dim_const(L->tokens), ir_dim_const(L->heads * L->head_size)};
+        int same = qv->rank == 3;
+        for (int i = 0; same && i < 3; i++)
+            same = ir_dim_eq(qv->dims[i], want[i]);
+        if (!same && (a.q = rw_reshape(g, a.q, 3, want, name, -1)) < 0)
+            return -1;
+    }
     a.layout = (ir_qkv_layout)L->layout;
     a.scale = (float)s->scale;
     a.post_scale = (float)s->post_scale;

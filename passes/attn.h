@@ -88,8 +88,10 @@ typedef struct {
 } attn_layout;
 
 /* Checks that q, k, v read one packed tensor as heads (or q one tensor and
- * k, v another); 0, or -1 with the reason. */
-int attn_layout_of(const ir_graph *g, const view *q, const view *k, const view *v, attn_layout *L, char *why,
+ * k, v another); 0, or -1 with the reason.  A batch sub-axis that holds the
+ * images and the heads merged (one token per image: the heads folded into
+ * the batch of a single query) is split into the two first, in the views. */
+int attn_layout_of(const ir_graph *g, view *q, view *k, view *v, attn_layout *L, char *why,
                    size_t nwhy);
 
 #endif

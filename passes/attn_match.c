@@ -414,6 +414,7 @@ int attn_views(const ir_graph *g, const attn_skel *s, view *q, view *k, view *v,
  * sub-axes that are the image (size B', the root's own) or one static head
  * axis (H heads at stride sh). */
 typedef struct {
+    ir_dim B;   /* the images */
     int64_t T, C, D, sd, H, sh;
     int nbatch_sub[IR_MAX_RANK];
     int is_head[IR_MAX_RANK][VIEW_MAX_SUB];
@@ -424,11 +425,14 @@ static int operand_of(const ir_graph *g, const view *w, const char *what, operan
     const ir_value *r = &g->values[w->root];
     char t[128];
     memset(o, 0, sizeof *o);
-    if (r->rank != 3 || r->dims[1].e || r->dims[2].e)
+    /* [1, B, features] (one token, sequence first: nn.MultiheadAttention's queries) lies in memory as [B, 1, features] */
+    int seq_first = r->rank == 3 && ir_dim_eq(r->dims[0], ir_dim_const(1)) && r->dims[1].e > 0 && !r->dims[2].e;
+    if (r->rank != 3 || (r->dims[1].e && !seq_first) || r->dims[2].e)
         MISS("%s is read from '%s' of type %s, not from a [B, N, features] projection", what, r->name,
              ir_value_type_str(r, t, sizeof t));
-    ir_dim Bd = r->dims[0];
-    o->T = r->dims[1].k, o->C = r->dims[2].k, o->H = 1;
+    ir_dim Bd = seq_first ? r->dims[1] : r->dims[0];
+    o->B = Bd;
+    o->T = seq_first ? 1 : r->dims[1].k, o->C = r->dims[2].k, o->H = 1;
     int nb = w->rank - 2, seen_b = 0, seen_h = 0;
     ir_dim bstride = ir_dim_const(o->T * o->C);
     /* rows: all the tokens; columns: one head's D features */
@@ -476,7 +480,7 @@ static int parts_layout(const operand_shape *o, int parts, int64_t *off)
 
 /* Cross-attention: Q from its own projection [B|1, Nq, H*D] (heads as
  * [H][D]), K and V from one packed [B, Nk, 2*H*D]. */
-static int cross_layout_of(const ir_graph *g, const view *q, const view *k, const view *v, attn_layout *L, char *why,
+static int cross_layout_of(const ir_graph *g, view *q, view *k, view *v, attn_layout *L, char *why,
                            size_t nwhy)
 {
     operand_shape oq, ok;
@@ -497,8 +501,7 @@ static int cross_layout_of(const ir_graph *g, const view *q, const view *k, cons
         MISS("Q, K and V are not read with the same images and heads");
     if (k->base != off[0] || v->base != off[1])
         MISS("K and V are not the two parts of the packed projection '%s'", kv);
-    const ir_dim *qb = &g->values[q->root].dims[0], *kb = &g->values[k->root].dims[0];
-    if (!ir_dim_eq(*qb, *kb))
+    if (!ir_dim_eq(oq.B, ok.B))
         MISS("Q is read from '%s' for other images than K and V", g->values[q->root].name);
     L->root = k->root;
     L->q_root = q->root;
@@ -511,10 +514,43 @@ static int cross_layout_of(const ir_graph *g, const view *q, const view *k, cons
     return 0;
 }
 
-int attn_layout_of(const ir_graph *g, const view *q, const view *k, const view *v, attn_layout *L, char *why,
-                   size_t nwhy)
+/* Where a projection holds one token per image, its images and the heads
+ * folded into the batch after them are one contiguous sub-axis of w (view.c
+ * merges them): split it back into the images (of the root's image stride)
+ * and the heads. */
+static void split_merged_images(const ir_graph *g, view *w)
+{
+    const ir_value *r = &g->values[w->root];
+    if (r->rank != 3 || r->dims[2].e)
+        return;
+    int seq_first = ir_dim_eq(r->dims[0], ir_dim_const(1)) && r->dims[1].e > 0;
+    ir_dim Bd = seq_first ? r->dims[1] : r->dims[0];
+    int64_t T = seq_first ? 1 : r->dims[1].k, C = r->dims[2].k;
+    if (r->dims[1].e && !seq_first)
+        return;
+    for (int c = 0; c + 2 < w->rank; c++)
+        for (int j = 0; j < w->nsub[c]; j++) {
+            view_sub s = w->sub[c][j];
+            if (Bd.e == 0 || s.size.e != Bd.e || s.stride.e || Bd.k < 1 || s.size.k % Bd.k ||
+                w->nsub[c] >= VIEW_MAX_SUB)
+                continue;
+            int64_t m = s.size.k / Bd.k;
+            if (m < 2 || s.stride.k * m != T * C)
+                continue;
+            memmove(&w->sub[c][j + 1], &w->sub[c][j], (size_t)(w->nsub[c] - j) * sizeof w->sub[c][0]);
+            w->sub[c][j] = (view_sub){Bd, ir_dim_const(T * C)};
+            w->sub[c][j + 1] = (view_sub){ir_dim_const(m), s.stride};
+            w->nsub[c]++;
+            return;
+        }
+}
+
+int attn_layout_of(const ir_graph *g, view *q, view *k, view *v, attn_layout *L, char *why, size_t nwhy)
 {
     memset(L, 0, sizeof *L);
+    split_merged_images(g, q);
+    split_merged_images(g, k);
+    split_merged_images(g, v);
     L->q_root = -1;
     if (q->root != k->root && k->root == v->root)
         return cross_layout_of(g, q, k, v, L, why, nwhy);

@@ -133,7 +133,8 @@ static void test_fixtures_emulated(void **state)
  * outputs: rotary attention (interleaved, rotate-half with register tokens,
  * tables per head), gated MLPs (SwiGLU with separate projections), a
  * LayerNorm inside the MLP, windowed attention (Swin: shifted windows, one
- * bias row per window, patch merging).  Their bf16 error is held to twice PyTorch's own
+ * bias row per window, patch merging), an attention-pool head whose single
+ * query is sequence first (SigLIP).  Their bf16 error is held to twice PyTorch's own
  * in bf16 (MODEL.b*.bf16-output.npy from gen_zoo.py) where that is above the
  * fixed bar: a gated MLP multiplies two rounded projections. */
 static void test_zoo_families_emulated(void **state)
@@ -144,6 +145,7 @@ static void test_zoo_families_emulated(void **state)
         {"hf_dinov3_sdpa-dynamo.onnx", "hf_dinov3_sdpa"},
         {"timm_rope_mixed-dynamo.onnx", "timm_rope_mixed"},
         {"timm_swin-dynamo.onnx", "timm_swin"},
+        {"hf_siglip-dynamo.onnx", "hf_siglip"},
     };
     print_header("zoo export");
     int failures = 0;

@@ -48,7 +48,7 @@ OUT = FULL or BIG or HERE
 # models whose output PyTorch also computes in bf16 (MODEL.b{1,3}.bf16-output.npy: weights and input in
 # bf16): their bf16 error, a product of two projections (gated MLPs) and rotated Q and K among the
 # roundings, is the yardstick for vitc's bf16 on them (test_cuda_emu)
-BF16_REFERENCE = ("timm_eva02", "timm_rope_mixed", "hf_dinov3_eager", "hf_dinov3_sdpa", "timm_swin")
+BF16_REFERENCE = ("timm_eva02", "timm_rope_mixed", "hf_dinov3_eager", "hf_dinov3_sdpa", "timm_swin", "hf_siglip")
 OLD_TORCH = int(torch.__version__.split(".")[0]) < 2
 warnings.filterwarnings("ignore")
 
