@@ -145,7 +145,7 @@ def check(f, model, blocks, tmp):
     so = os.path.join(tmp, f + ".so")
     rc, out = vitc(path, "-o", so, "--batch", "3")
     if rc != 0:
-        return "compile", out.strip().splitlines()[0] if out.strip() else "exit %d" % rc
+        return "compile", out.strip().splitlines()[0].replace(path, f) if out.strip() else "exit %d" % rc
     outputs = []
     for b in (1, 3):
         od = os.path.join(tmp, "%s.b%d" % (f, b))
