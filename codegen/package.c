@@ -220,9 +220,12 @@ int cg_package_reserves(void)
 }
 
 /* The script that makes room for the late bytes: after the .vitc.late
- * sections (their 64 bytes), before .text, so in the read-only segment
- * (lld places by flags: the section is SHF_ALLOC only).  lld does not write
- * a region no input section covers: it stays a hole until it is filled. */
+ * sections (their 64 bytes), after .bss, the end of the image, in a
+ * read-only segment of its own (the section is SHF_ALLOC only).  Not between
+ * the code and its constants, data and unwind tables: with weights over 2 GB
+ * (ViT-H/14's 2.5 GB) their PC-relative references would not reach across
+ * the hole.  lld does not write a region no input section covers: it stays
+ * a hole until it is filled. */
 static int write_reserve_script(cg_package *p, const char *path, size_t reserve)
 {
     FILE *f = fopen(path, "w");
@@ -231,7 +234,7 @@ static int write_reserve_script(cg_package *p, const char *path, size_t reserve)
     fprintf(f,
             "/* vitc: room for the weights, written into the linked file after the link */\n"
             "SECTIONS\n{\n  .vitc.late : ALIGN(64)\n  {\n    *(.vitc.late)\n    . += %zu;\n  }\n}\n"
-            "INSERT BEFORE .text;\n",
+            "INSERT AFTER .bss;\n",
             reserve);
     if (fclose(f) != 0)
         return fail(p, VITC_BAD_INPUT, "writing %s failed: %s", path, strerror(errno));
