@@ -381,6 +381,28 @@ static void test_rope_emulated(void **state)
     unsetenv("VITC_CUDA_ATTN_WIDE_BLOCKS");
 }
 
+/* The head sizes of ViT-H/14 (80), SigLIP so400m (72) and ViT-g/14 (88) on the tensor-core kernel (fp16, bf16:
+ * 72 and 88 computed over 80 and 96 columns, the padding zeros in shared memory) and the SIMT one (fp32), 50
+ * tokens, two heads; 72 with a rotary table too.  Against the interpreter (check_graph). */
+static void test_head_sizes_emulated(void **state)
+{
+    (void)state;
+    ir_graph *g = tu_graph_new("attn-heads.onnx", 18);
+    static const int64_t sizes[3] = {72, 80, 88};
+    for (int i = 0; i < 3; i++) {
+        int64_t D = sizes[i];
+        char name[16];
+        snprintf(name, sizeof name, "x%lld", (long long)D);
+        int x = tu_input(g, name, IR_F32, 3, TU_DIMS(-1, 50, 3 * 2 * D));
+        tu_output(g, tu_node(g, IR_OP_ATTENTION, NULL, IR_F32, 1, TU_IN(x), 3,
+                             TU_AT(tu_int(IR_ATTR_HEADS, 2), tu_int(IR_ATTR_HEAD_SIZE, D),
+                                   tu_float(IR_ATTR_SCALE, 1.0f / sqrtf((float)D)))));
+        if (D == 72)
+            tu_output(g, rope_attention(g, x, 2, 72, 0, IR_ROPE_HALVES, 49, 0, "rope72"));
+    }
+    check_graph("attn-heads", g, FP32 | FP16 | BF16);
+}
+
 /* ---- the runtime on a fake driver ---- */
 
 /* Builds tests/fake_libcuda.c as cachedir/fakecuda/libcuda.so.1 (once). */
@@ -556,7 +578,7 @@ static int setup(void **state)
 }
 
 TU_MAIN(setup, tu_teardown_tmpdir, test_fixtures_emulated, test_zoo_families_emulated, test_ops_emulated,
-        test_rope_emulated,
+        test_rope_emulated, test_head_sizes_emulated,
         test_runtime_on_fake_driver)
 
 #else

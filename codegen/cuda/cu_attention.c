@@ -1,6 +1,7 @@
 /* cu_attention.c: the fused Attention op (ops.def) on the GPU.
  *
- * fp16/bf16 with a head size that is a multiple of 16: the tensor-core
+ * fp16/bf16 with a head size that is a multiple of 8 (72 and 88 padded to
+ * whole 16-column steps in shared memory): the tensor-core
  * kernel (attention.cuh), 128 query rows per block (8 warps) at batches whose
  * grid of 64-row blocks would have VITC_CUDA_ATTN_WIDE_BLOCKS, 64 rows (4 warps)
  * below and for at most 64 queries, K and V of the image and head in
@@ -73,8 +74,8 @@ int cu_attention_supports(const ir_graph *g, const ir_node *n, char *why, size_t
                  "rope_start + R at most %lld", (long long)D, (long long)H, (long long)D, (long long)x->dims[1].k);
         return 0;
     }
-    if (D % 16 != 0 && D > CU_ATTN_SIMT_MAX_D) {
-        snprintf(why, len, "head size %lld: the CUDA attention takes multiples of 16, or at most %d", (long long)D,
+    if (D % 8 != 0 && D > CU_ATTN_SIMT_MAX_D) {
+        snprintf(why, len, "head size %lld: the CUDA attention takes multiples of 8, or at most %d", (long long)D,
                  CU_ATTN_SIMT_MAX_D);
         return 0;
     }
@@ -91,14 +92,14 @@ static int attention_launch(cu_ctx *c, int node, const ir_attention *a, int qw, 
     int64_t Nq = vq >= 0 ? c->g->values[vq].dims[1].k : N;
     int layout = (int)a->layout;
     float scale = a->scale, post = a->post_scale;
-    int tc = (c->prec == CU_FP16 || c->prec == CU_BF16) && D % 16 == 0;
+    int tc = (c->prec == CU_FP16 || c->prec == CU_BF16) && D % 8 == 0;
     const char *t = cu_ctype(cu_sdt(c, a->qkv));
     int64_t rows, kc = 0;
     unsigned threads = 128, smem;
     if (tc) {
         rows = 16 * qw;
         threads = 32u * (unsigned)qw;
-        int64_t rs = (D + 8) * 2, fit = (CU_ATTN_SMEM / rs - rows) / 2 / 64 * 64, all = (N + 63) / 64 * 64;
+        int64_t rs = ((D + 15) / 16 * 16 + 8) * 2, fit = (CU_ATTN_SMEM / rs - rows) / 2 / 64 * 64, all = (N + 63) / 64 * 64;
         kc = all <= fit ? all : fit;
         if (kc < 64)
             return cu_fail(c, VITC_BAD_INPUT, node, "head size %lld leaves no room for keys in shared memory",
@@ -184,7 +185,7 @@ int cu_emit_attention(cu_ctx *c, int node)
     int64_t Nq = vq >= 0 ? c->g->values[vq].dims[1].k : N;
     if (vq >= 0 && strcmp(cu_ctype(cu_sdt(c, vq)), cu_ctype(cu_sdt(c, a.qkv))) != 0)
         return cu_fail(c, VITC_INTERNAL, node, "attention queries and keys in different storage types");
-    int tc = (c->prec == CU_FP16 || c->prec == CU_BF16) && D % 16 == 0;
+    int tc = (c->prec == CU_FP16 || c->prec == CU_BF16) && D % 8 == 0;
     if (!tc && D > CU_ATTN_SIMT_MAX_D)
         return cu_fail(c, VITC_BAD_INPUT, node, "head size %lld in %s: the CUDA attention takes at most %d", (long long)D,
                        c->prec == CU_FP32 ? "fp32" : c->prec == CU_TF32 ? "tf32" : "this precision", CU_ATTN_SIMT_MAX_D);

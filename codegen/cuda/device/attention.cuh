@@ -24,7 +24,7 @@
  * in registers and K on its way to shared memory.  ROPE 0 (no table)
  * compiles none of it.
  *
- * attention_tc (f16/bf16, D a multiple of 16): QW warps (4 or 8), 16 query
+ * attention_tc (f16/bf16, D a multiple of 8, computed over D rounded up to 16): QW warps (4 or 8), 16 query
  * rows each, 16 QW rows per block.  Q, and K and V in chunks of KC keys (all
  * of them when they fit: 197 tokens x 64 fits), live in shared memory,
  * loaded by cp.async in one group per 64 keys so that the first 64 keys are
@@ -52,8 +52,10 @@ template <int LAYOUT, int NP> VK_DEV vk_i64 qkv_index(vk_i64 row, int H, int D, 
     return base + ((vk_i64)h * D + d) * NP + which;
 }
 
+/* Shared-memory rows of a head padded to whole 16-column steps (DP), plus 8
+ * elements so that ldmatrix's rows fall on distinct banks. */
 template <int D, int KC, int QW = 4> struct attn_tc_smem {
-    enum { rs = (D + 8) * 2, bytes = (16 * QW + 2 * KC) * rs };
+    enum { dp = (D + 15) / 16 * 16, rs = (dp + 8) * 2, bytes = (16 * QW + 2 * KC) * rs };
 };
 
 /* Waits until at most p of this thread's cp.async groups are in flight (p <=
@@ -161,12 +163,17 @@ VK_DEV void attention_tc(const vk_attention_params &p, int N, int H, float scale
     const T *qkv = (const T *)p.qkv, *qsrc = NP == 2 ? (const T *)p.q : nullptr;
     T *out = (T *)p.y;
     const TB *bias = BIAS ? (const TB *)p.bias : nullptr;
-    enum { RS = attn_tc_smem<D, KC, QW>::rs, DK = D / 16, DF = D / 8, QR = 16 * QW, NT = 32 * QW, NC = KC / 64 };
-    static_assert(D % 16 == 0 && KC % 64 == 0, "D a multiple of 16, KC of 64");
+    /* D not a multiple of 16 (72, 88): the products run over DP columns, those past D zeros in shared memory */
+    enum { DP = attn_tc_smem<D, KC, QW>::dp, RS = attn_tc_smem<D, KC, QW>::rs, DK = DP / 16, DF = DP / 8 };
+    enum { QR = 16 * QW, NT = 32 * QW, NC = KC / 64 };
+    static_assert(D % 8 == 0 && KC % 64 == 0, "D a multiple of 8, KC of 64");
     static_assert(QW == 4 || QW == 8, "4 or 8 warps");
     static_assert(ROPE == 0 || (NP == 3 && (ROPE == 1 || ROPE == 2)), "a rotary table: self-attention, pairing 1 or 2");
     unsigned char *Qs = vk_smem, *Ks = Qs + QR * RS, *Vs = Ks + KC * RS;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (DP != D) /* the 8 padding columns of every row: zeros, which the loads never write */
+        for (int r = threadIdx.x; r < QR + 2 * KC; r += NT)
+            *(attn_piece *)(Qs + r * RS + D * 2) = attn_piece{};
     const int tiles = (Nq + QR - 1) / QR, q0 = (int)(blockIdx.x % tiles) * QR, h = blockIdx.y;
     const vk_i64 b = blockIdx.x / tiles;
     if (bias)
@@ -318,7 +325,8 @@ VK_DEV void attention_tc(const vk_attention_params &p, int N, int H, float scale
         T *dst = out + (b * Nq + q) * HD + h * D;
 #pragma unroll
         for (int j = 0; j < DF; j++)
-            vk_put2(dst + j * 8 + (lane & 3) * 2, o[j][2 * i] * inv, o[j][2 * i + 1] * inv);
+            if (j * 8 < D) /* the padding columns of O are not the head's */
+                vk_put2(dst + j * 8 + (lane & 3) * 2, o[j][2 * i] * inv, o[j][2 * i + 1] * inv);
     }
 }
 
