@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # gpu-kit.sh DIR: builds, on this machine, the folder that checks and benchmarks vitc on a GPU
-# machine which has no build dependencies (no LLVM, protobuf-c or -dev packages; see README, "Checking
+# machine which has no build dependencies (no LLVM, protobuf-c or -dev packages; see bench/README.md, "Checking
 # a GPU machine"):
 #
 #   DIR/bin/vitc                  vitc with the CUDA backend only (-DVITC_LLVM=OFF), protobuf-c linked

@@ -7,7 +7,7 @@ max |ref|), and its optimised graph (vitc dump --stage optimized --stats) has
 one Attention per block and no Softmax, Erf, Sigmoid, Pow, Sqrt or IsNaN left
 outside fused ops.  Exports listed in known-failures.tsv must fail at the
 stage named there (the test fails if one passes: the list stays honest).
-With --table, prints the README's zoo table instead of asserting.  A NaN or
+With --table, prints the zoo table of docs/models.md instead of asserting.  A NaN or
 infinite output, or an all-zero reference, fails the export (rel_error);
 --self-test checks rel_error on hand-made arrays (ctest: test_zoo_selftest).
 
