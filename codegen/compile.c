@@ -91,6 +91,21 @@ const cg_backend cg_cuda_backend = {.name = "cuda", .title = "CUDA", .supports =
 
 const cg_backend *const cg_backends[] = {&cg_llvm_backend, &cg_cuda_backend, NULL};
 
+int cg_refuse_folded_only(const ir_node *n, const char *title, char *why, size_t len)
+{
+    if (n->op == IR_OP_TILE) {
+        snprintf(why, len, "Tile is run by the %s backend only as the Expand it becomes where the repeated axes are 1, "
+                           "or folded where its input is a constant", title);
+        return 1;
+    }
+    if (n->op == IR_OP_PAD || n->op == IR_OP_GATHER_ND || n->op == IR_OP_SCATTER_ND) {
+        snprintf(why, len, "%s is folded at compile time where its inputs are constants; the %s backend does not run "
+                           "it on computed tensors yet", ir_op_name(n->op), title);
+        return 1;
+    }
+    return 0;
+}
+
 const cg_backend *cg_backend_named(const char *name)
 {
     for (int i = 0; name && cg_backends[i]; i++)

@@ -24,14 +24,6 @@ typedef struct {
     ir_arena *arena; /* where it grows */
 } name_map;
 
-static uint64_t hash_str(const char *s)
-{
-    uint64_t h = 1469598103934665603ull;
-    while (*s)
-        h = (h ^ (unsigned char)*s++) * 1099511628211ull;
-    return h;
-}
-
 static int map_init(name_map *m, ir_arena *a, size_t expect)
 {
     m->cap = 64;
@@ -46,7 +38,7 @@ static int map_init(name_map *m, ir_arena *a, size_t expect)
 
 static int map_get(const name_map *m, const char *k)
 {
-    for (size_t i = hash_str(k) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
+    for (size_t i = ir_str_hash(k) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
         if (!m->keys[i])
             return -1;
         if (strcmp(m->keys[i], k) == 0)
@@ -70,7 +62,7 @@ static int map_put(name_map *m, const char *k, int v)
                 map_put(&big, m->keys[j], m->vals[j]);
         *m = big;
     }
-    size_t i = hash_str(k) & (m->cap - 1);
+    size_t i = ir_str_hash(k) & (m->cap - 1);
     while (m->keys[i] && strcmp(m->keys[i], k) != 0)
         i = (i + 1) & (m->cap - 1);
     if (!m->keys[i])

@@ -38,18 +38,10 @@ typedef struct ir_name_set {
     long suffix;    /* the last number a taken name was given */
 } name_set;
 
-static uint64_t hash_name(const char *s)
-{
-    uint64_t h = 1469598103934665603ull;
-    while (*s)
-        h = (h ^ (unsigned char)*s++) * 1099511628211ull;
-    return h;
-}
-
 /* 1 if s holds name; else inserts it (by pointer) when insert is set. */
 static int set_has(name_set *s, const char *name, int insert)
 {
-    size_t i = hash_name(name) & (s->cap - 1);
+    size_t i = ir_str_hash(name) & (s->cap - 1);
     for (; s->slots[i]; i = (i + 1) & (s->cap - 1))
         if (strcmp(s->slots[i], name) == 0)
             return 1;

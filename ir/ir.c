@@ -32,6 +32,14 @@ ir_act ir_gelu_act(const ir_node *n)
     return strcmp(a->s, "none") == 0 ? IR_ACT_GELU_ERF : strcmp(a->s, "tanh") == 0 ? IR_ACT_GELU_TANH : IR_ACT_NONE;
 }
 
+uint64_t ir_str_hash(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    while (*s)
+        h = (h ^ (unsigned char)*s++) * 1099511628211ull;
+    return h;
+}
+
 const char *ir_act_label(ir_act a)
 {
     static const char *const labels[IR_ACT_COUNT] = {

@@ -85,6 +85,9 @@ double ir_act_ref(double x, ir_act a);
 /* What an activation adds to a fused op's type and a kernel's label:
  * "+Gelu", "+SiLU", ...; "" for none. */
 const char *ir_act_label(ir_act a);
+/* FNV-1a of a C string: the hash of the name tables (the importer's, the
+ * branch inliner's). */
+uint64_t ir_str_hash(const char *s);
 
 /* ---- element-wise formulas (elemwise.def) ---- */
 typedef enum { IR_EW_FLOAT, IR_EW_NUM, IR_EW_BOOL, IR_EW_ALL } ir_ew_inputs;

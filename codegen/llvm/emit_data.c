@@ -118,14 +118,8 @@ int cg_data_supports(const ir_graph *g, const ir_node *n, char *why, size_t len)
         }
         return 1;
     }
-    case IR_OP_TILE:
-        snprintf(why, len, "Tile is run by the CPU backend only as the Expand it becomes where the repeated axes "
-                           "are 1, or folded where its input is a constant");
-        return 0;
-    case IR_OP_PAD: case IR_OP_GATHER_ND: case IR_OP_SCATTER_ND:
-        snprintf(why, len, "%s is folded at compile time where its inputs are constants; the CPU backend does not "
-                           "run it on computed tensors yet", ir_op_name(n->op));
-        return 0;
+    case IR_OP_TILE: case IR_OP_PAD: case IR_OP_GATHER_ND: case IR_OP_SCATTER_ND:
+        return !cg_refuse_folded_only(n, "CPU", why, len);
     default:
         return 1;
     }
