@@ -9,9 +9,18 @@ outside the source tree, with VITC_SOURCE_DIR set:
   - bad inputs raise, with the runtime's message where the runtime checks;
   - broken models fail to compile with VitcError, exit code 2;
   - the GIL is released while a model runs, and two threads run one model;
-  - models are freed by close(), a with block, or being collected.
+  - models are freed by close(), a with block, or being collected;
+  - vitc.compile without an output and vitc.load of an ONNX file return a
+    loaded model, compiled once into a cache keyed by the model's bytes and
+    the options (a second load compiles nothing);
+  - Model.run(output_names, feed) as onnxruntime.InferenceSession.run has it;
+  - a wrong dtype is refused by name ("is float64, the model takes float32"),
+    and convert=True converts float64 and non-contiguous inputs;
+  - the package is typed (py.typed, annotations);
+  - vitc.compile(torch.nn.Module, example_input=...) where torch is installed.
 """
 import gc
+import importlib.util
 import json
 import os
 import shutil
@@ -19,6 +28,7 @@ import subprocess
 import sys
 import threading
 import time
+import typing
 
 import numpy as np
 import pytest
@@ -140,10 +150,17 @@ def test_signature_is_what_inspect_says(model, timm_so):
 
 def test_wrong_dtype(model, timm_so):
     x, _ = fixture_io("timm", 1)
-    with pytest.raises(vitc.VitcError, match=r"input 'input' has dtype float64 .*expects float32") as e:
+    with pytest.raises(vitc.VitcError) as e:
         model(x.astype(np.float64))
-    assert isinstance(e.value, TypeError) and e.value.status_name == "dtype mismatch"
-    assert e.value.message.startswith(timm_so + ":")  # the runtime names the model's file
+    assert e.value.message == (f"{timm_so}: input 'input' is float64, the model takes float32; "
+                               "convert it with .astype(np.float32), or run with convert=True")
+    assert isinstance(e.value, vitc.DtypeMismatch) and isinstance(e.value, TypeError)
+    assert e.value.status_name == "dtype mismatch"
+    assert "(11)" not in str(e.value) and "(1)" not in str(e.value)  # names, not ONNX codes
+    with pytest.raises(vitc.DtypeMismatch, match=r"^.*: input 'input' is int64, the model takes float32;"):
+        model.run({"input": x.astype(np.int64)})
+    with pytest.raises(vitc.DtypeMismatch, match=r": output 'output' is float64, the model gives float32$"):
+        model.run({"input": x}, out={"output": np.empty((1, 10), np.float64)})
     with pytest.raises(TypeError, match="byte order"):
         model(x.astype(">f4"))
     with pytest.raises(TypeError, match="expected a numpy.ndarray, got builtins.list"):
@@ -208,8 +225,13 @@ def test_load_errors(tmp_path):
     with pytest.raises(vitc.VitcError, match="nothing.so") as e:
         vitc.load(missing)
     assert e.value.status_name == "load failed"
-    with pytest.raises(vitc.VitcError):
-        vitc.load(os.path.join(MODELS, "timm-ts17.onnx"))
+    not_a_model = tmp_path / "text.so"
+    not_a_model.write_text("not a shared library\n")
+    with pytest.raises(vitc.VitcError) as e:
+        vitc.load(not_a_model)
+    assert e.value.status_name == "load failed" and str(not_a_model) in e.value.message
+    with pytest.raises(FileNotFoundError, match="no such model: .*nothing.onnx"):
+        vitc.load(tmp_path / "nothing.onnx", cache_dir=tmp_path / "cache")
     with pytest.raises(TypeError):
         vitc.load(missing, threads="2")
 
@@ -359,3 +381,202 @@ def test_profile(model, timm_so):
     assert all(p["calls"] == 1 for p in again)
     with pytest.raises(ValueError):
         model.profile(x, runs=0)
+
+
+# ---- as an ONNX Runtime user expects ----
+
+def test_compile_returns_a_loaded_model(model, timm_so, tmp_path):
+    """vitc.compile(onnx) returns a Model (compiled into the cache); with an output path it
+    still returns the path (as before), and load=True the Model loaded from that path."""
+    x, ref = fixture_io("timm", 3)
+    want = model(x)
+    m = vitc.compile(os.path.join(MODELS, "timm-ts17.onnx"), batch=8, quiet=True, threads=2,
+                     cache_dir=tmp_path / "cache")
+    with m:
+        assert isinstance(m, vitc.Model) and m.max_batch == 8 and m.threads == 2
+        assert os.path.dirname(os.path.dirname(m.path)) == str(tmp_path / "cache")
+        np.testing.assert_allclose(m(x), want, rtol=1e-4, atol=1e-4)
+        assert rel_err(m(x), ref) <= MAX_REL
+    so = str(tmp_path / "out.so")
+    assert vitc.compile(os.path.join(MODELS, "timm-ts17.onnx"), so, batch=2, quiet=True) == so
+    with vitc.compile(os.path.join(MODELS, "timm-ts17.onnx"), so, batch=2, quiet=True, load=True) as m2:
+        assert isinstance(m2, vitc.Model) and m2.path == so and m2.max_batch == 2
+        np.testing.assert_allclose(m2(x[:2]), want[:2], rtol=1e-4, atol=1e-4)
+    with pytest.raises(TypeError, match="takes the path of an ONNX model or a torch.nn.Module, not builtins.int"):
+        vitc.compile(42)
+
+
+def test_load_onnx_compiles_once(tmp_path, monkeypatch):
+    """vitc.load(onnx, cache_dir=): the first load compiles, the second loads the cached .so
+    (the same file, not rewritten, the CLI not run); other options, another cache entry;
+    the same bytes under another path, the same entry."""
+    onnx = os.path.join(MODELS, "timm-ts17.onnx")
+    cache = tmp_path / "cache"
+    calls = []
+    real_run_cli = vitc._cli._run_cli
+
+    def counting(args):
+        calls.append(args)
+        return real_run_cli(args)
+
+    monkeypatch.setattr(vitc._cli, "_run_cli", counting)
+    x, ref = fixture_io("timm", 3)
+    with vitc.load(onnx, cache_dir=cache, batch=4, quiet=True) as m:
+        first, y = m.path, m(x)
+        assert m.max_batch == 4 and first.startswith(str(cache) + os.sep) and first.endswith("timm-ts17.so")
+    assert len(calls) == 1 and calls[0][0] == onnx and "--batch=4" in calls[0]
+    assert rel_err(y, ref) <= MAX_REL
+    mtime = os.stat(first).st_mtime_ns
+
+    time.sleep(0.01)
+    with vitc.load(onnx, cache_dir=cache, batch=4, quiet=True) as m:
+        assert m.path == first
+        np.testing.assert_array_equal(m(x), y)
+    assert len(calls) == 1, "the second load ran the compiler"
+    assert os.stat(first).st_mtime_ns == mtime
+    assert vitc.load(onnx, cache_dir=cache, batch=4, verbose=False).path == first  # quiet/verbose: not the key
+
+    copy = tmp_path / "elsewhere" / "timm-ts17.onnx"
+    copy.parent.mkdir()
+    shutil.copyfile(onnx, copy)
+    assert vitc.load(copy, cache_dir=cache, batch=4, quiet=True).path == first
+    assert len(calls) == 1
+
+    with vitc.load(onnx, cache_dir=cache, batch=2, quiet=True) as m:
+        assert m.path != first and m.max_batch == 2
+    assert len(calls) == 2
+    assert sorted(p for p in os.listdir(cache)) == sorted(
+        os.path.basename(os.path.dirname(p)) for p in (first, m.path))  # no temporary folders left
+
+    monkeypatch.setenv("VITC_CACHE_DIR", str(tmp_path / "env-cache"))
+    assert vitc.default_cache_dir() == str(tmp_path / "env-cache")
+    with vitc.load(onnx, batch=4, quiet=True) as m:
+        assert m.path.startswith(str(tmp_path / "env-cache") + os.sep)
+    assert len(calls) == 3
+
+    # a .so is loaded as it is; compile options make no sense for it
+    with vitc.load(first) as m:
+        assert m.path == first
+    with pytest.raises(TypeError, match="is a compiled model: batch apply only to an ONNX model"):
+        vitc.load(first, batch=2)
+    # a failed compile leaves nothing in the cache
+    with pytest.raises(vitc.VitcError) as e:
+        vitc.load(os.path.join(BROKEN, "cycle.onnx"), cache_dir=tmp_path / "bad")
+    assert e.value.exit_code == 2 and os.listdir(tmp_path / "bad") == []
+
+
+def test_run_as_onnxruntime(model):
+    """run(output_names, input_feed) as InferenceSession.run: a list, in the order asked."""
+    x, ref = fixture_io("timm", 3)
+    want = model(x)
+    res = model.run(None, {"input": x})
+    assert isinstance(res, list) and len(res) == 1
+    np.testing.assert_array_equal(res[0], want)
+    assert rel_err(res[0], ref) <= MAX_REL
+    [y] = model.run(["output"], {"input": x})
+    np.testing.assert_array_equal(y, want)
+    a, b = model.run(["output", "output"], {"input": x})
+    np.testing.assert_array_equal(a, want)
+    np.testing.assert_array_equal(b, want)
+    assert model.run(output_names=None, input_feed={"input": x})[0].shape == (3, 10)
+    assert [t.name for t in model.get_inputs()] == ["input"] and [t.name for t in model.get_outputs()] == ["output"]
+    with pytest.raises(vitc.InvalidArgument) as e:
+        model.run(["logits"], {"input": x})
+    assert e.value.message == f"{model.path}: the model has no output named 'logits'; its outputs are 'output'"
+    assert isinstance(e.value, ValueError)
+    with pytest.raises(TypeError, match="output_names must be None or a list of output names"):
+        model.run("output", {"input": x})
+    with pytest.raises(TypeError, match="takes no run_options"):
+        model.run(None, {"input": x}, object())
+    with pytest.raises(vitc.InvalidArgument, match="the model has no input named 'pixels'"):
+        model.run(None, {"pixels": x})
+    # the dict form is unchanged, by position and by keyword
+    np.testing.assert_array_equal(model.run({"input": x})["output"], want)
+    out = np.empty((3, 10), np.float32)
+    assert model.run({"input": x}, {"output": out})["output"] is out
+    assert model.run(inputs={"input": x}, out={"output": out})["output"] is out
+
+
+def test_convert_is_opt_in(model, timm_so):
+    """float64, Fortran-ordered, strided or big-endian inputs: refused by default, converted
+    with convert=True (per run, or the model's default from vitc.load)."""
+    x, ref = fixture_io("timm", 3)
+    want = model(x)
+    x64 = x.astype(np.float64)  # float32 -> float64 -> float32 is exact
+    fortran = np.asfortranarray(x)
+    wide = np.zeros(x.shape[:3] + (2 * x.shape[3],), np.float32)
+    wide[..., ::2] = x
+    strided = wide[..., ::2]  # x's values, every other element of wide
+    big = x.astype(">f4")
+    for bad, exc in ((x64, vitc.DtypeMismatch), (fortran, ValueError), (strided, ValueError), (big, TypeError)):
+        with pytest.raises(exc, match="convert=True"):
+            model.run(None, {"input": bad})
+    with pytest.raises(ValueError, match="not C-contiguous .*or run with convert=True"):
+        model(fortran)
+    for arr in (x64, fortran, strided, big, np.asfortranarray(x64)):
+        np.testing.assert_array_equal(model.run(None, {"input": arr}, convert=True)[0], want)
+        np.testing.assert_array_equal(model.run({"input": arr}, convert=True)["output"], want)
+    assert not model.convert
+    with vitc.load(timm_so, threads=2, convert=True) as m:
+        assert m.convert
+        np.testing.assert_array_equal(m(x64), want)
+        np.testing.assert_array_equal(m.run(None, {"input": fortran})[0], want)
+        assert rel_err(m(x64), ref) <= MAX_REL
+        with pytest.raises(vitc.DtypeMismatch):
+            m.run(None, {"input": x64}, convert=False)
+        with pytest.raises(vitc.DtypeMismatch, match="converts within a kind only .*not complex128 to float32"):
+            m(x.astype(np.complex128))
+
+
+def test_typed():
+    pkg = os.path.dirname(vitc.__file__)
+    assert os.path.isfile(os.path.join(pkg, "py.typed")), "py.typed is not installed with the package"
+    for fn in (vitc.compile, vitc.load, vitc.inspect, vitc.default_cache_dir, vitc.Model.__init__,
+               vitc.Model.run, vitc.Model.close, vitc.TensorInfo.shape_at):
+        hints = typing.get_type_hints(fn)
+        assert "return" in hints, fn
+    assert typing.get_type_hints(vitc.load)["return"] is vitc.Model
+    assert typing.get_type_hints(vitc.Model.get_inputs)["return"] == typing.List[vitc.TensorInfo]
+
+
+# test_python's venv holds numpy and pytest only: there vitc.compile(torch.nn.Module) is skipped, and
+# tested where torch imports (a venv with torch and this package installed).
+NO_TORCH = "torch is not installed in this venv"
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason=NO_TORCH)
+def test_compile_torch_module(tmp_path):
+    """A torch.nn.Module and an example input at batch 2: exported with a dynamic batch,
+    compiled, loaded; batch 1 and 3 match PyTorch."""
+    import torch
+    torch.manual_seed(0)
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(16, 32)
+            self.norm = torch.nn.LayerNorm(32)
+            self.head = torch.nn.Linear(32, 10)
+
+        def forward(self, x):
+            return self.head(self.norm(torch.nn.functional.gelu(self.fc(x))).mean(dim=1))
+
+    net = Block().eval()
+    m = vitc.compile(net, example_input=torch.randn(2, 7, 16), batch=4, quiet=True, cache_dir=tmp_path)
+    with m:
+        assert m.inputs[0].shape == ("B", 7, 16) and m.outputs[0].name == "output" and m.max_batch == 4
+        for batch in (1, 3):
+            x = torch.randn(batch, 7, 16)
+            with torch.no_grad():
+                ref = net(x).numpy()
+            assert rel_err(m(x.numpy()), ref) <= MAX_REL
+    so = str(tmp_path / "block.so")
+    assert vitc.compile(net, so, example_input=torch.randn(2, 7, 16), batch=4, quiet=True) == so
+    with pytest.raises(TypeError, match="needs example_input"):
+        vitc.compile(net, cache_dir=tmp_path)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is not None, reason="torch is installed here")
+def test_compile_torch_module_without_torch():
+    with pytest.raises(TypeError, match=r"not builtins.object \(torch is not installed, so no torch.nn.Module"):
+        vitc.compile(object())

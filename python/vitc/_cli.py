@@ -1,8 +1,12 @@
-"""compile() and inspect(): the vitc CLI shipped in this package, run as a subprocess."""
+"""The vitc CLI shipped in this package, run as a subprocess: compile_file() (the
+compile behind vitc.compile and vitc.load) and inspect()."""
+from __future__ import annotations
+
 import json
 import os
 import subprocess
 import sys
+from typing import Any, Dict, Union
 
 from ._errors import VitcError
 from ._runtime import CLI_PATH
@@ -35,7 +39,17 @@ def _option(key, value):
     return [f"{flag}={os.fspath(value) if isinstance(value, os.PathLike) else value}"]
 
 
-def compile(model, output, *, batch=None, target=None, **options):
+def cli_args(options):
+    """The CLI's options for keyword options (None or False left out), in the order given."""
+    args = []
+    for key, value in options.items():
+        if value is None or value is False:
+            continue
+        args += _option(key, value)
+    return args
+
+
+def compile_file(model, output, **options) -> str:
     """Compiles an ONNX model into a shared library with the vitc CLI; returns `output`.
 
     Keywords are the CLI's options (`vitc help compile`), '_' for '-':
@@ -47,12 +61,7 @@ def compile(model, output, *, batch=None, target=None, **options):
     (message) and its exit code (exit_code: 2 bad usage or bad input, 3
     internal error), and no file is written.
     """
-    args = [os.fspath(model), "-o", os.fspath(output)]
-    opts = {"batch": batch, "target": target, **options}
-    for key, value in opts.items():
-        if value is None or value is False:
-            continue
-        args += _option(key, value)
+    args = [os.fspath(model), "-o", os.fspath(output)] + cli_args(options)
     stdout, stderr = _run_cli(args)
     if stdout:
         sys.stdout.write(stdout)
@@ -61,7 +70,7 @@ def compile(model, output, *, batch=None, target=None, **options):
     return os.fspath(output)
 
 
-def inspect(path):
+def inspect(path: Union[str, os.PathLike]) -> Dict[str, Any]:
     """What a compiled model holds, as `vitc inspect --json` prints it (a dict)."""
     stdout, _ = _run_cli(["inspect", os.fspath(path), "--json"])
     return json.loads(stdout)

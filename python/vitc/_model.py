@@ -2,22 +2,27 @@
 with vitc_run on numpy arrays, without copies.
 
 Arrays are handed to the runtime as they are: what the runtime can check
-(count, names, dtype, rank, dims, the batch against the compiled limit) it
-checks, and its message becomes a VitcError; what only Python can see (not
-an ndarray, not C-contiguous, misaligned, a non-native byte order, an output
-that is read-only) is a TypeError or ValueError raised here.  Nothing is
-converted or copied behind the caller's back.
+(count, names, rank, dims, the batch against the compiled limit) it checks,
+and its message becomes a VitcError; a dtype other than the model's is
+refused here, by dtype name, as a DtypeMismatch; what only Python can see
+(not an ndarray, not C-contiguous, misaligned, a non-native byte order, an
+output that is read-only) is a TypeError or ValueError raised here.  Nothing
+is converted or copied behind the caller's back: convert=True (per run, or
+the model's default from vitc.load) asks for it.
 """
+from __future__ import annotations
+
 import ctypes
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Tuple, Union, overload
 
 import numpy as np
 
 from . import _runtime
-from ._errors import runtime_error
+from ._errors import _DTYPE_MISMATCH, _INVALID_ARGUMENT, DtypeMismatch, InvalidArgument, runtime_error
 
 # ONNX TensorProto codes, which vitc_tensor.dtype uses; a dtype the model does
 # not take still goes to the runtime, which names both in its message.
@@ -42,18 +47,18 @@ class TensorInfo:
     """
     name: str
     dtype: np.dtype
-    dims: tuple
-    batch_dims: tuple
+    dims: Tuple[int, ...]
+    batch_dims: Tuple[bool, ...]
 
     @property
-    def shape(self):
+    def shape(self) -> Tuple[Union[int, str], ...]:
         return tuple(("B" if d == 1 else f"{d}*B") if b else d for d, b in zip(self.dims, self.batch_dims))
 
     @property
-    def rank(self):
+    def rank(self) -> int:
         return len(self.dims)
 
-    def shape_at(self, batch):
+    def shape_at(self, batch: int) -> Tuple[int, ...]:
         """The shape of this tensor when the model runs `batch` images."""
         return tuple(d * batch if b else d for d, b in zip(self.dims, self.batch_dims))
 
@@ -77,16 +82,40 @@ def _check_array(what, a, writeable=False):
         raise TypeError(f"{what}: expected a numpy.ndarray, got {type(a).__module__}.{type(a).__qualname__}")
     if not a.dtype.isnative:
         raise TypeError(f"{what}: dtype {a.dtype.str} is not in this machine's byte order; "
-                        f"convert it with .astype({a.dtype.newbyteorder('=').name!r})")
+                        f"convert it with .astype({a.dtype.newbyteorder('=').name!r})"
+                        + ("" if writeable else ", or run with convert=True"))
     if a.dtype not in _ONNX_CODE:
         raise TypeError(f"{what}: dtype {a.dtype} is not a tensor dtype a compiled model can take")
     if not a.flags.c_contiguous:
         raise ValueError(f"{what}: the array is not C-contiguous (shape {a.shape}, strides {a.strides}); the "
-                         "runtime reads one dense row-major block; pass np.ascontiguousarray(...) (a copy)")
+                         "runtime reads one dense row-major block; pass np.ascontiguousarray(...) (a copy)"
+                         + ("" if writeable else ", or run with convert=True"))
     if not a.flags.aligned:
         raise ValueError(f"{what}: the array's data is not aligned to its {a.dtype.itemsize}-byte elements")
     if writeable and not a.flags.writeable:
         raise ValueError(f"{what}: the array is read-only")
+
+
+def _converted(a, dtype):
+    """convert=True: an ndarray of `dtype` (when numpy casts a's dtype to it within its kind, as
+    float64 to float32 or int32 to int64), C-contiguous, aligned and in native byte order; a
+    itself when it is all that already, else a copy.  Anything else is left for the checks to refuse."""
+    if not isinstance(a, np.ndarray):
+        try:
+            a = np.asarray(a)
+        except Exception:  # not array-like: the check names its type
+            return a
+    if dtype is not None and a.dtype != dtype:
+        if a.dtype.kind in "OSUVMm" or not np.can_cast(a.dtype, dtype, "same_kind"):
+            return a  # refused by the dtype check, which says so
+        a = a.astype(dtype)
+    if not a.dtype.isnative:
+        a = a.astype(a.dtype.newbyteorder("="))
+    if not (a.flags.c_contiguous and a.flags.aligned):
+        a = np.ascontiguousarray(a)
+        if not a.flags.aligned:
+            a = a.copy()
+    return a
 
 
 def _fill(t, name, a):
@@ -103,9 +132,16 @@ class Model:
 
     m(x) runs it on the arrays given in input order (or by name, m(input=x))
     and returns the output array, or a tuple of them in output order when the
-    model has several.  m.run({"input": x}) returns {name: array}.  The batch
-    is read from the inputs; outputs are new arrays unless run(..., out=)
+    model has several.  m.run({"input": x}) returns {name: array}; as ONNX
+    Runtime's InferenceSession.run, m.run(None, {"input": x}) returns the list
+    of all outputs, m.run(["logits"], feed) those named, in that order.  The
+    batch is read from the inputs; outputs are new arrays unless run(..., out=)
     gives them.
+
+    Inputs must have the model's dtype, be C-contiguous and in native byte
+    order; convert=True (per run, or for every run: vitc.load(..., convert=True))
+    converts those that are not (float64 to float32, int32 to int64, a strided
+    or Fortran-ordered array to a C-contiguous copy) instead of refusing them.
 
     Every run takes a context (the runtime's workspace and thread pool, with
     `threads` threads) from the model's pool, creating one when all are busy,
@@ -115,7 +151,7 @@ class Model:
     flight; a closed model raises ValueError.
     """
 
-    def __init__(self, path, threads=0):
+    def __init__(self, path: Union[str, os.PathLike], threads: int = 0, *, convert: bool = False) -> None:
         self._handle = None
         self._cond = threading.Condition()
         self._idle, self._busy, self._closed = [], 0, False
@@ -124,6 +160,7 @@ class Model:
         self._rt = _runtime.lib()
         self._path = os.fspath(path)
         self._threads_asked = threads
+        self._convert = bool(convert)
         handle = ctypes.c_void_p()
         st = self._rt.vitc_model_load(os.fsencode(self._path), ctypes.byref(handle))
         if st != 0:
@@ -176,7 +213,17 @@ class Model:
                          doc='The arithmetic it was compiled for: "fp32", or "bf16" (--precision bf16: on the CPU, '
                              'the Linear layers on AMX tiles); a CUDA model\'s --precision.')
     threads = property(lambda self: self._nthreads, doc="Threads each run uses, the caller's included.")
+    convert = property(lambda self: self._convert,
+                       doc="Whether runs convert inputs of another dtype or layout by default (vitc.load(..., convert=)).")
     closed = property(lambda self: self._handle is None)
+
+    def get_inputs(self) -> List[TensorInfo]:
+        """The inputs (as InferenceSession.get_inputs names it); the same as m.inputs."""
+        return list(self._inputs)
+
+    def get_outputs(self) -> List[TensorInfo]:
+        """The outputs (as InferenceSession.get_outputs names it); the same as m.outputs."""
+        return list(self._outputs)
 
     def __repr__(self):
         sig = lambda ts: ", ".join(f"{t.name}: {t.dtype}[{','.join(map(str, t.shape))}]" for t in ts)
@@ -185,26 +232,90 @@ class Model:
         return f"<vitc.Model {self._path!r} {state}; inputs ({sig(self._inputs)}) -> ({sig(self._outputs)})>"
 
     # -- running --
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> Union[np.ndarray, Tuple[np.ndarray, ...]]:
         """Runs the model on inputs given by position (model order) and/or by name;
-        returns the one output array, or a tuple of them in the model's output order."""
+        returns the one output array, or a tuple of them in the model's output order.
+        Inputs are converted when the model was loaded with convert=True."""
         feed = [(None, a) for a in args] + list(kwargs.items())
-        res = self._run(feed, None)
+        res = self._run(feed, None, convert=self._convert)
         return res[0] if len(res) == 1 else tuple(res)
 
-    def run(self, inputs, out=None):
-        """Runs the model on {input name: array}; returns {output name: array}.
+    @overload
+    def run(self, output_names: Optional[Sequence[str]], input_feed: Mapping[str, Any],
+            run_options: None = None, *, convert: Optional[bool] = None) -> List[np.ndarray]: ...
 
-        out: optional {output name: array} to write into (C-contiguous, writeable,
-        the output's dtype and shape at the batch), returned in the result.
+    @overload
+    def run(self, inputs: Mapping[str, Any], out: Optional[Mapping[str, np.ndarray]] = None, /, *,
+            convert: Optional[bool] = None) -> Dict[str, np.ndarray]: ...
+
+    @overload
+    def run(self, *, inputs: Mapping[str, Any], out: Optional[Mapping[str, np.ndarray]] = None,
+            convert: Optional[bool] = None) -> Dict[str, np.ndarray]: ...
+
+    def run(self, output_names: Any = None, input_feed: Optional[Mapping[str, Any]] = None, run_options: None = None,
+            *, inputs: Optional[Mapping[str, Any]] = None, out: Optional[Mapping[str, np.ndarray]] = None,
+            convert: Optional[bool] = None) -> Union[List[np.ndarray], Dict[str, np.ndarray]]:
+        """Runs the model, in either of two forms.
+
+        m.run(output_names, input_feed), as onnxruntime.InferenceSession.run: input_feed
+        is {input name: array}; returns a list of arrays, the outputs named in
+        output_names in that order, or all of them in the model's order where it is
+        None.  An output name the model lacks raises InvalidArgument (a ValueError).
+        run_options is accepted for ONNX Runtime's signature and must be None.
+
+        m.run(inputs, out=None): inputs is {input name: array}; returns {output name:
+        array}.  out: optional {output name: array} to write into (C-contiguous,
+        writeable, the output's dtype and shape at the batch), returned in the result.
+
+        convert: True converts inputs of another dtype (within its kind: float64 to
+        float32, int32 to int64) or layout (not C-contiguous, another byte order) into
+        new arrays; False refuses them (DtypeMismatch, a TypeError, names both dtypes;
+        ValueError for the layout); None (default) takes the model's (vitc.load's convert).
         """
-        if not isinstance(inputs, Mapping):
-            raise TypeError(f"run() takes a mapping of input name to array, not {type(inputs).__name__}; "
-                            "call the model (m(x)) to pass arrays by position")
-        if out is not None and not isinstance(out, Mapping):
-            raise TypeError(f"out must be a mapping of output name to array, not {type(out).__name__}")
-        res = self._run(list(inputs.items()), out)
-        return {t.name: a for t, a in zip(self._outputs, res)}
+        conv = self._convert if convert is None else bool(convert)
+        if inputs is not None or isinstance(output_names, Mapping):  # the dict form
+            if inputs is None:
+                inputs, output_names = output_names, None
+                if input_feed is not None:  # run(inputs, out) by position
+                    if out is not None:
+                        raise TypeError("run() got out twice, by position and by keyword")
+                    out, input_feed = input_feed, None
+            if output_names is not None or input_feed is not None or run_options is not None:
+                raise TypeError("run(inputs=..., out=...) takes no output_names, input_feed or run_options")
+            if not isinstance(inputs, Mapping):
+                raise TypeError(f"run() takes a mapping of input name to array, not {type(inputs).__name__}; "
+                                "call the model (m(x)) to pass arrays by position")
+            if out is not None and not isinstance(out, Mapping):
+                raise TypeError(f"out must be a mapping of output name to array, not {type(out).__name__}")
+            res = self._run(list(inputs.items()), out, convert=conv)
+            return {t.name: a for t, a in zip(self._outputs, res)}
+
+        # onnxruntime's form: run(output_names, input_feed, run_options=None)
+        if not isinstance(input_feed, Mapping):
+            raise TypeError("run() takes (output_names, input_feed) as onnxruntime.InferenceSession.run does, "
+                            "input_feed a mapping of input name to array, or a mapping of input name to array "
+                            f"alone; got {type(output_names).__name__}" +
+                            (f" and {type(input_feed).__name__}" if input_feed is not None else ""))
+        if run_options is not None:
+            raise TypeError("vitc takes no run_options (pass None)")
+        if out is not None:
+            raise TypeError("out= belongs to run(inputs, out=...), the form that returns a dict")
+        names = [t.name for t in self._outputs]
+        if output_names is None:
+            wanted = names
+        else:
+            if isinstance(output_names, (str, bytes)) or not isinstance(output_names, Sequence) or \
+                    not all(isinstance(n, str) for n in output_names):
+                raise TypeError("output_names must be None or a list of output names (str), not "
+                                f"{output_names!r}")
+            wanted = list(output_names)
+            for n in wanted:
+                if n not in names:
+                    raise InvalidArgument(f"{self._path}: the model has no output named '{n}'; its outputs are "
+                                          + ", ".join(f"'{m}'" for m in names),
+                                          status=_INVALID_ARGUMENT, status_name="invalid argument")
+        res = dict(zip(names, self._run(list(input_feed.items()), None, convert=conv)))
+        return [res[n] for n in wanted]
 
     def _batch_of(self, feed):
         """The batch the runtime will read (the first batch dimension of the first input
@@ -225,7 +336,7 @@ class Model:
                 return batch if 1 <= batch <= self._max_batch else 1
         return 1
 
-    def profile(self, inputs, runs=10):
+    def profile(self, inputs: Union[np.ndarray, Mapping[str, np.ndarray]], runs: int = 10) -> List[Dict[str, Any]]:
         """Runs the model `runs` times on inputs (an array, or {input name: array}) with the
         runtime's profile on, and returns its parts longest first: one dict per part of a run
         (the code of one node of the compiled graph) with "index" (its place in the run), "op",
@@ -243,7 +354,7 @@ class Model:
                 raise runtime_error(st, *_runtime.last_error(st))
             try:
                 for _ in range(runs):
-                    self._run(feed, None, ctx)
+                    self._run(feed, None, ctx, convert=self._convert)
                 parts = []
                 for i in range(rt.vitc_context_profile_parts(ctx)):
                     p = _runtime.CProfilePart()
@@ -258,14 +369,38 @@ class Model:
             self._release(ctx)
         return sorted(parts, key=lambda p: (-p["seconds"], p["index"]))
 
-    def _run(self, feed, out, ctx=None):
+    def _slot(self, i, name):
+        """The model's input that feed item i (by position, or named `name`) is, or None."""
+        if name is None:
+            return self._inputs[i] if i < len(self._inputs) else None
+        return next((t for t in self._inputs if t.name == name), None)
+
+    def _run(self, feed, out, ctx=None, convert=False):
+        checked = []
         for i, (name, a) in enumerate(feed):
+            t = self._slot(i, name)
+            if convert:
+                a = _converted(a, t.dtype if t is not None else None)
             what = f"input '{name}'" if name is not None else \
-                (f"input {i} ('{self._inputs[i].name}')" if i < len(self._inputs) else f"input {i}")
+                (f"input {i} ('{t.name}')" if t is not None else f"input {i}")
             _check_array(what, a)
+            if t is not None and a.dtype != t.dtype:
+                if convert:
+                    hint = f"; convert=True converts within a kind only (as float64 to float32), not {a.dtype} " \
+                           f"to {t.dtype}"
+                else:
+                    hint = f"; convert it with .astype(np.{t.dtype.name}), or run with convert=True"
+                raise DtypeMismatch(f"{self._path}: input '{t.name}' is {a.dtype}, the model takes {t.dtype}{hint}",
+                                    status=_DTYPE_MISMATCH, status_name="dtype mismatch")
+            checked.append((name, a))
+        feed = checked
         out = dict(out or {})
         for name, a in out.items():
             _check_array(f"output '{name}'", a, writeable=True)
+            t = next((t for t in self._outputs if t.name == name), None)
+            if t is not None and a.dtype != t.dtype:
+                raise DtypeMismatch(f"{self._path}: output '{name}' is {a.dtype}, the model gives {t.dtype}",
+                                    status=_DTYPE_MISMATCH, status_name="dtype mismatch")
         batch = self._batch_of(feed)
         results = [out.pop(t.name) if t.name in out else np.empty(t.shape_at(batch), t.dtype)
                    for t in self._outputs]
@@ -312,7 +447,7 @@ class Model:
             self._busy -= 1
             self._cond.notify_all()
 
-    def close(self):
+    def close(self) -> None:
         """Frees the model's contexts and the model, once runs in flight have returned."""
         with self._cond:
             self._closed = True
@@ -325,7 +460,7 @@ class Model:
         if handle is not None:
             self._rt.vitc_model_free(handle)
 
-    def __enter__(self):
+    def __enter__(self) -> "Model":
         return self
 
     def __exit__(self, *exc):
@@ -341,15 +476,15 @@ class Model:
             pass
 
 
-def load(path, threads=0):
-    """Loads a model compiled by vitc (vitc_model_load): a Model.
+def load(path: Union[str, os.PathLike], threads: int = 0, *, convert: bool = False) -> Model:
+    """Loads a model compiled by vitc (vitc_model_load): a Model (vitc.load also compiles ONNX).
 
     threads: threads per run, the caller's included; 0 (default) is one per
     core, or VITC_NUM_THREADS when set.  A model compiled for CPU features
     this machine lacks, a file that is not a vitc model, or one compiled by an
     incompatible vitc raises VitcError with the runtime's message.
     """
-    return Model(path, threads)
+    return Model(path, threads, convert=convert)
 
 
 for _c in (TensorInfo, Model):

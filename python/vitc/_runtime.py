@@ -21,7 +21,7 @@ MAX_RANK = 8  # VITC_MAX_RANK
 
 
 # how vitc_tensor and vitc_tensor_info both begin
-_TENSOR_HEAD = [
+_TENSOR_HEAD: list = [
     ("name", ctypes.c_char_p),
     ("dtype", ctypes.c_int32),
     ("rank", ctypes.c_int32),
