@@ -239,12 +239,27 @@ void vitc_diag_init(vitc_diag *d, const char *file)
     d->file = file;
 }
 
+static const char *diag_program; /* vitc_diag_set_program */
+
+void vitc_diag_set_program(const char *name) { diag_program = name; }
+
+/* "PROGRAM: FILE: " (either left out when not set), or "vitc: " when neither is. */
+static void diag_head(FILE *f, const vitc_diag *d)
+{
+    if (diag_program)
+        fprintf(f, "%s: ", diag_program);
+    if (d->file)
+        fprintf(f, "%s: ", d->file);
+    else if (!diag_program)
+        fputs("vitc: ", f);
+}
+
 static void diag_emit(vitc_diag *d, int status, const char *name, const char *op_type,
                       const char *fmt, va_list ap)
 {
     FILE *f = d->out ? d->out : stderr;
     fflush(stdout); /* what was printed before the error comes before it, piped into one file too */
-    fprintf(f, "%s: ", d->file ? d->file : "vitc");
+    diag_head(f, d);
     if (op_type)
         fprintf(f, "node '%s' (%s): ", name && *name ? name : "<unnamed>", op_type);
     vfprintf(f, fmt, ap);
@@ -283,7 +298,7 @@ void vitc_warning(vitc_diag *d, const ir_node *n, const char *fmt, ...)
 {
     FILE *f = d->out ? d->out : stderr;
     fflush(stdout);
-    fprintf(f, "%s: ", d->file ? d->file : "vitc");
+    diag_head(f, d);
     if (n)
         fprintf(f, "node '%s' (%s): ", n->name && *n->name ? n->name : "<unnamed>", n->op_type);
     fputs("warning: ", f);
@@ -298,7 +313,7 @@ void vitc_note(vitc_diag *d, const char *fmt, ...)
 {
     FILE *f = d->out ? d->out : stderr;
     fflush(stdout);
-    fprintf(f, "%s: ", d->file ? d->file : "vitc");
+    diag_head(f, d);
     va_list ap;
     va_start(ap, fmt);
     vfprintf(f, fmt, ap);

@@ -157,7 +157,8 @@ int ir_mul_ovf(int64_t a, int64_t b, int64_t *out);
 int ir_add_ovf(int64_t a, int64_t b, int64_t *out);
 
 /* ---- diagnostics ---- */
-/* Errors go to `out` as "FILE: node 'NAME' (OpType): message" lines; the
+/* Errors go to `out` as "FILE: node 'NAME' (OpType): message" lines (after
+ * "PROGRAM: " where vitc_diag_set_program named one); the
  * first non-OK status is kept.  Several errors can be reported before a
  * caller gives up, so that every unsupported node is listed at once. */
 typedef struct {
@@ -169,6 +170,9 @@ typedef struct {
 
 struct ir_node;
 void vitc_diag_init(vitc_diag *d, const char *file);
+/* Every diagnostic line starts with "NAME: " from now on (the vitc CLI sets
+ * "vitc", so that all its errors carry one prefix); NULL: none (the default). */
+void vitc_diag_set_program(const char *name);
 int vitc_error(vitc_diag *d, int status, const struct ir_node *n, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 int vitc_verror(vitc_diag *d, int status, const struct ir_node *n, const char *fmt, va_list ap);

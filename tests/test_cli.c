@@ -1,7 +1,9 @@
 /* test_cli.c: the vitc command line as a user meets it: --help, --version,
  * dump in its three forms on every fixture, and the corpus of broken and
  * hostile models, each of which must exit 2 with a message naming the file
- * (and the node where there is one), never crash. */
+ * (and the node where there is one), never crash; commands told apart by
+ * their first word whatever the directory holds, and every error's "vitc: "
+ * prefix and usage hint. */
 #include "testutil.h"
 
 #include <math.h>
@@ -130,6 +132,9 @@ static void test_broken_models_exit_2(void **state)
             fail_msg("%s: the message does not name the file: %s", line, err);
         if (!strstr(err, tab + 1))
             fail_msg("%s: expected '%s' in: %s", line, tab + 1, err);
+        for (const char *l = err; *l; l += strcspn(l, "\n") + (l[strcspn(l, "\n")] == '\n'))
+            if (strncmp(l, "vitc: ", 6) != 0) /* one prefix, and no usage hint: the command line was right */
+                fail_msg("%s: a line of the error does not start with 'vitc: ': %s", line, err);
         if (strcmp(line, "unsupported-ops.onnx") == 0 && !strstr(err, "Mish x1 (node 'mish0')"))
             fail_msg("every unsupported node must be listed at once: %s", err);
         if (strcmp(line, "unsupported-op-readers.onnx") == 0 && strstr(err, "is not a graph input"))
@@ -233,8 +238,9 @@ static void test_option_grammar(void **state)
 {
     const char *cmds[][3] = {{"run", "vitc run MODEL.onnx|MODEL.so"}, {"dump", "vitc dump MODEL.onnx"},
                              {"compare", "vitc compare MODEL.onnx [MODEL.so]"}, {"inspect", "vitc inspect MODEL.so"},
-                             {"x.onnx", "vitc MODEL.onnx -o MODEL.so"}};
-    for (int i = 0; i < 5; i++) {
+                             {"x.onnx", "vitc MODEL.onnx -o MODEL.so"},
+                             {"compile", "vitc compile MODEL.onnx -o MODEL.so"}};
+    for (int i = 0; i < 6; i++) {
         char *out, *err;
         const char *h[] = {cmds[i][0], "--help", NULL};
         int rc = tu_run_vitc(h, &out, &err);
@@ -268,6 +274,144 @@ static void test_option_grammar(void **state)
     expect_err(2, sp, "/nonexistent/m.onnx");
     const char *badstage[] = {"dump", "m.onnx", "--stage", "final", NULL};
     expect_err(2, badstage, "--stage must be");
+}
+
+/* rc, stdout containing out_has (NULL: anything), and stderr exactly err_is. */
+static void expect_exact(int rc, const char *const *args, const char *out_has, const char *err_is)
+{
+    char *out, *err;
+    int got = tu_run_vitc(args, &out, &err);
+    if (got != rc || (out_has && !strstr(out, out_has)) || strcmp(err, err_is) != 0)
+        fail_msg("vitc %s %s: exit %d (want %d), stdout '%.300s' (want '%s'), stderr\n'%s'\nwant\n'%s'", args[0],
+                 args[1] ? args[1] : "", got, rc, out, out_has ? out_has : "", err, err_is);
+    free(out), free(err);
+}
+
+static void touch(const char *path)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fclose(f);
+}
+
+/* `vitc compile MODEL -o SO` and the bare `vitc MODEL.onnx -o SO`; the first
+ * word is a command or a model by the word alone: in a directory holding a
+ * folder bench/ and files named run, inspect and foo, `vitc bench --help` is
+ * an unknown command (not the compile's help), `vitc run --help` is run's,
+ * and a file named like a command (or without .onnx) is compiled through
+ * `vitc compile NAME` or `./NAME`, a usage error saying so otherwise. */
+static void test_command_by_word(void **state)
+{
+    char dir[256], cwd[4096], model[4096], so[300];
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    assert_non_null(tu_tmpdir(dir, sizeof dir));
+    tu_path(model, sizeof model, "examples/vit-tiny.onnx");
+    char cp[9000];
+    snprintf(cp, sizeof cp, "cp '%s' '%s/inspect' && cp '%s' '%s/foo'", model, dir, model, dir);
+    assert_int_equal(system(cp), 0);
+    snprintf(cp, sizeof cp, "%s/bench", dir);
+    assert_int_equal(mkdir(cp, 0755), 0);
+    snprintf(cp, sizeof cp, "%s/run", dir);
+    touch(cp);
+    assert_int_equal(chdir(dir), 0);
+
+    const char *bench[] = {"bench", "--help", NULL};
+    expect_exact(2, bench, NULL,
+                 "vitc: unknown command 'bench' (a model to compile ends in .onnx or holds a '/')\n"
+                 "(run 'vitc --help' for usage)\n");
+    const char *run_help[] = {"run", "--help", NULL};
+    expect_exact(0, run_help, "usage:\n  vitc run MODEL.onnx|MODEL.so --input", "");
+    const char *foo[] = {"foo", "-o", "foo.so", NULL};
+    expect_exact(2, foo, NULL,
+                 "vitc: unknown command 'foo'; to compile the file foo, run 'vitc compile foo -o MODEL.so' "
+                 "(without 'compile', a model's name must end in .onnx or hold a '/')\n"
+                 "(run 'vitc --help' for usage)\n");
+    const char *shadowed[] = {"inspect", "-o", "x.so", NULL};
+    expect_exact(2, shadowed, NULL,
+                 "vitc: inspect: unknown option '-o'\n"
+                 "vitc: 'inspect' is the command inspect here, not the file inspect in this directory; to compile "
+                 "that file: 'vitc compile inspect -o MODEL.so'\n"
+                 "(run 'vitc inspect --help' for usage)\n");
+    const char *typo[] = {"comple", "m.onnx", NULL};
+    expect_exact(2, typo, NULL, "vitc: unknown command 'comple'; did you mean 'compile'?\n"
+                                "(run 'vitc --help' for usage)\n");
+    const char *c1[] = {"compile", "inspect", "-o", "a.so", "-O0", "-q", NULL};
+    expect_exact(0, c1, NULL, "");
+    const char *c2[] = {"./foo", "-o", "b.so", "-O0", "-q", NULL};
+    expect_exact(0, c2, NULL, "");
+    const char *c3[] = {"compile", "-q", "-O0", model, "-o", "c.so", NULL};
+    expect_exact(0, c3, NULL, "");
+    const char *c4[] = {model, "-o", "d.so", "-O0", "-q", NULL};
+    expect_exact(0, c4, NULL, "");
+    struct stat sb;
+    const char *made[] = {"a.so", "b.so", "c.so", "d.so"};
+    for (int i = 0; i < 4; i++)
+        if (stat(made[i], &sb) != 0)
+            fail_msg("%s was not written", made[i]);
+    snprintf(so, sizeof so, "%s/a.so", dir);
+    const char *insp[] = {"inspect", so, NULL};
+    expect_exact(0, insp, "input", "");
+    const char *no_model[] = {"compile", "-o", "e.so", NULL};
+    expect_exact(2, no_model, NULL, "vitc: no model given\n(run 'vitc compile --help' for usage)\n");
+
+    /* the help of the compile, under both names */
+    char *h1, *h2, *e;
+    const char *help1[] = {"compile", "--help", NULL}, *help2[] = {"help", "compile", NULL};
+    assert_int_equal(tu_run_vitc(help1, &h1, &e), 0);
+    free(e);
+    assert_int_equal(tu_run_vitc(help2, &h2, &e), 0);
+    free(e);
+    assert_string_equal(h1, h2);
+    if (!strstr(h1, "usage:\n  vitc compile MODEL.onnx -o MODEL.so [--batch N]") ||
+        !strstr(h1, "\n  vitc MODEL.onnx -o MODEL.so [options]\n"))
+        fail_msg("vitc compile --help:\n%s", h1);
+    free(h1), free(h2);
+    assert_int_equal(chdir(cwd), 0);
+    tu_rmtree(dir);
+}
+
+/* Every error starts "vitc: "; the "(run 'vitc COMMAND --help' for usage)"
+ * hint follows usage errors only (the command line itself wrong), naming the
+ * command; an option of another command names both as they are typed. */
+static void test_error_prefix_and_hint(void **state)
+{
+    char dir[256], model[4096], bad[4300], sub[300];
+    assert_non_null(tu_tmpdir(dir, sizeof dir));
+    tu_path(model, sizeof model, "examples/vit-tiny.onnx");
+    const char *batch[] = {"run", "m.so", "--batch", "2", NULL};
+    expect_exact(2, batch, NULL,
+                 "vitc: run: --batch is an option of 'vitc compile', not of 'vitc run'\n"
+                 "(run 'vitc run --help' for usage)\n");
+    const char *threads[] = {"m.onnx", "--threads", "2", "-o", "m.so", NULL};
+    expect_exact(2, threads, NULL,
+                 "vitc: compile: --threads is an option of 'vitc run', not of 'vitc compile'\n"
+                 "(run 'vitc compile --help' for usage)\n");
+    const char *choice[] = {"compile", "m.onnx", "--target=gpu", "-o", "m.so", NULL};
+    expect_exact(2, choice, NULL,
+                 "vitc: compile: --target takes 'cpu' or 'cuda', not 'gpu'\n(run 'vitc compile --help' for usage)\n");
+    /* not usage errors: a directory as -o, a file that is not there, a model
+     * that does not parse, a compiled model that does not load */
+    char want[4400];
+    const char *outdir[] = {model, "-o", dir, NULL};
+    snprintf(want, sizeof want, "vitc: -o %s is a directory; give the path of the .so to write\n", dir);
+    expect_exact(2, outdir, NULL, want);
+    snprintf(sub, sizeof sub, "%s/missing/m.so", dir);
+    const char *nodir[] = {"compile", model, "-o", sub, NULL};
+    snprintf(want, sizeof want, "vitc: the output directory %s/missing does not exist\n", dir);
+    expect_exact(2, nodir, NULL, want);
+    snprintf(bad, sizeof bad, "%s/missing.onnx", dir);
+    const char *missing[] = {"dump", bad, NULL};
+    snprintf(want, sizeof want, "vitc: %s: cannot open: No such file or directory\n", bad);
+    expect_exact(2, missing, NULL, want);
+    snprintf(bad, sizeof bad, "%s/junk.so", dir);
+    touch(bad);
+    const char *junk[] = {"inspect", bad, NULL};
+    char *out, *err;
+    assert_int_equal(tu_run_vitc(junk, &out, &err), 2);
+    if (strncmp(err, "vitc: ", 6) != 0 || strstr(err, "--help") || strchr(err, '\n') != err + strlen(err) - 1)
+        fail_msg("inspect of an empty file: one line starting 'vitc: ', no hint: '%s'", err);
+    free(out), free(err);
+    tu_rmtree(dir);
 }
 
 /* Writes a .npy file of descr and shape (zeros) to dir/name; returns its path. */
@@ -514,6 +658,7 @@ static int setup(void **state)
 }
 
 TU_MAIN(setup, NULL, test_help_and_version, test_dump_stats_every_fixture, test_dump_dot_renders,
-        test_broken_models_exit_2, test_run_writes_outputs, test_option_grammar, test_readme_usage_is_help,
+        test_broken_models_exit_2, test_run_writes_outputs, test_option_grammar, test_command_by_word,
+        test_error_prefix_and_hint, test_readme_usage_is_help,
         test_help_env_and_cpu_knobs, test_input_file_messages, test_cpu_precision_refusals, test_precision_bf16_amx,
         test_precision_bf16_dot)

@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
 """test_cli_json.py: the CLI's machine-readable output against references.
 
+- One schema for tensors in inspect, run and compare --json: {"name",
+  "dtype": "float32", "shape": [...]} (with "file" for run's outputs), the
+  shape a list with "B" where the batch is symbolic.
 - `vitc inspect --json`: parses; its signature is the ONNX model's (read with
   the onnx package), with the batch axis as "B"; a model whose names hold
   quotes, backslashes, newlines and non-ASCII text round-trips them.
@@ -11,7 +14,9 @@
   time lies within the runs' wall time, each names an ONNX node of the model.
 - `vitc compare --json`, against the interpreter and against ONNX Runtime:
   parses, and its max_rel equals the error computed here between ONNX
-  Runtime's output and the compiled model's, run by this script.
+  Runtime's output and the compiled model's, run by this script;
+  `--reference ort` is the same; a VITC_PYTHON that cannot import ONNX
+  Runtime is exit 2 with a message saying what to set.
 Run by ctest with VITC_BIN and VITC_SOURCE_DIR set; VITC_PYTHON is this Python.
 """
 import json
@@ -69,6 +74,8 @@ def main():
     check([(t["name"], t["shape"]) for t in info["inputs"]] == ins, f"inspect inputs {info['inputs']} == {ins}")
     check([(t["name"], t["shape"]) for t in info["outputs"]] == outs, f"inspect outputs == {outs}")
     check(info["max_batch"] == 4 and info["target"] == "cpu", "inspect max_batch 4, target cpu")
+    check(all(set(t) == {"name", "dtype", "shape"} and t["dtype"] == "float32" for t in info["inputs"] + info["outputs"]),
+          f"inspect: tensors as {{name, dtype, shape}}, dtype float32: {info['inputs']} {info['outputs']}")
     check(info["weights"]["embedded"] and info["weights"]["bytes"] > 0, "inspect weights embedded")
     check(sum(k["launches"] for k in info["kernels"]) >= len(info["kernels"]) > 3, "inspect kernels")
 
@@ -90,7 +97,14 @@ def main():
     ref = np.load(os.path.join(SRC, "examples", "vit-tiny.output.npy"))
     r = vitc_json("run", so, "--input", x, "--output-dir", os.path.join(tmp, "out"), "--repeat", "7", "--warmup", "0",
                   "--json")
+    check(r["outputs"] == [{"name": "output", "dtype": "float32", "shape": [3, 10],
+                            "file": os.path.join(tmp, "out", "output.npy")}],
+          f"run --json: outputs as {{name, dtype, shape, file}}, the shape a list: {r['outputs']}")
     out = np.load(r["outputs"][0]["file"])
+    ri = vitc_json("run", EXAMPLE, "--input", x, "--output-dir", os.path.join(tmp, "out-interp"), "--json")
+    check(ri["outputs"] == [{"name": "output", "dtype": "float32", "shape": [3, 10],
+                             "file": os.path.join(tmp, "out-interp", "output.npy")}],
+          f"run --json on the interpreter: the same schema: {ri['outputs']}")
     err = rel_err(out, ref)
     check(err <= 1e-4, f"run --json: output vs PyTorch {err:.2e} <= 1e-4")
     t = r["timing"]
@@ -139,6 +153,9 @@ def main():
     c = vitc_json("compare", EXAMPLE, so, "--input", x, "--json")
     check(c["pass"] and c["reference"] == "interpreter" and c["outputs"][0]["max_rel"] <= 1e-4,
           f"compare --json vs interpreter: {c['outputs'][0]['max_rel']:.2e}")
+    o0 = c["outputs"][0]
+    check((o0["name"], o0["dtype"], o0["shape"]) == ("output", "float32", [3, 10]) and "type" not in o0,
+          f"compare --json: outputs with name, dtype float32 and the shape as a list: {o0}")
     c = vitc_json("compare", EXAMPLE, so, "--input", x, "--json", "--reference", "onnxruntime")
     sess = ort.InferenceSession(EXAMPLE, providers=["CPUExecutionProvider"])
     ort_out = sess.run(None, {sess.get_inputs()[0].name: np.load(x)})[0]
@@ -146,6 +163,25 @@ def main():
     got = c["outputs"][0]["max_rel"]
     check(c["reference"].startswith("onnxruntime ") and abs(got - mine) <= 1e-3 * mine + 1e-12,
           f"compare --reference onnxruntime max_rel {got:.6e} == {mine:.6e} computed here")
+    # --reference ort is --reference onnxruntime
+    c_ort = vitc_json("compare", EXAMPLE, so, "--input", x, "--json", "--reference", "ort")
+    check(c_ort["reference"] == c["reference"] and c_ort["outputs"][0]["max_rel"] == got,
+          f"--reference ort: {c_ort['reference']} == {c['reference']}, the same max_rel")
+    # a Python that cannot import ONNX Runtime: what to set, exit 2
+    nopy = os.path.join(tmp, "python-without-site")
+    with open(nopy, "w") as f:
+        f.write(f'#!/bin/sh\nexec "{sys.executable}" -S "$@"\n')
+    os.chmod(nopy, 0o755)
+    p = subprocess.run([VITC, "compare", EXAMPLE, so, "--input", x, "--reference", "ort"], capture_output=True,
+                       text=True, env=dict(os.environ, VITC_PYTHON=nopy))
+    last = p.stderr.splitlines()[-1] if p.stderr else ""
+    check(p.returncode == 2 and last.startswith("vitc: --reference onnxruntime: ")
+          and last.endswith(" cannot import onnxruntime: No module named 'numpy' (set VITC_PYTHON to a python with "
+                            "onnxruntime and numpy)"), f"no onnxruntime in VITC_PYTHON: exit {p.returncode}, {last!r}")
+    p = subprocess.run([VITC, "compare", EXAMPLE, so, "--reference", "onnx"], capture_output=True, text=True)
+    check(p.returncode == 2 and p.stderr == "vitc: compare: --reference takes 'interpreter', 'onnxruntime' or "
+          "'ort', not 'onnx'\n(run 'vitc compare --help' for usage)\n", f"--reference onnx: {p.stderr!r}")
+
     # element-wise tolerance as numpy's allclose means it
     tight = vitc_json("compare", EXAMPLE, so, "--input", x, "--json", "--reference", "onnxruntime",
                       "--rtol", "0", "--atol", "1e-12", rc=1)

@@ -383,7 +383,7 @@ int cli_load_inputs(const ir_graph *g, char **specs, int nspecs, ir_tensor *inpu
     cli_input_sig sig[64];
     char types[64][128];
     if (g->ninputs > 64)
-        return cli_usage_error("%s: more than 64 inputs", g->path);
+        return cli_error("%s: more than 64 inputs", g->path);
     for (int k = 0; k < g->ninputs; k++) {
         const ir_value *v = &g->values[g->inputs[k]];
         sig[k] = (cli_input_sig){v->name, ir_value_type_str(v, types[k], sizeof types[k]), (int)v->dtype};

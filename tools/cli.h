@@ -8,8 +8,9 @@
  * 0 success, 1 a check failed, 2 bad usage or input, 3 internal error. */
 int cmd_dump(int argc, char **argv);
 int cmd_run(int argc, char **argv);
-/* The default command: `vitc MODEL.onnx -o MODEL.so ...` (argv from the model
- * or the first option on). */
+/* `vitc compile MODEL.onnx -o MODEL.so ...`, or the bare `vitc MODEL.onnx -o
+ * MODEL.so ...` (argv after the word compile, or from the model or the first
+ * option on). */
 int cmd_compile(int argc, char **argv);
 
 /* ---- compiling (cmd_compile.c) ---- */
@@ -48,10 +49,11 @@ typedef struct {
 } cli_option;
 
 typedef struct {
-    const char *name;     /* "run"; "" for the default command, the compile */
+    const char *name;     /* "run", "compile" */
     const char *synopsis; /* "vitc run MODEL ..." */
     const char *about;    /* what it does, a paragraph */
     const cli_option *options; /* ends with a NULL name */
+    int (*main)(int argc, char **argv); /* argv after the command's name */
 } cli_command;
 
 /* Every subcommand, NULL-terminated (vitc.c). */
@@ -98,8 +100,14 @@ void json_num(json_w *w, const char *key, double v);      /* not finite: null */
 void json_int(json_w *w, const char *key, long long v);
 void json_bool(json_w *w, const char *key, int v);
 
-/* Prints "vitc: message" to stderr and returns VITC_BAD_INPUT. */
+/* A usage error (the command line itself is wrong: an unknown command or
+ * option, a missing or bad value, options that do not go together): prints
+ * "vitc: message" to stderr, then "(run 'vitc COMMAND --help' for usage)";
+ * returns VITC_BAD_INPUT. */
 int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Any other error of the input (a file, a directory, the model): "vitc:
+ * message" alone; returns VITC_BAD_INPUT. */
+int cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Imports an ONNX model and infers its shapes; NULL after reporting. *status
  * gets the exit code. */
@@ -155,8 +163,18 @@ int cli_rt_fail(vitc_status s);
 int cli_rt_load(const char *path, vitc_model **m);
 /* A model input/output's type as "f32[B,3,224,224]" into buf. */
 char *cli_tensor_info_str(const vitc_tensor_info *t, char *buf, size_t n);
-/* The same as a JSON member {"name", "dtype", "shape": ["B", 3, 224, 224]}. */
+/* Tensors in --json, one schema in inspect, run and compare: {"name",
+ * "dtype": "float32", "shape": ["B", 3, 224, 224]}, the shape a list of
+ * numbers where the batch is known, with "B" (or "2*B") where it is symbolic.
+ * The dtype's name as numpy spells it ("float32", "int64", "bfloat16") for an
+ * ir_dtype; NULL for none. */
+const char *cli_dtype_json_name(int dtype);
+/* A model input/output as that object (an element of an array). */
 void cli_tensor_info_json(json_w *w, const vitc_tensor_info *t);
+/* A tensor's "name", "dtype" and "shape" members, into the object open in w. */
+void cli_tensor_json_members(json_w *w, const char *name, const ir_tensor *t);
+/* t's dims as the array member key: [2, 1000]. */
+void cli_json_shape(json_w *w, const char *key, const ir_tensor *t);
 /* --input [NAME=]FILE.npy matched to the model's inputs (as cli_load_inputs):
  * fills inputs[vitc_model_num_inputs(m)] in the model's order. */
 int cli_rt_load_inputs(const vitc_model *m, const char *path, char **specs, int nspecs, ir_tensor *inputs);

@@ -26,8 +26,6 @@ static int nopts(const cli_command *cmd)
     return n;
 }
 
-static const char *cmd_label(const cli_command *cmd) { return cmd->name[0] ? cmd->name : "compile"; }
-
 /* Edit distance of a and b, a swap of neighbours counting as one edit (at
  * most 63 bytes of each considered). */
 static int distance(const char *a, const char *b)
@@ -78,7 +76,7 @@ static int unknown_option(const cli_command *cmd, const char *arg)
 {
     char word[64];
     option_word(arg, word, sizeof word);
-    const char *label = cmd_label(cmd);
+    const char *label = cmd->name;
     int n = nopts(cmd), exact = -1, prefixed = 0;
     for (int i = 0; i < n; i++) {
         if (strcmp(cmd->options[i].name, word) == 0)
@@ -96,9 +94,8 @@ static int unknown_option(const cli_command *cmd, const char *arg)
             continue;
         for (const cli_option *o = (*c)->options; o && o->name; o++)
             if (*word && strcmp(o->name, word) == 0)
-                return cli_usage_error("%s: --%s is an option of 'vitc%s%s', not of 'vitc%s%s'", label, word,
-                                       (*c)->name[0] ? " " : "", (*c)->name[0] ? (*c)->name : "MODEL.onnx -o",
-                                       cmd->name[0] ? " " : "", cmd->name[0] ? cmd->name : "MODEL.onnx -o");
+                return cli_usage_error("%s: --%s is an option of 'vitc %s', not of 'vitc %s'", label, word, (*c)->name,
+                                       cmd->name);
     }
     const char *names[MAX_OPTIONS + 1];
     for (int i = 0; i < n && i < MAX_OPTIONS; i++)
@@ -107,8 +104,7 @@ static int unknown_option(const cli_command *cmd, const char *arg)
     const char *near = cli_nearest(word, names, (n < MAX_OPTIONS ? n : MAX_OPTIONS) + 1);
     if (near)
         return cli_usage_error("%s: unknown option '%s'; did you mean --%s?", label, arg, near);
-    return cli_usage_error("%s: unknown option '%s' ('vitc %s%s--help' lists its options)", label, arg,
-                           cmd->name, cmd->name[0] ? " " : "");
+    return cli_usage_error("%s: unknown option '%s' ('vitc %s --help' lists its options)", label, arg, cmd->name);
 }
 
 void cli_print_help(const cli_command *cmd, FILE *f)
@@ -191,8 +187,7 @@ static int store_value(const cli_command *cmd, const cli_option *o, const char *
         }
         char words[256];
         choice_words(o->arg, words, sizeof words);
-        return cli_usage_error("%s%s--%s takes %s, not '%s'", cmd->name, cmd->name[0] ? ": " : "", o->name, words,
-                               v);
+        return cli_usage_error("%s: --%s takes %s, not '%s'", cmd->name, o->name, words, v);
     case CLI_TAKE:
         break;
     }
@@ -214,8 +209,7 @@ static const cli_option *option_of(const cli_command *cmd, int c, int longi)
 int cli_take_model(const cli_command *cmd, const char **model, const char *v)
 {
     if (*model)
-        return cli_usage_error("%s%smore than one model given ('%s' and '%s')", cmd->name, cmd->name[0] ? ": " : "",
-                               *model, v);
+        return cli_usage_error("%s: more than one model given ('%s' and '%s')", cmd->name, *model, v);
     *model = v;
     return VITC_OK;
 }
@@ -265,10 +259,10 @@ int cli_parse(const cli_command *cmd, int argc, char **argv, cli_take take, void
         } else if (c == ':') {
             char word[64];
             option_word(at, word, sizeof word);
-            status = cli_usage_error("%s: %s%s needs a value", cmd_label(cmd), at[1] == '-' ? "--" : "-", word);
+            status = cli_usage_error("%s: %s%s needs a value", cmd->name, at[1] == '-' ? "--" : "-", word);
         } else if (c == '?') {
             status = optopt && !(at[0] == '-' && at[1] == '-') ? cli_usage_error("%s: unknown option '-%c'",
-                                                                                 cmd_label(cmd), optopt)
+                                                                                 cmd->name, optopt)
                                                                : unknown_option(cmd, at);
         } else {
             const cli_option *o = option_of(cmd, c, longi);
@@ -293,7 +287,7 @@ int cli_parse_count(const cli_command *cmd, const char *option, const char *valu
     errno = 0;
     long long v = strtoll(value, &end, 10);
     if (!*value || *end || errno || v < lo || v > hi)
-        return cli_usage_error("%s: --%s takes a whole number from %lld to %lld, not '%s'", cmd_label(cmd), option,
+        return cli_usage_error("%s: --%s takes a whole number from %lld to %lld, not '%s'", cmd->name, option,
                                lo, hi, value);
     *out = v;
     return VITC_OK;

@@ -54,12 +54,46 @@ char *cli_tensor_info_str(const vitc_tensor_info *t, char *buf, size_t n)
     return buf;
 }
 
+const char *cli_dtype_json_name(int dtype)
+{
+    switch (dtype) {
+    case IR_F32: return "float32";
+    case IR_F16: return "float16";
+    case IR_BF16: return "bfloat16";
+    case IR_F64: return "float64";
+    case IR_I8: return "int8";
+    case IR_I16: return "int16";
+    case IR_I32: return "int32";
+    case IR_I64: return "int64";
+    case IR_U8: return "uint8";
+    case IR_U16: return "uint16";
+    case IR_U32: return "uint32";
+    case IR_U64: return "uint64";
+    case IR_BOOL: return "bool";
+    default: return NULL;
+    }
+}
+
+void cli_json_shape(json_w *w, const char *key, const ir_tensor *t)
+{
+    json_array(w, key);
+    for (int i = 0; i < t->rank; i++)
+        json_int(w, NULL, t->dims[i]);
+    json_end_array(w);
+}
+
+void cli_tensor_json_members(json_w *w, const char *name, const ir_tensor *t)
+{
+    json_str(w, "name", name);
+    json_str(w, "dtype", cli_dtype_json_name(t->dtype));
+    cli_json_shape(w, "shape", t);
+}
+
 void cli_tensor_info_json(json_w *w, const vitc_tensor_info *t)
 {
-    int dt = ir_dtype_from_onnx(t->dtype);
     json_object(w, NULL);
     json_str(w, "name", t->name);
-    json_str(w, "dtype", dt >= 0 ? ir_dtype_name((ir_dtype)dt) : NULL);
+    json_str(w, "dtype", cli_dtype_json_name(ir_dtype_from_onnx(t->dtype)));
     json_array(w, "shape");
     for (int i = 0; i < t->rank; i++) {
         char b[32];
@@ -83,7 +117,7 @@ int cli_rt_load_inputs(const vitc_model *m, const char *path, char **specs, int 
     char types[64][128];
     int nin = vitc_model_num_inputs(m);
     if (nin > 64)
-        return cli_usage_error("%s: more than 64 inputs", path);
+        return cli_error("%s: more than 64 inputs", path);
     for (int k = 0; k < nin; k++) {
         vitc_tensor_info info;
         vitc_model_input(m, k, &info);

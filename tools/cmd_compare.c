@@ -30,9 +30,9 @@ static const cli_option compare_options[] = {
      .store = CLI_TAKE},
     {"atol", K_ATOL, "A", "The element-wise check's absolute term (default 1e-8 once --rtol is given).",
      .store = CLI_TAKE},
-    {"reference", 0, "interpreter|onnxruntime",
-     "What to compare against: vitc's reference interpreter (default) or ONNX Runtime through Python (python3, or "
-     "$VITC_PYTHON, with onnxruntime).",
+    {"reference", 0, "interpreter|onnxruntime|ort",
+     "What to compare against: vitc's reference interpreter (default) or ONNX Runtime ('ort' for short) through "
+     "Python ($VITC_PYTHON, else python3, which must import onnxruntime and numpy).",
      .store = CLI_CHOICE, .at = offsetof(cmp_opts, reference)},
     {"bisect", 0, NULL,
      "For a failing model, name the first tensor where it parts from the reference (cuts of the graph compiled for "
@@ -59,6 +59,7 @@ const cli_command cli_compare_command = {
     "and PASS/FAIL; exit 1 when an output is beyond tolerance. A MODEL.so compiled from another model is\n"
     "refused.",
     compare_options,
+    cmd_compare,
 };
 
 /* A tolerance: a number >= 0 into *out, remembering that it was given. */
@@ -117,6 +118,8 @@ static int parse_args(int argc, char **argv, cmp_opts *o)
         return cli_usage_error("compare: --batch is for random inputs; the --input files fix the batch");
     if (o->json && o->bisect)
         return cli_usage_error("compare: --bisect prints a report of its own; it does not combine with --json");
+    if (o->reference && strcmp(o->reference, "ort") == 0)
+        o->reference = "onnxruntime";
     o->tol.elementwise = o->rtol_given || o->atol_given;
     if (o->tol.elementwise && !o->rtol_given)
         o->tol.rtol = 1e-5; /* numpy's defaults */
@@ -135,8 +138,7 @@ static int random_inputs(const ir_graph *g, int64_t batch, uint64_t seed, ir_ten
         int64_t dims[IR_MAX_RANK];
         for (int k = 0; k < v->rank; k++)
             if ((dims[k] = ir_dim_eval(v->dims[k], batch)) < 0)
-                return cli_usage_error("%s: input '%s' has no size at batch %lld", g->path, v->name,
-                                       (long long)batch);
+                return cli_error("%s: input '%s' has no size at batch %lld", g->path, v->name, (long long)batch);
         int st = ir_tensor_alloc(&inputs[i], v->dtype, v->rank, dims);
         if (st != VITC_OK) {
             fprintf(stderr, "vitc: %s: cannot allocate input '%s' at batch %lld\n", g->path, v->name,
@@ -224,12 +226,11 @@ static int report_json(const cmp_opts *o, const ir_graph *g, const ir_tensor *co
         cmp_metrics m;
         cmp_measure(&compiled[i], &ref[i], &o->tol, &m);
         int ok = cmp_passes(&m, &o->tol);
-        char shape[128], at[96];
+        char at[96];
         json_object(&w, NULL);
-        json_str(&w, "name", g->values[g->outputs[i]].name);
-        json_str(&w, "shape", shape_str(&ref[i], shape, sizeof shape));
+        cli_tensor_json_members(&w, g->values[g->outputs[i]].name, &ref[i]);
         if (m.shape_mismatch)
-            json_str(&w, "compiled_shape", shape_str(&compiled[i], shape, sizeof shape));
+            cli_json_shape(&w, "compiled_shape", &compiled[i]);
         json_num(&w, "max_abs", m.max_abs);
         json_num(&w, "max_rel", m.max_rel);
         json_num(&w, "cosine", m.cosine);

@@ -1,4 +1,5 @@
-/* cmd_compile.c: `vitc MODEL.onnx -o MODEL.so [options]`, the default command:
+/* cmd_compile.c: `vitc compile MODEL.onnx -o MODEL.so [options]`, also
+ * written without the word compile (`vitc MODEL.onnx -o MODEL.so`):
  * import, the pass pipeline, then the CPU backend (or, with --target cuda,
  * the CUDA backend; --emit cuda writes its program).  cli_compile is the same
  * compile for other commands (compare builds a temporary .so with it). */
@@ -47,21 +48,21 @@ static int check_output(const char *model, const cg_options *opt)
         return cli_usage_error("no output given (-o MODEL.so)");
     size_t n = strlen(opt->output);
     if (opt->output[n - 1] == '/' || (stat(opt->output, &st) == 0 && S_ISDIR(st.st_mode)))
-        return cli_usage_error("-o %s is a directory; give the path of the .so to write", opt->output);
+        return cli_error("-o %s is a directory; give the path of the .so to write", opt->output);
     if (same_file(model, opt->output))
-        return cli_usage_error("-o %s would overwrite the input model", opt->output);
+        return cli_error("-o %s would overwrite the input model", opt->output);
     if (opt->external_weights) {
         char w[PATH_MAX + 16];
         snprintf(w, sizeof w, "%s.weights", opt->output);
         if (same_file(model, w))
-            return cli_usage_error("the weights file %s would overwrite the input model", w);
+            return cli_error("the weights file %s would overwrite the input model", w);
     }
     const char *slash = strrchr(opt->output, '/');
     if (slash && slash != opt->output) {
         char dir[PATH_MAX];
         snprintf(dir, sizeof dir, "%.*s", (int)(slash - opt->output), opt->output);
         if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-            return cli_usage_error("the output directory %s does not exist", dir);
+            return cli_error("the output directory %s does not exist", dir);
     }
     return VITC_OK;
 }
@@ -180,17 +181,21 @@ static const cli_option compile_options[] = {
 };
 
 const cli_command cli_compile_command = {
-    "",
-    "vitc MODEL.onnx -o MODEL.so [--batch N] [--dynamic-batch] [-O0..-O3] [--target cpu|cuda]\n"
-    "                            [--cpu NAME] [--features +a,-b] [--weights embedded|external]\n"
-    "                            [--precision P] [--emit so|cuda] [--dump-after PASS|all]\n"
-    "                            [--verbose|--quiet]",
+    "compile",
+    "vitc compile MODEL.onnx -o MODEL.so [--batch N] [--dynamic-batch] [-O0..-O3] [--target cpu|cuda]\n"
+    "                                    [--cpu NAME] [--features +a,-b] [--weights embedded|external]\n"
+    "                                    [--precision P] [--emit so|cuda] [--dump-after PASS|all]\n"
+    "                                    [--verbose|--quiet]\n"
+    "vitc MODEL.onnx -o MODEL.so [options]",
     "Compile the model into a shared library that runs it for any batch from 1 to --batch: on the CPU\n"
     "(LLVM, -O3, the host's CPU unless --cpu/--features say otherwise) or, with --target cuda, on\n"
     "NVIDIA GPUs from sm_80 (kernels compiled by NVRTC for sm_80 and sm_90 plus PTX). An export that\n"
     "fixed the batch runs that batch only (a warning says so; --dynamic-batch makes it symbolic). The\n"
-    ".so appears only when the compile succeeds, and never overwrites the model.",
+    ".so appears only when the compile succeeds, and never overwrites the model. The word 'compile'\n"
+    "may be left out where the model's name ends in .onnx or holds a '/' (a first word without them is\n"
+    "a command, whatever files the directory holds).",
     compile_options,
+    cmd_compile,
 };
 
 /* The model, -O, --dump-after, -v and -q (the last of them wins); cli_parse

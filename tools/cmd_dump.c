@@ -42,6 +42,7 @@ const cli_command cli_dump_command = {
     "Print the graph IR of an ONNX model; of one with unsupported operators, the graph with those nodes\n"
     "marked '!! unsupported' (then exit 2).",
     dump_options,
+    cmd_dump,
 };
 
 /* ---- a model with unsupported operators: the graph without them, their

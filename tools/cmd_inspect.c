@@ -247,6 +247,7 @@ const cli_command cli_inspect_command = {
     "and CPU features, the VITC_* knobs that changed its code, inputs and outputs with the batch B, the\n"
     "batches it runs, the workspace and weights sizes, and its kernels.",
     inspect_options,
+    cmd_inspect,
 };
 
 /* The model; cli_parse stores --json. */

@@ -95,14 +95,14 @@ static int make_dirs(const char *dir)
     if (!*dir)
         return cli_usage_error("run: the output directory is an empty name");
     if ((size_t)snprintf(p, sizeof p, "%s", dir) >= sizeof p)
-        return cli_usage_error("run: output directory '%s' is too long", dir);
+        return cli_error("run: output directory '%s' is too long", dir);
     for (char *s = p + 1;; s++) {
         char c = *s;
         if (c != '/' && c != 0)
             continue;
         *s = 0;
         if (mkdir(p, 0777) != 0 && errno != EEXIST)
-            return cli_usage_error("run: cannot create output directory '%s': %s", p, strerror(errno));
+            return cli_error("run: cannot create output directory '%s': %s", p, strerror(errno));
         *s = c;
         if (!c)
             return VITC_OK;
@@ -137,8 +137,7 @@ static int write_outputs(json_w *json, const char *outdir, const char *const *na
             continue;
         }
         json_object(json, NULL);
-        json_str(json, "name", names[i]);
-        json_str(json, "type", t);
+        cli_tensor_json_members(json, names[i], &outputs[i]);
         json_str(json, "file", path);
         json_end_object(json);
     }
@@ -415,6 +414,7 @@ const cli_command cli_run_command = {
     "Run a compiled model (.so) through the runtime, or an ONNX model with the reference interpreter\n"
     "(plain loops, double accumulation), and write one NAME.npy per output.",
     run_options,
+    cmd_run,
 };
 
 /* The model and the --input files; cli_parse stores the other options. */
@@ -439,7 +439,7 @@ int cmd_run(int argc, char **argv)
         return cli_usage_error("run: no model given");
     struct stat sb;
     if (stat(o.outdir, &sb) == 0 && !S_ISDIR(sb.st_mode))
-        return cli_usage_error("run: output directory '%s' is not a directory", o.outdir);
+        return cli_error("run: output directory '%s' is not a directory", o.outdir);
     if (o.profile && cli_is_onnx(o.model))
         return cli_usage_error("run: --profile times compiled models; '%s' is an ONNX model (compile it first)",
                                o.model);

@@ -132,7 +132,8 @@ static const char ort_program[] =
     "try:\n"
     "    import numpy as np, onnxruntime as ort\n"
     "except Exception as e:\n"
-    "    sys.stderr.write('vitc: --reference onnxruntime: %s cannot import onnxruntime: %s\\n' % (sys.executable, e))\n"
+    "    sys.stderr.write('vitc: --reference onnxruntime: %s cannot import onnxruntime: %s (set VITC_PYTHON to a '\n"
+    "                     'python with onnxruntime and numpy)\\n' % (sys.executable, e))\n"
     "    sys.exit(3)\n"
     "model, d, nin = sys.argv[1], sys.argv[2], int(sys.argv[3])\n"
     "names, outs = sys.argv[4:4 + nin], sys.argv[4 + nin:]\n"
@@ -190,8 +191,8 @@ int cmp_reference_ort(cmp_opts *o, const ir_graph *g, const ir_tensor *inputs, i
     int rc = posix_spawnp(&pid, py, NULL, NULL, argv, environ), ws = 0;
     free(argv);
     if (rc != 0) {
-        fprintf(stderr, "vitc: --reference onnxruntime: cannot run %s: %s (set VITC_PYTHON to a Python with "
-                        "onnxruntime)\n", py, strerror(rc));
+        fprintf(stderr, "vitc: --reference onnxruntime: cannot run %s: %s (set VITC_PYTHON to a python with "
+                        "onnxruntime and numpy)\n", py, strerror(rc));
         return VITC_BAD_INPUT;
     }
     while (waitpid(pid, &ws, 0) < 0 && errno == EINTR)

@@ -1,6 +1,8 @@
-/* vitc.c: the command-line entry point.  Parses the subcommand and hands the
- * rest of the arguments to it; --help, --version and `help env` (the VITC_*
- * environment variables) live here. */
+/* vitc.c: the command-line entry point.  Picks the subcommand by the first
+ * word (a command's name, else the bare compile for a model's path or an
+ * option) and hands the rest of the arguments to it; --help, --version,
+ * `help env` (the VITC_* environment variables) and the error messages'
+ * prefix and usage hint live here. */
 #include "tools/cli.h"
 
 #include "frontend/onnx.h"
@@ -9,7 +11,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
+#include <sys/stat.h>
 
 const cli_command *const cli_commands[] = {
     &cli_compile_command, &cli_dump_command, &cli_run_command, &cli_compare_command, &cli_inspect_command, NULL,
@@ -77,24 +79,62 @@ static void usage(FILE *f)
                "      List the VITC_* environment variables: their types, defaults and what each changes.\n\n"
                "  vitc --help | --version\n\n"
                "Exit codes: 0 success, 1 a check failed, 2 bad usage or bad input (unreadable or malformed\n"
-               "model, unsupported op, shape mismatch), 3 internal error.  Errors name the file and, where\n"
-               "there is one, the ONNX node (name and op_type).\n");
+               "model, unsupported op, shape mismatch), 3 internal error.  Errors start with 'vitc: ' and\n"
+               "name the file and, where there is one, the ONNX node (name and op_type); a usage error (the\n"
+               "command line itself wrong) ends with \"(run 'vitc COMMAND --help' for usage)\".\n");
+}
+
+/* The command being run ("run", "compile"; NULL before one is known), for
+ * the hint after a usage error; shadow: a file in the current directory
+ * named as that command, which the command line did not mean. */
+static const char *current_command, *shadow;
+
+static void put_error(const char *fmt, va_list ap)
+{
+    fflush(stdout); /* what was printed before the error comes before it */
+    fputs("vitc: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+}
+
+int cli_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    put_error(fmt, ap);
+    va_end(ap);
+    return VITC_BAD_INPUT;
 }
 
 int cli_usage_error(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fflush(stdout); /* what was printed before the error comes before it */
-    fputs("vitc: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputs("\n(run 'vitc --help' for usage)\n", stderr);
+    put_error(fmt, ap);
     va_end(ap);
+    if (shadow)
+        fprintf(stderr, "vitc: '%s' is the command %s here, not the file %s in this directory; to compile that "
+                        "file: 'vitc compile %s -o MODEL.so'\n", shadow, shadow, shadow, shadow);
+    if (current_command)
+        fprintf(stderr, "(run 'vitc %s --help' for usage)\n", current_command);
+    else
+        fputs("(run 'vitc --help' for usage)\n", stderr);
     return VITC_BAD_INPUT;
+}
+
+/* 1 if the first word of a command line (not a command's name) starts the
+ * bare compile, `vitc MODEL.onnx -o MODEL.so`: an option, or a model's path,
+ * a name ending in .onnx or holding a '/' (`vitc ./run` compiles the file
+ * run, `vitc run` is the command). */
+static int bare_compile(const char *word)
+{
+    size_t n = strlen(word);
+    return word[0] == '-' || strchr(word, '/') || (n > 5 && strcmp(word + n - 5, ".onnx") == 0);
 }
 
 int main(int argc, char **argv)
 {
+    vitc_diag_set_program("vitc"); /* one prefix on every error */
     if (argc < 2)
         return usage(stderr), VITC_BAD_INPUT;
     const char *cmd = argv[1];
@@ -106,8 +146,6 @@ int main(int argc, char **argv)
         for (const cli_command *const *c = cli_commands; argc > 2 && *c; c++)
             if (strcmp((*c)->name, argv[2]) == 0)
                 return cli_print_help(*c, stdout), VITC_OK;
-        if (argc > 2 && strcmp(argv[2], "compile") == 0)
-            return cli_print_help(&cli_compile_command, stdout), VITC_OK;
         return usage(stdout), VITC_OK;
     }
     if (strcmp(cmd, "--version") == 0) {
@@ -119,22 +157,28 @@ int main(int argc, char **argv)
                                       : "available");
         return VITC_OK;
     }
-    if (strcmp(cmd, "dump") == 0)
-        return cmd_dump(argc - 2, argv + 2);
-    if (strcmp(cmd, "run") == 0)
-        return cmd_run(argc - 2, argv + 2);
-    if (strcmp(cmd, "compare") == 0)
-        return cmd_compare(argc - 2, argv + 2);
-    if (strcmp(cmd, "inspect") == 0)
-        return cmd_inspect(argc - 2, argv + 2);
-    /* Anything else is a compile: a model path or an option comes first. */
-    size_t n = strlen(cmd);
-    if (cmd[0] != '-' && access(cmd, F_OK) != 0 && !(n > 5 && strcmp(cmd + n - 5, ".onnx") == 0)) {
-        const char *names[] = {"dump", "run", "compare", "inspect", "help"};
-        const char *near = cli_nearest(cmd, names, 5);
-        if (near)
-            return cli_usage_error("unknown command '%s'; did you mean '%s'?", cmd, near);
-        return cli_usage_error("unknown command '%s' (and no such model file)", cmd);
+    struct stat sb;
+    for (const cli_command *const *c = cli_commands; *c; c++)
+        if (strcmp((*c)->name, cmd) == 0) {
+            current_command = cmd;
+            if (stat(cmd, &sb) == 0 && S_ISREG(sb.st_mode))
+                shadow = cmd; /* said after a usage error, in case the file was meant */
+            return (*c)->main(argc - 2, argv + 2);
+        }
+    /* The bare compile, `vitc MODEL.onnx -o MODEL.so`: decided by the word
+     * alone, never by what the directory holds, so that a file or folder
+     * named like a command cannot change what a command line means. */
+    if (bare_compile(cmd)) {
+        current_command = "compile";
+        return cmd_compile(argc - 1, argv + 1);
     }
-    return cmd_compile(argc - 1, argv + 1);
+    const char *names[] = {"compile", "dump", "run", "compare", "inspect", "help"};
+    const char *near = cli_nearest(cmd, names, 6);
+    if (stat(cmd, &sb) == 0 && S_ISREG(sb.st_mode))
+        return cli_usage_error("unknown command '%s'; to compile the file %s, run 'vitc compile %s -o MODEL.so' "
+                               "(without 'compile', a model's name must end in .onnx or hold a '/')",
+                               cmd, cmd, cmd);
+    if (near)
+        return cli_usage_error("unknown command '%s'; did you mean '%s'?", cmd, near);
+    return cli_usage_error("unknown command '%s' (a model to compile ends in .onnx or holds a '/')", cmd);
 }

@@ -61,7 +61,7 @@ def compile_file(model, output, **options) -> str:
     (message) and its exit code (exit_code: 2 bad usage or bad input, 3
     internal error), and no file is written.
     """
-    args = [os.fspath(model), "-o", os.fspath(output)] + cli_args(options)
+    args = ["compile", os.fspath(model), "-o", os.fspath(output)] + cli_args(options)
     stdout, stderr = _run_cli(args)
     if stdout:
         sys.stdout.write(stdout)
