@@ -12,17 +12,44 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
+/* Every node the backend does not support, reported at once: one line per
+ * op type and reason, naming its first node and how many more there are. */
 static int sweep(const cg_backend *be, const ir_graph *g, vitc_diag *d)
 {
-    char why[256];
-    int bad = 0;
-    for (int i = 0; i < g->nnodes; i++)
-        if (!be->supports(g, &g->nodes[i], why, sizeof why)) {
+    enum { MAX_GROUPS = 64 };
+    struct {
+        int node, count;
+        char why[256];
+    } groups[MAX_GROUPS];
+    int ngroups = 0, bad = 0;
+    for (int i = 0; i < g->nnodes; i++) {
+        char why[256];
+        if (be->supports(g, &g->nodes[i], why, sizeof why))
+            continue;
+        bad++;
+        int k = 0;
+        while (k < ngroups && !(g->nodes[groups[k].node].op == g->nodes[i].op && strcmp(groups[k].why, why) == 0))
+            k++;
+        if (k < ngroups) {
+            groups[k].count++;
+        } else if (ngroups < MAX_GROUPS) {
+            groups[ngroups].node = i, groups[ngroups].count = 1;
+            snprintf(groups[ngroups++].why, sizeof groups[0].why, "%s", why);
+        } else {
             vitc_error(d, VITC_BAD_INPUT, &g->nodes[i], "not supported by the %s backend: %s", be->title, why);
-            bad++;
         }
+    }
+    for (int k = 0; k < ngroups; k++) {
+        char more[96] = "";
+        if (groups[k].count > 1)
+            snprintf(more, sizeof more, " (nor %d more %s node%s)", groups[k].count - 1,
+                     ir_op_name(g->nodes[groups[k].node].op), groups[k].count > 2 ? "s" : "");
+        vitc_error(d, VITC_BAD_INPUT, &g->nodes[groups[k].node], "not supported by the %s backend%s: %s", be->title,
+                   more, groups[k].why);
+    }
     if (be->check)
         bad += be->check(g, d);
     return bad;

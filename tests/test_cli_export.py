@@ -342,11 +342,30 @@ def leftovers(tmp):
           "explain: a Sigmoid and a MatMul no rule took are named as such")
 
 
+def refused_by_backend(tmp):
+    """Three Pads of a computed tensor (imported, but run by no backend yet) and a GatherND: the backend's
+    refusal is one line per op type and reason, naming the first node and how many more."""
+    pads = numpy_helper.from_array(np.array([0, 1, 0, 1], np.int64), "pads")
+    idx = numpy_helper.from_array(np.array([[0]], np.int64), "idx")
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             helper.make_node("Pad", ["r", "pads"], ["p1"], name="pad_a"),
+             helper.make_node("Pad", ["p1", "pads"], ["p2"], name="pad_b"),
+             helper.make_node("Pad", ["p2", "pads"], ["p3"], name="pad_c"),
+             helper.make_node("GatherND", ["p3", "idx"], ["y"], name="gnd", batch_dims=0)]
+    path = save(os.path.join(tmp, "pads.onnx"), nodes, [vi("x", ["B", 4])], [vi("y", [10])], [pads, idx])
+    rc, _, err = vitc(path, "-o", os.path.join(tmp, "pads.so"))
+    lines = [l for l in err.splitlines() if "not supported by the CPU backend" in l]
+    check(rc == 2 and len(lines) == 2 and "node 'pad_a' (Pad): not supported by the CPU backend (nor 2 more Pad nodes)"
+          in lines[0] and "node 'gnd' (GatherND)" in lines[1],
+          "the backend's refusals grouped: " + " | ".join(lines))
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="vitc-export-")
     try:
         fixed_batch(tmp)
         unsupported(tmp)
+        refused_by_backend(tmp)
         branches(tmp)
         leftovers(tmp)
     finally:
