@@ -122,29 +122,18 @@ static int window_bias(ir_graph *g, const attention_match *m, const char *name)
     if (!b)
         return -1;
     for (int i = 0; i < s->nterms; i++) {
-        const ir_value *t = &g->values[s->terms[i]];
-        int64_t cnt, st[5] = {0, 0, 0, 0, 0}, stride = 1;
-        double *v = rw_const_f64(g, s->terms[i], &cnt);
+        /* a term added to the split view [images, windows, H, N, Nk] has one row per window; one added to the
+         * scores [images, H, N, Nk] the same for every window (window_bias_dims: neither varies with the image) */
+        int split = s->term_split[i];
+        int64_t sd[5] = {1, d[0], d[1], d[2], d[3]}, pd[4] = {1, d[1], d[2], d[3]}, per = d[1] * d[2] * d[3];
+        double *v = split ? rw_const_broadcast(g, s->terms[i], 5, sd) : rw_const_broadcast(g, s->terms[i], 4, pd);
         if (!v) {
             free(b);
             return -1;
         }
-        /* its strides over (images, windows, heads, queries, keys), 0 where it broadcasts: right-aligned
-         * to all five when added to the split view, to all but the windows when added to the scores */
-        static const int split_axes[5] = {0, 1, 2, 3, 4}, plain_axes[4] = {0, 2, 3, 4};
-        const int *ax = s->term_split[i] ? split_axes : plain_axes;
-        int r = s->term_split[i] ? 5 : 4;
-        for (int k = t->rank - 1; k >= 0; k--) {
-            if (t->dims[k].k != 1)
-                st[ax[r - t->rank + k]] = stride;
-            stride *= t->dims[k].k;
-        }
         for (int64_t w = 0; w < d[0]; w++)
-            for (int64_t h = 0; h < d[1]; h++)
-                for (int64_t q = 0; q < d[2]; q++)
-                    for (int64_t k = 0; k < d[3]; k++)
-                        b[((w * d[1] + h) * d[2] + q) * d[3] + k] +=
-                            (float)v[w * st[1] + h * st[2] + q * st[3] + k * st[4]];
+            for (int64_t j = 0; j < per; j++)
+                b[w * per + j] += (float)v[(split ? w * per : 0) + j];
         free(v);
     }
     int v = rw_const_f32(g, name, "/window_bias", 4, d, b);
@@ -188,6 +177,16 @@ static int match(const ir_graph *g, const ir_node *sm, void *mv, char *why, size
     return 1;
 }
 
+/* v as the shape dims: v itself where it has it, else a Reshape of it; -1. */
+static int shaped(ir_graph *g, int v, int rank, const ir_dim *dims, const char *name)
+{
+    const ir_value *x = &g->values[v];
+    int same = x->rank == rank;
+    for (int i = 0; same && i < rank; i++)
+        same = ir_dim_eq(x->dims[i], dims[i]);
+    return same ? v : rw_reshape(g, v, rank, dims, name, -1);
+}
+
 /* The probabilities @ V node becomes the Attention; the view after it gives
  * back the exporter's O. */
 static int rewrite(ir_graph *g, int ni, const void *mv)
@@ -211,15 +210,9 @@ static int rewrite(ir_graph *g, int ni, const void *mv)
     ir_attention a = ir_attention_make(L->root, y, L->heads, L->head_size);
     a.bias = s->bias;
     a.q = L->q_root;
-    if (a.q >= 0) { /* queries [1, B, HD] (sequence first, one token): the same bytes as [B, 1, HD] */
-        const ir_value *qv = &g->values[a.q];
-        ir_dim want[3] = {g->values[L->root].dims[0], ir_dim_const(L->tokens), ir_dim_const(L->heads * L->head_size)};
-        int same = qv->rank == 3;
-        for (int i = 0; same && i < 3; i++)
-            same = ir_dim_eq(qv->dims[i], want[i]);
-        if (!same && (a.q = rw_reshape(g, a.q, 3, want, name, -1)) < 0)
-            return -1;
-    }
+    ir_dim qdims[3] = {g->values[L->root].dims[0], ir_dim_const(L->tokens), ir_dim_const(L->heads * L->head_size)};
+    if (a.q >= 0 && (a.q = shaped(g, a.q, 3, qdims, name)) < 0) /* [1, B, HD] (one query, sequence first) */
+        return -1;
     a.layout = (ir_qkv_layout)L->layout;
     a.scale = (float)s->scale;
     a.post_scale = (float)s->post_scale;
@@ -229,11 +222,7 @@ static int rewrite(ir_graph *g, int ni, const void *mv)
         a.rope_pairing = m->rope.pairing;
         a.rope_start = m->rope.start;
     }
-    const ir_value *bv = s->bias >= 0 ? &g->values[s->bias] : NULL;
-    int same = bv && bv->rank == 4;
-    for (int i = 0; same && i < 4; i++)
-        same = ir_dim_eq(bv->dims[i], m->bias_dims[i]);
-    if (bv && !same && (a.bias = rw_reshape(g, s->bias, 4, m->bias_dims, name, -1)) < 0)
+    if (s->bias >= 0 && (a.bias = shaped(g, s->bias, 4, m->bias_dims, name)) < 0)
         return -1;
     if (s->nterms && (a.bias = window_bias(g, m, name)) < 0)
         return -1;

@@ -356,9 +356,11 @@ static int canonical_rotated(const ir_graph *g, int v, const int *perm, int rank
     if (view_trace(g, v, -1, &w, sub, sizeof sub) || w.rank != rank)
         return canonical(g, v, perm, rank, out, what, why, nwhy); /* says why */
     int m = attn_rope_of(g, w.root, ro, why, nwhy);
-    if (m <= 0) {
+    if (m <= 0) { /* no rotation: w is the operand's view (canonical's, without tracing it again) */
         ro->r = -1;
-        return m < 0 ? -1 : canonical(g, v, perm, rank, out, what, why, nwhy);
+        if (m == 0)
+            permute(&w, perm, rank, out);
+        return m;
     }
     /* the rotated tensor's last axis must be the head's elements, its token axis the rows */
     const ir_value *rv = &g->values[ro->r];
@@ -420,19 +422,32 @@ typedef struct {
     int is_head[IR_MAX_RANK][VIEW_MAX_SUB];
 } operand_shape;
 
+/* A projection r [B, T, C] as its images B, tokens T and features C: 1, or 0
+ * when r is no such tensor.  [1, B, C] (one token, sequence first:
+ * nn.MultiheadAttention's queries) lies in memory as [B, 1, C]. */
+static int projection_shape(const ir_value *r, ir_dim *B, int64_t *T, int64_t *C)
+{
+    if (r->rank != 3 || r->dims[2].e)
+        return 0;
+    int seq_first = ir_dim_eq(r->dims[0], ir_dim_const(1)) && r->dims[1].e > 0;
+    if (r->dims[1].e && !seq_first)
+        return 0;
+    *B = seq_first ? r->dims[1] : r->dims[0];
+    *T = seq_first ? 1 : r->dims[1].k;
+    *C = r->dims[2].k;
+    return 1;
+}
+
 static int operand_of(const ir_graph *g, const view *w, const char *what, operand_shape *o, char *why, size_t nwhy)
 {
     const ir_value *r = &g->values[w->root];
     char t[128];
     memset(o, 0, sizeof *o);
-    /* [1, B, features] (one token, sequence first: nn.MultiheadAttention's queries) lies in memory as [B, 1, features] */
-    int seq_first = r->rank == 3 && ir_dim_eq(r->dims[0], ir_dim_const(1)) && r->dims[1].e > 0 && !r->dims[2].e;
-    if (r->rank != 3 || (r->dims[1].e && !seq_first) || r->dims[2].e)
+    if (!projection_shape(r, &o->B, &o->T, &o->C))
         MISS("%s is read from '%s' of type %s, not from a [B, N, features] projection", what, r->name,
              ir_value_type_str(r, t, sizeof t));
-    ir_dim Bd = seq_first ? r->dims[1] : r->dims[0];
-    o->B = Bd;
-    o->T = seq_first ? 1 : r->dims[1].k, o->C = r->dims[2].k, o->H = 1;
+    ir_dim Bd = o->B;
+    o->H = 1;
     int nb = w->rank - 2, seen_b = 0, seen_h = 0;
     ir_dim bstride = ir_dim_const(o->T * o->C);
     /* rows: all the tokens; columns: one head's D features */
@@ -520,13 +535,9 @@ static int cross_layout_of(const ir_graph *g, view *q, view *k, view *v, attn_la
  * and the heads. */
 static void split_merged_images(const ir_graph *g, view *w)
 {
-    const ir_value *r = &g->values[w->root];
-    if (r->rank != 3 || r->dims[2].e)
-        return;
-    int seq_first = ir_dim_eq(r->dims[0], ir_dim_const(1)) && r->dims[1].e > 0;
-    ir_dim Bd = seq_first ? r->dims[1] : r->dims[0];
-    int64_t T = seq_first ? 1 : r->dims[1].k, C = r->dims[2].k;
-    if (r->dims[1].e && !seq_first)
+    ir_dim Bd;
+    int64_t T, C;
+    if (!projection_shape(&g->values[w->root], &Bd, &T, &C))
         return;
     for (int c = 0; c + 2 < w->rank; c++)
         for (int j = 0; j < w->nsub[c]; j++) {

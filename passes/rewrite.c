@@ -132,6 +132,36 @@ int rw_splat(const ir_graph *g, int v, double *out)
     return 0;
 }
 
+double *rw_const_broadcast(const ir_graph *g, int v, int rank, const int64_t *dims)
+{
+    const ir_value *c = &g->values[v];
+    int64_t st[IR_MAX_RANK] = {0}, stride = 1, n = 1, cnt;
+    if (rank < 0 || rank > IR_MAX_RANK)
+        return NULL;
+    for (int i = c->rank - 1; i >= 0; i--) { /* v's strides over dims, 0 where it broadcasts */
+        int a = rank - c->rank + i;
+        int64_t k = c->dims[i].k;
+        if (c->dims[i].e || (a < 0 ? k != 1 : k != 1 && k != dims[a]))
+            return NULL;
+        if (a >= 0 && k != 1)
+            st[a] = stride;
+        stride *= k;
+    }
+    for (int a = 0; a < rank; a++)
+        n *= dims[a];
+    double *src = rw_const_f64(g, v, &cnt), *out = src ? malloc((size_t)(n ? n : 1) * sizeof *out) : NULL;
+    for (int64_t i = 0; out && i < n; i++) {
+        int64_t rest = i, off = 0;
+        for (int a = rank - 1; a >= 0; a--) {
+            off += rest % dims[a] * st[a];
+            rest /= dims[a];
+        }
+        out[i] = src[off];
+    }
+    free(src);
+    return out;
+}
+
 double *rw_const_f64(const ir_graph *g, int v, int64_t *count)
 {
     if (!rw_is_const(g, v) || ir_dtype_size(g->values[v].dtype) == 0)

@@ -51,6 +51,10 @@ int rw_scalar(const ir_graph *g, int v, double *out);
 int rw_splat(const ir_graph *g, int v, double *out);
 /* Every element of a plain constant as double, malloc'ed; NULL if v is not one. */
 double *rw_const_f64(const ir_graph *g, int v, int64_t *count);
+/* Constant v broadcast to the static shape dims (rank of them), numpy's
+ * way (right-aligned; v's dimensions 1 or dims', any extra leading ones 1):
+ * a malloc'd array of their product, or NULL when v is no such constant. */
+double *rw_const_broadcast(const ir_graph *g, int v, int rank, const int64_t *dims);
 /* The int64 or int32 constant of input i of n (rank 0 or 1, at most max
  * values) into vals: its count, or -1 when it is no such constant. */
 int rw_const_ints(const ir_graph *g, const ir_node *n, int i, int64_t *vals, int max);

@@ -348,27 +348,15 @@ int attn_rope_of(const ir_graph *g, int r, attn_rope *ro, char *why, size_t nwhy
     return 1;
 }
 
-/* C or S broadcast to [heads, R, D] into out: its last three axes (right-
- * aligned, those it lacks or has of size 1 broadcast) are the head, the
- * token and the element. */
+/* C or S broadcast to [heads, R, D] into out (table_fits checked that it broadcasts there). */
 static int expand_table(const ir_graph *g, int c, int64_t Hr, int64_t R, int64_t D, float *out)
 {
-    int64_t n, st[3] = {0, 0, 0}, stride = 1;
-    double *v = rw_const_f64(g, c, &n);
-    if (!v)
-        return -1;
-    const ir_value *cv = &g->values[c];
-    for (int i = cv->rank - 1, j = 2; i >= 0; i--, j--) {
-        if (j >= 0)
-            st[j] = cv->dims[i].k == 1 ? 0 : stride;
-        stride *= cv->dims[i].k;
-    }
-    for (int64_t h = 0; h < Hr; h++)
-        for (int64_t t = 0; t < R; t++)
-            for (int64_t d = 0; d < D; d++)
-                out[(h * R + t) * D + d] = (float)v[h * st[0] + t * st[1] + d * st[2]];
+    int64_t dims[3] = {Hr, R, D};
+    double *v = rw_const_broadcast(g, c, 3, dims);
+    for (int64_t i = 0; v && i < Hr * R * D; i++)
+        out[i] = (float)v[i];
     free(v);
-    return 0;
+    return v ? 0 : -1;
 }
 
 int attn_rope_table(ir_graph *g, const attn_rope *ro, const char *name)

@@ -64,6 +64,12 @@ typedef struct {
     int64_t mc_max;         /* rows of A a task's buffer holds (multiple of 32) */
 } amx_plan;
 
+/* Whether R starts the sums (a residual, K in several blocks: C holds the
+ * partial sums), rather than joining them in the epilogue (a residual after
+ * one block, or a gate, which multiplies). */
+static int r_starts_sums(const cg_gemm_desc *d, const amx_plan *p) { return d->has_residual && !d->gate && p->nkb > 1; }
+static int r_in_epilogue(const cg_gemm_desc *d, const amx_plan *p) { return d->has_residual && !r_starts_sums(d, p); }
+
 /* Steps of a K block: all of them when a residual follows an activation. */
 static int64_t block_steps(const cg_gemm_desc *d, int64_t steps)
 {
@@ -288,7 +294,7 @@ static void store_cbuf(amx_emit *e, LLVMValueRef n0, LLVMValueRef r0, LLVMValueR
 {
     kern *k = e->k;
     const cg_gemm_desc *d = e->d;
-    int res_late = last && d->has_residual && (e->p->nkb == 1 || d->gate);
+    int res_late = last && r_in_epilogue(d, e->p);
     LLVMValueRef bv[2] = {0};
     for (int h = 0; h < 2 && last && d->has_bias; h++)
         if (lanes[h])
@@ -327,7 +333,7 @@ static void emit_panels(amx_emit *e, LLVMValueRef pb, LLVMValueRef pe, const int
     LLVMBuilderRef b = k->b;
     const cg_gemm_desc *d = e->d;
     const amx_plan *p = e->p;
-    int whole = lanes[0] == 16 && lanes[1] == 16, res_first = d->has_residual && !d->gate && p->nkb > 1;
+    int whole = lanes[0] == 16 && lanes[1] == 16, res_first = r_starts_sums(d, p);
     LLVMValueRef astride = kern_i64(k, 64), bstride = kern_i64(k, 64), cstride = kern_i64(k, AMX_NR * 4);
     LLVMValueRef first, last;
     kblock_ends(e, &first, &last);
@@ -439,7 +445,7 @@ static void emit_panels_dot(amx_emit *e, LLVMValueRef pb, LLVMValueRef pe, const
     LLVMBuilderRef b = k->b;
     const cg_gemm_desc *d = e->d;
     const amx_plan *p = e->p;
-    int res_first = d->has_residual && !d->gate && p->nkb > 1, res_late = d->has_residual && (p->nkb == 1 || d->gate);
+    int res_first = r_starts_sums(d, p), res_late = r_in_epilogue(d, p);
     int nh = lanes[1] ? 2 : 1; /* the padded panel may have no second half */
     LLVMTypeRef v16i = LLVMVectorType(k->i32, 16);
     LLVMValueRef first, last;
