@@ -52,14 +52,7 @@ def cli_args(options):
 def compile_file(model, output, **options) -> str:
     """Compiles an ONNX model into a shared library with the vitc CLI; returns `output`.
 
-    Keywords are the CLI's options (`vitc help compile`), '_' for '-':
-    batch=8 (largest batch; default 16), target="cpu"|"cuda", opt_level=0..3,
-    cpu="znver3", features="+a,-b" (or a list), weights="embedded"|"external",
-    precision="bf16"|"fp16"|"tf32"|"fp32", emit="so"|"cuda", verbose=True,
-    quiet=True.  None or False leaves an option out.  The CLI's messages on
-    stderr are passed on to sys.stderr; on failure VitcError carries them
-    (message) and its exit code (exit_code: 2 bad usage or bad input, 3
-    internal error), and no file is written.
+    The options, the messages and the errors are vitc.compile's (its docstring).
     """
     args = ["compile", os.fspath(model), "-o", os.fspath(output)] + cli_args(options)
     stdout, stderr = _run_cli(args)
