@@ -52,7 +52,9 @@ typedef struct {
     int64_t max_batch;     /* opt->max_batch, checked to be at least 1 */       \
     cg_plan plan;          /* codegen/plan.c, built by the backend's plan slot */ \
     timer t;               /* the compile's phase timer (codegen/progress.h) */  \
-    cg_knobs knobs;        /* opt->knobs, or the environment's at cg_compile */
+    cg_knobs knobs;        /* opt->knobs, or the environment's at cg_compile */       \
+    int variant;           /* the graph being compiled: 0 .. nvariants - 1 */    \
+    int nvariants;         /* graphs compiled into the one .so (cg_begin) */
 
 typedef struct {
     CG_CTX_HEAD
@@ -82,10 +84,19 @@ typedef struct cg_backend {
     /* Required.  The code of node i (not skipped), called in node order while
      * the status is VITC_OK; a backend dispatches on ir_op_family_of.  Returns status. */
     int (*emit_node)(cg_ctx_head *c, int i);
-    /* After the node loop: graph-output copies, the module or program, the
-     * .so through codegen/package.h, with their phase lines.  Returns status.
-     * NULL: nothing more (the compile writes no file). */
+    /* After the node loop of each graph, before the driver lets the graph go:
+     * what the backend keeps of it (CPU: the graph-output copies, its run()
+     * and its descriptor's fields), and the state of one graph freed, for
+     * the next plan slot starts another.  Returns status.  NULL: nothing. */
+    int (*end_graph)(cg_ctx_head *c);
+    /* After the last graph: the module or program, the .so through
+     * codegen/package.h, with their phase lines; c->g is NULL here.  Returns
+     * status.  NULL: nothing more (the compile writes no file). */
     int (*finish)(cg_ctx_head *c);
+    /* 1 when one .so may hold several graphs, one per input shape (the plan
+     * slot is then called once per graph, end_graph after each); otherwise
+     * cg_begin refuses more than one. */
+    int variants;
     /* Frees what the context owns, whether the compile succeeded or not
      * (the driver frees the plan and the context itself).  NULL: nothing. */
     void (*end)(cg_ctx_head *c);
@@ -95,8 +106,21 @@ typedef struct cg_backend {
 } cg_backend;
 
 /* Compiles an optimised graph (shapes inferred, passes run) into
- * opt->output with backend be.  Returns status; every problem is in d. */
+ * opt->output with backend be.  Returns status; every problem is in d.
+ * The same as cg_begin for one graph, cg_add and cg_end. */
 int cg_compile(const cg_backend *be, ir_graph *g, const cg_options *opt, vitc_diag *d);
+
+/* One .so from several graphs of one model, each for other input shapes
+ * (vitc compile --shapes): cg_begin for n graphs, cg_add for each in turn
+ * (the caller may free a graph once cg_add returns where the backend has an
+ * end_graph slot; otherwise it keeps its one graph until cg_end), then cg_end, which writes the .so when every step succeeded
+ * (status VITC_OK) and frees the session either way.  Each returns status,
+ * the problems in d.  The graphs are the variants of the .so's descriptor, in
+ * the order added: the first is the one a runtime that predates variants runs. */
+typedef struct cg_session cg_session;
+int cg_begin(const cg_backend *be, const cg_options *opt, int n, vitc_diag *d, cg_session **out);
+int cg_add(cg_session *s, ir_graph *g);
+int cg_end(cg_session *s, int status);
 
 /* Both always exist: in a vitc built without one (-DVITC_LLVM=OFF,
  * -DVITC_CUDA=OFF) it is a stand-in whose every node is unsupported, so that
@@ -110,7 +134,7 @@ extern const cg_backend cg_cuda_backend; /* "cuda": VITC_HAVE_CUDA */
 extern const cg_backend *const cg_backends[];
 const cg_backend *cg_backend_named(const char *name);
 /* For the data ops no backend runs on computed tensors (Tile, Pad, GatherND,
- * ScatterND: folded on constants, Tile run as Expand where it is one): 1
+ * ScatterND, Resize: folded on constants, Tile run as Expand where it is one): 1
  * with why saying so for the backend titled `title`, 0 for other ops. */
 int cg_refuse_folded_only(const ir_node *n, const char *title, char *why, size_t len);
 

@@ -2,13 +2,16 @@
  * and the stand-ins for backends this vitc was built without.
  *
  * Phases, each timed for --verbose by the slot that ends it:
- *   check     every node supported (every unsupported node reported at
- *             once), then the backend's whole-graph check
- *   options   the backend's own (begin), then --batch
+ *   options   the backend's own (begin), then --batch           cg_begin
+ *   check     every node supported (every unsupported node      cg_add, per graph
+ *             reported at once), then the backend's whole-graph check
  *   plan      the backend's plan slot over codegen/plan.c
- *   emit      emit_node for every node not skipped, in node order
- *   finish    the backend's module or program, packaged into the .so */
+ *   emit      emit_node for every node not skipped, in node order,
+ *             then end_graph
+ *   finish    the backend's module or program, packaged         cg_end
+ *             into the .so */
 #include "codegen/backend.h"
+#include "ir/interp.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,34 +58,80 @@ static int sweep(const cg_backend *be, const ir_graph *g, vitc_diag *d)
     return bad;
 }
 
-int cg_compile(const cg_backend *be, ir_graph *g, const cg_options *opt, vitc_diag *d)
+struct cg_session {
+    const cg_backend *be;
+    cg_ctx_head *c;
+    vitc_diag *d;
+    int added;
+};
+
+int cg_begin(const cg_backend *be, const cg_options *opt, int n, vitc_diag *d, cg_session **out)
 {
+    *out = NULL;
     if (be->unavailable)
         return vitc_error(d, VITC_BAD_INPUT, NULL, "%s", be->unavailable);
-    timer t = {.start = opt->start_s > 0 ? opt->start_s : now_s(), .last = now_s(), .verbose = opt->verbose};
-    if (sweep(be, g, d))
-        return d->status;
+    if (n < 1 || (n > 1 && !be->variants))
+        return vitc_error(d, VITC_BAD_INPUT, NULL,
+                          "%d input shapes: the %s backend compiles one shape per .so (compile one .so per shape)", n,
+                          be->title);
+    cg_session *s = calloc(1, sizeof *s);
     cg_ctx_head *c = calloc(1, be->ctx_size);
-    if (!c)
+    if (!s || !c) {
+        free(s), free(c);
         return vitc_error(d, VITC_INTERNAL, NULL, "out of memory");
-    c->g = g;
+    }
+    s->be = be, s->c = c, s->d = d;
     c->opt = opt;
     c->d = d;
     c->max_batch = opt->max_batch;
-    if (g->fixed_batch > 0)
-        c->max_batch = 1; /* the export fixed the batch: no shape depends on one, the code runs as at batch 1 */
-    c->t = t;
+    c->t = (timer){.start = opt->start_s > 0 ? opt->start_s : now_s(), .last = now_s(), .verbose = opt->verbose};
     c->knobs = opt->knobs ? *opt->knobs : cg_knobs_read();
+    c->nvariants = n;
+    c->variant = -1;
     int st = be->begin ? be->begin(c) : VITC_OK;
     if (st == VITC_OK && opt->max_batch < 1)
         st = vitc_error(d, VITC_BAD_INPUT, NULL, "--batch must be at least 1");
-    if (st == VITC_OK)
-        st = be->plan(c);
-    for (int i = 0; st == VITC_OK && d->status == VITC_OK && i < g->nnodes; i++)
+    *out = s;
+    return st;
+}
+
+int cg_add(cg_session *s, ir_graph *g)
+{
+    const cg_backend *be = s->be;
+    cg_ctx_head *c = s->c;
+    if (s->added >= c->nvariants)
+        return vitc_error(s->d, VITC_INTERNAL, NULL, "more graphs than the %d the compile began with", c->nvariants);
+    if (sweep(be, g, s->d))
+        return s->d->status;
+    c->g = g;
+    c->variant = s->added++;
+    c->max_batch = g->fixed_batch > 0 ? 1 : c->opt->max_batch; /* a fixed batch: the code runs as at batch 1 */
+    int st = be->plan(c);
+    for (int i = 0; st == VITC_OK && s->d->status == VITC_OK && i < g->nnodes; i++)
         if (!c->plan.skip || !c->plan.skip[i])
             st = be->emit_node(c, i);
     if (st == VITC_OK)
-        st = d->status;
+        st = s->d->status;
+    if (be->end_graph) { /* the backend has kept what it needs of g */
+        if (st == VITC_OK)
+            st = be->end_graph(c);
+        cg_plan_free(&c->plan);
+        c->plan = (cg_plan){0};
+        c->g = NULL;
+    }
+    return st;
+}
+
+int cg_end(cg_session *s, int st)
+{
+    if (!s)
+        return st;
+    const cg_backend *be = s->be;
+    cg_ctx_head *c = s->c;
+    const cg_options *opt = c->opt;
+    if (st == VITC_OK && s->added != c->nvariants)
+        st = vitc_error(s->d, VITC_INTERNAL, NULL, "%d graphs compiled of the %d the compile began with", s->added,
+                        c->nvariants);
     if (st == VITC_OK && be->finish)
         st = be->finish(c);
     if (st == VITC_OK && (opt->verbose > 0 || (opt->verbose == 0 && isatty(2))))
@@ -92,7 +141,17 @@ int cg_compile(const cg_backend *be, ir_graph *g, const cg_options *opt, vitc_di
         be->end(c);
     cg_plan_free(&c->plan);
     free(c);
+    free(s);
     return st;
+}
+
+int cg_compile(const cg_backend *be, ir_graph *g, const cg_options *opt, vitc_diag *d)
+{
+    cg_session *s;
+    int st = cg_begin(be, opt, 1, d, &s);
+    if (st == VITC_OK)
+        st = cg_add(s, g);
+    return cg_end(s, st);
 }
 
 #if !defined(VITC_HAVE_LLVM) || !defined(VITC_HAVE_CUDA)
@@ -125,7 +184,12 @@ int cg_refuse_folded_only(const ir_node *n, const char *title, char *why, size_t
                            "or folded where its input is a constant", title);
         return 1;
     }
-    if (n->op == IR_OP_PAD || n->op == IR_OP_GATHER_ND || n->op == IR_OP_SCATTER_ND) {
+    if (n->op == IR_OP_RESIZE && !ir_resize_supported(n)) {
+        snprintf(why, len, "Resize with these attributes is not supported (the interpreter does not fold it, and the "
+                           "%s backend does not run Resize)", title);
+        return 1;
+    }
+    if (n->op == IR_OP_RESIZE || n->op == IR_OP_PAD || n->op == IR_OP_GATHER_ND || n->op == IR_OP_SCATTER_ND) {
         snprintf(why, len, "%s is folded at compile time where its inputs are constants; the %s backend does not run "
                            "it on computed tensors yet", ir_op_name(n->op), title);
         return 1;

@@ -39,7 +39,23 @@ typedef struct {
                                 * shape (rank -1); otherwise NULL */
 } onnx_unsupported;
 
+/* Sizes for the symbolic dimensions of a graph input other than the first
+ * (the batch), for a model exported with a dynamic image size: the input
+ * named name (NULL: the one input that has such dimensions) is imported with
+ * dims[1 .. rank-1] (dims[0] is not read: the batch stays symbolic).  Its
+ * dimensions that are numbers must equal the ones given. */
 typedef struct {
+    const char *name;
+    int rank;
+    int64_t dims[IR_MAX_RANK];
+} onnx_input_shape;
+
+typedef struct {
+    /* Input shapes for the symbolic dimensions that are not the batch (an
+     * input with such dimensions and no shape here is refused, saying how to
+     * give one). */
+    const onnx_input_shape *shapes;
+    int nshapes;
     /* Import the rest of the graph when some operators are unsupported:
      * those nodes are left out of the graph and listed in unsupported, their
      * outputs becoming values produced by no node (kind IR_VAL_INPUT, not

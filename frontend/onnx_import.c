@@ -79,6 +79,8 @@ typedef struct {
     const char *model_dir; /* for external data; NULL refuses it */
     const Onnx__GraphProto *gp;
     int keep_unsupported;  /* onnx_import_opts */
+    const onnx_import_opts *opts;
+    int unnamed_shape_taken; /* an input got the shape given without a name */
     onnx_unsupported *unsupported; /* every unsupported node, in model order (malloc'ed) */
     int nunsupported, cap_unsupported;
     const char *batch_param; /* the name of the inputs' symbolic first dimension, if any */
@@ -161,7 +163,82 @@ static int define(importer *im, const char *name, int id, const char *node, cons
     return 0;
 }
 
-/* Graph input: element type and shape; dim 0 may be symbolic (the batch). */
+/* 1 if the input's dimensions after the first include a symbolic one. */
+static int has_open_dims(const Onnx__TypeProto__Tensor *tt)
+{
+    for (size_t i = 1; tt->shape && i < tt->shape->n_dim; i++)
+        if (tt->shape->dim[i]->value_case != ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE)
+            return 1;
+    return 0;
+}
+
+/* The shape given for input name (onnx_import_opts.shapes): by name, or the
+ * one given without a name where this input is the first with symbolic
+ * dimensions beyond the batch.  NULL: none. */
+static const onnx_input_shape *input_shape(importer *im, const Onnx__TypeProto__Tensor *tt, const char *name)
+{
+    const onnx_import_opts *o = im->opts;
+    for (int k = 0; o && k < o->nshapes; k++)
+        if (o->shapes[k].name && strcmp(o->shapes[k].name, name) == 0)
+            return &o->shapes[k];
+    if (!has_open_dims(tt))
+        return NULL;
+    for (int k = 0; o && k < o->nshapes && !im->unnamed_shape_taken; k++)
+        if (!o->shapes[k].name) {
+            im->unnamed_shape_taken = 1; /* by the first input with such dimensions */
+            return &o->shapes[k];
+        }
+    return NULL;
+}
+
+/* "3x224x224" for the dimensions after the first, symbolic ones 224, for messages. */
+static const char *shape_example(const Onnx__TypeProto__Tensor *tt, char *buf, size_t n)
+{
+    size_t k = 0;
+    buf[0] = 0;
+    for (size_t i = 1; i < tt->shape->n_dim && k < n; i++) {
+        const Onnx__TensorShapeProto__Dimension *dim = tt->shape->dim[i];
+        if (dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE)
+            k += (size_t)snprintf(buf + k, n - k, "%s%lld", i > 1 ? "x" : "", (long long)dim->dim_value);
+        else
+            k += (size_t)snprintf(buf + k, n - k, "%s224", i > 1 ? "x" : "");
+    }
+    return buf;
+}
+
+/* Every shape given (onnx_import_opts.shapes) names a graph input, where
+ * it names one (before the inputs are read: a misspelt name is the error to
+ * report, not the input it left without a shape). */
+static int check_shape_names(importer *im)
+{
+    const onnx_import_opts *o = im->opts;
+    int bad = 0;
+    for (int k = 0; o && k < o->nshapes; k++) {
+        const char *name = o->shapes[k].name;
+        int found = 0;
+        for (size_t i = 0; name && i < im->gp->n_input; i++)
+            found |= im->gp->input[i]->name && strcmp(im->gp->input[i]->name, name) == 0;
+        if (name && !found)
+            bad++, vitc_error(im->d, VITC_BAD_INPUT, NULL,
+                              "a shape is given for input '%s', which the graph does not have", name);
+    }
+    return bad;
+}
+
+/* A shape given without a name sized an input. */
+static void check_shapes_used(importer *im)
+{
+    const onnx_import_opts *o = im->opts;
+    for (int k = 0; o && k < o->nshapes; k++) {
+        if (!o->shapes[k].name && !im->unnamed_shape_taken)
+            vitc_error(im->d, VITC_BAD_INPUT, NULL,
+                       "a shape is given, but no graph input has a symbolic dimension other than the batch: the model "
+                       "takes one size (export it with dynamic height and width to compile it for several)");
+    }
+}
+
+/* Graph input: element type and shape; dim 0 may be symbolic (the batch),
+ * others where a shape for them is given (onnx_import_opts.shapes). */
 static int import_input(importer *im, const Onnx__ValueInfoProto *vi)
 {
     const char *name = vi->name ? vi->name : "";
@@ -183,11 +260,24 @@ static int import_input(importer *im, const Onnx__ValueInfoProto *vi)
         return vitc_error(im->d, VITC_INTERNAL, NULL, "out of memory");
     ir_value *v = &im->g->values[id];
     v->rank = (int)tt->shape->n_dim;
+    const onnx_input_shape *given = input_shape(im, tt, name);
+    if (given && given->rank != v->rank)
+        return vitc_error(im->d, VITC_BAD_INPUT, NULL, "graph input '%s' has rank %d; the shape given for it has %d "
+                          "dimensions", name, v->rank, given->rank);
     for (int i = 0; i < v->rank; i++) {
         const Onnx__TensorShapeProto__Dimension *dim = tt->shape->dim[i];
         int known = dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
         if (known && dim->dim_value >= 0 && dim->dim_value <= ((int64_t)1 << 31)) {
             v->dims[i] = ir_dim_const(dim->dim_value);
+            if (given && i > 0 && given->dims[i] != dim->dim_value)
+                return vitc_error(im->d, VITC_BAD_INPUT, NULL, "graph input '%s': dimension %d is %lld in the model; "
+                                  "the shape given for it says %lld", name, i, (long long)dim->dim_value,
+                                  (long long)given->dims[i]);
+        } else if (given && i > 0) {
+            if (given->dims[i] < 1 || given->dims[i] > ((int64_t)1 << 31))
+                return vitc_error(im->d, VITC_BAD_INPUT, NULL, "graph input '%s': dimension %d given as %lld", name, i,
+                                  (long long)given->dims[i]);
+            v->dims[i] = ir_dim_const(given->dims[i]);
         } else if (known) {
             return vitc_error(im->d, VITC_BAD_INPUT, NULL, "graph input '%s': dimension %d is %lld", name, i,
                               (long long)dim->dim_value);
@@ -197,10 +287,14 @@ static int import_input(importer *im, const Onnx__ValueInfoProto *vi)
                 dim->dim_param && *dim->dim_param)
                 im->batch_param = dim->dim_param;
         } else {
+            char shape[160];
             return vitc_error(im->d, VITC_BAD_INPUT, NULL,
-                              "graph input '%s': dimension %d is symbolic ('%s'); only the first (batch) "
-                              "dimension may be", name, i,
-                              dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM ? dim->dim_param : "?");
+                              "graph input '%s': dimension %d is symbolic ('%s'): the batch (the first dimension) is "
+                              "the only one a .so leaves open; give the sizes to compile for, e.g. --shapes %s (several "
+                              "comma-separated: one .so runs each)", name, i,
+                              dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM ? dim->dim_param
+                                                                                                      : "?",
+                              shape_example(tt, shape, sizeof shape));
         }
     }
     if (define(im, v->name, id, NULL, NULL))
@@ -1055,7 +1149,7 @@ static ir_graph *import_model(const Onnx__ModelProto *m, const char *path, const
         return NULL;
     }
     importer im = {.g = g, .d = d, .model_dir = model_dir, .gp = gp,
-                   .keep_unsupported = opts && opts->keep_unsupported};
+                   .keep_unsupported = opts && opts->keep_unsupported, .opts = opts};
     /* Every name the map can receive: it never fills up (a full open-addressing
      * table would make lookups loop forever). */
     size_t expect = gp->n_initializer + gp->n_input + gp->n_node;
@@ -1084,7 +1178,8 @@ static ir_graph *import_model(const Onnx__ModelProto *m, const char *path, const
         if (id >= 0)
             define(&im, g->values[id].name, id, NULL, NULL);
     }
-    for (size_t i = 0; i < gp->n_input; i++) {
+    int bad_shape_names = check_shape_names(&im);
+    for (size_t i = 0; i < gp->n_input && !bad_shape_names; i++) {
         const char *name = gp->input[i]->name ? gp->input[i]->name : "";
         if (map_get(&im.names, name) >= 0 && g->values[map_get(&im.names, name)].kind == IR_VAL_CONST) {
             /* an initializer listed as an input (old-style default) */
@@ -1093,6 +1188,8 @@ static ir_graph *import_model(const Onnx__ModelProto *m, const char *path, const
         }
         import_input(&im, gp->input[i]);
     }
+    if (!d->status)
+        check_shapes_used(&im);
     if (d->status)
         goto fail;
     g->fixed_batch = fixed_batch(g);

@@ -96,7 +96,7 @@ typedef struct {
     const char *source;          /* the ONNX node(s) it came from: "NAME (OP_TYPES)" */
 } vitc_abi_part;
 
-typedef struct {
+typedef struct vitc_abi_model {
     uint32_t abi_version;        /* VITC_ABI_VERSION */
     uint32_t size;               /* sizeof(vitc_abi_model) */
     const char *vitc_version;    /* version of the vitc that compiled it */
@@ -132,6 +132,13 @@ typedef struct {
                                   * first one's this number): the model runs that batch only, its inputs and
                                   * outputs written with it (max_batch is then 1: no shape depends on a batch);
                                   * 0 where the batch is symbolic, or where not said */
+    int32_t nvariants;           /* the input shapes the model was compiled for (--shapes): 0 or 1 where it
+                                  * takes one; then variants[0] is this descriptor and variants[i] one like it
+                                  * (same inputs and outputs by name, dtype and rank, max_batch and target) for
+                                  * other non-batch dimensions, with its own run(), workspace_bytes and parts;
+                                  * every variant reads the one weights blob.  A runtime that predates the field
+                                  * runs variant 0 */
+    const struct vitc_abi_model *const *variants;
 } vitc_abi_model;
 
 /* Bytes of the descriptor as first released: the runtime accepts any size

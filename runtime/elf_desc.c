@@ -41,6 +41,7 @@ struct rt_elf_desc {
     void **owned; /* copies made, freed with the descriptor */
     size_t nowned, capowned, copied;
     vitc_abi_model abi;
+    uint64_t desc_va; /* where abi is in the file */
     char why[256]; /* first problem found */
 };
 
@@ -382,8 +383,26 @@ static const void *fix_cuda_plan(rt_elf_desc *d, uint64_t va, void *entry)
     return d->why[0] ? NULL : p;
 }
 
-/* Copies the descriptor at va (size bytes as the symbol says) into d->abi. */
-static int copy_descriptor(rt_elf_desc *d, uint64_t va, uint64_t symsize)
+static int copy_descriptor(rt_elf_desc *d, uint64_t va, uint64_t symsize, vitc_abi_model *a);
+
+/* An entry of the variants list: the exported descriptor itself, or a copy
+ * of another (whose own variants are not read: only the first lists them). */
+static const void *fix_variant(rt_elf_desc *d, uint64_t va, void *entry)
+{
+    (void)entry;
+    if (va == d->desc_va)
+        return &d->abi;
+    vitc_abi_model *v = own(d, sizeof *v);
+    if (!v || copy_descriptor(d, va, 0, v))
+        return NULL;
+    v->nvariants = 0;
+    v->variants = NULL;
+    return v;
+}
+
+/* Copies the descriptor at va (size bytes as the symbol says, 0: unknown)
+ * into a. */
+static int copy_descriptor(rt_elf_desc *d, uint64_t va, uint64_t symsize, vitc_abi_model *a)
 {
     const unsigned char *src = at(d, va, 8);
     if (!src)
@@ -392,15 +411,14 @@ static int copy_descriptor(rt_elf_desc *d, uint64_t va, uint64_t symsize)
     memcpy(&size, src + offsetof(vitc_abi_model, size), sizeof size);
     /* A size the runtime does not read is reported by the descriptor check;
      * copy what is there of the fields this runtime knows. */
-    uint64_t n = size < sizeof d->abi ? size : sizeof d->abi;
+    uint64_t n = size < sizeof *a ? size : sizeof *a;
     if (n < VITC_ABI_MODEL_BASE_SIZE)
         n = offsetof(vitc_abi_model, size) + sizeof size;
     if (symsize && symsize < n)
         n = symsize;
     if (!(src = at(d, va, n)))
         return bad(d, "%s", "its descriptor is outside the file");
-    memcpy(&d->abi, src, n);
-    vitc_abi_model *a = &d->abi;
+    memcpy(a, src, n);
     /* No pointer of the file's is kept: each is NULL until read as it is relocated. */
     a->vitc_version = a->target = a->triple = a->cpu = a->features = a->source = a->weights_file = NULL;
     a->inputs = a->outputs = NULL;
@@ -411,6 +429,7 @@ static int copy_descriptor(rt_elf_desc *d, uint64_t va, uint64_t symsize)
     a->parts = NULL;
     a->precision = NULL;
     a->knobs = NULL;
+    a->variants = NULL;
     if (n < VITC_ABI_MODEL_BASE_SIZE) {
         if (a->size >= VITC_ABI_MODEL_BASE_SIZE)
             return bad(d, "%s", "its descriptor symbol is smaller than the descriptor");
@@ -452,6 +471,14 @@ static int copy_descriptor(rt_elf_desc *d, uint64_t va, uint64_t symsize)
         a->precision = string_at(d, PTR(precision), "precision");
     if (n >= offsetof(vitc_abi_model, knobs) + sizeof(void *))
         a->knobs = string_at(d, PTR(knobs), "knobs");
+    if (n >= offsetof(vitc_abi_model, variants) + sizeof(void *) && a == &d->abi && a->nvariants > 1) {
+        static const size_t variant_ptrs[] = {0};
+        static const elf_fix variant_fix[] = {fix_variant};
+        if (a->nvariants > RT_MAX_VARIANTS)
+            return bad(d, "%s", "its descriptor lists too many variants");
+        a->variants = copy_array(d, PTR(variants), a->nvariants, sizeof(void *), variant_ptrs, variant_fix, 1,
+                                 "variant");
+    }
 #undef PTR
     if (!ok)
         return bad(d, "%s", "its descriptor is outside the file");
@@ -497,7 +524,8 @@ static int parse(rt_elf_desc *d, int *other_abi)
         return -1;
     if (!va)
         return 1;
-    return copy_descriptor(d, va, symsize);
+    d->desc_va = va;
+    return copy_descriptor(d, va, symsize, &d->abi);
 }
 
 void rt_elf_desc_free(rt_elf_desc *d)

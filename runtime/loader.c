@@ -99,6 +99,59 @@ static int check_tensors(const char *path, const char *what, const vitc_abi_tens
     return 0;
 }
 
+static vitc_status check_descriptor(const vitc_abi_model *abi, const char *path, int check_cpu);
+
+/* 1 if two descriptors' tensor lists agree in all but the dimensions that
+ * are not the batch's. */
+static int same_signature(const vitc_abi_tensor *a, const vitc_abi_tensor *b, int32_t n)
+{
+    for (int32_t i = 0; i < n; i++) {
+        if (strcmp(a[i].name, b[i].name) != 0 || a[i].dtype != b[i].dtype || a[i].rank != b[i].rank ||
+            a[i].batch_mask != b[i].batch_mask)
+            return 0;
+        for (int k = 0; k < a[i].rank; k++)
+            if (((a[i].batch_mask >> k) & 1) && a[i].dims[k] != b[i].dims[k])
+                return 0;
+    }
+    return 1;
+}
+
+/* The variants (one per input shape) the checked descriptor m->abi lists,
+ * each checked as a descriptor and against the first: the same target,
+ * batch range and inputs and outputs but for their dimensions. */
+static vitc_status check_variants(vitc_model *m, const char *path)
+{
+    const vitc_abi_model *a = m->abi;
+    int n = a->size >= offsetof(vitc_abi_model, variants) + sizeof(void *) ? a->nvariants : 0;
+    m->variants = &m->abi;
+    m->nvariants = 1;
+    m->workspace_bytes = a->workspace_bytes;
+    if (n == 0 || n == 1)
+        return VITC_STATUS_OK;
+    if (n < 0 || n > RT_MAX_VARIANTS || !a->variants || a->variants[0] != a || strcmp(a->target, "cpu") != 0)
+        return rt_fail(VITC_STATUS_LOAD_FAILED, "%s: malformed model descriptor: %d variants", path, n);
+    for (int i = 1; i < n; i++) {
+        const vitc_abi_model *v = a->variants[i];
+        if (!v)
+            return rt_fail(VITC_STATUS_LOAD_FAILED, "%s: malformed model descriptor: variant %d is missing", path, i);
+        vitc_status st = check_descriptor(v, path, 0);
+        if (st != VITC_STATUS_OK)
+            return st;
+        if (strcmp(v->target, a->target) != 0 || v->max_batch != a->max_batch || v->ninputs != a->ninputs ||
+            v->noutputs != a->noutputs || !same_signature(v->inputs, a->inputs, a->ninputs) ||
+            !same_signature(v->outputs, a->outputs, a->noutputs) || rt_abi_fixed_batch(v) != rt_abi_fixed_batch(a) ||
+            v->weights_bytes != a->weights_bytes)
+            return rt_fail(VITC_STATUS_LOAD_FAILED,
+                           "%s: malformed model descriptor: variant %d does not have the first one's inputs, "
+                           "outputs, batch range and weights", path, i);
+        if (v->workspace_bytes > m->workspace_bytes)
+            m->workspace_bytes = v->workspace_bytes;
+    }
+    m->variants = a->variants;
+    m->nvariants = n;
+    return VITC_STATUS_OK;
+}
+
 /* A descriptor's fields are usable: version, size, target, counts,
  * tensors, weights; with check_cpu, this machine has the CPU features it
  * was compiled for.  VITC_STATUS_OK, or the status after recording why. */
@@ -257,6 +310,8 @@ static vitc_status open_model(const char *fn, const char *path, int data_only, v
     vitc_status st = rt_elf_desc_read(path, &m->elf);
     if (st == VITC_STATUS_OK)
         st = check_descriptor(m->abi = rt_elf_desc_model(m->elf), path, !data_only);
+    if (st == VITC_STATUS_OK)
+        st = check_variants(m, path);
     if (st == VITC_STATUS_OK && !data_only) {
         /* dlopen searches the library path for a name without '/': say "./". */
         char *dlpath = malloc(len + 3);
@@ -276,6 +331,8 @@ static vitc_status open_model(const char *fn, const char *path, int data_only, v
                          VITC_ABI_SYMBOL);
         } else {
             st = check_descriptor(m->abi, path, 1);
+            if (st == VITC_STATUS_OK)
+                st = check_variants(m, path);
             rt_elf_desc_free(m->elf); /* the loaded descriptor is the one used from here on */
             m->elf = NULL;
         }

@@ -53,6 +53,15 @@ void rt_profile_begin(vitc_context *c, vitc_abi_call *call)
     p->last = now_s();
 }
 
+void rt_profile_variant(vitc_context *c, const vitc_abi_model *a)
+{
+    struct rt_profile *p = c->profile;
+    if (!p || a == c->abi)
+        return;
+    memset(p->calls, 0, sizeof *p->calls * (size_t)p->nparts);
+    memset(p->seconds, 0, sizeof *p->seconds * (size_t)p->nparts);
+}
+
 void rt_profile_free(vitc_context *c)
 {
     struct rt_profile *p = c->profile;
@@ -92,7 +101,9 @@ VITC_API vitc_status vitc_context_set_profiling(vitc_context *c, int on)
             c->profile->on = 0;
         return VITC_STATUS_OK;
     }
-    int n = rt_abi_nparts(c->model->abi);
+    int n = 0; /* room for the parts of every variant */
+    for (int i = 0; i < c->model->nvariants; i++)
+        n = rt_abi_nparts(c->model->variants[i]) > n ? rt_abi_nparts(c->model->variants[i]) : n;
     struct rt_profile *p = c->profile;
     if (!p) {
         p = calloc(1, sizeof *p);
@@ -115,7 +126,7 @@ VITC_API vitc_status vitc_context_set_profiling(vitc_context *c, int on)
 
 VITC_API int vitc_context_profile_parts(const vitc_context *c)
 {
-    return has_parts("vitc_context_profile_parts", c) == VITC_STATUS_OK ? rt_abi_nparts(c->model->abi) : -1;
+    return has_parts("vitc_context_profile_parts", c) == VITC_STATUS_OK ? rt_abi_nparts(c->abi) : -1;
 }
 
 VITC_API vitc_status vitc_context_profile_part(const vitc_context *c, int i, vitc_profile_part *out)
@@ -123,10 +134,10 @@ VITC_API vitc_status vitc_context_profile_part(const vitc_context *c, int i, vit
     vitc_status st = has_parts("vitc_context_profile_part", c);
     if (st != VITC_STATUS_OK)
         return st;
-    int n = rt_abi_nparts(c->model->abi);
+    int n = rt_abi_nparts(c->abi);
     if (!out || i < 0 || i >= n)
         return rt_fail(VITC_STATUS_INVALID_ARGUMENT, "vitc_context_profile_part: %s", out ? "index out of range" : "out is NULL");
-    const vitc_abi_part *part = &c->model->abi->parts[i];
+    const vitc_abi_part *part = &c->abi->parts[i];
     out->kernels = part->kernels;
     out->op = part->op;
     out->source = part->source;

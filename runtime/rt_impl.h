@@ -47,13 +47,21 @@ struct vitc_model {
     const rt_executor *exec;      /* for its target (never NULL once checked) */
     const vitc_cuda_plan *cuda_plan; /* target "cuda": the checked plan, else NULL */
     struct rt_cuda_model *cuda;   /* its device state (cuda_exec.c), NULL for CPU models */
+    /* The graphs it holds, one per input shape it was compiled for (--shapes):
+     * variants[0] is abi; one where the descriptor lists none. */
+    const vitc_abi_model *const *variants;
+    int nvariants;
+    uint64_t workspace_bytes;     /* the largest variant's */
 };
+
+#define RT_MAX_VARIANTS 64 /* input shapes a descriptor lists, at most */
 
 typedef struct rt_pool rt_pool;
 
 struct vitc_context {
     vitc_model *model;
-    void *workspace;              /* abi->workspace_bytes, 64-byte aligned */
+    const vitc_abi_model *abi;    /* the variant the last vitc_run ran (model->abi before any) */
+    void *workspace;              /* model->workspace_bytes, 64-byte aligned */
     rt_pool *pool;
     int nthreads;
     /* per descriptor entry, filled by each vitc_run (no allocation per run) */
@@ -93,6 +101,8 @@ RT_HIDDEN int rt_abi_nparts(const vitc_abi_model *a);
 /* The batch the export fixed (the descriptor's fixed_batch), 0 where the
  * batch is symbolic or the descriptor ends before the field. */
 RT_HIDDEN int64_t rt_abi_fixed_batch(const vitc_abi_model *a);
+/* The variant c runs from now on: a profile of another variant's parts starts over. */
+RT_HIDDEN void rt_profile_variant(vitc_context *c, const vitc_abi_model *a);
 /* Fills call's profile hook when c is profiling, and starts the clock. */
 RT_HIDDEN void rt_profile_begin(vitc_context *c, vitc_abi_call *call);
 RT_HIDDEN void rt_profile_free(vitc_context *c);

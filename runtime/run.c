@@ -38,6 +38,7 @@ VITC_API vitc_status vitc_context_create(vitc_model *m, int nthreads, vitc_conte
     if (!c)
         return rt_fail(VITC_STATUS_OUT_OF_MEMORY, "out of memory");
     c->model = m;
+    c->abi = m->abi;
     c->nthreads = m->exec->one_thread ? 1 : nthreads ? nthreads : default_threads();
     size_t nin = (size_t)m->abi->ninputs + 1, nout = (size_t)m->abi->noutputs + 1;
     c->in_slots = calloc(nin, sizeof *c->in_slots);
@@ -63,9 +64,9 @@ VITC_API vitc_status vitc_context_create(vitc_model *m, int nthreads, vitc_conte
 static vitc_status cpu_context_create(vitc_context *c)
 {
     const vitc_model *m = c->model;
-    if (!(c->workspace = rt_aligned_alloc(m->abi->workspace_bytes)))
+    if (!(c->workspace = rt_aligned_alloc(m->workspace_bytes)))
         return rt_fail(VITC_STATUS_OUT_OF_MEMORY, "%s: out of memory for a context (%llu bytes of workspace)", m->path,
-                       (unsigned long long)m->abi->workspace_bytes);
+                       (unsigned long long)m->workspace_bytes);
     if (!(c->pool = rt_pool_new(c->nthreads))) {
         char why[512];
         snprintf(why, sizeof why, "%s", vitc_last_error());
@@ -216,6 +217,38 @@ static vitc_status check_tensor(const vitc_model *m, const char *what, const vit
     return VITC_STATUS_OK;
 }
 
+/* The variant whose inputs have the shapes given (c->in_slots, matched),
+ * but for the batch; NULL with the error naming the shapes compiled. */
+static const vitc_abi_model *pick_variant(const vitc_context *c)
+{
+    const vitc_model *m = c->model;
+    for (int i = 0; i < m->nvariants; i++) {
+        const vitc_abi_model *v = m->variants[i];
+        int fits = 1;
+        for (int j = 0; fits && j < v->ninputs; j++) {
+            const vitc_abi_tensor *decl = &v->inputs[j];
+            const vitc_tensor *t = c->in_slots[j];
+            fits = t->rank == decl->rank;
+            for (int k = 0; fits && k < decl->rank; k++)
+                fits = ((decl->batch_mask >> k) & 1) || t->dims[k] == decl->dims[k];
+        }
+        if (fits)
+            return v;
+    }
+    char got[256], list[1024];
+    size_t k = 0;
+    const vitc_abi_tensor *first = &m->abi->inputs[0];
+    for (int i = 0; i < m->nvariants && k < sizeof list; i++) {
+        char one[256];
+        k += (size_t)snprintf(list + k, sizeof list - k, "%s%s", i ? ", " : "",
+                              shape_str(&m->variants[i]->inputs[0], one, sizeof one));
+    }
+    rt_fail(VITC_STATUS_SHAPE_MISMATCH,
+            "%s: input '%s' has shape %s; the model was compiled for %s (compile it with --shapes listing this size "
+            "to run it)", m->path, first->name, given_str(c->in_slots[0], got, sizeof got), list);
+    return NULL;
+}
+
 VITC_API vitc_status vitc_run(vitc_context *c, const vitc_tensor *inputs, int ninputs, vitc_tensor *outputs,
                               int noutputs)
 {
@@ -224,6 +257,8 @@ VITC_API vitc_status vitc_run(vitc_context *c, const vitc_tensor *inputs, int ni
     const vitc_model *m = c->model;
     const vitc_abi_model *a = m->abi;
     vitc_status st = match(m, "inputs", a->inputs, a->ninputs, inputs, ninputs, c->in_slots);
+    if (st == VITC_STATUS_OK && m->nvariants > 1 && !(a = pick_variant(c))) /* inputs named as the first's */
+        return VITC_STATUS_SHAPE_MISMATCH;
     if (st == VITC_STATUS_OK)
         st = match(m, "outputs", a->outputs, a->noutputs, outputs, noutputs, c->out_slots);
     int64_t batch = 0;
@@ -237,6 +272,8 @@ VITC_API vitc_status vitc_run(vitc_context *c, const vitc_tensor *inputs, int ni
         c->in_ptrs[j] = c->in_slots[j]->data;
     for (int j = 0; j < a->noutputs; j++)
         c->out_ptrs[j] = c->out_slots[j]->data;
+    rt_profile_variant(c, a);
+    c->abi = a;
     return m->exec->run(c, batch ? batch : 1);
 }
 
@@ -244,7 +281,7 @@ VITC_API vitc_status vitc_run(vitc_context *c, const vitc_tensor *inputs, int ni
 static vitc_status cpu_run(vitc_context *c, int64_t batch)
 {
     const vitc_model *m = c->model;
-    const vitc_abi_model *a = m->abi;
+    const vitc_abi_model *a = c->abi;
     vitc_abi_call call = {
         .batch = batch,
         .inputs = (const void *const *)c->in_ptrs,

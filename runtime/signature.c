@@ -15,15 +15,20 @@ VITC_API int vitc_model_num_outputs(const vitc_model *m)
     return m ? m->abi->noutputs : (rt_fail(VITC_STATUS_INVALID_ARGUMENT, "vitc_model_num_outputs: model is NULL"), -1);
 }
 
-static vitc_status tensor_info(const char *fn, const vitc_model *m, int i, vitc_tensor_info *info, int outputs)
+static vitc_status tensor_info(const char *fn, const vitc_model *m, int shape, int i, vitc_tensor_info *info,
+                               int outputs)
 {
     if (!m || !info)
         return rt_fail(VITC_STATUS_INVALID_ARGUMENT, "%s: %s is NULL", fn, m ? "info" : "model");
-    int n = outputs ? m->abi->noutputs : m->abi->ninputs;
+    if (shape < 0 || shape >= m->nvariants)
+        return rt_fail(VITC_STATUS_INVALID_ARGUMENT, "%s: %s was compiled for %d input shape%s; index %d is out of "
+                       "range", fn, m->path, m->nvariants, m->nvariants == 1 ? "" : "s", shape);
+    const vitc_abi_model *a = m->variants[shape];
+    int n = outputs ? a->noutputs : a->ninputs;
     if (i < 0 || i >= n)
         return rt_fail(VITC_STATUS_INVALID_ARGUMENT, "%s: %s has %d %s; index %d is out of range", fn, m->path, n,
                        outputs ? "outputs" : "inputs", i);
-    const vitc_abi_tensor *t = outputs ? &m->abi->outputs[i] : &m->abi->inputs[i];
+    const vitc_abi_tensor *t = outputs ? &a->outputs[i] : &a->inputs[i];
     memset(info, 0, sizeof *info);
     info->name = t->name;
     info->dtype = t->dtype;
@@ -37,12 +42,27 @@ static vitc_status tensor_info(const char *fn, const vitc_model *m, int i, vitc_
 
 VITC_API vitc_status vitc_model_input(const vitc_model *m, int i, vitc_tensor_info *info)
 {
-    return tensor_info("vitc_model_input", m, i, info, 0);
+    return tensor_info("vitc_model_input", m, 0, i, info, 0);
 }
 
 VITC_API vitc_status vitc_model_output(const vitc_model *m, int i, vitc_tensor_info *info)
 {
-    return tensor_info("vitc_model_output", m, i, info, 1);
+    return tensor_info("vitc_model_output", m, 0, i, info, 1);
+}
+
+VITC_API int vitc_model_num_shapes(const vitc_model *m)
+{
+    return m ? m->nvariants : (rt_fail(VITC_STATUS_INVALID_ARGUMENT, "vitc_model_num_shapes: model is NULL"), -1);
+}
+
+VITC_API vitc_status vitc_model_shape_input(const vitc_model *m, int shape, int i, vitc_tensor_info *info)
+{
+    return tensor_info("vitc_model_shape_input", m, shape, i, info, 0);
+}
+
+VITC_API vitc_status vitc_model_shape_output(const vitc_model *m, int shape, int i, vitc_tensor_info *info)
+{
+    return tensor_info("vitc_model_shape_output", m, shape, i, info, 1);
 }
 
 int64_t rt_abi_fixed_batch(const vitc_abi_model *a)
@@ -113,7 +133,7 @@ VITC_API vitc_status vitc_model_get_details(const vitc_model *m, vitc_model_deta
     d->features = a->features ? a->features : "";
     d->source = a->source ? a->source : "";
     d->max_batch = vitc_model_max_batch(m);
-    d->workspace_bytes = a->workspace_bytes;
+    d->workspace_bytes = m->workspace_bytes;
     d->weights_bytes = a->weights_bytes;
     d->weights_file = a->weights_file;
     d->weights_fnv1a = a->weights_fnv1a;

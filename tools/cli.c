@@ -6,6 +6,7 @@
 
 #include "frontend/onnx.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -287,7 +288,8 @@ ir_graph *cli_load_model_with(const char *path, cli_load_opts *o, int *status)
 {
     vitc_diag d;
     vitc_diag_init(&d, path);
-    onnx_import_opts io = {.keep_unsupported = o && o->keep_unsupported};
+    onnx_import_opts io = {.keep_unsupported = o && o->keep_unsupported, .shapes = o ? o->shapes : NULL,
+                           .nshapes = o ? o->nshapes : 0};
     ir_graph *g = onnx_import_file_opts(path, &io, &d);
     if (o) {
         o->unsupported = io.unsupported;
@@ -389,4 +391,63 @@ int cli_load_inputs(const ir_graph *g, char **specs, int nspecs, ir_tensor *inpu
         sig[k] = (cli_input_sig){v->name, ir_value_type_str(v, types[k], sizeof types[k]), (int)v->dtype};
     }
     return cli_read_inputs(g->path, sig, g->ninputs, specs, nspecs, inputs);
+}
+
+/* One [NAME:]D1xD2x... of --shapes into sh. */
+static int parse_one_shape(char *spec, onnx_input_shape *sh)
+{
+    char *colon = strrchr(spec, ':'), *p = colon ? colon + 1 : spec;
+    *sh = (onnx_input_shape){.name = NULL, .rank = 1};
+    if (colon) {
+        *colon = 0;
+        if (!*spec)
+            return cli_usage_error("--shapes: an empty input name before ':%s'", p);
+        sh->name = spec;
+    }
+    if ((p[0] == 'B' || p[0] == 'b') && p[1] == 'x')
+        p += 2; /* the batch, written out */
+    for (;;) {
+        char *end;
+        errno = 0;
+        long long v = strtoll(p, &end, 10);
+        if (end == p || errno || v < 1 || v > (1LL << 31) || (*end && *end != 'x'))
+            return cli_usage_error("--shapes: '%s' is not a shape: dimensions after the batch, each a number from 1, "
+                                   "joined by 'x' (e.g. 3x224x224)", colon ? colon + 1 : spec);
+        if (sh->rank == IR_MAX_RANK)
+            return cli_usage_error("--shapes: '%s' has more than %d dimensions", colon ? colon + 1 : spec,
+                                   IR_MAX_RANK - 1);
+        sh->dims[sh->rank++] = v;
+        if (!*end)
+            return VITC_OK;
+        p = end + 1;
+    }
+}
+
+int cli_parse_shapes(char *arg, onnx_input_shape (*shapes)[CLI_MAX_SHAPE_INPUTS], int *per, int max, int *nvariants)
+{
+    *nvariants = 0;
+    char *save = NULL;
+    for (char *v = strtok_r(arg, ",", &save); v; v = strtok_r(NULL, ",", &save)) {
+        if (*nvariants == max)
+            return cli_usage_error("--shapes: more than %d shapes", max);
+        int k = *nvariants, n = 0;
+        char *save2 = NULL;
+        for (char *one = strtok_r(v, "+", &save2); one; one = strtok_r(NULL, "+", &save2)) {
+            if (n == CLI_MAX_SHAPE_INPUTS)
+                return cli_usage_error("--shapes: more than %d inputs in one shape", CLI_MAX_SHAPE_INPUTS);
+            int st = parse_one_shape(one, &shapes[k][n]);
+            if (st)
+                return st;
+            for (int j = 0; j < n; j++)
+                if ((!shapes[k][j].name) != (!shapes[k][n].name) ||
+                    (shapes[k][j].name && strcmp(shapes[k][j].name, shapes[k][n].name) == 0))
+                    return cli_usage_error("--shapes: a shape of several inputs names each once (NAME:DIMS+NAME:DIMS)");
+            n++;
+        }
+        per[k] = n;
+        (*nvariants)++;
+    }
+    if (*nvariants == 0)
+        return cli_usage_error("--shapes: no shape given (e.g. --shapes 3x224x224,3x448x448)");
+    return VITC_OK;
 }

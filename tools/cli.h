@@ -127,7 +127,19 @@ typedef struct {
     int nunsupported;
     int infer_status; /* out, with unsupported nodes: where shape inference failed for another reason than
                        * them (the error printed), its status; the graph is returned all the same */
+    /* --shapes: sizes for the symbolic dimensions beyond the batch (onnx_import_opts.shapes) */
+    const onnx_input_shape *shapes;
+    int nshapes;
 } cli_load_opts;
+/* The --shapes argument: variants separated by ',', each one or more input
+ * shapes separated by '+', each [NAME:]D1xD2x..., the dimensions after the
+ * batch (a leading 'B' for the batch may be written).  Fills up to max
+ * variants of at most CLI_MAX_SHAPE_INPUTS shapes (names point into arg,
+ * which it modifies); *nvariants and per[i] the counts.  Returns status,
+ * a usage error saying what is wrong. */
+#define CLI_MAX_SHAPES 16
+#define CLI_MAX_SHAPE_INPUTS 8
+int cli_parse_shapes(char *arg, onnx_input_shape (*shapes)[CLI_MAX_SHAPE_INPUTS], int *per, int max, int *nvariants);
 /* cli_load_model with options (o may be NULL). */
 ir_graph *cli_load_model_with(const char *path, cli_load_opts *o, int *status);
 /* What to tell the user of a model whose export fixed the batch: how to
@@ -180,8 +192,9 @@ void cli_json_shape(json_w *w, const char *key, const ir_tensor *t);
 int cli_rt_load_inputs(const vitc_model *m, const char *path, char **specs, int nspecs, ir_tensor *inputs);
 /* The batch that inputs (in the model's order) imply; -1 if none fits. */
 int64_t cli_rt_batch_of(const vitc_model *m, const ir_tensor *inputs);
-/* Allocates the model's outputs at a batch. */
-int cli_rt_alloc_outputs(const vitc_model *m, int64_t batch, ir_tensor *outputs);
+/* Allocates the model's outputs at a batch, of the input shape the inputs
+ * (in the model's order) have where it was compiled for several. */
+int cli_rt_alloc_outputs(const vitc_model *m, int64_t batch, const ir_tensor *inputs, ir_tensor *outputs);
 /* vitc_run on ir_tensors in the model's order; the error printed; returns an exit code. */
 int cli_rt_run(vitc_context *c, const vitc_model *m, const ir_tensor *inputs, ir_tensor *outputs);
 

@@ -139,11 +139,32 @@ int64_t cli_rt_batch_of(const vitc_model *m, const ir_tensor *inputs)
     return 1;
 }
 
-int cli_rt_alloc_outputs(const vitc_model *m, int64_t batch, ir_tensor *outputs)
+/* The input shape of m (vitc_model_num_shapes) whose inputs have the
+ * dimensions of these but for the batch; 0 where none has (the run then
+ * refuses them). */
+static int shape_of(const vitc_model *m, const ir_tensor *inputs)
 {
+    for (int s = 1; s < vitc_model_num_shapes(m); s++) {
+        int fits = 1;
+        for (int i = 0; fits && i < vitc_model_num_inputs(m); i++) {
+            vitc_tensor_info info;
+            vitc_model_shape_input(m, s, i, &info);
+            fits = info.rank == inputs[i].rank;
+            for (int k = 0; fits && k < info.rank; k++)
+                fits = info.is_batch[k] || info.dims[k] == inputs[i].dims[k];
+        }
+        if (fits)
+            return s;
+    }
+    return 0;
+}
+
+int cli_rt_alloc_outputs(const vitc_model *m, int64_t batch, const ir_tensor *inputs, ir_tensor *outputs)
+{
+    int s = shape_of(m, inputs);
     for (int i = 0; i < vitc_model_num_outputs(m); i++) {
         vitc_tensor_info info;
-        vitc_model_output(m, i, &info);
+        vitc_model_shape_output(m, s, i, &info);
         int dt = ir_dtype_from_onnx(info.dtype);
         if (dt < 0) {
             fprintf(stderr, "vitc: output '%s' has dtype %d, which the tools cannot hold\n", info.name, info.dtype);

@@ -92,8 +92,15 @@ static void warn_fixed_batch(const ir_graph *g, const char *model)
                  cli_reexport_hint(g, hint, sizeof hint));
 }
 
+/* The --shapes variants: the input shapes of each graph the .so holds. */
+typedef struct {
+    int n; /* 0: no --shapes */
+    int per[CLI_MAX_SHAPES];
+    onnx_input_shape shapes[CLI_MAX_SHAPES][CLI_MAX_SHAPE_INPUTS];
+} compile_shapes;
+
 static int compile_model(const char *model, const cg_options *opt0, const char *dump_after, int dynamic_batch,
-                         const cg_backend *be)
+                         const cg_backend *be, const compile_shapes *sh)
 {
     cg_options opt = *opt0;
     if (!opt.source)
@@ -103,41 +110,54 @@ static int compile_model(const char *model, const cg_options *opt0, const char *
         return st;
     timer t = {.start = now_s(), .verbose = opt.verbose};
     t.last = opt.start_s = t.start;
-    cli_load_opts lo = {.dynamic_batch = dynamic_batch};
-    ir_graph *g = cli_load_model_with(model, &lo, &st);
-    if (!g)
-        return st;
-    if (g->fixed_batch && opt.verbose >= 0)
-        warn_fixed_batch(g, model);
-    char what[64];
-    snprintf(what, sizeof what, "import (%d nodes)", g->nnodes);
-    phase_done(&t, what);
+    int nv = sh && sh->n ? sh->n : 1;
     vitc_diag d;
     vitc_diag_init(&d, model);
-    pass_dump pd = {.which = dump_after, .out = stdout};
-    st = pass_run_pipeline(g, dump_after ? pass_dump_hook : NULL, &pd, &d);
-    snprintf(what, sizeof what, "passes (%d nodes left)", g->nnodes);
-    if (st == VITC_OK)
+    cg_session *s = NULL;
+    ir_graph *kept = NULL; /* a backend without end_graph reads its one graph up to cg_end */
+    st = cg_begin(be, &opt, nv, &d, &s);
+    for (int v = 0; st == VITC_OK && v < nv; v++) {
+        cli_load_opts lo = {.dynamic_batch = dynamic_batch, .shapes = sh && sh->n ? sh->shapes[v] : NULL,
+                            .nshapes = sh && sh->n ? sh->per[v] : 0};
+        ir_graph *g = cli_load_model_with(model, &lo, &st);
+        if (!g)
+            break;
+        if (v == 0 && g->fixed_batch && opt.verbose >= 0)
+            warn_fixed_batch(g, model);
+        char what[64];
+        snprintf(what, sizeof what, "import (%d nodes)", g->nnodes);
         phase_done(&t, what);
-    if (st == VITC_OK)
-        st = cg_compile(be, g, &opt, &d);
-    ir_graph_free(g);
+        pass_dump pd = {.which = dump_after, .out = stdout};
+        st = pass_run_pipeline(g, dump_after ? pass_dump_hook : NULL, &pd, &d);
+        snprintf(what, sizeof what, "passes (%d nodes left)", g->nnodes);
+        if (st == VITC_OK)
+            phase_done(&t, what);
+        if (st == VITC_OK)
+            st = cg_add(s, g);
+        if (be->end_graph)
+            ir_graph_free(g);
+        else
+            kept = g;
+    }
+    st = cg_end(s, st);
+    ir_graph_free(kept);
     return st;
 }
 
 int cli_compile(const char *model, const cg_options *opt)
 {
-    return compile_model(model, opt, NULL, 0, &cg_llvm_backend);
+    return compile_model(model, opt, NULL, 0, &cg_llvm_backend, NULL);
 }
 
 typedef struct {
     cg_options opt;
     const char *model, *target, *weights, *dump_after, *emit;
+    char *shapes;
     long long batch;
     int dynamic_batch;
 } compile_args;
 
-enum { K_DUMP_AFTER = 256 };
+enum { K_DUMP_AFTER = 256, K_SHAPES };
 
 static const cli_option compile_options[] = {
     {"output", 'o', "FILE", "The shared library to write (required).", .store = CLI_STRING,
@@ -150,6 +170,12 @@ static const cli_option compile_options[] = {
      "Make the first dimension of every graph input the batch, for an export that fixed it; an error names the "
      "node where the graph still holds the exported batch as a number.",
      .store = CLI_FLAG, .at = offsetof(compile_args, dynamic_batch)},
+    {"shapes", K_SHAPES, "S[,S...]",
+     "For a model exported with a dynamic image size (height and width symbolic): the input shapes to compile "
+     "for.  The one .so runs each, at any batch up to --batch, and refuses other sizes, naming these.  S is the "
+     "dimensions after the batch, e.g. 3x224x224,3x336x336,3x448x224; NAME:S for a named input, NAME:S+NAME2:S "
+     "for several inputs.  CPU only.",
+     .store = CLI_TAKE},
     {"opt-level", 'O', "LEVEL", "LLVM optimisation level 0-3 (default 3), also written -O0 .. -O3.",
      .store = CLI_TAKE},
     {"target", 0, "cpu|cuda", "Generate CPU code through LLVM (default) or CUDA kernels through NVRTC.",
@@ -182,10 +208,10 @@ static const cli_option compile_options[] = {
 
 const cli_command cli_compile_command = {
     "compile",
-    "vitc compile MODEL.onnx -o MODEL.so [--batch N] [--dynamic-batch] [-O0..-O3] [--target cpu|cuda]\n"
-    "                                    [--cpu NAME] [--features +a,-b] [--weights embedded|external]\n"
-    "                                    [--precision P] [--emit so|cuda] [--dump-after PASS|all]\n"
-    "                                    [--verbose|--quiet]\n"
+    "vitc compile MODEL.onnx -o MODEL.so [--batch N] [--dynamic-batch] [--shapes S[,S...]]\n"
+    "                                    [-O0..-O3] [--target cpu|cuda] [--cpu NAME] [--features +a,-b]\n"
+    "                                    [--weights embedded|external] [--precision P] [--emit so|cuda]\n"
+    "                                    [--dump-after PASS|all] [--verbose|--quiet]\n"
     "vitc MODEL.onnx -o MODEL.so [options]",
     "Compile the model into a shared library that runs it for any batch from 1 to --batch: on the CPU\n"
     "(LLVM, -O3, the host's CPU unless --cpu/--features say otherwise) or, with --target cuda, on\n"
@@ -210,6 +236,9 @@ static int take_compile(void *ctx, int key, const char *v)
         if (strlen(v) != 1 || v[0] < '0' || v[0] > '3')
             return cli_usage_error("-O takes a level from 0 to 3 (-O0 .. -O3), not '%s'", v);
         a->opt.opt_level = v[0] - '0';
+        return VITC_OK;
+    case K_SHAPES:
+        a->shapes = (char *)v;
         return VITC_OK;
     case K_DUMP_AFTER:
         if (!pass_name_known(v))
@@ -249,5 +278,17 @@ int cmd_compile(int argc, char **argv)
     const cg_backend *be = cg_backend_named(target ? target : "cpu");
     if (!be)
         return cli_usage_error("--target takes cpu or cuda, not '%s'", target);
-    return compile_model(model, &opt, dump_after, a.dynamic_batch, be);
+    static compile_shapes sh; /* a few KB: not on the stack */
+    sh.n = 0;
+    if (a.shapes) {
+        char *copy = strdup(a.shapes);
+        if (!copy)
+            return cli_error("out of memory");
+        st = cli_parse_shapes(copy, sh.shapes, sh.per, CLI_MAX_SHAPES, &sh.n);
+        if (st == VITC_OK)
+            st = compile_model(model, &opt, dump_after, a.dynamic_batch, be, &sh);
+        free(copy);
+        return st;
+    }
+    return compile_model(model, &opt, dump_after, a.dynamic_batch, be, NULL);
 }

@@ -18,16 +18,18 @@ static int num_tensors(const vitc_model *m, int outputs)
     return outputs ? vitc_model_num_outputs(m) : vitc_model_num_inputs(m);
 }
 
-/* Output (outputs 1) or input i of m. */
-static vitc_tensor_info tensor_info(const vitc_model *m, int outputs, int i)
+/* Output (outputs 1) or input i of m's input shape s (0: the first, or only). */
+static vitc_tensor_info shape_info(const vitc_model *m, int s, int outputs, int i)
 {
     vitc_tensor_info info;
     if (outputs)
-        vitc_model_output(m, i, &info);
+        vitc_model_shape_output(m, s, i, &info);
     else
-        vitc_model_input(m, i, &info);
+        vitc_model_shape_input(m, s, i, &info);
     return info;
 }
+
+static vitc_tensor_info tensor_info(const vitc_model *m, int outputs, int i) { return shape_info(m, 0, outputs, i); }
 
 /* 1 if an input or output of m has a dimension in terms of the batch. */
 static int any_batch_dim(const vitc_model *m)
@@ -44,13 +46,24 @@ static int any_batch_dim(const vitc_model *m)
 
 static void print_tensors(const vitc_model *m, int outputs)
 {
-    int n = num_tensors(m, outputs);
+    int n = num_tensors(m, outputs), ns = vitc_model_num_shapes(m);
     printf("%s (%d):\n", outputs ? "outputs" : "inputs", n);
     for (int i = 0; i < n; i++) {
-        vitc_tensor_info info = tensor_info(m, outputs, i);
         char t[256];
-        printf("  %-24s %s\n", info.name, cli_tensor_info_str(&info, t, sizeof t));
+        for (int s = 0; s < ns; s++) {
+            vitc_tensor_info info = shape_info(m, s, outputs, i);
+            printf("  %-24s %s\n", s ? "" : info.name, cli_tensor_info_str(&info, t, sizeof t));
+        }
     }
+}
+
+/* A model compiled for several input shapes (--shapes): says so. */
+static void print_shapes(const vitc_model *m)
+{
+    int ns = vitc_model_num_shapes(m);
+    if (ns > 1)
+        printf("shapes:     %d (compiled with --shapes: one graph per input shape, each listed below; a run takes "
+               "the one its inputs fit)\n", ns);
 }
 
 /* The enabled target features ("+avx2,+fma,..."), wrapped to lines of about
@@ -202,6 +215,21 @@ static void inspect_json(const char *path, long long file_bytes, const vitc_mode
         }
         json_end_array(&w);
     }
+    /* every input shape compiled, the first being inputs and outputs above */
+    json_array(&w, "shapes");
+    for (int s = 0; s < vitc_model_num_shapes(m); s++) {
+        json_object(&w, NULL);
+        for (int out = 0; out < 2; out++) {
+            json_array(&w, out ? "outputs" : "inputs");
+            for (int i = 0; i < num_tensors(m, out); i++) {
+                vitc_tensor_info info = shape_info(m, s, out, i);
+                cli_tensor_info_json(&w, &info);
+            }
+            json_end_array(&w);
+        }
+        json_end_object(&w);
+    }
+    json_end_array(&w);
     json_int(&w, "workspace_bytes", (long long)d->workspace_bytes);
     json_object(&w, "weights");
     json_int(&w, "bytes", (long long)d->weights_bytes);
@@ -310,11 +338,12 @@ int cmd_inspect(int argc, char **argv)
                "others)\n", (long long)d.max_batch);
     else
         printf("batch:      1 to %lld\n", (long long)d.max_batch);
+    print_shapes(m);
     print_tensors(m, 0);
     print_tensors(m, 1);
-    printf("workspace:  %llu bytes %sper context (activations, planned for batch %lld)\n",
+    printf("workspace:  %llu bytes %sper context (activations, planned for batch %lld%s)\n",
            (unsigned long long)d.workspace_bytes, device ? "of device memory " : "",
-           (long long)d.max_batch);
+           (long long)d.max_batch, vitc_model_num_shapes(m) > 1 ? ", the largest shape's" : "");
     if (d.weights_file)
         printf("weights:    %llu bytes in external file %s (FNV-1a %016llx)\n", (unsigned long long)d.weights_bytes,
                d.weights_file, (unsigned long long)d.weights_fnv1a);

@@ -306,7 +306,7 @@ static int run_compiled(const run_opts *o, double *ms)
     /* Outputs at the inputs' batch; where that is out of range, the run below
      * reports it (inputs are checked before outputs). */
     int64_t batch = cli_rt_batch_of(m, inputs), max = vitc_model_max_batch(m);
-    status = cli_rt_alloc_outputs(m, batch < 1 ? 1 : batch > max ? max : batch, outputs);
+    status = cli_rt_alloc_outputs(m, batch < 1 ? 1 : batch > max ? max : batch, inputs, outputs);
     if (status)
         goto done;
     vitc_status vs = vitc_context_create(m, (int)o->nthreads, &c);

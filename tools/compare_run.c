@@ -111,7 +111,7 @@ int cmp_run_so(const cmp_opts *o, vitc_model *m, const ir_graph *g, const ir_ten
     }
     int64_t batch = status == VITC_OK ? cli_rt_batch_of(m, in) : 1, max = vitc_model_max_batch(m);
     if (status == VITC_OK) /* out of range: the run reports it (inputs are checked first) */
-        status = cli_rt_alloc_outputs(m, batch < 1 ? 1 : batch > max ? max : batch, outs);
+        status = cli_rt_alloc_outputs(m, batch < 1 ? 1 : batch > max ? max : batch, in, outs);
     if (status == VITC_OK) {
         vitc_status vs = vitc_context_create(m, (int)o->nthreads, &c);
         status = vs == VITC_STATUS_OK ? cli_rt_run(c, m, in, outs) : cli_rt_fail(vs);

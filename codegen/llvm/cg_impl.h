@@ -55,6 +55,15 @@ typedef struct {
 
 #define CG_MAX_KPTRS 40 /* tensors one kernel reads or writes */
 
+/* What the descriptor of a graph compiled into the module says, kept from
+ * its last node (cg_module_end_graph) to the descriptors (cg_module_finish). */
+struct cg_variant {
+    LLVMValueRef run_fn, ins, outs, knames, parts;
+    int ninputs, noutputs, nknames, nparts;
+    int64_t max_batch, fixed_batch;
+    uint64_t workspace_bytes, source_hash;
+};
+
 typedef struct cg_ctx {
     CG_CTX_HEAD /* codegen/backend.h: g, opt, d, max_batch, plan (uses, views), t */
     cg_target target;
@@ -74,9 +83,16 @@ typedef struct cg_ctx {
     int npadded;           /* values with row_pad > 0 */
     uint64_t workspace_bytes, workspace_unplanned;
 
-    /* weights blob */
+    /* weights blob, one for every graph of the module */
     cg_blob blob;
     int blob_object; /* embedded as an object file of its own (codegen/elf_obj.c) */
+    /* with several graphs (one per input shape), weights are shared by
+     * content: a graph's packed weights equal to another's are stored once */
+    struct cg_wshare *wshare;
+    int nwshare, capwshare;
+    /* what the descriptor of each graph compiled so far says (cg_module_end_graph) */
+    struct cg_variant *variants;
+    int nvariants_done;
 
     /* LLVM */
     LLVMContextRef llc;
@@ -88,7 +104,8 @@ typedef struct cg_ctx {
     LLVMTypeRef t_pf;   /* void (ptr pool, i64 n, ptr task, ptr arg) */
     LLVMTypeRef t_call; /* vitc_abi_call */
     LLVMTypeRef t_driver; /* void (ptr args, ptr pool, ptr pf, i32 nthreads): kernels.h drivers */
-    LLVMValueRef run_fn, run_call, run_batch, run_pool, run_pf, run_nthreads, run_profile, run_profile_arg;
+    LLVMValueRef run_fn, run_call, run_batch, run_pool, run_pf, run_nthreads, run_profile, run_profile_arg; /* this graph's */
+    LLVMTypeRef t_tensor, t_model, t_part; /* vitc_abi_tensor, vitc_abi_model, vitc_abi_part */
     LLVMValueRef run_closure; /* [CG_MAX_KPTRS + 1 x ptr] in run()'s frame, reused by every launch */
     LLVMValueRef fn, fn_call, fn_batch; /* the kernel being built */
     LLVMValueRef fn_ptr[CG_MAX_KPTRS];  /* its tensors' base pointers, from the closure */
@@ -120,10 +137,22 @@ void cg_schedule_free(cg_ctx *cg);
 /* The value whose storage v uses (follows views). */
 int cg_root(const cg_ctx *cg, int v);
 
-/* ---- the module (module.c) ---- */
+/* ---- the module (module.c) ----
+ * One module holds the code of every graph compiled into the .so (one per
+ * input shape): each graph has a run() of its own (cg_run_begin), its
+ * descriptor's fields are kept when its last node is done
+ * (cg_module_end_graph), and the descriptors, the first one exported and
+ * listing the others, are made when the weights are all in (cg_module_finish).
+ * Kernels are shared between graphs as between nodes, by what they compute. */
 int cg_module_begin(cg_ctx *cg);
-/* Finishes run() and adds the weights blob and the descriptor. */
+/* A new run() for the graph cg->g, the builder rb at its start. */
+int cg_run_begin(cg_ctx *cg);
+/* Ends run() of cg->g and keeps what its descriptor says. */
+int cg_module_end_graph(cg_ctx *cg);
+/* Adds the weights blob and the descriptors. */
 int cg_module_finish(cg_ctx *cg);
+/* 1 if fn is the run() of one of the module's graphs. */
+int cg_is_run(const cg_ctx *cg, LLVMValueRef fn);
 void cg_module_free(cg_ctx *cg);
 
 /* Memory type of a dtype (bool as i8); NULL if the backend cannot compute on it. */
@@ -183,6 +212,11 @@ int64_t cg_weights_add(cg_ctx *cg, const void *data, size_t n);
 int64_t cg_weights_reserve(cg_ctx *cg, size_t n, void **p);
 /* Offset of constant v's data in the blob (added on first use); -1 on error. */
 int64_t cg_weights_of(cg_ctx *cg, int v);
+/* The n bytes at off, the blob's last, are final: with several graphs, the
+ * offset of the same bytes stored before (the blob cut back to off), else
+ * off.  Every offset into the blob goes through here once its bytes are
+ * written (cg_weights_add and cg_weights_of do it themselves). */
+int64_t cg_weights_share(cg_ctx *cg, int64_t off, size_t n);
 
 /* Counted loop [from, to) in builder b; the body goes between begin and end. */
 typedef struct {

@@ -118,7 +118,7 @@ int cg_data_supports(const ir_graph *g, const ir_node *n, char *why, size_t len)
         }
         return 1;
     }
-    case IR_OP_TILE: case IR_OP_PAD: case IR_OP_GATHER_ND: case IR_OP_SCATTER_ND:
+    case IR_OP_TILE: case IR_OP_PAD: case IR_OP_GATHER_ND: case IR_OP_SCATTER_ND: case IR_OP_RESIZE:
         return !cg_refuse_folded_only(n, "CPU", why, len);
     default:
         return 1;

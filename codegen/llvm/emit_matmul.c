@@ -101,7 +101,7 @@ static int64_t add_packed(cg_ctx *cg, int node, const cg_gemm_desc *d, const flo
         cg_gemm_amx_pack(d, &cg->target, W, p);
     else
         cg_gemm_pack(d, &cg->target, W, p);
-    return off;
+    return cg_weights_share(cg, off, bytes);
 }
 
 /* One GEMM call in run(): C = act(A @ W + bias) + R over M rows. */

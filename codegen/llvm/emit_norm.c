@@ -232,7 +232,7 @@ static int64_t ln_param(cg_ctx *cg, int node, int v, int64_t N, const ir_value *
         }
         buf[e] = src[o];
     }
-    return off;
+    return cg_weights_share(cg, off, sizeof(float) * (size_t)N);
 }
 
 static int emit_normalization(cg_ctx *cg, int node)

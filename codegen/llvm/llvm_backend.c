@@ -3,9 +3,13 @@
  * The shared driver (codegen/compile.c) runs its slots in phases, each timed
  * for --verbose:
  *   check     supports(): every unsupported node reported at once
- *   plan      the target machine, then schedule.c: views (codegen/plan.c),
- *             element-wise fusion, memory plan
- *   emit      one or more kernels per node, in node order, called from run()
+ *   plan      the target machine and the module (first graph), then
+ *             schedule.c: views (codegen/plan.c), element-wise fusion,
+ *             memory plan
+ *   emit      one or more kernels per node, in node order, called from the
+ *             graph's run(); a .so of several input shapes (--shapes) holds
+ *             one graph per shape in one module, kernels shared by what they
+ *             compute, weights by their bytes
  *   optimise  (finish) LLVM's -O pipeline for the target CPU
  *   object    machine code into a private directory next to the output
  *   link      cc -shared, then rename into place */
@@ -117,25 +121,31 @@ static int llvm_plan(cg_ctx_head *c)
     cg_ctx *cg = (cg_ctx *)c;
     const ir_graph *g = cg->g;
     const cg_options *opt = cg->opt;
-    int st = cg_target_create(cg, &cg->tm);
-    if (st != VITC_OK)
-        return st;
-    cg_module_begin(cg);
-    LLVMTargetDataRef dl = LLVMCreateTargetDataLayout(cg->tm);
-    LLVMSetModuleDataLayout(cg->mod, dl);
-    LLVMDisposeTargetData(dl);
-    LLVMSetTarget(cg->mod, cg->triple);
-    if (opt->verbose > 0)
-        fprintf(stderr, "vitc: compiling %s for %s, cpu %s (%d-float vectors), -O%d, batch 1..%lld\n",
-                opt->source ? opt->source : g->path, cg->triple, cg->cpu, cg->target.vec_floats, opt->opt_level,
-                (long long)opt->max_batch);
+    int st;
+    if (cg->variant == 0) { /* the module, for every graph */
+        if ((st = cg_target_create(cg, &cg->tm)) != VITC_OK)
+            return st;
+        cg_module_begin(cg);
+        LLVMTargetDataRef dl = LLVMCreateTargetDataLayout(cg->tm);
+        LLVMSetModuleDataLayout(cg->mod, dl);
+        LLVMDisposeTargetData(dl);
+        LLVMSetTarget(cg->mod, cg->triple);
+        if (opt->verbose > 0)
+            fprintf(stderr, "vitc: compiling %s for %s, cpu %s (%d-float vectors), -O%d, batch 1..%lld\n",
+                    opt->source ? opt->source : g->path, cg->triple, cg->cpu, cg->target.vec_floats, opt->opt_level,
+                    (long long)opt->max_batch);
+    }
+    cg_run_begin(cg);
     if ((st = cg_schedule(cg)) != VITC_OK)
         return st;
-    char msg[160];
+    char msg[200], shape[96] = "";
     int nk = 0;
     for (int i = 0; i < g->nnodes; i++)
         nk += cg->kind[i] == CG_NODE_KERNEL;
-    snprintf(msg, sizeof msg, "plan (%d of %d nodes make kernels)", nk, g->nnodes);
+    if (cg->nvariants > 1 && g->ninputs > 0)
+        snprintf(shape, sizeof shape, ", shape %d of %d: %s", cg->variant + 1, cg->nvariants,
+                 ir_value_type_str(&g->values[g->inputs[0]], (char[80]){0}, 80));
+    snprintf(msg, sizeof msg, "plan (%d of %d nodes make kernels%s)", nk, g->nnodes, shape);
     phase_done(&cg->t, msg);
     if (opt->verbose > 0)
         fprintf(stderr, "vitc: workspace %.3f MB at batch %lld (%.3f MB without reuse); %d GEMM-only tensor%s with padded rows\n",
@@ -144,12 +154,9 @@ static int llvm_plan(cg_ctx_head *c)
     return VITC_OK;
 }
 
-/* After the kernels: the graph outputs not computed in place, run() and
- * the descriptor; then LLVM's -O pipeline and the objects, the link, the
- * weights written into the linked file (an embedded blob is an object of its
- * own, codegen/elf_obj.c, with a hole where they go) and the move into place
- * (codegen/package.h). */
-static int llvm_finish(cg_ctx_head *c)
+/* After a graph's kernels: its outputs not computed in place, the end of
+ * its run() and its descriptor's fields; then its schedule is freed. */
+static int llvm_end_graph(cg_ctx_head *c)
 {
     cg_ctx *cg = (cg_ctx *)c;
     int first = cg->nknames;
@@ -157,11 +164,28 @@ static int llvm_finish(cg_ctx_head *c)
     if (cg->d->status == VITC_OK && cg->nknames > first)
         cg_profile_mark(cg, -1, first);
     if (cg->d->status == VITC_OK)
+        cg_module_end_graph(cg);
+    cg_schedule_free(cg);
+    return cg->d->status;
+}
+
+/* After every graph: the descriptors; then LLVM's -O pipeline and the
+ * objects, the link, the weights written into the linked file (an embedded
+ * blob is an object of its own, codegen/elf_obj.c, with a hole where they
+ * go) and the move into place (codegen/package.h). */
+static int llvm_finish(cg_ctx_head *c)
+{
+    cg_ctx *cg = (cg_ctx *)c;
+    if (cg->d->status == VITC_OK)
         cg_module_finish(cg);
     if (cg->d->status == VITC_OK)
         internalize(cg);
     char msg[160];
-    snprintf(msg, sizeof msg, "emit (%d kernels, %.1f MB of weights)", cg->nknames, (double)cg->blob.len / 1e6);
+    int nk = 0;
+    for (int v = 0; v < cg->nvariants_done; v++)
+        nk += cg->variants[v].nknames;
+    snprintf(msg, sizeof msg, "emit (%d kernels%s, %.1f MB of weights)", nk,
+             cg->nvariants_done > 1 ? " over the shapes" : "", (double)cg->blob.len / 1e6);
     phase_done(&cg->t, msg);
     int st = cg->d->status;
     if (st != VITC_OK)
@@ -243,7 +267,9 @@ const cg_backend cg_llvm_backend = {
     .supports = llvm_supports,
     .plan = llvm_plan,
     .emit_node = llvm_emit_node,
+    .end_graph = llvm_end_graph,
     .finish = llvm_finish,
+    .variants = 1,
     .end = llvm_end,
     .describe = llvm_describe,
 };

@@ -21,6 +21,17 @@ enum {
     CALL_PROFILE, CALL_PROFILE_ARG, CALL_NFIELDS
 };
 
+/* vitc_abi_model's fields (runtime/abi.h), checked against its size at the
+ * end; the per-graph ones kept in a cg_variant until then. */
+enum { DESC_NFIELDS = 30 };
+
+/* A stored range of the weights blob, by its bytes' hash. */
+struct cg_wshare {
+    uint64_t hash;
+    int64_t off;
+    size_t n;
+};
+
 int cg_fail(cg_ctx *cg, int status, int node, const char *fmt, ...)
 {
     va_list ap;
@@ -84,7 +95,24 @@ int cg_module_begin(cg_ctx *cg)
                                              cg->t_ptr, cg->t_ptr, cg->t_i32, cg->t_ptr, cg->t_ptr};
     cg->t_call = LLVMStructCreateNamed(c, "vitc_abi_call");
     LLVMStructSetBody(cg->t_call, call_fields, CALL_NFIELDS, 0);
+    cg->t_tensor = LLVMStructCreateNamed(c, "vitc_abi_tensor");
+    LLVMTypeRef tf[5] = {cg->t_ptr, cg->t_i32, cg->t_i32, LLVMArrayType2(cg->t_i64, VITC_ABI_MAX_RANK), cg->t_i32};
+    LLVMStructSetBody(cg->t_tensor, tf, 5, 0);
+    cg->t_model = LLVMStructCreateNamed(c, "vitc_abi_model");
+    LLVMTypeRef mf[DESC_NFIELDS] = {cg->t_i32, cg->t_i32, cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_ptr,
+                                    cg->t_ptr, cg->t_i32, cg->t_i32, cg->t_ptr, cg->t_ptr, cg->t_i64, cg->t_i64,
+                                    cg->t_ptr, cg->t_i64, cg->t_ptr, cg->t_i64, cg->t_ptr, cg->t_i32, cg->t_ptr,
+                                    cg->t_ptr, cg->t_i64, cg->t_i32, cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_i64,
+                                    cg->t_i32, cg->t_ptr};
+    LLVMStructSetBody(cg->t_model, mf, DESC_NFIELDS, 0);
+    LLVMTypeRef pf[3] = {cg->t_ptr, cg->t_ptr, cg->t_ptr};
+    cg->t_part = LLVMStructTypeInContext(c, pf, 3, 0);
+    return VITC_OK;
+}
 
+int cg_run_begin(cg_ctx *cg)
+{
+    LLVMContextRef c = cg->llc;
     LLVMTypeRef run_args[1] = {cg->t_ptr};
     cg->run_fn = LLVMAddFunction(cg->mod, "vitc_run", LLVMFunctionType(cg->t_i32, run_args, 1, 0));
     LLVMSetLinkage(cg->run_fn, LLVMInternalLinkage);
@@ -133,6 +161,34 @@ void cg_module_free(cg_ctx *cg)
     cg->parts = NULL;
     cg->nparts = cg->capparts = 0;
     cg_blob_free(&cg->blob);
+    free(cg->wshare);
+    cg->wshare = NULL;
+    cg->nwshare = cg->capwshare = 0;
+    free(cg->variants);
+    cg->variants = NULL;
+    cg->nvariants_done = 0;
+}
+
+/* The kernel names and profile parts of one graph, freed for the next. */
+static void free_graph_lists(cg_ctx *cg)
+{
+    for (int i = 0; i < cg->nknames; i++)
+        free(cg->knames[i]);
+    cg->nknames = 0;
+    for (int i = 0; i < cg->nparts; i++)
+        for (int k = 0; k < 3; k++)
+            free(cg->parts[i].text[k]);
+    cg->nparts = 0;
+}
+
+int cg_is_run(const cg_ctx *cg, LLVMValueRef fn)
+{
+    if (fn == cg->run_fn)
+        return 1;
+    for (int i = 0; i < cg->nvariants_done; i++)
+        if (cg->variants[i].run_fn == fn)
+            return 1;
+    return 0;
 }
 
 /* ---- kernels and launches ---- */
@@ -516,7 +572,37 @@ LLVMValueRef cg_fadd_reassoc(LLVMBuilderRef b, LLVMValueRef x, LLVMValueRef y)
 
 int64_t cg_weights_reserve(cg_ctx *cg, size_t n, void **p) { return cg_blob_reserve(&cg->blob, n, p); }
 
-int64_t cg_weights_add(cg_ctx *cg, const void *data, size_t n) { return cg_blob_add(&cg->blob, data, n); }
+int64_t cg_weights_add(cg_ctx *cg, const void *data, size_t n)
+{
+    int64_t off = cg_blob_add(&cg->blob, data, n);
+    return off < 0 ? off : cg_weights_share(cg, off, n);
+}
+
+int64_t cg_weights_share(cg_ctx *cg, int64_t off, size_t n)
+{
+    if (cg->nvariants < 2 || off < 0 || n == 0)
+        return off;
+    const unsigned char *p = cg->blob.data + off;
+    uint64_t h = vitc_model_hash(p, n);
+    for (int i = 0; i < cg->nwshare; i++) {
+        const struct cg_wshare *w = &cg->wshare[i];
+        if (w->hash == h && w->n == n && w->off != off && memcmp(cg->blob.data + w->off, p, n) == 0) {
+            if ((size_t)off + n == cg->blob.len)
+                cg->blob.len = (size_t)off; /* the copy was the blob's last bytes: gone */
+            return w->off;
+        }
+    }
+    if (cg->nwshare == cg->capwshare) {
+        int cap = cg->capwshare ? 2 * cg->capwshare : 256;
+        void *grown = realloc(cg->wshare, sizeof *cg->wshare * (size_t)cap);
+        if (!grown)
+            return off; /* stored twice: only bigger */
+        cg->wshare = grown;
+        cg->capwshare = cap;
+    }
+    cg->wshare[cg->nwshare++] = (struct cg_wshare){.hash = h, .off = off, .n = n};
+    return off;
+}
 
 int64_t cg_weights_of(cg_ctx *cg, int v)
 {
@@ -561,8 +647,9 @@ static LLVMValueRef private_const(cg_ctx *cg, LLVMValueRef init, const char *nam
 }
 
 /* The vitc_abi_tensor array for the graph's inputs or outputs. */
-static LLVMValueRef tensor_array(cg_ctx *cg, LLVMTypeRef tt, const int *vals, int n, const char *name)
+static LLVMValueRef tensor_array(cg_ctx *cg, const int *vals, int n, const char *name)
 {
+    LLVMTypeRef tt = cg->t_tensor;
     if (n == 0)
         return LLVMConstNull(cg->t_ptr);
     LLVMValueRef *elems = calloc((size_t)n, sizeof *elems);
@@ -588,54 +675,67 @@ static LLVMValueRef tensor_array(cg_ctx *cg, LLVMTypeRef tt, const int *vals, in
     return private_const(cg, arr, name, 8);
 }
 
-int cg_module_finish(cg_ctx *cg)
+int cg_module_end_graph(cg_ctx *cg)
 {
     LLVMBuildRet(cg->rb, LLVMConstInt(cg->t_i32, 0, 0));
     const ir_graph *g = cg->g;
     if (cg_check_io(g, cg->d))
         return cg->d->status;
-
-    LLVMTypeRef tt = LLVMStructCreateNamed(cg->llc, "vitc_abi_tensor");
-    LLVMTypeRef tf[5] = {cg->t_ptr, cg->t_i32, cg->t_i32, LLVMArrayType2(cg->t_i64, VITC_ABI_MAX_RANK), cg->t_i32};
-    LLVMStructSetBody(tt, tf, 5, 0);
-    LLVMTypeRef mt = LLVMStructCreateNamed(cg->llc, "vitc_abi_model");
-    LLVMTypeRef mf[28] = {cg->t_i32, cg->t_i32, cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_ptr,
-                          cg->t_ptr, cg->t_i32, cg->t_i32, cg->t_ptr, cg->t_ptr, cg->t_i64, cg->t_i64,
-                          cg->t_ptr, cg->t_i64, cg->t_ptr, cg->t_i64, cg->t_ptr, cg->t_i32, cg->t_ptr,
-                          cg->t_ptr, cg->t_i64, cg->t_i32, cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_i64};
-    LLVMStructSetBody(mt, mf, 28, 0);
-    LLVMTypeRef pf[3] = {cg->t_ptr, cg->t_ptr, cg->t_ptr};
-    LLVMTypeRef pt = LLVMStructTypeInContext(cg->llc, pf, 3, 0);
-    LLVMTargetDataRef td = LLVMGetModuleDataLayout(cg->mod);
-    if (LLVMABISizeOfType(td, mt) != sizeof(vitc_abi_model) || LLVMABISizeOfType(td, tt) != sizeof(vitc_abi_tensor) ||
-        LLVMABISizeOfType(td, cg->t_call) != sizeof(vitc_abi_call) || LLVMABISizeOfType(td, pt) != sizeof(vitc_abi_part))
-        return cg_fail(cg, VITC_INTERNAL, -1, "the descriptor's layout for %s differs from runtime/abi.h", cg->triple);
     LLVMValueRef *pv = calloc((size_t)cg->nparts + 1, sizeof *pv);
-    if (!pv)
+    LLVMValueRef *names = calloc((size_t)cg->nknames + 1, sizeof *names);
+    struct cg_variant *vs = realloc(cg->variants, sizeof *vs * (size_t)(cg->nvariants_done + 1));
+    if (vs)
+        cg->variants = vs;
+    if (!pv || !names || !vs) {
+        free(pv), free(names);
         return cg_fail(cg, VITC_INTERNAL, -1, "out of memory");
+    }
     for (int i = 0; i < cg->nparts; i++) {
         LLVMValueRef t[3] = {cstr(cg, cg->parts[i].text[0]), cstr(cg, cg->parts[i].text[1]),
                              cstr(cg, cg->parts[i].text[2])};
         pv[i] = LLVMConstStructInContext(cg->llc, t, 3, 0);
     }
-    LLVMValueRef parts = cg->nparts ? private_const(cg, LLVMConstArray2(pt, pv, (uint64_t)cg->nparts), "vitc_parts", 8)
-                                    : LLVMConstNull(cg->t_ptr);
-    free(pv);
-
-    LLVMValueRef ins = tensor_array(cg, tt, g->inputs, g->ninputs, "vitc_inputs");
-    LLVMValueRef outs = tensor_array(cg, tt, g->outputs, g->noutputs, "vitc_outputs");
-    if (!ins || !outs)
-        return cg_fail(cg, VITC_INTERNAL, -1, "out of memory");
-
-    LLVMValueRef *names = calloc((size_t)cg->nknames + 1, sizeof *names);
-    if (!names)
-        return cg_fail(cg, VITC_INTERNAL, -1, "out of memory");
     for (int i = 0; i < cg->nknames; i++)
         names[i] = cstr(cg, cg->knames[i]);
-    LLVMValueRef knames = cg->nknames
-        ? private_const(cg, LLVMConstArray2(cg->t_ptr, names, (uint64_t)cg->nknames), "vitc_kernel_names", 8)
-        : LLVMConstNull(cg->t_ptr);
-    free(names);
+    struct cg_variant *v = &cg->variants[cg->nvariants_done];
+    *v = (struct cg_variant){
+        .run_fn = cg->run_fn,
+        .ins = tensor_array(cg, g->inputs, g->ninputs, "vitc_inputs"),
+        .outs = tensor_array(cg, g->outputs, g->noutputs, "vitc_outputs"),
+        .knames = cg->nknames
+            ? private_const(cg, LLVMConstArray2(cg->t_ptr, names, (uint64_t)cg->nknames), "vitc_kernel_names", 8)
+            : LLVMConstNull(cg->t_ptr),
+        .parts = cg->nparts ? private_const(cg, LLVMConstArray2(cg->t_part, pv, (uint64_t)cg->nparts), "vitc_parts", 8)
+                            : LLVMConstNull(cg->t_ptr),
+        .ninputs = g->ninputs,
+        .noutputs = g->noutputs,
+        .nknames = cg->nknames,
+        .nparts = cg->nparts,
+        .max_batch = cg->max_batch,
+        .fixed_batch = g->fixed_batch,
+        .workspace_bytes = cg->workspace_bytes ? cg->workspace_bytes : 64,
+        .source_hash = g->source_hash,
+    };
+    free(pv), free(names);
+    if (!v->ins || !v->outs)
+        return cg_fail(cg, VITC_INTERNAL, -1, "out of memory");
+    cg->nvariants_done++;
+    cg->run_fn = NULL;
+    free_graph_lists(cg);
+    return cg->d->status;
+}
+
+int cg_module_finish(cg_ctx *cg)
+{
+    LLVMTargetDataRef td = LLVMGetModuleDataLayout(cg->mod);
+    if (LLVMABISizeOfType(td, cg->t_model) != sizeof(vitc_abi_model) ||
+        LLVMABISizeOfType(td, cg->t_tensor) != sizeof(vitc_abi_tensor) ||
+        LLVMABISizeOfType(td, cg->t_call) != sizeof(vitc_abi_call) ||
+        LLVMABISizeOfType(td, cg->t_part) != sizeof(vitc_abi_part))
+        return cg_fail(cg, VITC_INTERNAL, -1, "the descriptor's layout for %s differs from runtime/abi.h", cg->triple);
+    int nv = cg->nvariants_done;
+    if (nv < 1)
+        return cg_fail(cg, VITC_INTERNAL, -1, "no graph was compiled");
 
     LLVMValueRef weights = LLVMConstNull(cg->t_ptr), wfile = LLVMConstNull(cg->t_ptr);
     if (cg->opt->external_weights) {
@@ -655,46 +755,64 @@ int cg_module_finish(cg_ctx *cg)
         weights = private_const(cg, init, "vitc_weights", 64);
     }
     char *knobs = cg_knobs_recorded(&cg->knobs, "cpu");
-    if (!knobs)
+    LLVMValueRef *desc = calloc((size_t)nv, sizeof *desc);
+    if (!knobs || !desc) {
+        free(knobs), free(desc);
         return cg_fail(cg, VITC_INTERNAL, -1, "out of memory");
-    LLVMValueRef f[28] = {
-        LLVMConstInt(cg->t_i32, VITC_ABI_VERSION, 0),
-        LLVMConstInt(cg->t_i32, sizeof(vitc_abi_model), 0),
-        cstr(cg, VITC_VERSION),
-        cstr(cg, "cpu"),
-        cstr(cg, cg->triple),
-        cstr(cg, cg->cpu),
-        cstr(cg, cg->features),
-        cstr(cg, cg_base_name(cg->opt->source)),
-        LLVMConstInt(cg->t_i32, (unsigned)g->ninputs, 0),
-        LLVMConstInt(cg->t_i32, (unsigned)g->noutputs, 0),
-        ins,
-        outs,
-        cg_i64(cg, cg->max_batch),
-        cg_i64(cg, (int64_t)(cg->workspace_bytes ? cg->workspace_bytes : 64)),
-        weights,
-        cg_i64(cg, (int64_t)cg->blob.len),
-        wfile,
-        /* checked where the weights are a file of their own; embedded ones are the .so's
-         * own bytes, and hashing hundreds of MB byte by byte costs a good part of a second */
-        LLVMConstInt(cg->t_i64, cg->opt->external_weights ? vitc_fnv1a(VITC_FNV1A_INIT, cg->blob.data, cg->blob.len) : 0,
-                     0),
-        cg->run_fn,
-        LLVMConstInt(cg->t_i32, (unsigned)cg->nknames, 0),
-        knames,
-        LLVMConstNull(cg->t_ptr), /* cuda_plan */
-        LLVMConstInt(cg->t_i64, g->source_hash, 0),
-        LLVMConstInt(cg->t_i32, (unsigned)cg->nparts, 0),
-        parts,
-        cstr(cg, cg_target_bf16(&cg->target) ? "bf16" : "fp32"),
-        cstr(cg, knobs),
-        cg_i64(cg, g->fixed_batch),
-    };
-    free(knobs);
-    LLVMValueRef desc = LLVMAddGlobal(cg->mod, mt, VITC_ABI_SYMBOL);
-    LLVMSetInitializer(desc, LLVMConstNamedStruct(mt, f, 28));
-    LLVMSetGlobalConstant(desc, 1);
-    LLVMSetLinkage(desc, LLVMExternalLinkage);
-    LLVMSetVisibility(desc, LLVMDefaultVisibility);
+    }
+    /* the exported descriptor, variant 0, lists every variant, itself first */
+    desc[0] = LLVMAddGlobal(cg->mod, cg->t_model, VITC_ABI_SYMBOL);
+    for (int i = 1; i < nv; i++)
+        desc[i] = LLVMAddGlobal(cg->mod, cg->t_model, "vitc_variant");
+    LLVMValueRef list = nv > 1 ? private_const(cg, LLVMConstArray2(cg->t_ptr, desc, (uint64_t)nv), "vitc_variants", 8)
+                               : LLVMConstNull(cg->t_ptr);
+    /* checked where the weights are a file of their own; embedded ones are the .so's
+     * own bytes, and hashing hundreds of MB byte by byte costs a good part of a second */
+    uint64_t wsum = cg->opt->external_weights ? vitc_fnv1a(VITC_FNV1A_INIT, cg->blob.data, cg->blob.len) : 0;
+    for (int i = 0; i < nv; i++) {
+        const struct cg_variant *v = &cg->variants[i];
+        LLVMValueRef f[DESC_NFIELDS] = {
+            LLVMConstInt(cg->t_i32, VITC_ABI_VERSION, 0),
+            LLVMConstInt(cg->t_i32, sizeof(vitc_abi_model), 0),
+            cstr(cg, VITC_VERSION),
+            cstr(cg, "cpu"),
+            cstr(cg, cg->triple),
+            cstr(cg, cg->cpu),
+            cstr(cg, cg->features),
+            cstr(cg, cg_base_name(cg->opt->source)),
+            LLVMConstInt(cg->t_i32, (unsigned)v->ninputs, 0),
+            LLVMConstInt(cg->t_i32, (unsigned)v->noutputs, 0),
+            v->ins,
+            v->outs,
+            cg_i64(cg, v->max_batch),
+            cg_i64(cg, (int64_t)v->workspace_bytes),
+            weights,
+            cg_i64(cg, (int64_t)cg->blob.len),
+            wfile,
+            LLVMConstInt(cg->t_i64, wsum, 0),
+            v->run_fn,
+            LLVMConstInt(cg->t_i32, (unsigned)v->nknames, 0),
+            v->knames,
+            LLVMConstNull(cg->t_ptr), /* cuda_plan */
+            LLVMConstInt(cg->t_i64, v->source_hash, 0),
+            LLVMConstInt(cg->t_i32, (unsigned)v->nparts, 0),
+            v->parts,
+            cstr(cg, cg_target_bf16(&cg->target) ? "bf16" : "fp32"),
+            cstr(cg, knobs),
+            cg_i64(cg, v->fixed_batch),
+            LLVMConstInt(cg->t_i32, (unsigned)(i == 0 && nv > 1 ? nv : 0), 0),
+            i == 0 ? list : LLVMConstNull(cg->t_ptr),
+        };
+        LLVMSetInitializer(desc[i], LLVMConstNamedStruct(cg->t_model, f, DESC_NFIELDS));
+        LLVMSetGlobalConstant(desc[i], 1);
+        if (i == 0) {
+            LLVMSetLinkage(desc[i], LLVMExternalLinkage);
+            LLVMSetVisibility(desc[i], LLVMDefaultVisibility);
+        } else {
+            LLVMSetLinkage(desc[i], LLVMPrivateLinkage);
+            LLVMSetAlignment(desc[i], 8);
+        }
+    }
+    free(knobs), free(desc);
     return cg->d->status;
 }

@@ -70,16 +70,16 @@ static int index_of(const fn_info *f, int n, LLVMValueRef fn)
 
 /* Joins every defined function with the defined functions it names (calls
  * or takes the address of), run() excepted. */
-static void join_calls(fn_info *f, int n, LLVMValueRef run)
+static void join_calls(const cg_ctx *cg, fn_info *f, int n)
 {
     for (int a = 0; a < n; a++) {
-        if (f[a].fn == run)
+        if (cg_is_run(cg, f[a].fn))
             continue;
         for (LLVMBasicBlockRef b = LLVMGetFirstBasicBlock(f[a].fn); b; b = LLVMGetNextBasicBlock(b))
             for (LLVMValueRef i = LLVMGetFirstInstruction(b); i; i = LLVMGetNextInstruction(i))
                 for (int k = 0; k < LLVMGetNumOperands(i); k++) {
                     LLVMValueRef o = LLVMGetOperand(i, k);
-                    int c = o && LLVMIsAFunction(o) && !LLVMIsDeclaration(o) && o != run ? index_of(f, n, o) : -1;
+                    int c = o && LLVMIsAFunction(o) && !LLVMIsDeclaration(o) && !cg_is_run(cg, o) ? index_of(f, n, o) : -1;
                     if (c >= 0)
                         f[find(f, a)].root = find(f, c);
                 }
@@ -88,7 +88,7 @@ static void join_calls(fn_info *f, int n, LLVMValueRef run)
 
 /* Greedy: the largest group first, into the lightest part.  Returns the
  * number of parts used. */
-static int assign_parts(fn_info *f, int n, LLVMValueRef run, int nparts)
+static int assign_parts(const cg_ctx *cg, fn_info *f, int n, int nparts)
 {
     long load[MAX_PARTS] = {0}, *group = calloc((size_t)n, sizeof(long));
     int *order = malloc(sizeof(int) * (size_t)n), ngroups = 0;
@@ -99,16 +99,17 @@ static int assign_parts(fn_info *f, int n, LLVMValueRef run, int nparts)
     for (int i = 0; i < n; i++)
         group[find(f, i)] += f[i].size;
     for (int i = 0; i < n; i++)
-        if (find(f, i) == i && f[i].fn != run)
+        if (find(f, i) == i && !cg_is_run(cg, f[i].fn))
             order[ngroups++] = i;
     for (int a = 1; a < ngroups; a++) /* by size, largest first (insertion sort: a few hundred groups) */
         for (int b = a; b > 0 && group[order[b]] > group[order[b - 1]]; b--) {
             int t = order[b];
             order[b] = order[b - 1], order[b - 1] = t;
         }
-    int ir = index_of(f, n, run), used = 1;
-    if (ir >= 0)
-        load[0] = group[find(f, ir)], f[find(f, ir)].part = 0;
+    int used = 1;
+    for (int i = 0; i < n; i++) /* every graph's run() */
+        if (cg_is_run(cg, f[i].fn))
+            load[0] += group[find(f, i)], f[find(f, i)].part = 0;
     for (int g = 0; g < ngroups; g++) {
         int best = 0;
         for (int p = 1; p < nparts; p++)
@@ -215,7 +216,7 @@ int cg_split_parts(const cg_ctx *cg)
     return n < 1 ? 1 : n > MAX_PARTS ? MAX_PARTS : (int)n;
 }
 
-/* What run() names in another part is reached through a hidden symbol. */
+/* What a run() names in another part is reached through a hidden symbol. */
 static void externalize_from_run(const fn_info *f, int n, LLVMValueRef run)
 {
     for (LLVMBasicBlockRef b = LLVMGetFirstBasicBlock(run); b; b = LLVMGetNextBasicBlock(b))
@@ -252,11 +253,12 @@ int cg_optimize_split(cg_ctx *cg, LLVMTargetMachineRef tm, char paths[][PATH_MAX
             fns[k] = (fn_info){.fn = f, .root = k, .size = count_insts(f)};
             names[k++] = (char *)LLVMGetValueName2(f, &len);
         }
-    join_calls(fns, nfns, cg->run_fn);
-    int n = want > 1 && cg->run_fn ? assign_parts(fns, nfns, cg->run_fn, want) : 1;
+    join_calls(cg, fns, nfns);
+    int n = want > 1 && cg->nvariants_done > 0 ? assign_parts(cg, fns, nfns, want) : 1;
     LLVMMemoryBufferRef bc = NULL;
     if (n > 1) {
-        externalize_from_run(fns, nfns, cg->run_fn);
+        for (int v = 0; v < cg->nvariants_done; v++)
+            externalize_from_run(fns, nfns, cg->variants[v].run_fn);
         if (!(bc = LLVMWriteBitcodeToMemoryBuffer(cg->mod)))
             n = 1; /* then in one piece, as without threads */
     }

@@ -82,6 +82,15 @@ VITC_API int vitc_model_num_inputs(const vitc_model *m);
 VITC_API int vitc_model_num_outputs(const vitc_model *m);
 VITC_API vitc_status vitc_model_input(const vitc_model *m, int i, vitc_tensor_info *info);
 VITC_API vitc_status vitc_model_output(const vitc_model *m, int i, vitc_tensor_info *info);
+/* The input shapes a model was compiled for (vitc compile --shapes): 1 for
+ * a model of one shape, whose inputs and outputs vitc_model_input/output
+ * give.  A model of several runs each: vitc_run takes the one whose inputs
+ * have the dimensions given (but for the batch), and refuses other sizes.
+ * vitc_model_input/output describe shape 0; these describe shape s, from 0
+ * to vitc_model_num_shapes(m) - 1 (the same names, dtypes and ranks). */
+VITC_API int vitc_model_num_shapes(const vitc_model *m);
+VITC_API vitc_status vitc_model_shape_input(const vitc_model *m, int s, int i, vitc_tensor_info *info);
+VITC_API vitc_status vitc_model_shape_output(const vitc_model *m, int s, int i, vitc_tensor_info *info);
 /* The batches a model runs: 1 to its --batch, or, for a model whose ONNX
  * export fixed the batch (the first dimension of its inputs a number, not
  * symbolic), that batch only: min and max are then both that number, and

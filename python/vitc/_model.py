@@ -169,6 +169,13 @@ class Model:
         try:
             self._inputs = self._signature(self._rt.vitc_model_num_inputs, self._rt.vitc_model_input)
             self._outputs = self._signature(self._rt.vitc_model_num_outputs, self._rt.vitc_model_output)
+            # per input shape compiled (vitc compile --shapes): its (inputs, outputs); the first is the above
+            self._variants = tuple(
+                (self._signature(self._rt.vitc_model_num_inputs,
+                                 lambda h, i, c, s=s: self._rt.vitc_model_shape_input(h, s, i, c)),
+                 self._signature(self._rt.vitc_model_num_outputs,
+                                 lambda h, i, c, s=s: self._rt.vitc_model_shape_output(h, s, i, c)))
+                for s in range(int(self._rt.vitc_model_num_shapes(self._handle))))
             self._max_batch = int(self._rt.vitc_model_max_batch(self._handle))
             self._min_batch = int(self._rt.vitc_model_min_batch(self._handle))
             self._target = _runtime.decode(self._rt.vitc_model_target(self._handle))
@@ -202,6 +209,11 @@ class Model:
     path = property(lambda self: self._path, doc="The .so this model was loaded from.")
     inputs = property(lambda self: list(self._inputs), doc="The inputs, as TensorInfo, in the model's order.")
     outputs = property(lambda self: list(self._outputs), doc="The outputs, as TensorInfo, in the model's order.")
+    shapes = property(lambda self: [list(ins) for ins, _ in self._variants],
+                      doc="The input shapes it was compiled for, as lists of TensorInfo (one list per shape, the "
+                          "inputs in the model's order): one for a model of one size; several for a model compiled "
+                          "with vitc compile --shapes, which runs each and takes the one whose inputs fit a run's. "
+                          "inputs and outputs describe the first.")
     max_batch = property(lambda self: self._max_batch,
                          doc="The largest batch it runs (vitc --batch, or the batch its ONNX export fixed).")
     min_batch = property(lambda self: self._min_batch,
@@ -317,15 +329,32 @@ class Model:
         res = dict(zip(names, self._run(list(input_feed.items()), None, convert=conv)))
         return [res[n] for n in wanted]
 
-    def _batch_of(self, feed):
-        """The batch the runtime will read (the first batch dimension of the first input
-        in the model's order), or 1 where it will refuse the inputs anyway."""
+    def _by_slot(self, feed):
+        """{input index in the model's order: array} of a feed."""
         by_slot = {}
         for i, (name, a) in enumerate(feed):
             j = i if name is None else next((k for k, t in enumerate(self._inputs) if t.name == name), None)
             if j is not None and j < len(self._inputs):
                 by_slot.setdefault(j, a)
-        for j, t in enumerate(self._inputs):
+        return by_slot
+
+    def _variant_of(self, feed):
+        """The (inputs, outputs) of the compiled shape the runtime will run for this feed: the
+        first whose inputs have its arrays' dimensions but for the batch (the first shape where
+        none has: the runtime then refuses the inputs)."""
+        by_slot = self._by_slot(feed)
+        for ins, outs in self._variants[1:]:
+            if all(j in by_slot and by_slot[j].ndim == t.rank and
+                   all(b or d == n for d, b, n in zip(t.dims, t.batch_dims, by_slot[j].shape))
+                   for j, t in enumerate(ins)):
+                return ins, outs
+        return self._variants[0]
+
+    def _batch_of(self, feed, inputs=None):
+        """The batch the runtime will read (the first batch dimension of the first input
+        in the model's order), or 1 where it will refuse the inputs anyway."""
+        by_slot = self._by_slot(feed)
+        for j, t in enumerate(inputs or self._inputs):
             for k, (d, b) in enumerate(zip(t.dims, t.batch_dims)):
                 if not b or d == 0:
                     continue
@@ -401,14 +430,15 @@ class Model:
             if t is not None and a.dtype != t.dtype:
                 raise DtypeMismatch(f"{self._path}: output '{name}' is {a.dtype}, the model gives {t.dtype}",
                                     status=_DTYPE_MISMATCH, status_name="dtype mismatch")
-        batch = self._batch_of(feed)
+        ins, outputs = self._variant_of(feed) if len(self._variants) > 1 else (self._inputs, self._outputs)
+        batch = self._batch_of(feed, ins)
         results = [out.pop(t.name) if t.name in out else np.empty(t.shape_at(batch), t.dtype)
-                   for t in self._outputs]
+                   for t in outputs]
         extra = list(out.items())  # names the model lacks: the runtime says so
         cin = (_runtime.CTensor * max(len(feed), 1))()
         for t, (name, a) in zip(cin, feed):
             _fill(t, name, a)
-        outs = [(t.name, a) for t, a in zip(self._outputs, results)] + extra
+        outs = [(t.name, a) for t, a in zip(outputs, results)] + extra
         cout = (_runtime.CTensor * max(len(outs), 1))()
         for t, (name, a) in zip(cout, outs):
             _fill(t, name, a)
