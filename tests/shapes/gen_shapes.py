@@ -7,8 +7,9 @@ tests/shapes/test_shapes.py compiles each for all of those sizes into one .so
 Models (tiny widths, the libraries' own patch sizes and position tables at
 224x224, weights random and seeded, eval mode): HF transformers' Dinov2Model,
 which interpolates its position table bicubically to the grid of the image it
-is given, and timm's VisionTransformer with dynamic_img_size=True (the same by
-timm's resample_abs_pos_embed, antialiased).  Exporters: TorchScript at
+is given, HF ViTForImageClassification run with interpolate_pos_encoding=True
+(the same), and timm's VisionTransformer with dynamic_img_size=True (the same
+by timm's resample_abs_pos_embed, antialiased).  Exporters: TorchScript at
 opset 17 with dynamic_axes on the batch, the height and the width, and the
 dynamo exporter with the same three dimensions dynamic; an export the
 exporter refuses is said and left out (timm's through TorchScript: its
@@ -43,13 +44,18 @@ def randomize_(model, seed):
 
 
 class Out(torch.nn.Module):
-    def __init__(self, m):
+    """pixel_values -> the logits, else the last hidden state (HF), or the output (timm)."""
+
+    def __init__(self, m, **kw):
         super().__init__()
         self.m = m
+        self.kw = kw
 
     def forward(self, x):
-        r = self.m(pixel_values=x) if not hasattr(self.m, "forward_features") else self.m(x)
-        return r.last_hidden_state if hasattr(r, "last_hidden_state") else r
+        if hasattr(self.m, "forward_features"):
+            return self.m(x)
+        r = self.m(pixel_values=x, **self.kw)
+        return r.logits if hasattr(r, "logits") else r.last_hidden_state
 
 
 def build(name):
@@ -59,6 +65,12 @@ def build(name):
                            image_size=224, patch_size=16, layerscale_value=0.5)
         cfg._attn_implementation = "eager"
         return Out(Dinov2Model(cfg))
+    if name == "hf_vit_dyn":
+        from transformers import ViTConfig, ViTForImageClassification
+        cfg = ViTConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
+                        image_size=224, patch_size=16, num_labels=10)
+        cfg._attn_implementation = "sdpa"
+        return Out(ViTForImageClassification(cfg), interpolate_pos_encoding=True)
     if name == "timm_vit_dyn":
         from timm.models.vision_transformer import VisionTransformer
         return Out(VisionTransformer(img_size=224, patch_size=16, embed_dim=64, depth=2, num_heads=4, mlp_ratio=2,

@@ -3,10 +3,11 @@ each is checked at, the batch, and the inputs."""
 import numpy as np
 
 BATCH = 2
-# model -> (height, width) sizes, the first the export's own
+# model -> (height, width) sizes: the position table's own, two larger (resampled up), one smaller (down)
 MODELS = {
-    "hf_dinov2_dyn": ((224, 224), (336, 336), (448, 224)),
-    "timm_vit_dyn": ((224, 224), (336, 336), (448, 224)),
+    "hf_dinov2_dyn": ((224, 224), (336, 336), (448, 224), (160, 160)),
+    "hf_vit_dyn": ((224, 224), (336, 336), (448, 224), (160, 160)),
+    "timm_vit_dyn": ((224, 224), (336, 336), (448, 224), (160, 160)),
 }
 
 

@@ -95,11 +95,11 @@ def check_export(path, tmp, failures):
             failures.append("%s at %dx%d: error %.3g (bar %g), shape %s (PyTorch's %s)" %
                             (path, h, w, e, BAR, out.shape, ref.shape))
     x = os.path.join(tmp, "x.npy")
-    np.save(x, input_array((1, 3, 160, 160)))
+    np.save(x, input_array((1, 3, 192, 192)))
     rc, text = vitc("run", so, "--input", x, "--output-dir", os.path.join(tmp, "other"))
     want = "[B,3,%d,%d]" % sizes[0]
     if rc != 2 or "compiled for" not in text or want not in text:
-        failures.append("%s: a size not compiled (160x160): exit %d, %r (want exit 2 naming %s)" %
+        failures.append("%s: a size not compiled (192x192): exit %d, %r (want exit 2 naming %s)" %
                         (path, rc, text.strip(), want))
 
 
