@@ -56,6 +56,10 @@ typedef struct {
      * give one). */
     const onnx_input_shape *shapes;
     int nshapes;
+    /* The shapes are the files a run was given, not what the user asked to
+     * compile: one that sizes no symbolic dimension is not an error, nor one
+     * whose number differs from the model's (the run reports the file). */
+    int shapes_from_inputs;
     /* Import the rest of the graph when some operators are unsupported:
      * those nodes are left out of the graph and listed in unsupported, their
      * outputs becoming values produced by no node (kind IR_VAL_INPUT, not

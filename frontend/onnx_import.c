@@ -218,7 +218,7 @@ static int check_shape_names(importer *im)
         int found = 0;
         for (size_t i = 0; name && i < im->gp->n_input; i++)
             found |= im->gp->input[i]->name && strcmp(im->gp->input[i]->name, name) == 0;
-        if (name && !found)
+        if (name && !found && !o->shapes_from_inputs)
             bad++, vitc_error(im->d, VITC_BAD_INPUT, NULL,
                               "a shape is given for input '%s', which the graph does not have", name);
     }
@@ -230,7 +230,7 @@ static void check_shapes_used(importer *im)
 {
     const onnx_import_opts *o = im->opts;
     for (int k = 0; o && k < o->nshapes; k++) {
-        if (!o->shapes[k].name && !im->unnamed_shape_taken)
+        if (!o->shapes[k].name && !im->unnamed_shape_taken && !o->shapes_from_inputs)
             vitc_error(im->d, VITC_BAD_INPUT, NULL,
                        "a shape is given, but no graph input has a symbolic dimension other than the batch: the model "
                        "takes one size (export it with dynamic height and width to compile it for several)");
@@ -261,6 +261,8 @@ static int import_input(importer *im, const Onnx__ValueInfoProto *vi)
     ir_value *v = &im->g->values[id];
     v->rank = (int)tt->shape->n_dim;
     const onnx_input_shape *given = input_shape(im, tt, name);
+    if (given && given->rank != v->rank && im->opts->shapes_from_inputs)
+        given = NULL; /* the file's rank is reported with the file */
     if (given && given->rank != v->rank)
         return vitc_error(im->d, VITC_BAD_INPUT, NULL, "graph input '%s' has rank %d; the shape given for it has %d "
                           "dimensions", name, v->rank, given->rank);
@@ -269,7 +271,7 @@ static int import_input(importer *im, const Onnx__ValueInfoProto *vi)
         int known = dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
         if (known && dim->dim_value >= 0 && dim->dim_value <= ((int64_t)1 << 31)) {
             v->dims[i] = ir_dim_const(dim->dim_value);
-            if (given && i > 0 && given->dims[i] != dim->dim_value)
+            if (given && i > 0 && given->dims[i] != dim->dim_value && !im->opts->shapes_from_inputs)
                 return vitc_error(im->d, VITC_BAD_INPUT, NULL, "graph input '%s': dimension %d is %lld in the model; "
                                   "the shape given for it says %lld", name, i, (long long)dim->dim_value,
                                   (long long)given->dims[i]);

@@ -289,7 +289,7 @@ ir_graph *cli_load_model_with(const char *path, cli_load_opts *o, int *status)
     vitc_diag d;
     vitc_diag_init(&d, path);
     onnx_import_opts io = {.keep_unsupported = o && o->keep_unsupported, .shapes = o ? o->shapes : NULL,
-                           .nshapes = o ? o->nshapes : 0};
+                           .nshapes = o ? o->nshapes : 0, .shapes_from_inputs = o && o->shapes_from_inputs};
     ir_graph *g = onnx_import_file_opts(path, &io, &d);
     if (o) {
         o->unsupported = io.unsupported;
@@ -449,5 +449,33 @@ int cli_parse_shapes(char *arg, onnx_input_shape (*shapes)[CLI_MAX_SHAPE_INPUTS]
     }
     if (*nvariants == 0)
         return cli_usage_error("--shapes: no shape given (e.g. --shapes 3x224x224,3x448x448)");
+    return VITC_OK;
+}
+
+int cli_input_shapes(char **specs, int nspecs, onnx_input_shape *shapes, int max, int *n)
+{
+    *n = 0;
+    int unnamed = 0;
+    static char names[CLI_MAX_SHAPE_INPUTS][256]; /* the CLI loads one model at a time */
+    max = max < CLI_MAX_SHAPE_INPUTS ? max : CLI_MAX_SHAPE_INPUTS;
+    for (int i = 0; i < nspecs && *n < max; i++) {
+        const char *eq = strchr(specs[i], '='), *file = eq ? eq + 1 : specs[i];
+        if (!eq && unnamed++)
+            continue; /* by position: which input it is, only the graph says */
+        ir_tensor t = {0};
+        vitc_diag d;
+        vitc_diag_init(&d, file);
+        if (ir_npy_read(file, &t, &d) != VITC_OK)
+            return d.status;
+        onnx_input_shape *sh = &shapes[(*n)++];
+        *sh = (onnx_input_shape){.rank = t.rank};
+        if (eq) {
+            snprintf(names[*n - 1], sizeof names[0], "%.*s", (int)(eq - specs[i]), specs[i]);
+            sh->name = names[*n - 1];
+        }
+        for (int k = 0; k < t.rank; k++)
+            sh->dims[k] = t.dims[k];
+        ir_tensor_free(&t);
+    }
     return VITC_OK;
 }

@@ -15,10 +15,14 @@ int cmd_compile(int argc, char **argv);
 
 /* ---- compiling (cmd_compile.c) ---- */
 #include "codegen/backend.h"
+#include "frontend/onnx.h" /* onnx_unsupported, onnx_input_shape */
 /* Compiles model (import, passes, CPU backend) into opt->output, refusing an
  * output that is a directory or the model itself; opt->source defaults to
- * model.  Errors are printed; returns an exit code. */
-int cli_compile(const char *model, const cg_options *opt);
+ * model; shapes[nshapes] size a dynamic image size (one input shape; with
+ * from_inputs, those of input files: onnx_import_opts.shapes_from_inputs).
+ * Errors are printed; returns an exit code. */
+int cli_compile(const char *model, const cg_options *opt, const onnx_input_shape *shapes, int nshapes,
+                int from_inputs);
 
 /* ---- the option grammar (cli_opts.c) ---- */
 #include <stddef.h> /* offsetof, for cli_option.at */
@@ -113,7 +117,6 @@ int cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * gets the exit code. */
 ir_graph *cli_load_model(const char *path, int *status);
 
-#include "frontend/onnx.h" /* onnx_unsupported */
 typedef struct {
     /* --dynamic-batch: every graph input's first dimension becomes the batch
      * B; a node that still fixes the batch (a shape constant holding the
@@ -130,7 +133,13 @@ typedef struct {
     /* --shapes: sizes for the symbolic dimensions beyond the batch (onnx_import_opts.shapes) */
     const onnx_input_shape *shapes;
     int nshapes;
+    int shapes_from_inputs; /* they are the --input files' (onnx_import_opts.shapes_from_inputs) */
 } cli_load_opts;
+/* The shapes of the --input [NAME=]FILE.npy files, for a model whose inputs
+ * have symbolic dimensions beyond the batch (shapes_from_inputs): named
+ * where the spec names its input, else the first unnamed one only.  Fills
+ * at most max; returns status (a file that cannot be read is reported). */
+int cli_input_shapes(char **specs, int nspecs, onnx_input_shape *shapes, int max, int *n);
 /* The --shapes argument: variants separated by ',', each one or more input
  * shapes separated by '+', each [NAME:]D1xD2x..., the dimensions after the
  * batch (a leading 'B' for the batch may be written).  Fills up to max

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { K_MAX_REL = 256, K_RTOL, K_ATOL };
+enum { K_MAX_REL = 256, K_RTOL, K_ATOL, K_SHAPES };
 
 static const cli_option compare_options[] = {
     {"input", 'i', "[NAME=]FILE.npy",
@@ -38,6 +38,11 @@ static const cli_option compare_options[] = {
      "For a failing model, name the first tensor where it parts from the reference (cuts of the graph compiled for "
      "the model's target and precision) and the first pass after which the interpreted graph moves.",
      .store = CLI_FLAG, .at = offsetof(cmp_opts, bisect)},
+    {"shapes", K_SHAPES, "S",
+     "For a model exported with a dynamic image size and random inputs: the input shape to compare at, the "
+     "dimensions after the batch (e.g. 3x336x336; NAME:S+NAME2:S for several inputs).  With --input files, "
+     "their shapes.",
+     .store = CLI_TAKE},
     {"batch", 0, "N", "The batch of the random inputs (default 2 where the model has a batch).", .store = CLI_COUNT,
      .at = offsetof(cmp_opts, batch), .lo = 1, .hi = 65536},
     {"seed", 0, "S", "The seed of the random inputs (default 0).", .store = CLI_COUNT,
@@ -53,7 +58,7 @@ const cli_command cli_compare_command = {
     "compare",
     "vitc compare MODEL.onnx [MODEL.so] [--input [NAME=]FILE.npy ...] [--max-rel R]\n"
     "                        [--rtol R] [--atol A] [--reference interpreter|onnxruntime] [--bisect]\n"
-    "                        [--batch N] [--seed S] [--threads N] [--json]",
+    "                        [--shapes S] [--batch N] [--seed S] [--threads N] [--json]",
     "Run the compiled model (without MODEL.so, one compiled into a temporary file) and a reference on the\n"
     "same inputs, and print per output the max abs error, max rel error (max|out-ref|/max|ref|), cosine\n"
     "and PASS/FAIL; exit 1 when an output is beyond tolerance. A MODEL.so compiled from another model is\n"
@@ -98,6 +103,9 @@ static int take_compare(void *ctx, int key, const char *v)
         return take_tolerance("rtol", v, &o->tol.rtol, &o->rtol_given);
     case K_ATOL:
         return take_tolerance("atol", v, &o->tol.atol, &o->atol_given);
+    case K_SHAPES:
+        o->shapes_arg = (char *)v;
+        return VITC_OK;
     }
     return VITC_INTERNAL;
 }
@@ -120,6 +128,22 @@ static int parse_args(int argc, char **argv, cmp_opts *o)
         return cli_usage_error("compare: --bisect prints a report of its own; it does not combine with --json");
     if (o->reference && strcmp(o->reference, "ort") == 0)
         o->reference = "onnxruntime";
+    if (o->shapes_arg && o->nspecs)
+        return cli_usage_error("compare: --shapes is for random inputs; the --input files give the shapes");
+    if (o->shapes_arg) {
+        static onnx_input_shape sh[CLI_MAX_SHAPES][CLI_MAX_SHAPE_INPUTS];
+        int per[CLI_MAX_SHAPES], n;
+        if ((st = cli_parse_shapes(o->shapes_arg, sh, per, CLI_MAX_SHAPES, &n)) != VITC_OK)
+            return st;
+        if (n > 1)
+            return cli_usage_error("compare: --shapes takes one shape (the compare runs one); run it once per shape");
+        memcpy(o->shapes, sh[0], sizeof o->shapes);
+        o->nshapes = per[0];
+    } else if (o->nspecs) {
+        if ((st = cli_input_shapes(o->specs, o->nspecs, o->shapes, CLI_MAX_SHAPE_INPUTS, &o->nshapes)) != VITC_OK)
+            return st;
+        o->shapes_from_inputs = 1;
+    }
     o->tol.elementwise = o->rtol_given || o->atol_given;
     if (o->tol.elementwise && !o->rtol_given)
         o->tol.rtol = 1e-5; /* numpy's defaults */
@@ -304,9 +328,15 @@ static int compile_temp(cmp_opts *o, int64_t max_batch, char *so, size_t n)
     FILE *info = o->json ? stderr : stdout;
     fprintf(info, "compiling %s for batches 1 to %lld\n", o->onnx, (long long)max_batch);
     fflush(info);
-    if ((st = cli_compile(o->onnx, &opt)) == VITC_OK)
+    if ((st = cli_compile(o->onnx, &opt, o->shapes, o->nshapes, o->shapes_from_inputs)) == VITC_OK)
         o->so = so;
     return st;
+}
+
+ir_graph *cmp_load_model(const cmp_opts *o, int *status)
+{
+    cli_load_opts lo = {.shapes = o->shapes, .nshapes = o->nshapes, .shapes_from_inputs = o->shapes_from_inputs};
+    return cli_load_model_with(o->onnx, &lo, status);
 }
 
 int cmd_compare(int argc, char **argv)
@@ -322,7 +352,7 @@ int cmd_compare(int argc, char **argv)
     char temp_so[512];
     if (o.so && (status = cli_rt_load(o.so, &m)) != VITC_OK)
         goto done;
-    if (!(g = cli_load_model(o.onnx, &status)))
+    if (!(g = cmp_load_model(&o, &status)))
         goto done;
     if (m) { /* the .so must come from this very file (its bytes' hash, recorded at compile time) */
         vitc_model_details md;

@@ -95,6 +95,7 @@ static void warn_fixed_batch(const ir_graph *g, const char *model)
 /* The --shapes variants: the input shapes of each graph the .so holds. */
 typedef struct {
     int n; /* 0: no --shapes */
+    int from_inputs; /* the shapes of a run's input files (onnx_import_opts.shapes_from_inputs) */
     int per[CLI_MAX_SHAPES];
     onnx_input_shape shapes[CLI_MAX_SHAPES][CLI_MAX_SHAPE_INPUTS];
 } compile_shapes;
@@ -118,7 +119,7 @@ static int compile_model(const char *model, const cg_options *opt0, const char *
     st = cg_begin(be, &opt, nv, &d, &s);
     for (int v = 0; st == VITC_OK && v < nv; v++) {
         cli_load_opts lo = {.dynamic_batch = dynamic_batch, .shapes = sh && sh->n ? sh->shapes[v] : NULL,
-                            .nshapes = sh && sh->n ? sh->per[v] : 0};
+                            .nshapes = sh && sh->n ? sh->per[v] : 0, .shapes_from_inputs = sh && sh->from_inputs};
         ir_graph *g = cli_load_model_with(model, &lo, &st);
         if (!g)
             break;
@@ -144,9 +145,16 @@ static int compile_model(const char *model, const cg_options *opt0, const char *
     return st;
 }
 
-int cli_compile(const char *model, const cg_options *opt)
+int cli_compile(const char *model, const cg_options *opt, const onnx_input_shape *shapes, int nshapes,
+                int from_inputs)
 {
-    return compile_model(model, opt, NULL, 0, &cg_llvm_backend, NULL);
+    static compile_shapes sh; /* a few KB: not on the stack */
+    sh.n = nshapes > 0;
+    sh.from_inputs = from_inputs;
+    sh.per[0] = nshapes < CLI_MAX_SHAPE_INPUTS ? nshapes : CLI_MAX_SHAPE_INPUTS;
+    for (int i = 0; i < sh.per[0]; i++)
+        sh.shapes[0][i] = shapes[i];
+    return compile_model(model, opt, NULL, 0, &cg_llvm_backend, &sh);
 }
 
 typedef struct {
@@ -281,14 +289,13 @@ int cmd_compile(int argc, char **argv)
     static compile_shapes sh; /* a few KB: not on the stack */
     sh.n = 0;
     if (a.shapes) {
-        char *copy = strdup(a.shapes);
-        if (!copy)
-            return cli_error("out of memory");
-        st = cli_parse_shapes(copy, sh.shapes, sh.per, CLI_MAX_SHAPES, &sh.n);
-        if (st == VITC_OK)
-            st = compile_model(model, &opt, dump_after, a.dynamic_batch, be, &sh);
-        free(copy);
-        return st;
+        static char copy[4096]; /* the names in sh point into it */
+        if (strlen(a.shapes) >= sizeof copy)
+            return cli_usage_error("--shapes is too long");
+        snprintf(copy, sizeof copy, "%s", a.shapes);
+        if ((st = cli_parse_shapes(copy, sh.shapes, sh.per, CLI_MAX_SHAPES, &sh.n)) != VITC_OK)
+            return st;
+        return compile_model(model, &opt, dump_after, a.dynamic_batch, be, &sh);
     }
     return compile_model(model, &opt, dump_after, a.dynamic_batch, be, NULL);
 }

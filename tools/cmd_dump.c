@@ -13,7 +13,7 @@
 #include <string.h>
 
 typedef struct {
-    const char *model, *stage, *format, *dump_after;
+    const char *model, *stage, *format, *dump_after, *shapes;
     int stats, explain;
 } dump_args;
 
@@ -32,13 +32,17 @@ static const cli_option dump_options[] = {
      "condition that failed; then every Softmax, Sigmoid, Pow, Sqrt, Reciprocal, MatMul or Erf left outside fused "
      "ops, with the candidate at it or a few nodes from it that did not fuse.",
      .store = CLI_FLAG, .at = offsetof(dump_args, explain)},
+    {"shapes", 0, "S",
+     "For a model exported with a dynamic image size: the input shape to print it at, the dimensions after the "
+     "batch (e.g. 3x336x336; NAME:S+NAME2:S for several inputs).",
+     .store = CLI_STRING, .at = offsetof(dump_args, shapes)},
     {0},
 };
 
 const cli_command cli_dump_command = {
     "dump",
     "vitc dump MODEL.onnx [--stage imported|optimized] [--format text|dot] [--stats]\n"
-    "                     [--dump-after PASS|all] [--explain-fusion]",
+    "                     [--dump-after PASS|all] [--explain-fusion] [--shapes S]",
     "Print the graph IR of an ONNX model; of one with unsupported operators, the graph with those nodes\n"
     "marked '!! unsupported' (then exit 2).",
     dump_options,
@@ -203,6 +207,20 @@ int cmd_dump(int argc, char **argv)
     /* the graph as imported is printed even where some operators are unsupported: marked, in their place */
     int printable = !(optimized || explain || dump_after);
     cli_load_opts lo = {.keep_unsupported = printable};
+    static onnx_input_shape sh[CLI_MAX_SHAPES][CLI_MAX_SHAPE_INPUTS];
+    if (a.shapes) {
+        int per[CLI_MAX_SHAPES], n;
+        static char copy[4096]; /* the names in sh point into it */
+        if (strlen(a.shapes) >= sizeof copy)
+            return cli_usage_error("dump: --shapes is too long");
+        snprintf(copy, sizeof copy, "%s", a.shapes);
+        if ((st = cli_parse_shapes(copy, sh, per, CLI_MAX_SHAPES, &n)) != VITC_OK)
+            return st;
+        if (n > 1)
+            return cli_usage_error("dump: --shapes takes one shape (the graph is printed at one); run it once per shape");
+        lo.shapes = sh[0];
+        lo.nshapes = per[0];
+    }
     ir_graph *g = cli_load_model_with(model, &lo, &status);
     if (!g)
         return status;

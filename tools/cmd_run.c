@@ -149,7 +149,11 @@ static int write_outputs(json_w *json, const char *outdir, const char *const *na
 static int run_interpreter(const run_opts *o, double *ms)
 {
     int status;
-    ir_graph *g = cli_load_model(o->model, &status);
+    onnx_input_shape shapes[CLI_MAX_SHAPE_INPUTS]; /* a dynamic image size: the files' */
+    cli_load_opts lo = {.shapes = shapes, .shapes_from_inputs = 1};
+    if ((status = cli_input_shapes((char **)o->specs, o->nspecs, shapes, CLI_MAX_SHAPE_INPUTS, &lo.nshapes)))
+        return status;
+    ir_graph *g = cli_load_model_with(o->model, &lo, &status);
     if (!g)
         return status;
     ir_tensor *inputs = calloc((size_t)g->ninputs + 1, sizeof(ir_tensor));

@@ -32,7 +32,15 @@ typedef struct {
     char tmpdir[256];       /* temporary .so files, "" until made */
     char precision[8];      /* the model's ("bf16", ...): --bisect's cuts are compiled alike; "": fp32 CPU */
     const struct cg_backend *backend; /* the model's backend: the cuts are compiled alike */
+    /* the input shape compared, for a model with a dynamic image size: --shapes, else the --input files' */
+    char *shapes_arg;
+    onnx_input_shape shapes[CLI_MAX_SHAPE_INPUTS];
+    int nshapes, shapes_from_inputs;
 } cmp_opts;
+
+/* o->onnx imported at the shape compared (o->shapes), shapes inferred; NULL
+ * after reporting, *status the exit code. */
+ir_graph *cmp_load_model(const cmp_opts *o, int *status);
 
 typedef struct {
     double max_abs;     /* max |out - ref|; NaN when some element is NaN/inf on one side only */

@@ -150,7 +150,7 @@ static int probe(const ir_graph *g, cmp_opts *o, const ir_tensor *inputs, int v,
     int st = cmp_temp_path(o, name, so, sizeof so);
     if (st)
         return st;
-    ir_graph *cut = cli_load_model(o->onnx, &st);
+    ir_graph *cut = cmp_load_model(o, &st);
     if (!cut)
         return st;
     int *outs = ir_alloc(cut->arena, sizeof *outs);

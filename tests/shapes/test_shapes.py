@@ -11,7 +11,8 @@ outputs at each size of shapes_common.MODELS):
   - `vitc run` at each size is within 1e-4 of PyTorch's output (max |out -
     ref| / max |ref|), NaN or infinite outputs failing;
   - a size not compiled is refused (exit 2), naming the sizes compiled.
-Then the errors: an export with a dynamic size compiled without --shapes,
+On one export, the other commands at a size: compare (--shapes, and --input
+files), run of the ONNX file by the interpreter, and dump.  Then the errors: an export with a dynamic size compiled without --shapes,
 --shapes for a model of one size, a malformed --shapes, and --target cuda
 with several sizes all exit 2 with a message saying what to do.
 
@@ -103,6 +104,34 @@ def check_export(path, tmp, failures):
                         (path, rc, text.strip(), want))
 
 
+def check_tools(path, tmp, failures):
+    """compare (random inputs at a --shapes size, and --input files), run of the ONNX file by the
+    interpreter at a size given by its input file, and dump at a size."""
+    name = os.path.basename(path).split("-")[0]
+    h, w = MODELS[name][1]
+    rc, text = vitc("compare", path, "--shapes", "3x%dx%d" % (h, w))
+    if rc != 0 or "PASS" not in text or "%d," % BATCH not in text:
+        failures.append("%s: compare --shapes 3x%dx%d: exit %d: %s" % (path, h, w, rc, text.strip()[-300:]))
+    x = os.path.join(tmp, "x.npy")
+    np.save(x, input_array((BATCH, 3, h, w)))
+    rc, text = vitc("compare", path, "--input", x)
+    if rc != 0 or "PASS" not in text:
+        failures.append("%s: compare --input (%dx%d): exit %d: %s" % (path, h, w, rc, text.strip()[-300:]))
+    outdir = os.path.join(tmp, "interp")
+    rc, text = vitc("run", path, "--input", x, "--output-dir", outdir)
+    if rc != 0:
+        failures.append("%s: run by the interpreter at %dx%d: exit %d: %s" % (path, h, w, rc, text.strip()[-300:]))
+    else:
+        out = np.load(glob.glob(os.path.join(outdir, "*.npy"))[0])
+        e = rel_error(out, np.load(os.path.join(HERE, "%s.%dx%d.output.npy" % (name, h, w))))
+        print("%-28s %4dx%-4d  interpreter     max-rel %.2e" % (os.path.basename(path), h, w, e))
+        if not e <= BAR:
+            failures.append("%s: the interpreter at %dx%d: error %.3g" % (path, h, w, e))
+    rc, text = vitc("dump", path, "--stage", "optimized", "--stats", "--shapes", "3x%dx%d" % (h, w))
+    if rc != 0 or "Attention 2" not in text:
+        failures.append("%s: dump --shapes: exit %d: %s" % (path, rc, text.strip()[-300:]))
+
+
 def expect_error(failures, what, args, words):
     rc, text = vitc(*args)
     if rc != 2 or not all(w in text for w in words):
@@ -120,6 +149,7 @@ def main():
         for path in exports:
             check_export(path, tmp, failures)
         dyn = os.path.join(HERE, "hf_dinov2_dyn-ts17.onnx")
+        check_tools(dyn, tmp, failures)
         so = os.path.join(tmp, "e.so")
         expect_error(failures, "a dynamic image size without --shapes", ("compile", dyn, "-o", so),
                      ["'height'", "--shapes 3x224x224"])
