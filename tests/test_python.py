@@ -17,7 +17,10 @@ outside the source tree, with VITC_SOURCE_DIR set:
   - a wrong dtype is refused by name ("is float64, the model takes float32"),
     and convert=True converts float64 and non-contiguous inputs;
   - the package is typed (py.typed, annotations);
-  - vitc.compile(torch.nn.Module, example_input=...) where torch is installed.
+  - vitc.compile(torch.nn.Module, example_input=...) where torch is installed;
+  - a model exported with a dynamic image size compiled for two sizes
+    (shapes=): Model.shapes lists both, each runs within 1e-4 of PyTorch, and
+    another size is refused naming them.
 """
 import gc
 import importlib.util
@@ -579,3 +582,23 @@ def test_compile_torch_module(tmp_path):
 def test_compile_torch_module_without_torch():
     with pytest.raises(TypeError, match=r"not builtins.object \(torch is not installed, so no torch.nn.Module"):
         vitc.compile(object())
+
+
+def test_several_image_sizes(tmp_path):
+    sys.path.insert(0, os.path.join(SRC, "tests", "shapes"))
+    try:
+        from shapes_common import BATCH, input_array
+    finally:
+        sys.path.pop(0)
+    onnx = os.path.join(SRC, "tests", "shapes", "hf_vit_dyn-ts17.onnx")
+    m = vitc.compile(onnx, shapes=[(3, 224, 224), (3, 160, 160)], batch=BATCH, cache_dir=tmp_path)
+    assert [[t.shape for t in ins] for ins in m.shapes] == [[("B", 3, 224, 224)], [("B", 3, 160, 160)]]
+    assert m.inputs[0].shape == ("B", 3, 224, 224)
+    for h in (224, 160):
+        ref = np.load(os.path.join(SRC, "tests", "shapes", f"hf_vit_dyn.{h}x{h}.output.npy"))
+        out = m(input_array((BATCH, 3, h, h)))
+        assert out.shape == ref.shape and rel_err(out, ref) <= MAX_REL
+        one = m(input_array((1, 3, h, h)))  # another batch of the same size
+        assert one.shape == (1,) + ref.shape[1:]
+    with pytest.raises(vitc.ShapeMismatch, match=r"compiled for \[B,3,224,224\], \[B,3,160,160\]"):
+        m(input_array((1, 3, 192, 192)))

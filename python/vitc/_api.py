@@ -227,7 +227,9 @@ def compile(model: Any, output: Optional[PathLike] = None, *, batch: Optional[in
     batch=8 (largest batch; default 16), target="cpu"|"cuda", opt_level=0..3,
     cpu="znver3", features="+a,-b" (or a list), weights="embedded"|"external",
     precision="bf16"|"fp16"|"tf32"|"fp32", emit="so"|"cuda", verbose=True,
-    quiet=True.  None or False leaves an option out.  The CLI's messages on
+    quiet=True, shapes=[(3, 224, 224), (3, 336, 336)] (a model exported with a
+    dynamic image size: the sizes to compile for, the dimensions after the
+    batch; Model.shapes lists them and run takes any of them).  None or False leaves an option out.  The CLI's messages on
     stderr are passed on to sys.stderr; on failure VitcError carries them
     (message) and its exit code (exit_code: 2 bad usage or bad input, 3
     internal error), and no file is written.

@@ -28,9 +28,12 @@ def _run_cli(args):
 
 def _option(key, value):
     """One keyword argument as the CLI's option: opt_level=3 -> -O3, cpu="znver3" ->
-    --cpu=znver3, features=["+avx2", "-avx512f"] -> --features=+avx2,-avx512f, quiet=True -> --quiet."""
+    --cpu=znver3, features=["+avx2", "-avx512f"] -> --features=+avx2,-avx512f, quiet=True -> --quiet,
+    shapes=[(3, 224, 224), (3, 336, 336)] -> --shapes=3x224x224,3x336x336."""
     if key == "opt_level":
         return [f"-O{value}"]
+    if key == "shapes" and isinstance(value, (list, tuple)):  # [(3, 224, 224), "3x336x336", ...]
+        value = [v if isinstance(v, str) else "x".join(str(int(d)) for d in v) for v in value]
     flag = "--" + key.replace("_", "-")
     if value is True:
         return [flag]
