@@ -191,17 +191,20 @@ static const onnx_input_shape *input_shape(importer *im, const Onnx__TypeProto__
     return NULL;
 }
 
-/* "3x224x224" for the dimensions after the first, symbolic ones 224, for messages. */
-static const char *shape_example(const Onnx__TypeProto__Tensor *tt, char *buf, size_t n)
+/* "NAME=Bx3x224x224,Bx3x448x448": symbolic dimensions beyond the batch 224,
+ * then 448, for messages. */
+static const char *shape_example(const Onnx__TypeProto__Tensor *tt, const char *name, char *buf, size_t n)
 {
-    size_t k = 0;
-    buf[0] = 0;
-    for (size_t i = 1; i < tt->shape->n_dim && k < n; i++) {
-        const Onnx__TensorShapeProto__Dimension *dim = tt->shape->dim[i];
-        if (dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE)
-            k += (size_t)snprintf(buf + k, n - k, "%s%lld", i > 1 ? "x" : "", (long long)dim->dim_value);
-        else
-            k += (size_t)snprintf(buf + k, n - k, "%s224", i > 1 ? "x" : "");
+    size_t k = (size_t)snprintf(buf, n, "%.64s=", name);
+    for (int size = 224; size <= 448 && k < n; size += 224) {
+        k += (size_t)snprintf(buf + k, n - k, "%sB", size > 224 ? "," : "");
+        for (size_t i = 1; i < tt->shape->n_dim && k < n; i++) {
+            const Onnx__TensorShapeProto__Dimension *dim = tt->shape->dim[i];
+            if (dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE)
+                k += (size_t)snprintf(buf + k, n - k, "x%lld", (long long)dim->dim_value);
+            else
+                k += (size_t)snprintf(buf + k, n - k, "x%d", size);
+        }
     }
     return buf;
 }
@@ -292,11 +295,11 @@ static int import_input(importer *im, const Onnx__ValueInfoProto *vi)
             char shape[160];
             return vitc_error(im->d, VITC_BAD_INPUT, NULL,
                               "graph input '%s': dimension %d is symbolic ('%s'): the batch (the first dimension) is "
-                              "the only one a .so leaves open; give the sizes to compile for, e.g. --shapes %s (several "
-                              "comma-separated: one .so runs each)", name, i,
+                              "the only one a .so leaves open; give the sizes to compile for, e.g. --shapes %s (one .so "
+                              "runs each)", name, i,
                               dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM ? dim->dim_param
                                                                                                       : "?",
-                              shape_example(tt, shape, sizeof shape));
+                              shape_example(tt, name, shape, sizeof shape));
         }
     }
     if (define(im, v->name, id, NULL, NULL))

@@ -393,72 +393,84 @@ int cli_load_inputs(const ir_graph *g, char **specs, int nspecs, ir_tensor *inpu
     return cli_read_inputs(g->path, sig, g->ninputs, specs, nspecs, inputs);
 }
 
-/* One [NAME:]D1xD2x... of --shapes into sh. */
-static int parse_one_shape(char *spec, onnx_input_shape *sh)
+/* One S of --shapes (Bx3x224x224 or 3x224x224) into sh, whose name is set. */
+static int parse_one_shape(const char *spec, const char *end, onnx_input_shape *sh)
 {
-    char *colon = strrchr(spec, ':'), *p = colon ? colon + 1 : spec;
-    *sh = (onnx_input_shape){.name = NULL, .rank = 1};
-    if (colon) {
-        *colon = 0;
-        if (!*spec)
-            return cli_usage_error("--shapes: an empty input name before ':%s'", p);
-        sh->name = spec;
-    }
+    const char *p = spec;
+    sh->rank = 1; /* dims[0], the batch, is not read */
     if ((p[0] == 'B' || p[0] == 'b') && p[1] == 'x')
-        p += 2; /* the batch, written out */
+        p += 2;
     for (;;) {
-        char *end;
+        char *stop;
         errno = 0;
-        long long v = strtoll(p, &end, 10);
-        if (end == p || errno || v < 1 || v > (1LL << 31) || (*end && *end != 'x'))
-            return cli_usage_error("--shapes: '%s' is not a shape: dimensions after the batch, each a number from 1, "
-                                   "joined by 'x' (e.g. 3x224x224)", colon ? colon + 1 : spec);
+        long long v = strtoll(p, &stop, 10);
+        if (stop == p || stop > end || errno || v < 1 || v > (1LL << 31) || (stop < end && *stop != 'x'))
+            return cli_usage_error("--shapes: '%.*s' is not a shape: the input's dimensions, each a number from 1 "
+                                   "joined by 'x', the batch written B or left out (e.g. Bx3x224x224)",
+                                   (int)(end - spec), spec);
         if (sh->rank == IR_MAX_RANK)
-            return cli_usage_error("--shapes: '%s' has more than %d dimensions", colon ? colon + 1 : spec,
-                                   IR_MAX_RANK - 1);
+            return cli_usage_error("--shapes: '%.*s' has more than %d dimensions", (int)(end - spec), spec,
+                                   IR_MAX_RANK);
         sh->dims[sh->rank++] = v;
-        if (!*end)
+        if (stop == end)
             return VITC_OK;
-        p = end + 1;
+        p = stop + 1;
     }
 }
 
-int cli_parse_shapes(char *arg, onnx_input_shape (*shapes)[CLI_MAX_SHAPE_INPUTS], int *per, int max, int *nvariants)
+int cli_shapes_add(cli_shapes *s, const char *arg)
 {
-    *nvariants = 0;
-    char *save = NULL;
-    for (char *v = strtok_r(arg, ",", &save); v; v = strtok_r(NULL, ",", &save)) {
-        if (*nvariants == max)
-            return cli_usage_error("--shapes: more than %d shapes", max);
-        int k = *nvariants, n = 0;
-        char *save2 = NULL;
-        for (char *one = strtok_r(v, "+", &save2); one; one = strtok_r(NULL, "+", &save2)) {
-            if (n == CLI_MAX_SHAPE_INPUTS)
-                return cli_usage_error("--shapes: more than %d inputs in one shape", CLI_MAX_SHAPE_INPUTS);
-            int st = parse_one_shape(one, &shapes[k][n]);
-            if (st)
-                return st;
-            for (int j = 0; j < n; j++)
-                if ((!shapes[k][j].name) != (!shapes[k][n].name) ||
-                    (shapes[k][j].name && strcmp(shapes[k][j].name, shapes[k][n].name) == 0))
-                    return cli_usage_error("--shapes: a shape of several inputs names each once (NAME:DIMS+NAME:DIMS)");
-            n++;
-        }
-        per[k] = n;
-        (*nvariants)++;
+    if (s->ninputs == CLI_MAX_SHAPE_INPUTS)
+        return cli_usage_error("--shapes: more than %d inputs", CLI_MAX_SHAPE_INPUTS);
+    int k = s->ninputs, n = 0;
+    const char *eq = strchr(arg, '='), *p = eq ? eq + 1 : arg;
+    if (eq && (eq == arg || (size_t)(eq - arg) >= sizeof s->names[0]))
+        return cli_usage_error("--shapes: '%s': the input's name before '=' is empty or too long", arg);
+    snprintf(s->names[k], sizeof s->names[k], "%.*s", eq ? (int)(eq - arg) : 0, arg);
+    for (;;) {
+        const char *end = strchr(p, ',');
+        end = end ? end : p + strlen(p);
+        if (n == CLI_MAX_SHAPES)
+            return cli_usage_error("--shapes: more than %d shapes", CLI_MAX_SHAPES);
+        onnx_input_shape *sh = &s->v[n][k];
+        *sh = (onnx_input_shape){.name = eq ? s->names[k] : NULL};
+        int st = parse_one_shape(p, end, sh);
+        if (st)
+            return st;
+        n++;
+        if (!*end)
+            break;
+        p = end + 1;
     }
-    if (*nvariants == 0)
-        return cli_usage_error("--shapes: no shape given (e.g. --shapes 3x224x224,3x448x448)");
+    if (k > 0 && n != s->nvariants)
+        return cli_usage_error("--shapes: %d shapes for one input, %d for another: give each input as many, the "
+                               "i-th of each going together", s->nvariants, n);
+    s->nvariants = n;
+    s->ninputs++;
     return VITC_OK;
 }
 
-int cli_input_shapes(char **specs, int nspecs, onnx_input_shape *shapes, int max, int *n)
+int cli_shapes_check(cli_shapes *s, const char *command, int one_only)
 {
-    *n = 0;
+    for (int k = 0; s->ninputs > 1 && k < s->ninputs; k++) {
+        if (!s->names[k][0])
+            return cli_usage_error("%s--shapes: with several, each names its input (NAME=S)", command);
+        for (int j = 0; j < k; j++)
+            if (strcmp(s->names[j], s->names[k]) == 0)
+                return cli_usage_error("%s--shapes: input '%s' is given twice", command, s->names[k]);
+    }
+    if (one_only && s->nvariants > 1)
+        return cli_usage_error("%s--shapes takes one shape per input here (a run is at one size); run it once per "
+                               "size", command);
+    return VITC_OK;
+}
+
+int cli_input_shapes(char **specs, int nspecs, cli_shapes *s)
+{
+    memset(s, 0, sizeof *s);
+    s->from_inputs = 1;
     int unnamed = 0;
-    static char names[CLI_MAX_SHAPE_INPUTS][256]; /* the CLI loads one model at a time */
-    max = max < CLI_MAX_SHAPE_INPUTS ? max : CLI_MAX_SHAPE_INPUTS;
-    for (int i = 0; i < nspecs && *n < max; i++) {
+    for (int i = 0; i < nspecs && s->ninputs < CLI_MAX_SHAPE_INPUTS; i++) {
         const char *eq = strchr(specs[i], '='), *file = eq ? eq + 1 : specs[i];
         if (!eq && unnamed++)
             continue; /* by position: which input it is, only the graph says */
@@ -467,15 +479,17 @@ int cli_input_shapes(char **specs, int nspecs, onnx_input_shape *shapes, int max
         vitc_diag_init(&d, file);
         if (ir_npy_read(file, &t, &d) != VITC_OK)
             return d.status;
-        onnx_input_shape *sh = &shapes[(*n)++];
+        int k = s->ninputs++;
+        onnx_input_shape *sh = &s->v[0][k];
         *sh = (onnx_input_shape){.rank = t.rank};
         if (eq) {
-            snprintf(names[*n - 1], sizeof names[0], "%.*s", (int)(eq - specs[i]), specs[i]);
-            sh->name = names[*n - 1];
+            snprintf(s->names[k], sizeof s->names[k], "%.*s", (int)(eq - specs[i]), specs[i]);
+            sh->name = s->names[k];
         }
-        for (int k = 0; k < t.rank; k++)
-            sh->dims[k] = t.dims[k];
+        for (int r = 0; r < t.rank; r++)
+            sh->dims[r] = t.dims[r];
         ir_tensor_free(&t);
     }
+    s->nvariants = s->ninputs > 0;
     return VITC_OK;
 }

@@ -16,14 +16,6 @@ int cmd_compile(int argc, char **argv);
 /* ---- compiling (cmd_compile.c) ---- */
 #include "codegen/backend.h"
 #include "frontend/onnx.h" /* onnx_unsupported, onnx_input_shape */
-/* Compiles model (import, passes, CPU backend) into opt->output, refusing an
- * output that is a directory or the model itself; opt->source defaults to
- * model; shapes[nshapes] size a dynamic image size (one input shape; with
- * from_inputs, those of input files: onnx_import_opts.shapes_from_inputs).
- * Errors are printed; returns an exit code. */
-int cli_compile(const char *model, const cg_options *opt, const onnx_input_shape *shapes, int nshapes,
-                int from_inputs);
-
 /* ---- the option grammar (cli_opts.c) ---- */
 #include <stddef.h> /* offsetof, for cli_option.at */
 #include <stdio.h>
@@ -135,20 +127,34 @@ typedef struct {
     int nshapes;
     int shapes_from_inputs; /* they are the --input files' (onnx_import_opts.shapes_from_inputs) */
 } cli_load_opts;
-/* The shapes of the --input [NAME=]FILE.npy files, for a model whose inputs
- * have symbolic dimensions beyond the batch (shapes_from_inputs): named
- * where the spec names its input, else the first unnamed one only.  Fills
- * at most max; returns status (a file that cannot be read is reported). */
-int cli_input_shapes(char **specs, int nspecs, onnx_input_shape *shapes, int max, int *n);
-/* The --shapes argument: variants separated by ',', each one or more input
- * shapes separated by '+', each [NAME:]D1xD2x..., the dimensions after the
- * batch (a leading 'B' for the batch may be written).  Fills up to max
- * variants of at most CLI_MAX_SHAPE_INPUTS shapes (names point into arg,
- * which it modifies); *nvariants and per[i] the counts.  Returns status,
- * a usage error saying what is wrong. */
+/* --shapes, once per input with symbolic dimensions beyond the batch:
+ * [NAME=]S[,S...], each S the input's dimensions, the batch written B or left
+ * out (Bx3x224x224 or 3x224x224).  Input k's i-th shape goes with the other
+ * inputs' i-th: shape i of the .so.  Several options each name their input. */
 #define CLI_MAX_SHAPES 16
 #define CLI_MAX_SHAPE_INPUTS 8
-int cli_parse_shapes(char *arg, onnx_input_shape (*shapes)[CLI_MAX_SHAPE_INPUTS], int *per, int max, int *nvariants);
+typedef struct {
+    int nvariants;  /* shapes per input (0: no --shapes) */
+    int ninputs;    /* --shapes options */
+    onnx_input_shape v[CLI_MAX_SHAPES][CLI_MAX_SHAPE_INPUTS];
+    char names[CLI_MAX_SHAPE_INPUTS][256];
+    int from_inputs; /* the shapes of a run's input files (onnx_import_opts.shapes_from_inputs) */
+} cli_shapes;
+/* Adds one --shapes option; a usage error saying what is wrong. */
+int cli_shapes_add(cli_shapes *s, const char *arg);
+/* After the options: the counts agree, several options name their inputs,
+ * and with one_only, one shape each (a command that runs one). */
+int cli_shapes_check(cli_shapes *s, const char *command, int one_only);
+/* The shapes of the --input [NAME=]FILE.npy files into s (one variant,
+ * from_inputs), for a model whose inputs have symbolic dimensions beyond
+ * the batch: named where the spec names its input, else the first unnamed
+ * one only.  Returns status (a file that cannot be read is reported). */
+int cli_input_shapes(char **specs, int nspecs, cli_shapes *s);
+/* Compiles model (import, passes, CPU backend) into opt->output, refusing an
+ * output that is a directory or the model itself; opt->source defaults to
+ * model; shapes (NULL: none) size a dynamic image size, one variant.  Errors
+ * are printed; returns an exit code. */
+int cli_compile(const char *model, const cg_options *opt, const cli_shapes *shapes);
 /* cli_load_model with options (o may be NULL). */
 ir_graph *cli_load_model_with(const char *path, cli_load_opts *o, int *status);
 /* What to tell the user of a model whose export fixed the batch: how to

@@ -38,10 +38,9 @@ static const cli_option compare_options[] = {
      "For a failing model, name the first tensor where it parts from the reference (cuts of the graph compiled for "
      "the model's target and precision) and the first pass after which the interpreted graph moves.",
      .store = CLI_FLAG, .at = offsetof(cmp_opts, bisect)},
-    {"shapes", K_SHAPES, "S",
-     "For a model exported with a dynamic image size and random inputs: the input shape to compare at, the "
-     "dimensions after the batch (e.g. 3x336x336; NAME:S+NAME2:S for several inputs).  With --input files, "
-     "their shapes.",
+    {"shapes", K_SHAPES, "[NAME=]S",
+     "For a model exported with a dynamic image size and random inputs: the input shape to compare at (e.g. "
+     "Bx3x336x336; once per input for several).  With --input files, their shapes.",
      .store = CLI_TAKE},
     {"batch", 0, "N", "The batch of the random inputs (default 2 where the model has a batch).", .store = CLI_COUNT,
      .at = offsetof(cmp_opts, batch), .lo = 1, .hi = 65536},
@@ -58,7 +57,7 @@ const cli_command cli_compare_command = {
     "compare",
     "vitc compare MODEL.onnx [MODEL.so] [--input [NAME=]FILE.npy ...] [--max-rel R]\n"
     "                        [--rtol R] [--atol A] [--reference interpreter|onnxruntime] [--bisect]\n"
-    "                        [--shapes S] [--batch N] [--seed S] [--threads N] [--json]",
+    "                        [--shapes [NAME=]S] [--batch N] [--seed S] [--threads N] [--json]",
     "Run the compiled model (without MODEL.so, one compiled into a temporary file) and a reference on the\n"
     "same inputs, and print per output the max abs error, max rel error (max|out-ref|/max|ref|), cosine\n"
     "and PASS/FAIL; exit 1 when an output is beyond tolerance. A MODEL.so compiled from another model is\n"
@@ -104,8 +103,7 @@ static int take_compare(void *ctx, int key, const char *v)
     case K_ATOL:
         return take_tolerance("atol", v, &o->tol.atol, &o->atol_given);
     case K_SHAPES:
-        o->shapes_arg = (char *)v;
-        return VITC_OK;
+        return cli_shapes_add(&o->shapes, v);
     }
     return VITC_INTERNAL;
 }
@@ -128,22 +126,12 @@ static int parse_args(int argc, char **argv, cmp_opts *o)
         return cli_usage_error("compare: --bisect prints a report of its own; it does not combine with --json");
     if (o->reference && strcmp(o->reference, "ort") == 0)
         o->reference = "onnxruntime";
-    if (o->shapes_arg && o->nspecs)
+    if (o->shapes.nvariants && o->nspecs)
         return cli_usage_error("compare: --shapes is for random inputs; the --input files give the shapes");
-    if (o->shapes_arg) {
-        static onnx_input_shape sh[CLI_MAX_SHAPES][CLI_MAX_SHAPE_INPUTS];
-        int per[CLI_MAX_SHAPES], n;
-        if ((st = cli_parse_shapes(o->shapes_arg, sh, per, CLI_MAX_SHAPES, &n)) != VITC_OK)
-            return st;
-        if (n > 1)
-            return cli_usage_error("compare: --shapes takes one shape (the compare runs one); run it once per shape");
-        memcpy(o->shapes, sh[0], sizeof o->shapes);
-        o->nshapes = per[0];
-    } else if (o->nspecs) {
-        if ((st = cli_input_shapes(o->specs, o->nspecs, o->shapes, CLI_MAX_SHAPE_INPUTS, &o->nshapes)) != VITC_OK)
-            return st;
-        o->shapes_from_inputs = 1;
-    }
+    if ((st = cli_shapes_check(&o->shapes, "compare: ", 1)) != VITC_OK)
+        return st;
+    if (o->nspecs && (st = cli_input_shapes(o->specs, o->nspecs, &o->shapes)) != VITC_OK)
+        return st;
     o->tol.elementwise = o->rtol_given || o->atol_given;
     if (o->tol.elementwise && !o->rtol_given)
         o->tol.rtol = 1e-5; /* numpy's defaults */
@@ -328,14 +316,15 @@ static int compile_temp(cmp_opts *o, int64_t max_batch, char *so, size_t n)
     FILE *info = o->json ? stderr : stdout;
     fprintf(info, "compiling %s for batches 1 to %lld\n", o->onnx, (long long)max_batch);
     fflush(info);
-    if ((st = cli_compile(o->onnx, &opt, o->shapes, o->nshapes, o->shapes_from_inputs)) == VITC_OK)
+    if ((st = cli_compile(o->onnx, &opt, o->shapes.nvariants ? &o->shapes : NULL)) == VITC_OK)
         o->so = so;
     return st;
 }
 
 ir_graph *cmp_load_model(const cmp_opts *o, int *status)
 {
-    cli_load_opts lo = {.shapes = o->shapes, .nshapes = o->nshapes, .shapes_from_inputs = o->shapes_from_inputs};
+    cli_load_opts lo = {.shapes = o->shapes.v[0], .nshapes = o->shapes.nvariants ? o->shapes.ninputs : 0,
+                        .shapes_from_inputs = o->shapes.from_inputs};
     return cli_load_model_with(o->onnx, &lo, status);
 }
 

@@ -92,16 +92,8 @@ static void warn_fixed_batch(const ir_graph *g, const char *model)
                  cli_reexport_hint(g, hint, sizeof hint));
 }
 
-/* The --shapes variants: the input shapes of each graph the .so holds. */
-typedef struct {
-    int n; /* 0: no --shapes */
-    int from_inputs; /* the shapes of a run's input files (onnx_import_opts.shapes_from_inputs) */
-    int per[CLI_MAX_SHAPES];
-    onnx_input_shape shapes[CLI_MAX_SHAPES][CLI_MAX_SHAPE_INPUTS];
-} compile_shapes;
-
 static int compile_model(const char *model, const cg_options *opt0, const char *dump_after, int dynamic_batch,
-                         const cg_backend *be, const compile_shapes *sh)
+                         const cg_backend *be, const cli_shapes *sh)
 {
     cg_options opt = *opt0;
     if (!opt.source)
@@ -111,15 +103,15 @@ static int compile_model(const char *model, const cg_options *opt0, const char *
         return st;
     timer t = {.start = now_s(), .verbose = opt.verbose};
     t.last = opt.start_s = t.start;
-    int nv = sh && sh->n ? sh->n : 1;
+    int nv = sh && sh->nvariants ? sh->nvariants : 1;
     vitc_diag d;
     vitc_diag_init(&d, model);
     cg_session *s = NULL;
     ir_graph *kept = NULL; /* a backend without end_graph reads its one graph up to cg_end */
     st = cg_begin(be, &opt, nv, &d, &s);
     for (int v = 0; st == VITC_OK && v < nv; v++) {
-        cli_load_opts lo = {.dynamic_batch = dynamic_batch, .shapes = sh && sh->n ? sh->shapes[v] : NULL,
-                            .nshapes = sh && sh->n ? sh->per[v] : 0, .shapes_from_inputs = sh && sh->from_inputs};
+        cli_load_opts lo = {.dynamic_batch = dynamic_batch, .shapes = sh && sh->nvariants ? sh->v[v] : NULL,
+                            .nshapes = sh && sh->nvariants ? sh->ninputs : 0, .shapes_from_inputs = sh && sh->from_inputs};
         ir_graph *g = cli_load_model_with(model, &lo, &st);
         if (!g)
             break;
@@ -145,22 +137,15 @@ static int compile_model(const char *model, const cg_options *opt0, const char *
     return st;
 }
 
-int cli_compile(const char *model, const cg_options *opt, const onnx_input_shape *shapes, int nshapes,
-                int from_inputs)
+int cli_compile(const char *model, const cg_options *opt, const cli_shapes *shapes)
 {
-    static compile_shapes sh; /* a few KB: not on the stack */
-    sh.n = nshapes > 0;
-    sh.from_inputs = from_inputs;
-    sh.per[0] = nshapes < CLI_MAX_SHAPE_INPUTS ? nshapes : CLI_MAX_SHAPE_INPUTS;
-    for (int i = 0; i < sh.per[0]; i++)
-        sh.shapes[0][i] = shapes[i];
-    return compile_model(model, opt, NULL, 0, &cg_llvm_backend, &sh);
+    return compile_model(model, opt, NULL, 0, &cg_llvm_backend, shapes);
 }
 
 typedef struct {
     cg_options opt;
     const char *model, *target, *weights, *dump_after, *emit;
-    char *shapes;
+    cli_shapes shapes;
     long long batch;
     int dynamic_batch;
 } compile_args;
@@ -178,11 +163,11 @@ static const cli_option compile_options[] = {
      "Make the first dimension of every graph input the batch, for an export that fixed it; an error names the "
      "node where the graph still holds the exported batch as a number.",
      .store = CLI_FLAG, .at = offsetof(compile_args, dynamic_batch)},
-    {"shapes", K_SHAPES, "S[,S...]",
+    {"shapes", K_SHAPES, "[NAME=]S,...",
      "For a model exported with a dynamic image size (height and width symbolic): the input shapes to compile "
-     "for.  The one .so runs each, at any batch up to --batch, and refuses other sizes, naming these.  S is the "
-     "dimensions after the batch, e.g. 3x224x224,3x336x336,3x448x224; NAME:S for a named input, NAME:S+NAME2:S "
-     "for several inputs.  CPU only.",
+     "for, S the input's dimensions with the batch B (e.g. --shapes input=Bx3x224x224,Bx3x336x336,Bx3x448x224; "
+     "NAME= and B may be left out).  The one .so runs each, at any batch up to --batch, and refuses other sizes, "
+     "naming these.  Once per input for several, the i-th shapes going together.  CPU only.",
      .store = CLI_TAKE},
     {"opt-level", 'O', "LEVEL", "LLVM optimisation level 0-3 (default 3), also written -O0 .. -O3.",
      .store = CLI_TAKE},
@@ -216,7 +201,7 @@ static const cli_option compile_options[] = {
 
 const cli_command cli_compile_command = {
     "compile",
-    "vitc compile MODEL.onnx -o MODEL.so [--batch N] [--dynamic-batch] [--shapes S[,S...]]\n"
+    "vitc compile MODEL.onnx -o MODEL.so [--batch N] [--dynamic-batch] [--shapes [NAME=]S,...]\n"
     "                                    [-O0..-O3] [--target cpu|cuda] [--cpu NAME] [--features +a,-b]\n"
     "                                    [--weights embedded|external] [--precision P] [--emit so|cuda]\n"
     "                                    [--dump-after PASS|all] [--verbose|--quiet]\n"
@@ -246,8 +231,7 @@ static int take_compile(void *ctx, int key, const char *v)
         a->opt.opt_level = v[0] - '0';
         return VITC_OK;
     case K_SHAPES:
-        a->shapes = (char *)v;
-        return VITC_OK;
+        return cli_shapes_add(&a->shapes, v);
     case K_DUMP_AFTER:
         if (!pass_name_known(v))
             return cli_usage_error("--dump-after: '%s' is not a pass (try --dump-after=all)", v);
@@ -286,16 +270,7 @@ int cmd_compile(int argc, char **argv)
     const cg_backend *be = cg_backend_named(target ? target : "cpu");
     if (!be)
         return cli_usage_error("--target takes cpu or cuda, not '%s'", target);
-    static compile_shapes sh; /* a few KB: not on the stack */
-    sh.n = 0;
-    if (a.shapes) {
-        static char copy[4096]; /* the names in sh point into it */
-        if (strlen(a.shapes) >= sizeof copy)
-            return cli_usage_error("--shapes is too long");
-        snprintf(copy, sizeof copy, "%s", a.shapes);
-        if ((st = cli_parse_shapes(copy, sh.shapes, sh.per, CLI_MAX_SHAPES, &sh.n)) != VITC_OK)
-            return st;
-        return compile_model(model, &opt, dump_after, a.dynamic_batch, be, &sh);
-    }
-    return compile_model(model, &opt, dump_after, a.dynamic_batch, be, NULL);
+    if ((st = cli_shapes_check(&a.shapes, "", 0)) != VITC_OK)
+        return st;
+    return compile_model(model, &opt, dump_after, a.dynamic_batch, be, a.shapes.nvariants ? &a.shapes : NULL);
 }

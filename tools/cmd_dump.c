@@ -13,9 +13,12 @@
 #include <string.h>
 
 typedef struct {
-    const char *model, *stage, *format, *dump_after, *shapes;
+    const char *model, *stage, *format, *dump_after;
     int stats, explain;
+    cli_shapes shapes;
 } dump_args;
+
+enum { K_SHAPES = 256 };
 
 static const cli_option dump_options[] = {
     {"stage", 0, "imported|optimized", "The graph as read with shapes inferred (default), or after the passes.",
@@ -32,17 +35,17 @@ static const cli_option dump_options[] = {
      "condition that failed; then every Softmax, Sigmoid, Pow, Sqrt, Reciprocal, MatMul or Erf left outside fused "
      "ops, with the candidate at it or a few nodes from it that did not fuse.",
      .store = CLI_FLAG, .at = offsetof(dump_args, explain)},
-    {"shapes", 0, "S",
-     "For a model exported with a dynamic image size: the input shape to print it at, the dimensions after the "
-     "batch (e.g. 3x336x336; NAME:S+NAME2:S for several inputs).",
-     .store = CLI_STRING, .at = offsetof(dump_args, shapes)},
+    {"shapes", K_SHAPES, "[NAME=]S",
+     "For a model exported with a dynamic image size: the input shape to print it at (e.g. Bx3x336x336; once "
+     "per input for several).",
+     .store = CLI_TAKE},
     {0},
 };
 
 const cli_command cli_dump_command = {
     "dump",
     "vitc dump MODEL.onnx [--stage imported|optimized] [--format text|dot] [--stats]\n"
-    "                     [--dump-after PASS|all] [--explain-fusion] [--shapes S]",
+    "                     [--dump-after PASS|all] [--explain-fusion] [--shapes [NAME=]S]",
     "Print the graph IR of an ONNX model; of one with unsupported operators, the graph with those nodes\n"
     "marked '!! unsupported' (then exit 2).",
     dump_options,
@@ -175,6 +178,8 @@ static int print_stats_with(const ir_graph *g, const onnx_unsupported *u, int n,
 static int take_dump(void *ctx, int key, const char *v)
 {
     dump_args *a = ctx;
+    if (key == K_SHAPES)
+        return cli_shapes_add(&a->shapes, v);
     return cli_take_model(&cli_dump_command, &a->model, v);
 }
 
@@ -207,19 +212,11 @@ int cmd_dump(int argc, char **argv)
     /* the graph as imported is printed even where some operators are unsupported: marked, in their place */
     int printable = !(optimized || explain || dump_after);
     cli_load_opts lo = {.keep_unsupported = printable};
-    static onnx_input_shape sh[CLI_MAX_SHAPES][CLI_MAX_SHAPE_INPUTS];
-    if (a.shapes) {
-        int per[CLI_MAX_SHAPES], n;
-        static char copy[4096]; /* the names in sh point into it */
-        if (strlen(a.shapes) >= sizeof copy)
-            return cli_usage_error("dump: --shapes is too long");
-        snprintf(copy, sizeof copy, "%s", a.shapes);
-        if ((st = cli_parse_shapes(copy, sh, per, CLI_MAX_SHAPES, &n)) != VITC_OK)
-            return st;
-        if (n > 1)
-            return cli_usage_error("dump: --shapes takes one shape (the graph is printed at one); run it once per shape");
-        lo.shapes = sh[0];
-        lo.nshapes = per[0];
+    if ((status = cli_shapes_check(&a.shapes, "dump: ", 1)) != VITC_OK)
+        return status;
+    if (a.shapes.nvariants) {
+        lo.shapes = a.shapes.v[0];
+        lo.nshapes = a.shapes.ninputs;
     }
     ir_graph *g = cli_load_model_with(model, &lo, &status);
     if (!g)

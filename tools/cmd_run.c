@@ -149,10 +149,10 @@ static int write_outputs(json_w *json, const char *outdir, const char *const *na
 static int run_interpreter(const run_opts *o, double *ms)
 {
     int status;
-    onnx_input_shape shapes[CLI_MAX_SHAPE_INPUTS]; /* a dynamic image size: the files' */
-    cli_load_opts lo = {.shapes = shapes, .shapes_from_inputs = 1};
-    if ((status = cli_input_shapes((char **)o->specs, o->nspecs, shapes, CLI_MAX_SHAPE_INPUTS, &lo.nshapes)))
+    static cli_shapes sh; /* a dynamic image size: the files' */
+    if ((status = cli_input_shapes((char **)o->specs, o->nspecs, &sh)))
         return status;
+    cli_load_opts lo = {.shapes = sh.v[0], .nshapes = sh.ninputs, .shapes_from_inputs = 1};
     ir_graph *g = cli_load_model_with(o->model, &lo, &status);
     if (!g)
         return status;

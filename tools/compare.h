@@ -33,9 +33,7 @@ typedef struct {
     char precision[8];      /* the model's ("bf16", ...): --bisect's cuts are compiled alike; "": fp32 CPU */
     const struct cg_backend *backend; /* the model's backend: the cuts are compiled alike */
     /* the input shape compared, for a model with a dynamic image size: --shapes, else the --input files' */
-    char *shapes_arg;
-    onnx_input_shape shapes[CLI_MAX_SHAPE_INPUTS];
-    int nshapes, shapes_from_inputs;
+    cli_shapes shapes;
 } cmp_opts;
 
 /* o->onnx imported at the shape compared (o->shapes), shapes inferred; NULL

@@ -53,7 +53,8 @@ def rel_error(out, ref):
 
 
 def shape_arg(sizes):
-    return ",".join("3x%dx%d" % hw for hw in sizes)
+    """The --shapes argument as the issue's users write it: x=Bx3x224x224,Bx3x336x336,..."""
+    return "x=" + ",".join("Bx3x%dx%d" % hw for hw in sizes)
 
 
 def weights_bytes(so):
@@ -109,7 +110,7 @@ def check_tools(path, tmp, failures):
     interpreter at a size given by its input file, and dump at a size."""
     name = os.path.basename(path).split("-")[0]
     h, w = MODELS[name][1]
-    rc, text = vitc("compare", path, "--shapes", "3x%dx%d" % (h, w))
+    rc, text = vitc("compare", path, "--shapes", "3x%dx%d" % (h, w))  # the short form: no name, no B
     if rc != 0 or "PASS" not in text or "%d," % BATCH not in text:
         failures.append("%s: compare --shapes 3x%dx%d: exit %d: %s" % (path, h, w, rc, text.strip()[-300:]))
     x = os.path.join(tmp, "x.npy")
@@ -152,16 +153,22 @@ def main():
         check_tools(dyn, tmp, failures)
         so = os.path.join(tmp, "e.so")
         expect_error(failures, "a dynamic image size without --shapes", ("compile", dyn, "-o", so),
-                     ["'height'", "--shapes 3x224x224"])
+                     ["'height'", "--shapes x=Bx3x224x224"])
         fixed = os.path.join(SRC, "tests", "models", "einops-ts17.onnx")
         expect_error(failures, "--shapes for a model of one size",
                      ("compile", fixed, "-o", so, "--shapes", "3x32x32"), ["no graph input has a symbolic"])
         expect_error(failures, "--shapes with a named input the model lacks",
-                     ("compile", dyn, "-o", so, "--shapes", "pixels:3x224x224"), ["'pixels'"])
+                     ("compile", dyn, "-o", so, "--shapes", "pixels=Bx3x224x224"), ["'pixels'"])
         expect_error(failures, "a malformed --shapes", ("compile", dyn, "-o", so, "--shapes", "3x224xx"),
                      ["is not a shape"])
         expect_error(failures, "a fixed dimension given otherwise",
                      ("compile", dyn, "-o", so, "--shapes", "4x224x224"), ["dimension 1 is 3"])
+        expect_error(failures, "two --shapes, one without a name",
+                     ("compile", dyn, "-o", so, "--shapes", "x=3x224x224", "--shapes", "3x224x224"),
+                     ["each names its input"])
+        expect_error(failures, "two --shapes with different counts",
+                     ("compile", dyn, "-o", so, "--shapes", "x=3x224x224,3x336x336", "--shapes", "y=3x4"),
+                     ["give each input as many"])
         expect_error(failures, "--target cuda with several sizes",
                      ("compile", dyn, "-o", so, "--target", "cuda", "--shapes", "3x224x224,3x336x336"),
                      ["--target cuda" if "without the CUDA backend" in vitc("--version")[1] else "one shape per .so"])
