@@ -24,7 +24,8 @@ typedef struct {
     const char *features;   /* NULL: the host's features */
     int external_weights;   /* --weights external: write OUTPUT.weights beside it */
     int verbose;            /* progress lines on stderr: 1 every phase (--verbose), 0 the phases when
-                             * stderr is a terminal or the compile is slow, -1 none (--quiet) */
+                             * stderr is a terminal, -1 none (--quiet); but for --quiet, the
+                             * compile ends with one line saying what it wrote */
     double start_s;         /* now_s() when the compile began (import), for the total; 0: at cg_compile */
     const cg_knobs *knobs;  /* the VITC_* environment variables (cg_knobs_read); NULL: read by cg_compile */
     /* CUDA backend */

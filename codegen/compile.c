@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* Every node the backend does not support, reported at once: one line per
@@ -134,9 +135,10 @@ int cg_end(cg_session *s, int st)
                         c->nvariants);
     if (st == VITC_OK && be->finish)
         st = be->finish(c);
-    if (st == VITC_OK && (opt->verbose > 0 || (opt->verbose == 0 && isatty(2))))
-        fprintf(stderr, "vitc: wrote %s in %.3f s%s\n", opt->output, now_s() - c->t.start,
-                opt->start_s > 0 ? " (import to link)" : "");
+    struct stat sb;
+    if (st == VITC_OK && opt->verbose >= 0 && stat(opt->output, &sb) == 0) /* every phase's line, or none, before */
+        fprintf(stderr, "vitc: wrote %s (%.1f MB) in %.3f s%s\n", opt->output, (double)sb.st_size / 1e6,
+                now_s() - c->t.start, opt->start_s > 0 ? " (import to link)" : "");
     if (be->end)
         be->end(c);
     cg_plan_free(&c->plan);

@@ -1,15 +1,14 @@
 /* progress.h: the compile-phase timer both backends print progress with:
- * one line per phase on stderr with --verbose; by default when stderr is a
- * terminal or once the compile has taken longer than PROGRESS_SLOW_SECONDS;
- * never with --quiet. */
+ * one line per phase on stderr with --verbose, and by default when stderr is
+ * a terminal; never with --quiet.  Where stderr is not a terminal (a log, a
+ * pipe) the default is no phase at all, so that a log holds every phase or
+ * none; cg_end then prints the one line saying what was written. */
 #ifndef VITC_PROGRESS_H
 #define VITC_PROGRESS_H
 
 #include <stdio.h>
 #include <time.h>
 #include <unistd.h>
-
-#define PROGRESS_SLOW_SECONDS 3.0
 
 typedef struct {
     double start, last;
@@ -27,7 +26,7 @@ static inline double now_s(void)
 static inline void phase_done(timer *t, const char *what)
 {
     double now = now_s();
-    if (t->verbose > 0 || (t->verbose == 0 && (now - t->start > PROGRESS_SLOW_SECONDS || isatty(2))))
+    if (t->verbose > 0 || (t->verbose == 0 && isatty(2)))
         fprintf(stderr, "vitc: %-40s %7.3f s\n", what, now - t->last);
     t->last = now;
 }

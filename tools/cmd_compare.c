@@ -312,7 +312,7 @@ static int compile_temp(cmp_opts *o, int64_t max_batch, char *so, size_t n)
     int st = cmp_temp_path(o, "model.so", so, n);
     if (st)
         return st;
-    cg_options opt = {.output = so, .max_batch = max_batch, .opt_level = 3};
+    cg_options opt = {.output = so, .max_batch = max_batch, .opt_level = 3, .verbose = -1}; /* compare says what it compiles */
     FILE *info = o->json ? stderr : stdout;
     fprintf(info, "compiling %s for batches 1 to %lld\n", o->onnx, (long long)max_batch);
     fflush(info);

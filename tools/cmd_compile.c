@@ -193,8 +193,8 @@ static const cli_option compile_options[] = {
     {"verbose", 'v', NULL, "Print every phase with its time and the total (import to link) on stderr.",
      .store = CLI_TAKE},
     {"quiet", 'q', NULL,
-     "Print nothing but errors (by default the phases are printed when stderr is a terminal or the compile is "
-     "slow).",
+     "Print nothing but errors (by default the phases are printed when stderr is a terminal, and a compile ends "
+     "with one line saying what it wrote).",
      .store = CLI_TAKE},
     {0},
 };

@@ -81,7 +81,7 @@ int cmp_compile_graph(const cmp_opts *o, ir_graph *g, const char *path, int64_t 
     int st = pass_run_pipeline(g, NULL, NULL, &d);
     if (st != VITC_OK)
         return st;
-    cg_options opt = {.output = path, .source = o->onnx, .max_batch = max_batch, .opt_level = 3};
+    cg_options opt = {.output = path, .source = o->onnx, .max_batch = max_batch, .opt_level = 3, .verbose = -1};
     if (o->precision[0])
         opt.precision = o->precision;
     return cg_compile(o->backend, g, &opt, &d);
