@@ -539,8 +539,9 @@ static void test_help_env_and_cpu_knobs(void **state)
 }
 
 /* --precision on the CPU: fp32 or bf16, and bf16 only for a CPU with AMX or
- * AVX512-BF16 (and AVX-512); a refused compile writes nothing.  Runs on any
- * x86-64 host (--cpu names one). */
+ * AVX512-BF16 (and AVX-512); a --cpu LLVM does not know, with the names it
+ * is near; a refused compile writes nothing.  Runs on any x86-64 host (--cpu
+ * names one). */
 static void test_cpu_precision_refusals(void **state)
 {
     (void)state;
@@ -554,6 +555,14 @@ static void test_cpu_precision_refusals(void **state)
     expect_err(2, noavx512, "--precision bf16 on the CPU needs AMX");
     const char *tf32[] = {model, "--precision", "tf32", "-o", so, NULL};
     expect_err(2, tf32, "the CPU backend computes in fp32 or bf16 (--precision fp32|bf16), not 'tf32'");
+    /* a misspelt --cpu: the processors LLVM knows that it is near */
+    const char *prefix[] = {model, "--cpu", "znver", "-o", so, NULL};
+    expect_err(2, prefix, "--cpu 'znver' is not a processor LLVM knows for");
+    expect_err(2, prefix, "did you mean znver1, znver2");
+    const char *typo[] = {model, "--cpu", "sapphirerapid", "-o", so, NULL};
+    expect_err(2, typo, "did you mean sapphirerapids?");
+    const char *far[] = {model, "--cpu", "qq", "-o", so, NULL};
+    expect_err(2, far, "(for example x86-64-v3, x86-64-v4, skylake-avx512, znver4)");
     struct stat sb;
     assert_int_not_equal(stat(so, &sb), 0);
     tu_rmtree(dir);

@@ -140,38 +140,114 @@ static void describe_target(cg_ctx *cg)
     t->l2_bytes = cg->opt->cpu ? 0 : cg_host_l2_bytes();
 }
 
-/* Checks a user's --cpu and --features against what LLVM knows for the
- * triple.  LLVM only warns about unknown names on stderr (and may abort
- * later, e.g. for a CPU without 64-bit mode), so the warnings of a trial
- * subtarget are captured and turned into a clear error. */
-static int check_cpu_features(cg_ctx *cg)
+/* What LLVM prints on stderr while making a trial subtarget for cpu and
+ * features (a disassembler: nothing else of a target machine), into text
+ * (at most n - 1 bytes, NUL-terminated).  0, or -1 when it could not be had. */
+static int llvm_says(const char *triple, const char *cpu, const char *features, char *text, size_t n)
 {
     if (LLVMInitializeNativeDisassembler())
-        return VITC_OK; /* cannot check: let LLVM decide */
+        return -1;
     FILE *cap = tmpfile();
     if (!cap)
-        return VITC_OK;
+        return -1;
     fflush(stderr);
     int saved = dup(2);
     if (saved < 0 || dup2(fileno(cap), 2) < 0) {
         if (saved >= 0)
             close(saved);
         fclose(cap);
-        return VITC_OK;
+        return -1;
     }
-    LLVMDisasmContextRef dc = LLVMCreateDisasmCPUFeatures(cg->triple, cg->cpu, cg->features, NULL, 0, NULL, NULL);
+    LLVMDisasmContextRef dc = LLVMCreateDisasmCPUFeatures(triple, cpu, features, NULL, 0, NULL, NULL);
     if (dc)
         LLVMDisasmDispose(dc);
     fflush(stderr);
     dup2(saved, 2);
     close(saved);
-    char text[2048];
     rewind(cap);
-    size_t n = fread(text, 1, sizeof text - 1, cap);
-    text[n] = 0;
+    size_t got = fread(text, 1, n - 1, cap);
+    text[got] = 0;
     fclose(cap);
-    if (strstr(text, "not a recognized processor"))
-        return cg_fail(cg, VITC_BAD_INPUT, -1, "--cpu '%s' is not a processor LLVM knows for %s", cg->cpu, cg->triple);
+    return 0;
+}
+
+/* Levenshtein distance of a and b (short names), capped at 9. */
+static int edit_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 63 || lb > 63)
+        return 9;
+    int row[64];
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = (int)j;
+    for (size_t i = 1; i <= la; i++) {
+        int diag = row[0];
+        row[0] = (int)i;
+        for (size_t j = 1; j <= lb; j++) {
+            int up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+            best = up + 1 < best ? up + 1 : best;
+            best = row[j - 1] + 1 < best ? row[j - 1] + 1 : best;
+            diag = up;
+            row[j] = best;
+        }
+    }
+    return row[lb] < 9 ? row[lb] : 9;
+}
+
+/* "; did you mean a, b or c?" for an unknown --cpu: the processors LLVM
+ * lists for the triple (cpu "help") that start with what was given, else
+ * those a few edits from it; "" when none is near. */
+static void cpu_suggestions(const char *triple, const char *given, char *out, size_t n)
+{
+    static char list[65536];
+    out[0] = 0;
+    if (llvm_says(triple, "help", "", list, sizeof list) != 0)
+        return;
+    const char *names[8];
+    int len[8], k = 0;
+    for (int pass = 0; pass < 2 && k == 0; pass++)
+        for (const char *line = strstr(list, "Available CPUs"); line && k < 8; line = strchr(line + 1, '\n')) {
+            if (strncmp(line + 1, "Available features", 18) == 0)
+                break; /* the CPUs are listed first */
+            const char *p = line + 1;
+            while (*p == ' ')
+                p++;
+            int l = (int)strcspn(p, " \n"), pad = l;
+            while (p[pad] == ' ')
+                pad++;
+            if (l == 0 || l > 60 || pad == l || strncmp(p + pad, "- ", 2) != 0)
+                continue;
+            char name[64];
+            snprintf(name, sizeof name, "%.*s", l, p);
+            int room = (int)strlen(given) / 4; /* edits allowed: a quarter of the name, one at least, two at most */
+            room = room < 1 ? 1 : room > 2 ? 2 : room;
+            int near = pass == 0 ? strncmp(name, given, strlen(given)) == 0 && *given : edit_distance(name, given) <= room;
+            if (near)
+                names[k] = p, len[k++] = l;
+        }
+    size_t w = 0;
+    for (int i = 0; i < k && w < n; i++)
+        w += (size_t)snprintf(out + w, n - w, "%s%.*s", i == 0 ? "; did you mean " : i == k - 1 ? " or " : ", ",
+                              len[i], names[i]);
+    if (k && w < n)
+        snprintf(out + w, n - w, "?");
+}
+
+/* Checks a user's --cpu and --features against what LLVM knows for the
+ * triple.  LLVM only warns about unknown names on stderr (and may abort
+ * later, e.g. for a CPU without 64-bit mode), so the warnings of a trial
+ * subtarget are captured and turned into a clear error. */
+static int check_cpu_features(cg_ctx *cg)
+{
+    char text[2048];
+    if (llvm_says(cg->triple, cg->cpu, cg->features, text, sizeof text) != 0)
+        return VITC_OK; /* cannot check: let LLVM decide */
+    if (strstr(text, "not a recognized processor")) {
+        char hint[512];
+        cpu_suggestions(cg->triple, cg->cpu, hint, sizeof hint);
+        return cg_fail(cg, VITC_BAD_INPUT, -1, "--cpu '%s' is not a processor LLVM knows for %s%s", cg->cpu,
+                       cg->triple, hint[0] ? hint : " (for example x86-64-v3, x86-64-v4, skylake-avx512, znver4)");
+    }
     if (strstr(text, "not a recognized feature")) {
         char *nl = strchr(text, '\n'), *ign;
         if (nl)
