@@ -78,6 +78,11 @@ def main():
           f"inspect: tensors as {{name, dtype, shape}}, dtype float32: {info['inputs']} {info['outputs']}")
     check(info["weights"]["embedded"] and info["weights"]["bytes"] > 0, "inspect weights embedded")
     check(sum(k["launches"] for k in info["kernels"]) >= len(info["kernels"]) > 3, "inspect kernels")
+    # the vector level follows the features the model was compiled with
+    want_isa = "AVX-512" if "+avx512f" in info["features"] else "AVX2" if "+avx2" in info["features"] else ""
+    check(info["isa"].startswith(want_isa), f"inspect isa {info['isa']!r} for its features")
+    check(any("+Gelu" in k["function"] or "+Gelu" in k.get("first_launch", "") for k in info["kernels"]),
+          f"inspect names the GEMM's GELU epilogue: {[k['first_launch'] for k in info['kernels']][:8]}")
 
     # names that need escaping round-trip
     odd_in, odd_out = 'in "x"\\y', "out\n\t\u00e9\u4e2d"

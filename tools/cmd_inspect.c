@@ -93,6 +93,53 @@ static void print_features(const char *f)
     printf(off ? " (%d disabled)\n" : "\n", off);
 }
 
+/* "343.0 MB (342992768 bytes)", "12.3 kB (12345 bytes)" or "128 bytes". */
+static const char *size_str(uint64_t b, char *buf, size_t n)
+{
+    if (b >= 1000000)
+        snprintf(buf, n, "%.1f MB (%llu bytes)", (double)b / 1e6, (unsigned long long)b);
+    else if (b >= 1000)
+        snprintf(buf, n, "%.1f kB (%llu bytes)", (double)b / 1e3, (unsigned long long)b);
+    else
+        snprintf(buf, n, "%llu bytes", (unsigned long long)b);
+    return buf;
+}
+
+/* 1 if an LLVM feature list ("+avx2,-avx512f,...") enables name: its last
+ * entry for it is "+name". */
+static int feature_on(const char *f, const char *name)
+{
+    int on = 0;
+    size_t len = strlen(name);
+    while (f && *f) {
+        size_t n = strcspn(f, ",");
+        if (n == len + 1 && strncmp(f + 1, name, len) == 0)
+            on = *f == '+';
+        f += n + (f[n] == ',');
+    }
+    return on;
+}
+
+/* What a CPU model's code is made of, from its features: the vector level
+ * ("AVX-512") and the dot-product and matrix units it may use. */
+static const char *isa_of(const char *f, char *buf, size_t n)
+{
+    const char *level = feature_on(f, "avx512f") ? "AVX-512 (16 floats a vector)"
+                        : feature_on(f, "avx2")  ? "AVX2 (8 floats a vector)"
+                        : feature_on(f, "avx")   ? "AVX (8 floats a vector)"
+                        : feature_on(f, "neon")  ? "NEON (4 floats a vector)"
+                                                 : "SSE (4 floats a vector)";
+    static const struct {
+        const char *feature, *label;
+    } extra[] = {{"fma", "FMA"}, {"avx512bf16", "AVX512-BF16"}, {"avx512vnni", "AVX512-VNNI"},
+                 {"avxvnni", "AVX-VNNI"}, {"amx-bf16", "AMX-BF16"}, {"amx-int8", "AMX-INT8"}};
+    size_t k = (size_t)snprintf(buf, n, "%s", level);
+    for (size_t i = 0; i < sizeof extra / sizeof extra[0] && k < n; i++)
+        if (feature_on(f, extra[i].feature))
+            k += (size_t)snprintf(buf + k, n - k, ", %s", extra[i].label);
+    return buf;
+}
+
 /* 1 if launch names a and b ("FUNCTION WHAT NODE") run the same function. */
 static int same_function(const char *a, const char *b)
 {
@@ -186,6 +233,8 @@ static void inspect_json(const char *path, long long file_bytes, const vitc_mode
     json_str(&w, "triple", d->triple);
     json_str(&w, "cpu", d->cpu);
     json_features(&w, d->features);
+    char isa[256];
+    json_str(&w, "isa", strcmp(d->target, "cpu") == 0 ? isa_of(d->features, isa, sizeof isa) : NULL);
     json_str(&w, "precision", vitc_model_precision(m));
     json_knobs(&w, vitc_model_knobs(m));
     vitc_cuda_details cd;
@@ -318,6 +367,9 @@ int cmd_inspect(int argc, char **argv)
     printf("source:     %s\n", d.source);
     printf("compiled:   vitc %s, model ABI %d\n", d.compiler_version, d.abi_version);
     printf("target:     %s, triple %s, cpu %s, precision %s\n", d.target, d.triple, d.cpu, vitc_model_precision(m));
+    char isa[256];
+    if (strcmp(d.target, "cpu") == 0)
+        printf("isa:        %s\n", isa_of(d.features, isa, sizeof isa));
     print_features(d.features);
     vitc_cuda_details cd;
     int device = vitc_model_cuda_details(m, &cd) == VITC_STATUS_OK;
@@ -341,14 +393,15 @@ int cmd_inspect(int argc, char **argv)
     print_shapes(m);
     print_tensors(m, 0);
     print_tensors(m, 1);
-    printf("workspace:  %llu bytes %sper context (activations, planned for batch %lld%s)\n",
-           (unsigned long long)d.workspace_bytes, device ? "of device memory " : "",
-           (long long)d.max_batch, vitc_model_num_shapes(m) > 1 ? ", the largest shape's" : "");
+    char size[96];
+    printf("workspace:  %s %sper context (activations, planned for batch %lld%s)\n",
+           size_str(d.workspace_bytes, size, sizeof size), device ? "of device memory " : "", (long long)d.max_batch,
+           vitc_model_num_shapes(m) > 1 ? ", the largest shape's" : "");
     if (d.weights_file)
-        printf("weights:    %llu bytes in external file %s (FNV-1a %016llx)\n", (unsigned long long)d.weights_bytes,
+        printf("weights:    %s in external file %s (FNV-1a %016llx)\n", size_str(d.weights_bytes, size, sizeof size),
                d.weights_file, (unsigned long long)d.weights_fnv1a);
     else
-        printf("weights:    %llu bytes, embedded\n", (unsigned long long)d.weights_bytes);
+        printf("weights:    %s, embedded\n", size_str(d.weights_bytes, size, sizeof size));
     print_kernels(d.nkernels, d.kernel_names);
     vitc_model_free(m);
     return VITC_OK;

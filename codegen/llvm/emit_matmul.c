@@ -128,9 +128,10 @@ static int emit_gemm_call(cg_ctx *cg, int node, gemm_call *c)
     if (!fn)
         return cg_fail(cg, VITC_INTERNAL, node, "the GEMM kernel generator refused K=%lld N=%lld", (long long)c->d.K,
                        (long long)c->d.N);
-    snprintf(label, sizeof label, "GEMM%s %lldx%lld%s%s act=%d %s", bf16 ? " bf16" : "", (long long)c->d.K,
-             (long long)c->d.N, c->bias ? " +bias" : "", !c->R ? "" : c->d.gate ? " +gate" : " +residual",
-             c->d.activation, cg->g->nodes[node].name);
+    snprintf(label, sizeof label, "GEMM%s %lldx%lld%s%s%s%s %s", bf16 ? " bf16" : "", (long long)c->d.K,
+             (long long)c->d.N, c->bias ? " +bias" : "", c->d.activation ? " " : "",
+             ir_act_label((ir_act)c->d.activation), !c->R ? "" : c->d.gate ? " *gate" : " +residual",
+             cg->g->nodes[node].name);
     cg_note_kernel(cg, name, label);
     LLVMBuilderRef b = cg->rb;
     LLVMValueRef f[6] = {c->A, cg_weights_ptr(cg, b, cg->run_call, wo),
