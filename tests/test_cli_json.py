@@ -153,6 +153,18 @@ def main():
           "run --profile prints the table")
     bad = subprocess.run([VITC, "run", EXAMPLE, "--input", x, "--profile"], capture_output=True, text=True)
     check(bad.returncode == 2 and "compiled models" in bad.stderr, "run --profile on an ONNX file: exit 2")
+    # --top N: the N longest parts, the rest in one line; the time per op still counts every part
+    top = vitc_json("run", so, "--input", x, "--output-dir", os.path.join(tmp, "out"), "--repeat", "3",
+                    "--profile", "--top", "3", "--json")["profile"]
+    check(len(top["parts"]) == 3 and top["parts_total"] == len(parts), f"run --profile --top 3: {len(top['parts'])} "
+          f"of {top['parts_total']} parts")
+    check(abs(sum(o["share"] for o in top["ops"]) - 1) < 1e-6, "run --profile --top 3: the ops' shares add up to 1")
+    text = subprocess.run([VITC, "run", so, "--input", x, "--output-dir", os.path.join(tmp, "out"), "--profile",
+                           "--top", "2"], capture_output=True, text=True)
+    check(text.returncode == 0 and "the other %d parts" % (len(parts) - 2) in text.stdout,
+          "run --profile --top 2 prints one line for the other parts")
+    bad = subprocess.run([VITC, "run", so, "--input", x, "--top", "2"], capture_output=True, text=True)
+    check(bad.returncode == 2 and "give --profile too" in bad.stderr, "run --top without --profile: exit 2")
 
     # compare: against the interpreter, and against ONNX Runtime as computed here
     c = vitc_json("compare", EXAMPLE, so, "--input", x, "--json")

@@ -30,6 +30,7 @@ typedef struct {
     long long nthreads; /* compiled models: 0 = one per core */
     int json;
     int profile;
+    long long top;      /* --profile: the longest parts printed (0: all) */
 } run_opts;
 
 /* An output name as a file name: path separators and odd bytes become '_'. */
@@ -215,7 +216,7 @@ static int longest_first(const void *a, const void *b)
 
 /* The profile of c's runs: every part, longest first, with its share of the
  * time in all parts; then the time per op.  With json, as member "profile". */
-static int report_profile(json_w *json, const vitc_context *c, long runs)
+static int report_profile(json_w *json, const vitc_context *c, long runs, long long top)
 {
     int n = vitc_context_profile_parts(c);
     profile_row *rows = calloc((size_t)(n > 0 ? n : 1), sizeof *rows);
@@ -243,12 +244,14 @@ static int report_profile(json_w *json, const vitc_context *c, long runs)
         op_s[k] += rows[i].p.seconds;
     }
     double share_den = total > 0 ? total : 1;
+    int shown = top > 0 && top < n ? (int)top : n;
     if (json) {
         json_object(json, "profile");
         json_int(json, "runs", runs);
         json_num(json, "ms_per_run", 1e3 * total / (double)runs);
+        json_int(json, "parts_total", n);
         json_array(json, "parts");
-        for (int i = 0; i < n; i++) {
+        for (int i = 0; i < shown; i++) {
             json_object(json, NULL);
             json_int(json, "index", rows[i].index);
             json_str(json, "op", rows[i].p.op);
@@ -274,10 +277,17 @@ static int report_profile(json_w *json, const vitc_context *c, long runs)
         printf("profile: %d parts, %ld run%s, %.3f ms per run in them; longest first\n", n, runs, runs == 1 ? "" : "s",
                1e3 * total / (double)runs);
         printf("  %5s %6s %10s %6s  %-18s %-22s %s\n", "part", "share", "total ms", "calls", "op", "kernels", "from");
-        for (int i = 0; i < n; i++)
+        for (int i = 0; i < shown; i++)
             printf("  %5d %5.1f%% %10.3f %6lld  %-18s %-22s %s\n", rows[i].index, 100 * rows[i].p.seconds / share_den,
                    1e3 * rows[i].p.seconds, (long long)rows[i].p.calls, rows[i].p.op, rows[i].p.kernels,
                    rows[i].p.source);
+        if (shown < n) {
+            double rest = 0;
+            for (int i = shown; i < n; i++)
+                rest += rows[i].p.seconds;
+            printf("  %5s %5.1f%% %10.3f         the other %d parts\n", "...", 100 * rest / share_den, 1e3 * rest,
+                   n - shown);
+        }
         printf("by op:");
         for (int k = 0; k < nops; k++)
             printf("%s %s %.1f%%", k ? "," : "", ops[k], 100 * op_s[k] / share_den);
@@ -369,7 +379,7 @@ static int run_compiled(const run_opts *o, double *ms)
         }
     }
     if (status == VITC_OK && o->profile)
-        status = report_profile(json, c, o->repeat);
+        status = report_profile(json, c, o->repeat, o->top);
     if (json)
         json_end_object(json);
     free(gpu_ms);
@@ -406,6 +416,9 @@ static const cli_option run_options[] = {
      "Compiled CPU models: time each part of the runs (the code of one node of the compiled graph: its op, kernels "
      "and ONNX nodes) and print the parts longest first with their share, then the time per op.",
      .store = CLI_FLAG, .at = offsetof(run_opts, profile)},
+    {"top", 0, "N",
+     "With --profile: print the N longest parts only (then one line for the rest); the time per op counts all.",
+     .store = CLI_COUNT, .at = offsetof(run_opts, top), .lo = 1, .hi = 1000000},
     {"json", 0, NULL, "Print the outputs written, the timings and the profile as one JSON object instead.",
      .store = CLI_FLAG, .at = offsetof(run_opts, json)},
     {0},
@@ -414,7 +427,7 @@ static const cli_option run_options[] = {
 const cli_command cli_run_command = {
     "run",
     "vitc run MODEL.onnx|MODEL.so --input [NAME=]FILE.npy ... [--output-dir DIR] [--repeat N]\n"
-    "                             [--warmup N] [--threads N] [--profile] [--json]",
+    "                             [--warmup N] [--threads N] [--profile [--top N]] [--json]",
     "Run a compiled model (.so) through the runtime, or an ONNX model with the reference interpreter\n"
     "(plain loops, double accumulation), and write one NAME.npy per output.",
     run_options,
@@ -444,6 +457,8 @@ int cmd_run(int argc, char **argv)
     struct stat sb;
     if (stat(o.outdir, &sb) == 0 && !S_ISDIR(sb.st_mode))
         return cli_error("run: output directory '%s' is not a directory", o.outdir);
+    if (o.top && !o.profile)
+        return cli_usage_error("run: --top N chooses the parts --profile prints; give --profile too");
     if (o.profile && cli_is_onnx(o.model))
         return cli_usage_error("run: --profile times compiled models; '%s' is an ONNX model (compile it first)",
                                o.model);
