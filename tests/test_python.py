@@ -2,7 +2,8 @@
 
 Run by tests/test_python.sh (ctest test_python) with the venv's pytest, from
 outside the source tree, with VITC_SOURCE_DIR set:
-  - the installed package runs its own vitc CLI and its own runtime library;
+  - the installed package runs its own vitc CLI and its own runtime library,
+    which the `vitc` command and `python -m vitc` run too;
   - a committed fixture compiled with vitc.compile and run at batch 1 and 3
     matches PyTorch's output (max|out-ref|/max|ref| <= 1e-4);
   - Model.inputs/outputs are what `vitc inspect --json` says;
@@ -95,6 +96,18 @@ def test_package_runs_its_own_binaries(model):
     out = subprocess.run([vitc.CLI_PATH, "--version"], capture_output=True, text=True, check=True).stdout
     assert out.split()[:2] == ["vitc", vitc.__version__]
     assert model.compiler_version == vitc.__version__
+
+
+def test_console_command_and_python_m():
+    """`vitc` in the venv's bin/ and `python -m vitc` are the package's CLI: its output, its exit codes."""
+    script = os.path.join(os.path.dirname(sys.executable), "vitc")
+    assert os.access(script, os.X_OK), f"pip installed no {script}"
+    want = subprocess.run([vitc.CLI_PATH, "--help"], capture_output=True, text=True, check=True).stdout
+    for cmd in ([script], [sys.executable, "-m", "vitc"]):
+        p = subprocess.run(cmd + ["--help"], capture_output=True, text=True)
+        assert (p.returncode, p.stdout) == (0, want), cmd
+        p = subprocess.run(cmd + ["run"], capture_output=True, text=True)
+        assert p.returncode == 2 and p.stderr.startswith("vitc: run: no model given"), (cmd, p.stderr)
 
 
 # ---- results against PyTorch ----

@@ -27,8 +27,9 @@ if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import pytest" 2>/dev
   "$python" -m venv "$venv"
   "$venv/bin/python" -m pip install $pip_q pytest
 fi
-# The real install, every run: pip builds the wheel (build isolation, setuptools
-# from PyPI), pulls the declared dependencies, and replaces the previous vitc.
+# The real install, every run: pip builds the wheel (build isolation, scikit-build-core
+# from PyPI, taking this build's binaries: VITC_BUILD_DIR), pulls the declared
+# dependencies, and replaces the previous vitc.
 echo "test_python: pip install $src (binaries from $build)"
 VITC_BUILD_DIR=$build "$venv/bin/python" -m pip install $pip_q "$src"
 
