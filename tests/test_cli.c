@@ -239,8 +239,8 @@ static void test_option_grammar(void **state)
     const char *cmds[][3] = {{"run", "vitc run MODEL.onnx|MODEL.so"}, {"dump", "vitc dump MODEL.onnx"},
                              {"compare", "vitc compare MODEL.onnx [MODEL.so]"}, {"inspect", "vitc inspect MODEL.so"},
                              {"x.onnx", "vitc MODEL.onnx -o MODEL.so"},
-                             {"compile", "vitc compile MODEL.onnx -o MODEL.so"}};
-    for (int i = 0; i < 6; i++) {
+                             {"compile", "vitc compile MODEL.onnx -o MODEL.so"}, {"bench", "vitc bench MODEL.so"}};
+    for (int i = 0; i < 7; i++) {
         char *out, *err;
         const char *h[] = {cmds[i][0], "--help", NULL};
         int rc = tu_run_vitc(h, &out, &err);
@@ -295,9 +295,10 @@ static void touch(const char *path)
 }
 
 /* `vitc compile MODEL -o SO` and the bare `vitc MODEL.onnx -o SO`; the first
- * word is a command or a model by the word alone: in a directory holding a
- * folder bench/ and files named run, inspect and foo, `vitc bench --help` is
- * an unknown command (not the compile's help), `vitc run --help` is run's,
+ * word is a command or a model by the word alone: in a directory holding
+ * folders bench/ and docs/ and files named run, inspect and foo, `vitc docs
+ * --help` is an unknown command (not the compile's help), `vitc bench
+ * --help` is bench's and `vitc run --help` is run's,
  * and a file named like a command (or without .onnx) is compiled through
  * `vitc compile NAME` or `./NAME`, a usage error saying so otherwise. */
 static void test_command_by_word(void **state)
@@ -311,14 +312,18 @@ static void test_command_by_word(void **state)
     assert_int_equal(system(cp), 0);
     snprintf(cp, sizeof cp, "%s/bench", dir);
     assert_int_equal(mkdir(cp, 0755), 0);
+    snprintf(cp, sizeof cp, "%s/docs", dir);
+    assert_int_equal(mkdir(cp, 0755), 0);
     snprintf(cp, sizeof cp, "%s/run", dir);
     touch(cp);
     assert_int_equal(chdir(dir), 0);
 
-    const char *bench[] = {"bench", "--help", NULL};
-    expect_exact(2, bench, NULL,
-                 "vitc: unknown command 'bench' (a model to compile ends in .onnx or holds a '/')\n"
+    const char *docs[] = {"docs", "--help", NULL};
+    expect_exact(2, docs, NULL,
+                 "vitc: unknown command 'docs' (a model to compile ends in .onnx or holds a '/')\n"
                  "(run 'vitc --help' for usage)\n");
+    const char *bench_help[] = {"bench", "--help", NULL};
+    expect_exact(0, bench_help, "usage:\n  vitc bench MODEL.so", "");
     const char *run_help[] = {"run", "--help", NULL};
     expect_exact(0, run_help, "usage:\n  vitc run MODEL.onnx|MODEL.so --input", "");
     const char *foo[] = {"foo", "-o", "foo.so", NULL};

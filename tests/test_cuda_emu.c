@@ -508,6 +508,18 @@ static void test_runtime_on_fake_driver(void **state)
     }
     unsetenv("VITC_FAKE_CUDA_ARCH");
 
+    /* vitc bench on the CUDA model: its context (a stream of its own) through the same calls, a warm-up
+     * request and two timed ones replaying the one graph; one request at a time, as the fake driver
+     * keeps its state without locks */
+    unlink(trace);
+    const char *bench[] = {"bench", so, "--requests", "2", "--warmup", "1", "--json", NULL};
+    int brc = vitc_text(bench, text, sizeof text);
+    print_message("fake sm_90: vitc bench --requests 2: exit %d, %d graph(s) captured, %d replays\n", brc,
+                  count_lines(trace, "instantiate"), count_lines(trace, "graph launch"));
+    if (brc != 0 || !strstr(text, "\"target\": \"cuda\"") || !strstr(text, "\"requests\": 2,"))
+        fail_msg("vitc bench on the fake driver exited %d:\n%s", brc, text);
+    assert_int_equal(count_lines(trace, "graph launch"), 3);
+
     /* 2. a batch where the 128x128 GEMM tile takes over: more than 48 KiB of
      * shared memory, which the runtime must opt into */
     tu_path(model, sizeof model, "tests/models/face_ln-ts17.onnx");

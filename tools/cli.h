@@ -55,7 +55,7 @@ typedef struct {
 /* Every subcommand, NULL-terminated (vitc.c). */
 extern const cli_command *const cli_commands[];
 extern const cli_command cli_compile_command, cli_dump_command, cli_run_command, cli_compare_command,
-    cli_inspect_command;
+    cli_inspect_command, cli_bench_command;
 
 enum {
     CLI_POSITIONAL = 0,   /* take()'s key for a positional argument */
@@ -179,6 +179,7 @@ int cli_read_inputs(const char *path, const cli_input_sig *sig, int n, char **sp
 
 int cmd_inspect(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
+int cmd_bench(int argc, char **argv); /* cmd_bench.c */
 
 /* 1 if path names an ONNX model (by its extension), else it is taken as a compiled .so. */
 int cli_is_onnx(const char *path);
@@ -210,6 +211,8 @@ int64_t cli_rt_batch_of(const vitc_model *m, const ir_tensor *inputs);
 /* Allocates the model's outputs at a batch, of the input shape the inputs
  * (in the model's order) have where it was compiled for several. */
 int cli_rt_alloc_outputs(const vitc_model *m, int64_t batch, const ir_tensor *inputs, ir_tensor *outputs);
+/* t as vitc_run takes it (no name: matched by position; the data shared). */
+void cli_rt_tensor(const ir_tensor *t, vitc_tensor *v);
 /* vitc_run on ir_tensors in the model's order; the error printed; returns an exit code. */
 int cli_rt_run(vitc_context *c, const vitc_model *m, const ir_tensor *inputs, ir_tensor *outputs);
 

@@ -182,7 +182,7 @@ int cli_rt_alloc_outputs(const vitc_model *m, int64_t batch, const ir_tensor *in
     return VITC_OK;
 }
 
-static void to_vitc(const ir_tensor *t, vitc_tensor *v)
+void cli_rt_tensor(const ir_tensor *t, vitc_tensor *v)
 {
     memset(v, 0, sizeof *v);
     v->dtype = ir_dtype_onnx_code(t->dtype);
@@ -203,9 +203,9 @@ int cli_rt_run(vitc_context *c, const vitc_model *m, const ir_tensor *inputs, ir
         return VITC_INTERNAL;
     }
     for (int i = 0; i < nin; i++)
-        to_vitc(&inputs[i], &vin[i]);
+        cli_rt_tensor(&inputs[i], &vin[i]);
     for (int i = 0; i < nout; i++)
-        to_vitc(&outputs[i], &vout[i]);
+        cli_rt_tensor(&outputs[i], &vout[i]);
     vitc_status st = vitc_run(c, vin, nin, vout, nout);
     free(vin);
     free(vout);

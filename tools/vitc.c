@@ -14,7 +14,8 @@
 #include <sys/stat.h>
 
 const cli_command *const cli_commands[] = {
-    &cli_compile_command, &cli_dump_command, &cli_run_command, &cli_compare_command, &cli_inspect_command, NULL,
+    &cli_compile_command, &cli_dump_command, &cli_run_command, &cli_compare_command, &cli_inspect_command,
+    &cli_bench_command, NULL,
 };
 
 /* Writes text with every line indented by n spaces. */
@@ -172,8 +173,8 @@ int main(int argc, char **argv)
         current_command = "compile";
         return cmd_compile(argc - 1, argv + 1);
     }
-    const char *names[] = {"compile", "dump", "run", "compare", "inspect", "help"};
-    const char *near = cli_nearest(cmd, names, 6);
+    const char *names[] = {"compile", "dump", "run", "compare", "inspect", "bench", "help"};
+    const char *near = cli_nearest(cmd, names, 7);
     if (stat(cmd, &sb) == 0 && S_ISREG(sb.st_mode))
         return cli_usage_error("unknown command '%s'; to compile the file %s, run 'vitc compile %s -o MODEL.so' "
                                "(without 'compile', a model's name must end in .onnx or hold a '/')",
