@@ -8,7 +8,7 @@
 # `vitc` command and `python -m vitc`, the package's binaries inside the
 # venv and its runtime the one loaded, and the example model compiled and
 # run through the package against PyTorch's output.  Prints how long the
-# install took (about 30 s on 2 cores).
+# install took (under half a minute on 2 idle cores).
 # usage: test_pip_install.sh SOURCE_DIR PYTHON [sanitized|plain]   (exit 77: skipped, with why)
 set -eu
 src=$(cd "$1" && pwd)

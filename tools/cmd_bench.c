@@ -62,7 +62,6 @@ typedef struct {
     vitc_status status;          /* a failed request's */
     char error[1024];            /* and its vitc_last_error() */
     pthread_t thread;
-    int started;                 /* the thread was created */
 } bench_slot;
 
 struct bench_state {
@@ -328,13 +327,11 @@ static int bench(const bench_opts *o0)
                     strerror(err));
             exit(VITC_INTERNAL);
         }
-        slots[i].started = 1;
     }
     size_t n = 0;
     double end = 0;
     for (int i = 0; i < nslots; i++) {
         pthread_join(slots[i].thread, NULL);
-        slots[i].started = 0;
         n += slots[i].nlat;
         if (slots[i].last_done > end)
             end = slots[i].last_done;
