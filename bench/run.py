@@ -20,10 +20,13 @@ ViT with LayerNorm and with BatchNorm):
      spinning steal a core from the next),
   4. repeat the whole table --rounds times in this one command, and report per row the median of
      the rounds' medians and the spread of the ratios over the rounds,
-  5. measure the machine's peak fp32 FLOP/s (bench/peak_fma) before and after, and write a
-     Markdown table with the date, CPU model, ISA, commit and command: ms, images/s, vitc's speed
-     relative to ONNX Runtime and PyTorch, vitc's and ONNX Runtime's fraction of peak, peak RSS of
-     each worker, vitc's error against ONNX Runtime, the compile seconds (median of three).
+  5. measure the machine's peaks (bench/peak_fma: fp32 FMA, and the bf16 and int8 dot-product
+     units the CPU has) before and after, and write a Markdown table with the date, CPU model, ISA,
+     commit and command: ms, images/s, vitc's speed relative to ONNX Runtime and PyTorch, vitc's and
+     ONNX Runtime's fraction of peak (each precision's rows against the peak of its own unit: fp32
+     rows the FMA peak, vitc's bf16 rows the bf16 peak of the unit its build uses, AMX's TDPBF16PS
+     where the compiled model lists amx-bf16, else VDPBF16PS; the table names it), peak RSS of each
+     worker, vitc's error against ONNX Runtime, the compile seconds (median of three).
 
 Needs a Python with torch, torchvision, timm, einops, onnx, onnxruntime and numpy (see
 tests/models/requirements.txt), and a built vitc (./setup.sh):
@@ -50,6 +53,8 @@ import numpy as np
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "tests", "models"))
+sys.path.insert(0, os.path.join(REPO, "bench"))
+import peaks  # noqa: E402  (bench/peaks.py: peak_fma's output read)
 
 MODELS = ["vit_ti16_timm", "vit_s16_timm", "vit_b16_timm", "vit_b16_torchvision", "vit_b16_einops",
           "face_vit_s", "face_vit_s_bn"]
@@ -363,15 +368,32 @@ class Worker:
 # ---------------------------------------------------------------------------------------------
 # Driver
 # ---------------------------------------------------------------------------------------------
-def peak_gflops(build, threads, isa="host"):
-    """The machine's fp32 peak with this many threads, as bench/peak_fma measures it (isa avx2: with
-    the vectors of vitc's AVX2 path)."""
+def measure_peaks(build, threads, isa="host"):
+    """The machine's peaks with this many threads, as bench/peak_fma measures them: {unit: GFLOP/s (int8:
+    GOP/s) or None} for "fp32" and, on the host's code path, each dot-product unit ("bf16 TDPBF16PS", ...;
+    peaks.UNITS), and {unit: why not available}.  isa avx2: fp32 alone, with the vectors of vitc's AVX2 path."""
     exe = os.path.join(build, "bench", "peak_fma")
+    units = ["fp32"] if isa == "avx2" else peaks.UNITS
     if not os.path.exists(exe):
-        return None
+        return {u: None for u in units}, {u: f"{exe} is missing" for u in units}
     out = subprocess.run([exe] + (["--avx2"] if isa == "avx2" else []), capture_output=True, text=True).stdout
-    m = re.search(r"peak fp32, %d threads?:\s+([\d.]+) GFLOP/s" % threads, out)
-    return float(m.group(1)) if m else None
+    values, why, _, _ = peaks.parse(out)
+    return {u: values.get(u, {}).get(threads) for u in units}, why
+
+
+def bf16_unit(vitc, so):
+    """The dot-product unit of a --precision bf16 build, from the CPU features it was compiled for:
+    AMX's TDPBF16PS where they list amx-bf16 (with amx-tile), else AVX512-BF16's VDPBF16PS."""
+    r = subprocess.run([vitc, "inspect", so, "--json"], capture_output=True, text=True)
+    features = set(json.loads(r.stdout).get("features", [])) if r.returncode == 0 else set()
+    if {"amx-tile", "amx-bf16"} <= features:
+        return "bf16 TDPBF16PS"
+    return "bf16 VDPBF16PS" if "avx512bf16" in features else None
+
+
+# How the table names each unit's peak
+UNIT_NAMES = {"fp32": "fp32 FMA", "bf16 TDPBF16PS": "bf16 AMX (TDPBF16PS)", "bf16 VDPBF16PS": "bf16 VDPBF16PS",
+              "int8 TDPBUSD": "int8 AMX (TDPBUSD)", "int8 VPDPBUSD": "int8 VPDPBUSD"}
 
 
 def cpu_info():
@@ -518,6 +540,7 @@ def main():
     args.cpuid_mask_lib = os.path.join(args.build, "bench", "libvitc_cpuid_mask.so")
     args.hide_errors = set()  # why AVX-512 could not be hidden from the avx2 rows' workers, if it could not
     args.avx2_kernels = {}  # runtime -> {whether it ran its AVX2 kernels in an avx2 row}
+    args.peak_unit = {}  # (model, isa) -> the peaks.UNITS entry vitc's rows are against
     for p in (vitc, args.runtime_lib, args.cpuid_mask_lib):
         if not os.path.exists(p):
             raise SystemExit(f"{p} is missing: build vitc first (./setup.sh)")
@@ -541,10 +564,10 @@ def main():
         else:
             raise SystemExit(f"unknown --isa {isa}")
     import gen_fixtures as gf
-    peak_isas = ["host"] + [isa for isa, _ in isas if isa not in ("host", "bf16")]  # bf16: of the fp32 peak
-    peak_before = {isa: peak_gflops(args.build, args.threads, isa) for isa in peak_isas}
-    print(f"== {cpu}, {isa_desc}; peak with {args.threads} threads: " +
-          ", ".join(f"{isa} {v} GFLOP/s" for isa, v in peak_before.items()), flush=True)
+    peak_isas = ["host"] + [isa for isa, _ in isas if isa not in ("host", "bf16")]  # bf16: a unit of the host's
+    peak_before = {isa: measure_peaks(args.build, args.threads, isa) for isa in peak_isas}
+    print(f"== {cpu}, {isa_desc}; peaks with {args.threads} threads: " +
+          ", ".join(f"{isa} {u} {v}" for isa, (vals, _) in peak_before.items() for u, v in vals.items()), flush=True)
 
     compiled, gflops = {}, {}
     for name in names:
@@ -558,6 +581,8 @@ def main():
             # three compiles: one alone swings by a second here with the page cache's writeback
             times = sorted(compile_model(vitc, onnx_path, so, max(batches), isa_args) for _ in range(3))
             compiled[name, isa] = (onnx_path, so, times)
+            # the peak vitc's rows of this build are measured against
+            args.peak_unit[name, isa] = bf16_unit(vitc, so) if isa == "bf16" else "fp32"
             print(f"== compiled {name} ({isa}) in " + ", ".join(f"{t:.2f}" for t in times) + " s", flush=True)
         for b in batches:
             gflops[name, b] = model_gflop(vitc, onnx_path, b)
@@ -576,7 +601,7 @@ def main():
                           ", ".join(f"{rt} {v:.2f} ms" for rt, v in med.items()) +
                           (f", vitc/ORT {med['ort'] / med['vitc']:.2f}x" if "vitc" in med and "ort" in med else ""),
                           flush=True)
-    peak_after = {isa: peak_gflops(args.build, args.threads, isa) for isa in peak_isas}
+    peak_after = {isa: measure_peaks(args.build, args.threads, isa) for isa in peak_isas}
     # where vitc's time goes: its own profile (vitc run --profile), after the timed rounds
     profiles = {}
     for name in names:
@@ -606,14 +631,18 @@ def by_op(ops):
 
 
 def gap_line(args, name, isa, b, med, ratio, share, ops, ort_wider):
-    """One row under --target: its gap, the share of the peak the target takes, and where vitc's time goes."""
+    """One row under --target: its gap, the share of the peak the target takes (bf16 rows: of vitc's bf16
+    unit's peak), and where vitc's time goes."""
     vitc_ms, ort_ms = med["vitc"][0], med["ort"][0]
     need_ms = ort_ms / args.target
     pct = lambda v: f"{v:.0%}" if v is not None else "n/a"
     vp, op = pct(share("vitc")), pct(share("ort"))
     need = pct(share("vitc") * vitc_ms / need_ms if share("vitc") is not None else None)
-    of_v = "of the AVX2 peak" if isa == "avx2" else "of peak"
-    of_o = "of the host's peak, on its AVX-512 kernels" if ort_wider else of_v
+    unit = args.peak_unit.get((name, isa), "fp32")
+    of_v = "of the AVX2 peak" if isa == "avx2" else f"of the {UNIT_NAMES.get(unit, unit)} peak" if unit != "fp32" \
+        else "of peak"
+    of_o = "of the host's peak, on its AVX-512 kernels" if ort_wider else of_v if unit == "fp32" else \
+        "of the fp32 FMA peak"
     where = ", ".join(f"{o['op']} {o['share'] * vitc_ms:.1f}" for o in sorted(ops or [], key=lambda o: -o["share"])[:4])
     return (f"- {name} ({isa}) batch {b}: vitc/ORT {ratio}. vitc {vitc_ms:.1f} ms, ORT {ort_ms:.1f}; "
             f"{args.target:.2f}x takes {need_ms:.1f} ms ({1 - need_ms / vitc_ms:.0%} less time), vitc at {need} "
@@ -634,13 +663,22 @@ def write_table(args, cpu, isa_desc, peak_before, peak_after, names, isas, batch
         tv = torch.__version__
     except ImportError:
         tv = "n/a"
-    peak = {}
-    for isa in peak_before:
-        pair = [v for v in (peak_before[isa], peak_after.get(isa)) if v]
-        peak[isa] = max(pair) if pair else None
-    def peak_line(isa):
-        b, a = peak_before.get(isa), peak_after.get(isa)
-        return f"{isa}: {b:.0f} GFLOP/s before, {a:.0f} after" if b and a else f"{isa}: not measured"
+    peak = {}  # isa -> unit -> the larger of before and after
+    for isa, (before, _) in peak_before.items():
+        after = peak_after.get(isa, ({}, {}))[0]
+        peak[isa] = {}
+        for u in before:
+            pair = [v for v in (before[u], after.get(u)) if v]
+            peak[isa][u] = max(pair) if pair else None
+
+    def peak_line(isa, u):
+        b, a = peak_before[isa][0].get(u), peak_after.get(isa, ({}, {}))[0].get(u)
+        why = peak_before[isa][1].get(u)
+        what = f"{isa} {UNIT_NAMES.get(u, u)}" if isa != "host" else UNIT_NAMES.get(u, u)
+        unit = "GOP/s" if u.startswith("int8") else "GFLOP/s"
+        return (f"{what}: {b:.0f} {unit} before, {a:.0f} after" if b and a else
+                f"{what}: not available ({why})" if why else f"{what}: not measured")
+    peak_lines = [peak_line(isa, u) for isa in peak_before for u in peak_before[isa][0]]
     n_calls = args.block * args.blocks
     ran_avx2 = {rt for rt, seen in args.avx2_kernels.items() if seen == {True}}
     if not args.hide_errors:
@@ -662,8 +700,8 @@ def write_table(args, cpu, isa_desc, peak_before, peak_after, names, isas, batch
         f"# vitc benchmark: {datetime.date.today().isoformat()}",
         "",
         f"- Machine: {cpu}, {os.cpu_count()} cores visible, {isa_desc}; {args.threads} threads for every runtime.",
-        f"- Peak fp32 measured in this run (bench/peak_fma, {args.threads} threads; % of peak uses the larger): " +
-        "; ".join(peak_line(isa) for isa in peak_before) + "." +
+        f"- Peaks measured in this run (bench/peak_fma, {args.threads} threads; % of peak uses the larger of before "
+        "and after): " + "; ".join(peak_lines) + "." +
         (avx2_line if "avx2" in peak_before and "host" in peak_before else ""),
         f"- vitc at commit {args.commit}; ONNX Runtime {onnxruntime.__version__} (all graph optimisations); "
         f"PyTorch {tv} eager.",
@@ -674,9 +712,15 @@ def write_table(args, cpu, isa_desc, peak_before, peak_after, names, isas, batch
         "- Command: `.venv-gen/bin/python bench/run.py " + " ".join(sys.argv[1:]) + "`",
         "",
         "vitc/ORT and vitc/torch are speed ratios (above 1: vitc is faster). isa: vitc's code path (host: the "
-        "host's features; avx2: compiled with --features=-avx512f, the other runtimes as the header says; bf16: --precision bf16, the Linear layers "
-        "in bf16 (" + ("on AMX tiles" if "amx_tile" in isa_desc else "with AVX512-BF16's VDPBF16PS") + "), whose % peak is of the fp32 peak and whose err is bf16's, ORT and PyTorch "
-        "staying fp32). RSS: each worker's peak resident memory "
+        "host's features; avx2: compiled with --features=-avx512f, the other runtimes as the header says; bf16: "
+        "--precision bf16, the Linear layers in bf16 (" + ("on AMX tiles" if "amx_tile" in isa_desc else
+                                                         "with AVX512-BF16's VDPBF16PS") + "; attention and the rest "
+        "in fp32), whose err is bf16's, ORT and PyTorch staying fp32). % peak: each runtime's GFLOP/s (the model's "
+        "matrix products) against the peak of the unit it ran, measured in this run: vitc's against the column "
+        "'vitc's peak' (its bf16 rows against the bf16 peak of the unit its build uses: AMX's TDPBF16PS where the "
+        "compiled model lists amx-bf16, else VDPBF16PS), ORT's against the fp32 FMA peak (AVX2's in the avx2 rows, "
+        "as the header says). Runs before this column (up to 2026-11-27) gave the bf16 rows' % peak against the "
+        "fp32 FMA peak. RSS: each worker's peak resident memory "
         "(includes the Python interpreter, ~30 MB, and for torch its libraries). err: max|vitc - ref| / max|ref|, ref "
         "ONNX Runtime fp32 run apart on the same input; every runtime's output meets it before and after it is timed "
         "(fp32 1e-4; bf16 1e-2 and cosine >= 0.9999), else it is left out of the row and listed under Failures. "
@@ -684,8 +728,8 @@ def write_table(args, cpu, isa_desc, peak_before, peak_after, names, isas, batch
         "vitc's time by op: `vitc run --profile` (the three largest shares).",
         "",
         "| model | isa | batch | GFLOP | vitc ms | ORT ms | torch ms | vitc img/s | vitc/ORT | vitc/torch | "
-        "vitc % peak | ORT % peak | RSS MB vitc / ORT / torch | err | compile s | vitc's time by op |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "vitc % peak | vitc's peak | ORT % peak | RSS MB vitc / ORT / torch | err | compile s | vitc's time by op |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     lines = []
     failures = list(args.check_failures)
@@ -717,9 +761,16 @@ def write_table(args, cpu, isa_desc, peak_before, peak_after, names, isas, batch
                     return f"{statistics.median(rs):.{digits}f}x [{min(rs):.2f}-{max(rs):.2f}]" if rs else "n/a"
 
                 f = lambda rt: f"{med[rt][0]:.1f}" if med.get(rt) else "n/a"
-                def share(rt):  # of the peak of the code path each ran (bf16: of the fp32 peak), or None
-                    p = peak.get(isa if isa == "avx2" and (rt == "vitc" or rt in ran_avx2) else "host")
+                unit = args.peak_unit.get((name, isa), "fp32")
+
+                def share(rt):  # of the peak of the unit each ran (vitc's bf16 rows: its bf16 unit's), or None
+                    if rt == "vitc" and unit != "fp32":
+                        p = peak["host"].get(unit)
+                    else:
+                        p = peak.get(isa if isa == "avx2" and (rt == "vitc" or rt in ran_avx2) else "host", {}).get("fp32")
                     return g / (med[rt][0] / 1e3) / p if med.get(rt) and p else None
+                vitc_peak = ("bf16, its unit not known" if unit is None else UNIT_NAMES.get(unit, unit) +
+                             (", AVX2" if isa == "avx2" else "") + ("" if share("vitc") else " (not measured)"))
                 pk = lambda rt: f"{share(rt):.0%}" if share(rt) is not None else "n/a"
                 ips = f"{b / (med['vitc'][0] / 1e3):.1f}" if med.get("vitc") else "n/a"
                 def rss(rt):  # the largest peak over the rounds
@@ -731,7 +782,7 @@ def write_table(args, cpu, isa_desc, peak_before, peak_after, names, isas, batch
                     below.append(gap_line(args, name, isa, b, med, ratio("ort", 3), share, profiles.get((name, isa, b)),
                                           isa == "avx2" and "ort" not in ran_avx2))
                 lines.append(f"| {name} | {isa} | {b} | {g:.1f} | {f('vitc')} | {f('ort')} | {f('torch')} | {ips} | "
-                             f"{ratio('ort')} | {ratio('torch')} | {pk('vitc')} | {pk('ort')} | "
+                             f"{ratio('ort')} | {ratio('torch')} | {pk('vitc')} | {vitc_peak} | {pk('ort')} | "
                              f"{rss('vitc')} / {rss('ort')} / {rss('torch')} | {err} | "
                              f"{compile_s(compiled[name, isa][2])} | "
                              f"{by_op(profiles.get((name, isa, b)))} |")
