@@ -35,6 +35,7 @@ tests/models/requirements.txt), and a built vitc (./setup.sh):
     .venv-gen/bin/python bench/run.py                   # every model, 2 threads, batch 1 and 8
     .venv-gen/bin/python bench/run.py --models vit_ti16_timm --batches 1 --rounds 1
     python3 bench/run.py --self-test                   # the output checks on hand-made outputs (ctest)
+    .venv-gen/bin/python bench/run.py --models vit_ti16_timm --batches 1 --rounds 1 --perturb torch   # must exit 1
 """
 import argparse
 import ctypes
@@ -102,6 +103,13 @@ def check_output(y, ref, precision):
     return True, err, None
 
 
+def perturbed(y):
+    """What --perturb makes of a runtime's output: 5% of its largest magnitude added to every value,
+    beyond the bars of every precision (self_test checks that it is caught)."""
+    y = np.asarray(y, np.float32)
+    return y + np.float32(0.05) * np.abs(y).max()
+
+
 def runtime_precision(rt, isa):
     """The precision whose bars runtime rt's output meets in a row of isa."""
     return "bf16" if rt == "vitc" and isa == "bf16" else "fp32"
@@ -125,6 +133,8 @@ def self_test():
         ("infinite", np.full_like(ref, np.inf), "fp32", False),
         ("wrong shape", ref[:1], "fp32", False),
         ("no output", None, "fp32", False),
+        ("--perturb's output", perturbed(ref), "fp32", False),
+        ("--perturb's output judged as bf16", perturbed(ref), "bf16", False),
     ]
     bad = 0
     for what, y, precision, passes in cases:
@@ -146,9 +156,10 @@ def self_test():
     return 1 if bad else 0
 
 
-def checked_runtimes(outputs, errors, ref, isa, row):
+def checked_runtimes(outputs, errors, ref, isa, row, found=None):
     """The runtimes whose output (outputs: runtime -> array) meets its bars against ref, in RUNTIMES'
-    order, and a failure line for each one that does not or that failed (errors: runtime -> why)."""
+    order, and a failure line for each one that does not or that failed (errors: runtime -> why); the
+    error of each output compared goes into found (runtime -> error), when given."""
     timed, failures = [], []
     for rt in RUNTIMES:
         if rt in errors:
@@ -157,6 +168,8 @@ def checked_runtimes(outputs, errors, ref, isa, row):
         if rt not in outputs:
             continue
         ok, err, why = check_output(outputs[rt], ref, runtime_precision(rt, isa))
+        if found is not None and err is not None:
+            found[rt] = err
         if ok:
             timed.append(rt)
         else:
@@ -297,6 +310,9 @@ def worker(args):
         if ctypes.CDLL(args.hide_avx512).vitc_bench_hide_avx512(err, len(err)):
             hidden = err.value.decode() or "failed"
     run = {"vitc": runner_vitc, "ort": runner_ort, "torch": runner_torch}[args.worker](args, x)
+    if args.perturb == args.worker:  # --perturb: a wrong answer on purpose, which the checks must catch
+        exact = run
+        run = lambda: perturbed(exact())
     # whether this runtime runs its AVX2 kernels: all do with CPUID masked; without it, PyTorch still
     # does by its own switches (ATEN_CPU_CAPABILITY, ONEDNN_MAX_CPU_ISA, MKL_ENABLE_INSTRUCTIONS, set by
     # the driver; ATen's answer stands for them) and ONNX Runtime, which has none, runs the host's
@@ -336,6 +352,8 @@ class Worker:
                "--runtime-lib", args.runtime_lib, "--out-shape", *[str(d) for d in out_shape]]
         if hide_avx512:
             cmd += ["--hide-avx512", args.cpuid_mask_lib]
+        if args.perturb:
+            cmd += ["--perturb", args.perturb]
         env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
         if hide_avx512:  # PyTorch's own switches to its AVX2 kernels, for where CPUID cannot be masked
             env.update(ATEN_CPU_CAPABILITY="avx2", ONEDNN_MAX_CPU_ISA="AVX2", MKL_ENABLE_INSTRUCTIONS="AVX2")
@@ -455,7 +473,11 @@ def bench_one(args, name, isa, onnx_path, so, batch, image, seed):
             outputs[rt] = np.load(path)
         else:
             errors[rt] = w.error
-    timed, failed = checked_runtimes(outputs, errors, ref, isa, row)
+    found = {}
+    timed, failed = checked_runtimes(outputs, errors, ref, isa, row, found)
+    print(f"   {row}: checked against ONNX Runtime fp32 before timing: " +
+          ", ".join(f"{rt} {'pass' if rt in timed else 'FAIL'} ({found[rt]:.1e})" if rt in found else
+                    f"{rt} FAIL" for rt in workers), flush=True)
     args.check_failures += failed
     args.left_out.update((name, isa, batch, rt) for rt in workers if rt not in timed)
     for rt in [rt for rt in workers if rt not in timed]:
@@ -524,6 +546,9 @@ def main():
     ap.add_argument("--name"), ap.add_argument("--onnx"), ap.add_argument("--so"), ap.add_argument("--input")
     ap.add_argument("--runtime-lib"), ap.add_argument("--out-shape", nargs="*", type=int)
     ap.add_argument("--hide-avx512", help="(worker) the library that hides AVX-512 and AMX from CPUID")
+    ap.add_argument("--perturb", choices=RUNTIMES,
+                    help="a check of the checks: this runtime's worker adds 5%% of its output's largest magnitude to "
+                         "every output (perturbed), so that the run must leave it out of every row and exit 1")
     ap.add_argument("--self-test", action="store_true",
                     help="check the output checks on hand-made outputs (needs only numpy), then exit")
     args = ap.parse_args()
