@@ -26,6 +26,8 @@
 #undef MIN
 #undef LT
 #undef GT
+#undef LE
+#undef GE
 #undef EQ
 #undef AND
 #undef OR

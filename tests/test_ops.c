@@ -119,6 +119,8 @@ static double r_swish_half(const double *a) { return a[0] / (1 + exp(-0.5 * a[0]
 static double r_eq(const double *a) { return a[0] == a[1]; }
 static double r_gt(const double *a) { return a[0] > a[1]; }
 static double r_lt(const double *a) { return a[0] < a[1]; }
+static double r_ge(const double *a) { return a[0] >= a[1]; }
+static double r_le(const double *a) { return a[0] <= a[1]; }
 static double r_neg(const double *a) { return -a[0]; }
 static double r_exp(const double *a) { return exp(a[0]); }
 static double r_log(const double *a) { return log(a[0]); }
@@ -537,6 +539,9 @@ static const op_row rows[] = {
     {"Equal/i64", IR_OP_EQUAL, .dt = IR_BOOL, IN2(I(-1, 3, 4), I(4)), .ref = r_eq},
     {"Greater", IR_OP_GREATER, .dt = IR_BOOL, IN2(X(-1, 3, 4), X(3, 1)), .ref = r_gt},
     {"Less", IR_OP_LESS, .dt = IR_BOOL, IN2(X(-1, 3, 4), S(0)), .ref = r_lt},
+    /* integers from [-20, 20): many ties; NaN compares false */
+    {"GreaterOrEqual/i64", IR_OP_GREATER_OR_EQUAL, .dt = IR_BOOL, IN2(I(-1, 3, 4), I(3, 1)), .ref = r_ge},
+    {"LessOrEqual/nan", IR_OP_LESS_OR_EQUAL, .dt = IR_BOOL, IN2(N(-1, 3, 4), X(4)), .ref = r_le},
     {"And", IR_OP_AND, .dt = IR_BOOL, IN2(B(-1, 3, 4), B(4)), .ref = r_and},
     {"Or", IR_OP_OR, .dt = IR_BOOL, IN2(B(-1, 3, 4), B(3, 1)), .ref = r_or},
     /* element-wise: more inputs */
@@ -898,7 +903,7 @@ static const expected_skip cuda_skips[] = {
     {NULL, NULL},
 };
 /* Rows of `rows` that check the interpreter against a formula (.ref or .formula). */
-#define FORMULA_ROWS 83
+#define FORMULA_ROWS 85
 
 /* The rows without a formula, checked against the interpreter alone, with
  * why: committed like the skip lists (a row without a formula that is not
