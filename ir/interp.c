@@ -335,7 +335,7 @@ static int scatter_nd_ok(const ir_graph *g, const ir_node *n)
 static int resize_ok(const ir_graph *g, const ir_node *n)
 {
     (void)g;
-    return ir_resize_supported(n);
+    return ir_resize_supported(n, NULL, 0);
 }
 
 static int (*const checks[IR_OP_COUNT])(const ir_graph *g, const ir_node *n) = {

@@ -40,10 +40,20 @@ int ir_interp_node(const ir_graph *g, const ir_node *n, const ir_tensor *in, ir_
 int ir_interp_eval(const ir_graph *g, const ir_node *n, const ir_tensor *in, ir_tensor *out);
 
 /* Resize (interp_resize.c): 1 if the interpreter implements n's mode and
- * attributes; 1 if, when its output has its input's shape, n copies its
- * input (every coordinate mode maps each element onto itself but
+ * attributes, else 0 with why (when not NULL) saying what it lacks; 1 if,
+ * when its output has its input's shape at scale 1, n copies its input
+ * (every coordinate mode maps each element onto itself but
  * tf_crop_and_resize and tf_half_pixel_for_nn). */
-int ir_resize_supported(const ir_node *n);
+int ir_resize_supported(const ir_node *n, char *why, size_t len);
 int ir_resize_copies_at_same_size(const ir_node *n);
+/* The axes n resizes, normalised, in axes (every axis of an input of rank
+ * `rank` when n has no `axes`); their count, or -1 with why. */
+int ir_resize_axes(const ir_node *n, int rank, int *axes, char *why, size_t len);
+/* The output sizes and scales of naxes resized axes of lengths in, asked
+ * for as sizes: with keep_aspect_ratio_policy stretch, sizes and sizes / in;
+ * with not_larger or not_smaller, one scale, the least or the largest of
+ * sizes / in, and the sizes it gives, rounded half up.  0, or -1 with why. */
+int ir_resize_keep_aspect(const ir_node *n, int naxes, const int64_t *in, const int64_t *sizes, int64_t *out,
+                          double *scale, char *why, size_t len);
 
 #endif

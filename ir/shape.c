@@ -768,38 +768,61 @@ static int infer_split(ctx *c)
 static int known_tensor(const ir_graph *g, int id, ir_tensor *t);
 
 /* Resize(X, roi, scales, sizes): the output shape from sizes (integers known
- * at compile time) or from scales (floats: constants or kval). */
+ * at compile time) or from scales (floats: constants or kval), one entry per
+ * axis of `axes` (every axis without it), the other axes kept. */
 static int infer_resize(ctx *c)
 {
     const ir_node *n = c->n;
     ir_value *x = in(c, 0);
     ir_dim dims[IR_MAX_RANK];
-    if (ir_attr_get(n, IR_ATTR_AXES))
-        FAIL(c, "Resize with axes is not supported");
+    char why[200];
+    int axes[IR_MAX_RANK], na = ir_resize_axes(n, x->rank, axes, why, sizeof why);
+    if (na < 0)
+        FAIL(c, "%s", why);
+    memcpy(dims, x->dims, sizeof dims);
     int ns = 0;
     const ir_dim *sizes = ir_input(n, 3) >= 0 ? known(c, n->inputs[3], &ns) : NULL;
+    const ir_attr *keep = ir_attr_get(n, IR_ATTR_KEEP_ASPECT_RATIO_POLICY);
     if (sizes) {
-        if (ns != x->rank)
-            FAIL(c, "sizes has %d entries for an input of rank %d", ns, x->rank);
-        memcpy(dims, sizes, (size_t)ns * sizeof(ir_dim));
+        if (ns != na)
+            FAIL(c, "sizes has %d entries for %d resized axes", ns, na);
+        if (keep && !(keep->kind == IR_AT_STRING && strcmp(keep->s, "stretch") == 0)) {
+            /* one scale for every axis, from the numbers: all must be known */
+            int64_t din[IR_MAX_RANK], want[IR_MAX_RANK], got[IR_MAX_RANK];
+            double scale[IR_MAX_RANK];
+            for (int i = 0; i < na; i++) {
+                if (!is_static(x->dims[axes[i]]) || !is_static(sizes[i]))
+                    FAIL(c, "keep_aspect_ratio_policy needs the sizes and input dimensions of the resized axes at "
+                            "compile time; axis %d depends on the batch", axes[i]);
+                din[i] = x->dims[axes[i]].k, want[i] = sizes[i].k;
+            }
+            if (ir_resize_keep_aspect(n, na, din, want, got, scale, why, sizeof why))
+                FAIL(c, "%s", why);
+            for (int i = 0; i < na; i++)
+                dims[axes[i]] = ir_dim_const(got[i]);
+        } else {
+            for (int i = 0; i < na; i++)
+                dims[axes[i]] = sizes[i];
+        }
     } else if (ir_input(n, 2) >= 0 && ir_input(n, 3) < 0) {
         ir_tensor s = {0};
         if (!known_tensor(c->g, n->inputs[2], &s))
             FAIL(c, "the scales are computed from data; vitc needs them at compile time");
         int64_t cnt = ir_tensor_numel(&s);
-        if (cnt != x->rank) {
+        if (cnt != na) {
             ir_tensor_free(&s);
-            FAIL(c, "scales has %lld entries for an input of rank %d", (long long)cnt, x->rank);
+            FAIL(c, "scales has %lld entries for %d resized axes", (long long)cnt, na);
         }
-        for (int i = 0; i < x->rank; i++) {
+        for (int i = 0; i < na; i++) {
+            int a = axes[i];
             double f = ir_tensor_get(&s, i);
             if (f == 1)
-                dims[i] = x->dims[i];
-            else if (is_static(x->dims[i]) && f > 0 && f * (double)x->dims[i].k < 1e15)
-                dims[i] = ir_dim_const((int64_t)floor(f * (double)x->dims[i].k));
+                dims[a] = x->dims[a];
+            else if (is_static(x->dims[a]) && f > 0 && f * (double)x->dims[a].k < 1e15)
+                dims[a] = ir_dim_const((int64_t)floor(f * (double)x->dims[a].k));
             else {
                 ir_tensor_free(&s);
-                FAIL(c, "scale %g of dimension %d cannot be applied at compile time", f, i);
+                FAIL(c, "scale %g of dimension %d cannot be applied at compile time", f, a);
             }
         }
         ir_tensor_free(&s);

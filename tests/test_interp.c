@@ -2,8 +2,10 @@
  * small hand-built graphs, for what ONNX's own node tests (Debian's onnx
  * 1.12) do not cover: Gelu (opset 20), the Einsum forms attention uses,
  * LayerNormalization over a non-last axis, BatchNormalization on (N, C, L),
- * Split's num_outputs, exact int64 Slice, half-type rounding, and the errors
- * a user sees (a bad Reshape, an input of the wrong shape). */
+ * Split's num_outputs, exact int64 Slice, Resize's antialias, axes,
+ * keep_aspect_ratio_policy and half_pixel_symmetric (opsets 18 and 19),
+ * half-type rounding, and the errors a user sees (a bad Reshape, an input of
+ * the wrong shape, an antialias filter too wide). */
 #include "testutil.h"
 
 #include "ir/interp.h"
@@ -309,6 +311,49 @@ static void test_slice_reverses_int64_exactly_with_extreme_ends(void **state)
     free_run(g, &in, 1, &out, 1);
 }
 
+/* ---- Resize ---- */
+
+/* Each model of tests/data/resize/ (written by make_resize.py: antialias
+ * down and up, linear and cubic, by sizes and by scales; axes;
+ * keep_aspect_ratio_policy; half_pixel_symmetric) through import, shape
+ * inference and the interpreter, against ONNX's reference resize code run in
+ * double (which ONNX Runtime and onnx's ReferenceEvaluator match within
+ * 3e-6, computing in float32). */
+static void test_resize_antialias_axes_and_aspect_match_onnx_reference(void **state)
+{
+    (void)state;
+    static const char *const cases[] = {"cubic_aa_down",   "cubic_aa_up",      "linear_aa_down",
+                                        "linear_aa_up",    "cubic_aa_mixed",   "axes_not_larger",
+                                        "axes_not_smaller", "axes_scales",     "half_pixel_symmetric"};
+    ir_tensor x;
+    tu_read_npy("tests/data/resize/table.npy", &x);
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        char rel[128];
+        snprintf(rel, sizeof rel, "tests/data/resize/%s.onnx", cases[k]);
+        ir_graph *g = tu_load_model(rel);
+        snprintf(rel, sizeof rel, "tests/data/resize/%s.npy", cases[k]);
+        ir_tensor want, out;
+        tu_read_npy(rel, &want);
+        assert_int_equal(want.dtype, IR_F64);
+        const ir_value *y = &g->values[g->outputs[0]];
+        int same = y->rank == want.rank;
+        for (int i = 0; same && i < y->rank; i++)
+            same = ir_dim_eval(y->dims[i], 1) == want.dims[i];
+        if (!same) {
+            char got[128];
+            fail_msg("%s: shape inference says %s, the reference's output is [%lld,%lld,%lld,%lld]", cases[k],
+                     ir_value_type_str(y, got, sizeof got), (long long)want.dims[0], (long long)want.dims[1],
+                     (long long)want.dims[2], (long long)want.dims[3]);
+        }
+        tu_interpret_ok(g, &x, &out);
+        expect_dims(cases[k], &out, want.rank, want.dims);
+        expect_close(cases[k], &out, (const double *)want.data, ir_tensor_numel(&want), 1e-7, 1e-6);
+        ir_tensor_free(&want);
+        free_run(g, NULL, 0, &out, 1);
+    }
+    ir_tensor_free(&x);
+}
+
 /* ---- errors ---- */
 
 static void test_reshape_with_wrong_element_count_is_bad_input_naming_the_node(void **state)
@@ -328,6 +373,73 @@ static void test_reshape_with_wrong_element_count_is_bad_input_naming_the_node(v
     assert_null(out.data);
     free(msg);
     free_run(g, &in, 1, NULL, 0);
+}
+
+/* Resize with antialias reads about 2 / scale taps per output element
+ * (linear): shrinking 10000 elements to 4 is 5000 taps, more than the
+ * interpreter takes, and it says so; to 5 (4000 taps) it runs, each output
+ * element the mean of the inputs within 2000 of its centre weighted by a
+ * triangle (exclude_outside: the edges are not read again past the ends).
+ * Antialias with mode nearest is refused, with the reason. */
+static void test_resize_antialias_bounds_its_taps_and_refuses_nearest(void **state)
+{
+    (void)state;
+    int64_t dx[2] = {1, 10000};
+    for (int64_t to = 4; to <= 5; to++) {
+        ir_graph *g = tu_graph_new("test.onnx", 18);
+        int64_t sizes[2] = {1, to};
+        int ins[4] = {tu_input(g, "x", IR_F32, 2, dx), -1, -1, tu_const_ints(g, "sizes", 2, sizes)};
+        int y = tu_value(g, "y", IR_F32);
+        ir_attr at[3] = {tu_str(IR_ATTR_MODE, "linear"), tu_int(IR_ATTR_ANTIALIAS, 1),
+                         tu_int(IR_ATTR_EXCLUDE_OUTSIDE, 1)};
+        tu_node_out(g, IR_OP_RESIZE, "shrink", 4, ins, 1, &y, 3, at);
+        tu_output(g, y);
+        tu_check_graph(g, "shrink");
+        float *v = malloc(sizeof(float) * 10000);
+        for (int i = 0; i < 10000; i++)
+            v[i] = (float)(i % 7);
+        ir_tensor in = tu_f32_tensor(2, dx, v), out = {0};
+        free(v);
+        char *msg;
+        int st = tu_interpret(g, &in, &out, &msg);
+        if (to == 4) {
+            if (st != VITC_BAD_INPUT || !strstr(msg, "node 'shrink' (Resize)") ||
+                !strstr(msg, "antialias shrinks axis 1 to 0.0004 of its length: its filter would read 5000 input "
+                             "elements per output element, more than 4096"))
+                fail_msg("status %d (expected %d), message: %s", st, VITC_BAD_INPUT, msg);
+        } else {
+            if (st != VITC_OK)
+                fail_msg("status %d: %s", st, msg);
+            double want[5];
+            for (int j = 0; j < 5; j++) { /* a triangle 2000 wide on each side of 2000 j + 999.5: the window's mean */
+                double sum = 0, wsum = 0;
+                for (int i = 0; i < 10000; i++) {
+                    double w = 1 - fabs(((double)i - (2000.0 * j + 999.5)) / 2000.0);
+                    if (w > 0)
+                        sum += w * (i % 7), wsum += w;
+                }
+                want[j] = sum / wsum;
+            }
+            expect_close("shrunk 2000 times", &out, want, 5, 1e-9, 1e-6);
+        }
+        free(msg);
+        free_run(g, &in, 1, &out, st == VITC_OK);
+    }
+
+    ir_graph *g = tu_graph_new("test.onnx", 18);
+    int64_t scales_dims[1] = {2};
+    float scales[2] = {1, 0.5f};
+    int ins[3] = {tu_input(g, "x", IR_F32, 2, dx), -1, tu_const_f32(g, "scales", 1, scales_dims, scales)};
+    int y = tu_value(g, "y", IR_F32);
+    ir_attr at[2] = {tu_str(IR_ATTR_MODE, "nearest"), tu_int(IR_ATTR_ANTIALIAS, 1)};
+    tu_node_out(g, IR_OP_RESIZE, "nearest_aa", 3, ins, 1, &y, 2, at);
+    tu_output(g, y);
+    char why[200] = "";
+    assert_false(ir_interp_supports(g, &g->nodes[0]));
+    assert_false(ir_resize_supported(&g->nodes[0], why, sizeof why));
+    if (!strstr(why, "antialias applies to modes linear and cubic, not nearest"))
+        fail_msg("the reason given: '%s'", why);
+    ir_graph_free(g);
 }
 
 /* x: f32[B,3,4] -> Relu -> y, for the input checks. */
@@ -495,8 +607,9 @@ TU_MAIN(setup, NULL, test_gelu_exact_and_tanh_match_their_formulas,
         test_einsum_attention_scores_and_values_match_a_naive_loop, test_einsum_implicit_output_and_diagonal,
         test_einsum_with_ellipsis_is_reported_unsupported, test_layernorm_over_axis_1_of_a_rank3_input,
         test_batchnorm_inference_on_n_c_l, test_split_num_outputs_gives_equal_chunks_and_a_smaller_last,
-        test_slice_reverses_int64_exactly_with_extreme_ends,
+        test_slice_reverses_int64_exactly_with_extreme_ends, test_resize_antialias_axes_and_aspect_match_onnx_reference,
         test_reshape_with_wrong_element_count_is_bad_input_naming_the_node,
+        test_resize_antialias_bounds_its_taps_and_refuses_nearest,
         test_input_of_the_wrong_shape_is_bad_input,
         test_batch_comes_from_the_input_and_the_observer_sees_each_output,
         test_half_conversions_round_to_nearest_even, test_tensor_alloc_refuses_huge_or_overflowing_shapes,

@@ -10,9 +10,10 @@
 # `VITC_FUZZ_CORPUS=~/vitc-corpus tests/fuzz/run.sh -t 3600 model_struct`.
 #
 # The seed corpus is built at run time in a temporary directory: the fixtures
-# (tests/models), the broken corpus (tests/data/broken), the fuzz regressions
-# and, when installed, the models and tensors of ONNX's node tests.  Set
-# VITC_FUZZ_CORPUS to a directory to keep what the fuzzer learns between runs.
+# (tests/models), the broken corpus (tests/data/broken), the Resize models
+# (tests/data/resize), the fuzz regressions and, when installed, the models
+# and tensors of ONNX's node tests.  Set VITC_FUZZ_CORPUS to a directory to
+# keep what the fuzzer learns between runs.
 # Findings (crash-*, leak-*, timeout-*, oom-*) are written to
 # build-fuzz/findings/; the script exits 1 if there is any.  A harness stops
 # at its first finding, unless VITC_FUZZ_KEEP_GOING=1 (libFuzzer's fork mode:
@@ -46,7 +47,7 @@ mkdir -p "$FINDINGS"
 
 # Seeds, by kind.  File names are made unique with a prefix.
 mkdir -p "$WORK/seeds-model" "$WORK/seeds-npy"
-for f in tests/models/*.onnx tests/data/broken/*.onnx tests/data/fuzz-regressions/*.onnx; do
+for f in tests/models/*.onnx tests/data/broken/*.onnx tests/data/resize/*.onnx tests/data/fuzz-regressions/*.onnx; do
   [ -f "$f" ] && cp "$f" "$WORK/seeds-model/$(basename "$(dirname "$f")")-$(basename "$f")"
 done
 for f in tests/models/*.npy tests/data/fuzz-regressions/*.npy tests/data/fuzz-regressions/*.pb; do
