@@ -135,8 +135,9 @@ extern const cg_backend cg_cuda_backend; /* "cuda": VITC_HAVE_CUDA */
 extern const cg_backend *const cg_backends[];
 const cg_backend *cg_backend_named(const char *name);
 /* For the data ops no backend runs on computed tensors (Tile, Pad, GatherND,
- * ScatterND, Resize: folded on constants, Tile run as Expand where it is one): 1
- * with why saying so for the backend titled `title`, 0 for other ops. */
+ * ScatterND, Resize: folded on constants, Tile run as Expand where it is
+ * one): 1 with why saying so for the backend titled `title` (for a Resize the
+ * interpreter cannot run, what it lacks), 0 for other ops. */
 int cg_refuse_folded_only(const ir_node *n, const char *title, char *why, size_t len);
 
 /* ---- backend-neutral planning (codegen/plan.c) ---- */

@@ -186,12 +186,17 @@ int cg_refuse_folded_only(const ir_node *n, const char *title, char *why, size_t
                            "or folded where its input is a constant", title);
         return 1;
     }
-    if (n->op == IR_OP_RESIZE && !ir_resize_supported(n)) {
-        snprintf(why, len, "Resize with these attributes is not supported (the interpreter does not fold it, and the "
-                           "%s backend does not run Resize)", title);
+    if (n->op == IR_OP_RESIZE) {
+        char what[200] = "";
+        if (!ir_resize_supported(n, what, sizeof what))
+            snprintf(why, len, "Resize is folded at compile time where its input is a constant, but this one cannot "
+                               "be: %s", what);
+        else
+            snprintf(why, len, "Resize is folded at compile time where its input is a constant; the %s backend does not "
+                               "run it on computed tensors yet", title);
         return 1;
     }
-    if (n->op == IR_OP_RESIZE || n->op == IR_OP_PAD || n->op == IR_OP_GATHER_ND || n->op == IR_OP_SCATTER_ND) {
+    if (n->op == IR_OP_PAD || n->op == IR_OP_GATHER_ND || n->op == IR_OP_SCATTER_ND) {
         snprintf(why, len, "%s is folded at compile time where its inputs are constants; the %s backend does not run "
                            "it on computed tensors yet", ir_op_name(n->op), title);
         return 1;

@@ -650,6 +650,13 @@ static void test_failed_compiles_leave_nothing(void **state)
     tu_output(g, tu_node(g, IR_OP_CONV, NULL, IR_F32, 2, TU_IN(x, w), 1, TU_AT(tu_str(IR_ATTR_AUTO_PAD, "SAME_UPPER"))));
     int idx = tu_input(g, "idx", IR_I64, 1, TU_DIMS(2));
     tu_output(g, tu_node(g, IR_OP_GATHER, NULL, IR_F32, 2, TU_IN(x, idx), 0, NULL));
+    /* Resize: of a computed tensor, and of a constant the interpreter cannot fold (antialias with nearest) */
+    int to = tu_const_ints(g, "to", 2, (int64_t[]){4, 4});
+    tu_output(g, tu_node(g, IR_OP_RESIZE, NULL, IR_F32, 4, TU_IN(x, -1, -1, to), 2,
+                         TU_AT(tu_str(IR_ATTR_MODE, "linear"), tu_ints(g, IR_ATTR_AXES, 2, (int64_t[]){2, 3}))));
+    int table = tu_const_f32(g, "table", 4, TU_DIMS(1, 2, 5, 5), NULL);
+    tu_output(g, tu_node(g, IR_OP_RESIZE, NULL, IR_F32, 4, TU_IN(table, -1, -1, to), 2,
+                         TU_AT(tu_int(IR_ATTR_ANTIALIAS, 1), tu_ints(g, IR_ATTR_AXES, 2, (int64_t[]){2, 3}))));
     vitc_diag d;
     vitc_diag_init(&d, "handmade.onnx");
     assert_int_equal(ir_infer_shapes(g, &d), 0);
@@ -658,6 +665,8 @@ static void test_failed_compiles_leave_nothing(void **state)
     print_message("unsupported nodes reported as:\n%s", msg);
     assert_non_null(strstr(msg, "node 'n0' (Conv)"));
     assert_non_null(strstr(msg, "node 'n1' (Gather)"));
+    assert_non_null(strstr(msg, "the CPU backend does not run it on computed tensors yet"));
+    assert_non_null(strstr(msg, "but this one cannot be: antialias applies to modes linear and cubic, not nearest"));
     free(msg);
     assert_false(file_exists(so));
 

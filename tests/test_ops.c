@@ -589,6 +589,7 @@ static const op_row rows[] = {
     {"GatherND", IR_OP_GATHER_ND, IN2(X(-1, 4, 6), C(0, 3))},
     {"ScatterND", IR_OP_SCATTER_ND, IN3(X(-1, 4, 6), C(0, 2), X(6))},
     {"ScatterND/add", IR_OP_SCATTER_ND, IN3(X(-1, 4, 6), C(0, 2), X(6)), AT1(AS(REDUCTION, "add"))},
+    {"Resize/axes", IR_OP_RESIZE, IN4(X(-1, 2, 4, 3), NONE, NONE, C(6, 5)), AT2(AS(MODE, "cubic"), AIS(AXES, 2, 3))},
     /* shape ops: folded at compile time, the interpreter alone runs them */
     {"Size", IR_OP_SIZE, .dt = IR_I64, IN1(X(-1, 4, 6))},
     /* fused: Linear with each activation, Attention in both layouts, with a bias broadcast or not */
@@ -890,7 +891,8 @@ typedef struct {
 #define FOLDED_ONLY                                                                                                    \
     {"Tile", "run as the Expand it becomes where the repeated axes are 1 (simplify), or folded"}, {"Pad", ND_FOLDED}, \
         {"Pad/reflect", ND_FOLDED}, {"Pad/edge", ND_FOLDED}, {"GatherND", ND_FOLDED}, {"ScatterND", ND_FOLDED},       \
-        {"ScatterND/add", ND_FOLDED}, {"Size", "computed from shapes: folded at compile time"}
+        {"ScatterND/add", ND_FOLDED}, {"Resize/axes", ND_FOLDED},                                                     \
+        {"Size", "computed from shapes: folded at compile time"}
 static const expected_skip cpu_skips[] = {
     {"Gemm/transA", "the LLVM backend has no Gemm with transA=1"},
     FOLDED_ONLY,
