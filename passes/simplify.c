@@ -63,6 +63,22 @@ static int forward_slice(const ir_graph *g, const ir_node *n)
     return ok;
 }
 
+/* 1 if Resize n resizes at scale 1 where its output has its input's shape:
+ * its size comes from sizes (scale = size / input), or from scales that are
+ * all 1.  Scales such as 1.1 floor 5 to 5 and still interpolate. */
+static int resize_at_scale_1(const ir_graph *g, const ir_node *n)
+{
+    if (ir_input(n, 3) >= 0)
+        return 1;
+    int64_t count = 0;
+    double *s = ir_input(n, 2) >= 0 ? rw_const_f64(g, n->inputs[2], &count) : NULL;
+    int ones = s != NULL;
+    for (int64_t i = 0; ones && i < count; i++)
+        ones = s[i] == 1;
+    free(s);
+    return ones;
+}
+
 /* The input a no-op node passes through unchanged, or -1. */
 static int noop_input(const ir_graph *g, const ir_node *n)
 {
@@ -85,8 +101,8 @@ static int noop_input(const ir_graph *g, const ir_node *n)
         return n->ninputs == 1 ? x : -1;
     if (n->op == IR_OP_SLICE)
         return forward_slice(g, n) ? x : -1;
-    if (n->op == IR_OP_RESIZE) /* at its own size */
-        return ir_resize_copies_at_same_size(n) ? x : -1;
+    if (n->op == IR_OP_RESIZE) /* at its own size, at scale 1 */
+        return ir_resize_copies_at_same_size(n) && resize_at_scale_1(g, n) ? x : -1;
     if (n->op == IR_OP_PAD) { /* by nothing (Swin pads to whole windows, by 0 where they fit) */
         int64_t pads[2 * IR_MAX_RANK];
         int np = rw_const_ints(g, n, 1, pads, 2 * IR_MAX_RANK);

@@ -656,7 +656,8 @@ static void test_nan_guard_folds_only_after_finite_logits(void **state)
 /* A bicubic Resize of a constant (a position table interpolated to another
  * grid) becomes a constant, with antialias too (timm's dynamic_img_size
  * through the dynamo exporter shrinking its table); a linear Resize of the
- * input to its own size is dropped; only the Adds are left. */
+ * input to its own size is dropped; only the Adds are left.  One whose
+ * scales are not 1 but floor to its input's shape stays. */
 static void test_resize_of_a_constant_folds_and_at_its_own_size_is_dropped(void **state)
 {
     (void)state;
@@ -680,6 +681,17 @@ static void test_resize_of_a_constant_folds_and_at_its_own_size_is_dropped(void 
     free(optimize_checked(g, 0));
     assert_int_equal(count_op(g, IR_OP_RESIZE), 0);
     assert_int_equal(g->nnodes, 2);
+    ir_graph_free(g);
+
+    /* scales 1.1 floor 5 to 5: the same shape, but interpolated, so it stays */
+    g = tu_graph_new("test.onnx", 17);
+    x = tu_input(g, "x", IR_F32, 4, TU_DIMS(-1, 3, 5, 5));
+    float near1[4] = {1, 1, 1.1f, 1.1f};
+    int rs = tu_node(g, IR_OP_RESIZE, "x/Resize", IR_F32, 3, TU_IN(x, -1, tu_const_f32(g, "near1", 1, TU_DIMS(4), near1)),
+                     1, TU_AT(tu_str(IR_ATTR_MODE, "linear")));
+    tu_output(g, N1(IR_OP_NEG, "neg", rs));
+    free(optimize_checked(g, 0));
+    assert_int_equal(count_op(g, IR_OP_RESIZE), 1);
     ir_graph_free(g);
 }
 
