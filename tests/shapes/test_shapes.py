@@ -4,6 +4,8 @@ for several sizes (vitc compile --shapes) into one .so, against PyTorch.
 
 For every export in this folder (gen_shapes.py writes them with PyTorch's
 outputs at each size of shapes_common.MODELS):
+  - its optimised graph has one Attention per block and no Softmax, Erf,
+    MatMul or Resize left (the position table's resampling folded);
   - `vitc compile --shapes` of all its sizes makes one .so; `vitc inspect
     --json` lists every size, and the .so's weights are shared between the
     sizes (less than 1.6 times those of a .so of the first size alone: the
@@ -80,6 +82,11 @@ def check_export(path, tmp, failures):
     wb1 = weights_bytes(one)[0] if rc == 0 else None
     if wb1 is None or not wb < 1.6 * wb1:
         failures.append("%s: %s bytes of weights for %d sizes, %s for one: not shared" % (path, wb, len(sizes), wb1))
+    h, w = sizes[1]  # fused as at any size: one Attention per block, no Softmax, Erf or MatMul left
+    rc, text = vitc("dump", path, "--stage", "optimized", "--stats", "--shapes", "Bx3x%dx%d" % (h, w))
+    stats = dict(l.split() for l in text.splitlines() if len(l.split()) == 2)
+    if rc != 0 or stats.get("Attention") != "2" or any(op in stats for op in ("Softmax", "Erf", "MatMul", "Resize")):
+        failures.append("%s at %dx%d: not fused: %s" % (path, h, w, text.strip()[-300:]))
     for h, w in sizes:
         x = os.path.join(tmp, "x.npy")
         np.save(x, input_array((BATCH, 3, h, w)))
@@ -144,8 +151,8 @@ def expect_error(failures, what, args, words):
 def main():
     failures = []
     exports = sorted(glob.glob(os.path.join(HERE, "*.onnx")))
-    if len(exports) < 1:
-        failures.append("no exports in %s (gen_shapes.py writes them)" % HERE)
+    if len(exports) < 5:
+        failures.append("%d exports in %s (gen_shapes.py writes 5)" % (len(exports), HERE))
     with tempfile.TemporaryDirectory() as tmp:
         for path in exports:
             check_export(path, tmp, failures)
