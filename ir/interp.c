@@ -319,16 +319,14 @@ static int attention_ok(const ir_graph *g, const ir_node *n)
 /* Pad and ScatterND: the modes and reductions ik_pad and ik_scatter_nd implement. */
 static int pad_ok(const ir_graph *g, const ir_node *n)
 {
-    static const char *const modes[] = {"constant", "reflect", "edge", "wrap", NULL};
     (void)g;
-    return attr_str_is(n, IR_ATTR_MODE, "constant", modes);
+    return ir_pad_mode(n) != 0;
 }
 
 static int scatter_nd_ok(const ir_graph *g, const ir_node *n)
 {
-    static const char *const reductions[] = {"none", "add", "mul", "max", "min", NULL};
     (void)g;
-    return attr_str_is(n, IR_ATTR_REDUCTION, "none", reductions);
+    return ir_scatter_nd_reduction(n) != '?';
 }
 
 /* Resize: the modes and attributes ik_resize implements (interp_resize.c). */

@@ -56,4 +56,15 @@ int ir_resize_axes(const ir_node *n, int rank, int *axes, char *why, size_t len)
 int ir_resize_keep_aspect(const ir_node *n, int naxes, const int64_t *in, const int64_t *sizes, int64_t *out,
                           double *scale, char *why, size_t len);
 
+/* Pad and ScatterND (interp_nd.c), the one reading of their attributes for
+ * the interpreter and the backends.  ir_pad_mode: Pad's mode as 'c'onstant,
+ * 'r'eflect, 'e'dge or 'w'rap, 0 if unsupported.  ir_pad_source: where
+ * coordinate j of an axis of n elements (j counted from the input's first
+ * element, so negative in the padding before it) reads from under mode m;
+ * -1 for the constant.  ir_scatter_nd_reduction: ScatterND's reduction as 0
+ * (none), '+', '*', '>' (max) or '<' (min), '?' if unsupported. */
+char ir_pad_mode(const ir_node *n);
+int64_t ir_pad_source(int64_t j, int64_t n, char m);
+char ir_scatter_nd_reduction(const ir_node *n);
+
 #endif

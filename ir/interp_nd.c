@@ -36,9 +36,29 @@ int ik_tile(ik_ctx *c)
     return VITC_OK;
 }
 
-/* Where coordinate j (of an axis of n) reads from under mode m ('r'eflect,
- * 'e'dge, 'w'rap); -1 for constant padding. */
-static int64_t pad_source(int64_t j, int64_t n, char m)
+char ir_pad_mode(const ir_node *n)
+{
+    const ir_attr *a = ir_attr_get(n, IR_ATTR_MODE);
+    if (!a)
+        return 'c';
+    if (a->kind != IR_AT_STRING)
+        return 0;
+    return strcmp(a->s, "constant") == 0 ? 'c' : strcmp(a->s, "reflect") == 0 ? 'r'
+           : strcmp(a->s, "edge") == 0   ? 'e' : strcmp(a->s, "wrap") == 0    ? 'w' : 0;
+}
+
+char ir_scatter_nd_reduction(const ir_node *n)
+{
+    const ir_attr *a = ir_attr_get(n, IR_ATTR_REDUCTION);
+    if (!a)
+        return 0;
+    if (a->kind != IR_AT_STRING)
+        return '?';
+    return strcmp(a->s, "none") == 0 ? 0 : strcmp(a->s, "add") == 0 ? '+' : strcmp(a->s, "mul") == 0 ? '*'
+           : strcmp(a->s, "max") == 0 ? '>' : strcmp(a->s, "min") == 0 ? '<' : '?';
+}
+
+int64_t ir_pad_source(int64_t j, int64_t n, char m)
 {
     if (j >= 0 && j < n)
         return j;
@@ -70,9 +90,8 @@ int ik_pad(ik_ctx *c)
         return ik_fail(c, VITC_BAD_INPUT, "pads has %d entries for %d axes; it needs two per axis", np, na);
     const ir_attr *ma = ir_attr_get(c->n, IR_ATTR_MODE);
     const char *mode = ma && ma->kind == IR_AT_STRING ? ma->s : "constant";
-    char m = strcmp(mode, "constant") == 0 ? 'c' : strcmp(mode, "reflect") == 0 ? 'r'
-             : strcmp(mode, "edge") == 0   ? 'e' : strcmp(mode, "wrap") == 0    ? 'w' : 0;
-    if (!m || (ma && ma->kind != IR_AT_STRING))
+    char m = ir_pad_mode(c->n);
+    if (!m)
         return ik_fail(c, VITC_BAD_INPUT, "mode '%s' is not supported", mode);
     if (cv && (cv->dtype != x->dtype || ir_tensor_numel(cv) != 1))
         return ik_fail(c, VITC_BAD_INPUT, "constant_value must be one value of the input's type");
@@ -100,7 +119,7 @@ int ik_pad(ik_ctx *c)
     for (int64_t i = 0; i < cnt; i++) {
         int64_t off = 0;
         for (int a = 0; a < x->rank && off >= 0; a++) {
-            int64_t j = pad_source(idx[a] - begin[a], x->dims[a], m);
+            int64_t j = ir_pad_source(idx[a] - begin[a], x->dims[a], m);
             off = j < 0 ? -1 : off + j * xs[a];
         }
         if (off < 0 && m != 'c')
@@ -185,9 +204,8 @@ int ik_scatter_nd(ik_ctx *c)
     const ir_tensor *x = c->in[0], *idx = c->in[1], *u = c->in[2];
     const ir_attr *ra = ir_attr_get(c->n, IR_ATTR_REDUCTION);
     const char *red = ra && ra->kind == IR_AT_STRING ? ra->s : "none";
-    char r = strcmp(red, "none") == 0 ? 0 : strcmp(red, "add") == 0 ? '+' : strcmp(red, "mul") == 0 ? '*'
-             : strcmp(red, "max") == 0 ? '>' : strcmp(red, "min") == 0 ? '<' : '?';
-    if (r == '?' || (ra && ra->kind != IR_AT_STRING))
+    char r = ir_scatter_nd_reduction(c->n);
+    if (r == '?')
         return ik_fail(c, VITC_BAD_INPUT, "reduction '%s' is not supported", red);
     if (idx->dtype != IR_I64 && idx->dtype != IR_I32)
         return ik_fail(c, VITC_BAD_INPUT, "indices must be int64 or int32, not %s", ir_dtype_name(idx->dtype));
