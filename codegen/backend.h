@@ -134,10 +134,10 @@ extern const cg_backend cg_cuda_backend; /* "cuda": VITC_HAVE_CUDA */
  * the one place that maps a target's name to its backend (compile.c). */
 extern const cg_backend *const cg_backends[];
 const cg_backend *cg_backend_named(const char *name);
-/* For the data ops no backend runs on computed tensors (Tile, Pad, GatherND,
- * ScatterND, Resize: folded on constants, Tile run as Expand where it is
- * one): 1 with why saying so for the backend titled `title` (for a Resize the
- * interpreter cannot run, what it lacks), 0 for other ops. */
+/* For the data ops no backend runs on computed tensors (Resize: folded on
+ * constants): 1 with why saying so for the backend titled `title` (for a
+ * Resize the interpreter cannot run, what it lacks), 0 for other ops.  (Pad,
+ * Tile, GatherND and ScatterND run as the strided moves of codegen/moves.h.) */
 int cg_refuse_folded_only(const ir_node *n, const char *title, char *why, size_t len);
 
 /* ---- backend-neutral planning (codegen/plan.c) ---- */

@@ -181,11 +181,6 @@ const cg_backend *const cg_backends[] = {&cg_llvm_backend, &cg_cuda_backend, NUL
 
 int cg_refuse_folded_only(const ir_node *n, const char *title, char *why, size_t len)
 {
-    if (n->op == IR_OP_TILE) {
-        snprintf(why, len, "Tile is run by the %s backend only as the Expand it becomes where the repeated axes are 1, "
-                           "or folded where its input is a constant", title);
-        return 1;
-    }
     if (n->op == IR_OP_RESIZE) {
         char what[200] = "";
         if (!ir_resize_supported(n, what, sizeof what))
@@ -194,11 +189,6 @@ int cg_refuse_folded_only(const ir_node *n, const char *title, char *why, size_t
         else
             snprintf(why, len, "Resize is folded at compile time where its input is a constant; the %s backend does not "
                                "run it on computed tensors yet", title);
-        return 1;
-    }
-    if (n->op == IR_OP_PAD || n->op == IR_OP_GATHER_ND || n->op == IR_OP_SCATTER_ND) {
-        snprintf(why, len, "%s is folded at compile time where its inputs are constants; the %s backend does not run "
-                           "it on computed tensors yet", ir_op_name(n->op), title);
         return 1;
     }
     return 0;

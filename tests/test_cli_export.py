@@ -343,21 +343,21 @@ def leftovers(tmp):
 
 
 def refused_by_backend(tmp):
-    """Three Pads of a computed tensor (imported, but run by no backend yet) and a GatherND: the backend's
-    refusal is one line per op type and reason, naming the first node and how many more."""
-    pads = numpy_helper.from_array(np.array([0, 1, 0, 1], np.int64), "pads")
-    idx = numpy_helper.from_array(np.array([[0]], np.int64), "idx")
+    """Three GatherNDs and a ScatterND whose indices are computed at run time (a graph input), which no
+    backend runs: the backend's refusal is one line per op type and reason, naming the first node and how
+    many more."""
     nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
-             helper.make_node("Pad", ["r", "pads"], ["p1"], name="pad_a"),
-             helper.make_node("Pad", ["p1", "pads"], ["p2"], name="pad_b"),
-             helper.make_node("Pad", ["p2", "pads"], ["p3"], name="pad_c"),
-             helper.make_node("GatherND", ["p3", "idx"], ["y"], name="gnd", batch_dims=0)]
-    path = save(os.path.join(tmp, "pads.onnx"), nodes, [vi("x", ["B", 4])], [vi("y", [10])], [pads, idx])
-    rc, _, err = vitc(path, "-o", os.path.join(tmp, "pads.so"))
+             helper.make_node("GatherND", ["r", "i"], ["g1"], name="gnd_a"),
+             helper.make_node("GatherND", ["g1", "i"], ["g2"], name="gnd_b"),
+             helper.make_node("GatherND", ["g2", "i"], ["g3"], name="gnd_c"),
+             helper.make_node("ScatterND", ["g3", "i", "g3"], ["y"], name="snd")]
+    i = helper.make_tensor_value_info("i", TensorProto.INT64, [2, 1])
+    path = save(os.path.join(tmp, "indices.onnx"), nodes, [vi("x", ["B", 4]), i], [vi("y", [2, 4])], [])
+    rc, _, err = vitc(path, "-o", os.path.join(tmp, "indices.so"))
     lines = [l for l in err.splitlines() if "not supported by the CPU backend" in l]
-    check(rc == 2 and len(lines) == 2 and "node 'pad_a' (Pad): not supported by the CPU backend (nor 2 more Pad nodes)"
-          in lines[0] and "node 'gnd' (GatherND)" in lines[1],
-          "the backend's refusals grouped: " + " | ".join(lines))
+    check(rc == 2 and len(lines) == 2 and "node 'gnd_a' (GatherND): not supported by the CPU backend (nor 2 more "
+          "GatherND nodes)" in lines[0] and "computed at run time" in lines[0] and "node 'snd' (ScatterND)" in lines[1],
+          "the backend's refusals grouped: " + " | ".join(lines) + " | " + err)
 
 
 def main():

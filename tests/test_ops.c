@@ -88,6 +88,8 @@ typedef struct op_row {
 #define S(v) {'s', 0, {0}, 0, {0}, v}
 #define C(...) {'c', 1, {NARGS(__VA_ARGS__)}, NARGS(__VA_ARGS__), {__VA_ARGS__}}
 #define C0(v) {'c', 0, {0}, 1, {v}}
+#define C2D(d0, d1, ...) {'c', 2, {d0, d1}, NARGS(__VA_ARGS__), {__VA_ARGS__}} /* int64 [d0, d1]: the values */
+#define C3D(d0, d1, d2, ...) {'c', 3, {d0, d1, d2}, NARGS(__VA_ARGS__), {__VA_ARGS__}}
 #define NONE {'-', 0, {0}} /* an omitted optional input */
 #define AI(id, v) {IR_ATTR_##id, 'i', .i = v}
 #define AF(id, v) {IR_ATTR_##id, 'f', .f = v}
@@ -583,12 +585,30 @@ static const op_row rows[] = {
     {"Expand", IR_OP_EXPAND, IN2(W(1, 1, 6), C(2, 4, 6))},
     {"Split", IR_OP_SPLIT, .nout = 2, IN2(X(-1, 4, 6), C(1, 3)), AT1(AI(AXIS, 1))},
     {"Tile", IR_OP_TILE, IN2(X(-1, 2, 3), C(1, 3, 2))},
+    {"Tile/batch", IR_OP_TILE, IN2(X(-1, 1, 3), C(2, 3, 2))}, /* the batch axis repeated: [2B, 3, 6] */
+    {"Tile/rank4", IR_OP_TILE, IN2(X(-1, 2, 1, 3), C(1, 2, 3, 2))},
+    /* pads [begins..., ends...]; negative ones crop */
     {"Pad", IR_OP_PAD, IN3(X(-1, 4, 6), C(0, 1, 2, 0, 0, -1), S(0.5f))},
+    {"Pad/zero-axes", IR_OP_PAD, IN4(X(-1, 4, 6), C(2, -1, 1, 3), NONE, C(-1, 1))},
     {"Pad/reflect", IR_OP_PAD, IN2(X(-1, 4, 6), C(0, 2, 1, 0, 3, 2)), AT1(AS(MODE, "reflect"))},
+    {"Pad/reflect-wide", IR_OP_PAD, IN2(X(-1, 3, 2), C(0, 4, 3, 0, 5, 1)), AT1(AS(MODE, "reflect"))},
     {"Pad/edge", IR_OP_PAD, IN2(X(-1, 4, 6), C(0, 1, 7, 0, 2, 0)), AT1(AS(MODE, "edge"))},
+    {"Pad/edge-crop", IR_OP_PAD, IN2(X(-1, 4, 6), C(0, -1, 2, 0, 2, -3)), AT1(AS(MODE, "edge"))},
+    {"Pad/wrap", IR_OP_PAD, IN2(X(-1, 3, 4), C(0, 2, 5, 0, 4, 1)), AT1(AS(MODE, "wrap"))},
+    /* constant indices: [2] picks x[0, 3]; per batch_dims block; along an axis before the batch-sized one */
     {"GatherND", IR_OP_GATHER_ND, IN2(X(-1, 4, 6), C(0, 3))},
+    {"GatherND/batch_dims", IR_OP_GATHER_ND, IN2(X(3, 4, 5), C3D(3, 2, 1, 3, 0, 1, 1, -1, 2)),
+     AT1(AI(BATCH_DIMS, 1))},
+    {"GatherND/inner-batch", IR_OP_GATHER_ND, IN2(X(5, -1, 3), C2D(3, 1, 4, 0, 2))},
     {"ScatterND", IR_OP_SCATTER_ND, IN3(X(-1, 4, 6), C(0, 2), X(6))},
     {"ScatterND/add", IR_OP_SCATTER_ND, IN3(X(-1, 4, 6), C(0, 2), X(6)), AT1(AS(REDUCTION, "add"))},
+    /* a repeated index reduces in the order of the tuples */
+    {"ScatterND/max-repeated", IR_OP_SCATTER_ND, IN3(X(-1, 4, 6), C2D(2, 2, 0, 2, 0, 2), X(2, 6)),
+     AT1(AS(REDUCTION, "max"))},
+    {"ScatterND/min-run", IR_OP_SCATTER_ND, IN3(X(-1, 4, 6), C2D(3, 2, 0, 1, 0, 2, 0, 3), X(3, 6)),
+     AT1(AS(REDUCTION, "min"))},
+    {"ScatterND/mul-rows", IR_OP_SCATTER_ND, IN3(X(4, -1, 3), C2D(2, 1, 3, 1), X(2, -1, 3)),
+     AT1(AS(REDUCTION, "mul"))},
     {"Resize/axes", IR_OP_RESIZE, IN4(X(-1, 2, 4, 3), NONE, NONE, C(6, 5)), AT2(AS(MODE, "cubic"), AIS(AXES, 2, 3))},
     /* shape ops: folded at compile time, the interpreter alone runs them */
     {"Size", IR_OP_SIZE, .dt = IR_I64, IN1(X(-1, 4, 6))},
@@ -886,12 +906,9 @@ typedef struct {
     const char *row, *why;
 } expected_skip;
 
-#define ND_FOLDED "folded where its inputs are constants; not run on computed tensors yet"
-/* the rows of ops both backends leave to the fold pass (cg_refuse_folded_only) */
+/* the rows of ops both backends leave to the fold pass */
 #define FOLDED_ONLY                                                                                                    \
-    {"Tile", "run as the Expand it becomes where the repeated axes are 1 (simplify), or folded"}, {"Pad", ND_FOLDED}, \
-        {"Pad/reflect", ND_FOLDED}, {"Pad/edge", ND_FOLDED}, {"GatherND", ND_FOLDED}, {"ScatterND", ND_FOLDED},       \
-        {"ScatterND/add", ND_FOLDED}, {"Resize/axes", ND_FOLDED},                                                     \
+    {"Resize/axes", "folded where its input is a constant; not run on computed tensors yet"},                         \
         {"Size", "computed from shapes: folded at compile time"}
 static const expected_skip cpu_skips[] = {
     {"Gemm/transA", "the LLVM backend has no Gemm with transA=1"},

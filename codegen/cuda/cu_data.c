@@ -5,13 +5,17 @@
  *
  * over the output's dims, with strides that express the op: a permutation
  * (Transpose), offsets and steps (Slice, Split, a scalar Gather), zeros
- * (Expand), an offset into the output (Concat).  Adjacent dims that are
+ * (Expand), an offset into the output (Concat).  Pad, Tile, GatherND and
+ * ScatterND are the lists of such copies planned for every backend
+ * (codegen/moves.h), a zero fill or ScatterND's reduction (dst = dst op src)
+ * the only other things the loop stores.  Adjacent dims that are
  * contiguous on both sides are merged first, so a plain copy is one flat
  * loop.  Gather with an index tensor reads its indices on the device.  The
  * graph's inputs and outputs go through the same copy when the caller's
  * type differs from the stored one (f32 <-> f16/bf16). */
 #include "codegen/cuda/cu_impl.h"
 #include "codegen/cuda/cu_launch.h"
+#include "codegen/moves.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,10 +78,13 @@ static int contiguous(const cu_view *v, int rank, const cg_poly *dims)
     return 1;
 }
 
-int cu_emit_copy(cu_ctx *c, int node, int rank, const cg_poly *in_dims, const cu_view *dst0, const cu_view *src0,
-                 const char *label)
+/* The strided loop of cu_emit_copy, storing at each point (op): 0 the
+ * source, 'z' a zero (no source), '+', '*', '>', '<' the destination
+ * combined with the source in fp32 (ScatterND's reductions; float storage). */
+static int emit_strided(cu_ctx *c, int node, int rank, const cg_poly *in_dims, const cu_view *dst0,
+                        const cu_view *src0, char op, const char *label)
 {
-    cu_view d = *dst0, s = *src0;
+    cu_view d = *dst0, s = src0 ? *src0 : *dst0;
     cg_poly dims[IR_MAX_RANK];
     int r = 0;
     /* drop unit dims, merge dims contiguous on both sides */
@@ -107,12 +114,13 @@ int cu_emit_copy(cu_ctx *c, int node, int rank, const cg_poly *in_dims, const cu
     const char *ts = cu_ctype(s.t), *td = cu_ctype(d.t);
     if (!ts || !td)
         return cu_fail(c, VITC_INTERNAL, node, "no device type for a copy");
-    int dc = contiguous(&d, r, dims), sc = contiguous(&s, r, dims);
+    int dc = contiguous(&d, r, dims), sc = op == 'z' || contiguous(&s, r, dims);
     char e[160];
     cu_str t = {0};
     cu_str_add(&t, "VK_KERNEL(@, %d, vk_copy_params)\n{\n    const vk_i64 B = p.batch;\n", COPY_THREADS);
-    cu_str_add(&t, "    (void)B;\n    const %s *src = (const %s *)p.src;\n    %s *dst = (%s *)p.dst;\n", ts, ts, td,
-               td);
+    cu_str_add(&t, "    (void)B;\n    %s *dst = (%s *)p.dst;\n", td, td);
+    if (op != 'z')
+        cu_str_add(&t, "    const %s *src = (const %s *)p.src;\n", ts, ts);
     cu_str_add(&t, "    const vk_i64 n = %s;\n", cu_poly_expr(n, e, sizeof e));
     cu_str_add(&t, "    for (vk_i64 i = (vk_i64)blockIdx.x * %d + threadIdx.x; i < n; i += (vk_i64)gridDim.x * %d) {\n",
                COPY_THREADS, COPY_THREADS);
@@ -132,7 +140,13 @@ int cu_emit_copy(cu_ctx *c, int node, int rank, const cg_poly *in_dims, const cu
             if (!dc)
                 cu_str_add(&t, "        do_ += c * %s;\n", cu_poly_expr(d.stride[i], e, sizeof e));
         }
-    if (s.t == d.t)
+    if (op == 'z')
+        cu_str_add(&t, "        const %s zero = {};\n        (void)so;\n        dst[do_] = zero;\n", td);
+    else if (op)
+        cu_str_add(&t, "        const float a = vk_get(dst + do_), v = vk_get(src + so);\n"
+                       "        vk_put(dst + do_, %s);\n",
+                   op == '+' ? "a + v" : op == '*' ? "a * v" : op == '>' ? "v > a ? v : a" : "v < a ? v : a");
+    else if (s.t == d.t)
         cu_str_add(&t, "        dst[do_] = src[so];\n");
     else
         cu_str_add(&t, "        vk_put(dst + do_, vk_get(src + so));\n");
@@ -140,8 +154,44 @@ int cu_emit_copy(cu_ctx *c, int node, int rank, const cg_poly *in_dims, const cu
     cu_launch *l = cu_launch_flat(c, "copy", label, &t, node, COPY_THREADS, n, CU_FIELD(vk_copy_params, batch));
     if (!l)
         return c->d->status;
-    arg_view(c, l, CU_FIELD(vk_copy_params, src), &s);
+    if (op != 'z')
+        arg_view(c, l, CU_FIELD(vk_copy_params, src), &s);
     arg_view(c, l, CU_FIELD(vk_copy_params, dst), &d);
+    return c->d->status;
+}
+
+int cu_emit_copy(cu_ctx *c, int node, int rank, const cg_poly *dims, const cu_view *dst, const cu_view *src,
+                 const char *label)
+{
+    return emit_strided(c, node, rank, dims, dst, src, 0, label);
+}
+
+static cu_view move_view(cu_ctx *c, const cg_move_side *s)
+{
+    cu_view v = cu_view_of(c, s->value);
+    v.base = s->base;
+    memcpy(v.stride, s->strides, sizeof v.stride);
+    return v;
+}
+
+/* Pad, Tile, GatherND, ScatterND: their moves (codegen/moves.h), one strided
+ * loop each, in order. */
+static int emit_moves(cu_ctx *c, int node, const char *label)
+{
+    cg_moves mv;
+    char why[256];
+    if (!cg_moves_plan(c->g, &c->g->nodes[node], &mv, why, sizeof why))
+        return cu_fail(c, VITC_BAD_INPUT, node, "%s", why);
+    static const char ops[] = {[CG_MOVE_COPY] = 0,   [CG_MOVE_ZERO] = 'z', [CG_MOVE_ADD] = '+',
+                               [CG_MOVE_MUL] = '*', [CG_MOVE_MAX] = '>',  [CG_MOVE_MIN] = '<'};
+    for (int i = 0; i < mv.n && c->d->status == VITC_OK; i++) {
+        const cg_move *m = &mv.m[i];
+        cu_view d = move_view(c, &m->dst), s;
+        if (m->op != CG_MOVE_ZERO)
+            s = move_view(c, &m->src);
+        emit_strided(c, node, m->rank, m->dims, &d, m->op == CG_MOVE_ZERO ? NULL : &s, ops[m->op], label);
+    }
+    cg_moves_free(&mv);
     return c->d->status;
 }
 
@@ -224,7 +274,21 @@ int cu_data_supports(const ir_graph *g, const ir_node *n, char *why, size_t len)
         }
         return 1;
     }
-    case IR_OP_TILE: case IR_OP_PAD: case IR_OP_GATHER_ND: case IR_OP_SCATTER_ND: case IR_OP_RESIZE:
+    case IR_OP_TILE: case IR_OP_PAD: case IR_OP_GATHER_ND: case IR_OP_SCATTER_ND: {
+        cg_moves mv;
+        if (!cg_moves_plan(g, n, &mv, why, len))
+            return 0;
+        int combine = cg_moves_combine(&mv);
+        cg_moves_free(&mv);
+        ir_dtype t = g->values[n->outputs[0]].dtype;
+        if (combine && t != IR_F32 && t != IR_F16 && t != IR_BF16) {
+            snprintf(why, len, "ScatterND with a reduction on %s tensors (the CUDA backend reduces in fp32)",
+                     ir_dtype_name(t));
+            return 0;
+        }
+        return 1;
+    }
+    case IR_OP_RESIZE:
         return !cg_refuse_folded_only(n, "CUDA", why, len);
     default:
         snprintf(why, len, "%s is not a data-movement op", ir_op_name(n->op));
@@ -352,6 +416,8 @@ int cu_emit_data(cu_ctx *c, int node)
     }
     if (c->off[cu_root(c, out)] < 0 && g->values[cu_root(c, out)].kind != IR_VAL_CONST)
         return VITC_OK; /* nobody reads it */
+    if (cg_moves_op(n->op))
+        return emit_moves(c, node, label);
     cu_view s = cu_view_of(c, n->inputs[0]), d = cu_view_of(c, out);
     value_dims(y, dims);
     switch (n->op) {

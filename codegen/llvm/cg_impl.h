@@ -278,6 +278,7 @@ struct cg_map {
     cg_view op[CG_MAP_MAX_OPS]; /* each of rank `rank` with strides over dims */
     cg_map_body body;           /* NULL: copy operand 1's bits into operand 0 */
     const char *sig;            /* what body computes, for sharing the kernel (NULL: never) */
+    int raw;                    /* body reads and writes raw bits (cg_raw_type), not numbers */
     void *ud;
     int cost;                   /* rough operations per element, for the threading decision */
 };

@@ -2,11 +2,14 @@
  * indices, Expand, Concat and Split are all copies between two strided views
  * of stored tensors (map.c), so each is a few lines of stride arithmetic:
  * permuted strides, a start offset and a step, a dropped axis, zero strides
- * for broadcast dimensions, sub-blocks of the output or of the input.  The
- * view ops (Reshape and friends) cost nothing unless their result is a graph
- * output, which gets a flat copy.  Elements move as raw bits of their size,
- * so every dtype is exact. */
+ * for broadcast dimensions, sub-blocks of the output or of the input.  Pad,
+ * Tile, GatherND and ScatterND are lists of such copies planned for every
+ * backend (codegen/moves.h), each one map here (a zero fill, or ScatterND's
+ * reduction, as its body).  The view ops (Reshape and friends) cost nothing
+ * unless their result is a graph output, which gets a flat copy.  Elements
+ * move as raw bits of their size, so every dtype is exact. */
 #include "codegen/llvm/cg_impl.h"
+#include "codegen/moves.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -118,7 +121,21 @@ int cg_data_supports(const ir_graph *g, const ir_node *n, char *why, size_t len)
         }
         return 1;
     }
-    case IR_OP_TILE: case IR_OP_PAD: case IR_OP_GATHER_ND: case IR_OP_SCATTER_ND: case IR_OP_RESIZE:
+    case IR_OP_TILE: case IR_OP_PAD: case IR_OP_GATHER_ND: case IR_OP_SCATTER_ND: {
+        cg_moves mv;
+        if (!cg_moves_plan(g, n, &mv, why, len))
+            return 0;
+        int combine = cg_moves_combine(&mv);
+        cg_moves_free(&mv);
+        ir_dtype t = g->values[n->outputs[0]].dtype;
+        if (combine && t != IR_F32 && t != IR_F64 && t != IR_I32 && t != IR_I64) {
+            snprintf(why, len, "ScatterND with a reduction on %s tensors is not supported by the CPU backend",
+                     ir_dtype_name(t));
+            return 0;
+        }
+        return 1;
+    }
+    case IR_OP_RESIZE:
         return !cg_refuse_folded_only(n, "CPU", why, len);
     default:
         return 1;
@@ -296,6 +313,83 @@ static int emit_pieces(cg_ctx *cg, int node, int split)
     return VITC_OK;
 }
 
+static LLVMValueRef zero_body(cg_ctx *cg, const cg_map *m, LLVMBuilderRef b, LLVMValueRef *ptrs)
+{
+    (void)b, (void)ptrs;
+    return LLVMConstNull(cg_raw_type(cg, m->op[0].dtype));
+}
+
+/* ScatterND's reductions, as the interpreter computes them: dst op src,
+ * max and min keeping dst unless src compares greater (less). */
+static LLVMValueRef combine_body(cg_ctx *cg, const cg_map *m, LLVMBuilderRef b, LLVMValueRef *ptrs)
+{
+    const cg_move *mo = m->ud;
+    LLVMTypeRef t = cg_mem_type(cg, m->op[0].dtype);
+    LLVMValueRef a = LLVMBuildLoad2(b, t, ptrs[0], ""), v = LLVMBuildLoad2(b, t, ptrs[1], "");
+    int fl = ir_dtype_is_float(m->op[0].dtype);
+    switch (mo->op) {
+    case CG_MOVE_ADD: return fl ? LLVMBuildFAdd(b, a, v, "") : LLVMBuildAdd(b, a, v, "");
+    case CG_MOVE_MUL: return fl ? LLVMBuildFMul(b, a, v, "") : LLVMBuildMul(b, a, v, "");
+    case CG_MOVE_MAX:
+        return LLVMBuildSelect(b, fl ? LLVMBuildFCmp(b, LLVMRealOGT, v, a, "") : LLVMBuildICmp(b, LLVMIntSGT, v, a, ""),
+                               v, a, "");
+    case CG_MOVE_MIN:
+        return LLVMBuildSelect(b, fl ? LLVMBuildFCmp(b, LLVMRealOLT, v, a, "") : LLVMBuildICmp(b, LLVMIntSLT, v, a, ""),
+                               v, a, "");
+    case CG_MOVE_COPY: case CG_MOVE_ZERO: break;
+    }
+    return v;
+}
+
+static cg_view move_view(cg_ctx *cg, const cg_move *mo, const cg_move_side *s)
+{
+    cg_view v = cg_view_of(cg, s->value);
+    v.rank = mo->rank;
+    memcpy(v.dims, mo->dims, sizeof v.dims);
+    memcpy(v.strides, s->strides, sizeof v.strides);
+    v.base = s->base;
+    return v;
+}
+
+/* Pad, Tile, GatherND, ScatterND: their moves (codegen/moves.h), in order. */
+static int emit_moves(cg_ctx *cg, int node)
+{
+    const ir_node *n = &cg->g->nodes[node];
+    cg_moves mv;
+    char why[256], label[200];
+    if (!cg_moves_plan(cg->g, n, &mv, why, sizeof why))
+        return cg_fail(cg, VITC_BAD_INPUT, node, "%s", why);
+    snprintf(label, sizeof label, "%s %s", ir_op_name(n->op), n->name);
+    static const char *const sigs[] = {
+        [CG_MOVE_COPY] = "copy", [CG_MOVE_ZERO] = "zero", [CG_MOVE_ADD] = "add", [CG_MOVE_MUL] = "mul",
+        [CG_MOVE_MAX] = "max", [CG_MOVE_MIN] = "min"};
+    int st = VITC_OK;
+    for (int i = 0; i < mv.n && st == VITC_OK; i++) {
+        const cg_move *mo = &mv.m[i];
+        cg_map m;
+        memset(&m, 0, sizeof m);
+        m.rank = mo->rank;
+        memcpy(m.dims, mo->dims, sizeof m.dims);
+        m.op[0] = move_view(cg, mo, &mo->dst);
+        m.nops = 1;
+        if (mo->op != CG_MOVE_ZERO)
+            m.op[m.nops++] = move_view(cg, mo, &mo->src);
+        if (mo->op == CG_MOVE_ZERO) {
+            m.body = zero_body;
+            m.raw = 1;
+        } else if (mo->op != CG_MOVE_COPY) {
+            m.body = combine_body;
+        }
+        m.sig = sigs[mo->op];
+        m.ud = (void *)mo;
+        m.label = label;
+        m.cost = 1;
+        st = cg_emit_map(cg, &m, node);
+    }
+    cg_moves_free(&mv);
+    return st;
+}
+
 int cg_emit_data(cg_ctx *cg, int node)
 {
     const ir_node *n = &cg->g->nodes[node];
@@ -306,6 +400,7 @@ int cg_emit_data(cg_ctx *cg, int node)
     case IR_OP_EXPAND: return emit_expand(cg, node);
     case IR_OP_CONCAT: return emit_pieces(cg, node, 0);
     case IR_OP_SPLIT: return emit_pieces(cg, node, 1);
+    case IR_OP_PAD: case IR_OP_TILE: case IR_OP_GATHER_ND: case IR_OP_SCATTER_ND: return emit_moves(cg, node);
     case IR_OP_DROPOUT:
         if (n->noutputs > 1 && n->outputs[1] >= 0 && cg->loc[n->outputs[1]].kind != CG_LOC_NONE) {
             cg_map m;

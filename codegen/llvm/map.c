@@ -169,7 +169,7 @@ int cg_emit_map(cg_ctx *cg, const cg_map *m0, int node)
     cg_map_body body = m.body ? m.body : copy_body;
     LLVMTypeRef et[CG_MAP_MAX_OPS];
     for (int k = 0; k < m.nops; k++) {
-        et[k] = m.body ? cg_mem_type(cg, m.op[k].dtype) : cg_raw_type(cg, m.op[k].dtype);
+        et[k] = m.body && !m.raw ? cg_mem_type(cg, m.op[k].dtype) : cg_raw_type(cg, m.op[k].dtype);
         if (!et[k])
             return cg_fail(cg, VITC_BAD_INPUT, node, "the CPU backend does not compute on %s tensors",
                            ir_dtype_name(m.op[k].dtype));
