@@ -121,6 +121,10 @@ static int known_ints(const ir_graph *g, int v, int64_t *out, int max, int *n)
 
 /* ---- Pad ---- */
 
+/* The most a non-constant mode pads one side of an axis by: its border is
+ * walked position by position at compile time. */
+#define PAD_WALK_MAX (1 << 20)
+
 static const char *mode_name(char m)
 {
     return m == 'c' ? "constant" : m == 'r' ? "reflect" : m == 'e' ? "edge" : "wrap";
@@ -209,6 +213,9 @@ static int plan_pad(plan *p)
         for (int a = 0; a < r; a++) {
             if (cnt[a] < 0)
                 continue;
+            if (b[a] > PAD_WALK_MAX || e[a] > PAD_WALK_MAX)
+                return refuse(p, "Pad in mode '%s' by more than %d on axis %d is not supported", mode_name(m),
+                              PAD_WALK_MAX, a);
             int64_t yd = pos[a] + cnt[a] + (e[a] > 0 ? e[a] : 0);
             for (int64_t q = 0; q < yd; q++) {
                 if (q == pos[a])
