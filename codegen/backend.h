@@ -109,9 +109,10 @@ extern const cg_backend cg_cuda_backend; /* "cuda": VITC_HAVE_CUDA */
  * the one place that maps a target's name to its backend (compile.c). */
 extern const cg_backend *const cg_backends[];
 const cg_backend *cg_backend_named(const char *name);
-/* For the data ops no backend runs on computed tensors (Tile, Pad, GatherND,
- * ScatterND: folded on constants, Tile run as Expand where it is one): 1
- * with why saying so for the backend titled `title`, 0 for other ops. */
+/* For the ops no backend runs on computed tensors (Tile, Pad, GatherND,
+ * ScatterND and the quantized ops of IR_FAM_QUANT: folded on constants, Tile
+ * run as Expand where it is one): 1 with why saying so for the backend
+ * titled `title`, 0 for other ops. */
 int cg_refuse_folded_only(const ir_node *n, const char *title, char *why, size_t len);
 
 /* ---- backend-neutral planning (codegen/plan.c) ---- */

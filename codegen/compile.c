@@ -130,6 +130,11 @@ int cg_refuse_folded_only(const ir_node *n, const char *title, char *why, size_t
                            "it on computed tensors yet", ir_op_name(n->op), title);
         return 1;
     }
+    if (ir_op_family_of(n->op) == IR_FAM_QUANT) {
+        snprintf(why, len, "%s (quantized ONNX) is folded at compile time where its inputs are constants; the %s "
+                           "backend does not run it on computed tensors yet", ir_op_name(n->op), title);
+        return 1;
+    }
     return 0;
 }
 

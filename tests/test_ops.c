@@ -28,8 +28,9 @@
 /* ---- the rows ---- */
 
 /* An input of a row: a graph input ('x' floats in [-2, 2), 'n' the same with NaNs, 'p' floats in
- * [0.1, 2.1), 'b' bools, 'i' int64 in [-20, 20)), or a constant ('w' random
- * floats, 's' a float scalar, 'c' int64 values). dims < 0: times the batch. */
+ * [0.1, 2.1), 'b' bools, 'i' int64 in [-20, 20), 'u' u8), or a constant ('w' random
+ * floats, 's' a float scalar, 'c' int64 values, 'j' random i8, 'z' a u8 scalar and 'y' an i8
+ * scalar of vals[0], 'g' positive floats: scales). dims < 0: times the batch. */
 typedef struct {
     char kind;
     int rank;
@@ -55,7 +56,7 @@ typedef struct {
     ir_dtype dt; /* of the outputs */
     int nout;    /* 0: 1 */
     int nin;
-    in_spec in[5];
+    in_spec in[9];
     int nattrs;
     attr_spec at[5];
     double tol;                           /* 0: 1e-4 (max |out - ref| / max |ref|) */
@@ -72,6 +73,11 @@ typedef struct {
 #define S(v) {'s', 0, {0}, 0, {0}, v}
 #define C(...) {'c', 1, {NARGS(__VA_ARGS__)}, NARGS(__VA_ARGS__), {__VA_ARGS__}}
 #define C0(v) {'c', 0, {0}, 1, {v}}
+#define U(...) {'u', NARGS(__VA_ARGS__), {__VA_ARGS__}}
+#define J(...) {'j', NARGS(__VA_ARGS__), {__VA_ARGS__}}
+#define G(...) {'g', NARGS(__VA_ARGS__), {__VA_ARGS__}}
+#define ZU(v) {'z', 0, {0}, 1, {v}}
+#define ZI(v) {'y', 0, {0}, 1, {v}}
 #define NONE {'-', 0, {0}} /* an omitted optional input */
 #define AI(id, v) {IR_ATTR_##id, 'i', .i = v}
 #define AF(id, v) {IR_ATTR_##id, 'f', .f = v}
@@ -81,6 +87,7 @@ typedef struct {
 #define IN2(a, b) .nin = 2, .in = {a, b}
 #define IN3(a, b, c) .nin = 3, .in = {a, b, c}
 #define IN4(a, b, c, d) .nin = 4, .in = {a, b, c, d}
+#define IN8(a, b, c, d, e, f, g_, h) .nin = 8, .in = {a, b, c, d, e, f, g_, h}
 #define AT1(a) .nattrs = 1, .at = {a}
 #define AT2(a, b) .nattrs = 2, .at = {a, b}
 #define AT3(a, b, c) .nattrs = 3, .at = {a, b, c}
@@ -217,6 +224,18 @@ static const op_row rows[] = {
     {"GatherND", IR_OP_GATHER_ND, IN2(X(-1, 4, 6), C(0, 3))},
     {"ScatterND", IR_OP_SCATTER_ND, IN3(X(-1, 4, 6), C(0, 2), X(6))},
     {"ScatterND/add", IR_OP_SCATTER_ND, IN3(X(-1, 4, 6), C(0, 2), X(6)), AT1(AS(REDUCTION, "add"))},
+    /* quantized ONNX: the interpreter runs them (test_interp checks their numbers), the backends
+     * leave them to the fold pass */
+    {"QuantizeLinear", IR_OP_QUANTIZE_LINEAR, .dt = IR_U8, IN3(X(-1, 3, 4), S(0.02f), ZU(128))},
+    {"QuantizeLinear/axis", IR_OP_QUANTIZE_LINEAR, .dt = IR_I8, IN3(X(-1, 3, 4), G(3), J(3)), AT1(AI(AXIS, 1))},
+    {"DequantizeLinear", IR_OP_DEQUANTIZE_LINEAR, IN3(U(-1, 3, 4), S(0.02f), ZU(128))},
+    {"DynamicQuantizeLinear", IR_OP_DYNAMIC_QUANTIZE_LINEAR, .dt = IR_U8, .nout = 3, IN1(X(-1, 3, 4))},
+    {"MatMulInteger", IR_OP_MATMUL_INTEGER, .dt = IR_I32, IN4(U(-1, 3, 4), J(4, 5), ZU(128), ZI(0))},
+    {"ConvInteger", IR_OP_CONV_INTEGER, .dt = IR_I32, IN3(U(-1, 2, 5, 5), J(3, 2, 3, 3), ZU(100))},
+    {"QLinearMatMul", IR_OP_QLINEAR_MATMUL, .dt = IR_U8,
+     IN8(U(-1, 3, 4), S(0.02f), ZU(128), J(4, 5), G(5), ZI(0), S(0.05f), ZU(120))},
+    {"QLinearConv", IR_OP_QLINEAR_CONV, .dt = IR_U8,
+     IN8(U(-1, 2, 5, 5), S(0.02f), ZU(100), J(3, 2, 3, 3), G(3), ZI(0), S(0.5f), ZU(128)), AT1(AIS(PADS, 1, 1, 1, 1))},
     /* shape ops: folded at compile time, the interpreter alone runs them */
     {"Size", IR_OP_SIZE, .dt = IR_I64, IN1(X(-1, 4, 6))},
     /* fused: Linear with each activation, Attention in both layouts, with a bias broadcast or not */
@@ -260,25 +279,45 @@ static const op_row rows[] = {
     {"Attention/rope-layout1", IR_OP_ATTENTION, IN4(X(-1, 5, 24), NONE, NONE, W(2, 4, 4)),
      AT5(AI(HEADS, 2), AI(HEAD_SIZE, 4), AI(QKV_LAYOUT, 1), AI(ROPE_PAIRING, IR_ROPE_HALVES), AI(ROPE_START, 1))},
 };
-enum { NROWS = sizeof rows / sizeof rows[0], NB = 2, MAXIN = 5 };
+enum { NROWS = sizeof rows / sizeof rows[0], NB = 2, MAXIN = 9 };
 static const int64_t batches[NB] = {1, 3};
 
 /* ---- building and feeding the rows ---- */
 
 static char tmpdir[4096];
 static ir_tensor inputs[NB][NROWS][MAXIN]; /* per batch, row, graph input of the row */
-static ir_tensor refs[NB][NROWS][2];        /* the interpreter's outputs */
+static ir_tensor refs[NB][NROWS][3];        /* the interpreter's outputs */
 
-static int is_input(char kind) { return kind == 'x' || kind == 'p' || kind == 'b' || kind == 'i' || kind == 'n'; }
+static int is_input(char kind)
+{
+    return kind == 'x' || kind == 'p' || kind == 'b' || kind == 'i' || kind == 'n' || kind == 'u';
+}
 
-static ir_dtype input_dtype(char kind) { return kind == 'b' ? IR_BOOL : kind == 'i' ? IR_I64 : IR_F32; }
+static ir_dtype input_dtype(char kind)
+{
+    return kind == 'b' ? IR_BOOL : kind == 'i' ? IR_I64 : kind == 'u' ? IR_U8 : IR_F32;
+}
+
+/* A constant of dtype dt: vals (one of them for a scalar), else i8 values in
+ * [-127, 127] ('j') or scales 0.01 * (1 + i / 4) ('g'). */
+static int quant_const(ir_graph *g, const char *name, const in_spec *s, ir_dtype dt)
+{
+    ir_tensor t;
+    assert_int_equal(ir_tensor_alloc(&t, dt, s->rank, s->dims), VITC_OK);
+    for (int64_t i = 0; i < ir_tensor_numel(&t); i++)
+        ir_tensor_set(&t, i, s->n ? (double)s->vals[0] : s->kind == 'g' ? 0.01 * (1 + i / 4.0) : floor(127 * tu_rnd()));
+    int v = ir_add_const(g, name, dt, s->rank, s->dims, t.data, ir_tensor_nbytes(&t));
+    assert_true(v >= 0);
+    ir_tensor_free(&t);
+    return v;
+}
 
 /* Adds row r to g (its inputs named r<r>_<k>, its outputs marked); constants
  * come from a seed of their own, so every graph holding the row has the same. */
 static void add_row(ir_graph *g, int r)
 {
     const op_row *w = &rows[r];
-    int in[MAXIN + 1], out[2];
+    int in[MAXIN + 1], out[3];
     tu_seed(0x5851f42d4c957f2dull + (uint64_t)r);
     for (int k = 0; k < w->nin; k++) {
         const in_spec *s = &w->in[k];
@@ -292,6 +331,12 @@ static void add_row(ir_graph *g, int r)
             in[k] = tu_scalar(g, name, s->f);
         else if (s->kind == '-')
             in[k] = -1;
+        else if (s->kind == 'j' || s->kind == 'y')
+            in[k] = quant_const(g, name, s, IR_I8);
+        else if (s->kind == 'z')
+            in[k] = quant_const(g, name, s, IR_U8);
+        else if (s->kind == 'g')
+            in[k] = quant_const(g, name, s, IR_F32);
         else
             in[k] = tu_const_i64(g, name, s->rank, s->dims, s->vals);
     }
@@ -361,6 +406,8 @@ static void make_inputs(void)
                         ir_tensor_set(t, i, i % 3 == 1 ? NAN : 2 * u);
                     else if (s->kind == 'b')
                         ir_tensor_set_i64(t, i, u > 0);
+                    else if (s->kind == 'u')
+                        ir_tensor_set_i64(t, i, (int64_t)floor(128 + 127.9 * u));
                     else
                         ir_tensor_set_i64(t, i, (int64_t)floor(20 * u));
                 }
@@ -432,11 +479,15 @@ typedef struct {
 } expected_skip;
 
 #define ND_FOLDED "folded where its inputs are constants; not run on computed tensors yet"
+#define Q_FOLDED "quantized ONNX: folded where its inputs are constants; not run on computed tensors yet"
 /* the rows of ops both backends leave to the fold pass (cg_refuse_folded_only) */
 #define FOLDED_ONLY                                                                                                    \
     {"Tile", "run as the Expand it becomes where the repeated axes are 1 (simplify), or folded"}, {"Pad", ND_FOLDED}, \
         {"Pad/reflect", ND_FOLDED}, {"Pad/edge", ND_FOLDED}, {"GatherND", ND_FOLDED}, {"ScatterND", ND_FOLDED},       \
-        {"ScatterND/add", ND_FOLDED}, {"Size", "computed from shapes: folded at compile time"}
+        {"ScatterND/add", ND_FOLDED}, {"Size", "computed from shapes: folded at compile time"},                  \
+        {"QuantizeLinear", Q_FOLDED}, {"QuantizeLinear/axis", Q_FOLDED}, {"DequantizeLinear", Q_FOLDED},             \
+        {"DynamicQuantizeLinear", Q_FOLDED}, {"MatMulInteger", Q_FOLDED}, {"ConvInteger", Q_FOLDED},               \
+        {"QLinearMatMul", Q_FOLDED}, {"QLinearConv", Q_FOLDED}
 static const expected_skip cpu_skips[] = {
     {"Gemm/transA", "the LLVM backend has no Gemm with transA=1"},
     FOLDED_ONLY,
@@ -640,7 +691,7 @@ static void test_every_row_on_every_backend(void **state)
         for (int r = 0; r < NROWS; r++) {
             for (int k = 0; k < MAXIN; k++)
                 ir_tensor_free(&inputs[b][r][k]);
-            for (int k = 0; k < 2; k++)
+            for (int k = 0; k < 3; k++)
                 ir_tensor_free(&refs[b][r][k]);
         }
     if (failures)
