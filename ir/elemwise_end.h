@@ -21,6 +21,7 @@
 #undef COS
 #undef SIN
 #undef SQRT
+#undef ROUND
 #undef GELU
 #undef MAX
 #undef MIN

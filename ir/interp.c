@@ -388,6 +388,7 @@ static const ik_kernel kernels[IR_OP_COUNT] = {
     [IR_OP_REDUCE_MAX] = ik_reduce,
     [IR_OP_REDUCE_MEAN] = ik_reduce,
     [IR_OP_REDUCE_SUM] = ik_reduce,
+    [IR_OP_REDUCE_MIN] = ik_reduce,
     [IR_OP_SOFTMAX] = ik_softmax,
     [IR_OP_LAYERNORM] = ik_layernorm,
     [IR_OP_RMS_NORM] = ik_layernorm,
@@ -410,7 +411,7 @@ static const ik_kernel kernels[IR_OP_COUNT] = {
     [IR_OP_IF] = NULL, /* shape inference puts the branch it picks in its place */
 };
 /* Every op without a formula has its line above (Constant's and If's NULL included). */
-_Static_assert(IR_OP_COUNT - IR_EW_COUNT == 46, "kernels[]: one entry per op without a formula in elemwise.def");
+_Static_assert(IR_OP_COUNT - IR_EW_COUNT == 47, "kernels[]: one entry per op without a formula in elemwise.def");
 
 static ik_kernel kernel_for(ir_op op)
 {

@@ -1,5 +1,5 @@
 /* interp_math.c: the interpreter's contractions and normalisations: MatMul,
- * Gemm, Conv (1-D and 2-D), ReduceMean/Sum/Max, Softmax, LayerNormalization
+ * Gemm, Conv (1-D and 2-D), ReduceMean/Sum/Max/Min, Softmax, LayerNormalization
  * and inference-mode BatchNormalization.  Float inputs are read into double,
  * every sum and statistic is accumulated in double, and results are rounded
  * once to the output dtype.  Integer MatMul / Gemm / reductions are exact
@@ -397,7 +397,7 @@ int ik_conv(ik_ctx *c)
     return VITC_OK;
 }
 
-/* ReduceMean / ReduceSum / ReduceMax: axes from input 1 when present, else the
+/* ReduceMean / ReduceSum / ReduceMax / ReduceMin: axes from input 1 when present, else the
  * axes attribute; none means all (or nothing, with noop_with_empty_axes). */
 int ik_reduce(ik_ctx *c)
 {
@@ -447,11 +447,12 @@ int ik_reduce(ik_ctx *c)
     num_buf acc;
     if ((st = num_alloc(c, on, fl, &acc)))
         return st;
-    for (int64_t i = 0; i < on && op == IR_OP_REDUCE_MAX; i++) {
+    int ext = op == IR_OP_REDUCE_MAX ? 1 : op == IR_OP_REDUCE_MIN ? -1 : 0; /* an extreme: the max or the min */
+    for (int64_t i = 0; i < on && ext; i++) {
         if (fl)
-            acc.f[i] = -INFINITY;
+            acc.f[i] = ext * -INFINITY;
         else
-            acc.i[i] = uns ? 0 : INT64_MIN;
+            acc.i[i] = ext > 0 ? (uns ? 0 : INT64_MIN) : (uns ? -1 : INT64_MAX);
     }
     ik_iter it;
     ik_iter_init(&it, r, X->dims);
@@ -460,15 +461,17 @@ int ik_reduce(ik_ctx *c)
         int64_t o = it.off[0];
         if (fl) {
             double v = ir_tensor_get(X, i);
-            if (op != IR_OP_REDUCE_MAX)
+            if (!ext)
                 acc.f[o] += v;
-            else if (isnan(v) || v > acc.f[o])
+            else if (isnan(v) || (ext > 0 ? v > acc.f[o] : v < acc.f[o]))
                 acc.f[o] = isnan(acc.f[o]) ? acc.f[o] : v;
         } else {
             int64_t v = ir_tensor_get_i64(X, i);
-            if (op != IR_OP_REDUCE_MAX)
+            int cmp = uns ? ((uint64_t)v > (uint64_t)acc.i[o]) - ((uint64_t)v < (uint64_t)acc.i[o])
+                          : (v > acc.i[o]) - (v < acc.i[o]);
+            if (!ext)
                 acc.i[o] = wrap_mul_add(acc.i[o], v, 1);
-            else if (uns ? (uint64_t)v > (uint64_t)acc.i[o] : v > acc.i[o])
+            else if (cmp == ext)
                 acc.i[o] = v;
         }
     }

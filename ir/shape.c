@@ -1551,6 +1551,7 @@ static int (*const rules[IR_OP_COUNT])(ctx *c) = {
     [IR_OP_REDUCE_MAX] = infer_reduce,
     [IR_OP_REDUCE_MEAN] = infer_reduce,
     [IR_OP_REDUCE_SUM] = infer_reduce,
+    [IR_OP_REDUCE_MIN] = infer_reduce,
     [IR_OP_SPLIT] = infer_split,
     [IR_OP_EXPAND] = infer_expand,
     [IR_OP_RESIZE] = infer_resize,
@@ -1586,7 +1587,7 @@ static int (*const rules[IR_OP_COUNT])(ctx *c) = {
     [IR_OP_CAST_LIKE] = NULL,
     [IR_OP_CLIP] = NULL,
 };
-_Static_assert(IR_OP_COUNT - IR_EW_COUNT == 46, "rules[]: one line per op without a formula in elemwise.def");
+_Static_assert(IR_OP_COUNT - IR_EW_COUNT == 47, "rules[]: one line per op without a formula in elemwise.def");
 
 static int infer_node(ctx *c)
 {

@@ -132,6 +132,7 @@ static double r_clip(const double *a) { return fmin(fmax(a[0], a[1]), a[2]); }
 static double r_clip_lo(const double *a) { return fmax(a[0], a[1]); }
 static double r_ident(const double *a) { return a[0]; }
 static double r_trunc(const double *a) { return trunc(a[0]); }
+static double r_round(const double *a) { return nearbyint(a[0]); }
 static double r_gelu(const double *a) { return 0.5 * a[0] * (1 + erf(a[0] / sqrt(2.0))); }
 static double r_gelu_tanh(const double *a)
 {
@@ -158,6 +159,7 @@ static const op_row rows[] = {
     {"Sin", IR_OP_SIN, IN1(X(-1, 3, 4)), .ref = r_sin},
     {"HardSigmoid", IR_OP_HARD_SIGMOID, IN1(X(-1, 3, 4)), AT2(AF(ALPHA, 0.3), AF(BETA, 0.4)), .ref = r_hardsigmoid},
     {"Reciprocal", IR_OP_RECIPROCAL, IN1(P(-1, 3, 4)), .ref = r_recip},
+    {"Round", IR_OP_ROUND, IN1(X(-1, 3, 4)), .ref = r_round},
     {"Gelu", IR_OP_GELU, IN1(X(-1, 3, 4)), .ref = r_gelu},
     {"Gelu/tanh", IR_OP_GELU, IN1(X(-1, 3, 4)), AT1(AS(APPROXIMATE, "tanh")), .ref = r_gelu_tanh},
     {"Not", IR_OP_NOT, .dt = IR_BOOL, IN1(B(-1, 3, 4)), .ref = r_not},
@@ -201,6 +203,8 @@ static const op_row rows[] = {
     {"ReduceMean/all", IR_OP_REDUCE_MEAN, IN1(X(-1, 5, 6))},
     {"ReduceSum", IR_OP_REDUCE_SUM, IN1(X(-1, 5, 6)), AT2(AIS(AXES, 1), AI(KEEPDIMS, 0))},
     {"ReduceMax", IR_OP_REDUCE_MAX, IN2(X(-1, 5, 6), C(0, 2))},
+    {"ReduceMin", IR_OP_REDUCE_MIN, IN1(X(-1, 5, 6)), AT2(AIS(AXES, 1), AI(KEEPDIMS, 0))},
+    {"ReduceMin/all", IR_OP_REDUCE_MIN, IN1(X(-1, 5, 6))},
     /* matrix products */
     {"MatMul", IR_OP_MATMUL, IN2(X(-1, 3, 4), W(4, 5))},
     {"MatMul/batched", IR_OP_MATMUL, IN2(X(-1, 2, 3, 4), X(-1, 2, 4, 3))},
@@ -500,7 +504,7 @@ static const expected_skip cuda_skips[] = {
     {NULL, NULL},
 };
 /* Rows of `rows` that give the interpreter a scalar formula (.ref). */
-#define FORMULA_ROWS 43
+#define FORMULA_ROWS 44
 
 typedef struct {
     const char *name;
