@@ -22,6 +22,7 @@
 #undef SIN
 #undef SQRT
 #undef ROUND
+#undef F32
 #undef GELU
 #undef MAX
 #undef MIN

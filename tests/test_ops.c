@@ -133,6 +133,14 @@ static double r_clip_lo(const double *a) { return fmax(a[0], a[1]); }
 static double r_ident(const double *a) { return a[0]; }
 static double r_trunc(const double *a) { return trunc(a[0]); }
 static double r_round(const double *a) { return nearbyint(a[0]); }
+/* DequantizeLinear(QuantizeLinear(x)) with scale a[1] and zero point a[2]: x / scale in f32, ties to even */
+static double fake_quant(const double *a, double lo, double hi)
+{
+    double q = nearbyint((float)(a[0] / a[1])) + a[2];
+    return ((q < lo ? lo : q > hi ? hi : q) - a[2]) * a[1];
+}
+static double r_fake_quant_u8(const double *a) { return fake_quant(a, 0, 255); }
+static double r_fake_quant_i8(const double *a) { return fake_quant(a, -128, 127); }
 static double r_gelu(const double *a) { return 0.5 * a[0] * (1 + erf(a[0] / sqrt(2.0))); }
 static double r_gelu_tanh(const double *a)
 {
@@ -164,6 +172,10 @@ static const op_row rows[] = {
     {"Gelu/tanh", IR_OP_GELU, IN1(X(-1, 3, 4)), AT1(AS(APPROXIMATE, "tanh")), .ref = r_gelu_tanh},
     {"Not", IR_OP_NOT, .dt = IR_BOOL, IN1(B(-1, 3, 4)), .ref = r_not},
     {"QuickGelu", IR_OP_QUICK_GELU, IN1(X(-1, 3, 4)), .ref = r_quick_gelu},
+    {"FakeQuant", IR_OP_FAKE_QUANT, IN3(X(-1, 3, 4), S(0.02f), S(128.0f)), AT2(AF(QMIN, 0), AF(QMAX, 255)),
+     .ref = r_fake_quant_u8},
+    {"FakeQuant/saturating", IR_OP_FAKE_QUANT, IN3(X(-1, 3, 4), S(0.01f), S(-3.0f)), AT2(AF(QMIN, -128), AF(QMAX, 127)),
+     .ref = r_fake_quant_i8},
     {"Swish", IR_OP_SWISH, IN1(X(-1, 3, 4)), .ref = r_silu},
     {"Swish/alpha", IR_OP_SWISH, IN1(X(-1, 3, 4)), AT1(AF(ALPHA, 0.5)), .ref = r_swish_half},
     {"IsNaN", IR_OP_IS_NAN, .dt = IR_BOOL, IN1(N(-1, 3, 4)), .ref = r_isnan},
@@ -504,7 +516,7 @@ static const expected_skip cuda_skips[] = {
     {NULL, NULL},
 };
 /* Rows of `rows` that give the interpreter a scalar formula (.ref). */
-#define FORMULA_ROWS 44
+#define FORMULA_ROWS 46
 
 typedef struct {
     const char *name;

@@ -20,7 +20,6 @@ The tests compare the reference interpreter (and the CPU backend) with those.
 """
 import os
 import sys
-import tempfile
 
 import numpy as np
 import onnx
@@ -60,20 +59,14 @@ def main():
     model = onnx.load(SOURCE)
     inp = model.graph.input[0]
     shape = [1] + [d.dim_value for d in inp.type.tensor_type.shape.dim[1:]]
-    written = []
-    with tempfile.TemporaryDirectory() as tmp:
-        qdq = os.path.join(OUT, "timm-qdq.onnx")
-        quantize_static(SOURCE, qdq, SeededImages(inp.name, shape), quant_format=QuantFormat.QDQ, per_channel=True,
-                        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
-                        calibrate_method=CalibrationMethod.MinMax,
-                        extra_options={"CalibTensorRangeSymmetric": False},
-                        calibration_providers=["CPUExecutionProvider"])
-        written.append(qdq)
-        dyn = os.path.join(OUT, "timm-dynamic.onnx")
-        quantize_dynamic(SOURCE, dyn, weight_type=QuantType.QInt8, per_channel=False)
-        written.append(dyn)
-        del tmp
-    for path in written:
+    qdq = os.path.join(OUT, "timm-qdq.onnx")
+    quantize_static(SOURCE, qdq, SeededImages(inp.name, shape), quant_format=QuantFormat.QDQ, per_channel=True,
+                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+                    calibrate_method=CalibrationMethod.MinMax, extra_options={"CalibTensorRangeSymmetric": False},
+                    calibration_providers=["CPUExecutionProvider"])
+    dyn = os.path.join(OUT, "timm-dynamic.onnx")
+    quantize_dynamic(SOURCE, dyn, weight_type=QuantType.QInt8, per_channel=False)
+    for path in (qdq, dyn):
         m = onnx.load(path)
         onnx.checker.check_model(m)
         stem = os.path.splitext(path)[0]
