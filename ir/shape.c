@@ -1113,9 +1113,10 @@ static int infer_dynamic_quantize(ctx *c)
     ir_value *x = in(c, 0);
     if (x->dtype != IR_F32)
         FAIL(c, "the input is %s; DynamicQuantizeLinear takes f32", ir_dtype_name(x->dtype));
+    ir_dim scalar[1] = {{1, 0}};
     out_set(c, 0, IR_U8, x->rank, x->dims);
-    out_set(c, 1, IR_F32, 0, NULL);
-    out_set(c, 2, IR_U8, 0, NULL);
+    out_set(c, 1, IR_F32, 0, scalar);
+    out_set(c, 2, IR_U8, 0, scalar);
     return VITC_OK;
 }
 

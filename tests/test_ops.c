@@ -137,7 +137,7 @@ static double r_round(const double *a) { return nearbyint(a[0]); }
 static double fake_quant(const double *a, double lo, double hi)
 {
     double q = nearbyint((float)(a[0] / a[1])) + a[2];
-    return ((q < lo ? lo : q > hi ? hi : q) - a[2]) * a[1];
+    return ((isnan(q) || q < lo ? lo : q > hi ? hi : q) - a[2]) * a[1];
 }
 static double r_fake_quant_u8(const double *a) { return fake_quant(a, 0, 255); }
 static double r_fake_quant_i8(const double *a) { return fake_quant(a, -128, 127); }
@@ -174,7 +174,7 @@ static const op_row rows[] = {
     {"QuickGelu", IR_OP_QUICK_GELU, IN1(X(-1, 3, 4)), .ref = r_quick_gelu},
     {"FakeQuant", IR_OP_FAKE_QUANT, IN3(X(-1, 3, 4), S(0.02f), S(128.0f)), AT2(AF(QMIN, 0), AF(QMAX, 255)),
      .ref = r_fake_quant_u8},
-    {"FakeQuant/saturating", IR_OP_FAKE_QUANT, IN3(X(-1, 3, 4), S(0.01f), S(-3.0f)), AT2(AF(QMIN, -128), AF(QMAX, 127)),
+    {"FakeQuant/saturating-nan", IR_OP_FAKE_QUANT, IN3(N(-1, 3, 4), S(0.01f), S(-3.0f)), AT2(AF(QMIN, -128), AF(QMAX, 127)),
      .ref = r_fake_quant_i8},
     {"Swish", IR_OP_SWISH, IN1(X(-1, 3, 4)), .ref = r_silu},
     {"Swish/alpha", IR_OP_SWISH, IN1(X(-1, 3, 4)), AT1(AF(ALPHA, 0.5)), .ref = r_swish_half},
