@@ -495,7 +495,7 @@ typedef struct {
 } expected_skip;
 
 #define ND_FOLDED "folded where its inputs are constants; not run on computed tensors yet"
-#define Q_FOLDED "quantized ONNX: folded where its inputs are constants; not run on computed tensors yet"
+#define Q_FOLDED "quantized ONNX: folded on constants; on computed tensors the lower-quant pass makes f32 ops of it"
 /* the rows of ops both backends leave to the fold pass (cg_refuse_folded_only) */
 #define FOLDED_ONLY                                                                                                    \
     {"Tile", "run as the Expand it becomes where the repeated axes are 1 (simplify), or folded"}, {"Pad", ND_FOLDED}, \

@@ -22,6 +22,7 @@
  * kernels. */
 #include "testutil.h"
 
+#include "codegen/backend.h"
 #include "ir/interp.h"
 #include "passes/passes.h"
 
@@ -323,6 +324,60 @@ static void check_lowered_on_cpu(ir_graph *(*build)(void), const char *name, int
     ir_graph_free(g);
 }
 
+/* What lower-quant leaves (a QuantizeLinear whose output feeds no
+ * DequantizeLinear, QLinearMatMul, a DequantizeLinear of what it makes) both
+ * backends refuse in the grouped error, each op named with what would run. */
+static void test_what_is_not_lowered_is_refused_by_name(void **state)
+{
+    (void)state;
+    for (int be = 0; be < 2; be++) {
+        ir_graph *g = tu_graph_new("qop.onnx", 17);
+        double s = 0.02, z = 128, ws = 0.01, wz = 0, ys = 0.05, yz = 120;
+        int x = tu_input(g, "x", IR_F32, 2, TU_DIMS(-1, 8));
+        int sv = qconst(g, "s", IR_F32, 0, NULL, &s), zv = qconst(g, "z", IR_U8, 0, NULL, &z);
+        int w = qconst(g, "w", IR_I8, 2, TU_DIMS(8, 8), NULL), wsv = qconst(g, "ws", IR_F32, 0, NULL, &ws);
+        int wzv = qconst(g, "wz", IR_I8, 0, NULL, &wz), ysv = qconst(g, "ys", IR_F32, 0, NULL, &ys);
+        int yzv = qconst(g, "yz", IR_U8, 0, NULL, &yz);
+        int q = tu_node(g, IR_OP_QUANTIZE_LINEAR, "q_in", IR_U8, 3, TU_IN(x, sv, zv), 0, NULL);
+        int m0 = tu_node(g, IR_OP_QLINEAR_MATMUL, "qmm0", IR_U8, 8, TU_IN(q, sv, zv, w, wsv, wzv, ysv, yzv), 0, NULL);
+        int m1 = tu_node(g, IR_OP_QLINEAR_MATMUL, "qmm1", IR_U8, 8, TU_IN(m0, ysv, yzv, w, wsv, wzv, ysv, yzv), 0, NULL);
+        tu_output(g, tu_node(g, IR_OP_DEQUANTIZE_LINEAR, "dq_out", IR_F32, 3, TU_IN(m1, ysv, yzv), 0, NULL));
+        tu_check_graph(g, "qop.onnx");
+        vitc_diag d;
+        vitc_diag_init(&d, "qop.onnx");
+        assert_int_equal(pass_run(g, NULL, &d), VITC_OK);
+        char so[4300], *msg = NULL;
+        snprintf(so, sizeof so, "%s/qop.so", tmpdir);
+        int st;
+        if (be == 0) {
+            st = tu_compile_cpu(g, so, 2, 3, &msg);
+        } else {
+#ifdef VITC_HAVE_CUDA
+            size_t len;
+            FILE *mem = open_memstream(&msg, &len);
+            vitc_diag_init(&d, "qop.onnx");
+            d.out = mem;
+            cg_options o = {.output = so, .source = "qop.onnx", .max_batch = 3, .opt_level = 2, .precision = "fp32"};
+            st = cg_compile(&cg_cuda_backend, g, &o, &d);
+            fclose(mem);
+#else
+            ir_graph_free(g);
+            continue;
+#endif
+        }
+        print_message("%s", msg ? msg : "");
+        assert_int_equal(st, VITC_BAD_INPUT);
+        const char *want[] = {"node 'q_in' (QuantizeLinear)", "runs only as a QuantizeLinear -> DequantizeLinear pair",
+                              "node 'qmm0' (QLinearMatMul)", "(nor 1 more QLinearMatMul node)",
+                              "node 'dq_out' (DequantizeLinear)", be ? "the CUDA backend" : "the CPU backend"};
+        for (size_t k = 0; k < sizeof want / sizeof want[0]; k++)
+            if (!msg || !strstr(msg, want[k]))
+                fail_msg("the refusal does not say \"%s\":\n%s", want[k], msg ? msg : "");
+        free(msg);
+        ir_graph_free(g);
+    }
+}
+
 static void test_lowered_dynamic_quantization_on_the_cpu_is_exact(void **state)
 {
     (void)state;
@@ -366,4 +421,4 @@ static void test_dump_prints_the_quantized_exports(void **state)
 TU_MAIN(setup, tu_teardown_tmpdir, test_quantized_exports_in_the_interpreter_match_onnxruntime,
         test_quantized_exports_on_the_cpu_match_onnxruntime, test_quantized_exports_on_the_cuda_emulation_match_onnxruntime,
         test_lowered_dynamic_quantization_on_the_cpu_is_exact,
-        test_lowered_qdq_pairs_on_the_cpu_are_exact, test_dump_prints_the_quantized_exports)
+        test_lowered_qdq_pairs_on_the_cpu_are_exact, test_what_is_not_lowered_is_refused_by_name, test_dump_prints_the_quantized_exports)
