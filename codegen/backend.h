@@ -134,7 +134,8 @@ extern const cg_backend cg_cuda_backend; /* "cuda": VITC_HAVE_CUDA */
  * the one place that maps a target's name to its backend (compile.c). */
 extern const cg_backend *const cg_backends[];
 const cg_backend *cg_backend_named(const char *name);
-/* For the data ops no backend runs on computed tensors (Resize: folded on
+/* For the ops no backend runs on computed tensors (Resize, and the
+ * quantized ops of IR_FAM_QUANT that the lower-quant pass left: folded on
  * constants): 1 with why saying so for the backend titled `title` (for a
  * Resize the interpreter cannot run, what it lacks), 0 for other ops.  (Pad,
  * Tile, GatherND and ScatterND run as the strided moves of codegen/moves.h.) */

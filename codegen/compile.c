@@ -191,6 +191,22 @@ int cg_refuse_folded_only(const ir_node *n, const char *title, char *why, size_t
                                "run it on computed tensors yet", title);
         return 1;
     }
+    if (ir_op_family_of(n->op) == IR_FAM_QUANT) {
+        /* what passes/quant.c lowers to f32 ops, and so what is left here */
+        const char *runs =
+            n->op == IR_OP_QUANTIZE_LINEAR || n->op == IR_OP_DEQUANTIZE_LINEAR
+                ? "folds where its inputs are constants, and on computed tensors runs only as a QuantizeLinear -> "
+                  "DequantizeLinear pair with one scale and zero point"
+            : n->op == IR_OP_MATMUL_INTEGER || n->op == IR_OP_CONV_INTEGER
+                ? "folds where its inputs are constants, and on computed tensors runs where its weight is a constant, "
+                  "A's zero point one number and the sums exact in f32 (or in two halves)"
+            : n->op == IR_OP_DYNAMIC_QUANTIZE_LINEAR
+                ? "runs on f32 inputs"
+                : "folds where its inputs are constants; on computed tensors only the reference interpreter runs it";
+        snprintf(why, len, "%s (quantized ONNX) %s; the %s backend does not run this one", ir_op_name(n->op), runs,
+                 title);
+        return 1;
+    }
     return 0;
 }
 

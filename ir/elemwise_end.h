@@ -21,6 +21,8 @@
 #undef COS
 #undef SIN
 #undef SQRT
+#undef ROUND
+#undef F32
 #undef GELU
 #undef MAX
 #undef MIN

@@ -236,6 +236,7 @@ static int einsum_ok(const ir_graph *g, const ir_node *n)
     return ir_einsum_of(n, &eq, why, sizeof why) == 0;
 }
 
+/* Conv, ConvInteger and QLinearConv: 1-D and 2-D, the auto_pad modes ik_conv_geom_of reads. */
 static int conv_ok(const ir_graph *g, const ir_node *n)
 {
     static const char *const pads[] = {"NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER", NULL};
@@ -244,7 +245,7 @@ static int conv_ok(const ir_graph *g, const ir_node *n)
     const ir_attr *ks = ir_attr_get(n, IR_ATTR_KERNEL_SHAPE);
     if (ks && (ks->kind != IR_AT_INTS || ks->n < 1 || ks->n > 2))
         return 0;
-    int w = ir_input(n, 1);
+    int w = ir_input(n, n->op == IR_OP_QLINEAR_CONV ? 3 : 1);
     int wrank = w >= 0 && w < g->nvalues ? g->values[w].rank : -1;
     return wrank < 0 || wrank == 3 || wrank == 4; /* 1-D and 2-D */
 }
@@ -340,6 +341,8 @@ static int (*const checks[IR_OP_COUNT])(const ir_graph *g, const ir_node *n) = {
     [IR_OP_RESIZE] = resize_ok,
     [IR_OP_EINSUM] = einsum_ok,
     [IR_OP_CONV] = conv_ok,
+    [IR_OP_CONV_INTEGER] = conv_ok,
+    [IR_OP_QLINEAR_CONV] = conv_ok,
     [IR_OP_BATCHNORM] = batchnorm_ok,
     [IR_OP_GELU] = gelu_ok,
     [IR_OP_CAST] = cast_ok,
@@ -383,6 +386,7 @@ static const ik_kernel kernels[IR_OP_COUNT] = {
     [IR_OP_REDUCE_MAX] = ik_reduce,
     [IR_OP_REDUCE_MEAN] = ik_reduce,
     [IR_OP_REDUCE_SUM] = ik_reduce,
+    [IR_OP_REDUCE_MIN] = ik_reduce,
     [IR_OP_SOFTMAX] = ik_softmax,
     [IR_OP_LAYERNORM] = ik_layernorm,
     [IR_OP_RMS_NORM] = ik_layernorm,
@@ -394,11 +398,18 @@ static const ik_kernel kernels[IR_OP_COUNT] = {
     [IR_OP_PAD] = ik_pad,
     [IR_OP_GATHER_ND] = ik_gather_nd,
     [IR_OP_SCATTER_ND] = ik_scatter_nd,
+    [IR_OP_QUANTIZE_LINEAR] = ik_quantize,
+    [IR_OP_DEQUANTIZE_LINEAR] = ik_dequantize,
+    [IR_OP_DYNAMIC_QUANTIZE_LINEAR] = ik_dynamic_quantize,
+    [IR_OP_MATMUL_INTEGER] = ik_matmul_integer,
+    [IR_OP_CONV_INTEGER] = ik_conv_integer,
+    [IR_OP_QLINEAR_MATMUL] = ik_qlinear_matmul,
+    [IR_OP_QLINEAR_CONV] = ik_qlinear_conv,
     [IR_OP_CONSTANT] = NULL,
     [IR_OP_IF] = NULL, /* shape inference puts the branch it picks in its place */
 };
 /* Every op without a formula has its line above (Constant's and If's NULL included). */
-_Static_assert(IR_OP_COUNT - IR_EW_COUNT == 39, "kernels[]: one entry per op without a formula in elemwise.def");
+_Static_assert(IR_OP_COUNT - IR_EW_COUNT == 47, "kernels[]: one entry per op without a formula in elemwise.def");
 
 static ik_kernel kernel_for(ir_op op)
 {

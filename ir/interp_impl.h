@@ -107,6 +107,27 @@ int ik_reduce(ik_ctx *c);
 int ik_softmax(ik_ctx *c);
 int ik_layernorm(ik_ctx *c);
 int ik_batchnorm(ik_ctx *c);
+/* shared with interp_quant.c: numpy MatMul of A and B (one dtype: floats
+ * summed in double, integers exactly) into res, allocated with A's dtype;
+ * Conv's geometry (1-D as 2-D of height 1), checked, and the convolution
+ * itself in double (b: the bias per output channel, or NULL; y in NCHW). */
+int ik_matmul_of(ik_ctx *c, const ir_tensor *A, const ir_tensor *B, ir_tensor *res);
+typedef struct {
+    int64_t Nb, C, M, Cg, group;
+    int64_t in[2], k[2], str[2], dil[2], pb[2], pe[2], out[2];
+    int rank;
+    int64_t dims[4]; /* the output's */
+} ik_conv_geom;
+int ik_conv_geom_of(ik_ctx *c, const ir_tensor *X, const ir_tensor *W, ik_conv_geom *g);
+void ik_conv_f64(const ik_conv_geom *g, const double *x, const double *w, const double *b, double *y);
+/* interp_quant.c: quantized ONNX */
+int ik_quantize(ik_ctx *c);
+int ik_dequantize(ik_ctx *c);
+int ik_dynamic_quantize(ik_ctx *c);
+int ik_matmul_integer(ik_ctx *c);
+int ik_conv_integer(ik_ctx *c);
+int ik_qlinear_matmul(ik_ctx *c);
+int ik_qlinear_conv(ik_ctx *c);
 /* interp_einsum.c */
 int ik_einsum(ik_ctx *c);
 /* interp_fused.c: ops that passes create */

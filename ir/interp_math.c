@@ -1,5 +1,5 @@
 /* interp_math.c: the interpreter's contractions and normalisations: MatMul,
- * Gemm, Conv (1-D and 2-D), ReduceMean/Sum/Max, Softmax, LayerNormalization
+ * Gemm, Conv (1-D and 2-D), ReduceMean/Sum/Max/Min, Softmax, LayerNormalization
  * and inference-mode BatchNormalization.  Float inputs are read into double,
  * every sum and statistic is accumulated in double, and results are rounded
  * once to the output dtype.  Integer MatMul / Gemm / reductions are exact
@@ -99,10 +99,15 @@ static int numeric_dtype(ik_ctx *c, const ir_tensor *t)
  * dimension removed again; batch dimensions broadcast. */
 int ik_matmul(ik_ctx *c)
 {
-    const ir_tensor *A = c->in[0], *B = c->in[1];
     int st = ik_same_dtype(c, 2, c->in);
-    if (st || (st = numeric_dtype(c, A)))
+    if (st || (st = numeric_dtype(c, c->in[0])))
         return st;
+    return ik_matmul_of(c, c->in[0], c->in[1], &c->out[0]);
+}
+
+int ik_matmul_of(ik_ctx *c, const ir_tensor *A, const ir_tensor *B, ir_tensor *res)
+{
+    int st;
     if (A->rank < 1 || B->rank < 1)
         return ik_fail(c, VITC_BAD_INPUT, "MatMul does not take scalars");
     int64_t M = A->rank > 1 ? A->dims[A->rank - 2] : 1, K = A->dims[A->rank - 1];
@@ -124,7 +129,7 @@ int ik_matmul(ik_ctx *c)
         dims[rank++] = M;
     if (B->rank > 1)
         dims[rank++] = N;
-    if ((st = ik_alloc(c, &c->out[0], A->dtype, rank, dims)))
+    if ((st = ik_alloc(c, res, A->dtype, rank, dims)))
         return st;
     ik_bcast_strides(ranks[0], bd[0], brank, dims, sa);
     ik_bcast_strides(ranks[1], bd[1], brank, dims, sb);
@@ -151,11 +156,11 @@ int ik_matmul(ik_ctx *c)
         if (fl) {
             mm_f64(a.f + oa, b.f + ob, out.f, M, K, N);
             for (int64_t i = 0; i < M * N; i++)
-                ir_tensor_set(&c->out[0], oc + i, out.f[i]);
+                ir_tensor_set(res, oc + i, out.f[i]);
         } else {
             mm_i64(a.i + oa, b.i + ob, out.i, M, K, N);
             for (int64_t i = 0; i < M * N; i++)
-                ir_tensor_set_i64(&c->out[0], oc + i, out.i[i]);
+                ir_tensor_set_i64(res, oc + i, out.i[i]);
         }
     }
     num_free(&a);
@@ -264,30 +269,27 @@ static int ints_attr(ik_ctx *c, ir_attr_id id, int n, int64_t dflt, int64_t *v)
     return VITC_OK;
 }
 
-/* Conv over 1 or 2 spatial dimensions (a 1-D conv runs as 2-D with height 1):
- * strides, pads, dilations, group, auto_pad NOTSET / VALID / SAME_*. */
-int ik_conv(ik_ctx *c)
+/* Conv's geometry over 1 or 2 spatial dimensions (a 1-D conv is a 2-D one of
+ * height 1): strides, pads, dilations, group, auto_pad NOTSET / VALID /
+ * SAME_*; X [N, C, ...] and W [M, C / group, ...], checked. */
+int ik_conv_geom_of(ik_ctx *c, const ir_tensor *X, const ir_tensor *W, ik_conv_geom *g)
 {
-    const ir_tensor *X = c->in[0], *W = c->in[1], *Bias = ik_in(c, 2);
-    const ir_tensor *all[3] = {X, W, Bias};
-    int st = ik_same_dtype(c, 3, all);
-    if (st)
-        return st;
-    if (!ir_dtype_is_float(X->dtype))
-        return ik_fail(c, VITC_BAD_INPUT, "Conv takes float tensors, not %s", ir_dtype_name(X->dtype));
+    int st;
     if ((X->rank != 3 && X->rank != 4) || W->rank != X->rank)
         return ik_fail(c, VITC_BAD_INPUT, "only 1-D and 2-D convolutions are supported (input rank %d, weight rank %d)",
                        X->rank, W->rank);
     int ns = X->rank - 2;
     int64_t group = ir_attr_int(c->n, IR_ATTR_GROUP, 1);
-    int64_t Nb = X->dims[0], C = X->dims[1], M = W->dims[0], Cg = W->dims[1];
+    int64_t C = X->dims[1], M = W->dims[0], Cg = W->dims[1];
     if (group < 1 || Cg * group != C || M % group != 0)
         return ik_fail(c, VITC_BAD_INPUT, "group %lld does not fit %lld input channels, weight [%lld,%lld,...]",
                        (long long)group, (long long)C, (long long)M, (long long)Cg);
-    if (Bias && (Bias->rank != 1 || Bias->dims[0] != M))
-        return ik_fail(c, VITC_BAD_INPUT, "the bias must be [%lld]", (long long)M);
-    int64_t in[2] = {1, 1}, k[2] = {1, 1}, str[2] = {1, 1}, dil[2] = {1, 1}, pb[2] = {0, 0}, pe[2] = {0, 0};
-    int64_t ks[2], pads[4], out[2] = {1, 1};
+    memset(g, 0, sizeof *g);
+    g->Nb = X->dims[0], g->C = C, g->M = M, g->Cg = Cg, g->group = group;
+    int64_t *in = g->in, *k = g->k, *str = g->str, *dil = g->dil, *pb = g->pb, *pe = g->pe, *out = g->out;
+    for (int d = 0; d < 2; d++)
+        in[d] = k[d] = str[d] = dil[d] = out[d] = 1;
+    int64_t ks[2], pads[4];
     if ((st = ints_attr(c, IR_ATTR_STRIDES, ns, 1, str + 2 - ns)) ||
         (st = ints_attr(c, IR_ATTR_DILATIONS, ns, 1, dil + 2 - ns)) || (st = ints_attr(c, IR_ATTR_PADS, 2 * ns, 0, pads)))
         return st;
@@ -325,20 +327,19 @@ int ik_conv(ik_ctx *c)
                            (long long)span, (long long)padded);
         out[d] = (padded - span) / str[d] + 1;
     }
-    int64_t dims[4] = {Nb, M, out[0], out[1]};
+    g->rank = X->rank;
+    g->dims[0] = g->Nb, g->dims[1] = M, g->dims[2] = out[0], g->dims[3] = out[1];
     if (ns == 1)
-        dims[2] = out[1];
-    if ((st = ik_alloc(c, &c->out[0], X->dtype, X->rank, dims)))
-        return st;
-    double *x = ik_load_f64(c, X), *w = x ? ik_load_f64(c, W) : NULL, *b = w && Bias ? ik_load_f64(c, Bias) : NULL;
-    if (!x || !w || (Bias && !b)) {
-        free(x);
-        free(w);
-        return c->d->status;
-    }
-    int64_t mg = M / group, o = 0;
-    for (int64_t n = 0; n < Nb; n++)
-        for (int64_t m = 0; m < M; m++) {
+        g->dims[2] = out[1];
+    return VITC_OK;
+}
+
+void ik_conv_f64(const ik_conv_geom *g, const double *x, const double *w, const double *b, double *y)
+{
+    const int64_t *in = g->in, *k = g->k, *str = g->str, *dil = g->dil, *pb = g->pb, *out = g->out;
+    int64_t mg = g->M / g->group, o = 0, C = g->C, Cg = g->Cg;
+    for (int64_t n = 0; n < g->Nb; n++)
+        for (int64_t m = 0; m < g->M; m++) {
             int64_t c0 = (m / mg) * Cg;
             for (int64_t oh = 0; oh < out[0]; oh++)
                 for (int64_t ow = 0; ow < out[1]; ow++, o++) {
@@ -356,16 +357,47 @@ int ik_conv(ik_ctx *c)
                                     acc += xr[iw] * wr[kw];
                             }
                         }
-                    ir_tensor_set(&c->out[0], o, acc);
+                    y[o] = acc;
                 }
         }
+}
+
+int ik_conv(ik_ctx *c)
+{
+    const ir_tensor *X = c->in[0], *W = c->in[1], *Bias = ik_in(c, 2);
+    const ir_tensor *all[3] = {X, W, Bias};
+    int st = ik_same_dtype(c, 3, all);
+    if (st)
+        return st;
+    if (!ir_dtype_is_float(X->dtype))
+        return ik_fail(c, VITC_BAD_INPUT, "Conv takes float tensors, not %s", ir_dtype_name(X->dtype));
+    ik_conv_geom g;
+    if ((st = ik_conv_geom_of(c, X, W, &g)))
+        return st;
+    if (Bias && (Bias->rank != 1 || Bias->dims[0] != g.M))
+        return ik_fail(c, VITC_BAD_INPUT, "the bias must be [%lld]", (long long)g.M);
+    if ((st = ik_alloc(c, &c->out[0], X->dtype, g.rank, g.dims)))
+        return st;
+    int64_t ny = ir_tensor_numel(&c->out[0]);
+    double *x = ik_load_f64(c, X), *w = x ? ik_load_f64(c, W) : NULL, *b = w && Bias ? ik_load_f64(c, Bias) : NULL;
+    double *y = w && (b || !Bias) ? malloc((size_t)(ny ? ny : 1) * sizeof *y) : NULL;
+    if (!y) {
+        free(x);
+        free(w);
+        free(b);
+        return w && (b || !Bias) ? ik_fail(c, VITC_INTERNAL, "out of memory") : c->d->status;
+    }
+    ik_conv_f64(&g, x, w, b, y);
+    for (int64_t i = 0; i < ny; i++)
+        ir_tensor_set(&c->out[0], i, y[i]);
     free(x);
     free(w);
     free(b);
+    free(y);
     return VITC_OK;
 }
 
-/* ReduceMean / ReduceSum / ReduceMax: axes from input 1 when present, else the
+/* ReduceMean / ReduceSum / ReduceMax / ReduceMin: axes from input 1 when present, else the
  * axes attribute; none means all (or nothing, with noop_with_empty_axes). */
 int ik_reduce(ik_ctx *c)
 {
@@ -415,11 +447,12 @@ int ik_reduce(ik_ctx *c)
     num_buf acc;
     if ((st = num_alloc(c, on, fl, &acc)))
         return st;
-    for (int64_t i = 0; i < on && op == IR_OP_REDUCE_MAX; i++) {
+    int ext = op == IR_OP_REDUCE_MAX ? 1 : op == IR_OP_REDUCE_MIN ? -1 : 0; /* an extreme: the max or the min */
+    for (int64_t i = 0; i < on && ext; i++) {
         if (fl)
-            acc.f[i] = -INFINITY;
+            acc.f[i] = ext * -INFINITY;
         else
-            acc.i[i] = uns ? 0 : INT64_MIN;
+            acc.i[i] = ext > 0 ? (uns ? 0 : INT64_MIN) : (uns ? -1 : INT64_MAX);
     }
     ik_iter it;
     ik_iter_init(&it, r, X->dims);
@@ -428,15 +461,17 @@ int ik_reduce(ik_ctx *c)
         int64_t o = it.off[0];
         if (fl) {
             double v = ir_tensor_get(X, i);
-            if (op != IR_OP_REDUCE_MAX)
+            if (!ext)
                 acc.f[o] += v;
-            else if (isnan(v) || v > acc.f[o])
+            else if (isnan(v) || (ext > 0 ? v > acc.f[o] : v < acc.f[o]))
                 acc.f[o] = isnan(acc.f[o]) ? acc.f[o] : v;
         } else {
             int64_t v = ir_tensor_get_i64(X, i);
-            if (op != IR_OP_REDUCE_MAX)
+            int cmp = uns ? ((uint64_t)v > (uint64_t)acc.i[o]) - ((uint64_t)v < (uint64_t)acc.i[o])
+                          : (v > acc.i[o]) - (v < acc.i[o]);
+            if (!ext)
                 acc.i[o] = wrap_mul_add(acc.i[o], v, 1);
-            else if (uns ? (uint64_t)v > (uint64_t)acc.i[o] : v > acc.i[o])
+            else if (cmp == ext)
                 acc.i[o] = v;
         }
     }

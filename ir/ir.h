@@ -40,6 +40,7 @@ typedef enum {
     IR_FAM_NORM,
     IR_FAM_MATMUL,
     IR_FAM_ATTENTION,
+    IR_FAM_QUANT,
     IR_FAM_SHAPE
 } ir_op_family;
 

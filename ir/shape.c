@@ -316,12 +316,12 @@ static int infer_elementwise(ctx *c)
     return VITC_OK;
 }
 
-static int infer_matmul(ctx *c)
+/* numpy matmul of a by b: the output dimensions into r (*rr of them). */
+static int matmul_dims(ctx *c, const ir_value *a, const ir_value *b, ir_dim *r, int *rr)
 {
-    ir_value *a = in(c, 0), *b = in(c, 1);
     if (a->rank < 1 || b->rank < 1)
-        FAIL(c, "MatMul operands must have rank >= 1");
-    ir_dim ad[IR_MAX_RANK + 1], bd[IR_MAX_RANK + 1], r[IR_MAX_RANK];
+        FAIL(c, "%s operands must have rank >= 1", ir_op_name(c->n->op));
+    ir_dim ad[IR_MAX_RANK + 1], bd[IR_MAX_RANK + 1];
     int ra = a->rank, rb = b->rank;
     memcpy(ad, a->dims, (size_t)ra * sizeof(ir_dim));
     memcpy(bd, b->dims, (size_t)rb * sizeof(ir_dim));
@@ -329,16 +329,26 @@ static int infer_matmul(ctx *c)
     if (rb == 1) { bd[1] = ir_dim_const(1); rb = 2; }
     char s1[48], s2[48];
     if (!ir_dim_eq(ad[ra - 1], bd[rb - 2]))
-        FAIL(c, "MatMul inner dimensions differ: %s vs %s", dimstr(ad[ra - 1], s1), dimstr(bd[rb - 2], s2));
-    if (a->dtype != b->dtype)
-        FAIL(c, "MatMul operands differ in type (%s vs %s)", ir_dtype_name(a->dtype), ir_dtype_name(b->dtype));
-    int rr;
-    if (broadcast(c, ad, ra - 2, bd, rb - 2, r, &rr))
+        FAIL(c, "%s inner dimensions differ: %s vs %s", ir_op_name(c->n->op), dimstr(ad[ra - 1], s1),
+             dimstr(bd[rb - 2], s2));
+    if (broadcast(c, ad, ra - 2, bd, rb - 2, r, rr))
         return VITC_BAD_INPUT;
     if (a->rank > 1)
-        r[rr++] = ad[ra - 2];
+        r[(*rr)++] = ad[ra - 2];
     if (b->rank > 1)
-        r[rr++] = bd[rb - 1];
+        r[(*rr)++] = bd[rb - 1];
+    return VITC_OK;
+}
+
+static int infer_matmul(ctx *c)
+{
+    ir_value *a = in(c, 0), *b = in(c, 1);
+    ir_dim r[IR_MAX_RANK];
+    int rr;
+    if (matmul_dims(c, a, b, r, &rr))
+        return VITC_BAD_INPUT;
+    if (a->dtype != b->dtype)
+        FAIL(c, "MatMul operands differ in type (%s vs %s)", ir_dtype_name(a->dtype), ir_dtype_name(b->dtype));
     out_set(c, 0, a->dtype, rr, r);
     return VITC_OK;
 }
@@ -950,12 +960,12 @@ static int infer_flatten(ctx *c)
     return VITC_OK;
 }
 
-static int infer_conv(ctx *c)
+/* Conv's output dimensions (x's rank of them) from input x and weight w. */
+static int conv_dims(ctx *c, const ir_value *x, const ir_value *w, ir_dim *d)
 {
-    ir_value *x = in(c, 0), *w = in(c, 1);
     int sp = x->rank - 2;
     if (sp < 1 || sp > 3 || w->rank != x->rank)
-        FAIL(c, "Conv expects (N, C, spatial...) input and a weight of the same rank");
+        FAIL(c, "%s expects (N, C, spatial...) input and a weight of the same rank", ir_op_name(c->n->op));
     const ir_attr *st = ir_attr_get(c->n, IR_ATTR_STRIDES), *pd = ir_attr_get(c->n, IR_ATTR_PADS),
                   *dl = ir_attr_get(c->n, IR_ATTR_DILATIONS);
     int64_t group = ir_attr_int(c->n, IR_ATTR_GROUP, 1);
@@ -966,7 +976,6 @@ static int infer_conv(ctx *c)
     if (!is_static(x->dims[1]) || group <= 0 || x->dims[1].k != w->dims[1].k * group)
         FAIL(c, "input has %lld channels; weight expects %lld x group %lld", (long long)x->dims[1].k,
              (long long)w->dims[1].k, (long long)group);
-    ir_dim d[IR_MAX_RANK];
     d[0] = x->dims[0];
     d[1] = w->dims[0];
     for (int i = 0; i < sp; i++) {
@@ -984,7 +993,261 @@ static int infer_conv(ctx *c)
             FAIL(c, "kernel %lld does not fit input %lld", (long long)k, (long long)in_);
         d[2 + i] = ir_dim_const(span / s + 1);
     }
-    out_set(c, 0, x->dtype, x->rank, d);
+    return VITC_OK;
+}
+
+static int infer_conv(ctx *c)
+{
+    ir_dim d[IR_MAX_RANK];
+    if (conv_dims(c, in(c, 0), in(c, 1), d))
+        return VITC_BAD_INPUT;
+    out_set(c, 0, in(c, 0)->dtype, in(c, 0)->rank, d);
+    return VITC_OK;
+}
+
+/* ---- quantized ONNX ---- */
+
+static int is_quant_int(ir_dtype t) { return t == IR_U8 || t == IR_I8 || t == IR_U16 || t == IR_I16; }
+static int is_float_dt(ir_dtype t) { return t == IR_F32 || t == IR_F16 || t == IR_BF16; }
+
+/* An ONNX element-type attribute (output_dtype, precision) as a dtype: -1
+ * when absent or 0, -2 when it names a type vitc does not hold. */
+static int dtype_attr(const ir_node *n, ir_attr_id id)
+{
+    int64_t code = ir_attr_int(n, id, 0);
+    if (code == 0)
+        return -1;
+    int t = code > 0 && code < 1000 ? ir_dtype_from_onnx((int)code) : -1;
+    return t < 0 ? -2 : t;
+}
+
+/* A scale or zero point (input k) of QuantizeLinear / DequantizeLinear on
+ * x: one element (per tensor), a 1-D tensor of x's dimension `axis` (per
+ * axis), or with block_size, x's shape with dimension `axis` divided by the
+ * block size, rounded up (blocked). */
+static int check_qparam(ctx *c, int k, const ir_value *x, int axis, int64_t block, const char *what)
+{
+    const ir_value *p = in(c, k);
+    char s1[48];
+    int64_t cnt = numel_static(p);
+    if (cnt < 0)
+        FAIL(c, "the %s must have a static shape", what);
+    if (cnt == 1 && p->rank <= 1 && !block)
+        return VITC_OK;
+    if (axis < 0)
+        FAIL(c, "axis %lld is out of range for rank %d", (long long)ir_attr_int(c->n, IR_ATTR_AXIS, 1), x->rank);
+    if (!is_static(x->dims[axis]))
+        FAIL(c, "quantization along axis %d, whose size %s depends on the batch, is not supported", axis,
+             dimstr(x->dims[axis], s1));
+    if (!block) {
+        if (p->rank != 1 || p->dims[0].k != x->dims[axis].k)
+            FAIL(c, "the %s must hold one element or one per element of axis %d (%lld), not %lld", what, axis,
+                 (long long)x->dims[axis].k, (long long)cnt);
+        return VITC_OK;
+    }
+    int64_t nblocks = x->dims[axis].k / block + (x->dims[axis].k % block != 0);
+    int ok = p->rank == x->rank;
+    for (int i = 0; ok && i < x->rank; i++)
+        ok = ir_dim_eq(p->dims[i], i == axis ? ir_dim_const(nblocks) : x->dims[i]);
+    if (!ok)
+        FAIL(c, "with block_size %lld the %s must have the input's shape with dimension %d of %lld", (long long)block,
+             what, axis, (long long)nblocks);
+    return VITC_OK;
+}
+
+/* The axis and block size of QuantizeLinear / DequantizeLinear, checked,
+ * then their scale and zero point. */
+static int check_qdq_params(ctx *c, const ir_value *x)
+{
+    const ir_node *n = c->n;
+    int axis = norm_axis(ir_attr_int(n, IR_ATTR_AXIS, 1), x->rank);
+    int64_t block = ir_attr_int(n, IR_ATTR_BLOCK_SIZE, 0);
+    const ir_value *scale = in(c, 1);
+    if (block < 0)
+        FAIL(c, "block_size must not be negative (%lld)", (long long)block);
+    if (axis < 0 && (block || numel_static(scale) != 1))
+        FAIL(c, "axis %lld is out of range for rank %d", (long long)ir_attr_int(n, IR_ATTR_AXIS, 1), x->rank);
+    if (!is_float_dt(scale->dtype))
+        FAIL(c, "the scale is %s; it must be f32, f16 or bf16", ir_dtype_name(scale->dtype));
+    if (check_qparam(c, 1, x, axis, block, "scale"))
+        return VITC_BAD_INPUT;
+    if (ir_input(n, 2) >= 0) {
+        const ir_value *zp = in(c, 2);
+        if (check_qparam(c, 2, x, axis, block, "zero point"))
+            return VITC_BAD_INPUT;
+        if (numel_static(zp) != numel_static(scale))
+            FAIL(c, "the zero point has %lld elements and the scale %lld", (long long)numel_static(zp),
+                 (long long)numel_static(scale));
+    }
+    return VITC_OK;
+}
+
+/* QuantizeLinear: y = saturate(round(x / scale) + zero_point), of the zero
+ * point's type (else output_dtype's, else u8), shaped like x. */
+static int infer_quantize(ctx *c)
+{
+    const ir_node *n = c->n;
+    ir_value *x = in(c, 0);
+    if (!is_float_dt(x->dtype) && x->dtype != IR_I32)
+        FAIL(c, "the input is %s; QuantizeLinear takes f32, f16, bf16 or i32", ir_dtype_name(x->dtype));
+    int out = dtype_attr(n, IR_ATTR_OUTPUT_DTYPE), prec = dtype_attr(n, IR_ATTR_PRECISION);
+    if (out == -2 || (out >= 0 && !is_quant_int((ir_dtype)out)))
+        FAIL(c, "output_dtype %lld is not a quantized type vitc holds (u8, i8, u16, i16)",
+             (long long)ir_attr_int(n, IR_ATTR_OUTPUT_DTYPE, 0));
+    if (prec == -2 || (prec >= 0 && !is_float_dt((ir_dtype)prec)))
+        FAIL(c, "precision %lld is not f32, f16 or bf16", (long long)ir_attr_int(n, IR_ATTR_PRECISION, 0));
+    if (ir_input(n, 2) >= 0) {
+        ir_dtype zt = in(c, 2)->dtype;
+        if (!is_quant_int(zt))
+            FAIL(c, "the zero point is %s; vitc quantizes to u8, i8, u16 and i16", ir_dtype_name(zt));
+        if (out >= 0 && (ir_dtype)out != zt)
+            FAIL(c, "output_dtype says %s but the zero point is %s", ir_dtype_name((ir_dtype)out), ir_dtype_name(zt));
+        out = zt;
+    }
+    if (check_qdq_params(c, x))
+        return VITC_BAD_INPUT;
+    out_set(c, 0, out >= 0 ? (ir_dtype)out : IR_U8, x->rank, x->dims);
+    return VITC_OK;
+}
+
+/* DequantizeLinear: y = (x - zero_point) * scale, of the scale's type (or
+ * output_dtype's), shaped like x. */
+static int infer_dequantize(ctx *c)
+{
+    const ir_node *n = c->n;
+    ir_value *x = in(c, 0);
+    if (!is_quant_int(x->dtype) && x->dtype != IR_I32)
+        FAIL(c, "the input is %s; DequantizeLinear takes u8, i8, u16, i16 or i32", ir_dtype_name(x->dtype));
+    if (ir_input(n, 2) >= 0 && in(c, 2)->dtype != x->dtype)
+        FAIL(c, "the zero point is %s but the input is %s", ir_dtype_name(in(c, 2)->dtype), ir_dtype_name(x->dtype));
+    int out = dtype_attr(n, IR_ATTR_OUTPUT_DTYPE);
+    if (out == -2 || (out >= 0 && !is_float_dt((ir_dtype)out)))
+        FAIL(c, "output_dtype %lld is not f32, f16 or bf16", (long long)ir_attr_int(n, IR_ATTR_OUTPUT_DTYPE, 0));
+    if (check_qdq_params(c, x))
+        return VITC_BAD_INPUT;
+    out_set(c, 0, out >= 0 ? (ir_dtype)out : in(c, 1)->dtype, x->rank, x->dims);
+    return VITC_OK;
+}
+
+/* DynamicQuantizeLinear: y u8 shaped like x, its scale (f32) and zero point
+ * (u8) scalars. */
+static int infer_dynamic_quantize(ctx *c)
+{
+    ir_value *x = in(c, 0);
+    if (x->dtype != IR_F32)
+        FAIL(c, "the input is %s; DynamicQuantizeLinear takes f32", ir_dtype_name(x->dtype));
+    ir_dim scalar[1] = {{1, 0}};
+    out_set(c, 0, IR_U8, x->rank, x->dims);
+    out_set(c, 1, IR_F32, 0, scalar);
+    out_set(c, 2, IR_U8, 0, scalar);
+    return VITC_OK;
+}
+
+static int is_u8_i8(ir_dtype t) { return t == IR_U8 || t == IR_I8; }
+
+/* Input k of a quantized contraction: an operand of u8 or i8 (is an operand),
+ * else a scale (f32) or a zero point of the operand's type at input `of`. */
+static int check_qtype(ctx *c, int k, int of, const char *what)
+{
+    if (ir_input(c->n, k) < 0)
+        return VITC_OK;
+    ir_dtype t = in(c, k)->dtype;
+    if (of == -1 && !is_u8_i8(t))
+        FAIL(c, "%s is %s; it must be u8 or i8", what, ir_dtype_name(t));
+    if (of == -2 && t != IR_F32)
+        FAIL(c, "%s is %s; it must be f32", what, ir_dtype_name(t));
+    if (of >= 0 && t != in(c, of)->dtype)
+        FAIL(c, "%s is %s but its operand is %s", what, ir_dtype_name(t), ir_dtype_name(in(c, of)->dtype));
+    return VITC_OK;
+}
+
+/* A quantization parameter (input k, optional where absent) of a
+ * contraction: one element, or a 1-D tensor of n elements (per row of A,
+ * per column of B, per output channel of a Conv) where n >= 0.  With op
+ * (MatMulInteger's operand), also op's rank with op's dimensions or 1 before
+ * the last two, and [M, 1] (rows: per row of A) or [1, N] (per column of B)
+ * last. */
+static int check_qcount(ctx *c, int k, ir_dim n, const ir_value *op, int rows, const char *what)
+{
+    if (ir_input(c->n, k) < 0)
+        return VITC_OK;
+    const ir_value *p = in(c, k);
+    int64_t cnt = numel_static(p);
+    char s1[48];
+    if (cnt == 1 && p->rank <= 1)
+        return VITC_OK;
+    if (n.k >= 0 && p->rank == 1 && ir_dim_eq(p->dims[0], n))
+        return VITC_OK;
+    int r = op ? op->rank : 0, ok = r >= 2 && p->rank == r;
+    for (int i = 0; ok && i < r - 2; i++)
+        ok = is_one(p->dims[i]) || ir_dim_eq(p->dims[i], op->dims[i]);
+    if (ok && ir_dim_eq(p->dims[r - (rows ? 2 : 1)], n) && is_one(p->dims[r - (rows ? 1 : 2)]))
+        return VITC_OK;
+    if (n.k < 0)
+        FAIL(c, "%s must hold one element", what);
+    FAIL(c, "%s must hold one element or %s (one per %s)", what, dimstr(n, s1),
+         c->n->op == IR_OP_CONV_INTEGER || c->n->op == IR_OP_QLINEAR_CONV ? "output channel" : rows ? "row" : "column");
+}
+
+/* MatMulInteger (A, B, a_zero_point, b_zero_point) -> i32 and QLinearMatMul
+ * (a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point)
+ * -> y_zero_point's type: numpy matmul shapes. */
+static int infer_qmatmul(ctx *c)
+{
+    int q = c->n->op == IR_OP_QLINEAR_MATMUL, ia = 0, ib = q ? 3 : 1;
+    ir_value *a = in(c, ia), *b = in(c, ib);
+    ir_dim r[IR_MAX_RANK];
+    int rr;
+    if (check_qtype(c, ia, -1, "A") || check_qtype(c, ib, -1, "B") || matmul_dims(c, a, b, r, &rr))
+        return VITC_BAD_INPUT;
+    ir_dim m = a->rank > 1 ? a->dims[a->rank - 2] : ir_dim_const(1);
+    ir_dim nn = b->rank > 1 ? b->dims[b->rank - 1] : ir_dim_const(1);
+    if (!q) {
+        if (check_qtype(c, 2, 0, "a_zero_point") || check_qtype(c, 3, 1, "b_zero_point") ||
+            check_qcount(c, 2, m, a, 1, "a_zero_point") || check_qcount(c, 3, nn, b, 0, "b_zero_point"))
+            return VITC_BAD_INPUT;
+        out_set(c, 0, IR_I32, rr, r);
+        return VITC_OK;
+    }
+    if (check_qtype(c, 1, -2, "a_scale") || check_qtype(c, 2, 0, "a_zero_point") || check_qtype(c, 4, -2, "b_scale") ||
+        check_qtype(c, 5, 3, "b_zero_point") || check_qtype(c, 6, -2, "y_scale") || check_qtype(c, 7, -1, "y_zero_point") ||
+        check_qcount(c, 1, m, NULL, 1, "a_scale") || check_qcount(c, 2, m, NULL, 1, "a_zero_point") ||
+        check_qcount(c, 4, nn, NULL, 0, "b_scale") || check_qcount(c, 5, nn, NULL, 0, "b_zero_point") ||
+        check_qcount(c, 6, ir_dim_const(-1), NULL, 0, "y_scale") || check_qcount(c, 7, ir_dim_const(-1), NULL, 0, "y_zero_point"))
+        return VITC_BAD_INPUT;
+    out_set(c, 0, in(c, 7)->dtype, rr, r);
+    return VITC_OK;
+}
+
+/* ConvInteger (x, w, x_zero_point, w_zero_point) -> i32 and QLinearConv (x,
+ * x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point,
+ * B) -> y_zero_point's type: Conv's shapes; w's parameters per output channel. */
+static int infer_qconv(ctx *c)
+{
+    int q = c->n->op == IR_OP_QLINEAR_CONV, iw = q ? 3 : 1;
+    ir_value *x = in(c, 0), *w = in(c, iw);
+    ir_dim d[IR_MAX_RANK], none = ir_dim_const(-1);
+    if (check_qtype(c, 0, -1, "x") || check_qtype(c, iw, -1, "w") || conv_dims(c, x, w, d))
+        return VITC_BAD_INPUT;
+    if (!q) {
+        if (check_qtype(c, 2, 0, "x_zero_point") || check_qtype(c, 3, 1, "w_zero_point") ||
+            check_qcount(c, 2, none, NULL, 0, "x_zero_point") || check_qcount(c, 3, w->dims[0], NULL, 1, "w_zero_point"))
+            return VITC_BAD_INPUT;
+        out_set(c, 0, IR_I32, x->rank, d);
+        return VITC_OK;
+    }
+    if (check_qtype(c, 1, -2, "x_scale") || check_qtype(c, 2, 0, "x_zero_point") || check_qtype(c, 4, -2, "w_scale") ||
+        check_qtype(c, 5, 3, "w_zero_point") || check_qtype(c, 6, -2, "y_scale") || check_qtype(c, 7, -1, "y_zero_point") ||
+        check_qcount(c, 1, none, NULL, 0, "x_scale") || check_qcount(c, 2, none, NULL, 0, "x_zero_point") ||
+        check_qcount(c, 4, w->dims[0], NULL, 1, "w_scale") || check_qcount(c, 5, w->dims[0], NULL, 1, "w_zero_point") ||
+        check_qcount(c, 6, none, NULL, 0, "y_scale") || check_qcount(c, 7, none, NULL, 0, "y_zero_point"))
+        return VITC_BAD_INPUT;
+    if (ir_input(c->n, 8) >= 0) {
+        const ir_value *bias = in(c, 8);
+        if (bias->dtype != IR_I32 || bias->rank != 1 || !ir_dim_eq(bias->dims[0], w->dims[0]))
+            FAIL(c, "the bias B must be i32 with one element per output channel");
+    }
+    out_set(c, 0, in(c, 7)->dtype, x->rank, d);
     return VITC_OK;
 }
 
@@ -1312,6 +1575,7 @@ static int (*const rules[IR_OP_COUNT])(ctx *c) = {
     [IR_OP_REDUCE_MAX] = infer_reduce,
     [IR_OP_REDUCE_MEAN] = infer_reduce,
     [IR_OP_REDUCE_SUM] = infer_reduce,
+    [IR_OP_REDUCE_MIN] = infer_reduce,
     [IR_OP_SPLIT] = infer_split,
     [IR_OP_EXPAND] = infer_expand,
     [IR_OP_RESIZE] = infer_resize,
@@ -1333,6 +1597,13 @@ static int (*const rules[IR_OP_COUNT])(ctx *c) = {
     [IR_OP_GATHER_ND] = infer_gather_nd,
     [IR_OP_SCATTER_ND] = infer_scatter_nd,
     [IR_OP_PAD] = infer_pad,
+    [IR_OP_QUANTIZE_LINEAR] = infer_quantize,
+    [IR_OP_DEQUANTIZE_LINEAR] = infer_dequantize,
+    [IR_OP_DYNAMIC_QUANTIZE_LINEAR] = infer_dynamic_quantize,
+    [IR_OP_MATMUL_INTEGER] = infer_qmatmul,
+    [IR_OP_QLINEAR_MATMUL] = infer_qmatmul,
+    [IR_OP_CONV_INTEGER] = infer_qconv,
+    [IR_OP_QLINEAR_CONV] = infer_qconv,
     [IR_OP_CONSTANT] = NULL,
     [IR_OP_IF] = NULL, /* replaced by the branch it picks before a rule would run (ir_infer_shapes_from) */
     /* element-wise without a formula: infer_elementwise */
@@ -1340,7 +1611,7 @@ static int (*const rules[IR_OP_COUNT])(ctx *c) = {
     [IR_OP_CAST_LIKE] = NULL,
     [IR_OP_CLIP] = NULL,
 };
-_Static_assert(IR_OP_COUNT - IR_EW_COUNT == 39, "rules[]: one line per op without a formula in elemwise.def");
+_Static_assert(IR_OP_COUNT - IR_EW_COUNT == 47, "rules[]: one line per op without a formula in elemwise.def");
 
 static int infer_node(ctx *c)
 {

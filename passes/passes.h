@@ -74,6 +74,8 @@ int pass_fold(ir_graph *g, vitc_diag *d);
 /* fold's first half alone (known shape values as constants), for tests that
  * compile a graph unfused */
 int pass_fold_shapes(ir_graph *g, vitc_diag *d);
+/* quantized ONNX on computed tensors -> f32 ops that compute it exactly (quant.c) */
+int pass_lower_quant(ir_graph *g, vitc_diag *d);
 int pass_simplify(ir_graph *g, vitc_diag *d);
 int pass_patchify(ir_graph *g, vitc_diag *d);
 int pass_fuse_linear(ir_graph *g, vitc_diag *d);

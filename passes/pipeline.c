@@ -8,6 +8,7 @@
 static const pass_def pipeline[] = {
     /* canonicalisation */
     {"fold", pass_fold},                     /* values known at compile time -> constants (the batch kept symbolic) */
+    {"lower-quant", pass_lower_quant},       /* QDQ pairs -> FakeQuant; dynamic quantization, integer MatMul/Conv -> exact f32 */
     {"patchify", pass_patchify},             /* Conv with kernel = stride -> patches @ W */
     {"simplify", pass_simplify},             /* Identity, Dropout, no-op Cast, Reshape/Transpose chains */
     {"fuse-linear", pass_fuse_linear},       /* MatMul/Gemm with a constant weight (+ bias) -> Linear */

@@ -349,6 +349,12 @@ int rw_const_f32(ir_graph *g, const char *base, const char *suffix, int rank, co
     return new_const(g, base, suffix, IR_F32, rank, dims, data, (size_t)n * sizeof(float));
 }
 
+int rw_const_raw(ir_graph *g, const char *base, const char *suffix, ir_dtype dt, int rank, const int64_t *dims,
+                 const void *data, size_t nbytes)
+{
+    return new_const(g, base, suffix, dt, rank, dims, data, nbytes);
+}
+
 int rw_const_i64(ir_graph *g, const char *base, const char *suffix, int n, const int64_t *vals)
 {
     int64_t dims[1] = {n};

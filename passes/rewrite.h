@@ -92,6 +92,9 @@ int rw_new_value(ir_graph *g, const char *base, const char *suffix, ir_dtype dt)
 int rw_const_f32(ir_graph *g, const char *base, const char *suffix, int rank, const int64_t *dims,
                  const float *data);
 int rw_const_i64(ir_graph *g, const char *base, const char *suffix, int n, const int64_t *vals);
+/* A constant of any dtype: nbytes of data, shaped rank, dims. */
+int rw_const_raw(ir_graph *g, const char *base, const char *suffix, ir_dtype dt, int rank, const int64_t *dims,
+                 const void *data, size_t nbytes);
 /* 1 if rw_shape_const can write dims: no 0 (Reshape would copy the input's
  * dimension) and at most one dimension that depends on the batch. */
 int rw_shape_expressible(int rank, const ir_dim *dims);

@@ -207,7 +207,7 @@ static int match_absorb(const ir_graph *g, const ir_node *n, void *mv, char *why
 {
     absorb_match *m = mv;
     (void)why, (void)nwhy;
-    if (n->op != IR_OP_REDUCE_MEAN && n->op != IR_OP_REDUCE_SUM && n->op != IR_OP_REDUCE_MAX)
+    if (n->op != IR_OP_REDUCE_MEAN && n->op != IR_OP_REDUCE_SUM && n->op != IR_OP_REDUCE_MAX && n->op != IR_OP_REDUCE_MIN)
         return 0;
     const ir_node *t = rw_def(g, ir_input(n, 0), IR_OP_TRANSPOSE);
     if (!t || ir_attr_int(n, IR_ATTR_KEEPDIMS, 1) != 0)

@@ -581,6 +581,30 @@ static void test_constant_arithmetic_folds(void **state)
     ir_graph_free(g);
 }
 
+/* A weight stored as int8 with a scale per output column (DequantizeLinear of
+ * constants, as ONNX Runtime's static quantization writes it) folds into an
+ * f32 constant, and the MatMul that reads it becomes a Linear. */
+static void test_dequantized_constant_weight_folds_into_a_linear(void **state)
+{
+    (void)state;
+    ir_graph *g = tu_graph_new("test.onnx", 13);
+    int64_t dw[2] = {6, 4}, dn[1] = {4};
+    int8_t wq[24], zp[4] = {0, 3, -2, 0};
+    float sc[4] = {0.01f, 0.02f, 0.005f, 0.1f};
+    for (int i = 0; i < 24; i++)
+        wq[i] = (int8_t)((i * 53) % 255 - 127);
+    int x = tu_input(g, "x", IR_F32, 3, TU_DIMS(-1, 5, 6));
+    int w = ir_add_const(g, "w_quantized", IR_I8, 2, dw, wq, sizeof wq);
+    int s = ir_add_const(g, "w_scale", IR_F32, 1, dn, sc, sizeof sc), z = ir_add_const(g, "w_zero_point", IR_I8, 1, dn, zp, sizeof zp);
+    ir_attr axis = tu_int(IR_ATTR_AXIS, 1);
+    int wf = tu_node(g, IR_OP_DEQUANTIZE_LINEAR, "w_dq", IR_F32, 3, TU_IN(w, s, z), 1, &axis);
+    tu_output(g, N2(IR_OP_MATMUL, "mm", x, wf));
+    free(optimize_checked(g, 1e-6));
+    assert_int_equal(count_op(g, IR_OP_DEQUANTIZE_LINEAR), 0);
+    assert_int_equal(count_op(g, IR_OP_LINEAR), 1);
+    ir_graph_free(g);
+}
+
 /* Shape arithmetic the fold pass evaluates through the interpreter with the
  * batch kept symbolic: old TorchScript's nn.MultiheadAttention in-projection
  * split, Slice bounds from a ceiling-style (E + 2) / 3 on Shape (truncating
@@ -1110,6 +1134,7 @@ TU_MAIN(setup, NULL, test_linear_kernel_matches_a_loop_for_every_activation,
         test_batchnorm_after_linear_folds_into_its_weights, test_patch_conv_becomes_crop_reshape_and_linear,
         test_view_round_trips_cancel_and_reshape_chains_collapse, test_full_slice_is_dropped_but_a_reversing_one_stays,
         test_gelu_spellings_with_other_groupings_fuse, test_constant_arithmetic_folds,
+        test_dequantized_constant_weight_folds_into_a_linear,
         test_shape_arithmetic_with_truncating_div_and_float_pow_folds,
         test_nan_guard_folds_only_after_finite_logits, test_resize_of_a_constant_folds_and_at_its_own_size_is_dropped, test_unread_layernorm_statistics_are_dropped,
         test_tile_of_axes_of_size_1_becomes_expand, test_index_ops_on_constants_fold_and_size_follows_the_batch,

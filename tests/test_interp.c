@@ -4,8 +4,9 @@
  * LayerNormalization over a non-last axis, BatchNormalization on (N, C, L),
  * Split's num_outputs, exact int64 Slice, Resize's antialias, axes,
  * keep_aspect_ratio_policy and half_pixel_symmetric (opsets 18 and 19),
- * half-type rounding, and the errors a user sees (a bad Reshape, an input of
- * the wrong shape, an antialias filter too wide). */
+ * half-type rounding, the errors a user sees (a bad Reshape, an input of the
+ * wrong shape, an antialias filter too wide), and the quantized ops'
+ * rounding, saturation, per-axis, blocked, per-row and per-column parameters. */
 #include "testutil.h"
 
 #include "ir/interp.h"
@@ -596,6 +597,223 @@ static void test_tensor_get_set_every_dtype_and_rel_error(void **state)
     ir_tensor_free(&b);
 }
 
+/* ---- quantized ONNX ---- */
+
+/* A constant of any dtype holding vals. */
+static int qconst(ir_graph *g, const char *name, ir_dtype dt, int rank, const int64_t *dims, const double *vals)
+{
+    ir_tensor t;
+    assert_int_equal(ir_tensor_alloc(&t, dt, rank, dims), VITC_OK);
+    for (int64_t i = 0; i < ir_tensor_numel(&t); i++)
+        ir_tensor_set(&t, i, vals[i]);
+    int id = ir_add_const(g, name, dt, rank, dims, t.data, ir_tensor_nbytes(&t));
+    assert_true(id >= 0);
+    ir_tensor_free(&t);
+    return id;
+}
+
+static float f32_bits(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static void expect_ints(const char *what, const ir_tensor *t, ir_dtype dt, const int64_t *want, int64_t n)
+{
+    assert_int_equal(t->dtype, dt);
+    assert_int_equal(ir_tensor_numel(t), n);
+    for (int64_t i = 0; i < n; i++)
+        if (ir_tensor_get_i64(t, i) != want[i])
+            fail_msg("%s: element %lld is %lld, expected %lld", what, (long long)i, (long long)ir_tensor_get_i64(t, i),
+                     (long long)want[i]);
+}
+
+/* QuantizeLinear to u8 and i8: ties to even, saturation, NaN to the type's
+ * minimum; the quotient rounded to f32 before it is rounded to an integer
+ * (0.6519815f / 0.26079258f is 2.5 in f32, 2.50000006 exactly: 2, as ONNX's
+ * reference and ONNX Runtime give, where a division in double gives 3). */
+static void test_quantize_rounds_ties_to_even_in_f32_and_saturates(void **state)
+{
+    (void)state;
+    ir_graph *g = tu_graph_new("test.onnx", 13);
+    int64_t dx[1] = {13};
+    double one = 1, zero = 0, tie_s = f32_bits(1048938139u);
+    int x = tu_input(g, "x", IR_F32, 1, dx), s = qconst(g, "s", IR_F32, 0, NULL, &one);
+    int zu = qconst(g, "zu", IR_U8, 0, NULL, &zero), zi = qconst(g, "zi", IR_I8, 0, NULL, &zero);
+    int yu = tu_node(g, IR_OP_QUANTIZE_LINEAR, "qu", IR_U8, 3, TU_IN(x, s, zu), 0, NULL);
+    int yi = tu_node(g, IR_OP_QUANTIZE_LINEAR, "qi", IR_I8, 3, TU_IN(x, s, zi), 0, NULL);
+    int yd = tu_node(g, IR_OP_QUANTIZE_LINEAR, "qdefault", IR_U8, 2, TU_IN(x, s), 0, NULL);
+    int yt = tu_node(g, IR_OP_QUANTIZE_LINEAR, "qtie", IR_U8, 2, TU_IN(x, qconst(g, "st", IR_F32, 0, NULL, &tie_s)), 0, NULL);
+    tu_output(g, yu);
+    tu_output(g, yi);
+    tu_output(g, yd);
+    tu_output(g, yt);
+    float xv[13] = {0.5f, 1.5f, 2.5f, -0.5f, -1.5f, -2.5f, 300, -300, 127.5f, NAN, 1e30f, -0.49999997f,
+                    f32_bits(1059514434u)};
+    ir_tensor in = tu_f32_tensor(1, dx, xv), out[4];
+    tu_interpret_ok(g, &in, out);
+    int64_t want_u[13] = {0, 2, 2, 0, 0, 0, 255, 0, 128, 0, 255, 0, 1};
+    int64_t want_i[13] = {0, 2, 2, 0, -2, -2, 127, -128, 127, -128, 127, 0, 1};
+    expect_ints("QuantizeLinear to u8", &out[0], IR_U8, want_u, 13);
+    expect_ints("QuantizeLinear to i8", &out[1], IR_I8, want_i, 13);
+    expect_ints("QuantizeLinear without a zero point (u8)", &out[2], IR_U8, want_u, 13);
+    assert_int_equal(ir_tensor_get_i64(&out[3], 12), 2);
+    free_run(g, &in, 1, out, 4);
+}
+
+/* Per-axis and blocked scales and zero points, Q then DQ, against the
+ * formula written out here. */
+static void test_quantize_dequantize_per_axis_and_blocked(void **state)
+{
+    (void)state;
+    ir_graph *g = tu_graph_new("test.onnx", 21);
+    int64_t dx[3] = {2, 3, 4}, d3[1] = {3}, db[3] = {2, 3, 2};
+    double sc[3] = {0.05, 0.1, 0.2}, zp[3] = {-3, 0, 7}, sb[12], zb[12];
+    for (int i = 0; i < 12; i++)
+        sb[i] = 0.01 * (i + 1), zb[i] = (i % 5) * 10 + 100;
+    int x = tu_input(g, "x", IR_F32, 3, dx);
+    int s = qconst(g, "s", IR_F32, 1, d3, sc), z = qconst(g, "z", IR_I8, 1, d3, zp);
+    int q = tu_node(g, IR_OP_QUANTIZE_LINEAR, "q", IR_I8, 3, TU_IN(x, s, z), 0, NULL);
+    int dq = tu_node(g, IR_OP_DEQUANTIZE_LINEAR, "dq", IR_F32, 3, TU_IN(q, s, z), 0, NULL);
+    ir_attr blk[2] = {tu_int(IR_ATTR_AXIS, 2), tu_int(IR_ATTR_BLOCK_SIZE, 2)};
+    int s2 = qconst(g, "sb", IR_F32, 3, db, sb), z2 = qconst(g, "zb", IR_U8, 3, db, zb);
+    int qb = tu_node(g, IR_OP_QUANTIZE_LINEAR, "qb", IR_U8, 3, TU_IN(x, s2, z2), 2, blk);
+    int dqb = tu_node(g, IR_OP_DEQUANTIZE_LINEAR, "dqb", IR_F32, 3, TU_IN(qb, s2, z2), 2, blk);
+    tu_output(g, q);
+    tu_output(g, dq);
+    tu_output(g, qb);
+    tu_output(g, dqb);
+    ir_tensor in = tu_f32_tensor(3, dx, NULL), out[4];
+    tu_interpret_ok(g, &in, out);
+    int64_t wq[24], wqb[24];
+    double wdq[24], wdqb[24];
+    for (int i = 0; i < 24; i++) {
+        int c = i / 4 % 3, k = (i / 12 * 3 + c) * 2 + i % 4 / 2; /* per axis 1; blocks of 2 along axis 2 */
+        float xv = (float)ir_tensor_get(&in, i);
+        double r = nearbyint((float)(xv / (float)sc[c])) + zp[c];
+        wq[i] = (int64_t)(r < -128 ? -128 : r > 127 ? 127 : r);
+        wdq[i] = (float)((float)(wq[i] - zp[c]) * (float)sc[c]);
+        double rb = nearbyint((float)(xv / (float)sb[k])) + zb[k];
+        wqb[i] = (int64_t)(rb < 0 ? 0 : rb > 255 ? 255 : rb);
+        wdqb[i] = (float)((float)(wqb[i] - zb[k]) * (float)sb[k]);
+    }
+    expect_ints("QuantizeLinear per axis", &out[0], IR_I8, wq, 24);
+    expect_close("DequantizeLinear per axis", &out[1], wdq, 24, 0, 0);
+    expect_ints("QuantizeLinear blocked", &out[2], IR_U8, wqb, 24);
+    expect_close("DequantizeLinear blocked", &out[3], wdqb, 24, 0, 0);
+    free_run(g, &in, 1, out, 4);
+}
+
+/* DynamicQuantizeLinear: the range always holds 0; an all-zero input gets
+ * scale 1 and zero point 0 (ONNX Runtime's choice: the spec divides by 0). */
+static void test_dynamic_quantize_range_and_all_zeros(void **state)
+{
+    (void)state;
+    ir_graph *g = tu_graph_new("test.onnx", 13);
+    int64_t dx[1] = {5};
+    int x = tu_input(g, "x", IR_F32, 1, dx);
+    int outs[3] = {tu_value(g, "y", IR_U8), tu_value(g, "y_scale", IR_F32), tu_value(g, "y_zp", IR_U8)};
+    tu_node_out(g, IR_OP_DYNAMIC_QUANTIZE_LINEAR, "dql", 1, &x, 3, outs, 0, NULL);
+    for (int k = 0; k < 3; k++)
+        tu_output(g, outs[k]);
+    float pos[5] = {1, 2, 3, 0.5f, 2.5f}, zeros[5] = {0, 0, 0, 0, 0}, mixed[5] = {-1, 0, 1, 2, 3};
+    ir_tensor in = tu_f32_tensor(1, dx, pos), out[3];
+    tu_interpret_ok(g, &in, out);
+    int64_t want_pos[5] = {85, 170, 255, 42, 212}; /* scale 3/255, zero point 0 */
+    expect_ints("DynamicQuantizeLinear y", &out[0], IR_U8, want_pos, 5);
+    assert_true(ir_tensor_get(&out[1], 0) == (double)(3.0f / 255.0f));
+    assert_int_equal(ir_tensor_get_i64(&out[2], 0), 0);
+    for (int k = 0; k < 3; k++)
+        ir_tensor_free(&out[k]);
+    ir_tensor_free(&in);
+    in = tu_f32_tensor(1, dx, zeros);
+    tu_interpret_ok(g, &in, out);
+    int64_t want_zero[5] = {0, 0, 0, 0, 0};
+    expect_ints("DynamicQuantizeLinear y of zeros", &out[0], IR_U8, want_zero, 5);
+    assert_true(ir_tensor_get(&out[1], 0) == 1.0);
+    assert_int_equal(ir_tensor_get_i64(&out[2], 0), 0);
+    for (int k = 0; k < 3; k++)
+        ir_tensor_free(&out[k]);
+    ir_tensor_free(&in);
+    in = tu_f32_tensor(1, dx, mixed);
+    tu_interpret_ok(g, &in, out);
+    /* scale 4/255 (f32); zero point round(63.75) = 64; 2 / scale is 127.49999 in f32, so 2 gives 191,
+     * as in ONNX Runtime */
+    int64_t want_mixed[5] = {0, 64, 128, 191, 255};
+    expect_ints("DynamicQuantizeLinear y of [-1, 3]", &out[0], IR_U8, want_mixed, 5);
+    assert_int_equal(ir_tensor_get_i64(&out[2], 0), 64);
+    free_run(g, &in, 1, out, 3);
+}
+
+/* MatMulInteger with zero points per row of A and per column of B, and
+ * QLinearMatMul with per-column scales, against loops written here. */
+static void test_integer_matmuls_with_per_row_and_per_column_parameters(void **state)
+{
+    (void)state;
+    ir_graph *g = tu_graph_new("test.onnx", 21);
+    enum { M = 3, K = 5, N = 4 };
+    int64_t da[2] = {M, K}, db[2] = {K, N}, dm[1] = {M}, dn[1] = {N};
+    double bv[K * N], azp[M] = {1, 128, 255}, bzp[N] = {0, -1, 5, -128}, bs[N] = {0.5, 0.25, 0.125, 2};
+    double as = 0.02, ys = 0.7, yzp = 3;
+    for (int i = 0; i < K * N; i++)
+        bv[i] = (i * 37) % 256 - 128;
+    int a = tu_input(g, "a", IR_U8, 2, da), b = qconst(g, "b", IR_I8, 2, db, bv);
+    int za = qconst(g, "azp", IR_U8, 1, dm, azp), zb = qconst(g, "bzp", IR_I8, 1, dn, bzp);
+    int y = tu_node(g, IR_OP_MATMUL_INTEGER, "mmi", IR_I32, 4, TU_IN(a, b, za, zb), 0, NULL);
+    int q = tu_node(g, IR_OP_QLINEAR_MATMUL, "qmm", IR_U8, 8,
+                    TU_IN(a, qconst(g, "as", IR_F32, 0, NULL, &as), qconst(g, "azp0", IR_U8, 0, NULL, &azp[1]), b,
+                          qconst(g, "bs", IR_F32, 1, dn, bs), zb, qconst(g, "ys", IR_F32, 0, NULL, &ys),
+                          qconst(g, "yzp", IR_U8, 0, NULL, &yzp)),
+                    0, NULL);
+    tu_output(g, y);
+    tu_output(g, q);
+    ir_tensor in, out[2];
+    assert_int_equal(ir_tensor_alloc(&in, IR_U8, 2, da), VITC_OK);
+    for (int i = 0; i < M * K; i++)
+        ir_tensor_set_i64(&in, i, (i * 91 + 7) % 256);
+    tu_interpret_ok(g, &in, out);
+    int64_t want[M * N], wantq[M * N];
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            int64_t acc = 0, accq = 0;
+            for (int k = 0; k < K; k++) {
+                acc += (ir_tensor_get_i64(&in, i * K + k) - (int64_t)azp[i]) * ((int64_t)bv[k * N + j] - (int64_t)bzp[j]);
+                accq += (ir_tensor_get_i64(&in, i * K + k) - (int64_t)azp[1]) * ((int64_t)bv[k * N + j] - (int64_t)bzp[j]);
+            }
+            want[i * N + j] = acc;
+            double r = nearbyint((double)accq * (float)((float)(as * (float)bs[j]) / (float)ys)) + yzp;
+            wantq[i * N + j] = (int64_t)(r < 0 ? 0 : r > 255 ? 255 : r);
+        }
+    expect_ints("MatMulInteger", &out[0], IR_I32, want, M * N);
+    expect_ints("QLinearMatMul", &out[1], IR_U8, wantq, M * N);
+    free_run(g, &in, 1, out, 2);
+}
+
+/* A zero point per axis whose count is not the axis's size is refused by
+ * shape inference, naming the node. */
+static void test_quantize_with_a_mismatched_scale_is_refused(void **state)
+{
+    (void)state;
+    ir_graph *g = tu_graph_new("test.onnx", 13);
+    int64_t dx[2] = {2, 3}, d4[1] = {4};
+    double sc[4] = {1, 1, 1, 1};
+    int x = tu_input(g, "x", IR_F32, 2, dx);
+    tu_output(g, tu_node(g, IR_OP_QUANTIZE_LINEAR, "my_q", IR_U8, 2, TU_IN(x, qconst(g, "s", IR_F32, 1, d4, sc)), 0, NULL));
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    vitc_diag d;
+    vitc_diag_init(&d, "test.onnx");
+    d.out = mem;
+    assert_int_equal(ir_infer_shapes(g, &d), VITC_BAD_INPUT);
+    fclose(mem);
+    if (!strstr(text, "my_q") || !strstr(text, "one per element of axis 1 (3), not 4"))
+        fail_msg("unexpected message: %s", text);
+    free(text);
+    ir_graph_free(g);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -613,4 +831,6 @@ TU_MAIN(setup, NULL, test_gelu_exact_and_tanh_match_their_formulas,
         test_input_of_the_wrong_shape_is_bad_input,
         test_batch_comes_from_the_input_and_the_observer_sees_each_output,
         test_half_conversions_round_to_nearest_even, test_tensor_alloc_refuses_huge_or_overflowing_shapes,
-        test_tensor_get_set_every_dtype_and_rel_error)
+        test_tensor_get_set_every_dtype_and_rel_error, test_quantize_rounds_ties_to_even_in_f32_and_saturates,
+        test_quantize_dequantize_per_axis_and_blocked, test_dynamic_quantize_range_and_all_zeros,
+        test_integer_matmuls_with_per_row_and_per_column_parameters, test_quantize_with_a_mismatched_scale_is_refused)

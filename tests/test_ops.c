@@ -35,8 +35,9 @@
 /* ---- the rows ---- */
 
 /* An input of a row: a graph input ('x' floats in [-2, 2), 'n' the same with NaNs, 'p' floats in
- * [0.1, 2.1), 'b' bools, 'i' int64 in [-20, 20)), or a constant ('w' random
- * floats, 's' a float scalar, 'c' int64 values). dims < 0: times the batch. */
+ * [0.1, 2.1), 'b' bools, 'i' int64 in [-20, 20), 'u' u8), or a constant ('w' random
+ * floats, 's' a float scalar, 'c' int64 values, 'j' random i8, 'z' a u8 scalar and 'y' an i8
+ * scalar of vals[0], 'g' positive floats: scales). dims < 0: times the batch. */
 typedef struct {
     char kind;
     int rank;
@@ -70,7 +71,7 @@ typedef struct op_row {
     ir_dtype dt; /* of the outputs */
     int nout;    /* 0: 1 */
     int nin;
-    in_spec in[5];
+    in_spec in[9];
     int nattrs;
     attr_spec at[5];
     double tol;                           /* 0: 1e-4 (max |out - ref| / max |ref|) */
@@ -90,6 +91,11 @@ typedef struct op_row {
 #define C0(v) {'c', 0, {0}, 1, {v}}
 #define C2D(d0, d1, ...) {'c', 2, {d0, d1}, NARGS(__VA_ARGS__), {__VA_ARGS__}} /* int64 [d0, d1]: the values */
 #define C3D(d0, d1, d2, ...) {'c', 3, {d0, d1, d2}, NARGS(__VA_ARGS__), {__VA_ARGS__}}
+#define U(...) {'u', NARGS(__VA_ARGS__), {__VA_ARGS__}}
+#define J(...) {'j', NARGS(__VA_ARGS__), {__VA_ARGS__}}
+#define G(...) {'g', NARGS(__VA_ARGS__), {__VA_ARGS__}}
+#define ZU(v) {'z', 0, {0}, 1, {v}}
+#define ZI(v) {'y', 0, {0}, 1, {v}}
 #define NONE {'-', 0, {0}} /* an omitted optional input */
 #define AI(id, v) {IR_ATTR_##id, 'i', .i = v}
 #define AF(id, v) {IR_ATTR_##id, 'f', .f = v}
@@ -99,6 +105,7 @@ typedef struct op_row {
 #define IN2(a, b) .nin = 2, .in = {a, b}
 #define IN3(a, b, c) .nin = 3, .in = {a, b, c}
 #define IN4(a, b, c, d) .nin = 4, .in = {a, b, c, d}
+#define IN8(a, b, c, d, e, f, g_, h) .nin = 8, .in = {a, b, c, d, e, f, g_, h}
 #define AT1(a) .nattrs = 1, .at = {a}
 #define AT2(a, b) .nattrs = 2, .at = {a, b}
 #define AT3(a, b, c) .nattrs = 3, .at = {a, b, c}
@@ -145,6 +152,15 @@ static double r_clip(const double *a) { return fmin(fmax(a[0], a[1]), a[2]); }
 static double r_clip_lo(const double *a) { return fmax(a[0], a[1]); }
 static double r_ident(const double *a) { return a[0]; }
 static double r_trunc(const double *a) { return trunc(a[0]); }
+static double r_round(const double *a) { return nearbyint(a[0]); }
+/* DequantizeLinear(QuantizeLinear(x)) with scale a[1] and zero point a[2]: x / scale in f32, ties to even */
+static double fake_quant(const double *a, double lo, double hi)
+{
+    double q = nearbyint((float)(a[0] / a[1])) + a[2];
+    return ((isnan(q) || q < lo ? lo : q > hi ? hi : q) - a[2]) * a[1];
+}
+static double r_fake_quant_u8(const double *a) { return fake_quant(a, 0, 255); }
+static double r_fake_quant_i8(const double *a) { return fake_quant(a, -128, 127); }
 static double r_gelu(const double *a) { return 0.5 * a[0] * (1 + erf(a[0] / sqrt(2.0))); }
 static double r_gelu_tanh(const double *a)
 {
@@ -266,7 +282,7 @@ static void norm(const op_row *w, const dten *in, dten *out, int centered)
 static void f_layernorm(const op_row *w, const dten *in, dten *out) { norm(w, in, out, 1); }
 static void f_rmsnorm(const op_row *w, const dten *in, dten *out) { norm(w, in, out, 0); }
 
-/* ReduceMean, ReduceSum, ReduceMax (opset 18): the axes from the attribute
+/* ReduceMean, ReduceSum, ReduceMax, ReduceMin (opset 18): the axes from the attribute
  * or the second input, every axis without either; keepdims default 1. */
 static void reduce(const op_row *w, const dten *in, dten *out, char kind)
 {
@@ -291,7 +307,7 @@ static void reduce(const op_row *w, const dten *in, dten *out, char kind)
     d_alloc(out, orank, odims);
     int64_t n = d_count(orank, odims);
     for (int64_t i = 0; i < n; i++)
-        out->v[i] = kind == 'x' ? -INFINITY : 0;
+        out->v[i] = kind == 'x' ? -INFINITY : kind == 'n' ? INFINITY : 0;
     for (int64_t i = 0; i < d_count(x->rank, x->dims); i++) {
         int64_t c[IR_MAX_RANK], o = 0;
         d_coord(x->dims, x->rank, i, c);
@@ -300,6 +316,8 @@ static void reduce(const op_row *w, const dten *in, dten *out, char kind)
                 o = o * x->dims[d] + c[d];
         if (kind == 'x')
             out->v[o] = x->v[i] > out->v[o] ? x->v[i] : out->v[o];
+        else if (kind == 'n')
+            out->v[o] = x->v[i] < out->v[o] ? x->v[i] : out->v[o];
         else
             out->v[o] += x->v[i];
     }
@@ -309,6 +327,7 @@ static void reduce(const op_row *w, const dten *in, dten *out, char kind)
 static void f_reduce_mean(const op_row *w, const dten *in, dten *out) { reduce(w, in, out, 'm'); }
 static void f_reduce_sum(const op_row *w, const dten *in, dten *out) { reduce(w, in, out, 's'); }
 static void f_reduce_max(const op_row *w, const dten *in, dten *out) { reduce(w, in, out, 'x'); }
+static void f_reduce_min(const op_row *w, const dten *in, dten *out) { reduce(w, in, out, 'n'); }
 
 /* MatMul (numpy's, both operands of rank 2 or more): the leading axes broadcast. */
 static void f_matmul(const op_row *w, const dten *in, dten *out)
@@ -518,10 +537,15 @@ static const op_row rows[] = {
     {"Sin", IR_OP_SIN, IN1(X(-1, 3, 4)), .ref = r_sin},
     {"HardSigmoid", IR_OP_HARD_SIGMOID, IN1(X(-1, 3, 4)), AT2(AF(ALPHA, 0.3), AF(BETA, 0.4)), .ref = r_hardsigmoid},
     {"Reciprocal", IR_OP_RECIPROCAL, IN1(P(-1, 3, 4)), .ref = r_recip},
+    {"Round", IR_OP_ROUND, IN1(X(-1, 3, 4)), .ref = r_round},
     {"Gelu", IR_OP_GELU, IN1(X(-1, 3, 4)), .ref = r_gelu},
     {"Gelu/tanh", IR_OP_GELU, IN1(X(-1, 3, 4)), AT1(AS(APPROXIMATE, "tanh")), .ref = r_gelu_tanh},
     {"Not", IR_OP_NOT, .dt = IR_BOOL, IN1(B(-1, 3, 4)), .ref = r_not},
     {"QuickGelu", IR_OP_QUICK_GELU, IN1(X(-1, 3, 4)), .ref = r_quick_gelu},
+    {"FakeQuant", IR_OP_FAKE_QUANT, IN3(X(-1, 3, 4), S(0.02f), S(128.0f)), AT2(AF(QMIN, 0), AF(QMAX, 255)),
+     .ref = r_fake_quant_u8},
+    {"FakeQuant/saturating-nan", IR_OP_FAKE_QUANT, IN3(N(-1, 3, 4), S(0.01f), S(-3.0f)), AT2(AF(QMIN, -128), AF(QMAX, 127)),
+     .ref = r_fake_quant_i8},
     {"Swish", IR_OP_SWISH, IN1(X(-1, 3, 4)), .ref = r_silu},
     {"Swish/alpha", IR_OP_SWISH, IN1(X(-1, 3, 4)), AT1(AF(ALPHA, 0.5)), .ref = r_swish_half},
     {"IsNaN", IR_OP_IS_NAN, .dt = IR_BOOL, IN1(N(-1, 3, 4)), .ref = r_isnan},
@@ -566,6 +590,8 @@ static const op_row rows[] = {
     {"ReduceMean/all", IR_OP_REDUCE_MEAN, IN1(X(-1, 5, 6)), .formula = f_reduce_mean},
     {"ReduceSum", IR_OP_REDUCE_SUM, IN1(X(-1, 5, 6)), AT2(AIS(AXES, 1), AI(KEEPDIMS, 0)), .formula = f_reduce_sum},
     {"ReduceMax", IR_OP_REDUCE_MAX, IN2(X(-1, 5, 6), C(0, 2)), .formula = f_reduce_max},
+    {"ReduceMin", IR_OP_REDUCE_MIN, IN1(X(-1, 5, 6)), AT2(AIS(AXES, 1), AI(KEEPDIMS, 0)), .formula = f_reduce_min},
+    {"ReduceMin/all", IR_OP_REDUCE_MIN, IN1(X(-1, 5, 6)), .formula = f_reduce_min},
     /* matrix products */
     {"MatMul", IR_OP_MATMUL, IN2(X(-1, 3, 4), W(4, 5)), .formula = f_matmul},
     {"MatMul/batched", IR_OP_MATMUL, IN2(X(-1, 2, 3, 4), X(-1, 2, 4, 3)), .formula = f_matmul},
@@ -610,6 +636,18 @@ static const op_row rows[] = {
     {"ScatterND/mul-rows", IR_OP_SCATTER_ND, IN3(X(4, -1, 3), C2D(2, 1, 3, 1), X(2, -1, 3)),
      AT1(AS(REDUCTION, "mul"))},
     {"Resize/axes", IR_OP_RESIZE, IN4(X(-1, 2, 4, 3), NONE, NONE, C(6, 5)), AT2(AS(MODE, "cubic"), AIS(AXES, 2, 3))},
+    /* quantized ONNX: the interpreter runs them (test_interp checks their numbers), the backends
+     * leave them to the fold pass */
+    {"QuantizeLinear", IR_OP_QUANTIZE_LINEAR, .dt = IR_U8, IN3(X(-1, 3, 4), S(0.02f), ZU(128))},
+    {"QuantizeLinear/axis", IR_OP_QUANTIZE_LINEAR, .dt = IR_I8, IN3(X(-1, 3, 4), G(3), J(3)), AT1(AI(AXIS, 1))},
+    {"DequantizeLinear", IR_OP_DEQUANTIZE_LINEAR, IN3(U(-1, 3, 4), S(0.02f), ZU(128))},
+    {"DynamicQuantizeLinear", IR_OP_DYNAMIC_QUANTIZE_LINEAR, .dt = IR_U8, .nout = 3, IN1(X(-1, 3, 4))},
+    {"MatMulInteger", IR_OP_MATMUL_INTEGER, .dt = IR_I32, IN4(U(-1, 3, 4), J(4, 5), ZU(128), ZI(0))},
+    {"ConvInteger", IR_OP_CONV_INTEGER, .dt = IR_I32, IN3(U(-1, 2, 5, 5), J(3, 2, 3, 3), ZU(100))},
+    {"QLinearMatMul", IR_OP_QLINEAR_MATMUL, .dt = IR_U8,
+     IN8(U(-1, 3, 4), S(0.02f), ZU(128), J(4, 5), G(5), ZI(0), S(0.05f), ZU(120))},
+    {"QLinearConv", IR_OP_QLINEAR_CONV, .dt = IR_U8,
+     IN8(U(-1, 2, 5, 5), S(0.02f), ZU(100), J(3, 2, 3, 3), G(3), ZI(0), S(0.5f), ZU(128)), AT1(AIS(PADS, 1, 1, 1, 1))},
     /* shape ops: folded at compile time, the interpreter alone runs them */
     {"Size", IR_OP_SIZE, .dt = IR_I64, IN1(X(-1, 4, 6))},
     /* fused: Linear with each activation, Attention in both layouts, with a bias broadcast or not */
@@ -669,26 +707,46 @@ static const op_row rows[] = {
      AT5(AI(HEADS, 2), AI(HEAD_SIZE, 4), AI(QKV_LAYOUT, 1), AI(ROPE_PAIRING, IR_ROPE_HALVES), AI(ROPE_START, 1)),
      .formula = f_attention},
 };
-enum { NROWS = sizeof rows / sizeof rows[0], NB = 2, MAXIN = 5 };
+enum { NROWS = sizeof rows / sizeof rows[0], NB = 2, MAXIN = 9 };
 static const int64_t batches[NB] = {1, 3};
 
 /* ---- building and feeding the rows ---- */
 
 static char tmpdir[4096];
 static ir_tensor inputs[NB][NROWS][MAXIN]; /* per batch, row, graph input of the row */
-static ir_tensor refs[NB][NROWS][2];        /* the interpreter's outputs */
+static ir_tensor refs[NB][NROWS][3];        /* the interpreter's outputs */
 static float *consts[NROWS][MAXIN];         /* the values of the rows' 'w' constants, for the formulas */
 
-static int is_input(char kind) { return kind == 'x' || kind == 'p' || kind == 'b' || kind == 'i' || kind == 'n'; }
+static int is_input(char kind)
+{
+    return kind == 'x' || kind == 'p' || kind == 'b' || kind == 'i' || kind == 'n' || kind == 'u';
+}
 
-static ir_dtype input_dtype(char kind) { return kind == 'b' ? IR_BOOL : kind == 'i' ? IR_I64 : IR_F32; }
+static ir_dtype input_dtype(char kind)
+{
+    return kind == 'b' ? IR_BOOL : kind == 'i' ? IR_I64 : kind == 'u' ? IR_U8 : IR_F32;
+}
+
+/* A constant of dtype dt: vals (one of them for a scalar), else i8 values in
+ * [-127, 127] ('j') or scales 0.01 * (1 + i / 4) ('g'). */
+static int quant_const(ir_graph *g, const char *name, const in_spec *s, ir_dtype dt)
+{
+    ir_tensor t;
+    assert_int_equal(ir_tensor_alloc(&t, dt, s->rank, s->dims), VITC_OK);
+    for (int64_t i = 0; i < ir_tensor_numel(&t); i++)
+        ir_tensor_set(&t, i, s->n ? (double)s->vals[0] : s->kind == 'g' ? 0.01 * (1 + i / 4.0) : floor(127 * tu_rnd()));
+    int v = ir_add_const(g, name, dt, s->rank, s->dims, t.data, ir_tensor_nbytes(&t));
+    assert_true(v >= 0);
+    ir_tensor_free(&t);
+    return v;
+}
 
 /* Adds row r to g (its inputs named r<r>_<k>, its outputs marked); constants
  * come from a seed of their own, so every graph holding the row has the same. */
 static void add_row(ir_graph *g, int r)
 {
     const op_row *w = &rows[r];
-    int in[MAXIN + 1], out[2];
+    int in[MAXIN + 1], out[3];
     tu_seed(0x5851f42d4c957f2dull + (uint64_t)r);
     for (int k = 0; k < w->nin; k++) {
         const in_spec *s = &w->in[k];
@@ -714,6 +772,12 @@ static void add_row(ir_graph *g, int r)
             in[k] = tu_scalar(g, name, s->f);
         else if (s->kind == '-')
             in[k] = -1;
+        else if (s->kind == 'j' || s->kind == 'y')
+            in[k] = quant_const(g, name, s, IR_I8);
+        else if (s->kind == 'z')
+            in[k] = quant_const(g, name, s, IR_U8);
+        else if (s->kind == 'g')
+            in[k] = quant_const(g, name, s, IR_F32);
         else
             in[k] = tu_const_i64(g, name, s->rank, s->dims, s->vals);
     }
@@ -783,6 +847,8 @@ static void make_inputs(void)
                         ir_tensor_set(t, i, i % 3 == 1 ? NAN : 2 * u);
                     else if (s->kind == 'b')
                         ir_tensor_set_i64(t, i, u > 0);
+                    else if (s->kind == 'u')
+                        ir_tensor_set_i64(t, i, (int64_t)floor(128 + 127.9 * u));
                     else
                         ir_tensor_set_i64(t, i, (int64_t)floor(20 * u));
                 }
@@ -906,10 +972,13 @@ typedef struct {
     const char *row, *why;
 } expected_skip;
 
-/* the rows of ops both backends leave to the fold pass */
+#define Q_FOLDED "quantized ONNX: folded on constants; on computed tensors the lower-quant pass makes f32 ops of it"
+/* the rows of ops both backends leave to the fold pass (cg_refuse_folded_only) */
 #define FOLDED_ONLY                                                                                                    \
     {"Resize/axes", "folded where its input is a constant; not run on computed tensors yet"},                         \
-        {"Size", "computed from shapes: folded at compile time"}
+        {"Size", "computed from shapes: folded at compile time"}, {"QuantizeLinear", Q_FOLDED},                       \
+        {"QuantizeLinear/axis", Q_FOLDED}, {"DequantizeLinear", Q_FOLDED}, {"DynamicQuantizeLinear", Q_FOLDED},       \
+        {"MatMulInteger", Q_FOLDED}, {"ConvInteger", Q_FOLDED}, {"QLinearMatMul", Q_FOLDED}, {"QLinearConv", Q_FOLDED}
 static const expected_skip cpu_skips[] = {
     {"Gemm/transA", "the LLVM backend has no Gemm with transA=1"},
     FOLDED_ONLY,
@@ -922,7 +991,7 @@ static const expected_skip cuda_skips[] = {
     {NULL, NULL},
 };
 /* Rows of `rows` that check the interpreter against a formula (.ref or .formula). */
-#define FORMULA_ROWS 85
+#define FORMULA_ROWS 90
 
 /* The rows without a formula, checked against the interpreter alone, with
  * why: committed like the skip lists (a row without a formula that is not
@@ -949,6 +1018,10 @@ static const expected_skip interp_only[] = {
     {"Resize/axes", "interpolates along two axes; its interpreter op is checked against ONNX's reference on the "
                     "fixtures of tests/data/resize (test_interp)"},
     {"Size", "an element count computed from the shape alone; its interpreter op is checked by ONNX's node tests"},
+#define QUANT "quantized ONNX; its interpreter op is checked by ONNX's node tests and test_interp's hand-worked cases"
+    {"QuantizeLinear", QUANT},        {"QuantizeLinear/axis", QUANT}, {"DequantizeLinear", QUANT},
+    {"DynamicQuantizeLinear", QUANT}, {"MatMulInteger", QUANT},       {"ConvInteger", QUANT},
+    {"QLinearMatMul", QUANT},         {"QLinearConv", QUANT},
     {NULL, NULL},
 };
 
@@ -1159,7 +1232,7 @@ static void test_every_row_on_every_backend(void **state)
         for (int r = 0; r < NROWS; r++) {
             for (int k = 0; k < MAXIN; k++)
                 ir_tensor_free(&inputs[b][r][k]);
-            for (int k = 0; k < 2; k++)
+            for (int k = 0; k < 3; k++)
                 ir_tensor_free(&refs[b][r][k]);
         }
     for (int r = 0; r < NROWS; r++)

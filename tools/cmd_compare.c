@@ -403,7 +403,7 @@ int cmd_compare(int argc, char **argv)
     }
     char ref_what[96] = "interpreter";
     if (o.reference && strcmp(o.reference, "onnxruntime") == 0) {
-        char version[32];
+        char version[64];
         if ((status = cmp_reference_ort(&o, g, inputs, ref, version, sizeof version)) != VITC_OK)
             goto done;
         snprintf(ref_what, sizeof ref_what, "onnxruntime %s", version);

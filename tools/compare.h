@@ -81,7 +81,10 @@ int cmp_run_so(const cmp_opts *o, vitc_model *m, const ir_graph *g, const ir_ten
 
 /* --reference onnxruntime: runs o->onnx in ONNX Runtime through Python
  * ($VITC_PYTHON, else python3) on inputs (g's order); ref[g->noutputs] get its
- * outputs and version its version.  Returns an exit code, the error printed. */
+ * outputs and version its version.  A quantized model (QuantizeLinear and
+ * the rest) runs with ONNX Runtime's graph optimizations off, for they fuse
+ * its Q/DQ pairs into int8 kernels that round otherwise than ONNX's ops;
+ * version then says so.  Returns an exit code, the error printed. */
 int cmp_reference_ort(cmp_opts *o, const ir_graph *g, const ir_tensor *inputs, ir_tensor *ref, char *version,
                       size_t vlen);
 

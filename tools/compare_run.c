@@ -124,9 +124,11 @@ int cmp_run_so(const cmp_opts *o, vitc_model *m, const ir_graph *g, const ir_ten
     return status;
 }
 
-/* The program --reference onnxruntime runs: MODEL DIR NIN INPUT_NAMES...
- * OUTPUT_NAMES...; inputs are DIR/in<i>.npy, outputs go to DIR/out<i>.npy
- * and the ONNX Runtime version to DIR/version.  Exit 3: not importable. */
+/* The program --reference onnxruntime runs: MODEL DIR PLAIN NIN
+ * INPUT_NAMES... OUTPUT_NAMES...; inputs are DIR/in<i>.npy, outputs go to
+ * DIR/out<i>.npy and the ONNX Runtime version to DIR/version.  PLAIN 1:
+ * graph optimizations off (ORT_DISABLE_ALL), each node run as ONNX defines
+ * it.  Exit 3: not importable. */
 static const char ort_program[] =
     "import sys\n"
     "try:\n"
@@ -135,10 +137,12 @@ static const char ort_program[] =
     "    sys.stderr.write('vitc: --reference onnxruntime: %s cannot import onnxruntime: %s (set VITC_PYTHON to a '\n"
     "                     'python with onnxruntime and numpy)\\n' % (sys.executable, e))\n"
     "    sys.exit(3)\n"
-    "model, d, nin = sys.argv[1], sys.argv[2], int(sys.argv[3])\n"
-    "names, outs = sys.argv[4:4 + nin], sys.argv[4 + nin:]\n"
+    "model, d, plain, nin = sys.argv[1], sys.argv[2], sys.argv[3] == '1', int(sys.argv[4])\n"
+    "names, outs = sys.argv[5:5 + nin], sys.argv[5 + nin:]\n"
     "so = ort.SessionOptions()\n"
     "so.log_severity_level = 3\n"
+    "if plain:\n"
+    "    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL\n"
     "s = ort.InferenceSession(model, so, providers=['CPUExecutionProvider'])\n"
     "feed = {n: np.load('%s/in%d.npy' % (d, i)) for i, n in enumerate(names)}\n"
     "for i, r in enumerate(s.run(outs, feed)):\n"
@@ -152,6 +156,17 @@ static const char *ort_file(char *path, size_t n, const char *dir, const char *s
     snprintf(path, n, "%s/%s%d.npy", dir, stem, i);
     vitc_diag_init(d, path);
     return path;
+}
+
+/* 1 if g holds quantized ONNX: ONNX Runtime's optimizer fuses its
+ * QuantizeLinear/DequantizeLinear pairs into int8 kernels that round
+ * otherwise than those ops, so the reference runs it unoptimized. */
+static int quantized(const ir_graph *g)
+{
+    for (int i = 0; i < g->nnodes; i++)
+        if (ir_op_family_of(g->nodes[i].op) == IR_FAM_QUANT || g->nodes[i].op == IR_OP_FAKE_QUANT)
+            return 1;
+    return 0;
 }
 
 int cmp_reference_ort(cmp_opts *o, const ir_graph *g, const ir_tensor *inputs, ir_tensor *ref, char *version,
@@ -170,7 +185,7 @@ int cmp_reference_ort(cmp_opts *o, const ir_graph *g, const ir_tensor *inputs, i
         if ((st = ir_npy_write(ort_file(path, sizeof path, dir, "in", i, &d), &inputs[i], &d)) != VITC_OK)
             return st;
     const char *py = cg_knobs_read().python;
-    int n = 0, argc = 6 + g->ninputs + g->noutputs;
+    int n = 0, argc = 7 + g->ninputs + g->noutputs, plain = quantized(g);
     char nin[16];
     snprintf(nin, sizeof nin, "%d", g->ninputs);
     char **argv = calloc((size_t)argc + 1, sizeof *argv);
@@ -181,6 +196,7 @@ int cmp_reference_ort(cmp_opts *o, const ir_graph *g, const ir_tensor *inputs, i
     argv[n++] = (char *)ort_program;
     argv[n++] = (char *)o->onnx;
     argv[n++] = dir;
+    argv[n++] = (char *)(plain ? "1" : "0");
     argv[n++] = nin;
     for (int i = 0; i < g->ninputs; i++)
         argv[n++] = (char *)g->values[g->inputs[i]].name;
@@ -212,6 +228,8 @@ int cmp_reference_ort(cmp_opts *o, const ir_graph *g, const ir_tensor *inputs, i
     if (f) {
         if (!fgets(version, (int)vlen, f))
             version[0] = 0;
+        if (plain) /* the model is quantized: say how the reference ran it */
+            snprintf(version + strlen(version), vlen - strlen(version), " (graph optimizations off)");
         fclose(f);
     }
     return VITC_OK;

@@ -25,7 +25,7 @@
 #include <string.h>
 #include <time.h>
 
-typedef enum { K_VIEW, K_DATA, K_ELEM, K_NORM, K_LINEAR, K_ATTN, K_MISC, K_NONE } op_kind;
+typedef enum { K_VIEW, K_DATA, K_ELEM, K_NORM, K_LINEAR, K_ATTN, K_MISC, K_QUANT, K_NONE } op_kind;
 
 /* Which of the backend's files makes node n: by the op table's family. */
 static op_kind kind_of(const ir_graph *g, const ir_node *n)
@@ -43,6 +43,7 @@ static op_kind kind_of(const ir_graph *g, const ir_node *n)
         if (n->op == IR_OP_MATMUL || n->op == IR_OP_GEMM) /* a GEMM with a constant weight, else cu_misc.c */
             return cu_linear_supports(g, n, why, sizeof why) ? K_LINEAR : K_MISC;
         return n->op == IR_OP_CONV ? K_MISC : K_NONE; /* Einsum: none */
+    case IR_FAM_QUANT: return K_QUANT;
     case IR_FAM_SHAPE: break;
     }
     return K_NONE;
@@ -50,6 +51,8 @@ static op_kind kind_of(const ir_graph *g, const ir_node *n)
 
 static int cuda_supports(const ir_graph *g, const ir_node *n, char *why, size_t len)
 {
+    if (kind_of(g, n) == K_QUANT) /* before its integer outputs are named as the reason */
+        return !cg_refuse_folded_only(n, "CUDA", why, len);
     for (int k = 0; k < n->noutputs; k++) {
         int v = n->outputs[k];
         if (v < 0)
@@ -81,6 +84,7 @@ static int cuda_supports(const ir_graph *g, const ir_node *n, char *why, size_t 
     case K_LINEAR: return cu_linear_supports(g, n, why, len);
     case K_ATTN: return cu_attention_supports(g, n, why, len);
     case K_MISC: return cu_misc_supports(g, n, why, len);
+    case K_QUANT: return !cg_refuse_folded_only(n, "CUDA", why, len);
     case K_NONE: break;
     }
     if (n->op == IR_OP_SHAPE || n->op == IR_OP_SIZE || n->op == IR_OP_CONSTANT_OF_SHAPE || n->op == IR_OP_RANGE ||
@@ -104,6 +108,7 @@ static int cuda_emit_node(cg_ctx_head *h, int i)
     case K_LINEAR: return cu_emit_linear(c, i);
     case K_ATTN: return cu_emit_attention(c, i);
     case K_MISC: return cu_emit_misc(c, i);
+    case K_QUANT: /* refused by cuda_supports */
     case K_NONE: break;
     }
     return cu_fail(c, VITC_INTERNAL, i, "has no CUDA code generator");

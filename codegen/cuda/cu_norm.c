@@ -103,7 +103,7 @@ int cu_norm_supports(const ir_graph *g, const ir_node *n, char *why, size_t len)
         }
         return 1;
     }
-    case IR_OP_REDUCE_MEAN: case IR_OP_REDUCE_SUM: case IR_OP_REDUCE_MAX: {
+    case IR_OP_REDUCE_MEAN: case IR_OP_REDUCE_SUM: case IR_OP_REDUCE_MAX: case IR_OP_REDUCE_MIN: {
         int red[IR_MAX_RANK];
         if (!reduce_axes(g, n, red)) {
             snprintf(why, len, "%s needs constant axes in range", ir_op_name(n->op));
@@ -228,7 +228,7 @@ static int emit_reduce(cu_ctx *c, int node)
         }
     }
     const char *tx = cu_ctype(cu_sdt(c, n->inputs[0])), *ty = cu_ctype(cu_sdt(c, out));
-    const char *init = n->op == IR_OP_REDUCE_MAX ? "-vk_inf()" : "0.0f";
+    const char *init = n->op == IR_OP_REDUCE_MAX ? "-vk_inf()" : n->op == IR_OP_REDUCE_MIN ? "vk_inf()" : "0.0f";
     char e[160];
     cu_str t = {0};
     cu_str_add(&t, "VK_KERNEL(@, %d, vk_reduce_params)\n{\n    const vk_i64 B = p.batch;\n    (void)B;\n", RED_THREADS);
@@ -259,6 +259,8 @@ static int emit_reduce(cu_ctx *c, int node)
     }
     if (n->op == IR_OP_REDUCE_MAX)
         cu_str_add(&t, "            acc = fmaxf(acc, vk_get(x + o));\n        }\n");
+    else if (n->op == IR_OP_REDUCE_MIN)
+        cu_str_add(&t, "            acc = fminf(acc, vk_get(x + o));\n        }\n");
     else
         cu_str_add(&t, "            acc += vk_get(x + o);\n        }\n");
     if (n->op == IR_OP_REDUCE_MEAN)

@@ -384,7 +384,7 @@ static int emit_reduce(cg_ctx *cg, int node)
     LLVMTypeRef f = cg->t_f32;
     LLVMValueRef vin = cg->fn_ptr[0], vout = cg->fn_ptr[1];
     LLVMValueRef acc = cg_alloca(cg, f, "acc");
-    int is_max = n->op == IR_OP_REDUCE_MAX;
+    int is_max = n->op == IR_OP_REDUCE_MAX, is_min = n->op == IR_OP_REDUCE_MIN;
     cg_loop lt;
     cg_loop_begin(cg, b, &lt, LLVMGetParam(fn, 1), LLVMGetParam(fn, 2));
     LLVMValueRef rem = lt.iv, off = cg_i64(cg, 0);
@@ -397,7 +397,7 @@ static int emit_reduce(cg_ctx *cg, int node)
         }
         off = LLVMBuildAdd(b, off, LLVMBuildMul(b, idx, cg_poly_value(cg, b, cg->fn_batch, ks[i]), ""), "");
     }
-    LLVMBuildStore(b, LLVMConstReal(f, is_max ? -__builtin_inf() : 0), acc);
+    LLVMBuildStore(b, LLVMConstReal(f, is_max ? -__builtin_inf() : is_min ? __builtin_inf() : 0), acc);
     cg_loop loops[IR_MAX_RANK];
     LLVMValueRef p = cg_gep(cg, b, f, vin, off);
     for (int i = 0; i < nr; i++) {
@@ -405,9 +405,9 @@ static int emit_reduce(cg_ctx *cg, int node)
         p = cg_gep(cg, b, f, p, LLVMBuildMul(b, loops[i].iv, cg_poly_value(cg, b, cg->fn_batch, rs[i]), ""));
     }
     LLVMValueRef v = LLVMBuildLoad2(b, f, p, ""), a = LLVMBuildLoad2(b, f, acc, "");
-    if (is_max) {
+    if (is_max || is_min) {
         LLVMValueRef args[2] = {a, v};
-        LLVMBuildStore(b, cg_intrinsic(cg, b, "llvm.maximum", f, args, 2), acc);
+        LLVMBuildStore(b, cg_intrinsic(cg, b, is_max ? "llvm.maximum" : "llvm.minimum", f, args, 2), acc);
     } else {
         LLVMBuildStore(b, cg_fadd_reassoc(b, a, v), acc);
     }

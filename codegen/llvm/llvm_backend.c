@@ -24,6 +24,8 @@
 
 static int llvm_supports(const ir_graph *g, const ir_node *n, char *why, size_t len)
 {
+    if (ir_op_family_of(n->op) == IR_FAM_QUANT)
+        return !cg_refuse_folded_only(n, "CPU", why, len);
     for (int k = 0; k < n->noutputs; k++) {
         int v = n->outputs[k];
         if (v < 0)
@@ -56,6 +58,7 @@ static int llvm_supports(const ir_graph *g, const ir_node *n, char *why, size_t 
     case IR_FAM_NORM: return cg_norm_supports(g, n, why, len);
     case IR_FAM_MATMUL: return cg_matmul_supports(g, n, why, len);
     case IR_FAM_ATTENTION: return cg_attention_supports(g, n, why, len);
+    case IR_FAM_QUANT: break; /* refused above */
     case IR_FAM_SHAPE: break;
     }
     if (n->op == IR_OP_SHAPE || n->op == IR_OP_SIZE || n->op == IR_OP_CONSTANT_OF_SHAPE || n->op == IR_OP_RANGE)
@@ -76,6 +79,7 @@ static int emit_node_code(cg_ctx *cg, int i)
     case IR_FAM_NORM: return cg_emit_norm(cg, i);
     case IR_FAM_MATMUL: return cg_emit_matmul(cg, i);
     case IR_FAM_ATTENTION: return cg_emit_attention(cg, i);
+    case IR_FAM_QUANT: /* refused by llvm_supports */
     case IR_FAM_SHAPE: break;
     }
     return cg_fail(cg, VITC_INTERNAL, i, "has no code generator");

@@ -1,0 +1,399 @@
+/* quant.c: lower-quant, quantized ONNX as f32 ops that compute it exactly.
+ *
+ * The correctness path for quantized models on the backends, not the fast
+ * one (int8 kernels come later): after fold, where every DequantizeLinear of
+ * a constant weight has become an f32 constant, what is left on computed
+ * tensors becomes ops the backends run, giving the numbers ONNX defines:
+ *
+ *   DequantizeLinear(QuantizeLinear(x, s, z), s, z)   (a QDQ pair: one scale
+ *       and zero point, per tensor or per axis) -> FakeQuant(x, s, z), one
+ *       element-wise op (ops.def);
+ *   DynamicQuantizeLinear(x) -> its function body in f32: ReduceMin and
+ *       ReduceMax of x, the scale (1 where the range is 0, as ONNX Runtime),
+ *       the zero point, round(x / scale) + zero point clamped to [0, 255],
+ *       then Cast to u8 for the outputs (their f32 values are kept for the
+ *       contractions below, which read them without the Casts);
+ *   MatMulInteger(A, B, a_zp, b_zp) and ConvInteger(x, w, x_zp, w_zp), B and
+ *       w constants and A's zero point one number -> MatMul / Conv in f32 of
+ *       (A - a_zp) and the constant B - b_zp, then Cast to i32.  That is
+ *       exact: the operands are whole numbers, and every partial sum, in
+ *       whatever order a kernel adds, is bounded by max |A - a_zp| times the
+ *       largest sum of |B - b_zp| over a column, checked to be at most 2^24,
+ *       where f32 holds every whole number.  Where it is not, B - b_zp is
+ *       split as 16 Bh + Bl (Bl in [0, 15]), each product exact in f32, and
+ *       the two are combined in i32; where even that bound fails, the node
+ *       is left as it is (the backends refuse it, naming it).  A Cast of the
+ *       result back to f32 reads the f32 product directly.
+ *
+ * QLinearMatMul, QLinearConv, per-row zero points of A, blocked
+ * quantization, and a QuantizeLinear or DequantizeLinear on its own are left
+ * as they are. */
+#include "passes/rewrite.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define EXACT_F32 16777216.0 /* 2^24: every whole number up to it is an f32 */
+
+/* Appends op(in...) -> a new value of dtype dt (named after base); the value, or -1. */
+static int add1(ir_graph *g, ir_op op, const char *base, const char *suffix, ir_dtype dt, int nin, const int *in,
+                int nattrs, const ir_attr *at)
+{
+    int v = rw_new_value(g, base, suffix, dt);
+    if (v < 0)
+        return -1;
+    const char *name = g->values[v].name;
+    return rw_add_node(g, op, name, "lower-quant", nin, in, v, nattrs, at) < 0 ? -1 : v;
+}
+
+static int scalar_f32(ir_graph *g, const char *base, const char *suffix, float x)
+{
+    return rw_const_f32(g, base, suffix, 0, NULL, &x);
+}
+
+static int cast_to(ir_graph *g, int v, ir_dtype dt, const char *base, const char *suffix)
+{
+    ir_attr to = rw_attr_int(IR_ATTR_TO, ir_dtype_onnx_code(dt));
+    return add1(g, IR_OP_CAST, base, suffix, dt, 1, &v, 1, &to);
+}
+
+/* The range of a quantized integer type; 0 for others. */
+static int qrange(ir_dtype t, double *lo, double *hi)
+{
+    switch (t) {
+    case IR_U8: *lo = 0, *hi = 255; return 1;
+    case IR_I8: *lo = -128, *hi = 127; return 1;
+    case IR_U16: *lo = 0, *hi = 65535; return 1;
+    case IR_I16: *lo = -32768, *hi = 32767; return 1;
+    default: return 0;
+    }
+}
+
+/* ---- QDQ pairs -> FakeQuant ---- */
+
+/* The values of a constant parameter (scale or zero point; -1: absent, read
+ * as `count` zeros) as doubles, with their count; NULL when it is not a constant. */
+static double *param_values(const ir_graph *g, int v, int64_t count, int64_t *n)
+{
+    if (v < 0) {
+        *n = count;
+        return calloc((size_t)count, sizeof(double));
+    }
+    return rw_const_f64(g, v, n);
+}
+
+static int same_values(const double *a, const double *b, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        if (!(a[i] == b[i]))
+            return 0;
+    return 1;
+}
+
+/* DequantizeLinear node di reading a QuantizeLinear with the same scale and
+ * zero point -> FakeQuant in its place.  1 if rewritten, 0 if not, -1 out of memory. */
+static int lower_qdq(ir_graph *g, int di)
+{
+    const ir_node *dq = &g->nodes[di];
+    const ir_node *q = rw_def(g, dq->inputs[0], IR_OP_QUANTIZE_LINEAR);
+    if (!q || g->values[q->inputs[0]].dtype != IR_F32 || g->values[dq->outputs[0]].dtype != IR_F32)
+        return 0;
+    if (ir_attr_int(q, IR_ATTR_BLOCK_SIZE, 0) || ir_attr_int(dq, IR_ATTR_BLOCK_SIZE, 0) ||
+        (ir_attr_int(q, IR_ATTR_PRECISION, 0) && ir_attr_int(q, IR_ATTR_PRECISION, 0) != 1))
+        return 0;
+    double lo, hi;
+    if (!qrange(g->values[q->outputs[0]].dtype, &lo, &hi))
+        return 0;
+    const ir_value *x = &g->values[q->inputs[0]];
+    int64_t ns, nz, ns2, nz2;
+    int64_t count = rw_numel(&g->values[q->inputs[1]]);
+    if (count < 1)
+        return 0;
+    double *s = param_values(g, q->inputs[1], 1, &ns), *z = param_values(g, ir_input(q, 2), count, &nz);
+    double *s2 = param_values(g, dq->inputs[1], 1, &ns2), *z2 = param_values(g, ir_input(dq, 2), count, &nz2);
+    int ok = s && z && s2 && z2 && ns == ns2 && nz == nz2 && nz == ns && same_values(s, s2, ns) &&
+             same_values(z, z2, nz) && g->values[q->inputs[1]].dtype == IR_F32 &&
+             g->values[dq->inputs[1]].dtype == IR_F32;
+    int axis = -1;
+    if (ok && ns > 1) { /* per axis: the same axis in both */
+        axis = rw_axis(ir_attr_int(q, IR_ATTR_AXIS, 1), x->rank);
+        ok = axis >= 0 && axis == rw_axis(ir_attr_int(dq, IR_ATTR_AXIS, 1), x->rank) &&
+             x->dims[axis].e == 0 && x->dims[axis].k == ns;
+    }
+    int rank = 0, st = 0;
+    int64_t dims[IR_MAX_RANK];
+    float *sf = ok ? malloc((size_t)ns * sizeof *sf) : NULL, *zf = ok ? malloc((size_t)ns * sizeof *zf) : NULL;
+    if (ok && (!sf || !zf))
+        st = -1;
+    if (ok && !st) {
+        for (int64_t i = 0; i < ns; i++)
+            sf[i] = (float)s[i], zf[i] = (float)z[i];
+        if (axis >= 0) { /* [C, 1, ...]: broadcasts along `axis` */
+            rank = x->rank - axis;
+            dims[0] = ns;
+            for (int i = 1; i < rank; i++)
+                dims[i] = 1;
+        }
+        const char *base = g->values[dq->outputs[0]].name;
+        int sv = rw_const_f32(g, base, "_scale", rank, dims, sf), zv = rw_const_f32(g, base, "_zero_point", rank, dims, zf);
+        dq = &g->nodes[di];
+        q = rw_producer(g, dq->inputs[0]);
+        ir_attr at[2] = {rw_attr_float(IR_ATTR_QMIN, (float)lo), rw_attr_float(IR_ATTR_QMAX, (float)hi)};
+        int in[3] = {q->inputs[0], sv, zv}, out = dq->outputs[0];
+        st = sv < 0 || zv < 0 || rw_set_node(g, di, IR_OP_FAKE_QUANT, dq->name, "lower-quant", 3, in, 1, &out, 2, at)
+                 ? -1
+                 : 1;
+    }
+    free(s), free(z), free(s2), free(z2), free(sf), free(zf);
+    return st;
+}
+
+/* ---- DynamicQuantizeLinear -> f32 ops ---- */
+
+/* The f32 values behind the u8 outputs of the DynamicQuantizeLinear nodes
+ * lowered so far: shadow[v] for value v, or -1. */
+typedef struct {
+    int *shadow;
+    int n;
+} shadows;
+
+static int shadow_of(const shadows *sh, int v) { return v >= 0 && v < sh->n ? sh->shadow[v] : -1; }
+
+/* DynamicQuantizeLinear node ni -> its function body; 1 if rewritten, -1 out of memory. */
+static int lower_dynamic_quantize(ir_graph *g, int ni, shadows *sh)
+{
+    const ir_node *n = &g->nodes[ni];
+    int x = n->inputs[0], y = n->outputs[0], ys = n->noutputs > 1 ? n->outputs[1] : -1;
+    int yz = n->noutputs > 2 ? n->outputs[2] : -1;
+    if (g->values[x].dtype != IR_F32)
+        return 0;
+    const char *base = g->values[x].name;
+    const char *name = n->name;
+    ir_attr keep0 = rw_attr_int(IR_ATTR_KEEPDIMS, 0);
+    int zero = scalar_f32(g, base, "_0", 0), one = scalar_f32(g, base, "_1", 1), q255 = scalar_f32(g, base, "_255", 255);
+    if (zero < 0 || one < 0 || q255 < 0)
+        return -1;
+    int mn = add1(g, IR_OP_REDUCE_MIN, base, "_min", IR_F32, 1, &x, 1, &keep0);
+    int mx = add1(g, IR_OP_REDUCE_MAX, base, "_max", IR_F32, 1, &x, 1, &keep0);
+    int lo = mn < 0 ? -1 : add1(g, IR_OP_MIN, base, "_min0", IR_F32, 2, (int[]){mn, zero}, 0, NULL);
+    int hi = mx < 0 ? -1 : add1(g, IR_OP_MAX, base, "_max0", IR_F32, 2, (int[]){mx, zero}, 0, NULL);
+    int range = lo < 0 || hi < 0 ? -1 : add1(g, IR_OP_SUB, base, "_range", IR_F32, 2, (int[]){hi, lo}, 0, NULL);
+    int flat = range < 0 ? -1 : add1(g, IR_OP_EQUAL, base, "_flat", IR_BOOL, 2, (int[]){range, zero}, 0, NULL);
+    int step = range < 0 ? -1 : add1(g, IR_OP_DIV, base, "_step", IR_F32, 2, (int[]){range, q255}, 0, NULL);
+    /* the scale: into the node's own output where it has one */
+    int scale = ys >= 0 ? ys : rw_new_value(g, base, "_scale", IR_F32);
+    if (flat < 0 || step < 0 || scale < 0 ||
+        rw_add_node(g, IR_OP_WHERE, g->values[scale].name, "lower-quant", 3, (int[]){flat, one, step}, scale, 0, NULL) < 0)
+        return -1;
+    int t = add1(g, IR_OP_DIV, base, "_min_scaled", IR_F32, 2, (int[]){lo, scale}, 0, NULL);
+    int zp0 = t < 0 ? -1 : add1(g, IR_OP_NEG, base, "_zp_unclipped", IR_F32, 1, &t, 0, NULL);
+    int zpc = zp0 < 0 ? -1 : add1(g, IR_OP_CLIP, base, "_zp_clipped", IR_F32, 3, (int[]){zp0, zero, q255}, 0, NULL);
+    int zpf = zpc < 0 ? -1 : add1(g, IR_OP_ROUND, base, "_zp_f32", IR_F32, 1, &zpc, 0, NULL);
+    int xs = zpf < 0 ? -1 : add1(g, IR_OP_DIV, base, "_scaled", IR_F32, 2, (int[]){x, scale}, 0, NULL);
+    int xr = xs < 0 ? -1 : add1(g, IR_OP_ROUND, base, "_rounded", IR_F32, 1, &xs, 0, NULL);
+    int xz = xr < 0 ? -1 : add1(g, IR_OP_ADD, base, "_shifted", IR_F32, 2, (int[]){xr, zpf}, 0, NULL);
+    int qf = xz < 0 ? -1 : add1(g, IR_OP_CLIP, base, "_quantized_f32", IR_F32, 3, (int[]){xz, zero, q255}, 0, NULL);
+    if (qf < 0)
+        return -1;
+    if (yz >= 0) {
+        ir_attr to = rw_attr_int(IR_ATTR_TO, ir_dtype_onnx_code(IR_U8));
+        if (rw_add_node(g, IR_OP_CAST, g->values[yz].name, "lower-quant", 1, &zpf, yz, 1, &to) < 0)
+            return -1;
+    }
+    /* y: the node itself, now a Cast */
+    ir_attr to = rw_attr_int(IR_ATTR_TO, ir_dtype_onnx_code(IR_U8));
+    if (rw_set_node(g, ni, IR_OP_CAST, name, "lower-quant", 1, &qf, 1, &y, 1, &to))
+        return -1;
+    if (y < sh->n)
+        sh->shadow[y] = qf;
+    if (yz >= 0 && yz < sh->n)
+        sh->shadow[yz] = zpf;
+    return 1;
+}
+
+/* ---- MatMulInteger, ConvInteger -> f32 contractions ---- */
+
+/* The constant weight of contraction n (input wi, its zero point zi)
+ * centred: w - w_zp as doubles, w's rows (MatMul: K of N columns; Conv: M
+ * output channels of `per` elements each) in *rows / *per, and the largest
+ * sum of |w - w_zp| over what one output element reads in *l1.  NULL when
+ * the weight or its zero point is no constant of that form. */
+static double *centred_weight(const ir_graph *g, const ir_node *n, int wi, int zi, int conv, int64_t *count,
+                              double *l1)
+{
+    int w = ir_input(n, wi), z = ir_input(n, zi);
+    const ir_value *wv = &g->values[w];
+    if (!rw_is_const(g, w) || (conv ? wv->rank < 3 : wv->rank != 2) || (z >= 0 && !rw_is_const(g, z)))
+        return NULL;
+    int64_t nw, nz = 1;
+    double *c = rw_const_f64(g, w, &nw), *zp = z >= 0 ? rw_const_f64(g, z, &nz) : NULL;
+    int64_t outs = conv ? wv->dims[0].k : wv->dims[1].k; /* output channels, columns */
+    if (!c || (z >= 0 && !zp) || (nz != 1 && nz != outs) || outs < 1) {
+        free(c), free(zp);
+        return NULL;
+    }
+    int64_t per = nw / outs;
+    double *sum = calloc((size_t)outs, sizeof *sum);
+    if (!sum) {
+        free(c), free(zp);
+        return NULL;
+    }
+    for (int64_t i = 0; i < nw; i++) {
+        int64_t o = conv ? i / per : i % outs; /* the output element w[i] contributes to */
+        c[i] -= zp ? zp[nz == 1 ? 0 : o] : 0;
+        sum[o] += fabs(c[i]);
+    }
+    *l1 = 0;
+    for (int64_t o = 0; o < outs; o++)
+        *l1 = sum[o] > *l1 ? sum[o] : *l1;
+    *count = nw;
+    free(sum), free(zp);
+    return c;
+}
+
+/* The largest |a - a_zp| of an operand of dtype t, a_zp the constant zv (-1:
+ * 0) or computed (any value of t). */
+static double operand_bound(const ir_graph *g, ir_dtype t, int zv)
+{
+    double lo, hi, z;
+    qrange(t, &lo, &hi);
+    if (zv >= 0 && !rw_scalar(g, zv, &z))
+        return hi - lo; /* computed: it is some value of t */
+    z = zv >= 0 ? z : 0;
+    return fmax(fabs(lo - z), fabs(hi - z));
+}
+
+/* The contraction (MatMul or Conv, with node ni's attributes) of value a by
+ * the constant weight wc (count values, shaped as ni's weight input wi). */
+static int contract(ir_graph *g, int ni, int wi, int a, const double *wc, int64_t count, const char *suffix)
+{
+    const ir_node *n = &g->nodes[ni];
+    const ir_value *wv = &g->values[n->inputs[wi]];
+    int64_t dims[IR_MAX_RANK];
+    float *f = malloc((size_t)(count ? count : 1) * sizeof *f);
+    if (!f)
+        return -1;
+    for (int64_t i = 0; i < count; i++)
+        f[i] = (float)wc[i];
+    rw_static_dims(wv, dims);
+    const char *base = g->values[n->outputs[0]].name;
+    int w = rw_const_f32(g, base, suffix, wv->rank, dims, f);
+    free(f);
+    if (w < 0)
+        return -1;
+    n = &g->nodes[ni]; /* the attributes, copied by the node added */
+    int conv = n->op == IR_OP_CONV_INTEGER;
+    return add1(g, conv ? IR_OP_CONV : IR_OP_MATMUL, base, suffix, IR_F32, 2, (int[]){a, w}, conv ? n->nattrs : 0,
+                conv ? n->attrs : NULL);
+}
+
+/* MatMulInteger or ConvInteger node ni -> f32 contractions; 1 if rewritten,
+ * 0 if left, -1 out of memory. */
+static int lower_int_contraction(ir_graph *g, int ni, const shadows *sh)
+{
+    const ir_node *n = &g->nodes[ni];
+    int conv = n->op == IR_OP_CONV_INTEGER;
+    int a = n->inputs[0], az = ir_input(n, 2), out = n->outputs[0];
+    ir_dtype at = g->values[a].dtype;
+    double lo, hi;
+    if (!qrange(at, &lo, &hi) || (az >= 0 && rw_numel(&g->values[az]) != 1) || g->values[out].dtype != IR_I32)
+        return 0;
+    int64_t count;
+    double l1, *wc = centred_weight(g, n, 1, 3, conv, &count, &l1);
+    if (!wc)
+        return 0;
+    double bound = operand_bound(g, at, az);
+    int split = !(bound * l1 <= EXACT_F32);
+    double *wh = NULL, l1h = 0, l1l = 0;
+    if (split) { /* wc = 16 wh + wl, wl in [0, 15] */
+        int64_t outs = conv ? g->values[n->inputs[1]].dims[0].k : g->values[n->inputs[1]].dims[1].k, per = count / outs;
+        double *sh1 = calloc((size_t)outs, sizeof *sh1), *sl1 = calloc((size_t)outs, sizeof *sl1);
+        wh = malloc((size_t)(count ? count : 1) * sizeof *wh);
+        if (!sh1 || !sl1 || !wh) {
+            free(sh1), free(sl1), free(wh), free(wc);
+            return -1;
+        }
+        for (int64_t i = 0; i < count; i++) {
+            int64_t o = conv ? i / per : i % outs;
+            wh[i] = floor(wc[i] / 16);
+            wc[i] -= 16 * wh[i];
+            sh1[o] += fabs(wh[i]);
+            sl1[o] += wc[i];
+        }
+        for (int64_t o = 0; o < outs; o++)
+            l1h = fmax(l1h, sh1[o]), l1l = fmax(l1l, sl1[o]);
+        free(sh1), free(sl1);
+        if (!(bound * l1h <= EXACT_F32 && bound * l1l <= EXACT_F32)) {
+            free(wh), free(wc);
+            return 0; /* not exact in f32 even split: the backends refuse the node */
+        }
+    }
+    const char *base = g->values[out].name;
+    /* A - a_zp in f32, from the f32 values DynamicQuantizeLinear's lowering kept where it made A */
+    int af = shadow_of(sh, a) >= 0 ? shadow_of(sh, a) : cast_to(g, a, IR_F32, base, "_a_f32");
+    int zf = az < 0 ? -1 : shadow_of(sh, az) >= 0 ? shadow_of(sh, az) : cast_to(g, az, IR_F32, base, "_a_zp_f32");
+    int ac = af < 0 || (az >= 0 && zf < 0) ? -1
+             : az < 0                      ? af
+                                           : add1(g, IR_OP_SUB, base, "_a_centred", IR_F32, 2, (int[]){af, zf}, 0, NULL);
+    int st = ac < 0 ? -1 : 1;
+    if (st > 0 && !split) {
+        int c = contract(g, ni, 1, ac, wc, count, "_f32");
+        ir_attr to = rw_attr_int(IR_ATTR_TO, ir_dtype_onnx_code(IR_I32));
+        n = &g->nodes[ni];
+        if (c < 0 || rw_set_node(g, ni, IR_OP_CAST, n->name, "lower-quant", 1, &c, 1, &out, 1, &to))
+            st = -1;
+        /* a Cast of the i32 result back to f32 reads the f32 product: the same number */
+        const ir_node *users[64];
+        int nu = st > 0 ? rw_users(g, out, users, 64) : 0;
+        int casts[64], nc = 0;
+        for (int k = 0; k < nu && k < 64; k++)
+            if (users[k]->op == IR_OP_CAST && ir_attr_int(users[k], IR_ATTR_TO, -1) == ir_dtype_onnx_code(IR_F32))
+                casts[nc++] = users[k]->outputs[0];
+        for (int k = 0; k < nc; k++)
+            rw_replace_uses(g, casts[k], c);
+    } else if (st > 0) {
+        int ch = contract(g, ni, 1, ac, wh, count, "_f32_high");
+        int cl = ch < 0 ? -1 : contract(g, ni, 1, ac, wc, count, "_f32_low");
+        int ih = cl < 0 ? -1 : cast_to(g, ch, IR_I32, base, "_high");
+        int il = ih < 0 ? -1 : cast_to(g, cl, IR_I32, base, "_low");
+        int32_t sixteen = 16;
+        int k16 = il < 0 ? -1 : rw_const_raw(g, base, "_16", IR_I32, 0, NULL, &sixteen, sizeof sixteen);
+        int hs = k16 < 0 ? -1 : add1(g, IR_OP_MUL, base, "_high_x16", IR_I32, 2, (int[]){ih, k16}, 0, NULL);
+        n = &g->nodes[ni];
+        if (hs < 0 || rw_set_node(g, ni, IR_OP_ADD, n->name, "lower-quant", 2, (int[]){hs, il}, 1, &out, 0, NULL))
+            st = -1;
+    }
+    free(wh), free(wc);
+    return st;
+}
+
+int pass_lower_quant(ir_graph *g, vitc_diag *d)
+{
+    int nn = g->nnodes, changed = 0, st = 0;
+    for (int i = 0; i < nn && !changed; i++)
+        changed = ir_op_family_of(g->nodes[i].op) == IR_FAM_QUANT;
+    if (!changed)
+        return VITC_OK;
+    changed = 0;
+    shadows sh = {.n = g->nvalues, .shadow = malloc(sizeof(int) * ((size_t)g->nvalues + 1))};
+    if (!sh.shadow)
+        return vitc_error(d, VITC_INTERNAL, NULL, "out of memory");
+    for (int v = 0; v < sh.n; v++)
+        sh.shadow[v] = -1;
+    /* producers first: DynamicQuantizeLinear, then what reads it, then the QDQ pairs */
+    for (int i = 0; i < nn && st >= 0; i++)
+        if (g->nodes[i].op == IR_OP_DYNAMIC_QUANTIZE_LINEAR && (st = lower_dynamic_quantize(g, i, &sh)) > 0)
+            changed = 1;
+    for (int i = 0; i < nn && st >= 0; i++)
+        if ((g->nodes[i].op == IR_OP_MATMUL_INTEGER || g->nodes[i].op == IR_OP_CONV_INTEGER) &&
+            (st = lower_int_contraction(g, i, &sh)) > 0)
+            changed = 1;
+    for (int i = 0; i < nn && st >= 0; i++)
+        if (g->nodes[i].op == IR_OP_DEQUANTIZE_LINEAR && (st = lower_qdq(g, i)) > 0)
+            changed = 1;
+    free(sh.shadow);
+    if (st < 0)
+        return vitc_error(d, VITC_INTERNAL, NULL, "out of memory while lowering quantized ops");
+    return changed ? rw_finish(g, d) : VITC_OK;
+}

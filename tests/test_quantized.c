@@ -1,0 +1,424 @@
+/* test_quantized.c: quantized ONNX as users make it, against ONNX Runtime.
+ *
+ * tests/data/quantized/ holds the timm seed fixture quantized by ONNX
+ * Runtime's own tools (tests/data/make_quantized.py): a static QDQ export
+ * (int8 weights per output channel, uint8 activations per tensor, calibrated)
+ * and a dynamic one (DynamicQuantizeLinear -> MatMulInteger / ConvInteger),
+ * with ONNX Runtime's outputs, its graph optimizations off, on the fixture's
+ * inputs at batch 1 and 3.  Each export runs through the reference
+ * interpreter as imported and after the passes (where every DequantizeLinear
+ * of a constant weight has folded into an f32 constant and lower-quant has
+ * made the rest f32 ops), compiled by the CPU backend, and by the CUDA
+ * backend in fp32 run on the emulation of the GPU, within
+ * QUANT_MAX_REL of ONNX Runtime (max |out - ref| / max |ref|) and a cosine of
+ * at least TU_BAR_COSINE; `vitc dump` prints each.
+ *
+ * Then lower-quant's rewrites on hand-built graphs, compiled for the CPU, to
+ * the bit against the interpreter on the graph as built: QDQ pairs per tensor
+ * and per axis, DynamicQuantizeLinear's three outputs (an all-zero input
+ * too), MatMulInteger whose sums fit f32 and one whose do not (split in two),
+ * ConvInteger with a zero point per output channel and padding.  This is the
+ * correctness path (f32 ops that compute the integers exactly), not int8
+ * kernels. */
+#include "testutil.h"
+
+#include "codegen/backend.h"
+#include "ir/interp.h"
+#include "passes/passes.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Both sides round each activation to u8 the same way, so they agree to the
+ * float rounding of the ops in between (measured: 0 for the QDQ export, 2e-7
+ * for the dynamic one); a quantum of the output's own u8 step would be about
+ * 4e-3. */
+#define QUANT_MAX_REL 1e-3
+
+static char tmpdir[4096];
+static const char *const exports[] = {"timm-qdq", "timm-dynamic"};
+enum { NEXPORTS = sizeof exports / sizeof exports[0] };
+static const int64_t batches[2] = {1, 3};
+
+static int count_op(const ir_graph *g, ir_op op)
+{
+    int n = 0;
+    for (int i = 0; i < g->nnodes; i++)
+        n += g->nodes[i].op == op;
+    return n;
+}
+
+/* The interpreter on g at both batches against ONNX Runtime's outputs;
+ * prints and checks the errors. */
+static void check_interpreter(const char *name, const char *stage, const ir_graph *g)
+{
+    for (int b = 0; b < 2; b++) {
+        char path[256];
+        ir_tensor in, out, ref;
+        snprintf(path, sizeof path, "tests/models/timm.b%lld.input.npy", (long long)batches[b]);
+        tu_read_npy(path, &in);
+        snprintf(path, sizeof path, "tests/data/quantized/%s.b%lld.ort.npy", name, (long long)batches[b]);
+        tu_read_npy(path, &ref);
+        tu_interpret_ok(g, &in, &out);
+        double e = tu_error(&out, &ref), cos = tu_cosine(&out, &ref);
+        print_message("%-13s %-9s batch %lld: interpreter vs ONNX Runtime max rel %.3g, cosine %.9f\n", name, stage,
+                      (long long)batches[b], e, cos);
+        if (!(e <= QUANT_MAX_REL) || !(cos >= TU_BAR_COSINE))
+            fail_msg("%s (%s) batch %lld: max rel %.3g (bar %.0e), cosine %.9f (bar %g)", name, stage,
+                     (long long)batches[b], e, QUANT_MAX_REL, cos, TU_BAR_COSINE);
+        ir_tensor_free(&in);
+        ir_tensor_free(&out);
+        ir_tensor_free(&ref);
+    }
+}
+
+static void test_quantized_exports_in_the_interpreter_match_onnxruntime(void **state)
+{
+    (void)state;
+    for (int k = 0; k < NEXPORTS; k++) {
+        char rel[256];
+        snprintf(rel, sizeof rel, "tests/data/quantized/%s.onnx", exports[k]);
+        ir_graph *g = tu_load_model(rel);
+        print_message("%-13s imported: %d QuantizeLinear, %d DequantizeLinear, %d DynamicQuantizeLinear, "
+                      "%d MatMulInteger, %d ConvInteger\n",
+                      exports[k], count_op(g, IR_OP_QUANTIZE_LINEAR), count_op(g, IR_OP_DEQUANTIZE_LINEAR),
+                      count_op(g, IR_OP_DYNAMIC_QUANTIZE_LINEAR), count_op(g, IR_OP_MATMUL_INTEGER),
+                      count_op(g, IR_OP_CONV_INTEGER));
+        check_interpreter(exports[k], "imported", g);
+        vitc_diag d;
+        vitc_diag_init(&d, rel);
+        if (pass_run(g, NULL, &d))
+            fail_msg("%s: the passes failed (status %d)", rel, d.status);
+        /* no DequantizeLinear of a constant is left: the weights folded into f32 constants */
+        for (int i = 0; i < g->nnodes; i++) {
+            const ir_node *n = &g->nodes[i];
+            if (n->op == IR_OP_DEQUANTIZE_LINEAR && g->values[n->inputs[0]].kind == IR_VAL_CONST)
+                fail_msg("%s: node '%s' dequantizes a constant after the passes", rel, n->name);
+        }
+        check_interpreter(exports[k], "optimized", g);
+        ir_graph_free(g);
+    }
+}
+
+/* The exports after the passes hold no quantized op (lower-quant made them
+ * f32 ops) and compile for the CPU; the .so against ONNX Runtime. */
+static void test_quantized_exports_on_the_cpu_match_onnxruntime(void **state)
+{
+    (void)state;
+    for (int k = 0; k < NEXPORTS; k++) {
+        char rel[256], so[4300];
+        snprintf(rel, sizeof rel, "tests/data/quantized/%s.onnx", exports[k]);
+        ir_graph *g = tu_load_model(rel);
+        vitc_diag d;
+        vitc_diag_init(&d, rel);
+        if (pass_run(g, NULL, &d))
+            fail_msg("%s: the passes failed (status %d)", rel, d.status);
+        for (int i = 0; i < g->nnodes; i++)
+            if (ir_op_family_of(g->nodes[i].op) == IR_FAM_QUANT)
+                fail_msg("%s: node '%s' (%s) was not lowered", rel, g->nodes[i].name, ir_op_name(g->nodes[i].op));
+        print_message("%-13s optimized: %d FakeQuant, %d Linear, %d Round\n", exports[k], count_op(g, IR_OP_FAKE_QUANT),
+                      count_op(g, IR_OP_LINEAR), count_op(g, IR_OP_ROUND));
+        snprintf(so, sizeof so, "%s/%s.so", tmpdir, exports[k]);
+        char *msg = NULL;
+        if (tu_compile_cpu(g, so, 2, 3, &msg) != VITC_OK)
+            fail_msg("%s: the CPU backend failed:\n%s", rel, msg ? msg : "");
+        free(msg);
+        for (int b = 0; b < 2; b++) {
+            char path[256];
+            ir_tensor in, out, ref;
+            snprintf(path, sizeof path, "tests/models/timm.b%lld.input.npy", (long long)batches[b]);
+            tu_read_npy(path, &in);
+            snprintf(path, sizeof path, "tests/data/quantized/%s.b%lld.ort.npy", exports[k], (long long)batches[b]);
+            tu_read_npy(path, &ref);
+            tu_run_so(so, &in, 1, &out, 1, batches[b]);
+            double e = tu_error(&out, &ref), cos = tu_cosine(&out, &ref);
+            print_message("%-13s cpu       batch %lld: compiled vs ONNX Runtime max rel %.3g, cosine %.9f\n", exports[k],
+                          (long long)batches[b], e, cos);
+            if (!(e <= QUANT_MAX_REL) || !(cos >= TU_BAR_COSINE))
+                fail_msg("%s on the CPU, batch %lld: max rel %.3g (bar %.0e), cosine %.9f (bar %g)", exports[k],
+                         (long long)batches[b], e, QUANT_MAX_REL, cos, TU_BAR_COSINE);
+            ir_tensor_free(&in);
+            ir_tensor_free(&out);
+            ir_tensor_free(&ref);
+        }
+        ir_graph_free(g);
+    }
+}
+
+/* The exports through the CUDA backend in fp32, lowered alike, run on the
+ * emulation of the GPU (tests/cuda_emu.h) against ONNX Runtime. */
+static void test_quantized_exports_on_the_cuda_emulation_match_onnxruntime(void **state)
+{
+    (void)state;
+#ifndef VITC_HAVE_CUDA
+    print_message("the CUDA backend is not built: nothing to emulate\n");
+#else
+    for (int k = 0; k < NEXPORTS; k++) {
+        char model[4096], rel[256], so[4300], cu[4300], emu[8300];
+        snprintf(rel, sizeof rel, "tests/data/quantized/%s.onnx", exports[k]);
+        tu_path(model, sizeof model, rel);
+        snprintf(so, sizeof so, "%s/%s.cuda.so", tmpdir, exports[k]);
+        snprintf(cu, sizeof cu, "%s/%s.cu", tmpdir, exports[k]);
+        const char *a1[] = {model, "--target", "cuda", "--precision", "fp32", "-o", so, "--quiet", NULL};
+        const char *a2[] = {model, "--emit", "cuda", "--precision", "fp32", "-o", cu, "--quiet", NULL};
+        for (int a = 0; a < 2; a++) {
+            char *out = NULL, *err = NULL;
+            int rc = tu_run_vitc(a ? a2 : a1, &out, &err);
+            if (rc != 0)
+                fail_msg("vitc %s for CUDA: exit %d\n%s%s", rel, rc, out ? out : "", err ? err : "");
+            free(out);
+            free(err);
+        }
+        tu_emu_build(cu, emu, sizeof emu);
+        for (int b = 0; b < 2; b++) {
+            char path[256];
+            ir_tensor in, out, ref;
+            int nl = 0;
+            snprintf(path, sizeof path, "tests/models/timm.b%lld.input.npy", (long long)batches[b]);
+            tu_read_npy(path, &in);
+            snprintf(path, sizeof path, "tests/data/quantized/%s.b%lld.ort.npy", exports[k], (long long)batches[b]);
+            tu_read_npy(path, &ref);
+            tu_emulate(so, emu, batches[b], &in, 1, &out, 1, &nl);
+            double e = tu_error(&out, &ref), cos = tu_cosine(&out, &ref);
+            print_message("%-13s cuda fp32 batch %lld: emulated vs ONNX Runtime max rel %.3g, cosine %.9f\n",
+                          exports[k], (long long)batches[b], e, cos);
+            if (!(e <= QUANT_MAX_REL) || !(cos >= TU_BAR_COSINE))
+                fail_msg("%s on the CUDA emulation, batch %lld: max rel %.3g (bar %.0e), cosine %.9f (bar %g)",
+                         exports[k], (long long)batches[b], e, QUANT_MAX_REL, cos, TU_BAR_COSINE);
+            ir_tensor_free(&in);
+            ir_tensor_free(&out);
+            ir_tensor_free(&ref);
+        }
+    }
+#endif
+}
+
+/* ---- lower-quant on hand-built graphs ---- */
+
+static int qconst(ir_graph *g, const char *name, ir_dtype dt, int rank, const int64_t *dims, const double *vals)
+{
+    ir_tensor t;
+    assert_int_equal(ir_tensor_alloc(&t, dt, rank, dims), VITC_OK);
+    for (int64_t i = 0; i < ir_tensor_numel(&t); i++)
+        ir_tensor_set(&t, i, vals ? vals[i] : floor(127.99 * tu_rnd()));
+    int id = ir_add_const(g, name, dt, rank, dims, t.data, ir_tensor_nbytes(&t));
+    assert_true(id >= 0);
+    ir_tensor_free(&t);
+    return id;
+}
+
+/* x [B, 5, 64] and z [B, 5, 1024] quantized at run time, then MatMulInteger
+ * by an int8 weight with zero points per column: into 64 columns (sums
+ * within 2^24: one f32 product), and into 8 columns whose weights are all
+ * -127 or 127 (255 * 127 * 1024 > 2^24: split in two); ConvInteger of the
+ * quantized image w [B, 2, 7, 7], zero points per output channel, padded.
+ * The integer results, DynamicQuantizeLinear's outputs and a scaled f32 are
+ * graph outputs. */
+static ir_graph *build_dynamic(void)
+{
+    tu_seed(0x51ab1e);
+    ir_graph *g = tu_graph_new("dynamic.onnx", 13);
+    int x = tu_input(g, "x", IR_F32, 3, TU_DIMS(-1, 5, 64)), z = tu_input(g, "z", IR_F32, 3, TU_DIMS(-1, 5, 1024));
+    int w = tu_input(g, "w", IR_F32, 4, TU_DIMS(-1, 2, 7, 7));
+    int q[3][3];
+    const int src[3] = {x, z, w};
+    for (int k = 0; k < 3; k++) {
+        char nm[3][16];
+        snprintf(nm[0], 16, "q%d", k), snprintf(nm[1], 16, "q%d_scale", k), snprintf(nm[2], 16, "q%d_zp", k);
+        int outs[3] = {tu_value(g, nm[0], IR_U8), tu_value(g, nm[1], IR_F32), tu_value(g, nm[2], IR_U8)};
+        tu_node_out(g, IR_OP_DYNAMIC_QUANTIZE_LINEAR, nm[0], 1, &src[k], 3, outs, 0, NULL);
+        memcpy(q[k], outs, sizeof outs);
+    }
+    double zp64[64], big[1024 * 8], zp8[8] = {0, 1, -1, 5, 0, 0, 3, -2}, zpc[3] = {0, -7, 4};
+    for (int i = 0; i < 64; i++)
+        zp64[i] = (i % 7) - 3;
+    for (int i = 0; i < 1024 * 8; i++)
+        big[i] = i % 8 < 4 ? 127 : -127;
+    int w1 = qconst(g, "w1", IR_I8, 2, TU_DIMS(64, 64), NULL), z1 = qconst(g, "w1_zp", IR_I8, 1, TU_DIMS(64), zp64);
+    int w2 = qconst(g, "w2", IR_I8, 2, TU_DIMS(1024, 8), big), z2 = qconst(g, "w2_zp", IR_I8, 1, TU_DIMS(8), zp8);
+    int w3 = qconst(g, "w3", IR_I8, 4, TU_DIMS(3, 2, 3, 3), NULL), z3 = qconst(g, "w3_zp", IR_I8, 1, TU_DIMS(3), zpc);
+    int m1 = tu_node(g, IR_OP_MATMUL_INTEGER, "mm_direct", IR_I32, 4, TU_IN(q[0][0], w1, q[0][2], z1), 0, NULL);
+    int m2 = tu_node(g, IR_OP_MATMUL_INTEGER, "mm_split", IR_I32, 4, TU_IN(q[1][0], w2, q[1][2], z2), 0, NULL);
+    ir_attr pads = tu_ints(g, IR_ATTR_PADS, 4, TU_DIMS(1, 1, 1, 1));
+    int c3 = tu_node(g, IR_OP_CONV_INTEGER, "conv", IR_I32, 4, TU_IN(q[2][0], w3, q[2][2], z3), 1, &pads);
+    ir_attr to = tu_int(IR_ATTR_TO, 1);
+    int f1 = tu_node(g, IR_OP_CAST, "mm_direct_f32", IR_F32, 1, TU_IN(m1), 1, &to);
+    int scaled = tu_node(g, IR_OP_MUL, "mm_direct_scaled", IR_F32, 2, TU_IN(f1, q[0][1]), 0, NULL);
+    int outs[] = {m1, m2, c3, scaled, q[0][0], q[0][1], q[0][2]};
+    for (size_t k = 0; k < sizeof outs / sizeof outs[0]; k++)
+        tu_output(g, outs[k]);
+    tu_check_graph(g, "dynamic.onnx");
+    return g;
+}
+
+/* x [B, 4, 6] through QDQ pairs: u8 per tensor, i8 per axis 1 (a zero point
+ * per channel), u8 per axis 2 with a tiny scale (saturating), and per axis 1
+ * without a zero point (u8, zero). */
+static ir_graph *build_qdq(void)
+{
+    tu_seed(0x0dd);
+    ir_graph *g = tu_graph_new("qdq.onnx", 13);
+    int x = tu_input(g, "x", IR_F32, 3, TU_DIMS(-1, 4, 6));
+    double s0 = 0.013, z0 = 131, s1[4] = {0.01, 0.02, 0.005, 0.03}, z1[4] = {0, -5, 9, 127}, s2[6], z2[6];
+    for (int i = 0; i < 6; i++)
+        s2[i] = 0.001 * (i + 1), z2[i] = 40 * i;
+    int sc[3] = {qconst(g, "s0", IR_F32, 0, NULL, &s0), qconst(g, "s1", IR_F32, 1, TU_DIMS(4), s1),
+                 qconst(g, "s2", IR_F32, 1, TU_DIMS(6), s2)};
+    int zp[3] = {qconst(g, "z0", IR_U8, 0, NULL, &z0), qconst(g, "z1", IR_I8, 1, TU_DIMS(4), z1),
+                 qconst(g, "z2", IR_U8, 1, TU_DIMS(6), z2)};
+    const ir_dtype qt[4] = {IR_U8, IR_I8, IR_U8, IR_U8};
+    for (int k = 0; k < 4; k++) {
+        ir_attr axis = tu_int(IR_ATTR_AXIS, k == 2 ? -1 : 1);
+        int nin = k < 3 ? 3 : 2, s = sc[k < 3 ? k : 1], z = k < 3 ? zp[k] : -1;
+        int qv = tu_node(g, IR_OP_QUANTIZE_LINEAR, NULL, qt[k], nin, TU_IN(x, s, z), 1, &axis);
+        tu_output(g, tu_node(g, IR_OP_DEQUANTIZE_LINEAR, NULL, IR_F32, nin, TU_IN(qv, s, z), 1, &axis));
+    }
+    tu_check_graph(g, "qdq.onnx");
+    return g;
+}
+
+/* g as built (the interpreter) against g lowered and compiled for the CPU,
+ * on random inputs and on zeros, at batch 1 and 3: every output to the bit. */
+static void check_lowered_on_cpu(ir_graph *(*build)(void), const char *name, int expect_linears)
+{
+    ir_graph *ref_g = build(), *g = build();
+    vitc_diag d;
+    vitc_diag_init(&d, name);
+    if (pass_run(g, NULL, &d))
+        fail_msg("%s: the passes failed (status %d)", name, d.status);
+    for (int i = 0; i < g->nnodes; i++)
+        if (ir_op_family_of(g->nodes[i].op) == IR_FAM_QUANT)
+            fail_msg("%s: node '%s' (%s) was not lowered", name, g->nodes[i].name, ir_op_name(g->nodes[i].op));
+    if (expect_linears >= 0)
+        assert_int_equal(count_op(g, IR_OP_LINEAR), expect_linears);
+    char so[4300], *msg = NULL;
+    snprintf(so, sizeof so, "%s/%s.so", tmpdir, name);
+    if (tu_compile_cpu(g, so, 2, 3, &msg) != VITC_OK)
+        fail_msg("%s: the CPU backend failed:\n%s", name, msg ? msg : "");
+    free(msg);
+    for (int run = 0; run < 4; run++) {
+        int64_t batch = batches[run % 2];
+        ir_tensor in[TU_MAX_IO], want[TU_MAX_IO], got[TU_MAX_IO];
+        tu_random_inputs(ref_g, batch, in);
+        for (int i = 0; run >= 2 && i < ref_g->ninputs; i++)
+            memset(in[i].data, 0, ir_tensor_nbytes(&in[i])); /* zeros: DynamicQuantizeLinear's range is 0 */
+        tu_interpret_ok(ref_g, in, want);
+        tu_run_so(so, in, ref_g->ninputs, got, ref_g->noutputs, batch);
+        for (int k = 0; k < ref_g->noutputs; k++) {
+            double e = tu_error(&got[k], &want[k]);
+            if (!(e == 0) || got[k].dtype != want[k].dtype)
+                fail_msg("%s, batch %lld%s: output %d ('%s') %s differs from the interpreter by %.3g", name,
+                         (long long)batch, run >= 2 ? " (zeros)" : "", k, ref_g->values[ref_g->outputs[k]].name,
+                         ir_dtype_name(got[k].dtype), e);
+            ir_tensor_free(&got[k]);
+            ir_tensor_free(&want[k]);
+        }
+        for (int i = 0; i < ref_g->ninputs; i++)
+            ir_tensor_free(&in[i]);
+    }
+    print_message("%s: lowered, compiled for the CPU, every output equal to the interpreter's (batch 1 and 3, "
+                  "random and zero inputs)\n", name);
+    ir_graph_free(ref_g);
+    ir_graph_free(g);
+}
+
+/* What lower-quant leaves (a QuantizeLinear whose output feeds no
+ * DequantizeLinear, QLinearMatMul, a DequantizeLinear of what it makes) both
+ * backends refuse in the grouped error, each op named with what would run. */
+static void test_what_is_not_lowered_is_refused_by_name(void **state)
+{
+    (void)state;
+    for (int be = 0; be < 2; be++) {
+        ir_graph *g = tu_graph_new("qop.onnx", 17);
+        double s = 0.02, z = 128, ws = 0.01, wz = 0, ys = 0.05, yz = 120;
+        int x = tu_input(g, "x", IR_F32, 2, TU_DIMS(-1, 8));
+        int sv = qconst(g, "s", IR_F32, 0, NULL, &s), zv = qconst(g, "z", IR_U8, 0, NULL, &z);
+        int w = qconst(g, "w", IR_I8, 2, TU_DIMS(8, 8), NULL), wsv = qconst(g, "ws", IR_F32, 0, NULL, &ws);
+        int wzv = qconst(g, "wz", IR_I8, 0, NULL, &wz), ysv = qconst(g, "ys", IR_F32, 0, NULL, &ys);
+        int yzv = qconst(g, "yz", IR_U8, 0, NULL, &yz);
+        int q = tu_node(g, IR_OP_QUANTIZE_LINEAR, "q_in", IR_U8, 3, TU_IN(x, sv, zv), 0, NULL);
+        int m0 = tu_node(g, IR_OP_QLINEAR_MATMUL, "qmm0", IR_U8, 8, TU_IN(q, sv, zv, w, wsv, wzv, ysv, yzv), 0, NULL);
+        int m1 = tu_node(g, IR_OP_QLINEAR_MATMUL, "qmm1", IR_U8, 8, TU_IN(m0, ysv, yzv, w, wsv, wzv, ysv, yzv), 0, NULL);
+        tu_output(g, tu_node(g, IR_OP_DEQUANTIZE_LINEAR, "dq_out", IR_F32, 3, TU_IN(m1, ysv, yzv), 0, NULL));
+        tu_check_graph(g, "qop.onnx");
+        vitc_diag d;
+        vitc_diag_init(&d, "qop.onnx");
+        assert_int_equal(pass_run(g, NULL, &d), VITC_OK);
+        char so[4300], *msg = NULL;
+        snprintf(so, sizeof so, "%s/qop.so", tmpdir);
+        int st;
+        if (be == 0) {
+            st = tu_compile_cpu(g, so, 2, 3, &msg);
+        } else {
+#ifdef VITC_HAVE_CUDA
+            size_t len;
+            FILE *mem = open_memstream(&msg, &len);
+            vitc_diag_init(&d, "qop.onnx");
+            d.out = mem;
+            cg_options o = {.output = so, .source = "qop.onnx", .max_batch = 3, .opt_level = 2, .precision = "fp32"};
+            st = cg_compile(&cg_cuda_backend, g, &o, &d);
+            fclose(mem);
+#else
+            ir_graph_free(g);
+            continue;
+#endif
+        }
+        print_message("%s", msg ? msg : "");
+        assert_int_equal(st, VITC_BAD_INPUT);
+        const char *want[] = {"node 'q_in' (QuantizeLinear)", "runs only as a QuantizeLinear -> DequantizeLinear pair",
+                              "node 'qmm0' (QLinearMatMul)", "(nor 1 more QLinearMatMul node)",
+                              "node 'dq_out' (DequantizeLinear)", be ? "the CUDA backend" : "the CPU backend"};
+        for (size_t k = 0; k < sizeof want / sizeof want[0]; k++)
+            if (!msg || !strstr(msg, want[k]))
+                fail_msg("the refusal does not say \"%s\":\n%s", want[k], msg ? msg : "");
+        free(msg);
+        ir_graph_free(g);
+    }
+}
+
+static void test_lowered_dynamic_quantization_on_the_cpu_is_exact(void **state)
+{
+    (void)state;
+    /* the direct MatMulInteger one Linear, the split one two, the ConvInteger a Conv */
+    check_lowered_on_cpu(build_dynamic, "dynamic", 3);
+}
+
+static void test_lowered_qdq_pairs_on_the_cpu_are_exact(void **state)
+{
+    (void)state;
+    check_lowered_on_cpu(build_qdq, "qdq", -1);
+}
+
+static int setup(void **state)
+{
+#ifdef VITC_HAVE_CUDA
+    if (tu_emu_init())
+        return -1;
+#endif
+    *state = tu_tmpdir(tmpdir, sizeof tmpdir);
+    return *state ? 0 : -1;
+}
+
+static void test_dump_prints_the_quantized_exports(void **state)
+{
+    (void)state;
+    for (int k = 0; k < NEXPORTS; k++) {
+        char rel[256], path[4096];
+        snprintf(rel, sizeof rel, "tests/data/quantized/%s.onnx", exports[k]);
+        tu_path(path, sizeof path, rel);
+        const char *args[] = {"dump", path, NULL};
+        char *out = NULL, *err = NULL;
+        int rc = tu_run_vitc(args, &out, &err);
+        if (rc != 0 || !out || !strstr(out, k == 0 ? "= DequantizeLinear(" : "= MatMulInteger("))
+            fail_msg("vitc dump %s: exit %d\n%s%s", rel, rc, out ? out : "", err ? err : "");
+        free(out);
+        free(err);
+    }
+}
+
+TU_MAIN(setup, tu_teardown_tmpdir, test_quantized_exports_in_the_interpreter_match_onnxruntime,
+        test_quantized_exports_on_the_cpu_match_onnxruntime, test_quantized_exports_on_the_cuda_emulation_match_onnxruntime,
+        test_lowered_dynamic_quantization_on_the_cpu_is_exact,
+        test_lowered_qdq_pairs_on_the_cpu_are_exact, test_what_is_not_lowered_is_refused_by_name, test_dump_prints_the_quantized_exports)
