@@ -29,6 +29,24 @@ int cg_moves_combine(const cg_moves *mv)
     return 0;
 }
 
+int cg_moves_supported(const ir_graph *g, const ir_node *n, const ir_dtype *reduce_ok, int nreduce, const char *title,
+                       char *why, size_t len)
+{
+    cg_moves mv;
+    if (!cg_moves_plan(g, n, &mv, why, len))
+        return 0;
+    int combine = cg_moves_combine(&mv);
+    cg_moves_free(&mv);
+    ir_dtype t = g->values[n->outputs[0]].dtype;
+    for (int i = 0; combine && i < nreduce; i++)
+        if (reduce_ok[i] == t)
+            return 1;
+    if (combine)
+        snprintf(why, len, "ScatterND with a reduction on %s tensors is not supported by the %s backend",
+                 ir_dtype_name(t), title);
+    return !combine;
+}
+
 /* Planning state: the node, its moves, and the reason it failed. */
 typedef struct {
     const ir_graph *g;

@@ -73,5 +73,10 @@ int cg_moves_plan(const ir_graph *g, const ir_node *n, cg_moves *mv, char *why, 
 void cg_moves_free(cg_moves *mv);
 /* 1 if some move of mv combines (a ScatterND reduction). */
 int cg_moves_combine(const cg_moves *mv);
+/* The backend's supports() for n (an op of cg_moves_op): 1 if it plans,
+ * and, where a move combines, the output's dtype is one of the backend's
+ * reduce_ok[nreduce]; else 0 with why (the backend titled title). */
+int cg_moves_supported(const ir_graph *g, const ir_node *n, const ir_dtype *reduce_ok, int nreduce, const char *title,
+                       char *why, size_t len);
 
 #endif

@@ -122,18 +122,8 @@ int cg_data_supports(const ir_graph *g, const ir_node *n, char *why, size_t len)
         return 1;
     }
     case IR_OP_TILE: case IR_OP_PAD: case IR_OP_GATHER_ND: case IR_OP_SCATTER_ND: {
-        cg_moves mv;
-        if (!cg_moves_plan(g, n, &mv, why, len))
-            return 0;
-        int combine = cg_moves_combine(&mv);
-        cg_moves_free(&mv);
-        ir_dtype t = g->values[n->outputs[0]].dtype;
-        if (combine && t != IR_F32 && t != IR_F64 && t != IR_I32 && t != IR_I64) {
-            snprintf(why, len, "ScatterND with a reduction on %s tensors is not supported by the CPU backend",
-                     ir_dtype_name(t));
-            return 0;
-        }
-        return 1;
+        static const ir_dtype reduce_ok[] = {IR_F32, IR_F64, IR_I32, IR_I64};
+        return cg_moves_supported(g, n, reduce_ok, 4, "CPU", why, len);
     }
     case IR_OP_RESIZE:
         return !cg_refuse_folded_only(n, "CPU", why, len);
