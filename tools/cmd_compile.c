@@ -207,12 +207,13 @@ const cli_command cli_compile_command = {
     "                                    [--dump-after PASS|all] [--verbose|--quiet]\n"
     "vitc MODEL.onnx -o MODEL.so [options]",
     "Compile the model into a shared library that runs it for any batch from 1 to --batch: on the CPU\n"
-    "(LLVM, -O3, the host's CPU unless --cpu/--features say otherwise) or, with --target cuda, on\n"
-    "NVIDIA GPUs from sm_80 (kernels compiled by NVRTC for sm_80 and sm_90 plus PTX). An export that\n"
-    "fixed the batch runs that batch only (a warning says so; --dynamic-batch makes it symbolic). The\n"
-    ".so appears only when the compile succeeds, and never overwrites the model. The word 'compile'\n"
-    "may be left out where the model's name ends in .onnx or holds a '/' (a first word without them is\n"
-    "a command, whatever files the directory holds).",
+    "(LLVM, -O3, the host's CPU unless --cpu/--features say otherwise) or, with --target cuda, on NVIDIA\n"
+    "GPUs from sm_80 (kernels compiled by NVRTC for sm_80 and sm_90 plus PTX). An export that fixed the\n"
+    "batch runs that batch only (a warning says so; --dynamic-batch makes it symbolic); one with a\n"
+    "dynamic image size runs the sizes --shapes lists, all in the one .so. The .so appears only when the\n"
+    "compile succeeds, and never overwrites the model. The word 'compile' may be left out where the\n"
+    "model's name ends in .onnx or holds a '/' (a first word without them is a command, whatever files\n"
+    "the directory holds).",
     compile_options,
     cmd_compile,
 };
