@@ -321,8 +321,11 @@ static TRITONSERVER_Error *load_model_file(const char *path, vitc_model **out, v
     TRITONSERVER_Error *err = NULL;
     if (s != VITC_STATUS_OK)
         err = vt_error(code_of(s), "vitc: %s", vitc_last_error());
-    if (alias[0])
+    if (alias[0]) {
         remove_alias_dir(alias_dir, so_name, weights_name); /* loaded: the library and weights are in memory */
+        if (!err)
+            VT_INFO("vitc: %s replaces a file still loaded from that path: loaded by another name", path);
+    }
     free(weights_copy);
     if (!err) {
         if (same) {
@@ -594,6 +597,39 @@ static TRITONSERVER_Error *auto_complete(TRITONBACKEND_Model *tm, vt_model *m, c
     return err;
 }
 
+/* The model's tensor of that name (-1: none). */
+static int io_index(const vt_model *m, int is_input, const char *name)
+{
+    int n = is_input ? m->ninputs : m->noutputs;
+    for (int j = 0; j < n && name; j++)
+        if (strcmp((is_input ? m->in[0][j] : m->out[0][j]).name, name) == 0)
+            return j;
+    return -1;
+}
+
+/* A tensor the configuration lists that the model does not have: refused
+ * before the configuration is completed, which would otherwise leave it out. */
+static TRITONSERVER_Error *check_names(const vt_model *m, const tj_value *cfg, int is_input)
+{
+    const char *what = is_input ? "input" : "output";
+    const tj_value *list = tj_get(cfg, what);
+    int n = is_input ? m->ninputs : m->noutputs;
+    for (size_t k = 0; list && list->type == TJ_ARRAY && k < list->n; k++) {
+        const char *name = tj_str(tj_get(&list->items[k], "name"));
+        if (io_index(m, is_input, name) >= 0)
+            continue;
+        char have[512] = "";
+        size_t len = 0;
+        for (int j = 0; j < n && len < sizeof have; j++)
+            len += (size_t)snprintf(have + len, sizeof have - len, "%s'%s'", j ? ", " : "",
+                                    (is_input ? m->in[0][j] : m->out[0][j]).name);
+        return vt_error(TRITONSERVER_ERROR_INVALID_ARG,
+                        "vitc: model '%s': config.pbtxt lists %s '%s', which %s does not have (its %ss: %s)", m->name,
+                        what, name ? name : "(no name)", m->path, what, have);
+    }
+    return NULL;
+}
+
 /* Checks one input or output list of the configuration against the model. */
 static TRITONSERVER_Error *check_ios(vt_model *m, const tj_value *cfg, int is_input, int batched)
 {
@@ -601,23 +637,11 @@ static TRITONSERVER_Error *check_ios(vt_model *m, const tj_value *cfg, int is_in
     const tj_value *list = tj_get(cfg, what);
     int n = is_input ? m->ninputs : m->noutputs;
     size_t count = list && list->type == TJ_ARRAY ? list->n : 0;
+    VT_TRY(check_names(m, cfg, is_input));
     for (size_t k = 0; k < count; k++) {
         const tj_value *e = &list->items[k];
         const char *name = tj_str(tj_get(e, "name"));
-        int i = -1;
-        for (int j = 0; j < n && name; j++)
-            if (strcmp((is_input ? m->in[0][j] : m->out[0][j]).name, name) == 0)
-                i = j;
-        if (i < 0) {
-            char have[512] = "";
-            size_t len = 0;
-            for (int j = 0; j < n && len < sizeof have; j++)
-                len += (size_t)snprintf(have + len, sizeof have - len, "%s'%s'", j ? ", " : "",
-                                        (is_input ? m->in[0][j] : m->out[0][j]).name);
-            return vt_error(TRITONSERVER_ERROR_INVALID_ARG,
-                            "vitc: model '%s': config.pbtxt lists %s '%s', which %s does not have (its %ss: %s)",
-                            m->name, what, name ? name : "(no name)", m->path, what, have);
-        }
+        int i = io_index(m, is_input, name);
         vt_io io;
         config_io(m, is_input, i, batched, &io);
         const char *dt = tj_str(tj_get(e, "data_type"));
@@ -810,7 +834,11 @@ static TRITONSERVER_Error *model_init(TRITONBACKEND_Model *tm, vt_model *m)
         err = TRITONBACKEND_ModelAutoCompleteConfig(tm, &complete);
     if (!err && complete) {
         int changed = 0;
-        err = auto_complete(tm, m, cfg, &changed);
+        err = check_names(m, cfg, 1);
+        if (!err)
+            err = check_names(m, cfg, 0);
+        if (!err)
+            err = auto_complete(tm, m, cfg, &changed);
         if (!err && changed) {
             tj_free(cfg);
             cfg = NULL;
