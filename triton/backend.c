@@ -195,12 +195,17 @@ static void fmt_dims(char *buf, size_t n, const int64_t *d, int rank)
  * has opened before, so a model.so replaced at the same path (mv new.so
  * model.so, then a reload) while the old one is still loaded, as Triton keeps
  * it until the new one is ready, would be the old code again.  Such a file
- * is loaded through a symbolic link of another name, which the linker takes
- * for a new library.  A file rewritten in place (cp over it: the same inode,
- * another size or time) is refused: the old model's code is that file's
- * pages, and the new one cannot be told apart from it. */
+ * is loaded through a symbolic link of another name, in a directory of its
+ * own under $TMPDIR (with a link to its weights file beside it), which the
+ * linker takes for a new library; the link stays while the file is loaded
+ * (a later load of the same file goes through it too).  A file rewritten in
+ * place (cp over it: the same inode, another size or time) is refused: the
+ * old model's code is that file's pages, and the new one cannot be told
+ * apart from it. */
 typedef struct vt_file {
-    char *dl_path; /* the name the library was opened by */
+    char *dl_path;      /* the name the library was opened by */
+    char *alias_dir;    /* the link's directory, NULL when opened by its own path */
+    char *weights_name; /* the weights file linked beside it, or NULL */
     dev_t dev;
     ino_t ino;
     off_t size;
@@ -211,6 +216,28 @@ typedef struct vt_file {
 
 static pthread_mutex_t files_lock = PTHREAD_MUTEX_INITIALIZER;
 static vt_file *files;
+
+static void remove_alias(const char *dir, const char *dl_path, const char *weights_name)
+{
+    if (dl_path)
+        unlink(dl_path);
+    if (weights_name) {
+        char p[PATH_MAX];
+        snprintf(p, sizeof p, "%s/%s", dir, weights_name);
+        unlink(p);
+    }
+    rmdir(dir);
+}
+
+static void file_free(vt_file *f)
+{
+    if (f->alias_dir)
+        remove_alias(f->alias_dir, f->dl_path, f->weights_name);
+    free(f->dl_path);
+    free(f->alias_dir);
+    free(f->weights_name);
+    free(f);
+}
 
 static void file_release(vt_file *f)
 {
@@ -223,26 +250,44 @@ static void file_release(vt_file *f)
                 *p = f->next;
                 break;
             }
-        free(f->dl_path);
-        free(f);
+        file_free(f);
     }
     pthread_mutex_unlock(&files_lock);
 }
 
-static void remove_alias_dir(char *dir, const char *so_name, const char *weights_name)
+/* A link to real (and to its weights file) by another name: f's dl_path, alias_dir, weights_name. */
+static int make_alias(vt_file *f, const char *real)
 {
-    char p[PATH_MAX];
-    snprintf(p, sizeof p, "%s/%s", dir, so_name);
-    unlink(p);
-    if (weights_name) {
-        snprintf(p, sizeof p, "%s/%s", dir, weights_name);
-        unlink(p);
+    const char *so_name = strrchr(real, '/') + 1;
+    vitc_model *desc = NULL;
+    vitc_model_details det;
+    if (vitc_model_read(real, &desc) == VITC_STATUS_OK && vitc_model_get_details(desc, &det) == VITC_STATUS_OK &&
+        det.weights_file && !(f->weights_name = dup_str(det.weights_file))) {
+        vitc_model_free(desc);
+        return -1;
     }
-    rmdir(dir);
+    vitc_model_free(desc);
+    const char *tmp = getenv("TMPDIR");
+    char dir[PATH_MAX], link[PATH_MAX], target[PATH_MAX];
+    int n = snprintf(dir, sizeof dir, "%s/vitc-triton-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (n < 0 || (size_t)n >= sizeof dir || !mkdtemp(dir))
+        return -1;
+    f->alias_dir = dup_str(dir);
+    n = snprintf(link, sizeof link, "%s/%s", dir, so_name);
+    if (!f->alias_dir || n < 0 || (size_t)n >= sizeof link || !(f->dl_path = dup_str(link)) ||
+        symlink(real, link) != 0)
+        return -1;
+    if (f->weights_name) {
+        n = snprintf(target, sizeof target, "%.*s%s", (int)(so_name - real), real, f->weights_name);
+        int n2 = snprintf(link, sizeof link, "%s/%s", dir, f->weights_name);
+        if (n < 0 || (size_t)n >= sizeof target || n2 < 0 || (size_t)n2 >= sizeof link || symlink(target, link) != 0)
+            return -1;
+    }
+    return 0;
 }
 
-/* Loads the model at path (vitc_model_load), through an alias where the
- * dynamic linker would otherwise return another file's library. */
+/* Loads the model at path (vitc_model_load), through a link of another name
+ * where the dynamic linker would otherwise return another file's library. */
 static TRITONSERVER_Error *load_model_file(const char *path, vitc_model **out, vt_file **out_file)
 {
     *out = NULL;
@@ -256,102 +301,55 @@ static TRITONSERVER_Error *load_model_file(const char *path, vitc_model **out, v
         return vt_error(TRITONSERVER_ERROR_INVALID_ARG, "vitc: %s is not a file", path);
 
     pthread_mutex_lock(&files_lock);
-    vt_file *same = NULL;
+    vt_file *f = NULL;
     int name_taken = 0;
-    for (vt_file *f = files; f; f = f->next) {
-        if (f->dev == st.st_dev && f->ino == st.st_ino)
-            same = f;
-        else if (strcmp(f->dl_path, real) == 0)
+    for (vt_file *g = files; g; g = g->next) {
+        if (g->dev == st.st_dev && g->ino == st.st_ino)
+            f = g;
+        else if (strcmp(g->dl_path, real) == 0)
             name_taken = 1;
     }
-    if (same && (same->size != st.st_size || same->mtime.tv_sec != st.st_mtim.tv_sec ||
-                 same->mtime.tv_nsec != st.st_mtim.tv_nsec)) {
-        pthread_mutex_unlock(&files_lock);
-        return vt_error(TRITONSERVER_ERROR_INVALID_ARG,
-                        "vitc: %s was rewritten in place while a model loaded from it is still serving; replace "
-                        "the file instead (write the new one beside it, then mv it over model.so), or put it in "
-                        "a new version directory",
-                        path);
-    }
-
-    char alias_dir[PATH_MAX] = "", alias[PATH_MAX] = "";
-    const char *so_name = strrchr(real, '/') + 1, *weights_name = NULL;
-    char *weights_copy = NULL;
-    const char *dl_path = same ? same->dl_path : real;
-    if (!same && name_taken) {
-        /* the weights file beside it, if any, is read through the alias's directory too */
-        vitc_model *desc = NULL;
-        vitc_model_details det;
-        if (vitc_model_read(real, &desc) == VITC_STATUS_OK && vitc_model_get_details(desc, &det) == VITC_STATUS_OK &&
-            det.weights_file)
-            weights_copy = dup_str(det.weights_file);
-        vitc_model_free(desc);
-        weights_name = weights_copy;
-        const char *tmp = getenv("TMPDIR");
-        snprintf(alias_dir, sizeof alias_dir, "%s/vitc-triton-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-        char target[PATH_MAX];
-        int ok = mkdtemp(alias_dir) != NULL;
-        if (ok) {
-            snprintf(alias, sizeof alias, "%s/%s", alias_dir, so_name);
-            ok = symlink(real, alias) == 0;
-        }
-        if (ok && weights_name) {
-            size_t dirlen = (size_t)(so_name - real);
-            snprintf(target, sizeof target, "%.*s%s", (int)dirlen, real, weights_name);
-            char wlink[PATH_MAX];
-            snprintf(wlink, sizeof wlink, "%s/%s", alias_dir, weights_name);
-            ok = symlink(target, wlink) == 0;
-        }
-        if (!ok) {
-            int e = errno;
-            if (alias_dir[0] && !strstr(alias_dir, "XXXXXX"))
-                remove_alias_dir(alias_dir, so_name, weights_name);
-            pthread_mutex_unlock(&files_lock);
-            free(weights_copy);
-            return vt_error(TRITONSERVER_ERROR_INTERNAL,
-                            "vitc: %s replaces a model file still loaded; making a link to load it by another name "
-                            "failed: %s",
-                            path, strerror(e));
-        }
-        dl_path = alias;
-    }
-
-    vitc_model *m = NULL;
-    vitc_status s = vitc_model_load(dl_path, &m);
     TRITONSERVER_Error *err = NULL;
-    if (s != VITC_STATUS_OK)
-        err = vt_error(code_of(s), "vitc: %s", vitc_last_error());
-    if (alias[0]) {
-        remove_alias_dir(alias_dir, so_name, weights_name); /* loaded: the library and weights are in memory */
-        if (!err)
-            VT_INFO("vitc: %s replaces a file still loaded from that path: loaded by another name", path);
-    }
-    free(weights_copy);
-    if (!err) {
-        if (same) {
-            same->refs++;
-            *out_file = same;
+    int fresh = !f;
+    if (f && (f->size != st.st_size || f->mtime.tv_sec != st.st_mtim.tv_sec ||
+              f->mtime.tv_nsec != st.st_mtim.tv_nsec)) {
+        err = vt_error(TRITONSERVER_ERROR_INVALID_ARG,
+                       "vitc: %s was rewritten in place while a model loaded from it is still serving; replace the "
+                       "file instead (write the new one beside it, then mv it over model.so), or put it in a new "
+                       "version directory",
+                       path);
+        f = NULL;
+    } else if (fresh) {
+        if (!(f = calloc(1, sizeof *f))) {
+            err = vt_error(TRITONSERVER_ERROR_INTERNAL, "vitc: out of memory");
+        } else if (name_taken ? make_alias(f, real) != 0 : !(f->dl_path = dup_str(real))) {
+            err = vt_error(TRITONSERVER_ERROR_INTERNAL,
+                           "vitc: %s replaces a model file still loaded from that path; linking it under another "
+                           "name to load it failed: %s", path, strerror(errno));
         } else {
-            vt_file *f = calloc(1, sizeof *f);
-            if (f)
-                f->dl_path = dup_str(dl_path);
-            if (!f || !f->dl_path) {
-                if (f)
-                    free(f);
-                vitc_model_free(m);
-                pthread_mutex_unlock(&files_lock);
-                return vt_error(TRITONSERVER_ERROR_INTERNAL, "vitc: out of memory");
-            }
             f->dev = st.st_dev;
             f->ino = st.st_ino;
             f->size = st.st_size;
             f->mtime = st.st_mtim;
-            f->refs = 1;
+        }
+    }
+    if (!err) {
+        vitc_status s = vitc_model_load(f->dl_path, out);
+        if (s != VITC_STATUS_OK)
+            err = vt_error(code_of(s), "vitc: %s", vitc_last_error());
+    }
+    if (err) {
+        if (fresh && f)
+            file_free(f);
+    } else {
+        if (fresh) {
             f->next = files;
             files = f;
-            *out_file = f;
+            if (f->alias_dir)
+                VT_INFO("vitc: %s replaces a file still loaded from that path: loaded through %s", path, f->dl_path);
         }
-        *out = m;
+        f->refs++;
+        *out_file = f;
     }
     pthread_mutex_unlock(&files_lock);
     return err;
@@ -512,40 +510,27 @@ static void put_io(tj_buf *b, const vt_io *io)
     tj_puts(b, "]}");
 }
 
-/* Writes the entries of one tensor list: those the configuration gives
- * (as written: they are checked against the model afterwards), then the
- * model's tensors it lacks. */
+/* Writes the entries of one tensor list: those the configuration gives, as
+ * written (the server replaces the whole list with this one; they are
+ * checked against the model afterwards), then the model's tensors it lacks. */
 static void put_ios(tj_buf *b, const vt_model *m, const tj_value *list, int is_input, int batched, int *changed)
 {
     int n = is_input ? m->ninputs : m->noutputs, first = 1;
-    for (int pass = 0; pass < 2; pass++)
-        for (int i = 0; i < n; i++) {
-            vt_io io;
-            config_io(m, is_input, i, batched, &io);
-            const tj_value *given = find_io(list, io.name);
-            if ((pass == 0) != (given != NULL))
-                continue;
-            tj_puts(b, first ? "" : ",");
-            first = 0;
-            if (!given) {
-                put_io(b, &io);
-                *changed = 1;
-                continue;
-            }
-            const char *dt = tj_str(tj_get(given, "data_type"));
-            const tj_value *dims = tj_get(given, "dims");
-            tj_puts(b, "{\"name\":");
-            tj_put_string(b, io.name);
-            tj_printf(b, ",\"data_type\":\"%s\",\"dims\":[",
-                      dt && strcmp(dt, "TYPE_INVALID") != 0 ? dt : config_dtype(io.dtype));
-            for (size_t d = 0; dims && dims->type == TJ_ARRAY && d < dims->n; d++) {
-                int64_t v = 0;
-                if (tj_int(&dims->items[d], &v) != 0)
-                    v = 0;
-                tj_printf(b, "%s%lld", d ? "," : "", (long long)v);
-            }
-            tj_puts(b, "]}");
-        }
+    for (size_t k = 0; list && list->type == TJ_ARRAY && k < list->n; k++) {
+        tj_puts(b, first ? "" : ",");
+        first = 0;
+        tj_write(b, &list->items[k]);
+    }
+    for (int i = 0; i < n; i++) {
+        vt_io io;
+        config_io(m, is_input, i, batched, &io);
+        if (find_io(list, io.name))
+            continue;
+        tj_puts(b, first ? "" : ",");
+        first = 0;
+        put_io(b, &io);
+        *changed = 1;
+    }
 }
 
 /* The configuration completed from the .so, for TRITONBACKEND_ModelSetConfig
@@ -553,7 +538,7 @@ static void put_ios(tj_buf *b, const vt_model *m, const tj_value *list, int is_i
  * max_batch_size the .so's largest batch where Triton may batch it (0 for a
  * model whose export fixed its batch), every tensor the configuration
  * lacks, and the dynamic batcher where the configuration names no
- * scheduler.  A data_type left out is the model's. */
+ * scheduler. */
 static TRITONSERVER_Error *auto_complete(TRITONBACKEND_Model *tm, vt_model *m, const tj_value *cfg, int *changed)
 {
     *changed = 0;

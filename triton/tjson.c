@@ -474,6 +474,36 @@ void tj_put_string(tj_buf *b, const char *s)
     put_bytes(b, "\"", 1);
 }
 
+void tj_write(tj_buf *b, const tj_value *v)
+{
+    switch (v->type) {
+    case TJ_NULL: tj_puts(b, "null"); break;
+    case TJ_FALSE: tj_puts(b, "false"); break;
+    case TJ_TRUE: tj_puts(b, "true"); break;
+    case TJ_NUMBER:
+        if (v->is_int)
+            tj_printf(b, "%lld", (long long)v->inum);
+        else
+            tj_printf(b, "%.17g", v->num);
+        break;
+    case TJ_STRING: tj_put_string(b, v->str); break;
+    case TJ_ARRAY:
+    case TJ_OBJECT:
+        tj_puts(b, v->type == TJ_ARRAY ? "[" : "{");
+        for (size_t i = 0; i < v->n; i++) {
+            if (i)
+                tj_puts(b, ",");
+            if (v->type == TJ_OBJECT) {
+                tj_put_string(b, v->keys[i]);
+                tj_puts(b, ":");
+            }
+            tj_write(b, &v->items[i]);
+        }
+        tj_puts(b, v->type == TJ_ARRAY ? "]" : "}");
+        break;
+    }
+}
+
 void tj_buf_free(tj_buf *b)
 {
     free(b->p);

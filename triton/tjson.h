@@ -45,6 +45,8 @@ void tj_puts(tj_buf *b, const char *s);
 void tj_printf(tj_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* s as a JSON string: quoted, with quote, backslash and control characters escaped. */
 void tj_put_string(tj_buf *b, const char *s);
+/* v written back as JSON text (numbers that were integers as integers). */
+void tj_write(tj_buf *b, const tj_value *v);
 void tj_buf_free(tj_buf *b);
 
 #endif
