@@ -43,10 +43,6 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Declared in triton_api.h's style; kept here as only execute() uses it. */
-TRITONSERVER_Error *TRITONBACKEND_RequestInput(TRITONBACKEND_Request *request, const char *name,
-                                               TRITONBACKEND_Input **input);
-
 #define VT_MAX_SHAPES 64
 #define VT_DEFAULT_FILE "model.so"
 
