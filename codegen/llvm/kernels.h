@@ -84,6 +84,40 @@ size_t cg_gemm_amx_packed_bytes(const cg_gemm_desc *d, const cg_target *t);
 void cg_gemm_amx_pack(const cg_gemm_desc *d, const cg_target *t, const float *W, void *out);
 LLVMValueRef cg_gemm_amx_emit(LLVMModuleRef mod, const char *name, const cg_gemm_desc *d, const cg_target *t);
 
+/* ---- the same GEMM on int8 operands (gemm_i8.c; the target's CPU must
+ * have AVX512-VNNI for 16-float vectors, AVX-VNNI or AVX512-VNNI with VL
+ * for 8-float ones) ----
+ *     C[m, n] = act(sa[m] * sw[n] * (sum_k A[m, k] * W[k, n] - za[m] * colsum[n]) + bias[n]) (+|*) R[m, n]
+ * A is uint8 (row stride g.lda in bytes) with scale sa and zero point za,
+ * one for the tensor or (a_per_row) one per row; W is int8 with one scale
+ * sw[n] per column, colsum[n] the sum of its column.  The sums are exact in
+ * int32 (VPDPBUSD); za * colsum is subtracted from them in int32.  K at most
+ * 65000 (the sums' range).  Epilogue fields as in cg_gemm_desc. */
+typedef struct {
+    cg_gemm_desc g;
+    int a_per_row;
+} cg_gemm_i8_desc;
+
+typedef struct {            /* ARGS of an int8 GEMM driver */
+    const uint8_t *A;
+    const void *W;          /* packed by cg_gemm_i8_pack */
+    const float *bias;      /* NULL if !has_bias */
+    const float *R;         /* NULL if !has_residual; may equal C (in place) */
+    float *C;
+    const float *a_scale;   /* [M] with a_per_row, else [1] */
+    const int32_t *a_zero;  /* likewise, each in 0..255 */
+    int64_t M;
+} cg_gemm_i8_args;
+
+/* Bytes of the packed W (64-byte multiple); 0 for a description the kernel
+ * does not take (as cg_gemm_i8_emit). */
+size_t cg_gemm_i8_packed_bytes(const cg_gemm_i8_desc *d, const cg_target *t);
+/* Packs W (K x N int8, row-major), its column sums and w_scale [N] into out. */
+void cg_gemm_i8_pack(const cg_gemm_i8_desc *d, const cg_target *t, const int8_t *W, const float *w_scale, void *out);
+/* NULL for K or N < 1, K > 65000, a stride below its row, an activation
+ * outside ir_act, vec_floats not 8 or 16, or an LLVM without VPDPBUSD. */
+LLVMValueRef cg_gemm_i8_emit(LLVMModuleRef mod, const char *name, const cg_gemm_i8_desc *d, const cg_target *t);
+
 /* ---- batched GEMM between activations (MatMul of two computed tensors) ----
  * For each batch index b < batch (batch = batch_static * B at run time):
  *     C_b[M, N] = A_b[M, K] @ op(B_b)[K, N],  op = transpose if trans_b.
