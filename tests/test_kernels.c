@@ -25,6 +25,7 @@
 #include "codegen/llvm/kern_ir.h"
 #include "codegen/llvm/kern_jit.h"
 #include "codegen/llvm/kernels.h"
+#include "runtime/rt_impl.h"
 
 #define TOL 1e-5
 #define SENTINEL 12345.0f
@@ -802,8 +803,232 @@ static void vector_math_accuracy(void **state)
     cg_jit_free(j);
 }
 
+/* ---- the int8 GEMM (gemm_i8.c) ----
+ * Against sums in int64 written here: with unit scales and no epilogue the
+ * output must be exactly (float)(sum - za * colsum) (the sums and the zero
+ * point's term are exact in int32, the conversion rounds once, as here);
+ * with scales, bias, activation and residual within a few float roundings
+ * of a double reference.  A and C in guarded buffers with sentinels. */
+
+typedef struct {
+    int64_t M, K, N, lda, ldc;
+    int bias, res, act, per_row; /* res as gemm_case: 1 separate R, 2 in place, 3 one row; 4 a gate */
+} i8_case;
+
+static const i8_case i8_cases[] = {
+    {197, 768, 768, 768, 768, 1, 0, 0, 0}, {197, 768, 2304, 768, 2304, 1, 0, 0, 1},
+    {1, 768, 768, 768, 768, 1, 1, 0, 1},   {5, 13, 37, 16, 40, 1, 0, 1, 0},
+    {31, 770, 50, 773, 50, 0, 2, 0, 1},    {13, 3, 100, 3, 101, 1, 3, 4, 0},
+    {40, 1, 33, 1, 33, 1, 4, 0, 1},        {29, 3072, 96, 3072, 96, 1, 1, 0, 1},
+    {12, 64, 16, 64, 16, 0, 0, 0, 0},      {25, 255, 31, 255, 31, 1, 0, 2, 1},
+};
+#define I8_NCASES (sizeof i8_cases / sizeof i8_cases[0])
+
+static uint8_t *galloc_bytes(guarded *g, size_t n)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), bytes = n ? n : 1;
+    size_t data = (bytes + page - 1) / page * page;
+    g->maplen = data + page;
+    g->map = mmap(NULL, g->maplen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    assert_true(g->map != MAP_FAILED);
+    assert_int_equal(mprotect((char *)g->map + data, page, PROT_NONE), 0);
+    return (uint8_t *)g->map + data - bytes;
+}
+
+static uint32_t urand(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (uint32_t)(rng_state >> 32);
+}
+
+static cg_gemm_i8_desc i8_desc(const i8_case *c, int exact)
+{
+    int64_t ldr = c->res == 1 || c->res == 4 ? c->N + 3 : c->res == 2 ? c->ldc : 0;
+    cg_gemm_i8_desc d = {.g = {.K = c->K, .N = c->N, .lda = c->lda, .ldc = c->ldc, .ldr = ldr}, .a_per_row = c->per_row};
+    if (!exact) {
+        d.g.has_bias = c->bias, d.g.has_residual = c->res != 0, d.g.activation = c->act, d.g.gate = c->res == 4;
+    }
+    return d;
+}
+
+/* Case c through the driver name at nthreads; exact: unit scales, no
+ * epilogue, compared bit for bit. */
+static void run_i8_case(cg_jit *j, const cg_target *t, const i8_case *c, const char *name, int nthreads, int exact)
+{
+    int64_t M = c->M, K = c->K, N = c->N;
+    cg_gemm_i8_desc d = i8_desc(c, exact);
+    const cg_gemm_desc *g = &d.g;
+    guarded ga = {0}, gc = {0}, gr = {0};
+    size_t asize = (size_t)(M ? (M - 1) * c->lda + K : 0);
+    uint8_t *A = galloc_bytes(&ga, asize);
+    int8_t *W = malloc((size_t)(K * N));
+    float *sw = malloc((size_t)N * sizeof *sw), *bias = malloc((size_t)N * sizeof *bias);
+    float *sa = malloc((size_t)(M + 1) * sizeof *sa);
+    int32_t *za = malloc((size_t)(M + 1) * sizeof *za);
+    size_t pbytes = cg_gemm_i8_packed_bytes(&d, t);
+    assert_true(W && sw && bias && sa && za && pbytes > 0 && pbytes % 64 == 0);
+    void *P = aligned_alloc(64, pbytes);
+    assert_non_null(P);
+    for (size_t i = 0; i < asize; i++)
+        A[i] = (uint8_t)urand();
+    for (int64_t i = 0; i < K * N; i++)
+        W[i] = (int8_t)(uint8_t)urand();
+    if (K * N > 1)
+        W[0] = -128, W[1] = 127;
+    if (asize > 1)
+        A[0] = 255, A[1] = 0;
+    for (int64_t n = 0; n < N; n++) {
+        sw[n] = exact ? 1.0f : (0.5f + 0.5f * fabsf(frand())) / 128.0f;
+        bias[n] = frand();
+    }
+    for (int64_t m = 0; m <= M; m++) {
+        sa[m] = exact ? 1.0f : (0.5f + 0.5f * fabsf(frand())) / 255.0f / sqrtf((float)K);
+        za[m] = (int32_t)(urand() % 256);
+    }
+    size_t csize = (size_t)(M * c->ldc + c->ldc);
+    float *C = galloc(&gc, csize), *R = NULL;
+    for (size_t i = 0; i < csize; i++)
+        C[i] = SENTINEL;
+    if (g->has_residual && g->ldr != 0 && R == NULL && c->res != 2) {
+        size_t rsize = (size_t)(M ? (M - 1) * g->ldr + N : 0);
+        R = galloc(&gr, rsize);
+        fill(R, rsize, 1.0f);
+    } else if (g->has_residual && c->res == 2) {
+        for (int64_t m = 0; m < M; m++)
+            fill(C + m * c->ldc, (size_t)N, 1.0f);
+        R = C;
+    } else if (g->has_residual) {
+        R = galloc(&gr, (size_t)N);
+        fill(R, (size_t)N, 1.0f);
+    }
+    /* the reference, before C (maybe R) is overwritten */
+    double *ref = malloc((size_t)(M * N + 1) * sizeof *ref), *mag = malloc((size_t)(M * N + 1) * sizeof *mag);
+    assert_true(ref && mag);
+    for (int64_t n = 0; n < N; n++) {
+        int64_t colsum = 0;
+        for (int64_t k = 0; k < K; k++)
+            colsum += W[k * N + n];
+        for (int64_t m = 0; m < M; m++) {
+            int64_t acc = 0;
+            for (int64_t k = 0; k < K; k++)
+                acc += (int64_t)A[m * c->lda + k] * W[k * N + n];
+            int64_t q = c->per_row ? m : 0;
+            int64_t tq = acc - (int64_t)za[q] * colsum;
+            if (exact) {
+                ref[m * N + n] = (double)(float)tq;
+                continue;
+            }
+            double y = (double)sa[q] * sw[n] * (double)tq + (g->has_bias ? bias[n] : 0.0);
+            double m0 = fabs((double)sa[q] * sw[n] * (double)tq) + (g->has_bias ? fabs(bias[n]) : 0.0);
+            y = act_ref(y, g->activation);
+            if (g->has_residual) {
+                double r = R[m * g->ldr + n];
+                m0 = m0 * fmax(1.0, fabs(r)) + fabs(r);
+                y = g->gate ? y * r : y + r;
+            }
+            ref[m * N + n] = y;
+            mag[m * N + n] = fmax(m0, 1.0);
+        }
+    }
+    cg_gemm_i8_pack(&d, t, W, sw, P);
+    cg_gemm_i8_args args = {.A = A, .W = P, .bias = g->has_bias ? bias : NULL, .R = R, .C = C,
+                            .a_scale = sa, .a_zero = za, .M = M};
+    int64_t calls = run_driver(j, name, &args, nthreads);
+    double worst = 0;
+    int64_t bad_sentinels = 0, mismatches = 0;
+    for (int64_t m = 0; m <= M; m++)
+        for (int64_t n = 0; n < c->ldc; n++) {
+            float got = C[m * c->ldc + n];
+            if (m == M || n >= N) {
+                bad_sentinels += got != SENTINEL;
+                continue;
+            }
+            double r = ref[m * N + n];
+            if (exact) {
+                mismatches += (double)got != r;
+                continue;
+            }
+            /* in units of float's epsilon of the terms' magnitude */
+            double e = fabs(got - r) / (mag[m * N + n] * 0x1p-23);
+            worst = isnan(got) ? INFINITY : fmax(worst, e);
+        }
+    printf("  gemm int8 v%d M %4lld K %4lld N %4lld lda %4lld ldc %4lld %s bias %d res %d act %d za %s threads %d: "
+           "%s %.2f eps (%lld ranges)\n",
+           t->vec_floats, (long long)M, (long long)K, (long long)N, (long long)c->lda, (long long)c->ldc,
+           exact ? "exact" : "dequant", g->has_bias, c->res, g->activation, c->per_row ? "per row" : "per tensor",
+           nthreads, exact ? "mismatches" : "worst", exact ? (double)mismatches : worst, (long long)calls);
+    if (bad_sentinels || mismatches || worst > 8)
+        fail_msg("gemm int8 %s: %lld sums differ, %.2f eps > 8, or %lld sentinels overwritten", name,
+                 (long long)mismatches, worst, (long long)bad_sentinels);
+    if (M == 0 && calls != 0)
+        fail_msg("gemm int8 %s: M = 0 ran %lld task ranges", name, (long long)calls);
+    free(ref), free(mag), free(W), free(sw), free(bias), free(sa), free(za), free(P);
+    gfree(&ga), gfree(&gc), gfree(&gr);
+}
+
+/* Every int8 case, exact and dequantized, at its M with 1 or 4 threads, at
+ * one row (13 where M is 1) with 2, and at none, for target t. */
+static void gemm_i8_all_cases(const cg_target *t, const char *prefix)
+{
+    cg_jit *j = jit_new();
+    LLVMModuleRef m = cg_jit_module(j, prefix);
+    for (size_t i = 0; i < I8_NCASES; i++)
+        for (int exact = 0; exact < 2; exact++) {
+            char name[64];
+            snprintf(name, sizeof name, "%s%zu_%d", prefix, i, exact);
+            cg_gemm_i8_desc d = i8_desc(&i8_cases[i], exact);
+            if (!cg_gemm_i8_emit(m, name, &d, t))
+                fail_msg("cg_gemm_i8_emit (%s) failed for case %zu", prefix, i);
+        }
+    cg_gemm_i8_desc bad = i8_desc(&i8_cases[0], 1);
+    bad.g.K = 70000, bad.g.lda = 70000;
+    assert_null(cg_gemm_i8_emit(m, "bad_k", &bad, t));
+    jit_add(j, m);
+    for (size_t i = 0; i < I8_NCASES; i++)
+        for (int exact = 0; exact < 2; exact++) {
+            char name[64];
+            snprintf(name, sizeof name, "%s%zu_%d", prefix, i, exact);
+            i8_case c = i8_cases[i];
+            run_i8_case(j, t, &c, name, i % 2 ? 4 : 1, exact);
+            c.M = c.M > 1 ? 1 : 13;
+            run_i8_case(j, t, &c, name, 2, exact);
+            c.M = 0;
+            run_i8_case(j, t, &c, name, 1, exact);
+        }
+    cg_jit_free(j);
+}
+
+/* The int8 GEMM on 16-lane vectors (AVX512-VNNI) and on 8-lane ones (the
+ * AVX2 path's shape: AVX-VNNI, or AVX512-VNNI with VL); each skipped, saying
+ * why, where this CPU lacks the instructions. */
+static void test_gemm_int8_vnni(void **state)
+{
+    (void)state;
+    char missing[256];
+    cg_jit *j = jit_new();
+    cg_target host = cg_jit_target(j);
+    cg_jit_free(j);
+    int ran = 0;
+    if (host.vec_floats == 16 && rt_cpu_missing_features("+avx512f,+avx512vnni", missing, sizeof missing) == 0) {
+        gemm_i8_all_cases(&host, "i8v16_");
+        ran++;
+    } else
+        printf("  skipped on 16-lane vectors: %s\n", host.vec_floats == 16 ? missing : "no AVX-512 in the JIT's features");
+    if (host.vec_floats >= 8 && (rt_cpu_missing_features("+avxvnni", missing, sizeof missing) == 0 ||
+                                 rt_cpu_missing_features("+avx512vnni,+avx512vl", missing, sizeof missing) == 0)) {
+        cg_target t = avx2_target(host);
+        gemm_i8_all_cases(&t, "i8v8_");
+        ran++;
+    } else
+        printf("  skipped on 8-lane vectors: this CPU has neither AVX-VNNI nor AVX512-VNNI with VL\n");
+    if (!ran)
+        tu_skip();
+}
+
 /* test_gemm_bf16_amx and test_gemm_bf16_dot run as ctests of their own, test_kernels_bf16amx and
  * test_kernels_bf16dot (tests/CMakeLists.txt), so that a host without AMX or AVX512-BF16 reports that
  * one as skipped and still runs the rest here. */
 TU_MAIN(NULL, NULL, vector_math_accuracy, gemm_all_cases, gemm_other_targets, gemm_rejects_bad_descs,
-        bgemm_all_cases, attention_all_cases, test_gemm_bf16_amx, test_gemm_bf16_dot)
+        bgemm_all_cases, attention_all_cases, test_gemm_bf16_amx, test_gemm_bf16_dot, test_gemm_int8_vnni)
