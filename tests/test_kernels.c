@@ -846,7 +846,8 @@ static uint32_t urand(void)
 static cg_gemm_i8_desc i8_desc(const i8_case *c, int exact)
 {
     int64_t ldr = c->res == 1 || c->res == 4 ? c->N + 3 : c->res == 2 ? c->ldc : 0;
-    cg_gemm_i8_desc d = {.g = {.K = c->K, .N = c->N, .lda = c->lda, .ldc = c->ldc, .ldr = ldr}, .a_per_row = c->per_row};
+    cg_gemm_i8_desc d = {.g = {.K = c->K, .N = c->N, .lda = c->lda, .ldc = c->ldc, .ldr = ldr},
+                         .a_per_row = c->per_row};
     if (!exact) {
         d.g.has_bias = c->bias, d.g.has_residual = c->res != 0, d.g.activation = c->act, d.g.gate = c->res == 4;
     }
@@ -1015,7 +1016,8 @@ static void test_gemm_int8_vnni(void **state)
         gemm_i8_all_cases(&host, "i8v16_");
         ran++;
     } else
-        printf("  skipped on 16-lane vectors: %s\n", host.vec_floats == 16 ? missing : "no AVX-512 in the JIT's features");
+        printf("  skipped on 16-lane vectors: %s%s\n", host.vec_floats == 16 ? "this CPU lacks " : "",
+               host.vec_floats == 16 ? missing : "no AVX-512 in the JIT's features");
     if (host.vec_floats >= 8 && (rt_cpu_missing_features("+avxvnni", missing, sizeof missing) == 0 ||
                                  rt_cpu_missing_features("+avx512vnni,+avx512vl", missing, sizeof missing) == 0)) {
         cg_target t = avx2_target(host);

@@ -247,7 +247,8 @@ static void emit_panels(i8_emit *e, LLVMValueRef pb, LLVMValueRef pe, const int 
         LLVMValueRef zv = splat_i32(e, zp), sv = kern_splat(k, sa);
         for (int h = 0; h < nh; h++) {
             LLVMValueRef col = kern_addc(k, n0, h * vf);
-            LLVMValueRef mask = kern_lanes_below(k, LLVMBuildSelect(b, in[r], kern_i64(k, lanes[h]), kern_i64(k, 0), ""));
+            LLVMValueRef n = LLVMBuildSelect(b, in[r], kern_i64(k, lanes[h]), kern_i64(k, 0), "");
+            LLVMValueRef mask = kern_lanes_below(k, n);
             LLVMValueRef t = LLVMBuildSub(b, acc[r * nh + h], LLVMBuildMul(b, zv, cs[h], ""), "");
             LLVMValueRef x = LLVMBuildSIToFP(b, t, vf32, "");
             LLVMValueRef s = LLVMBuildFMul(b, sv, sw[h], "");
