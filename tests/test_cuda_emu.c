@@ -454,8 +454,10 @@ static int vitc_text(const char *const *args, char *text, size_t n)
 /* The runtime's CUDA executor end to end (driver loading, image choice by
  * architecture, graphs captured once and replayed, the shared memory opt-in,
  * copies in and out) on tests/fake_libcuda.c, whose kernels run on the
- * emulation; then test_cuda_gpu, the GPU test itself, on the same. */
-static void test_runtime_on_fake_driver(void **state)
+ * emulation; then test_cuda_gpu, the GPU test itself, on the same.  It runs
+ * the fixtures' programs on the emulation libraries test_fixtures_emulated
+ * builds, so it comes after it (and in the same ctest: test_fixtures_*). */
+static void test_fixtures_on_fake_driver(void **state)
 {
     (void)state;
     char fake[8300], trace[8300], text[65536];
@@ -593,7 +595,7 @@ static int setup(void **state)
 
 TU_MAIN(setup, tu_teardown_tmpdir, test_fixtures_emulated, test_zoo_families_emulated, test_ops_emulated,
         test_rope_emulated, test_head_sizes_emulated,
-        test_runtime_on_fake_driver)
+        test_fixtures_on_fake_driver)
 
 #else
 
