@@ -591,12 +591,7 @@ static LLVMValueRef emit_task(amx_emit *e, const char *name, LLVMTypeRef argsty)
 static kern_split split(kern *k, void *gen, LLVMValueRef M, LLVMValueRef nt)
 {
     const amx_plan *p = ((const amx_emit *)gen)->p;
-    LLVMValueRef tiles = kern_cdiv(k, M, kern_i64(k, AMX_MR));
-    LLVMValueRef nmb = kern_cdiv(k, M, kern_i64(k, p->mc_max));
-    LLVMValueRef mc = kern_mulc(k, kern_cdiv(k, tiles, nmb), AMX_MR);
-    nmb = kern_cdiv(k, M, mc);
-    LLVMValueRef nnb = kern_min(k, kern_cdiv(k, kern_mulc(k, nt, AMX_TASKS_PER_THREAD), nmb), kern_i64(k, p->npanels));
-    return (kern_split){.nblk = nmb, .blk = mc, .aux = nnb, .ntasks = kern_mul(k, nmb, nnb)};
+    return kern_split_panels(k, M, AMX_MR, p->mc_max, p->npanels, AMX_TASKS_PER_THREAD, nt);
 }
 
 static LLVMValueRef build_task(kern *k, void *gen, const char *name, LLVMTypeRef argsty)

@@ -307,12 +307,7 @@ static LLVMValueRef emit_task(i8_emit *e, const char *name, LLVMTypeRef argsty)
 static kern_split split(kern *k, void *gen, LLVMValueRef M, LLVMValueRef nt)
 {
     const i8_plan *p = ((const i8_emit *)gen)->p;
-    LLVMValueRef groups = kern_cdiv(k, M, kern_i64(k, p->mr));
-    LLVMValueRef nmb = kern_cdiv(k, M, kern_i64(k, (int64_t)I8_MC_GROUPS * p->mr));
-    LLVMValueRef mc = kern_mulc(k, kern_cdiv(k, groups, nmb), p->mr);
-    nmb = kern_cdiv(k, M, mc);
-    LLVMValueRef nnb = kern_min(k, kern_cdiv(k, kern_mulc(k, nt, I8_TASKS_PER_THREAD), nmb), kern_i64(k, p->npanels));
-    return (kern_split){.nblk = nmb, .blk = mc, .aux = nnb, .ntasks = kern_mul(k, nmb, nnb)};
+    return kern_split_panels(k, M, p->mr, (int64_t)I8_MC_GROUPS * p->mr, p->npanels, I8_TASKS_PER_THREAD, nt);
 }
 
 static LLVMValueRef build_task(kern *k, void *gen, const char *name, LLVMTypeRef argsty)

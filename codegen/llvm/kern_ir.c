@@ -136,6 +136,18 @@ kern_split kern_split_rows(kern *k, LLVMValueRef outer, int64_t rows, int64_t mr
     return (kern_split){.nblk = nblk, .blk = blk, .ntasks = kern_mul(k, outer, nblk)};
 }
 
+kern_split kern_split_panels(kern *k, LLVMValueRef M, int64_t mr, int64_t mc_max, int64_t npanels,
+                             int tasks_per_thread, LLVMValueRef nthreads)
+{
+    LLVMValueRef tiles = kern_cdiv(k, M, kern_i64(k, mr));
+    LLVMValueRef nmb = kern_cdiv(k, M, kern_i64(k, mc_max));
+    LLVMValueRef mc = kern_mulc(k, kern_cdiv(k, tiles, nmb), mr);
+    nmb = kern_cdiv(k, M, mc);
+    LLVMValueRef nnb =
+        kern_min(k, kern_cdiv(k, kern_mulc(k, nthreads, tasks_per_thread), nmb), kern_i64(k, npanels));
+    return (kern_split){.nblk = nmb, .blk = mc, .aux = nnb, .ntasks = kern_mul(k, nmb, nnb)};
+}
+
 static LLVMValueRef emit_kernel(kern *k, const char *name, const kern_kernel *kk)
 {
     char task_name[320];

@@ -76,6 +76,12 @@ typedef struct {
  * rows rows each: whole problems per task, their rows split into blocks of
  * a multiple of mr only while there would be fewer than 3 tasks a thread. */
 kern_split kern_split_rows(kern *k, LLVMValueRef outer, int64_t rows, int64_t mr, LLVMValueRef nthreads);
+/* The split of a GEMM's M rows and npanels column panels (the AMX and int8
+ * GEMMs): row blocks of at most mc_max rows, as even as whole tiles of mr
+ * make them, then column blocks of whole panels until there are
+ * tasks_per_thread tasks a thread (at most one per panel, in aux). */
+kern_split kern_split_panels(kern *k, LLVMValueRef M, int64_t mr, int64_t mc_max, int64_t npanels,
+                             int tasks_per_thread, LLVMValueRef nthreads);
 /* A kernel as each generator (gemm.c, gemm_amx.c, bgemm.c, attention.c)
  * describes it to kern_emit: the name of its task, the task, and how its
  * driver splits the work of a call among the tasks. */
