@@ -440,7 +440,9 @@ int ik_resize(ik_ctx *c)
     for (int a = 0; a < rank; a++) { /* the largest intermediate, resizing from the last axis */
         int64_t m = 1;
         for (int i = 0; i < rank; i++)
-            m *= i < a ? x->dims[i] : out[i];
+            if (ir_mul_ovf(m, i < a ? x->dims[i] : out[i], &m) || m > ((int64_t)4 << 30) / (int64_t)sizeof(double))
+                return ik_fail(c, VITC_BAD_INPUT, "resizing axis %d before the others makes an intermediate of over "
+                                                  "4 GiB", a);
         cap = m > cap ? m : cap;
     }
     double *buf[2] = {ik_load_f64(c, x), malloc(sizeof(double) * (size_t)(cap + 1))};
