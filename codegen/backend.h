@@ -104,7 +104,14 @@ typedef struct cg_backend {
     /* What generates its code, for `vitc --version` ("LLVM 19.1.7",
      * "NVRTC 13.0"; or why it is not there).  NULL: nothing to say. */
     const char *(*describe)(void);
+    /* Which Linears the pass pipeline makes LinearInt8 for these options (a
+     * pass_int8 of passes/passes.h).  NULL: none. */
+    int (*int8)(const cg_options *opt);
 } cg_backend;
+
+/* be's answer to int8 for opt (PASS_INT8_NONE without the slot): what the
+ * pipeline's pass_options.int8 must be for a graph compiled with them. */
+int cg_int8_mode(const cg_backend *be, const cg_options *opt);
 
 /* Compiles an optimised graph (shapes inferred, passes run) into
  * opt->output with backend be.  Returns status; every problem is in d.

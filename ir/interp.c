@@ -349,6 +349,7 @@ static int (*const checks[IR_OP_COUNT])(const ir_graph *g, const ir_node *n) = {
     [IR_OP_DROPOUT] = dropout_ok,
     [IR_OP_CONSTANT_OF_SHAPE] = constant_of_shape_ok,
     [IR_OP_LINEAR] = linear_ok,
+    [IR_OP_LINEAR_INT8] = linear_ok,
     [IR_OP_ATTENTION] = attention_ok,
     [IR_OP_PAD] = pad_ok,
     [IR_OP_SCATTER_ND] = scatter_nd_ok,
@@ -392,6 +393,8 @@ static const ik_kernel kernels[IR_OP_COUNT] = {
     [IR_OP_RMS_NORM] = ik_layernorm,
     [IR_OP_BATCHNORM] = ik_batchnorm,
     [IR_OP_LINEAR] = ik_linear,
+    [IR_OP_LINEAR_INT8] = ik_linear_int8,
+    [IR_OP_DYNAMIC_FAKE_QUANT] = ik_dynamic_fake_quant,
     [IR_OP_ATTENTION] = ik_attention,
     [IR_OP_SIZE] = ik_size,
     [IR_OP_TILE] = ik_tile,
@@ -409,7 +412,7 @@ static const ik_kernel kernels[IR_OP_COUNT] = {
     [IR_OP_IF] = NULL, /* shape inference puts the branch it picks in its place */
 };
 /* Every op without a formula has its line above (Constant's and If's NULL included). */
-_Static_assert(IR_OP_COUNT - IR_EW_COUNT == 47, "kernels[]: one entry per op without a formula in elemwise.def");
+_Static_assert(IR_OP_COUNT - IR_EW_COUNT == 49, "kernels[]: one entry per op without a formula in elemwise.def");
 
 static ik_kernel kernel_for(ir_op op)
 {

@@ -124,6 +124,8 @@ void ik_conv_f64(const ik_conv_geom *g, const double *x, const double *w, const 
 int ik_quantize(ik_ctx *c);
 int ik_dequantize(ik_ctx *c);
 int ik_dynamic_quantize(ik_ctx *c);
+int ik_dynamic_fake_quant(ik_ctx *c);
+int ik_linear_int8(ik_ctx *c);
 int ik_matmul_integer(ik_ctx *c);
 int ik_conv_integer(ik_ctx *c);
 int ik_qlinear_matmul(ik_ctx *c);

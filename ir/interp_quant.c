@@ -27,6 +27,7 @@
  * exact, since products of 8-bit operands summed over fewer than 2^37 terms
  * stay below 2^53. */
 #include "ir/interp_impl.h"
+#include "ir/opview.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -189,21 +190,29 @@ int ik_dequantize(ik_ctx *c)
     return VITC_OK;
 }
 
+/* DynamicQuantizeLinear's u8 scale and zero point for n elements of x from
+ * element `first` on, every `stride`-th one; the range is widened to hold 0. */
+static void dynq_params(const ir_tensor *x, int64_t first, int64_t n, float *scale, float *zp)
+{
+    float lo = 0, hi = 0;
+    for (int64_t i = 0; i < n; i++) {
+        float v = (float)ir_tensor_get(x, first + i);
+        lo = v < lo ? v : lo;
+        hi = v > hi ? v : hi;
+    }
+    *scale = hi == lo ? 1.0f : (hi - lo) / 255.0f;
+    float zp0 = 0.0f - lo / *scale;
+    *zp = nearbyintf(zp0 < 0 ? 0 : zp0 > 255 ? 255 : zp0);
+}
+
 int ik_dynamic_quantize(ik_ctx *c)
 {
     const ir_tensor *x = c->in[0];
     if (x->dtype != IR_F32)
         return ik_fail(c, VITC_BAD_INPUT, "DynamicQuantizeLinear takes f32, not %s", ir_dtype_name(x->dtype));
     int64_t n = ir_tensor_numel(x);
-    float lo = 0, hi = 0;
-    for (int64_t i = 0; i < n; i++) {
-        float v = (float)ir_tensor_get(x, i);
-        lo = v < lo ? v : lo;
-        hi = v > hi ? v : hi;
-    }
-    float scale = hi == lo ? 1.0f : (hi - lo) / 255.0f;
-    float zp0 = 0.0f - lo / scale;
-    float zp = nearbyintf(zp0 < 0 ? 0 : zp0 > 255 ? 255 : zp0);
+    float scale, zp;
+    dynq_params(x, 0, n, &scale, &zp);
     int st = ik_alloc(c, &c->out[0], IR_U8, x->rank, x->dims);
     if (!st)
         st = ik_alloc(c, &c->out[1], IR_F32, 0, NULL);
@@ -215,6 +224,84 @@ int ik_dynamic_quantize(ik_ctx *c)
         ir_tensor_set_i64(&c->out[0], i, (int64_t)saturate_round((float)(ir_tensor_get(x, i) / scale), zp, 0, 255));
     ir_tensor_set(&c->out[1], 0, scale);
     ir_tensor_set_i64(&c->out[2], 0, (int64_t)zp);
+    return VITC_OK;
+}
+
+int ik_dynamic_fake_quant(ik_ctx *c)
+{
+    const ir_tensor *x = c->in[0];
+    if (x->dtype != IR_F32)
+        return ik_fail(c, VITC_BAD_INPUT, "DynamicFakeQuant takes f32, not %s", ir_dtype_name(x->dtype));
+    int64_t n = ir_tensor_numel(x);
+    float scale, zp;
+    dynq_params(x, 0, n, &scale, &zp);
+    int st = ik_alloc(c, &c->out[0], IR_F32, x->rank, x->dims);
+    for (int64_t i = 0; !st && i < n; i++) {
+        float q = (float)saturate_round((float)(ir_tensor_get(x, i) / scale), zp, 0, 255);
+        ir_tensor_set(&c->out[0], i, (q - zp) * scale);
+    }
+    return st;
+}
+
+/* LinearInt8 (ops.def) as the CPU kernels compute it: x quantized to u8 as
+ * a_quant says, the sums of (qa - za) * W exact, each scaled in f32 by
+ * sa * w_scale[n] (one rounding), the bias added with one more (a fused
+ * multiply-add), then the activation and the residual. */
+int ik_linear_int8(ik_ctx *c)
+{
+    ir_linear v;
+    if (ir_linear_get(c->n, &v, c->d))
+        return VITC_BAD_INPUT;
+    const ir_tensor *X = c->in[IR_LINEAR_X], *W = c->in[IR_LINEAR_W], *S = c->in[IR_LINEAR_W_SCALE];
+    const ir_tensor *Bias = ik_in(c, IR_LINEAR_BIAS), *R = ik_in(c, IR_LINEAR_RESIDUAL);
+    if (X->dtype != IR_F32 || W->dtype != IR_I8 || S->dtype != IR_F32 || (Bias && Bias->dtype != IR_F32) ||
+        (R && R->dtype != IR_F32))
+        return ik_fail(c, VITC_BAD_INPUT, "LinearInt8 takes an f32 x, bias and residual, an i8 W and f32 scales");
+    if (X->rank < 1 || W->rank != 2 || W->dims[0] != X->dims[X->rank - 1] || ir_tensor_numel(S) != W->dims[1] ||
+        (Bias && ir_tensor_numel(Bias) != W->dims[1]))
+        return ik_fail(c, VITC_BAD_INPUT, "LinearInt8's x, W [K, N], scales [N] and bias [N] do not fit");
+    int64_t K = W->dims[0], N = W->dims[1], M = 1, dims[IR_MAX_RANK], rs[IR_MAX_RANK] = {0};
+    for (int i = 0; i < X->rank - 1; i++)
+        M *= X->dims[i], dims[i] = X->dims[i];
+    dims[X->rank - 1] = N;
+    if (R) {
+        int ok = R->rank <= X->rank;
+        for (int i = 0; ok && i < R->rank; i++)
+            ok = R->dims[i] == 1 || R->dims[i] == dims[X->rank - R->rank + i];
+        if (!ok)
+            return ik_fail(c, VITC_BAD_INPUT, "LinearInt8's residual does not broadcast to its output");
+        ik_bcast_strides(R->rank, R->dims, X->rank, dims, rs);
+    }
+    int st = ik_alloc(c, &c->out[0], IR_F32, X->rank, dims);
+    if (st)
+        return st;
+    double *qa = malloc((size_t)(K ? K : 1) * sizeof *qa);
+    if (!qa)
+        return ik_fail(c, VITC_INTERNAL, "out of memory");
+    float sa = v.a_scale, za = (float)v.a_zero;
+    if (v.aq == IR_AQ_TENSOR)
+        dynq_params(X, 0, M * K, &sa, &za);
+    ik_iter it;
+    ik_iter_init(&it, X->rank, dims);
+    ik_iter_add(&it, rs, 0);
+    for (int64_t m = 0; m < M; m++) {
+        if (v.aq == IR_AQ_ROW)
+            dynq_params(X, m * K, K, &sa, &za);
+        for (int64_t k = 0; k < K; k++)
+            qa[k] = saturate_round((float)(ir_tensor_get(X, m * K + k) / sa), za, 0, 255) - za;
+        for (int64_t j = 0; j < N; j++, ik_iter_next(&it)) {
+            double t = 0; /* exact: |terms| < 2^15, fewer than 2^37 of them */
+            for (int64_t k = 0; k < K; k++)
+                t += qa[k] * ir_tensor_get(W, k * N + j);
+            float s = sa * (float)ir_tensor_get(S, j);
+            float y = Bias ? fmaf((float)t, s, (float)ir_tensor_get(Bias, j)) : (float)t * s;
+            double out = ir_act_ref(y, v.act);
+            if (R)
+                out += ir_tensor_get(R, it.off[0]);
+            ir_tensor_set(&c->out[0], m * N + j, out);
+        }
+    }
+    free(qa);
     return VITC_OK;
 }
 

@@ -14,20 +14,40 @@ int ir_linear_of(const ir_node *n, ir_linear *v, char *why, size_t len)
 {
     if (len)
         why[0] = 0;
-    if (n->op != IR_OP_LINEAR || n->ninputs < 2 || n->noutputs < 1)
+    if ((n->op != IR_OP_LINEAR && n->op != IR_OP_LINEAR_INT8) || n->ninputs < 2 || n->noutputs < 1)
         return 0;
     int64_t act = ir_attr_int(n, IR_ATTR_ACTIVATION, IR_ACT_NONE);
     if (act < 0 || act >= IR_ACT_COUNT) {
         snprintf(why, len, "unknown Linear activation %lld (not one of 0..%d)", (long long)act, IR_ACT_COUNT - 1);
         return 0;
     }
+    memset(v, 0, sizeof *v);
     v->x = n->inputs[IR_LINEAR_X];
     v->w = n->inputs[IR_LINEAR_W];
     v->bias = slot(n, IR_LINEAR_BIAS);
     v->residual = slot(n, IR_LINEAR_RESIDUAL);
     v->gate = slot(n, IR_LINEAR_GATE);
+    v->w_scale = -1;
     v->y = n->outputs[0];
     v->act = (ir_act)act;
+    if (n->op == IR_OP_LINEAR)
+        return 1;
+    v->int8 = 1;
+    v->w_scale = v->gate;
+    v->gate = -1;
+    int64_t aq = ir_attr_int(n, IR_ATTR_A_QUANT, -1), za = ir_attr_int(n, IR_ATTR_A_ZERO, 0);
+    v->a_scale = ir_attr_float(n, IR_ATTR_A_SCALE, 1.0f);
+    if (v->w_scale < 0) {
+        snprintf(why, len, "LinearInt8 needs its weight scales (input %d)", IR_LINEAR_W_SCALE);
+        return 0;
+    }
+    if (aq < 0 || aq >= IR_AQ_COUNT || za < 0 || za > 255 || !(v->a_scale > 0) || v->a_scale > 3.4e38f) {
+        snprintf(why, len, "LinearInt8's a_quant %lld (0..%d), a_zero %lld (0..255) or a_scale %g (> 0) is out of range",
+                 (long long)aq, IR_AQ_COUNT - 1, (long long)za, (double)v->a_scale);
+        return 0;
+    }
+    v->aq = (ir_aquant)aq;
+    v->a_zero = (int)za;
     return 1;
 }
 
@@ -172,15 +192,22 @@ static void spec_inputs(ir_node_spec *s, int n, const int *in)
 void ir_linear_spec(const ir_linear *v, ir_node_spec *s)
 {
     memset(s, 0, sizeof *s);
-    s->op = IR_OP_LINEAR;
+    s->op = v->int8 ? IR_OP_LINEAR_INT8 : IR_OP_LINEAR;
     int in[IR_LINEAR_NIN] = {[IR_LINEAR_X] = v->x, [IR_LINEAR_W] = v->w, [IR_LINEAR_BIAS] = v->bias,
-                             [IR_LINEAR_RESIDUAL] = v->residual, [IR_LINEAR_GATE] = v->gate};
+                             [IR_LINEAR_RESIDUAL] = v->residual, [IR_LINEAR_GATE] = v->int8 ? v->w_scale : v->gate};
     spec_inputs(s, IR_LINEAR_NIN, in);
     if (s->nin < 2)
         s->nin = 2;
     s->out = v->y;
     if (v->act != IR_ACT_NONE)
         s->attrs[s->nattrs++] = attr_int(IR_ATTR_ACTIVATION, v->act);
+    if (v->int8) {
+        s->attrs[s->nattrs++] = attr_int(IR_ATTR_A_QUANT, v->aq);
+        if (v->aq == IR_AQ_STATIC) {
+            s->attrs[s->nattrs++] = attr_float(IR_ATTR_A_SCALE, v->a_scale);
+            s->attrs[s->nattrs++] = attr_int(IR_ATTR_A_ZERO, v->a_zero);
+        }
+    }
 }
 
 void ir_attention_spec(const ir_attention *v, ir_node_spec *s)
@@ -217,7 +244,8 @@ void ir_norm_spec(const ir_norm *v, ir_node_spec *s)
 
 ir_linear ir_linear_make(int x, int w, int y)
 {
-    return (ir_linear){.x = x, .w = w, .bias = -1, .residual = -1, .gate = -1, .y = y, .act = IR_ACT_NONE};
+    return (ir_linear){.x = x, .w = w, .bias = -1, .residual = -1, .gate = -1, .y = y, .act = IR_ACT_NONE,
+                       .w_scale = -1, .a_scale = 1.0f};
 }
 
 ir_norm ir_norm_make(int x, int scale, int y, int64_t axis, float eps, int centered)

@@ -12,8 +12,15 @@
 
 #include "ir/ir.h"
 
-/* The operands of a Linear, in the order the node holds them. */
+/* The operands of a Linear, in the order the node holds them; a LinearInt8
+ * holds its weight scales where a Linear holds the gate. */
 enum { IR_LINEAR_X, IR_LINEAR_W, IR_LINEAR_BIAS, IR_LINEAR_RESIDUAL, IR_LINEAR_GATE, IR_LINEAR_NIN };
+enum { IR_LINEAR_W_SCALE = IR_LINEAR_GATE };
+
+/* How a LinearInt8 quantizes its input x to u8 (ops.def): with a_scale and
+ * a_zero given, dynamically over the whole tensor (DynamicQuantizeLinear's
+ * way), or the same per row. */
+typedef enum { IR_AQ_STATIC = 0, IR_AQ_TENSOR = 1, IR_AQ_ROW = 2, IR_AQ_COUNT } ir_aquant;
 
 /* y[..., N] = act(x[..., K] @ w[K, N] + bias[N]) * gate + residual, the
  * residual broadcasting to y's shape, the gate (a gated MLP's other
@@ -25,6 +32,13 @@ typedef struct {
     int gate;     /* y's shape, or -1 */
     int y;        /* the output */
     ir_act act;   /* the activation before the residual */
+    /* LinearInt8 (int8 set): W is i8, w_scale [N] its column scales, x
+     * quantized to u8 as aq says (a_scale, a_zero for IR_AQ_STATIC) */
+    int int8;
+    int w_scale;  /* or -1 */
+    ir_aquant aq;
+    float a_scale;
+    int a_zero;
 } ir_linear;
 
 /* The operands of an Attention, in the order the node holds them. */

@@ -1314,6 +1314,13 @@ static int infer_linear(ctx *c)
     ir_value *x = &c->g->values[l.x], *w = &c->g->values[l.w];
     if (x->rank < 1 || w->rank != 2)
         FAIL(c, "Linear needs x of rank >= 1 and a 2-D W, got ranks %d and %d", x->rank, w->rank);
+    if (l.int8) {
+        const ir_value *ws = &c->g->values[l.w_scale];
+        if (w->dtype != IR_I8 || x->dtype != IR_F32 || ws->dtype != IR_F32 || ws->rank != 1 ||
+            !ir_dim_eq(ws->dims[0], w->dims[1]))
+            FAIL(c, "LinearInt8 needs an f32 x, an i8 W [K, N] and f32 weight scales [N], got %s, %s and %s",
+                 ir_dtype_name(x->dtype), ir_dtype_name(w->dtype), ir_dtype_name(ws->dtype));
+    }
     if (!ir_dim_eq(x->dims[x->rank - 1], w->dims[0]))
         FAIL(c, "Linear inner dimensions differ: %s vs %s", dimstr(x->dims[x->rank - 1], s1), dimstr(w->dims[0], s2));
     ir_dim r[IR_MAX_RANK];
@@ -1587,6 +1594,8 @@ static int (*const rules[IR_OP_COUNT])(ctx *c) = {
     [IR_OP_LAYERNORM] = infer_norm,
     [IR_OP_RMS_NORM] = infer_norm,
     [IR_OP_LINEAR] = infer_linear,
+    [IR_OP_LINEAR_INT8] = infer_linear,
+    [IR_OP_DYNAMIC_FAKE_QUANT] = infer_same,
     [IR_OP_ATTENTION] = infer_attention,
     [IR_OP_SOFTMAX] = infer_same,
     [IR_OP_BATCHNORM] = infer_same,
@@ -1611,7 +1620,7 @@ static int (*const rules[IR_OP_COUNT])(ctx *c) = {
     [IR_OP_CAST_LIKE] = NULL,
     [IR_OP_CLIP] = NULL,
 };
-_Static_assert(IR_OP_COUNT - IR_EW_COUNT == 47, "rules[]: one line per op without a formula in elemwise.def");
+_Static_assert(IR_OP_COUNT - IR_EW_COUNT == 49, "rules[]: one line per op without a formula in elemwise.def");
 
 static int infer_node(ctx *c)
 {

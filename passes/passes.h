@@ -13,10 +13,6 @@
 
 #include <stdio.h>
 
-typedef struct {
-    const char *name; /* for dumps and --dump-after, never for lookup */
-    int (*run)(ir_graph *g, vitc_diag *d);
-} pass_def;
 
 /* Called after each pass of the pipeline (for dumps and bisection). */
 typedef void (*pass_hook)(void *ctx, const char *pass, const ir_graph *g);
@@ -24,8 +20,6 @@ typedef void (*pass_hook)(void *ctx, const char *pass, const ir_graph *g);
 /* Runs the pipeline over a graph whose shapes are inferred, verifying the
  * graph after each pass.  hook may be NULL.  Returns a status. */
 int pass_run_pipeline(ir_graph *g, pass_hook hook, void *ctx, vitc_diag *d);
-/* The pipeline's passes, in order; *count gets their number. */
-const pass_def *pass_pipeline(int *count);
 
 /* ---- what the fusions did: --explain-fusion ----
  * While a pipeline runs with a collector, every pattern matcher records each
@@ -47,14 +41,29 @@ int pass_explain_misses(const pass_explain *e);
 void pass_explain_print(const pass_explain *e, FILE *f);
 
 /* ---- running the pipeline with options ---- */
+/* Which Linears int8-linear makes LinearInt8 (the backend's choice, from
+ * --precision): none; those a quantized model computes in integers (their
+ * input fake-quantized, their weight on an int8 grid); those and every other
+ * (--precision int8: weights per column, inputs per row at run time). */
+typedef enum { PASS_INT8_NONE = 0, PASS_INT8_QUANTIZED = 1, PASS_INT8_ALL = 2 } pass_int8;
+
 typedef struct {
     pass_hook hook;        /* after each pass, may be NULL */
     void *hook_ctx;
     pass_explain *explain; /* NULL: candidates are not recorded */
+    pass_int8 int8;
 } pass_options;
+
+typedef struct {
+    const char *name; /* for dumps and --dump-after, never for lookup */
+    int (*run)(ir_graph *g, vitc_diag *d);
+    int (*run_opt)(ir_graph *g, const pass_options *o, vitc_diag *d); /* instead of run: a pass with options */
+} pass_def;
 
 /* pass_run_pipeline with options; opt may be NULL. */
 int pass_run(ir_graph *g, const pass_options *opt, vitc_diag *d);
+/* The pipeline's passes, in order; *count gets their number. */
+const pass_def *pass_pipeline(int *count);
 
 /* ---- --dump-after=PASS|all ----
  * A hook that prints the graph (ir_print_text) to out after the pass named
@@ -76,6 +85,9 @@ int pass_fold(ir_graph *g, vitc_diag *d);
 int pass_fold_shapes(ir_graph *g, vitc_diag *d);
 /* quantized ONNX on computed tensors -> f32 ops that compute it exactly (quant.c) */
 int pass_lower_quant(ir_graph *g, vitc_diag *d);
+/* Linears on fake-quantized inputs (and with --precision int8 every Linear)
+ * -> LinearInt8; what is left of DynamicFakeQuant -> f32 ops (quant.c) */
+int pass_int8_linear(ir_graph *g, const pass_options *o, vitc_diag *d);
 int pass_simplify(ir_graph *g, vitc_diag *d);
 int pass_patchify(ir_graph *g, vitc_diag *d);
 int pass_fuse_linear(ir_graph *g, vitc_diag *d);

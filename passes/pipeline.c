@@ -7,21 +7,22 @@
 
 static const pass_def pipeline[] = {
     /* canonicalisation */
-    {"fold", pass_fold},                     /* values known at compile time -> constants (the batch kept symbolic) */
-    {"lower-quant", pass_lower_quant},       /* QDQ pairs -> FakeQuant; dynamic quantization, integer MatMul/Conv -> exact f32 */
-    {"patchify", pass_patchify},             /* Conv with kernel = stride -> patches @ W */
-    {"simplify", pass_simplify},             /* Identity, Dropout, no-op Cast, Reshape/Transpose chains */
-    {"fuse-linear", pass_fuse_linear},       /* MatMul/Gemm with a constant weight (+ bias) -> Linear */
-    {"fold-batchnorm", pass_fold_batchnorm}, /* BatchNormalization -> a Linear's weights, or scale/shift */
+    {"fold", pass_fold, NULL},                   /* values known at compile time -> constants (batch kept symbolic) */
+    {"lower-quant", pass_lower_quant, NULL},     /* QDQ pairs -> FakeQuant; dynamic quantization, integer products -> f32 */
+    {"patchify", pass_patchify, NULL},           /* Conv with kernel = stride -> patches @ W */
+    {"simplify", pass_simplify, NULL},           /* Identity, Dropout, no-op Cast, Reshape/Transpose chains */
+    {"fuse-linear", pass_fuse_linear, NULL},     /* MatMul/Gemm with a constant weight (+ bias) -> Linear */
+    {"fold-batchnorm", pass_fold_batchnorm, NULL},/* BatchNormalization -> a Linear's weights, or scale/shift */
     /* fusions */
-    {"fuse-layernorm", pass_fuse_layernorm}, /* decomposed LayerNorm and RMSNorm -> one node each */
-    {"fuse-gelu", pass_fuse_gelu},           /* erf and tanh GELU -> Gelu */
-    {"sink-views", pass_simplify},           /* row permutations through Linears, so QKV is one tensor */
-    {"merge-qkv", pass_merge_qkv},           /* separate Q, K, V Linears on one input -> one Linear */
-    {"fuse-attention", pass_fuse_attention}, /* QK^T, scale, Softmax, @V, head split/merge -> Attention */
-    {"cleanup", pass_simplify},              /* the head merge against the head split, out-projection views */
-    {"fuse-epilogue", pass_fuse_epilogue},   /* Linear + GELU/ReLU/ReLU6, Linear + residual Add */
-    {"dce", pass_dce},                       /* drop what no output needs */
+    {"fuse-layernorm", pass_fuse_layernorm, NULL},/* decomposed LayerNorm and RMSNorm -> one node each */
+    {"fuse-gelu", pass_fuse_gelu, NULL},         /* erf and tanh GELU -> Gelu */
+    {"sink-views", pass_simplify, NULL},         /* row permutations through Linears, so QKV is one tensor */
+    {"merge-qkv", pass_merge_qkv, NULL},         /* separate Q, K, V Linears on one input -> one Linear */
+    {"fuse-attention", pass_fuse_attention, NULL},/* QK^T, scale, Softmax, @V, head split/merge -> Attention */
+    {"cleanup", pass_simplify, NULL},            /* the head merge against the head split, out-projection views */
+    {"fuse-epilogue", pass_fuse_epilogue, NULL}, /* Linear + GELU/ReLU/ReLU6, Linear + residual Add */
+    {"int8-linear", NULL, pass_int8_linear},     /* Linears on quantized inputs -> LinearInt8 (backend decides) */
+    {"dce", pass_dce, NULL},                     /* drop what no output needs */
 };
 
 const pass_def *pass_pipeline(int *count)
@@ -36,7 +37,7 @@ int pass_run(ir_graph *g, const pass_options *opt, vitc_diag *d)
     const pass_def *p = pass_pipeline(&n);
     for (int i = 0; i < n; i++) {
         rw_explain_begin(opt ? opt->explain : NULL, p[i].name);
-        int st = p[i].run(g, d);
+        int st = p[i].run_opt ? p[i].run_opt(g, opt, d) : p[i].run(g, d);
         rw_explain_end(g);
         if (st == VITC_OK)
             st = ir_verify(g, d);

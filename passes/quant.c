@@ -160,16 +160,12 @@ typedef struct {
 
 static int shadow_of(const shadows *sh, int v) { return v >= 0 && v < sh->n ? sh->shadow[v] : -1; }
 
-/* DynamicQuantizeLinear node ni -> its function body; 1 if rewritten, -1 out of memory. */
-static int lower_dynamic_quantize(ir_graph *g, int ni, shadows *sh)
+/* DynamicQuantizeLinear's arithmetic on x as f32 ops: the quantized values
+ * (whole numbers in [0, 255]) in *qf, the zero point in *zpf and the scale
+ * in value `scale` (-1: a new one).  The scale's value, or -1 out of memory. */
+static int dynq_ops(ir_graph *g, int x, int scale, int *qf, int *zpf)
 {
-    const ir_node *n = &g->nodes[ni];
-    int x = n->inputs[0], y = n->outputs[0], ys = n->noutputs > 1 ? n->outputs[1] : -1;
-    int yz = n->noutputs > 2 ? n->outputs[2] : -1;
-    if (g->values[x].dtype != IR_F32)
-        return 0;
     const char *base = g->values[x].name;
-    const char *name = n->name;
     ir_attr keep0 = rw_attr_int(IR_ATTR_KEEPDIMS, 0);
     int zero = scalar_f32(g, base, "_0", 0), one = scalar_f32(g, base, "_1", 1), q255 = scalar_f32(g, base, "_255", 255);
     if (zero < 0 || one < 0 || q255 < 0)
@@ -181,20 +177,33 @@ static int lower_dynamic_quantize(ir_graph *g, int ni, shadows *sh)
     int range = lo < 0 || hi < 0 ? -1 : add1(g, IR_OP_SUB, base, "_range", IR_F32, 2, (int[]){hi, lo}, 0, NULL);
     int flat = range < 0 ? -1 : add1(g, IR_OP_EQUAL, base, "_flat", IR_BOOL, 2, (int[]){range, zero}, 0, NULL);
     int step = range < 0 ? -1 : add1(g, IR_OP_DIV, base, "_step", IR_F32, 2, (int[]){range, q255}, 0, NULL);
-    /* the scale: into the node's own output where it has one */
-    int scale = ys >= 0 ? ys : rw_new_value(g, base, "_scale", IR_F32);
+    if (scale < 0)
+        scale = rw_new_value(g, base, "_scale", IR_F32);
     if (flat < 0 || step < 0 || scale < 0 ||
         rw_add_node(g, IR_OP_WHERE, g->values[scale].name, "lower-quant", 3, (int[]){flat, one, step}, scale, 0, NULL) < 0)
         return -1;
     int t = add1(g, IR_OP_DIV, base, "_min_scaled", IR_F32, 2, (int[]){lo, scale}, 0, NULL);
     int zp0 = t < 0 ? -1 : add1(g, IR_OP_NEG, base, "_zp_unclipped", IR_F32, 1, &t, 0, NULL);
     int zpc = zp0 < 0 ? -1 : add1(g, IR_OP_CLIP, base, "_zp_clipped", IR_F32, 3, (int[]){zp0, zero, q255}, 0, NULL);
-    int zpf = zpc < 0 ? -1 : add1(g, IR_OP_ROUND, base, "_zp_f32", IR_F32, 1, &zpc, 0, NULL);
-    int xs = zpf < 0 ? -1 : add1(g, IR_OP_DIV, base, "_scaled", IR_F32, 2, (int[]){x, scale}, 0, NULL);
+    *zpf = zpc < 0 ? -1 : add1(g, IR_OP_ROUND, base, "_zp_f32", IR_F32, 1, &zpc, 0, NULL);
+    int xs = *zpf < 0 ? -1 : add1(g, IR_OP_DIV, base, "_scaled", IR_F32, 2, (int[]){x, scale}, 0, NULL);
     int xr = xs < 0 ? -1 : add1(g, IR_OP_ROUND, base, "_rounded", IR_F32, 1, &xs, 0, NULL);
-    int xz = xr < 0 ? -1 : add1(g, IR_OP_ADD, base, "_shifted", IR_F32, 2, (int[]){xr, zpf}, 0, NULL);
-    int qf = xz < 0 ? -1 : add1(g, IR_OP_CLIP, base, "_quantized_f32", IR_F32, 3, (int[]){xz, zero, q255}, 0, NULL);
-    if (qf < 0)
+    int xz = xr < 0 ? -1 : add1(g, IR_OP_ADD, base, "_shifted", IR_F32, 2, (int[]){xr, *zpf}, 0, NULL);
+    *qf = xz < 0 ? -1 : add1(g, IR_OP_CLIP, base, "_quantized_f32", IR_F32, 3, (int[]){xz, zero, q255}, 0, NULL);
+    return *qf < 0 ? -1 : scale;
+}
+
+/* DynamicQuantizeLinear node ni -> its function body; 1 if rewritten, -1 out of memory. */
+static int lower_dynamic_quantize(ir_graph *g, int ni, shadows *sh)
+{
+    const ir_node *n = &g->nodes[ni];
+    int x = n->inputs[0], y = n->outputs[0], ys = n->noutputs > 1 ? n->outputs[1] : -1;
+    int yz = n->noutputs > 2 ? n->outputs[2] : -1;
+    if (g->values[x].dtype != IR_F32)
+        return 0;
+    const char *name = n->name;
+    int qf, zpf;
+    if (dynq_ops(g, x, ys, &qf, &zpf) < 0)
         return -1;
     if (yz >= 0) {
         ir_attr to = rw_attr_int(IR_ATTR_TO, ir_dtype_onnx_code(IR_U8));
@@ -210,6 +219,17 @@ static int lower_dynamic_quantize(ir_graph *g, int ni, shadows *sh)
     if (yz >= 0 && yz < sh->n)
         sh->shadow[yz] = zpf;
     return 1;
+}
+
+/* DynamicFakeQuant node ni -> f32 ops: (q - zero point) * scale.  1, or -1 out of memory. */
+static int expand_dynamic_fake_quant(ir_graph *g, int ni)
+{
+    int x = g->nodes[ni].inputs[0], qf, zpf;
+    int scale = dynq_ops(g, x, -1, &qf, &zpf);
+    int c = scale < 0 ? -1 : add1(g, IR_OP_SUB, g->values[x].name, "_centred", IR_F32, 2, (int[]){qf, zpf}, 0, NULL);
+    const ir_node *n = &g->nodes[ni];
+    int out = n->outputs[0];
+    return c < 0 || rw_set_node(g, ni, IR_OP_MUL, n->name, "lower-quant", 2, (int[]){c, scale}, 1, &out, 0, NULL) ? -1 : 1;
 }
 
 /* ---- MatMulInteger, ConvInteger -> f32 contractions ---- */
@@ -368,6 +388,255 @@ static int lower_int_contraction(ir_graph *g, int ni, const shadows *sh)
     return st;
 }
 
+/* ---- DynamicQuantizeLinear -> MatMulInteger -> Cast -> Mul: a MatMul of DynamicFakeQuant ---- */
+
+/* The values of constant v as doubles if it holds one or n of them and
+ * broadcasts along the last axis of a [..., n] tensor; NULL otherwise. */
+static double *per_column(const ir_graph *g, int v, int64_t n, int64_t *count)
+{
+    const ir_value *c = &g->values[v];
+    for (int i = 0; i + 1 < c->rank; i++)
+        if (c->dims[i].e != 0 || c->dims[i].k != 1)
+            return NULL;
+    double *x = rw_const_f64(g, v, count);
+    if (x && *count != 1 && *count != n) {
+        free(x);
+        return NULL;
+    }
+    return x;
+}
+
+/* MatMulInteger node ni reading DynamicQuantizeLinear's u8 output and zero
+ * point, with a constant 2-D weight, its i32 result cast to f32 and
+ * multiplied by the product of that node's scale and a constant weight
+ * scale (one, or one per column), as ONNX Runtime's quantize_dynamic writes
+ * a MatMul: that Mul becomes MatMul(DynamicFakeQuant(x), (B - b_zp) * w_scale).
+ * The same numbers up to the f32 rounding of the products, in a form the
+ * Linear fusions take and int8-linear makes an int8 Linear again.  dfq[x]:
+ * the DynamicFakeQuant of x made so far.  1 if rewritten, 0 if not, -1 out
+ * of memory. */
+static int lower_dynamic_matmul(ir_graph *g, int ni, int *dfq)
+{
+    const ir_node *n = &g->nodes[ni];
+    int a = n->inputs[0], b = n->inputs[1], az = ir_input(n, 2), bz = ir_input(n, 3);
+    const ir_node *dq = rw_producer(g, a);
+    if (!dq || dq->op != IR_OP_DYNAMIC_QUANTIZE_LINEAR || dq->noutputs < 3 || dq->outputs[0] != a ||
+        az != dq->outputs[2] || g->values[dq->inputs[0]].dtype != IR_F32)
+        return 0;
+    int x = dq->inputs[0], s = dq->outputs[1], ws;
+    const ir_value *bv = &g->values[b];
+    if (!rw_is_const(g, b) || bv->rank != 2 || (bz >= 0 && !rw_is_const(g, bz)))
+        return 0;
+    const ir_node *cast = rw_only_user(g, n->outputs[0]);
+    if (!cast || cast->op != IR_OP_CAST || ir_attr_int(cast, IR_ATTR_TO, -1) != ir_dtype_onnx_code(IR_F32))
+        return 0;
+    const ir_node *mul = rw_only_user(g, cast->outputs[0]);
+    int m = mul && mul->op == IR_OP_MUL ? rw_other_input(mul, cast->outputs[0]) : -1;
+    if (m < 0 || !pat_with(g, m, IR_OP_MUL, s, &ws) || !rw_is_const(g, ws))
+        return 0;
+    int mi = rw_index(g, mul), y = mul->outputs[0];
+    int64_t K = bv->dims[0].k, N = bv->dims[1].k, nb, nws, nbz = 1;
+    double *w = rw_const_f64(g, b, &nb), *sw = per_column(g, ws, N, &nws);
+    double *zw = bz >= 0 ? per_column(g, bz, N, &nbz) : calloc(1, sizeof(double));
+    float *f = malloc(sizeof(float) * (size_t)(K * N > 0 ? K * N : 1));
+    int st = w && sw && zw && f ? 1 : 0;
+    if (st && nb == K * N) {
+        for (int64_t k = 0; k < K; k++)
+            for (int64_t j = 0; j < N; j++)
+                f[k * N + j] = (float)((w[k * N + j] - zw[nbz == 1 ? 0 : j]) * sw[nws == 1 ? 0 : j]);
+        const char *base = g->values[y].name;
+        int wc = rw_const_f32(g, base, "_dequantized_weight", 2, (int64_t[]){K, N}, f);
+        if (wc >= 0 && dfq[x] < 0)
+            dfq[x] = add1(g, IR_OP_DYNAMIC_FAKE_QUANT, g->values[x].name, "_fake_quantized", IR_F32, 1, &x, 0, NULL);
+        const char *name = g->nodes[mi].name;
+        st = wc < 0 || dfq[x] < 0 ||
+                     rw_set_node(g, mi, IR_OP_MATMUL, name, "lower-quant", 2, (int[]){dfq[x], wc}, 1, &y, 0, NULL)
+                 ? -1
+                 : 1;
+    } else if (st) {
+        st = 0;
+    } else if (w && sw && zw) {
+        st = -1; /* f: out of memory */
+    }
+    free(w), free(sw), free(zw), free(f);
+    return st;
+}
+
+/* ---- int8-linear: Linears on fake-quantized inputs -> LinearInt8 ---- */
+
+/* Column j of W [K, N] (row-major) as whole multiples in [-128, 127] of
+ * one f32 step: q[k * N + j] and *step; 0 when it is no such grid.  The
+ * step is found from the column's largest magnitude, the multiple it is
+ * (127 and 128 first, as symmetric int8 weights have, then every other),
+ * and the f32 neighbours of their quotient; every element must then lie
+ * within 1e-3 of a multiple. */
+static int column_grid(const float *w, int64_t K, int64_t N, int64_t j, int8_t *q, float *step)
+{
+    float a = 0;
+    for (int64_t k = 0; k < K; k++)
+        a = fmaxf(a, fabsf(w[k * N + j]));
+    if (!isfinite(a))
+        return 0;
+    if (a == 0) {
+        for (int64_t k = 0; k < K; k++)
+            q[k * N + j] = 0;
+        *step = 1;
+        return 1;
+    }
+    for (int t = 0; t < 129; t++) {
+        int mult = t == 0 ? 127 : t == 1 ? 128 : 129 - t; /* 127, 128, then 127 again (skipped), 126, ..., 1 */
+        if (t == 2)
+            continue;
+        float s0 = a / (float)mult, s = s0;
+        for (int u = 0; u < 5; u++) {
+            s = u == 0 ? s0 : u == 1 ? nextafterf(s0, 0) : u == 2 ? nextafterf(s0, INFINITY)
+                : u == 3 ? nextafterf(nextafterf(s0, 0), 0) : nextafterf(nextafterf(s0, INFINITY), INFINITY);
+            int64_t k = 0;
+            for (; k < K; k++) {
+                double r = (double)w[k * N + j] / s, qi = nearbyint(r);
+                if (fabs(r - qi) > 1e-3 || qi < -128 || qi > 127)
+                    break;
+                q[k * N + j] = (int8_t)qi;
+            }
+            if (k == K) {
+                *step = s;
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* W [K, N] quantized per column, symmetric: step max |W[:, j]| / 127. */
+static void quantize_columns(const float *w, int64_t K, int64_t N, int8_t *q, float *step)
+{
+    for (int64_t j = 0; j < N; j++) {
+        float a = 0;
+        for (int64_t k = 0; k < K; k++)
+            a = fmaxf(a, fabsf(w[k * N + j]));
+        step[j] = a > 0 && isfinite(a) ? a / 127.0f : 1.0f;
+        for (int64_t k = 0; k < K; k++) {
+            float r = nearbyintf(w[k * N + j] / step[j]);
+            q[k * N + j] = (int8_t)(r > 127 ? 127 : r < -127 ? -127 : isnan(r) ? 0 : r);
+        }
+    }
+}
+
+/* How Linear node n's input is quantized: from a FakeQuant with one scale
+ * and zero point of an 8-bit range (static), a DynamicFakeQuant (per
+ * tensor), or with `all`, per row at run time; the input before it in *x0.
+ * 0: not quantized (why says so where it nearly is). */
+static int input_quant(const ir_graph *g, int x, int all, ir_linear *v, int *x0, char *why, size_t nwhy)
+{
+    const ir_node *p = rw_producer(g, x);
+    *x0 = x;
+    why[0] = 0;
+    if (p && p->op == IR_OP_DYNAMIC_FAKE_QUANT) {
+        v->aq = IR_AQ_TENSOR;
+        *x0 = p->inputs[0];
+        return 1;
+    }
+    double sc, zp;
+    if (p && p->op == IR_OP_FAKE_QUANT) {
+        float qmin = ir_attr_float(p, IR_ATTR_QMIN, 0), qmax = ir_attr_float(p, IR_ATTR_QMAX, 255);
+        int u8 = qmin == 0 && qmax == 255, s8 = qmin == -128 && qmax == 127;
+        if (!rw_scalar(g, p->inputs[1], &sc) || !rw_scalar(g, p->inputs[2], &zp))
+            snprintf(why, nwhy, "its input is fake-quantized per axis, not per tensor");
+        else if (!(u8 || s8) || !(sc > 0) || !isfinite((float)sc) || zp != floor(zp) || zp < qmin || zp > qmax)
+            snprintf(why, nwhy, "its input is fake-quantized to [%g, %g] (scale %g, zero point %g), not 8 bits",
+                     (double)qmin, (double)qmax, sc, zp);
+        else {
+            v->aq = IR_AQ_STATIC;
+            v->a_scale = (float)sc;
+            v->a_zero = (int)(zp - qmin); /* an int8 value q is the u8 value q + 128 */
+            *x0 = p->inputs[0];
+            return 1;
+        }
+    }
+    if (all) {
+        v->aq = IR_AQ_ROW;
+        return 1;
+    }
+    return 0;
+}
+
+/* Linear node ni -> LinearInt8 where its input is quantized (input_quant)
+ * and its weight is an int8 grid (column_grid; with `all`, made one per
+ * column where it is not).  1 if rewritten, 0 if not, -1 out of memory. */
+static int int8_linear(ir_graph *g, int ni, int all)
+{
+    const ir_node *n = &g->nodes[ni];
+    ir_linear v;
+    char why[160];
+    if (!ir_linear_of(n, &v, why, sizeof why) || v.gate >= 0)
+        return 0;
+    int x0;
+    if (!input_quant(g, v.x, all, &v, &x0, why, sizeof why)) {
+        if (why[0])
+            rw_miss(g, n, "%s", why);
+        return 0;
+    }
+    const ir_value *W = &g->values[v.w];
+    int64_t K = W->dims[0].k, N = W->dims[1].k;
+    if (W->dtype != IR_F32 || !W->data || K > 65000) {
+        rw_miss(g, n, "the weight is %s [%lld, %lld]: an int8 Linear takes an f32 constant of K <= 65000",
+                ir_dtype_name(W->dtype), (long long)K, (long long)N);
+        return 0;
+    }
+    int8_t *q = malloc((size_t)(K * N));
+    float *step = malloc(sizeof(float) * (size_t)N);
+    if (!q || !step) {
+        free(q), free(step);
+        return -1;
+    }
+    int grid = 1;
+    const float *w = W->data;
+    for (int64_t j = 0; grid && j < N; j++)
+        grid = column_grid(w, K, N, j, q, &step[j]);
+    int st = 0;
+    if (!grid && (all || v.aq == IR_AQ_ROW))
+        quantize_columns(w, K, N, q, step), grid = 1;
+    if (!grid) {
+        rw_miss(g, n, "its input is quantized but its weight has a column that is no int8 grid (whole multiples in "
+                      "[-128, 127] of one scale)");
+    } else {
+        const char *base = g->values[v.w].name;
+        int wq = rw_const_raw(g, base, "_int8", IR_I8, 2, (int64_t[]){K, N}, q, (size_t)(K * N));
+        int ws = wq < 0 ? -1 : rw_const_f32(g, base, "_int8_scale", 1, &N, step);
+        st = -1;
+        if (ws >= 0) {
+            v.int8 = 1, v.x = x0, v.w = wq, v.w_scale = ws;
+            ir_node_spec spec;
+            ir_linear_spec(&v, &spec);
+            if (!rw_set_spec(g, ni, g->nodes[ni].name, "int8-linear", &spec)) {
+                rw_hit();
+                st = 1;
+            }
+        }
+    }
+    free(q), free(step);
+    return st;
+}
+
+int pass_int8_linear(ir_graph *g, const pass_options *o, vitc_diag *d)
+{
+    pass_int8 mode = o ? o->int8 : PASS_INT8_NONE;
+    int nn = g->nnodes, changed = 0, st = 0;
+    for (int i = 0; i < nn && st >= 0 && mode != PASS_INT8_NONE; i++)
+        if (g->nodes[i].op == IR_OP_LINEAR && (st = int8_linear(g, i, mode == PASS_INT8_ALL)) > 0)
+            changed = 1;
+    /* the DynamicFakeQuants no int8 Linear took: f32 ops (dead ones go in rw_finish) */
+    if (st >= 0 && changed && (st = rw_finish(g, d)) != VITC_OK)
+        return st;
+    nn = g->nnodes;
+    for (int i = 0; i < nn && st >= 0; i++)
+        if (g->nodes[i].op == IR_OP_DYNAMIC_FAKE_QUANT && (st = expand_dynamic_fake_quant(g, i)) > 0)
+            changed = 1;
+    if (st < 0)
+        return vitc_error(d, VITC_INTERNAL, NULL, "out of memory while making int8 Linears");
+    return changed ? rw_finish(g, d) : VITC_OK;
+}
+
 int pass_lower_quant(ir_graph *g, vitc_diag *d)
 {
     int nn = g->nnodes, changed = 0, st = 0;
@@ -376,6 +645,21 @@ int pass_lower_quant(ir_graph *g, vitc_diag *d)
     if (!changed)
         return VITC_OK;
     changed = 0;
+    /* ONNX Runtime's dynamic MatMuls first: MatMuls of DynamicFakeQuant */
+    int *dfq = malloc(sizeof(int) * ((size_t)g->nvalues + 1));
+    if (!dfq)
+        return vitc_error(d, VITC_INTERNAL, NULL, "out of memory");
+    for (int v = 0; v < g->nvalues; v++)
+        dfq[v] = -1;
+    for (int i = 0; i < nn && st >= 0; i++)
+        if (g->nodes[i].op == IR_OP_MATMUL_INTEGER && (st = lower_dynamic_matmul(g, i, dfq)) > 0)
+            changed = 1;
+    free(dfq);
+    if (st < 0)
+        return vitc_error(d, VITC_INTERNAL, NULL, "out of memory while lowering quantized ops");
+    if (changed && (st = rw_finish(g, d)) != VITC_OK) /* what only those MatMuls read goes */
+        return st;
+    nn = g->nnodes;
     shadows sh = {.n = g->nvalues, .shadow = malloc(sizeof(int) * ((size_t)g->nvalues + 1))};
     if (!sh.shadow)
         return vitc_error(d, VITC_INTERNAL, NULL, "out of memory");

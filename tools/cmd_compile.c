@@ -121,7 +121,8 @@ static int compile_model(const char *model, const cg_options *opt0, const char *
         snprintf(what, sizeof what, "import (%d nodes)", g->nnodes);
         phase_done(&t, what);
         pass_dump pd = {.which = dump_after, .out = stdout};
-        st = pass_run_pipeline(g, dump_after ? pass_dump_hook : NULL, &pd, &d);
+        pass_options po = {.hook = dump_after ? pass_dump_hook : NULL, .hook_ctx = &pd, .int8 = cg_int8_mode(be, &opt)};
+        st = pass_run(g, &po, &d);
         snprintf(what, sizeof what, "passes (%d nodes left)", g->nnodes);
         if (st == VITC_OK)
             phase_done(&t, what);

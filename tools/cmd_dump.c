@@ -6,6 +6,7 @@
  * (--explain-fusion). */
 #include "tools/cli.h"
 
+#include "codegen/backend.h"
 #include "passes/passes.h"
 
 #include <stdio.h>
@@ -13,7 +14,7 @@
 #include <string.h>
 
 typedef struct {
-    const char *model, *stage, *format, *dump_after;
+    const char *model, *stage, *format, *dump_after, *precision;
     int stats, explain;
     cli_shapes shapes;
 } dump_args;
@@ -35,6 +36,10 @@ static const cli_option dump_options[] = {
      "condition that failed; then every Softmax, Sigmoid, Pow, Sqrt, Reciprocal, MatMul or Erf left outside fused "
      "ops, with the candidate at it or a few nodes from it that did not fuse.",
      .store = CLI_FLAG, .at = offsetof(dump_args, explain)},
+    {"precision", 0, "fp32|int8",
+     "The passes as the CPU backend runs them for that --precision: by default a quantized model's Linears become "
+     "LinearInt8; with int8 every Linear does.",
+     .store = CLI_STRING, .at = offsetof(dump_args, precision)},
     {"shapes", K_SHAPES, "[NAME=]S",
      "For a model exported with a dynamic image size: the input shape to print it at (e.g. Bx3x336x336; once "
      "per input for several).",
@@ -45,7 +50,8 @@ static const cli_option dump_options[] = {
 const cli_command cli_dump_command = {
     "dump",
     "vitc dump MODEL.onnx [--stage imported|optimized] [--format text|dot] [--stats]\n"
-    "                     [--dump-after PASS|all] [--explain-fusion] [--shapes [NAME=]S]",
+    "                     [--dump-after PASS|all] [--explain-fusion] [--precision fp32|int8]\n"
+    "                     [--shapes [NAME=]S]",
     "Print the graph IR of an ONNX model; of one with unsupported operators, the graph with those nodes\n"
     "marked '!! unsupported' (then exit 2).",
     dump_options,
@@ -196,6 +202,8 @@ int cmd_dump(int argc, char **argv)
     int optimized = strcmp(stage, "optimized") == 0;
     if (!optimized && strcmp(stage, "imported") != 0)
         return cli_usage_error("dump: --stage must be 'imported' or 'optimized', not '%s'", stage);
+    if (a.precision && strcmp(a.precision, "fp32") != 0 && strcmp(a.precision, "int8") != 0)
+        return cli_usage_error("dump: --precision must be 'fp32' or 'int8', not '%s'", a.precision);
     if (strcmp(format, "text") != 0 && strcmp(format, "dot") != 0)
         return cli_usage_error("dump: --format must be 'text' or 'dot', not '%s'", format);
     if (dump_after && !pass_name_known(dump_after)) {
@@ -258,7 +266,9 @@ int cmd_dump(int argc, char **argv)
         vitc_diag d;
         vitc_diag_init(&d, model);
         pass_dump pd = {.which = dump_after, .out = stdout};
-        pass_options o = {.hook = dump_after ? pass_dump_hook : NULL, .hook_ctx = &pd};
+        cg_options co = {.precision = a.precision};
+        pass_options o = {.hook = dump_after ? pass_dump_hook : NULL, .hook_ctx = &pd,
+                          .int8 = cg_int8_mode(&cg_llvm_backend, &co)};
         if (explain && !(o.explain = pass_explain_new())) {
             ir_graph_free(g);
             return vitc_error(&d, VITC_INTERNAL, NULL, "out of memory");

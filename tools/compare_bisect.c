@@ -112,7 +112,9 @@ int cmp_bisect_passes(ir_graph *g, const cmp_opts *o, const ir_tensor *inputs, c
     printf("bisect: the reference interpreter after each pass, against the imported graph:\n");
     vitc_diag d;
     vitc_diag_init(&d, o->onnx);
-    int st = pass_run_pipeline(g, after_pass, &b, &d);
+    cg_options co = {.precision = o->precision[0] ? o->precision : NULL};
+    pass_options po = {.hook = after_pass, .hook_ctx = &b, .int8 = cg_int8_mode(o->backend, &co)};
+    int st = pass_run(g, &po, &d);
     if (st == VITC_OK)
         st = b.status;
     if (st == VITC_OK && b.first_bad)

@@ -78,12 +78,13 @@ int cmp_compile_graph(const cmp_opts *o, ir_graph *g, const char *path, int64_t 
 {
     vitc_diag d;
     vitc_diag_init(&d, o->onnx);
-    int st = pass_run_pipeline(g, NULL, NULL, &d);
-    if (st != VITC_OK)
-        return st;
     cg_options opt = {.output = path, .source = o->onnx, .max_batch = max_batch, .opt_level = 3, .verbose = -1};
     if (o->precision[0])
         opt.precision = o->precision;
+    pass_options po = {.int8 = cg_int8_mode(o->backend, &opt)};
+    int st = pass_run(g, &po, &d);
+    if (st != VITC_OK)
+        return st;
     return cg_compile(o->backend, g, &opt, &d);
 }
 

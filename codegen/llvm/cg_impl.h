@@ -305,6 +305,12 @@ int cg_emit_attention(cg_ctx *cg, int node);
 void cg_kcache_free(cg_ctx *cg);
 /* Scratch bytes a node needs at max_batch (convolutions as im2col + GEMM). */
 int64_t cg_matmul_scratch(const ir_graph *g, const ir_node *n, int64_t max_batch);
+/* A LinearInt8's scratch at max_batch (bytes, or -1 past int64): its input
+ * quantized to u8 rows of cg_int8_row_bytes, then the rows' scales, zero
+ * points and (per-tensor quantization) ranges, at byte offsets off[0..3]. */
+int64_t cg_int8_scratch(const ir_graph *g, const ir_linear *v, int64_t max_batch, int64_t off[4]);
+/* The row stride of those u8 rows: K rounded up to 64 bytes. */
+static inline int64_t cg_int8_row_bytes(int64_t K) { return (K + 63) / 64 * 64; }
 /* 1 if n's code is the GEMM of gemm.c with its x as A [M, K] and its y as
  * C [M, N] (row strides cg->row_pad apart: any lda >= K, ldc >= N), its
  * operands in *v: a Linear, or a MatMul by a constant 2-D weight (as a

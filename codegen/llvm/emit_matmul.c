@@ -24,7 +24,7 @@ struct cg_kcache {
     char name[48];
 };
 
-enum { KC_GEMM, KC_GEMM_AMX, KC_BGEMM, KC_ATTENTION };
+enum { KC_GEMM, KC_GEMM_AMX, KC_BGEMM, KC_ATTENTION, KC_GEMM_I8, KC_QUANT_ROWS };
 
 static struct cg_kcache *kcache_find(cg_ctx *cg, int kind, const void *desc, size_t len)
 {
@@ -77,6 +77,8 @@ static LLVMValueRef get_driver(cg_ctx *cg, int kind, const void *desc, size_t le
     case KC_GEMM_AMX: fn = cg_gemm_amx_emit(cg->mod, name, desc, &cg->target); break;
     case KC_BGEMM: fn = cg_bgemm_emit(cg->mod, name, desc, &cg->target); break;
     case KC_ATTENTION: fn = cg_attention_emit(cg->mod, name, desc, &cg->target); break;
+    case KC_GEMM_I8: fn = cg_gemm_i8_emit(cg->mod, name, desc, &cg->target); break;
+    case KC_QUANT_ROWS: fn = cg_quant_rows_emit(cg->mod, name, desc, &cg->target); break;
     }
     if (fn) {
         LLVMSetLinkage(fn, LLVMInternalLinkage);
@@ -150,8 +152,80 @@ static cg_poly rows_of(const ir_value *v)
     return m;
 }
 
+static const char *const aq_names[IR_AQ_COUNT] = {"static", "per tensor", "per row"};
+
+/* LinearInt8: its input quantized to u8 rows in the node's scratch
+ * (quant_rows.c; per tensor in two calls, the rows' ranges first), then the
+ * int8 GEMM on them with the weight packed here. */
+static int emit_linear_int8(cg_ctx *cg, int node, const ir_linear *v)
+{
+    const ir_graph *g = cg->g;
+    const ir_value *X = &g->values[v->x], *Wv = &g->values[v->w], *Sv = &g->values[v->w_scale];
+    int64_t K = Wv->dims[0].k, N = Wv->dims[1].k, off[4];
+    if (cg_int8_scratch(g, v, cg->max_batch, off) < 0)
+        return cg_fail(cg, VITC_INTERNAL, node, "the int8 Linear's scratch does not fit");
+    cg_gemm_i8_desc di;
+    memset(&di, 0, sizeof di);
+    di.g = (cg_gemm_desc){.K = K, .N = N, .lda = cg_int8_row_bytes(K), .ldc = N + cg->row_pad[v->y], .ldr = N,
+                          .has_bias = v->bias >= 0, .has_residual = v->residual >= 0, .activation = (int)v->act};
+    di.a_per_row = 1;
+    if (v->residual >= 0 && cg_poly_eq(cg_poly_numel(&g->values[v->residual]), cg_poly_k(N)))
+        di.g.ldr = 0; /* one row for every row */
+    size_t bytes = cg_gemm_i8_packed_bytes(&di, &cg->target);
+    void *p = NULL;
+    int64_t wo = bytes ? cg_weights_reserve(cg, bytes, &p) : -1, bo = -1;
+    if (wo < 0)
+        return cg_fail(cg, VITC_BAD_INPUT, node,
+                       "the int8 GEMM cannot take K=%lld N=%lld on cpu '%s' (it needs AVX2 or AVX-512, K <= 65000)",
+                       (long long)K, (long long)N, cg->cpu ? cg->cpu : "?");
+    cg_gemm_i8_pack(&di, &cg->target, Wv->data, Sv->data, p);
+    wo = cg_weights_share(cg, wo, bytes);
+    if (v->bias >= 0 && (bo = cg_weights_add(cg, g->values[v->bias].data, sizeof(float) * (size_t)N)) < 0)
+        return cg_fail(cg, VITC_INTERNAL, node, "out of memory for the weights");
+    LLVMBuilderRef b = cg->rb;
+    LLVMValueRef call = cg->run_call;
+    LLVMValueRef M = cg_poly_value(cg, b, cg->run_batch, X->rank >= 2 ? rows_of(X) : cg_poly_k(1));
+    LLVMValueRef x = cg_value_ptr(cg, b, call, v->x), q = cg_scratch_ptr(cg, b, call, node, off[0]);
+    LLVMValueRef sa = cg_scratch_ptr(cg, b, call, node, off[1]), za = cg_scratch_ptr(cg, b, call, node, off[2]);
+    LLVMValueRef st = v->aq == IR_AQ_TENSOR ? cg_scratch_ptr(cg, b, call, node, off[3]) : LLVMConstNull(cg->t_ptr);
+    char name[64], label[256];
+    static const cg_quant_rows_mode modes[IR_AQ_COUNT] = {CG_QR_STATIC, CG_QR_TENSOR, CG_QR_ROW};
+    for (int pass = v->aq == IR_AQ_TENSOR ? 0 : 1; pass < 2; pass++) {
+        cg_quant_rows_desc qd;
+        memset(&qd, 0, sizeof qd);
+        qd = (cg_quant_rows_desc){.K = K, .lda = K + cg->row_pad[v->x], .ldq = di.g.lda,
+                                  .mode = pass ? modes[v->aq] : CG_QR_STATS};
+        if (v->aq == IR_AQ_STATIC)
+            qd.a_scale = v->a_scale, qd.a_zero = v->a_zero;
+        LLVMValueRef fn = get_driver(cg, KC_QUANT_ROWS, &qd, sizeof qd, "vitc_qrows", name, sizeof name);
+        if (!fn)
+            return cg_fail(cg, VITC_INTERNAL, node, "the row quantizer's generator refused K=%lld", (long long)K);
+        snprintf(label, sizeof label, "quantize %s K %lld%s %s", aq_names[v->aq], (long long)K,
+                 pass ? "" : " (ranges)", g->nodes[node].name);
+        cg_note_kernel(cg, name, label);
+        LLVMValueRef f[6] = {x, q, sa, za, st, M};
+        cg_call_driver(cg, fn, f, 6);
+    }
+    LLVMValueRef fn = get_driver(cg, KC_GEMM_I8, &di, sizeof di, "vitc_gemm_i8_", name, sizeof name);
+    if (!fn)
+        return cg_fail(cg, VITC_INTERNAL, node, "the int8 GEMM generator refused K=%lld N=%lld", (long long)K,
+                       (long long)N);
+    snprintf(label, sizeof label, "GEMM int8 %lldx%lld%s%s%s%s %s", (long long)K, (long long)N,
+             v->bias >= 0 ? " +bias" : "", v->act ? " " : "", ir_act_label(v->act),
+             v->residual >= 0 ? " +residual" : "", g->nodes[node].name);
+    cg_note_kernel(cg, name, label);
+    LLVMValueRef f[8] = {q, cg_weights_ptr(cg, b, call, wo),
+                         bo >= 0 ? cg_weights_ptr(cg, b, call, bo) : LLVMConstNull(cg->t_ptr),
+                         v->residual >= 0 ? cg_value_ptr(cg, b, call, v->residual) : LLVMConstNull(cg->t_ptr),
+                         cg_value_ptr(cg, b, call, v->y), sa, za, M};
+    cg_call_driver(cg, fn, f, 8);
+    return cg->d->status;
+}
+
 static int emit_linear(cg_ctx *cg, int node, const ir_linear *v)
 {
+    if (v->int8)
+        return emit_linear_int8(cg, node, v);
     const ir_value *X = &cg->g->values[v->x], *Wv = &cg->g->values[v->w];
     int64_t K = Wv->dims[0].k, N = Wv->dims[1].k;
     gemm_call c;

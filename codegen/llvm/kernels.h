@@ -179,4 +179,35 @@ typedef struct {            /* ARGS of an attention driver */
 LLVMValueRef cg_attention_emit(LLVMModuleRef mod, const char *name, const cg_attention_desc *d,
                                const cg_target *t);
 
+/* ---- the activations of an int8 Linear quantized to u8 rows (quant_rows.c) ----
+ * q[m, k] = clamp(roundeven(x[m, k] / sa) + za, 0, 255) for m < M, with sa
+ * and za written to sa[m] and za[m] for every row: given (static), from the
+ * row's range (per row), or from the whole tensor's, which takes two calls:
+ * CG_QR_STATS writes each row's range (st[2m], st[2m + 1]) and CG_QR_TENSOR
+ * reduces them and quantizes.  A range holds 0; sa = range / 255 (1 for an
+ * empty one), za = roundeven(clamp(-lo / sa, 0, 255)). */
+typedef enum { CG_QR_STATS, CG_QR_ROW, CG_QR_TENSOR, CG_QR_STATIC } cg_quant_rows_mode;
+
+typedef struct {
+    int64_t K;
+    int64_t lda, ldq; /* row strides of x (floats) and q (bytes) */
+    cg_quant_rows_mode mode;
+    float a_scale;    /* CG_QR_STATIC */
+    int a_zero;
+} cg_quant_rows_desc;
+
+typedef struct {            /* ARGS of a row quantizer's driver */
+    const float *x;
+    uint8_t *q;
+    float *sa;              /* [M] */
+    int32_t *za;            /* [M] */
+    float *st;              /* [2 M]: the rows' ranges (CG_QR_STATS, CG_QR_TENSOR) */
+    int64_t M;
+} cg_quant_rows_args;
+
+/* NULL for K < 1, a stride below its row, or a static scale <= 0 or zero
+ * point outside 0..255. */
+LLVMValueRef cg_quant_rows_emit(LLVMModuleRef mod, const char *name, const cg_quant_rows_desc *d,
+                                const cg_target *t);
+
 #endif

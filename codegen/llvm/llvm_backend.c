@@ -15,6 +15,7 @@
  *   link      cc -shared, then rename into place */
 #include "codegen/llvm/cg_impl.h"
 #include "codegen/progress.h"
+#include "passes/passes.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -264,6 +265,12 @@ static const char *llvm_describe(void)
     return buf;
 }
 
+/* Int8 Linears: a quantized model's own; with --precision int8 every one. */
+static int llvm_int8(const cg_options *o)
+{
+    return o && o->precision && strcmp(o->precision, "int8") == 0 ? PASS_INT8_ALL : PASS_INT8_QUANTIZED;
+}
+
 const cg_backend cg_llvm_backend = {
     .name = "cpu",
     .title = "CPU",
@@ -276,4 +283,5 @@ const cg_backend cg_llvm_backend = {
     .variants = 1,
     .end = llvm_end,
     .describe = llvm_describe,
+    .int8 = llvm_int8,
 };

@@ -7,6 +7,7 @@
 #include "ir/einsum.h"
 #include "codegen/llvm/matmul_plan.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -206,8 +207,11 @@ int plan_conv(const ir_graph *g, const ir_node *n, conv_plan *p, char *why, size
 int cg_matmul_supports(const ir_graph *g, const ir_node *n, char *why, size_t len)
 {
     for (int k = 0; k < n->ninputs; k++)
-        if (n->inputs[k] >= 0 && g->values[n->inputs[k]].dtype != IR_F32)
+        if (n->inputs[k] >= 0 && g->values[n->inputs[k]].dtype != IR_F32 &&
+            !(n->op == IR_OP_LINEAR_INT8 && k == IR_LINEAR_W))
             return fail_why(why, len, "matrix products are supported on f32 tensors only");
+    if (n->op == IR_OP_LINEAR_INT8 && g->values[n->inputs[IR_LINEAR_W]].dtype != IR_I8)
+        return fail_why(why, len, "LinearInt8 needs an i8 weight");
     const ir_value *A = &g->values[n->inputs[0]];
     int vb = ir_input(n, 1);
     ir_linear v;
@@ -285,8 +289,33 @@ int cg_matmul_supports(const ir_graph *g, const ir_node *n, char *why, size_t le
     }
 }
 
+int64_t cg_int8_scratch(const ir_graph *g, const ir_linear *v, int64_t max_batch, int64_t off[4])
+{
+    const ir_value *X = &g->values[v->x];
+    int64_t M = 1, K = X->dims[X->rank - 1].k, ldq = cg_int8_row_bytes(K);
+    for (int i = 0; i < X->rank - 1; i++) {
+        int64_t d = ir_dim_eval(X->dims[i], max_batch);
+        if (d < 0 || (d && M > INT64_MAX / 4 / d))
+            return -1;
+        M *= d;
+    }
+    if (M > INT64_MAX / 4 / ldq)
+        return -1;
+    int64_t a64 = 64;
+    off[0] = 0;                                              /* the u8 rows */
+    off[1] = (M * ldq + a64 - 1) / a64 * a64;                /* sa [M] */
+    off[2] = off[1] + (M * 4 + a64 - 1) / a64 * a64;         /* za [M] */
+    off[3] = off[2] + (M * 4 + a64 - 1) / a64 * a64;         /* the rows' ranges [2 M] */
+    return off[3] + (v->aq == IR_AQ_TENSOR ? (M * 8 + a64 - 1) / a64 * a64 : 0);
+}
+
 int64_t cg_matmul_scratch(const ir_graph *g, const ir_node *n, int64_t max_batch)
 {
+    ir_linear v;
+    char why[8];
+    int64_t off[4];
+    if (n->op == IR_OP_LINEAR_INT8)
+        return ir_linear_of(n, &v, why, sizeof why) ? cg_int8_scratch(g, &v, max_batch, off) : -1;
     patch_plan p;
     if (n->op != IR_OP_CONV || !plan_patchify(g, n, &p))
         return 0;

@@ -797,7 +797,9 @@ int cg_module_finish(cg_ctx *cg)
             LLVMConstInt(cg->t_i64, v->source_hash, 0),
             LLVMConstInt(cg->t_i32, (unsigned)v->nparts, 0),
             v->parts,
-            cstr(cg, cg_target_bf16(&cg->target) ? "bf16" : "fp32"),
+            cstr(cg, cg_target_bf16(&cg->target)                                  ? "bf16"
+                     : cg->opt->precision && strcmp(cg->opt->precision, "int8") == 0 ? "int8"
+                                                                                      : "fp32"),
             cstr(cg, knobs),
             cg_i64(cg, v->fixed_batch),
             LLVMConstInt(cg->t_i32, (unsigned)(i == 0 && nv > 1 ? nv : 0), 0),

@@ -344,7 +344,7 @@ int cg_target_create(cg_ctx *cg, LLVMTargetMachineRef *tm)
      * else with AVX512-BF16's dot products */
     const char *prec = o->precision ? o->precision : "fp32";
     int bf16 = strcmp(prec, "bf16") == 0;
-    if (!bf16 && strcmp(prec, "fp32") != 0)
+    if (!bf16 && strcmp(prec, "fp32") != 0 && strcmp(prec, "int8") != 0)
         return cg_fail(cg, VITC_BAD_INPUT, -1, "the CPU backend computes in fp32 or bf16 (--precision fp32|bf16), not "
                        "'%s'", prec);
     int avx512 = cg->target.vec_floats == 16;
