@@ -24,6 +24,7 @@
 
 #include "codegen/backend.h"
 #include "ir/interp.h"
+#include "ir/opview.h"
 #include "passes/passes.h"
 
 #include <math.h>
@@ -391,6 +392,253 @@ static void test_lowered_qdq_pairs_on_the_cpu_are_exact(void **state)
     check_lowered_on_cpu(build_qdq, "qdq", -1);
 }
 
+/* ---- int8 Linears (int8-linear, the int8 kernels) ---- */
+
+/* The exports with their Linears on int8 kernels (the CPU backend's default
+ * for a quantized model): in the interpreter and compiled, against ONNX
+ * Runtime run as ONNX defines each op.  Every Linear of the blocks and the
+ * head is a LinearInt8 (the patch embedding, a quantized Conv, stays f32). */
+static void test_quantized_exports_on_int8_kernels_match_onnxruntime(void **state)
+{
+    (void)state;
+    for (int k = 0; k < NEXPORTS; k++) {
+        char rel[256], so[4300];
+        snprintf(rel, sizeof rel, "tests/data/quantized/%s.onnx", exports[k]);
+        ir_graph *g = tu_load_model(rel);
+        vitc_diag d;
+        vitc_diag_init(&d, rel);
+        pass_options po = {.int8 = PASS_INT8_QUANTIZED};
+        if (pass_run(g, &po, &d))
+            fail_msg("%s: the passes failed (status %d)", rel, d.status);
+        int n8 = count_op(g, IR_OP_LINEAR_INT8);
+        print_message("%-13s int8: %d LinearInt8, %d Linear, %d DynamicFakeQuant left\n", exports[k], n8,
+                      count_op(g, IR_OP_LINEAR), count_op(g, IR_OP_DYNAMIC_FAKE_QUANT));
+        assert_int_equal(n8, 9);
+        assert_int_equal(count_op(g, IR_OP_DYNAMIC_FAKE_QUANT), 0);
+        check_interpreter(exports[k], "int8", g);
+        snprintf(so, sizeof so, "%s/%s.int8.so", tmpdir, exports[k]);
+        char *msg = NULL;
+        if (tu_compile_cpu(g, so, 2, 3, &msg) != VITC_OK)
+            fail_msg("%s: the CPU backend failed:\n%s", rel, msg ? msg : "");
+        free(msg);
+        for (int b = 0; b < 2; b++) {
+            char path[256];
+            ir_tensor in, out, ref;
+            snprintf(path, sizeof path, "tests/models/timm.b%lld.input.npy", (long long)batches[b]);
+            tu_read_npy(path, &in);
+            snprintf(path, sizeof path, "tests/data/quantized/%s.b%lld.ort.npy", exports[k], (long long)batches[b]);
+            tu_read_npy(path, &ref);
+            tu_run_so(so, &in, 1, &out, 1, batches[b]);
+            double e = tu_error(&out, &ref), cos = tu_cosine(&out, &ref);
+            print_message("%-13s int8 cpu  batch %lld: compiled vs ONNX Runtime max rel %.3g, cosine %.9f\n",
+                          exports[k], (long long)batches[b], e, cos);
+            if (!(e <= QUANT_MAX_REL) || !(cos >= TU_BAR_COSINE))
+                fail_msg("%s on int8 kernels, batch %lld: max rel %.3g (bar %.0e), cosine %.9f (bar %g)", exports[k],
+                         (long long)batches[b], e, QUANT_MAX_REL, cos, TU_BAR_COSINE);
+            ir_tensor_free(&in);
+            ir_tensor_free(&out);
+            ir_tensor_free(&ref);
+        }
+        ir_graph_free(g);
+    }
+}
+
+/* An i8 weight [K, N] of random values and positive scales [N]. */
+static void int8_weight(ir_graph *g, const char *name, int64_t K, int64_t N, int *w, int *ws)
+{
+    double *q = malloc(sizeof(double) * (size_t)(K * N)), *s = malloc(sizeof(double) * (size_t)N);
+    assert_non_null(q), assert_non_null(s);
+    for (int64_t i = 0; i < K * N; i++)
+        q[i] = floor(128 * tu_rnd()); /* -128 .. 127 */
+    for (int64_t j = 0; j < N; j++)
+        s[j] = 0.002 + 0.003 * fabs(tu_rnd());
+    char nm[64];
+    *w = qconst(g, name, IR_I8, 2, TU_DIMS(K, N), q);
+    snprintf(nm, sizeof nm, "%s_scale", name);
+    *ws = qconst(g, nm, IR_F32, 1, TU_DIMS(N), s);
+    free(q), free(s);
+}
+
+/* LinearInt8 nodes as int8-linear makes them, each way of quantizing the
+ * input: x [B, 7, 70] (K not a multiple of 4 or of a vector) into N = 37
+ * columns: static (zero point 131), per tensor with a residual, per row
+ * with a bias and GELU, per row with a bias, ReLU and a residual. */
+static ir_graph *build_linear_int8(void)
+{
+    tu_seed(0x1a8);
+    ir_graph *g = tu_graph_new("linear_int8.onnx", 17);
+    int x = tu_input(g, "x", IR_F32, 3, TU_DIMS(-1, 7, 70)), r = tu_input(g, "r", IR_F32, 3, TU_DIMS(-1, 7, 37));
+    int bias = tu_const_rand(g, "bias", 1, TU_DIMS(37), 0.5f);
+    struct {
+        ir_aquant aq;
+        int bias, residual;
+        ir_act act;
+    } v[4] = {{IR_AQ_STATIC, 1, 0, IR_ACT_NONE},
+              {IR_AQ_TENSOR, 0, 1, IR_ACT_NONE},
+              {IR_AQ_ROW, 1, 0, IR_ACT_GELU_ERF},
+              {IR_AQ_ROW, 1, 1, IR_ACT_RELU}};
+    for (int i = 0; i < 4; i++) {
+        char nm[32];
+        int w, ws;
+        snprintf(nm, sizeof nm, "w%d", i);
+        int8_weight(g, nm, 70, 37, &w, &ws);
+        ir_attr at[4] = {tu_int(IR_ATTR_A_QUANT, v[i].aq), tu_int(IR_ATTR_ACTIVATION, v[i].act),
+                         tu_float(IR_ATTR_A_SCALE, 0.0157f), tu_int(IR_ATTR_A_ZERO, 131)};
+        snprintf(nm, sizeof nm, "linear%d", i);
+        tu_output(g, tu_node(g, IR_OP_LINEAR_INT8, nm, IR_F32, 5,
+                             TU_IN(x, w, v[i].bias ? bias : -1, v[i].residual ? r : -1, ws), 4, at));
+    }
+    tu_check_graph(g, "linear_int8.onnx");
+    return g;
+}
+
+/* The CPU's LinearInt8 against the interpreter's, at batch 1 and 3, on
+ * random inputs, zeros (an empty range: scale 1), and inputs whose first row
+ * is 1000 times the others (the per-tensor range is that row's, the per-row
+ * ones are not): equal to the bit but for the GELU (its vector form, within
+ * 1e-6). */
+static void test_linear_int8_on_the_cpu_matches_the_interpreter(void **state)
+{
+    (void)state;
+    ir_graph *g = build_linear_int8();
+    char so[4300], *msg = NULL;
+    snprintf(so, sizeof so, "%s/linear_int8.so", tmpdir);
+    if (tu_compile_cpu(g, so, 2, 3, &msg) != VITC_OK)
+        fail_msg("linear_int8: the CPU backend failed:\n%s", msg ? msg : "");
+    free(msg);
+    for (int run = 0; run < 6; run++) {
+        int64_t batch = batches[run % 2];
+        ir_tensor in[TU_MAX_IO], want[TU_MAX_IO], got[TU_MAX_IO];
+        tu_random_inputs(g, batch, in);
+        float *x = in[0].data;
+        for (int64_t i = 0; i < ir_tensor_numel(&in[0]); i++)
+            x[i] = run >= 4 ? (i < 70 ? 1000 * x[i] : x[i]) : run >= 2 ? 0 : x[i];
+        tu_interpret_ok(g, in, want);
+        tu_run_so(so, in, g->ninputs, got, g->noutputs, batch);
+        for (int k = 0; k < g->noutputs; k++) {
+            double e = tu_error(&got[k], &want[k]), bar = k == 2 ? 1e-6 : 0;
+            if (!(e <= bar))
+                fail_msg("linear_int8, batch %lld, %s inputs: output %d differs from the interpreter by %.3g "
+                         "(bar %g)", (long long)batch, run >= 4 ? "one large row" : run >= 2 ? "zero" : "random", k,
+                         e, bar);
+            ir_tensor_free(&got[k]);
+            ir_tensor_free(&want[k]);
+        }
+        for (int i = 0; i < g->ninputs; i++)
+            ir_tensor_free(&in[i]);
+    }
+    print_message("linear_int8: static, per-tensor and per-row LinearInt8 on the CPU equal the interpreter's\n");
+    ir_graph_free(g);
+}
+
+/* x fake-quantized (int8, zero point 3) into three MatMuls + bias: one
+ * weight on a per-tensor grid (step 0.01, multiples within +-73, so the
+ * grid's step is found from each column's own largest), one of random
+ * floats; and x itself into a third.  int8-linear makes the first a
+ * LinearInt8 (its output equal to the f32 graph's up to summation order),
+ * says why not for the second, and leaves the third alone; with
+ * --precision int8 all three. */
+static ir_graph *build_grids(void)
+{
+    tu_seed(0x9a1d);
+    ir_graph *g = tu_graph_new("grids.onnx", 17);
+    int x = tu_input(g, "x", IR_F32, 3, TU_DIMS(-1, 5, 32));
+    double s = 0.05, z = 3;
+    int sv = qconst(g, "s", IR_F32, 0, NULL, &s), zv = qconst(g, "z", IR_I8, 0, NULL, &z);
+    int q = tu_node(g, IR_OP_QUANTIZE_LINEAR, "q", IR_I8, 3, TU_IN(x, sv, zv), 0, NULL);
+    int fq = tu_node(g, IR_OP_DEQUANTIZE_LINEAR, "dq", IR_F32, 3, TU_IN(q, sv, zv), 0, NULL);
+    float grid[32 * 24];
+    for (int i = 0; i < 32 * 24; i++)
+        grid[i] = (float)(0.01 * floor(74 * tu_rnd()));
+    int w[3] = {tu_const_f32(g, "w_grid", 2, TU_DIMS(32, 24), grid), tu_const_rand(g, "w_float", 2, TU_DIMS(32, 24), 0.1f),
+                tu_const_rand(g, "w_plain", 2, TU_DIMS(32, 24), 0.1f)};
+    int b = tu_const_rand(g, "b", 1, TU_DIMS(24), 0.1f);
+    for (int i = 0; i < 3; i++) {
+        char nm[32];
+        snprintf(nm, sizeof nm, "mm%d", i);
+        int m = tu_node(g, IR_OP_MATMUL, nm, IR_F32, 2, TU_IN(i < 2 ? fq : x, w[i]), 0, NULL);
+        snprintf(nm, sizeof nm, "add%d", i);
+        tu_output(g, tu_node(g, IR_OP_ADD, nm, IR_F32, 2, TU_IN(m, b), 0, NULL));
+    }
+    tu_check_graph(g, "grids.onnx");
+    return g;
+}
+
+static void test_int8_linear_takes_int8_grids_and_says_why_not(void **state)
+{
+    (void)state;
+    for (int all = 0; all < 2; all++) {
+        ir_graph *ref = build_grids(), *g = build_grids();
+        vitc_diag d;
+        vitc_diag_init(&d, "grids.onnx");
+        pass_options po = {.int8 = all ? PASS_INT8_ALL : PASS_INT8_QUANTIZED, .explain = pass_explain_new()};
+        assert_non_null(po.explain);
+        assert_int_equal(pass_run(g, &po, &d), VITC_OK);
+        char *text = NULL;
+        size_t len;
+        FILE *f = open_memstream(&text, &len);
+        pass_explain_print(po.explain, f);
+        fclose(f);
+        pass_explain_free(po.explain);
+        print_message("int8-linear (%s): %d LinearInt8, %d Linear\n%s", all ? "all" : "quantized",
+                      count_op(g, IR_OP_LINEAR_INT8), count_op(g, IR_OP_LINEAR), all ? "" : text);
+        assert_int_equal(count_op(g, IR_OP_LINEAR_INT8), all ? 3 : 1);
+        if (!all && (!strstr(text, "node 'add1'") || !strstr(text, "no int8 grid")))
+            fail_msg("--explain-fusion does not say why add1 (mm1 + b) stays f32:\n%s", text);
+        free(text);
+        ir_tensor in, want[3], got[3];
+        tu_random_inputs(ref, 3, &in);
+        tu_interpret_ok(ref, &in, want);
+        tu_interpret_ok(g, &in, got);
+        /* the grid's Linear computes what the graph does; the others are quantized per row with --precision int8 */
+        for (int k = 0; k < 3; k++) {
+            double e = tu_error(&got[k], &want[k]), bar = k == 0 || !all ? 1e-6 : 3e-2;
+            print_message("  output %d: max rel %.3g from the f32 graph (bar %g)\n", k, e, bar);
+            if (!(e <= bar))
+                fail_msg("int8-linear (%s): output %d moved by %.3g (bar %g)", all ? "all" : "quantized", k, e, bar);
+            ir_tensor_free(&got[k]);
+            ir_tensor_free(&want[k]);
+        }
+        ir_tensor_free(&in);
+        ir_graph_free(ref);
+        ir_graph_free(g);
+    }
+}
+
+/* vitc compile --precision int8 of the timm seed fixture: every Linear on
+ * int8 kernels (inspect says so), within cosine 0.999 of PyTorch's fp32. */
+static void test_precision_int8_compiles_an_fp32_model(void **state)
+{
+    (void)state;
+    char model[4096], so[4300];
+    tu_path(model, sizeof model, "tests/models/timm-ts17.onnx");
+    snprintf(so, sizeof so, "%s/timm.int8.so", tmpdir);
+    const char *a1[] = {"compile", model, "-o", so, "--batch", "3", "--precision", "int8", "--quiet", NULL};
+    const char *a2[] = {"inspect", so, NULL};
+    char *out = NULL, *err = NULL;
+    if (tu_run_vitc(a1, &out, &err) != 0)
+        fail_msg("vitc compile --precision int8: %s%s", out ? out : "", err ? err : "");
+    free(out), free(err);
+    if (tu_run_vitc(a2, &out, &err) != 0 || !out || !strstr(out, "precision int8") || !strstr(out, "GEMM int8"))
+        fail_msg("vitc inspect of an int8 model:\n%s%s", out ? out : "", err ? err : "");
+    free(out), free(err);
+    for (int b = 0; b < 2; b++) {
+        char path[256];
+        ir_tensor in, got, ref;
+        snprintf(path, sizeof path, "tests/models/timm.b%lld.input.npy", (long long)batches[b]);
+        tu_read_npy(path, &in);
+        snprintf(path, sizeof path, "tests/models/timm.b%lld.output.npy", (long long)batches[b]);
+        tu_read_npy(path, &ref);
+        tu_run_so(so, &in, 1, &got, 1, batches[b]);
+        double e = tu_error(&got, &ref), cos = tu_cosine(&got, &ref);
+        print_message("timm --precision int8, batch %lld: max rel %.3g, cosine %.6f against PyTorch's fp32\n",
+                      (long long)batches[b], e, cos);
+        if (!(cos >= 0.999))
+            fail_msg("--precision int8, batch %lld: cosine %.6f (bar 0.999)", (long long)batches[b], cos);
+        ir_tensor_free(&in), ir_tensor_free(&got), ir_tensor_free(&ref);
+    }
+}
+
 static int setup(void **state)
 {
 #ifdef VITC_HAVE_CUDA
@@ -421,4 +669,6 @@ static void test_dump_prints_the_quantized_exports(void **state)
 TU_MAIN(setup, tu_teardown_tmpdir, test_quantized_exports_in_the_interpreter_match_onnxruntime,
         test_quantized_exports_on_the_cpu_match_onnxruntime, test_quantized_exports_on_the_cuda_emulation_match_onnxruntime,
         test_lowered_dynamic_quantization_on_the_cpu_is_exact,
-        test_lowered_qdq_pairs_on_the_cpu_are_exact, test_what_is_not_lowered_is_refused_by_name, test_dump_prints_the_quantized_exports)
+        test_lowered_qdq_pairs_on_the_cpu_are_exact, test_what_is_not_lowered_is_refused_by_name, test_dump_prints_the_quantized_exports,
+        test_quantized_exports_on_int8_kernels_match_onnxruntime, test_linear_int8_on_the_cpu_matches_the_interpreter,
+        test_int8_linear_takes_int8_grids_and_says_why_not, test_precision_int8_compiles_an_fp32_model)
