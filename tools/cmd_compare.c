@@ -22,7 +22,8 @@ static const cli_option compare_options[] = {
      .store = CLI_TAKE},
     {"max-rel", K_MAX_REL, "R",
      "The norm-wise check: max|out - ref| <= R * max|ref| (default 1e-4; for CUDA models by precision: tf32 1e-3, "
-     "bf16 and fp16 1e-2 and cosine >= 0.9999; likewise for CPU models compiled with --precision bf16).",
+     "bf16 and fp16 1e-2 and cosine >= 0.9999; likewise for CPU models compiled with --precision bf16; CPU models "
+     "compiled with --precision int8: 1e-1 and cosine >= 0.999).",
      .store = CLI_TAKE},
     {"rtol", K_RTOL, "R",
      "Element-wise check as numpy's allclose: |out - ref| <= atol + rtol * |ref| for every element (rtol default "
@@ -395,11 +396,11 @@ int cmd_compare(int argc, char **argv)
     }
     if (o.backend != &cg_llvm_backend || strcmp(prec, "fp32") != 0) {
         snprintf(o.precision, sizeof o.precision, "%s", prec);
-        int half = strcmp(prec, "bf16") == 0 || strcmp(prec, "fp16") == 0;
+        int half = strcmp(prec, "bf16") == 0 || strcmp(prec, "fp16") == 0, int8 = strcmp(prec, "int8") == 0;
         if (!o.max_rel_given && !o.tol.elementwise)
-            o.tol.max_rel = half ? 1e-2 : strcmp(prec, "tf32") == 0 ? 1e-3 : 1e-4;
-        if (half)
-            o.tol.min_cosine = 0.9999;
+            o.tol.max_rel = int8 ? 1e-1 : half ? 1e-2 : strcmp(prec, "tf32") == 0 ? 1e-3 : 1e-4;
+        if (half || int8)
+            o.tol.min_cosine = int8 ? 0.999 : 0.9999;
     }
     char ref_what[96] = "interpreter";
     if (o.reference && strcmp(o.reference, "onnxruntime") == 0) {

@@ -182,10 +182,13 @@ static const cli_option compile_options[] = {
     {"weights", 0, "embedded|external",
      "Embed the weights in the .so (default) or write them to MODEL.so.weights beside it.", .store = CLI_CHOICE,
      .at = offsetof(compile_args, weights)},
-    {"precision", 0, "bf16|fp16|tf32|fp32",
+    {"precision", 0, "bf16|fp16|tf32|fp32|int8",
      "The arithmetic.  --target cuda: default bf16 (16-bit activations, fp32 accumulation).  CPU: fp32 (default) or "
      "bf16, which runs the Linear layers in bf16 (weights and their inputs rounded to bf16, fp32 sums; everything "
-     "else fp32) on AMX tiles, or with AVX512-BF16 where the CPU has no AMX; needs amx-bf16 or avx512bf16.",
+     "else fp32) on AMX tiles, or with AVX512-BF16 where the CPU has no AMX; needs amx-bf16 or avx512bf16; or int8: "
+     "every Linear in int8 (weights per output column, symmetric; inputs per row at run time; exact int32 sums; "
+     "everything else fp32) with AMX-INT8, AVX512-VNNI or AVX-VNNI where the CPU has them.  A quantized model's own "
+     "int8 Linears (QDQ, or ONNX Runtime's dynamic MatMulInteger) run on the int8 kernels at any CPU precision.",
      .store = CLI_STRING, .at = offsetof(compile_args, opt.precision)},
     {"emit", 0, "so|cuda", "--target cuda: write the generated CUDA program to -o instead of a .so, for reading.",
      .store = CLI_CHOICE, .at = offsetof(compile_args, emit)},
