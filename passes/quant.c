@@ -149,6 +149,38 @@ static int lower_qdq(ir_graph *g, int di)
     return st;
 }
 
+/* The scalar scale, zero point and range of FakeQuant node n; 0 when per axis. */
+static int fq_params(const ir_graph *g, const ir_node *n, double p[4])
+{
+    p[2] = ir_attr_float(n, IR_ATTR_QMIN, 0), p[3] = ir_attr_float(n, IR_ATTR_QMAX, 255);
+    return rw_scalar(g, n->inputs[1], &p[0]) && rw_scalar(g, n->inputs[2], &p[1]);
+}
+
+/* A FakeQuant of what element moves (views, Transpose, Split, Slice,
+ * Gather) made of another FakeQuant's output with the same scale, zero point
+ * and range changes nothing: its input is already on that grid, and x /
+ * scale of a grid value q * scale rounds back to q.  QDQ exports repeat the
+ * pair after each such op; each repeat goes.  Returns how many. */
+static int drop_repeated_fake_quant(ir_graph *g)
+{
+    int dropped = 0;
+    for (int i = 0; i < g->nnodes; i++) {
+        const ir_node *n = &g->nodes[i];
+        double p[4], q[4];
+        if (n->op != IR_OP_FAKE_QUANT || !fq_params(g, n, p))
+            continue;
+        const ir_node *m = rw_producer(g, n->inputs[0]);
+        while (m && m->op != IR_OP_CAST && ir_op_has(m->op, OPF_MOVEMENT))
+            m = rw_producer(g, m->inputs[0]);
+        if (!m || m->op != IR_OP_FAKE_QUANT || m == n || !fq_params(g, m, q) || memcmp(p, q, sizeof p) != 0 ||
+            rw_is_graph_output(g, n->outputs[0]))
+            continue;
+        rw_replace_uses(g, n->outputs[0], n->inputs[0]);
+        dropped++;
+    }
+    return dropped;
+}
+
 /* ---- DynamicQuantizeLinear -> f32 ops ---- */
 
 /* The f32 values behind the u8 outputs of the DynamicQuantizeLinear nodes
@@ -531,7 +563,11 @@ static int input_quant(const ir_graph *g, int x, int all, ir_linear *v, int *x0,
     const ir_node *p = rw_producer(g, x);
     *x0 = x;
     why[0] = 0;
-    if (p && p->op == IR_OP_DYNAMIC_FAKE_QUANT) {
+    /* through what moves elements: x itself is then on the FakeQuant's grid, and quantizing it gives the same */
+    int moved = 0;
+    while (p && p->op != IR_OP_CAST && ir_op_has(p->op, OPF_MOVEMENT))
+        p = rw_producer(g, p->inputs[0]), moved = 1;
+    if (p && p->op == IR_OP_DYNAMIC_FAKE_QUANT && !moved) {
         v->aq = IR_AQ_TENSOR;
         *x0 = p->inputs[0];
         return 1;
@@ -549,7 +585,7 @@ static int input_quant(const ir_graph *g, int x, int all, ir_linear *v, int *x0,
             v->aq = IR_AQ_STATIC;
             v->a_scale = (float)sc;
             v->a_zero = (int)(zp - qmin); /* an int8 value q is the u8 value q + 128 */
-            *x0 = p->inputs[0];
+            *x0 = moved ? x : p->inputs[0];
             return 1;
         }
     }
@@ -676,6 +712,8 @@ int pass_lower_quant(ir_graph *g, vitc_diag *d)
     for (int i = 0; i < nn && st >= 0; i++)
         if (g->nodes[i].op == IR_OP_DEQUANTIZE_LINEAR && (st = lower_qdq(g, i)) > 0)
             changed = 1;
+    if (st >= 0 && drop_repeated_fake_quant(g))
+        changed = 1;
     free(sh.shadow);
     if (st < 0)
         return vitc_error(d, VITC_INTERNAL, NULL, "out of memory while lowering quantized ops");
