@@ -6,8 +6,9 @@ compiled by vitc, at each batch:
   (i)   max-rel error against PyTorch's fp32 output (max|out - ref| / max|ref|) within
         MAXREL_FACTOR times ONNX Runtime's own (all graph optimizations: its int8 kernels) against
         the same reference, plus MAXREL_FLOOR (an absolute term on that ratio, for where ONNX
-        Runtime happens to land very close: 2e-3 is a tenth of the smallest error ONNX Runtime
-        makes on these exports);
+        Runtime happens to land very close: 2e-3 is under a seventh of the smallest error ONNX
+        Runtime makes on the seed exports, 1.5e-2); waived where ONNX Runtime with its optimizations off (the export as
+        ONNX defines it) misses it too and vitc is no further from PyTorch than that (verdict_i);
   (ii)  cosine with ONNX Runtime's output with its graph optimizations off (each Q/DQ op as ONNX
         defines it) at least COS_DYNAMIC for a dynamic export, COS_QDQ for a static QDQ one;
   (iii) `vitc inspect --json` lists int8 kernels (int8_kernels says how they are recognized).
@@ -171,15 +172,31 @@ def bar_ii(cos, kind):
     return cos is not None and cos >= cos_bar(kind)
 
 
-def check_export(name, kind, onnx_path, cases, tmp, kernels=True, batch=3):
+def verdict_i(err, err_ort, err_off, strict=False):
+    """("ok" | "waived" | "FAIL", limit) of bar (i).  Waived (unless strict): the export as ONNX defines
+    it (ONNX Runtime unoptimized, err_off) misses the bar itself and vitc is no further from PyTorch
+    than that, within MAXREL_FLOOR; a static QDQ export can land farther from PyTorch by its own
+    definition than ONNX Runtime's fused kernels happen to (the tiny torchvision fixture at batch 1:
+    1.6e-1 against 7.7e-2), and computing the definition is no fault."""
+    ok, limit = bar_i(err, err_ort)
+    if ok:
+        return "ok", limit
+    if (not strict and limit is not None and err_off is not None and err_off > limit and
+            err <= err_off + MAXREL_FLOOR):
+        return "waived", limit
+    return "FAIL", limit
+
+
+def check_export(name, kind, onnx_path, cases, tmp, kernels=True, batch=3, strict=False):
     """A quantized export against the bars.  cases: [(batch, input, PyTorch's fp32 output, ONNX
     Runtime's output optimizations off, ONNX Runtime's output all optimizations)].  Returns (table
-    rows, failures): one row per batch, a failure line per bar missed, precise."""
+    rows, failures, waivers): one row (a dict) per batch, a line per bar missed, precise, and one per
+    bar (i) waived (verdict_i)."""
     so = os.path.join(tmp, os.path.basename(onnx_path) + ".so")
     ok, why = compile_so(onnx_path, so, batch)
     if not ok:
-        return [(name, "-", None, None, None, None, None, None, "compile failed")], ["%s: %s" % (name, why)]
-    failures, rows = [], []
+        return [{"name": name, "batch": "-", "note": "compile failed"}], ["%s: %s" % (name, why)], []
+    failures, waivers, rows = [], [], []
     info, why = inspect(so)
     summary = kernel_summary(info) if info else None
     if info is None:
@@ -192,39 +209,46 @@ def check_export(name, kind, onnx_path, cases, tmp, kernels=True, batch=3):
         y, why = run_so(so, x, tmp, "%s.b%d" % (name, b))
         if y is None:
             failures.append("%s b%d: %s" % (name, b, why))
-            rows.append((name, b, None, None, None, None, None, None, why))
+            rows.append({"name": name, "batch": b, "note": why})
             continue
         err, _, why = measures(y, ref)
         err_ort, _, why_ort = measures(ort_opt, ref)
+        err_off, _, _ = measures(ort_off, ref)
         _, cos, why_cos = measures(y, ort_off)
-        ok_i, limit = bar_i(err, err_ort)
+        v_i, limit = verdict_i(err, err_ort, err_off, strict)
         ok_ii = bar_ii(cos, kind)
         if why or why_ort:
-            failures.append("%s b%d: (i) cannot be measured: %s" % (name, b, why or "ONNX Runtime's output: " + why_ort))
-        elif not ok_i:
+            failures.append("%s b%d: (i) cannot be measured: %s" % (name, b,
+                                                                     why or "ONNX Runtime's output: " + why_ort))
+        elif v_i == "FAIL":
             failures.append("%s b%d: (i) max-rel %.3e against PyTorch > %.2f x ONNX Runtime's (optimized) %.3e + "
-                            "%.0e = %.3e" % (name, b, err, MAXREL_FACTOR, err_ort, MAXREL_FLOOR, limit))
+                            "%.0e = %.3e" % (name, b, err, MAXREL_FACTOR, err_ort, MAXREL_FLOOR, limit) +
+                            (" (ONNX Runtime unoptimized: %.3e)" % err_off if err_off is not None else ""))
+        elif v_i == "waived":
+            waivers.append("%s b%d: (i) max-rel %.3e > %.3e, but ONNX Runtime unoptimized (each op as ONNX defines "
+                           "it) is at %.3e itself, and vitc within %.0e of it" % (name, b, err, limit, err_off,
+                                                                                  MAXREL_FLOOR))
         if why_cos:
             failures.append("%s b%d: (ii) cannot be measured: %s" % (name, b, why_cos))
         elif not ok_ii:
             failures.append("%s b%d: (ii) cosine %.6f with ONNX Runtime (optimizations off) < %g (%s export)" %
                             (name, b, cos, cos_bar(kind), kind))
-        rows.append((name, b, err, err_ort, limit, ok_i, cos, ok_ii, kernel_cell(summary)))
-    return rows, failures
+        rows.append({"name": name, "batch": b, "err": err, "err_ort": err_ort, "err_off": err_off, "limit": limit,
+                     "i": v_i if not (why or why_ort) else "FAIL", "cos": cos, "ii": "ok" if ok_ii else "FAIL",
+                     "note": kernel_cell(summary)})
+    return rows, failures, waivers
 
 
 def print_export_table(rows, title):
     print("\n%s\n" % title)
-    print("| export | batch | err vitc | err ORT-opt | (i) limit | (i) | cos vs ORT-off | (ii) | int8 kernels (inspect) |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    f = lambda v, fmt: fmt % v if v is not None else "n/a"
-    for name, b, err, err_ort, limit, ok_i, cos, ok_ii, kern in rows:
-        if err_ort is None and err is None and cos is None:
-            print("| %s | %s | n/a | n/a | n/a | FAIL | n/a | FAIL | %s |" % (name, b, kern))
-            continue
-        print("| %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
-            name, b, f(err, "%.3e"), f(err_ort, "%.3e"), f(limit, "%.3e"), "ok" if ok_i else "FAIL",
-            f(cos, "%.6f"), "ok" if ok_ii else "FAIL", kern))
+    print("| export | batch | err vitc | err ORT-opt | err ORT-off | (i) limit | (i) | cos vs ORT-off | (ii) | "
+          "int8 kernels (inspect) |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    f = lambda r, k, fmt: fmt % r[k] if r.get(k) is not None else "n/a"
+    for r in rows:
+        print("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            r["name"], r["batch"], f(r, "err", "%.3e"), f(r, "err_ort", "%.3e"), f(r, "err_off", "%.3e"),
+            f(r, "limit", "%.3e"), r.get("i", "FAIL"), f(r, "cos", "%.6f"), r.get("ii", "FAIL"), r["note"]))
 
 
 def check_precision_int8(name, onnx_path, sets, tmp, batch):
@@ -347,5 +371,18 @@ def self_test():
         right = got_i == want_i and got_ii == want_ii
         bad += not right
         print("%-40s (i) %-5s (ii) %-5s %s" % (what, got_i, got_ii, "ok" if right else "WRONG"))
+    waivers = [  # (what, vitc's error, ORT optimized's, ORT unoptimized's, strict, verdict)
+        ("within the bar", 0.09, 0.08, 0.15, False, "ok"),
+        ("ONNX's definition misses, vitc on it", 0.156, 0.077, 0.156, False, "waived"),
+        ("the same, --strict", 0.156, 0.077, 0.156, True, "FAIL"),
+        ("ONNX's definition misses, vitc worse", 0.17, 0.077, 0.156, False, "FAIL"),
+        ("ONNX's definition meets it, vitc not", 0.12, 0.077, 0.08, False, "FAIL"),
+        ("no unoptimized error", 0.12, 0.077, None, False, "FAIL"),
+        ("vitc not measured", None, 0.077, 0.156, False, "FAIL"),
+    ]
+    for what, err, err_ort, err_off, strict, want in waivers:
+        got, _ = verdict_i(err, err_ort, err_off, strict)
+        bad += got != want
+        print("%-40s (i) %-6s %s" % (what, got, "ok" if got == want else "WRONG"))
     print("%d self-test check(s) wrong" % bad)
     return 1 if bad else 0
