@@ -28,12 +28,25 @@ ViT with LayerNorm and with BatchNorm):
      where the compiled model lists amx-bf16, else VDPBF16PS; the table names it), peak RSS of each
      worker, vitc's error against ONNX Runtime, the compile seconds (median of three).
 
+With --precision int8 (or fp32,int8 for both tables), each model also gets ONNX Runtime's
+quantize_dynamic and quantize_static QDQ exports (made as tests/data/make_quantized.py makes the
+tests', cached in --workdir), and per batch one int8 row of seven workers alternated in the same
+blocks: vitc on the dynamic export (vitc-dyn) and on the QDQ export (vitc-qdq), vitc --precision int8
+on the fp32 export (vitc-int8), ONNX Runtime on the two exports (ort-dyn, ort-qdq: its int8
+kernels), ONNX Runtime fp32 (ort) and vitc fp32 (vitc).  Each is checked against ONNX Runtime fp32
+like the others (the int8 ones: cosine >= 0.99, a gate against wrong answers; tests/quantized holds
+the accuracy bars), a build that fails to compile is listed under Failures, and the int8 table gives
+the ratios vitc-int8/ORT-dyn, vitc-dyn/ORT-dyn, vitc-qdq/ORT-qdq and vitc-int8/vitc-fp32, each int8
+runtime's share of the host's int8 peak measured in the same run (AMX TDPBUSD where peak_fma
+measures it, else VPDPBUSD) and the fp32 ones' share of the FMA peak.
+
 Needs a Python with torch, torchvision, timm, einops, onnx, onnxruntime and numpy (see
 tests/models/requirements.txt), and a built vitc (./setup.sh):
 
     tests/models/setup-gen-env.sh .venv-gen
     .venv-gen/bin/python bench/run.py                   # every model, 2 threads, batch 1 and 8
     .venv-gen/bin/python bench/run.py --models vit_ti16_timm --batches 1 --rounds 1
+    .venv-gen/bin/python bench/run.py --models vit_ti16_timm --batches 1 --rounds 1 --precision int8
     python3 bench/run.py --self-test                   # the output checks on hand-made outputs (ctest)
     .venv-gen/bin/python bench/run.py --models vit_ti16_timm --batches 1 --rounds 1 --perturb torch   # must exit 1
 """
@@ -60,15 +73,29 @@ import peaks  # noqa: E402  (bench/peaks.py: peak_fma's output read)
 MODELS = ["vit_ti16_timm", "vit_s16_timm", "vit_b16_timm", "vit_b16_torchvision", "vit_b16_einops",
           "face_vit_s", "face_vit_s_bn"]
 RUNTIMES = ("vitc", "ort", "torch")
+# The runtimes of an int8 row (--precision int8), in its order: (label, worker, the export it runs,
+# the precision whose bars its output meets).  The exports: the fp32 one, and ONNX Runtime's
+# quantize_dynamic and quantize_static (QDQ) of it, made as tests/data/make_quantized.py makes the
+# tests' (per-channel int8 weights and uint8 activations calibrated on 8 seeded images for QDQ;
+# per-tensor int8 weights, activations quantized at run time, for dynamic).  vitc-int8 is the fp32
+# export compiled with --precision int8; ORT runs with all graph optimisations (its int8 kernels).
+INT8_SLOTS = [("vitc-dyn", "vitc", "dynamic", "int8"), ("vitc-qdq", "vitc", "qdq", "int8"),
+              ("vitc-int8", "vitc", "fp32", "int8"), ("ort-dyn", "ort", "dynamic", "int8"),
+              ("ort-qdq", "ort", "qdq", "int8"), ("ort", "ort", "fp32", "fp32"), ("vitc", "vitc", "fp32", "fp32")]
+INT8_VITC_ARGS = {"vitc-int8": ["--precision", "int8"]}
 
 # ---------------------------------------------------------------------------------------------
 # Every runtime's output is checked against the reference before it is timed: a row that gives a
 # wrong answer (or none) is left out of the table, its reason listed, and the run exits 1.
 # The reference is ONNX Runtime fp32 (host ISA, basic graph optimisations) run in the driver on the
 # row's input.  Bars, error = max|out - ref| / max|ref|: fp32 1e-4; bf16 (vitc's --precision bf16
-# rows) 1e-2 with cosine >= 0.9999, as `vitc compare` and the tests use.  (No int8 rows yet.)
+# rows) 1e-2 with cosine >= 0.9999, as `vitc compare` and the tests use; int8 (the --precision int8
+# rows' int8 runtimes: vitc on ONNX Runtime's quantized exports and with --precision int8, ONNX
+# Runtime on those exports) cosine >= 0.99 alone, a gate against wrong answers, not the accuracy
+# bars of tests/quantized (ONNX Runtime's own static QDQ ViT-S/16 lands at 0.9966 from fp32, its
+# tiny timm fixture at 0.989, and max-rel errors of 3e-2 to 2.5e-1 are ordinary for int8).
 # ---------------------------------------------------------------------------------------------
-BARS = {"fp32": (1e-4, None), "bf16": (1e-2, 0.9999)}
+BARS = {"fp32": (1e-4, None), "bf16": (1e-2, 0.9999), "int8": (None, 0.99)}
 
 
 def output_error(y, ref):
@@ -91,12 +118,12 @@ def output_error(y, ref):
 
 
 def check_output(y, ref, precision):
-    """(ok, error, why): y against ref within the bars of precision ('fp32' or 'bf16')."""
+    """(ok, error, why): y against ref within the bars of precision ('fp32', 'bf16' or 'int8')."""
     tol, ctol = BARS[precision]
     err, cos, why = output_error(y, ref)
     if why:
         return False, err, why
-    if not err <= tol:
+    if tol is not None and not err <= tol:
         return False, err, f"error {err:.2e} > {tol:g} ({precision})"
     if ctol is not None and not cos >= ctol:
         return False, err, f"cosine {cos:.6f} < {ctol} ({precision})"
@@ -121,6 +148,8 @@ def self_test():
     rng = np.random.default_rng(0)
     ref = rng.standard_normal((2, 1000)).astype(np.float32)
     near_bf16 = ref + 3e-3 * np.abs(ref).max() * rng.uniform(-1, 1, ref.shape).astype(np.float32)
+    near_int8 = ref + 0.077 * rng.standard_normal(ref.shape).astype(np.float32)  # cosine about 0.997
+    far_int8 = ref + 0.2 * rng.standard_normal(ref.shape).astype(np.float32)  # cosine about 0.98
     cases = [  # (what, output, precision, passes)
         ("fp32 equal", ref.copy(), "fp32", True),
         ("fp32 off by 5e-5", ref + np.float32(5e-5 * np.abs(ref).max()), "fp32", True),
@@ -135,39 +164,79 @@ def self_test():
         ("no output", None, "fp32", False),
         ("--perturb's output", perturbed(ref), "fp32", False),
         ("--perturb's output judged as bf16", perturbed(ref), "bf16", False),
+        ("int8 at cosine 0.997", near_int8, "int8", True),
+        ("int8 at cosine 0.997 judged as bf16", near_int8, "bf16", False),
+        ("int8 at cosine 0.98", far_int8, "int8", False),
+        ("int8 sign-flipped half", np.where(np.arange(ref.size).reshape(ref.shape) % 2, -ref, ref), "int8", False),
+        ("int8 one NaN", np.where(np.arange(ref.size).reshape(ref.shape) == 7, np.nan, ref), "int8", False),
+        ("int8 all zero", np.zeros_like(ref), "int8", False),
+        ("--perturb's output judged as int8", perturbed(ref), "int8", False),
     ]
     bad = 0
     for what, y, precision, passes in cases:
         ok, err, why = check_output(y, ref, precision)
         right = ok == passes
         bad += not right
-        print(f"{what:34} {'pass' if ok else 'fail':4} {why or '':42} {'ok' if right else 'WRONG'}")
+        print(f"{what:36} {'pass' if ok else 'fail':4} {why or '':42} {'ok' if right else 'WRONG'}")
     # the gate: a worker with a wrong output is not timed and is named with its reason
+    fp32_row = {rt: runtime_precision(rt, "host") for rt in RUNTIMES}
     outs = {"vitc": ref + np.float32(1e-2), "ort": ref.copy(), "torch": ref.copy()}
-    timed, failures = checked_runtimes(outs, {}, ref, "host", "row")
+    timed, failures = checked_runtimes(outs, {}, ref, fp32_row, "row")
     right = timed == ["ort", "torch"] and len(failures) == 1 and failures[0].startswith("- row vitc: ")
     bad += not right
-    print(f"{'gate: vitc wrong, others right':34} timed {','.join(timed):10} {failures} {'ok' if right else 'WRONG'}")
-    timed, failures = checked_runtimes({"ort": ref.copy()}, {"vitc": "crashed", "torch": None}, ref, "host", "row")
+    print(f"{'gate: vitc wrong, others right':36} timed {','.join(timed):10} {failures} {'ok' if right else 'WRONG'}")
+    timed, failures = checked_runtimes({"ort": ref.copy()}, {"vitc": "crashed", "torch": None}, ref, fp32_row, "row")
     right = timed == ["ort"] and len(failures) == 2
     bad += not right
-    print(f"{'gate: vitc crashed, torch silent':34} timed {','.join(timed):10} {failures} {'ok' if right else 'WRONG'}")
+    print(f"{'gate: vitc crashed, torch silent':36} timed {','.join(timed):10} {failures} {'ok' if right else 'WRONG'}")
+    # an int8 row: its int8 runtimes against the int8 bar, the fp32 ones against fp32's, in INT8_SLOTS' order
+    int8_row = {label: precision for label, _, _, precision in INT8_SLOTS}
+    outs = {label: near_int8 for label in int8_row if int8_row[label] == "int8"}
+    outs.update({"ort": ref.copy(), "vitc": near_int8, "vitc-qdq": far_int8})
+    timed, failures = checked_runtimes(outs, {"vitc-int8": "`vitc compile --precision int8` exit 2"}, ref, int8_row,
+                                       "row")
+    right = (timed == ["vitc-dyn", "ort-dyn", "ort-qdq", "ort"] and len(failures) == 3 and
+             any("vitc-int8: `vitc compile" in f for f in failures) and any("- row vitc: " in f for f in failures) and
+             any("vitc-qdq: wrong output" in f for f in failures))
+    bad += not right
+    print(f"{'gate: int8 row':36} timed {','.join(timed):30} {failures} {'ok' if right else 'WRONG'}")
+    # the int8 table on hand-made times (two rounds): ratios as speed ratios, shares of the int8 and fp32 peaks
+    ms = {"vitc-dyn": 20.0, "vitc-qdq": 25.0, "vitc-int8": 10.0, "ort-dyn": 20.0, "ort-qdq": 30.0, "ort": 40.0,
+          "vitc": 30.0}
+    res = {label: {"ms": [v] * 3, "rss_mb": 100.0, "error": None} for label, v in ms.items()}
+    after = {label: (0.03, 0.999) for label in ms}
+    builds = {"m": {"slots": {}, "errors": {}, "compile_s": {"vitc-dyn": 1.0, "vitc-qdq": 1.5, "vitc-int8": 2.0},
+                    "unit": "int8 VPDPBUSD"}}
+    peak = {"host": {"fp32": 100.0, "int8 VPDPBUSD": 1000.0}}
+    for left_out, want in ((set(), "| m | 1 | 2.0 | 20.0 | 25.0 | 10.0 | 20.0 | 30.0 | 40.0 | 30.0 | "
+                            "2.00x [2.00-2.00] | 1.00x [1.00-1.00] | 1.20x [1.20-1.20] | 3.00x [3.00-3.00] | "
+                            "10% / 8% / 20% / 10% / 7% | 67% / 50% | 0.9990 / 0.9990 / 0.9990 / 0.9990 / 0.9990 | "
+                            "100 / 100 | 1.0 / 1.5 / 2.0 |"),
+                           ({("m", "int8", 1, "vitc-int8")}, "| m | 1 | 2.0 | 20.0 | 25.0 | n/a | 20.0 | 30.0 | 40.0 | "
+                            "30.0 | n/a | 1.00x [1.00-1.00] | 1.20x [1.20-1.20] | n/a | 10% / 8% / n/a / 10% / 7% |")):
+        lines, fails = int8_table(argparse.Namespace(left_out=left_out), peak, ["m"], [1], {("m", 1): 2.0}, builds,
+                                  {("m", 1): [(res, after), (res, after)]})
+        right = lines[-1].startswith(want) and not fails
+        bad += not right
+        print(f"{'int8 table' + (', vitc-int8 left out' if left_out else ''):36} {lines[-1][:90]}... "
+              f"{'ok' if right else 'WRONG: want ' + want}")
     print(f"{bad} self-test check(s) wrong")
     return 1 if bad else 0
 
 
-def checked_runtimes(outputs, errors, ref, isa, row, found=None):
-    """The runtimes whose output (outputs: runtime -> array) meets its bars against ref, in RUNTIMES'
-    order, and a failure line for each one that does not or that failed (errors: runtime -> why); the
-    error of each output compared goes into found (runtime -> error), when given."""
+def checked_runtimes(outputs, errors, ref, precisions, row, found=None):
+    """The runtimes whose output (outputs: runtime -> array) meets the bars of its precision
+    (precisions: runtime -> 'fp32', 'bf16' or 'int8', in the row's order) against ref, in that order,
+    and a failure line for each one that does not or that failed (errors: runtime -> why); the error of
+    each output compared goes into found (runtime -> error), when given."""
     timed, failures = [], []
-    for rt in RUNTIMES:
+    for rt, precision in precisions.items():
         if rt in errors:
             failures.append(f"- {row} {rt}: {errors[rt] or 'no output'}")
             continue
         if rt not in outputs:
             continue
-        ok, err, why = check_output(outputs[rt], ref, runtime_precision(rt, isa))
+        ok, err, why = check_output(outputs[rt], ref, precision)
         if found is not None and err is not None:
             found[rt] = err
         if ok:
@@ -445,19 +514,99 @@ def compile_model(vitc, onnx_path, so, batch, isa_args):
     return time.perf_counter() - t0
 
 
+def try_compile(vitc, onnx_path, so, batch, extra):
+    """(seconds, None) for one `vitc MODEL.onnx -o SO --batch N --quiet EXTRA...`, or (None, why)."""
+    os.sync()
+    t0 = time.perf_counter()
+    r = subprocess.run([vitc, onnx_path, "-o", so, "--batch", str(batch), "--quiet", *extra], capture_output=True,
+                       text=True)
+    if r.returncode != 0:
+        msg = (r.stderr.strip() or r.stdout.strip() or "no message").splitlines()[0]
+        return None, (f"`vitc {os.path.basename(onnx_path)} {' '.join(extra)}` exit {r.returncode}: "
+                      f"{msg.replace(onnx_path, os.path.basename(onnx_path))}")
+    return time.perf_counter() - t0, None
+
+
+def int8_unit(vitc, so):
+    """The int8 dot-product unit a build's CPU features allow: AMX's TDPBUSD where they list amx-int8
+    (with amx-tile), else AVX512-VNNI's VPDPBUSD, else None (AVX-VNNI alone: peak_fma does not measure it)."""
+    r = subprocess.run([vitc, "inspect", so, "--json"], capture_output=True, text=True)
+    features = set(json.loads(r.stdout).get("features", [])) if r.returncode == 0 else set()
+    if {"amx-tile", "amx-int8"} <= features:
+        return "int8 TDPBUSD"
+    return "int8 VPDPBUSD" if "avx512vnni" in features else None
+
+
+def prepare_int8(args, vitc, name, onnx_path, batch, host_build):
+    """The int8 row of a model: ONNX Runtime's dynamic and static QDQ exports of it (made once, kept in
+    --workdir) and vitc's builds (compiled once each; the fp32 one is the host row's where there is one).
+    Returns {"slots": label -> (worker, ONNX file, .so, precision) in INT8_SLOTS' order, "errors": label ->
+    why it cannot run (a quantization or a compile that failed), "compile_s": label -> seconds, "unit":
+    the int8 unit vitc-int8's build allows}."""
+    sys.path.insert(0, os.path.join(REPO, "tests", "data"))
+    import make_quantized as mq
+    exports, bad = {"fp32": onnx_path}, {}
+    for kind in ("dynamic", "qdq"):
+        path = os.path.join(args.workdir, f"{name}-{kind}.onnx")
+        if not os.path.exists(path):
+            print(f"== quantizing {name} ({'quantize_dynamic' if kind == 'dynamic' else 'quantize_static, QDQ'})",
+                  flush=True)
+            try:
+                mq.quantize(kind, onnx_path, path + ".part.onnx")
+                os.replace(path + ".part.onnx", path)
+            except Exception as e:  # noqa: BLE001 (ONNX Runtime's quantizers raise many kinds)
+                bad[kind] = f"ONNX Runtime's quantize_{'dynamic' if kind == 'dynamic' else 'static'} failed: {e}"
+        exports[kind] = path
+    out = {"slots": {}, "errors": {}, "compile_s": {}, "unit": None}
+    for label, rt, export, precision in INT8_SLOTS:
+        if label in args.skip:
+            continue
+        so = ""
+        if export in bad:
+            out["errors"][label] = bad[export]
+        elif rt == "vitc" and label == "vitc" and host_build:
+            so = host_build[1]
+            out["compile_s"][label] = host_build[2][len(host_build[2]) // 2]
+        elif rt == "vitc":
+            so = os.path.join(args.workdir, f"{name}.{label}.so")
+            t, why = try_compile(vitc, exports[export], so, batch, INT8_VITC_ARGS.get(label, []))
+            if why:
+                out["errors"][label] = why
+            else:
+                out["compile_s"][label] = t
+            print(f"== compiled {name} ({label}): " + (f"{t:.2f} s" if t is not None else why), flush=True)
+        out["slots"][label] = (rt, exports[export], so, precision)
+    if "vitc-int8" in out["compile_s"]:
+        out["unit"] = int8_unit(vitc, out["slots"]["vitc-int8"][2])
+    return out
+
+
 def bench_one(args, name, isa, onnx_path, so, batch, image, seed):
-    """One row of one round: the three workers alternated in blocks.  Returns per runtime the
-    call times, the peak RSS, and vitc's error against ONNX Runtime."""
+    """One row of one round of vitc, ONNX Runtime and PyTorch on the fp32 export (vitc's .so compiled
+    for isa).  Returns per runtime the call times, the peak RSS and the error, and vitc's error against
+    ONNX Runtime."""
+    slots = {rt: (rt, onnx_path, so, runtime_precision(rt, isa)) for rt in RUNTIMES if rt not in args.skip}
+    res, found = bench_row(args, name, isa, slots, {}, batch, image, seed, onnx_path)
+    return res, found.get("vitc", (None, None))[0]
+
+
+def bench_row(args, name, isa, slots, errors, batch, image, seed, ref_onnx):
+    """One row of one round: its runtimes (slots: label -> (worker: vitc, ort or torch, the ONNX file,
+    vitc's .so, the precision whose bars it meets), in the row's order) alternated in blocks, each
+    checked against ONNX Runtime fp32 on ref_onnx before and after it is timed; errors: label -> why
+    for those that could not even start (a compile refused).  Returns per label the call times, the
+    peak RSS and the error, and per label the (error, cosine) of its last output against the
+    reference."""
     import gen_fixtures as gf
     inp = os.path.join(args.workdir, f"{name}.bench.b{batch}.input.npy")
     np.save(inp, gf.make_input(seed + 7, batch, image))
     out_shape = [batch, 512 if name.startswith("face") else 1000]
     workers = {}
-    for rt in RUNTIMES:
-        if rt in args.skip:
+    for label, (rt, onnx_path, so, _) in slots.items():
+        if label in errors:
             continue
-        workers[rt] = Worker(args, rt, name, onnx_path, so, inp, out_shape, hide_avx512=isa == "avx2")
-        ready = workers[rt].ready or {}
+        workers[label] = Worker(args, rt, name, onnx_path, so, inp, out_shape, hide_avx512=isa == "avx2")
+        ready = workers[label].ready or {}
         if ready.get("hide_error"):
             args.hide_errors.add(ready["hide_error"])
         if isa == "avx2":
@@ -465,21 +614,22 @@ def bench_one(args, name, isa, onnx_path, so, batch, image, seed):
         time.sleep(args.pause)
     # every runtime's output against the reference before it is timed: a wrong one is not timed
     row = f"{name} ({isa}) b{batch}"
-    ref = reference_output(onnx_path, inp)
-    outputs, errors = {}, {}
-    for rt, w in workers.items():
-        path = os.path.join(args.workdir, f"{name}.{isa}.b{batch}.{rt}.check.npy")
+    ref = reference_output(ref_onnx, inp)
+    outputs, errors = {}, dict(errors)
+    for label, w in workers.items():
+        path = os.path.join(args.workdir, f"{name}.{isa}.b{batch}.{label}.check.npy")
         if w.ask(f"save {path}"):
-            outputs[rt] = np.load(path)
+            outputs[label] = np.load(path)
         else:
-            errors[rt] = w.error
+            errors[label] = w.error
     found = {}
-    timed, failed = checked_runtimes(outputs, errors, ref, isa, row, found)
+    precisions = {label: slot[3] for label, slot in slots.items()}
+    timed, failed = checked_runtimes(outputs, errors, ref, precisions, row, found)
     print(f"   {row}: checked against ONNX Runtime fp32 before timing: " +
           ", ".join(f"{rt} {'pass' if rt in timed else 'FAIL'} ({found[rt]:.1e})" if rt in found else
-                    f"{rt} FAIL" for rt in workers), flush=True)
+                    f"{rt} FAIL" for rt in slots), flush=True)
     args.check_failures += failed
-    args.left_out.update((name, isa, batch, rt) for rt in workers if rt not in timed)
+    args.left_out.update((name, isa, batch, rt) for rt in slots if rt not in timed)
     for rt in [rt for rt in workers if rt not in timed]:
         workers.pop(rt).close()
     times = {rt: [] for rt in workers}
@@ -492,13 +642,12 @@ def bench_one(args, name, isa, onnx_path, so, batch, image, seed):
                 times[rt] += r["ms"]
             time.sleep(args.pause)
     # and after: the last timed call's output meets the same bars
-    err = None
+    after = {}
     for rt in list(workers):
         path = os.path.join(args.workdir, f"{name}.{isa}.b{batch}.{rt}.npy")
         y = np.load(path) if workers[rt].ask(f"save {path}") else None
-        ok, e, why = check_output(y, ref, runtime_precision(rt, isa))
-        if rt == "vitc":
-            err = e
+        ok, e, why = check_output(y, ref, precisions[rt])
+        after[rt] = output_error(y, ref)[:2]
         if not ok:
             args.check_failures.append(f"- {row} {rt}: wrong output after timing, left out: "
                                        f"{why if y is not None else workers[rt].error}")
@@ -508,7 +657,7 @@ def bench_one(args, name, isa, onnx_path, so, batch, image, seed):
     for rt, w in workers.items():
         done = w.close()
         res[rt] = {"ms": times[rt], "rss_mb": done["rss_mb"] if done else None, "error": w.error}
-    return res, err
+    return res, after
 
 
 def reference_output(onnx_path, inp):
@@ -528,13 +677,20 @@ def main():
                     help="code paths to compile vitc for: host (the host's features), avx2 "
                          "(--features=-avx512f, and ORT and PyTorch with AVX-512 hidden from CPUID; the same as host on a host without AVX-512) and/or bf16 "
                          "(--precision bf16: Linear layers in bf16 on AMX tiles, else with AVX512-BF16; left out without either)")
+    ap.add_argument("--precision", default="fp32",
+                    help="fp32: the --isa rows (vitc, ONNX Runtime and PyTorch on the fp32 export); int8: per model "
+                         "and batch one row of vitc on ONNX Runtime's dynamic and static QDQ exports (vitc-dyn, "
+                         "vitc-qdq), vitc --precision int8 on the fp32 export (vitc-int8), ONNX Runtime on those "
+                         "exports (ort-dyn, ort-qdq), ONNX Runtime fp32 (ort) and vitc fp32 (vitc), against the "
+                         "int8 peak of the host (AMX TDPBUSD, else VPDPBUSD) measured in the run; fp32,int8: both")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--block", type=int, default=3, help="calls of one runtime in a row")
     ap.add_argument("--blocks", type=int, default=4, help="blocks per runtime and row in each round")
     ap.add_argument("--pause", type=float, default=0.3, help="seconds between blocks")
     ap.add_argument("--rounds", type=int, default=3, help="times the whole table is measured")
     ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--skip", default="", help="runtimes to leave out, e.g. torch")
+    ap.add_argument("--skip", default="", help="runtimes to leave out, e.g. torch, or runtimes of the int8 rows "
+                                                "(vitc-dyn, vitc-qdq, vitc-int8, ort-dyn, ort-qdq, ort, vitc)")
     ap.add_argument("--target", type=float, default=1.15,
                     help="vitc/ORT ratio below which a row is listed after the table with its gap and where "
                          "vitc's time goes")
@@ -574,8 +730,11 @@ def main():
     names = args.models.split(",")
     batches = [int(b) for b in args.batches.split(",")]
     cpu, isa_desc, flags = cpu_info()
+    precisions = set(filter(None, args.precision.split(",")))
+    if not precisions or precisions - {"fp32", "int8"}:
+        raise SystemExit(f"--precision {args.precision}: fp32, int8 or fp32,int8")
     isas = []
-    for isa in args.isa.split(","):
+    for isa in (args.isa.split(",") if "fp32" in precisions else []):
         if isa == "host":
             isas.append(("host", []))
         elif isa == "avx2" and "avx512f" in flags:
@@ -595,6 +754,7 @@ def main():
           ", ".join(f"{isa} {u} {v}" for isa, (vals, _) in peak_before.items() for u, v in vals.items()), flush=True)
 
     compiled, gflops = {}, {}
+    int8_builds = {}  # name -> prepare_int8's slots and errors
     for name in names:
         onnx_path = os.path.join(args.workdir, f"{name}.onnx")
         if not os.path.exists(onnx_path):
@@ -609,10 +769,13 @@ def main():
             # the peak vitc's rows of this build are measured against
             args.peak_unit[name, isa] = bf16_unit(vitc, so) if isa == "bf16" else "fp32"
             print(f"== compiled {name} ({isa}) in " + ", ".join(f"{t:.2f}" for t in times) + " s", flush=True)
+        if "int8" in precisions:
+            int8_builds[name] = prepare_int8(args, vitc, name, onnx_path, max(batches), compiled.get((name, "host")))
         for b in batches:
             gflops[name, b] = model_gflop(vitc, onnx_path, b)
 
     results = {}  # (name, isa, batch) -> list over rounds of (res, err)
+    int8_results = {}  # (name, batch) -> list over rounds of (res, {runtime: (error, cosine)})
     for rnd in range(args.rounds):
         for name in names:
             _, seed, image = gf.FULL[name]
@@ -626,6 +789,15 @@ def main():
                           ", ".join(f"{rt} {v:.2f} ms" for rt, v in med.items()) +
                           (f", vitc/ORT {med['ort'] / med['vitc']:.2f}x" if "vitc" in med and "ort" in med else ""),
                           flush=True)
+            if name in int8_builds:
+                slots, errors = int8_builds[name]["slots"], int8_builds[name]["errors"]
+                for b in batches:
+                    res, after = bench_row(args, name, "int8", slots, errors, b, image, seed,
+                                           os.path.join(args.workdir, f"{name}.onnx"))
+                    int8_results.setdefault((name, b), []).append((res, after))
+                    med = {rt: statistics.median(r["ms"]) for rt, r in res.items() if r["ms"]}
+                    print(f"   round {rnd + 1} {name} (int8) b{b}: " + ", ".join(f"{rt} {v:.2f} ms" for rt, v in
+                                                                              med.items()), flush=True)
     peak_after = {isa: measure_peaks(args.build, args.threads, isa) for isa in peak_isas}
     # where vitc's time goes: its own profile (vitc run --profile), after the timed rounds
     profiles = {}
@@ -639,7 +811,7 @@ def main():
                 if r.returncode == 0:
                     profiles[name, isa, b] = json.loads(r.stdout)["profile"]["ops"]
     failures = write_table(args, cpu, isa_desc, peak_before, peak_after, names, isas, batches, compiled, gflops,
-                           results, profiles)
+                           results, profiles, int8_builds, int8_results)
     if failures:
         print(f"{len(failures)} failure(s): a worker that failed, or an output beyond its bars (those runtimes "
               "are left out of their rows, and a row whose vitc failed is left out); listed under Failures",
@@ -680,8 +852,87 @@ def compile_s(times):
     return f"{times[len(times) // 2]:.1f} [{times[0]:.1f}-{times[-1]:.1f}]"
 
 
+def int8_table(args, peak, names, batches, gflops, int8_builds, int8_results):
+    """The int8 rows' table, with the text that says what it holds."""
+    host = peak.get("host", {})
+    unit = "int8 TDPBUSD" if host.get("int8 TDPBUSD") else "int8 VPDPBUSD"
+    int8_peak = host.get(unit)
+    units = {b["unit"] for b in int8_builds.values() if b.get("unit")}
+    text = [
+        "",
+        "## int8",
+        "",
+        "Per model and batch one row of seven runtimes, alternated in blocks as above: vitc on ONNX Runtime's "
+        "quantize_dynamic export (vitc-dyn) and on its quantize_static QDQ export (vitc-qdq; per-channel int8 weights, "
+        "uint8 activations calibrated on 8 seeded images), vitc `--precision int8` on the fp32 export (vitc-int8), "
+        "ONNX Runtime with all graph optimisations on those exports (ORT-dyn, ORT-qdq: its int8 kernels), ONNX "
+        "Runtime fp32 and vitc fp32. Ratios are speed ratios (above 1: the first is faster): vitc-int8/ORT-dyn is "
+        "vitc's own int8 against ONNX Runtime's dynamic int8, vitc-int8/vitc-fp32 what int8 gains vitc. % int8 "
+        f"peak: GOP/s (the model's matrix products, as GFLOP above) against the host's int8 peak measured in this "
+        f"run, {UNIT_NAMES.get(unit, unit)} ({f'{int8_peak:.0f} GOP/s' if int8_peak else 'not measured'}); vitc's "
+        "--precision int8 builds allow " + (", ".join(UNIT_NAMES.get(u, u) for u in sorted(units)) if units else
+                                             "no unit peak_fma measures (or none compiled)") +
+        "; the fp32 runtimes' % against the fp32 FMA peak. cosine: of each int8 runtime's output with ONNX Runtime "
+        "fp32's run apart on the same input (the lowest over the rounds); an int8 output below cosine 0.99, or an fp32 "
+        "one beyond 1e-4, is not timed and is listed under Failures. compile s: one compile each.",
+        "",
+        "| model | batch | GOP | vitc-dyn ms | vitc-qdq ms | vitc-int8 ms | ORT-dyn ms | ORT-qdq ms | ORT fp32 ms | "
+        "vitc fp32 ms | vitc-int8/ORT-dyn | vitc-dyn/ORT-dyn | vitc-qdq/ORT-qdq | vitc-int8/vitc-fp32 | "
+        "% int8 peak vitc-dyn / vitc-qdq / vitc-int8 / ORT-dyn / ORT-qdq | % fp32 peak vitc / ORT | "
+        "cosine vitc-dyn / vitc-qdq / vitc-int8 / ORT-dyn / ORT-qdq | RSS MB vitc-int8 / ORT-dyn | "
+        "compile s vitc-dyn / vitc-qdq / vitc-int8 |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    lines, failures = [], []
+    int8_labels = ["vitc-dyn", "vitc-qdq", "vitc-int8", "ort-dyn", "ort-qdq"]
+    for name in names:
+        build = int8_builds.get(name)
+        for b in batches:
+            rounds = int8_results.get((name, b))
+            if not build or not rounds:
+                continue
+            g = gflops[name, b]
+            med = {}
+            for label, *_ in INT8_SLOTS:
+                per = [statistics.median(r[label]["ms"]) for r, _ in rounds if label in r and r[label]["ms"]]
+                med[label] = (statistics.median(per), per) if per and (name, "int8", b, label) not in args.left_out \
+                    else None
+                for r, _ in rounds:
+                    if label in r and r[label]["error"]:
+                        failures.append(f"- {name} (int8) b{b} {label}: {r[label]['error']}")
+            f = lambda label: f"{med[label][0]:.1f}" if med.get(label) else "n/a"
+
+            def ratio(a, o):  # a/o as a speed ratio in each round: o's ms / a's ms
+                if not med.get(a) or not med.get(o):
+                    return "n/a"
+                rs = [y / x for x, y in zip(med[a][1], med[o][1])]
+                return f"{statistics.median(rs):.2f}x [{min(rs):.2f}-{max(rs):.2f}]"
+
+            def share(label, p):
+                return f"{g / (med[label][0] / 1e3) / p:.0%}" if med.get(label) and p else "n/a"
+
+            def cosine(label):
+                cs = [after[label][1] for _, after in rounds if label in after and after[label][1] is not None]
+                return f"{min(cs):.4f}" if cs else "n/a"
+
+            def rss(label):
+                v = [r[label]["rss_mb"] for r, _ in rounds if label in r and r[label]["rss_mb"]]
+                return f"{max(v):.0f}" if v else "n/a"
+            cs = lambda label: f"{build['compile_s'][label]:.1f}" if label in build["compile_s"] else "n/a"
+            fp32_peak = host.get("fp32")
+            lines.append(
+                f"| {name} | {b} | {g:.1f} | {f('vitc-dyn')} | {f('vitc-qdq')} | {f('vitc-int8')} | {f('ort-dyn')} | "
+                f"{f('ort-qdq')} | {f('ort')} | {f('vitc')} | {ratio('vitc-int8', 'ort-dyn')} | "
+                f"{ratio('vitc-dyn', 'ort-dyn')} | {ratio('vitc-qdq', 'ort-qdq')} | {ratio('vitc-int8', 'vitc')} | "
+                + " / ".join(share(label, int8_peak) for label in int8_labels) + " | "
+                f"{share('vitc', fp32_peak)} / {share('ort', fp32_peak)} | "
+                + " / ".join(cosine(label) for label in int8_labels) + " | "
+                f"{rss('vitc-int8')} / {rss('ort-dyn')} | {cs('vitc-dyn')} / {cs('vitc-qdq')} / {cs('vitc-int8')} |")
+    return (text + lines if lines else text + ["", "(no int8 row was measured)"]), failures
+
+
 def write_table(args, cpu, isa_desc, peak_before, peak_after, names, isas, batches, compiled, gflops, results,
-                profiles):
+                profiles, int8_builds=None, int8_results=None):
     import onnxruntime
     try:
         import torch
@@ -735,6 +986,8 @@ def write_table(args, cpu, isa_desc, peak_before, peak_after, names, isas, batch
         f"the whole table measured {args.rounds} times in this one command. ms: median over the rounds of each "
         f"round's median of {n_calls} calls; ratios: median over the rounds [lowest-highest].",
         "- Command: `.venv-gen/bin/python bench/run.py " + " ".join(sys.argv[1:]) + "`",
+    ]
+    table_head = [
         "",
         "vitc/ORT and vitc/torch are speed ratios (above 1: vitc is faster). isa: vitc's code path (host: the "
         "host's features; avx2: compiled with --features=-avx512f, the other runtimes as the header says; bf16: "
@@ -755,7 +1008,7 @@ def write_table(args, cpu, isa_desc, peak_before, peak_after, names, isas, batch
         "| model | isa | batch | GFLOP | vitc ms | ORT ms | torch ms | vitc img/s | vitc/ORT | vitc/torch | "
         "vitc % peak | vitc's peak | ORT % peak | RSS MB vitc / ORT / torch | err | compile s | vitc's time by op |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
+    ] if isas else []
     lines = []
     failures = list(args.check_failures)
     below = []  # the rows under --target, explained after the table
@@ -815,7 +1068,13 @@ def write_table(args, cpu, isa_desc, peak_before, peak_after, names, isas, batch
             f"{args.target:.2f}x takes: vitc's time at that ratio to ORT's median, and the share of the peak vitc "
             "would then run at; where vitc's time goes, by op (its profile's shares of its median).", "",
             *below] if below else []
-    text = "\n".join(head + lines + gaps + (["", "Failures:", *failures] if failures else [])) + "\n"
+    int8_part = []
+    if int8_builds:
+        int8_part, int8_failures = int8_table(args, peak, names, batches, gflops, int8_builds, int8_results or {})
+        failures += int8_failures
+    failures = list(dict.fromkeys(failures))  # a failure seen in every round is listed once
+    text = "\n".join(head + table_head + lines + gaps + int8_part +
+                     (["", "Failures:", *failures] if failures else [])) + "\n"
     print(text)
     with open(args.out, "w") as fh:
         fh.write(text)
