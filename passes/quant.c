@@ -604,8 +604,13 @@ static int int8_linear(ir_graph *g, int ni, int all)
     const ir_node *n = &g->nodes[ni];
     ir_linear v;
     char why[160];
-    if (!ir_linear_of(n, &v, why, sizeof why) || v.gate >= 0)
+    if (!ir_linear_of(n, &v, why, sizeof why))
         return 0;
+    if (v.gate >= 0) {
+        if (all)
+            rw_miss(g, n, "a gated Linear (its output times another projection) has no int8 kernel: it stays f32");
+        return 0;
+    }
     int x0;
     if (!input_quant(g, v.x, all, &v, &x0, why, sizeof why)) {
         if (why[0])

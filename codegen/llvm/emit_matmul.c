@@ -187,16 +187,23 @@ static int emit_linear_int8(cg_ctx *cg, int node, const ir_linear *v)
     LLVMValueRef M = cg_poly_value(cg, b, cg->run_batch, X->rank >= 2 ? rows_of(X) : cg_poly_k(1));
     LLVMValueRef x = cg_value_ptr(cg, b, call, v->x), q = cg_scratch_ptr(cg, b, call, node, off[0]);
     LLVMValueRef sa = cg_scratch_ptr(cg, b, call, node, off[1]), za = cg_scratch_ptr(cg, b, call, node, off[2]);
-    LLVMValueRef st = v->aq == IR_AQ_TENSOR ? cg_scratch_ptr(cg, b, call, node, off[3]) : LLVMConstNull(cg->t_ptr);
+    LLVMValueRef st = LLVMConstNull(cg->t_ptr);
+    if (v->aq == IR_AQ_TENSOR)
+        st = cg_scratch_ptr(cg, b, call, node, off[3]);
+    if (v->aq == IR_AQ_STATIC) {
+        float sz[2] = {v->a_scale, (float)v->a_zero};
+        int64_t so = cg_weights_add(cg, sz, sizeof sz);
+        if (so < 0)
+            return cg_fail(cg, VITC_INTERNAL, node, "out of memory for the weights");
+        st = cg_weights_ptr(cg, b, call, so);
+    }
     char name[64], label[256];
     static const cg_quant_rows_mode modes[IR_AQ_COUNT] = {CG_QR_STATIC, CG_QR_TENSOR, CG_QR_ROW};
     for (int pass = v->aq == IR_AQ_TENSOR ? 0 : 1; pass < 2; pass++) {
         cg_quant_rows_desc qd;
         memset(&qd, 0, sizeof qd);
-        qd = (cg_quant_rows_desc){.K = K, .lda = K + cg->row_pad[v->x], .ldq = di.g.lda,
-                                  .mode = pass ? modes[v->aq] : CG_QR_STATS};
-        if (v->aq == IR_AQ_STATIC)
-            qd.a_scale = v->a_scale, qd.a_zero = v->a_zero;
+        qd.K = K, qd.lda = K + cg->row_pad[v->x], qd.ldq = di.g.lda; /* field by field: the padding stays 0 */
+        qd.mode = pass ? modes[v->aq] : CG_QR_STATS;
         LLVMValueRef fn = get_driver(cg, KC_QUANT_ROWS, &qd, sizeof qd, "vitc_qrows", name, sizeof name);
         if (!fn)
             return cg_fail(cg, VITC_INTERNAL, node, "the row quantizer's generator refused K=%lld", (long long)K);

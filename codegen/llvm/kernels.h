@@ -184,7 +184,8 @@ LLVMValueRef cg_attention_emit(LLVMModuleRef mod, const char *name, const cg_att
  * and za written to sa[m] and za[m] for every row: given (static), from the
  * row's range (per row), or from the whole tensor's, which takes two calls:
  * CG_QR_STATS writes each row's range (st[2m], st[2m + 1]) and CG_QR_TENSOR
- * reduces them and quantizes.  A range holds 0; sa = range / 255 (1 for an
+ * reduces them and quantizes; CG_QR_STATIC reads them from st[0] (the
+ * scale) and st[1] (the zero point, a whole number in 0..255).  A range holds 0; sa = range / 255 (1 for an
  * empty one), za = roundeven(clamp(-lo / sa, 0, 255)). */
 typedef enum { CG_QR_STATS, CG_QR_ROW, CG_QR_TENSOR, CG_QR_STATIC } cg_quant_rows_mode;
 
@@ -192,8 +193,6 @@ typedef struct {
     int64_t K;
     int64_t lda, ldq; /* row strides of x (floats) and q (bytes) */
     cg_quant_rows_mode mode;
-    float a_scale;    /* CG_QR_STATIC */
-    int a_zero;
 } cg_quant_rows_desc;
 
 typedef struct {            /* ARGS of a row quantizer's driver */
@@ -201,12 +200,11 @@ typedef struct {            /* ARGS of a row quantizer's driver */
     uint8_t *q;
     float *sa;              /* [M] */
     int32_t *za;            /* [M] */
-    float *st;              /* [2 M]: the rows' ranges (CG_QR_STATS, CG_QR_TENSOR) */
+    float *st;              /* [2 M]: the rows' ranges (CG_QR_STATS, CG_QR_TENSOR); CG_QR_STATIC: {scale, zero} */
     int64_t M;
 } cg_quant_rows_args;
 
-/* NULL for K < 1, a stride below its row, or a static scale <= 0 or zero
- * point outside 0..255. */
+/* NULL for K < 1 or a stride below its row. */
 LLVMValueRef cg_quant_rows_emit(LLVMModuleRef mod, const char *name, const cg_quant_rows_desc *d,
                                 const cg_target *t);
 

@@ -9,7 +9,8 @@
  *     sa = (hi - lo) / 255 (1 where hi == lo),  za = roundeven(clamp(-lo / sa, 0, 255)).
  * A NaN of x is left out of the range and quantizes to 0, as the
  * interpreter has it.  Every row's sa and za are written, so the GEMM reads
- * them per row whatever the mode.
+ * them per row whatever the mode.  A static scale and zero point are read
+ * from memory (the weights), so that one kernel serves every layer of a K.
  *
  * Work: rows in blocks, about four per thread; each row's range in one pass
  * of vectors (lanes past K read as 0, which the range holds anyway), then
@@ -142,7 +143,10 @@ static LLVMValueRef emit_task(qr_emit *e, const char *name, LLVMTypeRef argsty)
         break;
     }
     case CG_QR_TENSOR: sa = tsa, za = tza; break;
-    case CG_QR_STATIC: sa = kern_f32(k, d->a_scale), za = kern_f32(k, (float)d->a_zero); break;
+    case CG_QR_STATIC: /* st: {scale, zero point} */
+        sa = LLVMBuildLoad2(b, k->f32, ST, "sa");
+        za = LLVMBuildLoad2(b, k->f32, kern_gepc(k, ST, 1), "za");
+        break;
     }
     if (sa) {
         LLVMBuildStore(b, sa, kern_gep(k, SA, m));
@@ -185,14 +189,13 @@ static int prepare(kern *k, void *gen)
 static void task_name(const kern *k, const void *gen, char *buf, size_t len)
 {
     const cg_quant_rows_desc *d = ((const qr_emit *)gen)->d;
-    snprintf(buf, len, "vitc.qrows.%s.K%lld.a%lld.q%lld.m%d.s%a.z%d", k->tag, (long long)d->K, (long long)d->lda,
-             (long long)d->ldq, (int)d->mode, (double)d->a_scale, d->a_zero);
+    snprintf(buf, len, "vitc.qrows.%s.K%lld.a%lld.q%lld.m%d", k->tag, (long long)d->K, (long long)d->lda,
+             (long long)d->ldq, (int)d->mode);
 }
 
 LLVMValueRef cg_quant_rows_emit(LLVMModuleRef mod, const char *name, const cg_quant_rows_desc *d, const cg_target *t)
 {
-    if (!d || d->K < 1 || d->lda < d->K || d->ldq < d->K || (int)d->mode < 0 || d->mode > CG_QR_STATIC ||
-        (d->mode == CG_QR_STATIC && (!(d->a_scale > 0) || d->a_zero < 0 || d->a_zero > 255)))
+    if (!d || d->K < 1 || d->lda < d->K || d->ldq < d->K || (int)d->mode < 0 || d->mode > CG_QR_STATIC)
         return NULL;
     qr_emit e = {.d = d};
     kern_kernel kk = {.nptr = 5, .prepare = prepare, .task_name = task_name, .task = build_task, .split = split,
