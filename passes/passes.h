@@ -52,6 +52,11 @@ typedef struct {
     void *hook_ctx;
     pass_explain *explain; /* NULL: candidates are not recorded */
     pass_int8 int8;
+    /* --calibrate: ncalib samples of the graph's inputs (g->ninputs tensors
+     * each, one after another); with PASS_INT8_ALL the inputs of the Linears
+     * it quantizes get static ranges from them instead of per-row ones */
+    const ir_tensor *calib;
+    int ncalib;
 } pass_options;
 
 typedef struct {
@@ -88,6 +93,11 @@ int pass_lower_quant(ir_graph *g, vitc_diag *d);
 /* Linears on fake-quantized inputs (and with --precision int8 every Linear)
  * -> LinearInt8; what is left of DynamicFakeQuant -> f32 ops (quant.c) */
 int pass_int8_linear(ir_graph *g, const pass_options *o, vitc_diag *d);
+/* The ranges [lo, hi] (range[i], each holding 0) of values[0..nvalues-1]
+ * over the interpreter's runs of g on ninputs samples (g->ninputs tensors
+ * each): the rarest 0.01% of elements on each side left out (calib.c). */
+int pass_calib_ranges(const ir_graph *g, const ir_tensor *inputs, int ninputs, const int *values, int nvalues,
+                      float (*range)[2], vitc_diag *d);
 int pass_simplify(ir_graph *g, vitc_diag *d);
 int pass_patchify(ir_graph *g, vitc_diag *d);
 int pass_fuse_linear(ir_graph *g, vitc_diag *d);

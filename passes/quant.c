@@ -558,7 +558,8 @@ static void quantize_columns(const float *w, int64_t K, int64_t N, int8_t *q, fl
  * and zero point of an 8-bit range (static), a DynamicFakeQuant (per
  * tensor), or with `all`, per row at run time; the input before it in *x0.
  * 0: not quantized (why says so where it nearly is). */
-static int input_quant(const ir_graph *g, int x, int all, ir_linear *v, int *x0, char *why, size_t nwhy)
+static int input_quant(const ir_graph *g, int x, int all, const float *calib, ir_linear *v, int *x0, char *why,
+                       size_t nwhy)
 {
     const ir_node *p = rw_producer(g, x);
     *x0 = x;
@@ -589,6 +590,13 @@ static int input_quant(const ir_graph *g, int x, int all, ir_linear *v, int *x0,
             return 1;
         }
     }
+    if (all && calib) { /* static, from the calibration's range, as DynamicQuantizeLinear would have it */
+        float range = calib[1] - calib[0], s = range > 0 ? range / 255.0f : 1.0f, z = 0.0f - calib[0] / s;
+        v->aq = IR_AQ_STATIC;
+        v->a_scale = s;
+        v->a_zero = (int)nearbyintf(z < 0 ? 0 : z > 255 ? 255 : z);
+        return 1;
+    }
     if (all) {
         v->aq = IR_AQ_ROW;
         return 1;
@@ -599,7 +607,7 @@ static int input_quant(const ir_graph *g, int x, int all, ir_linear *v, int *x0,
 /* Linear node ni -> LinearInt8 where its input is quantized (input_quant)
  * and its weight is an int8 grid (column_grid; with `all`, made one per
  * column where it is not).  1 if rewritten, 0 if not, -1 out of memory. */
-static int int8_linear(ir_graph *g, int ni, int all)
+static int int8_linear(ir_graph *g, int ni, int all, const float *calib)
 {
     const ir_node *n = &g->nodes[ni];
     ir_linear v;
@@ -612,7 +620,7 @@ static int int8_linear(ir_graph *g, int ni, int all)
         return 0;
     }
     int x0;
-    if (!input_quant(g, v.x, all, &v, &x0, why, sizeof why)) {
+    if (!input_quant(g, v.x, all, calib, &v, &x0, why, sizeof why)) {
         if (why[0])
             rw_miss(g, n, "%s", why);
         return 0;
@@ -659,13 +667,49 @@ static int int8_linear(ir_graph *g, int ni, int all)
     return st;
 }
 
+/* The Linears --precision int8 quantizes with a range of their own (not a
+ * quantized model's): their inputs into values (node indices into nodes),
+ * how many. */
+static int own_linears(const ir_graph *g, int *nodes, int *values)
+{
+    int n = 0;
+    for (int i = 0; i < g->nnodes; i++) {
+        const ir_node *nd = &g->nodes[i];
+        ir_linear v;
+        char why[160];
+        int x0;
+        if (nd->op == IR_OP_LINEAR && ir_linear_of(nd, &v, why, sizeof why) && v.gate < 0 &&
+            !input_quant(g, v.x, 0, NULL, &v, &x0, why, sizeof why))
+            nodes[n] = i, values[n++] = v.x;
+    }
+    return n;
+}
+
 int pass_int8_linear(ir_graph *g, const pass_options *o, vitc_diag *d)
 {
     pass_int8 mode = o ? o->int8 : PASS_INT8_NONE;
-    int nn = g->nnodes, changed = 0, st = 0;
-    for (int i = 0; i < nn && st >= 0 && mode != PASS_INT8_NONE; i++)
-        if (g->nodes[i].op == IR_OP_LINEAR && (st = int8_linear(g, i, mode == PASS_INT8_ALL)) > 0)
+    int nn = g->nnodes, changed = 0, st = 0, ncal = 0;
+    int *cal_node = NULL, *cal_value = NULL;
+    float(*range)[2] = NULL;
+    if (mode == PASS_INT8_ALL && o->calib && o->ncalib > 0) {
+        cal_node = calloc((size_t)(nn + 1), sizeof(int)), cal_value = calloc((size_t)(nn + 1), sizeof(int));
+        range = malloc(sizeof *range * (size_t)(nn + 1));
+        if (!cal_node || !cal_value || !range) {
+            free(cal_node), free(cal_value), free(range);
+            return vitc_error(d, VITC_INTERNAL, NULL, "out of memory");
+        }
+        ncal = own_linears(g, cal_node, cal_value);
+        if ((st = pass_calib_ranges(g, o->calib, o->ncalib, cal_value, ncal, range, d)) != VITC_OK) {
+            free(cal_node), free(cal_value), free(range);
+            return st;
+        }
+    }
+    for (int i = 0, c = 0; i < nn && st >= 0 && mode != PASS_INT8_NONE; i++) {
+        const float *calib = c < ncal && cal_node[c] == i ? range[c++] : NULL;
+        if (g->nodes[i].op == IR_OP_LINEAR && (st = int8_linear(g, i, mode == PASS_INT8_ALL, calib)) > 0)
             changed = 1;
+    }
+    free(cal_node), free(cal_value), free(range);
     /* the DynamicFakeQuants no int8 Linear took: f32 ops (dead ones go in rw_finish) */
     if (st >= 0 && changed && (st = rw_finish(g, d)) != VITC_OK)
         return st;

@@ -31,6 +31,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* Both sides round each activation to u8 the same way, so they agree to the
  * float rounding of the ops in between (measured: 0 for the QDQ export, 2e-7
@@ -641,6 +643,71 @@ static void test_precision_int8_compiles_an_fp32_model(void **state)
     }
 }
 
+/* --precision int8 --calibrate DIR: static input ranges from the fixture's
+ * batch-3 inputs (and one image of them, rank 3), every Linear quantized
+ * with them (inspect lists static quantizers, no per-row ones), the outputs
+ * on the batch-1 input within cosine 0.995 of PyTorch's fp32; a folder
+ * without .npy files, a sample of the wrong size, and --calibrate without
+ * --precision int8 are refused (exit 2) without writing the .so. */
+static void test_precision_int8_calibrated(void **state)
+{
+    (void)state;
+    char model[4096], so[4300], dir[4300], path[4400];
+    tu_path(model, sizeof model, "tests/models/timm-ts17.onnx");
+    snprintf(so, sizeof so, "%s/timm.calibrated.so", tmpdir);
+    snprintf(dir, sizeof dir, "%s/calibration", tmpdir);
+    assert_int_equal(mkdir(dir, 0700), 0);
+    ir_tensor in, one, got, ref, wrong;
+    tu_read_npy("tests/models/timm.b3.input.npy", &in);
+    one = in;
+    one.rank = 3, one.dims[0] = in.dims[1], one.dims[1] = in.dims[2], one.dims[2] = in.dims[3];
+    vitc_diag d;
+    vitc_diag_init(&d, dir);
+    snprintf(path, sizeof path, "%s/a.npy", dir);
+    assert_int_equal(ir_npy_write(path, &in, &d), VITC_OK);
+    snprintf(path, sizeof path, "%s/b.npy", dir);
+    assert_int_equal(ir_npy_write(path, &one, &d), VITC_OK);
+    const char *a1[] = {"compile", model, "-o", so, "--batch", "3", "--precision", "int8", "--calibrate", dir,
+                        "--quiet", NULL};
+    const char *a2[] = {"inspect", so, NULL};
+    char *out = NULL, *err = NULL;
+    if (tu_run_vitc(a1, &out, &err) != 0)
+        fail_msg("vitc compile --precision int8 --calibrate: %s%s", out ? out : "", err ? err : "");
+    free(out), free(err);
+    if (tu_run_vitc(a2, &out, &err) != 0 || !out || !strstr(out, "quantize static") || strstr(out, "quantize per row"))
+        fail_msg("vitc inspect of a calibrated int8 model:\n%s%s", out ? out : "", err ? err : "");
+    free(out), free(err);
+    tu_read_npy("tests/models/timm.b1.input.npy", &one);
+    tu_read_npy("tests/models/timm.b1.output.npy", &ref);
+    tu_run_so(so, &one, 1, &got, 1, 1);
+    double e = tu_error(&got, &ref), cos = tu_cosine(&got, &ref);
+    print_message("timm --precision int8 --calibrate (4 images), batch 1: max rel %.3g, cosine %.6f against PyTorch's "
+                  "fp32\n", e, cos);
+    if (!(cos >= 0.995))
+        fail_msg("--calibrate: cosine %.6f (bar 0.995)", cos);
+    ir_tensor_free(&one), ir_tensor_free(&got), ir_tensor_free(&ref), ir_tensor_free(&in);
+    /* refusals */
+    unlink(so);
+    char empty[4300];
+    snprintf(empty, sizeof empty, "%s/empty", tmpdir);
+    assert_int_equal(mkdir(empty, 0700), 0);
+    wrong = tu_f32_tensor(4, TU_DIMS(1, 3, 16, 16), NULL);
+    snprintf(path, sizeof path, "%s/c.npy", dir);
+    assert_int_equal(ir_npy_write(path, &wrong, &d), VITC_OK);
+    ir_tensor_free(&wrong);
+    const char *bad[3][12] = {
+        {"compile", model, "-o", so, "--precision", "int8", "--calibrate", empty, NULL},
+        {"compile", model, "-o", so, "--precision", "int8", "--calibrate", dir, NULL},
+        {"compile", model, "-o", so, "--calibrate", dir, NULL}};
+    const char *want[3] = {"no .npy file", "sample 3", "give --precision int8"};
+    for (int k = 0; k < 3; k++) {
+        int rc = tu_run_vitc(bad[k], &out, &err);
+        if (rc != 2 || !err || !strstr(err, want[k]) || access(so, F_OK) == 0)
+            fail_msg("refusal %d: exit %d, no \"%s\" or a .so written:\n%s", k, rc, want[k], err ? err : "");
+        free(out), free(err);
+    }
+}
+
 static int setup(void **state)
 {
 #ifdef VITC_HAVE_CUDA
@@ -673,4 +740,5 @@ TU_MAIN(setup, tu_teardown_tmpdir, test_quantized_exports_in_the_interpreter_mat
         test_lowered_dynamic_quantization_on_the_cpu_is_exact,
         test_lowered_qdq_pairs_on_the_cpu_are_exact, test_what_is_not_lowered_is_refused_by_name, test_dump_prints_the_quantized_exports,
         test_quantized_exports_on_int8_kernels_match_onnxruntime, test_linear_int8_on_the_cpu_matches_the_interpreter,
-        test_int8_linear_takes_int8_grids_and_says_why_not, test_precision_int8_compiles_an_fp32_model)
+        test_int8_linear_takes_int8_grids_and_says_why_not, test_precision_int8_compiles_an_fp32_model,
+        test_precision_int8_calibrated)

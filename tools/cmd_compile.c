@@ -8,6 +8,7 @@
 #include "codegen/backend.h" /* and codegen/progress.h: now_s */
 #include "passes/passes.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -92,8 +93,92 @@ static void warn_fixed_batch(const ir_graph *g, const char *model)
                  cli_reexport_hint(g, hint, sizeof hint));
 }
 
+/* --calibrate DIR: every .npy file of DIR in name order, read; *n of them.  NULL
+ * with the problem reported (exit 2) on a folder that cannot be read, has no
+ * .npy file, or a file that is no .npy. */
+static int name_order(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static ir_tensor *read_calibration(const char *dir, int *n, int *status)
+{
+    *n = 0;
+    DIR *dp = opendir(dir);
+    if (!dp) {
+        fprintf(stderr, "vitc: --calibrate %s: %s\n", dir, strerror(errno));
+        *status = VITC_BAD_INPUT;
+        return NULL;
+    }
+    char **names = NULL;
+    int count = 0, cap = 0;
+    *status = VITC_OK;
+    for (struct dirent *e; (e = readdir(dp));) {
+        size_t len = strlen(e->d_name);
+        if (len < 5 || strcmp(e->d_name + len - 4, ".npy") != 0)
+            continue;
+        if (count == cap) {
+            char **more = realloc(names, sizeof *names * (size_t)(cap = cap ? 2 * cap : 16));
+            if (!more)
+                break;
+            names = more;
+        }
+        if (!(names[count] = malloc(strlen(dir) + len + 2)))
+            break;
+        sprintf(names[count++], "%s/%s", dir, e->d_name);
+    }
+    closedir(dp);
+    ir_tensor *t = count ? calloc((size_t)count, sizeof *t) : NULL;
+    if (!count)
+        fprintf(stderr, "vitc: --calibrate %s: no .npy file there (one input each: [C, H, W] or a batch [N, C, H, W])\n",
+                dir);
+    if (names)
+        qsort(names, (size_t)count, sizeof *names, name_order);
+    for (int i = 0; t && i < count; i++) {
+        vitc_diag d;
+        vitc_diag_init(&d, names[i]);
+        if (ir_npy_read(names[i], &t[i], &d) != VITC_OK) {
+            for (int j = 0; j < i; j++)
+                ir_tensor_free(&t[j]);
+            free(t);
+            t = NULL;
+        }
+    }
+    for (int i = 0; i < count; i++)
+        free(names[i]);
+    free(names);
+    if (!t) {
+        *status = VITC_BAD_INPUT;
+        return NULL;
+    }
+    *n = count;
+    return t;
+}
+
+/* The calibration samples as graph g's inputs: a file of the input's rank
+ * less one is one image (a batch of 1 added); 0, or a status with the
+ * problem reported. */
+static int fit_calibration(const ir_graph *g, ir_tensor *t, int n, const char *dir)
+{
+    if (g->ninputs != 1) {
+        fprintf(stderr, "vitc: --calibrate takes models of one input; this one has %d\n", g->ninputs);
+        return VITC_BAD_INPUT;
+    }
+    int rank = g->values[g->inputs[0]].rank;
+    for (int i = 0; i < n; i++) {
+        if (t[i].rank == rank - 1 && rank <= IR_MAX_RANK) {
+            memmove(t[i].dims + 1, t[i].dims, sizeof(int64_t) * (size_t)t[i].rank);
+            t[i].dims[0] = 1;
+            t[i].rank = rank;
+        }
+        if (t[i].rank != rank || t[i].dtype != IR_F32) {
+            fprintf(stderr, "vitc: --calibrate %s: sample %d is %s of rank %d; the model's input takes f32 of rank %d "
+                    "(or one image of rank %d)\n", dir, i, ir_dtype_name(t[i].dtype), t[i].rank, rank, rank - 1);
+            return VITC_BAD_INPUT;
+        }
+    }
+    return VITC_OK;
+}
+
 static int compile_model(const char *model, const cg_options *opt0, const char *dump_after, int dynamic_batch,
-                         const cg_backend *be, const cli_shapes *sh)
+                         const cg_backend *be, const cli_shapes *sh, const char *calib_dir)
 {
     cg_options opt = *opt0;
     if (!opt.source)
@@ -108,6 +193,10 @@ static int compile_model(const char *model, const cg_options *opt0, const char *
     vitc_diag_init(&d, model);
     cg_session *s = NULL;
     ir_graph *kept = NULL; /* a backend without end_graph reads its one graph up to cg_end */
+    int ncalib = 0;
+    ir_tensor *calib = calib_dir ? read_calibration(calib_dir, &ncalib, &st) : NULL;
+    if (calib_dir && !calib)
+        return st;
     st = cg_begin(be, &opt, nv, &d, &s);
     for (int v = 0; st == VITC_OK && v < nv; v++) {
         cli_load_opts lo = {.dynamic_batch = dynamic_batch, .shapes = sh && sh->nvariants ? sh->v[v] : NULL,
@@ -121,7 +210,12 @@ static int compile_model(const char *model, const cg_options *opt0, const char *
         snprintf(what, sizeof what, "import (%d nodes)", g->nnodes);
         phase_done(&t, what);
         pass_dump pd = {.which = dump_after, .out = stdout};
-        pass_options po = {.hook = dump_after ? pass_dump_hook : NULL, .hook_ctx = &pd, .int8 = cg_int8_mode(be, &opt)};
+        pass_options po = {.hook = dump_after ? pass_dump_hook : NULL, .hook_ctx = &pd, .int8 = cg_int8_mode(be, &opt),
+                           .calib = calib, .ncalib = ncalib};
+        if (calib && (st = fit_calibration(g, calib, ncalib, calib_dir)) != VITC_OK) {
+            ir_graph_free(g);
+            break;
+        }
         st = pass_run(g, &po, &d);
         snprintf(what, sizeof what, "passes (%d nodes left)", g->nnodes);
         if (st == VITC_OK)
@@ -135,17 +229,20 @@ static int compile_model(const char *model, const cg_options *opt0, const char *
     }
     st = cg_end(s, st);
     ir_graph_free(kept);
+    for (int i = 0; i < ncalib; i++)
+        ir_tensor_free(&calib[i]);
+    free(calib);
     return st;
 }
 
 int cli_compile(const char *model, const cg_options *opt, const cli_shapes *shapes)
 {
-    return compile_model(model, opt, NULL, 0, &cg_llvm_backend, shapes);
+    return compile_model(model, opt, NULL, 0, &cg_llvm_backend, shapes, NULL);
 }
 
 typedef struct {
     cg_options opt;
-    const char *model, *target, *weights, *dump_after, *emit;
+    const char *model, *target, *weights, *dump_after, *emit, *calibrate;
     cli_shapes shapes;
     long long batch;
     int dynamic_batch;
@@ -190,6 +287,11 @@ static const cli_option compile_options[] = {
      "everything else fp32) with AMX-INT8, AVX512-VNNI or AVX-VNNI where the CPU has them.  A quantized model's own "
      "int8 Linears (QDQ, or ONNX Runtime's dynamic MatMulInteger) run on the int8 kernels at any CPU precision.",
      .store = CLI_STRING, .at = offsetof(compile_args, opt.precision)},
+    {"calibrate", 0, "DIR",
+     "With --precision int8: quantize each Linear's input with one static range instead of each row's at run "
+     "time, the range from the model run (by the reference interpreter) on every DIR/*.npy (an input of the model, "
+     "or one image of it), the rarest 0.01% of values on each side left out.",
+     .store = CLI_STRING, .at = offsetof(compile_args, calibrate)},
     {"emit", 0, "so|cuda", "--target cuda: write the generated CUDA program to -o instead of a .so, for reading.",
      .store = CLI_CHOICE, .at = offsetof(compile_args, emit)},
     {"dump-after", K_DUMP_AFTER, "PASS|all", "Print the IR to stdout after that pass (or after every pass).",
@@ -207,8 +309,8 @@ const cli_command cli_compile_command = {
     "compile",
     "vitc compile MODEL.onnx -o MODEL.so [--batch N] [--dynamic-batch] [--shapes [NAME=]S,...]\n"
     "                                    [-O0..-O3] [--target cpu|cuda] [--cpu NAME] [--features +a,-b]\n"
-    "                                    [--weights embedded|external] [--precision P] [--emit so|cuda]\n"
-    "                                    [--dump-after PASS|all] [--verbose|--quiet]\n"
+    "                                    [--weights embedded|external] [--precision P] [--calibrate DIR]\n"
+    "                                    [--emit so|cuda] [--dump-after PASS|all] [--verbose|--quiet]\n"
     "vitc MODEL.onnx -o MODEL.so [options]",
     "Compile the model into a shared library that runs it for any batch from 1 to --batch: on the CPU\n"
     "(LLVM, -O3, the host's CPU unless --cpu/--features say otherwise) or, with --target cuda, on NVIDIA\n"
@@ -277,5 +379,8 @@ int cmd_compile(int argc, char **argv)
         return cli_usage_error("--target takes cpu or cuda, not '%s'", target);
     if ((st = cli_shapes_check(&a.shapes, "", 0)) != VITC_OK)
         return st;
-    return compile_model(model, &opt, dump_after, a.dynamic_batch, be, a.shapes.nvariants ? &a.shapes : NULL);
+    if (a.calibrate && !(opt.precision && strcmp(opt.precision, "int8") == 0 && be == &cg_llvm_backend))
+        return cli_usage_error("--calibrate sets the ranges of --precision int8 on the CPU: give --precision int8");
+    return compile_model(model, &opt, dump_after, a.dynamic_batch, be, a.shapes.nvariants ? &a.shapes : NULL,
+                         a.calibrate);
 }
