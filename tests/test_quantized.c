@@ -77,6 +77,29 @@ static void check_interpreter(const char *name, const char *stage, const ir_grap
     }
 }
 
+/* The compiled export against ONNX Runtime's outputs at both batches; what says how it was compiled. */
+static void check_so(const char *name, const char *what, const char *so)
+{
+    for (int b = 0; b < 2; b++) {
+        char path[256];
+        ir_tensor in, out, ref;
+        snprintf(path, sizeof path, "tests/models/timm.b%lld.input.npy", (long long)batches[b]);
+        tu_read_npy(path, &in);
+        snprintf(path, sizeof path, "tests/data/quantized/%s.b%lld.ort.npy", name, (long long)batches[b]);
+        tu_read_npy(path, &ref);
+        tu_run_so(so, &in, 1, &out, 1, batches[b]);
+        double e = tu_error(&out, &ref), cos = tu_cosine(&out, &ref);
+        print_message("%-13s %-9s batch %lld: compiled vs ONNX Runtime max rel %.3g, cosine %.9f\n", name, what,
+                      (long long)batches[b], e, cos);
+        if (!(e <= QUANT_MAX_REL) || !(cos >= TU_BAR_COSINE))
+            fail_msg("%s (%s), batch %lld: max rel %.3g (bar %.0e), cosine %.9f (bar %g)", name, what,
+                     (long long)batches[b], e, QUANT_MAX_REL, cos, TU_BAR_COSINE);
+        ir_tensor_free(&in);
+        ir_tensor_free(&out);
+        ir_tensor_free(&ref);
+    }
+}
+
 static void test_quantized_exports_in_the_interpreter_match_onnxruntime(void **state)
 {
     (void)state;
@@ -128,24 +151,7 @@ static void test_quantized_exports_on_the_cpu_match_onnxruntime(void **state)
         if (tu_compile_cpu(g, so, 2, 3, &msg) != VITC_OK)
             fail_msg("%s: the CPU backend failed:\n%s", rel, msg ? msg : "");
         free(msg);
-        for (int b = 0; b < 2; b++) {
-            char path[256];
-            ir_tensor in, out, ref;
-            snprintf(path, sizeof path, "tests/models/timm.b%lld.input.npy", (long long)batches[b]);
-            tu_read_npy(path, &in);
-            snprintf(path, sizeof path, "tests/data/quantized/%s.b%lld.ort.npy", exports[k], (long long)batches[b]);
-            tu_read_npy(path, &ref);
-            tu_run_so(so, &in, 1, &out, 1, batches[b]);
-            double e = tu_error(&out, &ref), cos = tu_cosine(&out, &ref);
-            print_message("%-13s cpu       batch %lld: compiled vs ONNX Runtime max rel %.3g, cosine %.9f\n", exports[k],
-                          (long long)batches[b], e, cos);
-            if (!(e <= QUANT_MAX_REL) || !(cos >= TU_BAR_COSINE))
-                fail_msg("%s on the CPU, batch %lld: max rel %.3g (bar %.0e), cosine %.9f (bar %g)", exports[k],
-                         (long long)batches[b], e, QUANT_MAX_REL, cos, TU_BAR_COSINE);
-            ir_tensor_free(&in);
-            ir_tensor_free(&out);
-            ir_tensor_free(&ref);
-        }
+        check_so(exports[k], "cpu", so);
         ir_graph_free(g);
     }
 }
@@ -425,24 +431,7 @@ static void test_quantized_exports_on_int8_kernels_match_onnxruntime(void **stat
         if (tu_compile_cpu(g, so, 2, 3, &msg) != VITC_OK)
             fail_msg("%s: the CPU backend failed:\n%s", rel, msg ? msg : "");
         free(msg);
-        for (int b = 0; b < 2; b++) {
-            char path[256];
-            ir_tensor in, out, ref;
-            snprintf(path, sizeof path, "tests/models/timm.b%lld.input.npy", (long long)batches[b]);
-            tu_read_npy(path, &in);
-            snprintf(path, sizeof path, "tests/data/quantized/%s.b%lld.ort.npy", exports[k], (long long)batches[b]);
-            tu_read_npy(path, &ref);
-            tu_run_so(so, &in, 1, &out, 1, batches[b]);
-            double e = tu_error(&out, &ref), cos = tu_cosine(&out, &ref);
-            print_message("%-13s int8 cpu  batch %lld: compiled vs ONNX Runtime max rel %.3g, cosine %.9f\n",
-                          exports[k], (long long)batches[b], e, cos);
-            if (!(e <= QUANT_MAX_REL) || !(cos >= TU_BAR_COSINE))
-                fail_msg("%s on int8 kernels, batch %lld: max rel %.3g (bar %.0e), cosine %.9f (bar %g)", exports[k],
-                         (long long)batches[b], e, QUANT_MAX_REL, cos, TU_BAR_COSINE);
-            ir_tensor_free(&in);
-            ir_tensor_free(&out);
-            ir_tensor_free(&ref);
-        }
+        check_so(exports[k], "int8 cpu", so);
         ir_graph_free(g);
     }
 }
