@@ -95,8 +95,8 @@ int rt_cpu_missing_features(const char *list, char *missing, size_t n)
 /* Linux gives a process AMX's tile registers only on request (the tile
  * data enlarges every signal frame); the first tile instruction without it
  * faults.  Asked once per process, for models whose features list amx-tile
- * (compiled with --precision bf16: the backend keeps AMX out of the others'
- * list). */
+ * (compiled with --precision bf16, or int8 on AMX-INT8: the backend keeps
+ * AMX out of the others' list). */
 int rt_cpu_enable_amx(const char *list, char *err, size_t n)
 {
     enum { ARCH_REQ_XCOMP_PERM = 0x1023, XFEATURE_XTILEDATA = 18 };

@@ -192,7 +192,7 @@ static vitc_status check_descriptor(const vitc_abi_model *abi, const char *path,
                        path, missing, abi->cpu ? abi->cpu : "?");
     if (check_cpu && strcmp(abi->target, "cpu") == 0 && abi->features &&
         rt_cpu_enable_amx(abi->features, missing, sizeof missing))
-        return rt_fail(VITC_STATUS_LOAD_FAILED, "%s: compiled with --precision bf16 for AMX, but %s", path, missing);
+        return rt_fail(VITC_STATUS_LOAD_FAILED, "%s: compiled with --precision bf16 or int8 for AMX, but %s", path, missing);
     return VITC_STATUS_OK;
 }
 

@@ -226,7 +226,7 @@ def compile(model: Any, output: Optional[PathLike] = None, *, batch: Optional[in
     Keywords are the CLI's options (`vitc help compile`), '_' for '-':
     batch=8 (largest batch; default 16), target="cpu"|"cuda", opt_level=0..3,
     cpu="znver3", features="+a,-b" (or a list), weights="embedded"|"external",
-    precision="bf16"|"fp16"|"tf32"|"fp32", emit="so"|"cuda", verbose=True,
+    precision="bf16"|"fp16"|"tf32"|"fp32"|"int8", calibrate="DIR", emit="so"|"cuda", verbose=True,
     quiet=True, shapes=[(3, 224, 224), (3, 336, 336)] (a model exported with a
     dynamic image size: the sizes to compile for, the dimensions after the
     batch; Model.shapes lists them and run takes any of them).  None or False leaves an option out.  The CLI's messages on

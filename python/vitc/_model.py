@@ -222,8 +222,9 @@ class Model:
     target = property(lambda self: self._target, doc='"cpu" or "cuda".')
     compiler_version = property(lambda self: self._version, doc="The vitc version that compiled it.")
     precision = property(lambda self: self._precision,
-                         doc='The arithmetic it was compiled for: "fp32", or "bf16" (--precision bf16: on the CPU, '
-                             'the Linear layers on AMX tiles); a CUDA model\'s --precision.')
+                         doc='The arithmetic it was compiled for: "fp32", "bf16" (--precision bf16: on the CPU, '
+                             'the Linear layers on AMX tiles) or "int8" (--precision int8: every Linear on int8 '
+                             'kernels); a CUDA model\'s --precision.')
     threads = property(lambda self: self._nthreads, doc="Threads each run uses, the caller's included.")
     convert = property(lambda self: self._convert,
                        doc="Whether runs convert inputs of another dtype or layout by default (vitc.load(..., convert=)).")
