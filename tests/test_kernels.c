@@ -170,6 +170,35 @@ static int64_t run_driver(cg_jit *j, const char *name, const void *args, int nth
     return calls;
 }
 
+/* What check_output finds in C (M rows of ldc floats and a sentinel row
+ * after them) against ref (M x N). */
+typedef struct {
+    double maxerr, maxref;  /* the largest error (NaN: infinite) and the largest |ref| */
+    int64_t mismatches;     /* results that are not ref exactly */
+    int64_t bad_sentinels;  /* sentinels overwritten: past column N, or in row M */
+} out_check;
+
+/* Every result of C against ref, its error |got - ref| / scale (scale NULL:
+ * 1, else one per result), and every sentinel around them. */
+static out_check check_output(const float *C, int64_t M, int64_t N, int64_t ldc, const double *ref,
+                              const double *scale)
+{
+    out_check o = {0};
+    for (int64_t m = 0; m <= M; m++)
+        for (int64_t n = 0; n < ldc; n++) {
+            float got = C[m * ldc + n];
+            if (m == M || n >= N) {
+                o.bad_sentinels += got != SENTINEL;
+                continue;
+            }
+            double r = ref[m * N + n];
+            o.maxerr = isnan(got) ? INFINITY : fmax(o.maxerr, fabs(got - r) / (scale ? scale[m * N + n] : 1.0));
+            o.maxref = fmax(o.maxref, fabs(r));
+            o.mismatches += (double)got != r;
+        }
+    return o;
+}
+
 static double act_ref(double y, int act)
 {
     switch (act) {
@@ -290,28 +319,15 @@ static void run_gemm_case(cg_jit *j, const cg_target *t, const gemm_case *c, con
     cg_gemm_args args = {.A = A, .W = P, .bias = bias, .R = R, .C = C, .M = M};
     int64_t calls = run_driver(j, name, &args, nthreads);
 
-    double maxerr = 0, maxref = 0;
-    int64_t bad_sentinels = 0;
-    for (int64_t m = 0; m <= M; m++)
-        for (int64_t n = 0; n < c->ldc; n++) {
-            float got = C[m * c->ldc + n];
-            if (m == M || n >= N) {
-                bad_sentinels += got != SENTINEL;
-                continue;
-            }
-            double r = ref[m * N + n];
-            maxerr = fmax(maxerr, fabs(got - r));
-            maxref = fmax(maxref, fabs(r));
-            if (isnan(got))
-                maxerr = INFINITY;
-        }
-    double err = maxref > 0 ? maxerr / maxref : maxerr;
+    out_check o = check_output(C, M, N, c->ldc, ref, NULL);
+    double err = o.maxref > 0 ? o.maxerr / o.maxref : o.maxerr;
     printf("  gemm%s M %4lld K %4lld N %4lld lda %4lld ldc %4lld bias %d res %d act %d threads %d: err %.2e "
            "(%lld ranges)\n",
            !bf16 ? "" : t->amx_bf16 ? " bf16 amx" : " bf16 dot", (long long)M, (long long)K, (long long)N,
            (long long)c->lda, (long long)c->ldc, c->bias, c->res, c->act, nthreads, err, (long long)calls);
-    if (err > TOL || bad_sentinels)
-        fail_msg("gemm %s: error %.3e > %.0e or %lld sentinels overwritten", name, err, TOL, (long long)bad_sentinels);
+    if (err > TOL || o.bad_sentinels)
+        fail_msg("gemm %s: error %.3e > %.0e or %lld sentinels overwritten", name, err, TOL,
+                 (long long)o.bad_sentinels);
     if (M == 0 && calls != 0)
         fail_msg("gemm %s: M = 0 ran %lld task ranges", name, (long long)calls);
     free(ref);
@@ -904,7 +920,8 @@ static void run_i8_case(cg_jit *j, const cg_target *t, const i8_case *c, const c
         R = galloc(&gr, (size_t)N);
         fill(R, (size_t)N, 1.0f);
     }
-    /* the reference, before C (maybe R) is overwritten */
+    /* the reference, before C (maybe R) is overwritten; mag: the terms'
+     * magnitude, whose float epsilon is the unit of the error */
     double *ref = malloc((size_t)(M * N + 1) * sizeof *ref), *mag = malloc((size_t)(M * N + 1) * sizeof *mag);
     assert_true(ref && mag);
     for (int64_t n = 0; n < N; n++) {
@@ -919,6 +936,7 @@ static void run_i8_case(cg_jit *j, const cg_target *t, const i8_case *c, const c
             int64_t tq = acc - (int64_t)za[q] * colsum;
             if (exact) {
                 ref[m * N + n] = (double)(float)tq;
+                mag[m * N + n] = 0x1p-23;
                 continue;
             }
             double y = (double)sa[q] * sw[n] * (double)tq + (g->has_bias ? bias[n] : 0.0);
@@ -930,39 +948,24 @@ static void run_i8_case(cg_jit *j, const cg_target *t, const i8_case *c, const c
                 y = g->gate ? y * r : y + r;
             }
             ref[m * N + n] = y;
-            mag[m * N + n] = fmax(m0, 1.0);
+            mag[m * N + n] = fmax(m0, 1.0) * 0x1p-23;
         }
     }
     cg_gemm_i8_pack(&d, t, W, sw, P);
     cg_gemm_i8_args args = {.A = A, .W = P, .bias = g->has_bias ? bias : NULL, .R = R, .C = C,
                             .a_scale = sa, .a_zero = za, .M = M};
     int64_t calls = run_driver(j, name, &args, nthreads);
-    double worst = 0;
-    int64_t bad_sentinels = 0, mismatches = 0;
-    for (int64_t m = 0; m <= M; m++)
-        for (int64_t n = 0; n < c->ldc; n++) {
-            float got = C[m * c->ldc + n];
-            if (m == M || n >= N) {
-                bad_sentinels += got != SENTINEL;
-                continue;
-            }
-            double r = ref[m * N + n];
-            if (exact) {
-                mismatches += (double)got != r;
-                continue;
-            }
-            /* in units of float's epsilon of the terms' magnitude */
-            double e = fabs(got - r) / (mag[m * N + n] * 0x1p-23);
-            worst = isnan(got) ? INFINITY : fmax(worst, e);
-        }
+    out_check o = check_output(C, M, N, c->ldc, ref, mag);
+    int64_t mismatches = exact ? o.mismatches : 0;
+    double worst = exact ? 0 : o.maxerr; /* in float epsilons */
     printf("  gemm int8 v%d M %4lld K %4lld N %4lld lda %4lld ldc %4lld %s bias %d res %d act %d za %s threads %d: "
            "%s %.2f eps (%lld ranges)\n",
            t->vec_floats, (long long)M, (long long)K, (long long)N, (long long)c->lda, (long long)c->ldc,
            exact ? "exact" : "dequant", g->has_bias, c->res, g->activation, c->per_row ? "per row" : "per tensor",
            nthreads, exact ? "mismatches" : "worst", exact ? (double)mismatches : worst, (long long)calls);
-    if (bad_sentinels || mismatches || worst > 8)
+    if (o.bad_sentinels || mismatches || worst > 8)
         fail_msg("gemm int8 %s: %lld sums differ, %.2f eps > 8, or %lld sentinels overwritten", name,
-                 (long long)mismatches, worst, (long long)bad_sentinels);
+                 (long long)mismatches, worst, (long long)o.bad_sentinels);
     if (M == 0 && calls != 0)
         fail_msg("gemm int8 %s: M = 0 ran %lld task ranges", name, (long long)calls);
     free(ref), free(mag), free(W), free(sw), free(bias), free(sa), free(za), free(P);
