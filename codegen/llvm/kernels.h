@@ -24,10 +24,21 @@ typedef struct {
     int64_t l2_bytes; /* L2 cache per core, for blocking (0: unknown, taken as 512 KiB) */
     int amx_bf16;     /* --precision bf16: Linear layers on AMX tiles in bf16 (gemm_amx.c) */
     int bf16_dot;     /* --precision bf16 without AMX: the same on AVX512-BF16 (VDPBF16PS, gemm_amx.c) */
+    int vnni;         /* VPDPBUSD on these vectors: avx512vnni with 16 floats; avxvnni, or avx512vnni and
+                       * avx512vl, with 8 (any precision) */
+    int madd16;       /* VPMADDWD on these vectors: avx512bw with 16 floats, avx2 with 8 (any precision) */
+    int amx_int8;     /* --precision int8 with amx-tile, amx-int8 and AVX-512: int8 GEMMs on AMX tiles (TDPBUSD) */
 } cg_target;
 
 /* Whether the Linear layers run in bf16 (--precision bf16), on either path. */
 static inline int cg_target_bf16(const cg_target *t) { return t->amx_bf16 || t->bf16_dot; }
+/* Whether cg_gemm_i8_emit takes the target at all: 8- or 16-float vectors
+ * with VPDPBUSD or at least VPMADDWD on them (every AVX2 and AVX-512 CPU
+ * but Xeon Phi); AMX-INT8 is used where amx_int8 says so. */
+static inline int cg_target_int8_ok(const cg_target *t)
+{
+    return (t->vec_floats == 8 || t->vec_floats == 16) && (t->vnni || t->madd16);
+}
 
 /* The target for an LLVM feature string ("+avx2,+fma,-avx512f,..."): 16
  * floats and 32 registers with +avx512f, 8 and 16 with +avx, else 4 and 16
