@@ -95,15 +95,22 @@ size_t cg_gemm_amx_packed_bytes(const cg_gemm_desc *d, const cg_target *t);
 void cg_gemm_amx_pack(const cg_gemm_desc *d, const cg_target *t, const float *W, void *out);
 LLVMValueRef cg_gemm_amx_emit(LLVMModuleRef mod, const char *name, const cg_gemm_desc *d, const cg_target *t);
 
-/* ---- the same GEMM on int8 operands (gemm_i8.c; the target's CPU must
- * have AVX512-VNNI for 16-float vectors, AVX-VNNI or AVX512-VNNI with VL
- * for 8-float ones) ----
+/* ---- the same GEMM on int8 operands (gemm_i8.c; targets of
+ * cg_target_int8_ok) ----
  *     C[m, n] = act(sa[m] * sw[n] * (sum_k A[m, k] * W[k, n] - za[m] * colsum[n]) + bias[n]) (+|*) R[m, n]
  * A is uint8 (row stride g.lda in bytes) with scale sa and zero point za,
  * one for the tensor or (a_per_row) one per row; W is int8 with one scale
  * sw[n] per column, colsum[n] the sum of its column.  The sums are exact in
- * int32 (VPDPBUSD); za * colsum is subtracted from them in int32.  K at most
- * 65000 (the sums' range).  Epilogue fields as in cg_gemm_desc. */
+ * int32; za * colsum is subtracted from them in int32.  K at most 65000
+ * (the sums' range).  Epilogue fields as in cg_gemm_desc.  The sums on AMX
+ * tiles (TDPBUSD) with t->amx_int8 and K up to 32768, else VPDPBUSD with
+ * t->vnni, else VPMADDWD (t->madd16); each packs W its own way, so pack and
+ * emit take the same target.  The packed W must be 64-byte aligned; A, C,
+ * R and the scales need no alignment, A no padding.  The AMX path's tasks
+ * keep their rows of A (at most 1 MiB) and their int32 sums (at most
+ * 64 KiB) on their threads' stacks; it needs the tile registers granted to
+ * the process (the runtime asks for them for a model whose features list
+ * amx-tile). */
 typedef struct {
     cg_gemm_desc g;
     int a_per_row;
@@ -126,7 +133,8 @@ size_t cg_gemm_i8_packed_bytes(const cg_gemm_i8_desc *d, const cg_target *t);
 /* Packs W (K x N int8, row-major), its column sums and w_scale [N] into out. */
 void cg_gemm_i8_pack(const cg_gemm_i8_desc *d, const cg_target *t, const int8_t *W, const float *w_scale, void *out);
 /* NULL for K or N < 1, K > 65000, a stride below its row, an activation
- * outside ir_act, vec_floats not 8 or 16, or an LLVM without VPDPBUSD. */
+ * outside ir_act, a target cg_target_int8_ok refuses, or an LLVM without
+ * the path's instructions. */
 LLVMValueRef cg_gemm_i8_emit(LLVMModuleRef mod, const char *name, const cg_gemm_i8_desc *d, const cg_target *t);
 
 /* ---- batched GEMM between activations (MatMul of two computed tensors) ----
