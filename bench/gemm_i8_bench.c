@@ -1,11 +1,19 @@
-/* gemm_i8_bench.c: the int8 GEMM (cg_gemm_i8_emit, VPDPBUSD) against the
- * fp32 GEMM (cg_gemm_emit) on ViT-B/16's Linear layers, in the same run, at
- * 1 and 2 threads of the runtime's pool: GOP/s (2 M N K multiplies and adds
- * per call, for both) and the share of the peaks measured first, int8 of
- * VPDPBUSD's and fp32 of the FMA's (peak_dot.c, peak_fma.c).  Each layer has
- * a bias (and a residual where the model has one); the int8 GEMM's
+/* gemm_i8_bench.c: the int8 GEMM (cg_gemm_i8_emit) on each of its paths
+ * this host runs, against the fp32 GEMM (cg_gemm_emit) on ViT-B/16's Linear
+ * layers, in the same run, at 1 and 2 threads of the runtime's pool: GOP/s
+ * (2 M N K multiplies and adds per call, for all) and the share of the
+ * peaks measured first (peak_dot.c, peak_fma.c):
+ *   fp32  the FMA's peak;
+ *   amx   AMX-INT8 tiles (TDPBUSD), of TDPBUSD's peak;
+ *   vnni  VPDPBUSD, of VPDPBUSD's peak;
+ *   wide  16-bit products summed in pairs (VPMADDWD), as a CPU without VNNI
+ *         runs it (compiled with the VNNI features taken away), of the same
+ *         VPDPBUSD peak: a VPMADDWD and a VPADDD do half a VPDPBUSD's work.
+ * Each int8 path on the JIT's vectors (16 lanes with AVX-512).  Each layer
+ * has a bias (and a residual where the model has one); the int8 GEMM's
  * activation scale and zero point are per row.  Weights stay in cache
- * between calls (no --cold here).
+ * between calls (no --cold here).  A path the host cannot run is left out,
+ * saying why.
  *
  *   gemm_i8_bench [BATCH ...]   (default 1 and 8: M = 197 * BATCH) */
 #include <stdint.h>
@@ -27,6 +35,17 @@ static const struct {
     int has_residual, activation;
 } layers[] = {{"qkv", 768, 2304, 0, 0}, {"proj", 768, 768, 1, 0}, {"fc1", 768, 3072, 0, 1}, {"fc2", 3072, 768, 1, 0}};
 #define NLAYERS (sizeof layers / sizeof layers[0])
+
+enum { P_AMX, P_VNNI, P_WIDE, NPATHS };
+
+/* An int8 path: its JIT and target, the peak it is measured against. */
+typedef struct {
+    const char *name, *unit;
+    cg_jit *j;
+    cg_target t;
+    double peak[3]; /* GOP/s at 1 and 2 threads; 0: unknown */
+    char why[800];  /* why the host cannot run it ("" when it can) */
+} i8_path;
 
 static void *xalloc(size_t bytes)
 {
@@ -52,6 +71,62 @@ static double time_kernel(driver_fn fn, const void *args, rt_pool *pool, int nth
     return best;
 }
 
+static const bench_dot_unit *find_unit(const bench_dot_unit *u, const char *insn)
+{
+    for (int i = 0; i < BENCH_DOT_UNITS; i++)
+        if (!strcmp(u[i].insn, insn))
+            return &u[i];
+    return NULL;
+}
+
+/* Which int8 paths this host runs, on the JIT's vectors: p[P_AMX] and
+ * p[P_VNNI] in j, p[P_WIDE] in a JIT of its own without VNNI. */
+static void find_paths(cg_jit *j, const bench_dot_unit *u, i8_path *p)
+{
+    char missing[256], err[512];
+    cg_target host = cg_jit_target(j);
+    const bench_dot_unit *tdp = find_unit(u, "TDPBUSD"), *vdp = find_unit(u, "VPDPBUSD");
+    p[P_AMX] = (i8_path){.name = "amx", .unit = "TDPBUSD", .t = host};
+    p[P_VNNI] = (i8_path){.name = "vnni", .unit = "VPDPBUSD", .t = host};
+    p[P_WIDE] = (i8_path){.name = "wide", .unit = "VPDPBUSD", .t = host};
+    if (host.vec_floats != 16)
+        snprintf(p[P_AMX].why, sizeof p[P_AMX].why, "no AVX-512 in the JIT's features");
+    else if (!tdp || !tdp->fn)
+        snprintf(p[P_AMX].why, sizeof p[P_AMX].why, "%s", tdp ? tdp->why : "no TDPBUSD unit listed");
+    else
+        p[P_AMX].j = j, p[P_AMX].t.amx_int8 = 1, p[P_AMX].t.vnni = 1, p[P_AMX].t.madd16 = 1;
+    const char *vnni_need = host.vec_floats == 16 ? "+avx512f,+avx512vnni" : "+avxvnni";
+    if (host.vec_floats < 8)
+        snprintf(p[P_VNNI].why, sizeof p[P_VNNI].why, "the JIT has %d-float vectors", host.vec_floats);
+    else if (rt_cpu_missing_features(vnni_need, missing, sizeof missing) > 0)
+        snprintf(p[P_VNNI].why, sizeof p[P_VNNI].why, "this CPU lacks %s", missing);
+    else
+        p[P_VNNI].j = j, p[P_VNNI].t.vnni = 1;
+    cg_jit *jw = cg_jit_new_with("-avx512vnni,-avxvnni,-amx-int8", err, sizeof err);
+    cg_target tw = jw ? cg_jit_target(jw) : host;
+    const char *wide_need = tw.vec_floats == 16 ? "+avx512f,+avx512bw" : "+avx2";
+    if (!jw)
+        snprintf(p[P_WIDE].why, sizeof p[P_WIDE].why, "no JIT without VNNI: %s", err);
+    else if (tw.vec_floats < 8)
+        snprintf(p[P_WIDE].why, sizeof p[P_WIDE].why, "the JIT has %d-float vectors", tw.vec_floats);
+    else if (rt_cpu_missing_features(wide_need, missing, sizeof missing) > 0)
+        snprintf(p[P_WIDE].why, sizeof p[P_WIDE].why, "this CPU lacks %s", missing);
+    else
+        p[P_WIDE].j = jw, p[P_WIDE].t = tw, p[P_WIDE].t.madd16 = 1, jw = NULL;
+    cg_jit_free(jw);
+    /* the peaks: the tiles', and VPDPBUSD's (on zmm) for the vector paths on 16 lanes */
+    int maxthreads = sysconf(_SC_NPROCESSORS_ONLN) > 1 ? 2 : 1, vec16 = 0;
+    for (int i = P_VNNI; i < NPATHS; i++)
+        vec16 |= p[i].j && p[i].t.vec_floats == 16;
+    for (int nt = 1; nt <= maxthreads; nt++) {
+        if (p[P_AMX].j)
+            p[P_AMX].peak[nt] = bench_peak_gflops((void *)tdp->fn, tdp->ops_per_iter, nt, 0.3);
+        double v = vec16 && vdp && vdp->fn ? bench_peak_gflops((void *)vdp->fn, vdp->ops_per_iter, nt, 0.3) : 0;
+        for (int i = P_VNNI; i < NPATHS; i++)
+            p[i].peak[nt] = p[i].j && p[i].t.vec_floats == 16 ? v : 0;
+    }
+}
+
 int main(int argc, char **argv)
 {
     int batches[16], nb = 0;
@@ -62,49 +137,50 @@ int main(int argc, char **argv)
         }
     if (!nb)
         batches[nb++] = 1, batches[nb++] = 8;
-    char err[512], missing[256];
-    if (rt_cpu_missing_features("+avx512f,+avx512vnni", missing, sizeof missing) > 0) {
-        printf("gemm_i8_bench: not available (this CPU lacks %s)\n", missing);
-        return 0;
-    }
+    char err[512];
     cg_jit *j = cg_jit_new(err, sizeof err);
     if (!j) {
         fprintf(stderr, "gemm_i8_bench: %s\n", err);
         return 3;
     }
     cg_target t = cg_jit_target(j);
-    if (t.vec_floats != 16) {
-        printf("gemm_i8_bench: not available (no AVX-512 in the JIT's features)\n");
-        cg_jit_free(j);
-        return 0;
-    }
     int ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN), maxthreads = ncpu > 1 ? 2 : 1;
 
-    /* the peaks: fp32 FMA and int8 VPDPBUSD, at 1 and 2 threads */
+    /* the peaks: fp32 FMA, then the int8 units (asking Linux for the tiles) */
     LLVMModuleRef pm = cg_jit_module(j, "peak");
     double flops = bench_emit_peak(pm, "peak", &t);
     if (flops <= 0 || cg_jit_add(j, pm, "default<O2>", err, sizeof err)) {
         fprintf(stderr, "gemm_i8_bench: cannot build the peak kernel\n");
         return 3;
     }
+    double peak32[3] = {0};
+    for (int nt = 1; nt <= maxthreads; nt++)
+        peak32[nt] = bench_peak_gflops(cg_jit_lookup(j, "peak"), flops, nt, 0.3);
     bench_dot_unit u[BENCH_DOT_UNITS];
     bench_dot_units(u);
-    const bench_dot_unit *vnni = NULL;
-    for (int i = 0; i < BENCH_DOT_UNITS; i++)
-        if (!strcmp(u[i].insn, "VPDPBUSD") || !strcmp(u[i].insn, "vpdpbusd"))
-            vnni = &u[i];
-    double peak32[3] = {0}, peak8[3] = {0};
-    for (int nt = 1; nt <= maxthreads; nt++) {
-        peak32[nt] = bench_peak_gflops(cg_jit_lookup(j, "peak"), flops, nt, 0.3);
-        peak8[nt] = vnni && vnni->fn ? bench_peak_gflops((void *)vnni->fn, vnni->ops_per_iter, nt, 0.3) : 0;
+    i8_path path[NPATHS];
+    find_paths(j, u, path);
+    printf("host %s, %d cores online; peaks (1 / %d threads): fp32 FMA %.0f / %.0f GFLOP/s", cg_jit_cpu(j), ncpu,
+           maxthreads, peak32[1], peak32[maxthreads]);
+    const double *vpeak = path[P_VNNI].peak[1] > 0 ? path[P_VNNI].peak : path[P_WIDE].peak;
+    if (path[P_AMX].peak[1] > 0)
+        printf(", TDPBUSD %.0f / %.0f GOP/s", path[P_AMX].peak[1], path[P_AMX].peak[maxthreads]);
+    if (vpeak[1] > 0)
+        printf(", VPDPBUSD %.0f / %.0f GOP/s", vpeak[1], vpeak[maxthreads]);
+    printf("\n");
+    for (int i = 0; i < NPATHS; i++) {
+        if (path[i].why[0])
+            printf("  %s: not run (%s)\n", path[i].name, path[i].why);
+        else
+            printf("  %s: %d lanes, %% of the %s peak%s\n", path[i].name, path[i].t.vec_floats, path[i].unit,
+                   path[i].peak[1] > 0 ? "" : " (not measured here)");
     }
-    printf("host %s, %d cores online; peaks: fp32 FMA %.0f / %.0f GFLOP/s, int8 VPDPBUSD %.0f / %.0f GOP/s "
-           "(1 / %d threads)\n",
-           cg_jit_cpu(j), ncpu, peak32[1], peak32[maxthreads], peak8[1], peak8[maxthreads], maxthreads);
-    if (!(peak8[1] > 0))
-        printf("  (the int8 peak is not available: %s)\n", vnni ? vnni->why : "no VPDPBUSD unit listed");
 
-    LLVMModuleRef m = cg_jit_module(j, "gemm");
+    /* the kernels: fp32 in j, each int8 path in its JIT */
+    LLVMModuleRef m = cg_jit_module(j, "gemm"), mi[NPATHS] = {0};
+    for (int i = 0; i < NPATHS; i++)
+        if (path[i].j)
+            mi[i] = path[i].j == j ? m : cg_jit_module(path[i].j, path[i].name);
     for (size_t l = 0; l < NLAYERS; l++) {
         char name[32];
         cg_gemm_desc d = {.K = layers[l].K, .N = layers[l].N, .lda = layers[l].K, .ldc = layers[l].N,
@@ -114,17 +190,30 @@ int main(int argc, char **argv)
         snprintf(name, sizeof name, "f32_%zu", l);
         if (!cg_gemm_emit(m, name, &d, &t))
             return 3;
-        snprintf(name, sizeof name, "i8_%zu", l);
-        if (!cg_gemm_i8_emit(m, name, &di, &t))
-            return 3;
+        for (int i = 0; i < NPATHS; i++) {
+            snprintf(name, sizeof name, "%s_%zu", path[i].name, l);
+            if (mi[i] && !cg_gemm_i8_emit(mi[i], name, &di, &path[i].t)) {
+                fprintf(stderr, "gemm_i8_bench: cannot emit the %s kernel of %s\n", path[i].name, layers[l].layer);
+                return 3;
+            }
+        }
     }
+    for (int i = 0; i < NPATHS; i++)
+        if (mi[i] && mi[i] != m && cg_jit_add(path[i].j, mi[i], "default<O2>", err, sizeof err)) {
+            fprintf(stderr, "gemm_i8_bench: %s\n", err);
+            return 3;
+        }
     if (cg_jit_add(j, m, "default<O2>", err, sizeof err)) {
         fprintf(stderr, "gemm_i8_bench: %s\n", err);
         return 3;
     }
+
     rt_pool *pools[3] = {NULL, rt_pool_new(1), maxthreads > 1 ? rt_pool_new(2) : NULL};
-    printf("%-6s %5s %5s %5s %3s  %9s %6s  %9s %6s  %7s\n", "layer", "M", "K", "N", "thr", "fp32 GOP/s", "%peak",
-           "int8 GOP/s", "%peak", "speedup");
+    printf("%-5s %5s %5s %5s %3s  %6s %5s", "layer", "M", "K", "N", "thr", "fp32", "%peak");
+    for (int i = 0; i < NPATHS; i++)
+        if (path[i].j)
+            printf("  %6s %5s %5s", path[i].name, "%peak", "x fp32");
+    printf("   (GOP/s)\n");
     for (int bi = 0; bi < nb; bi++)
         for (size_t l = 0; l < NLAYERS; l++) {
             int64_t M = 197 * (int64_t)batches[bi], K = layers[l].K, N = layers[l].N;
@@ -146,30 +235,46 @@ int main(int argc, char **argv)
             for (int64_t i = 0; i < M; i++)
                 sa[i] = 0.02f, za[i] = 128;
             memset(R, 0, (size_t)(M * N) * 4);
-            void *P32 = xalloc(cg_gemm_packed_bytes(&d, &t)), *P8 = xalloc(cg_gemm_i8_packed_bytes(&di, &t));
+            void *P32 = xalloc(cg_gemm_packed_bytes(&d, &t)), *P8[NPATHS] = {0};
             cg_gemm_pack(&d, &t, W, P32);
-            cg_gemm_i8_pack(&di, &t, W8, sw, P8);
+            for (int i = 0; i < NPATHS; i++)
+                if (path[i].j) {
+                    P8[i] = xalloc(cg_gemm_i8_packed_bytes(&di, &path[i].t));
+                    cg_gemm_i8_pack(&di, &path[i].t, W8, sw, P8[i]);
+                }
             cg_gemm_args a32 = {.A = A, .W = P32, .bias = bias, .R = d.has_residual ? R : NULL, .C = C, .M = M};
-            cg_gemm_i8_args a8 = {.A = A8, .W = P8, .bias = bias, .R = d.has_residual ? R : NULL, .C = C,
-                                  .a_scale = sa, .a_zero = za, .M = M};
-            char n32[32], n8[32];
-            snprintf(n32, sizeof n32, "f32_%zu", l);
-            snprintf(n8, sizeof n8, "i8_%zu", l);
+            char name[32];
             for (int nt = 1; nt <= maxthreads; nt++) {
                 double ops = 2.0 * (double)M * (double)N * (double)K;
-                double g32 = ops / time_kernel((driver_fn)cg_jit_lookup(j, n32), &a32, pools[nt], nt) * 1e-9;
-                double g8 = ops / time_kernel((driver_fn)cg_jit_lookup(j, n8), &a8, pools[nt], nt) * 1e-9;
-                printf("%-6s %5lld %5lld %5lld %3d  %9.0f %5.0f%%  %9.0f %5.0f%%  %6.2fx\n", layers[l].layer,
-                       (long long)M, (long long)K, (long long)N, nt, g32, 100 * g32 / peak32[nt], g8,
-                       peak8[nt] > 0 ? 100 * g8 / peak8[nt] : 0.0, g8 / g32);
+                snprintf(name, sizeof name, "f32_%zu", l);
+                double g32 = ops / time_kernel((driver_fn)cg_jit_lookup(j, name), &a32, pools[nt], nt) * 1e-9;
+                printf("%-5s %5lld %5lld %5lld %3d  %6.0f %4.0f%%", layers[l].layer, (long long)M, (long long)K,
+                       (long long)N, nt, g32, 100 * g32 / peak32[nt]);
+                for (int i = 0; i < NPATHS; i++) {
+                    if (!path[i].j)
+                        continue;
+                    cg_gemm_i8_args a8 = {.A = A8, .W = P8[i], .bias = bias, .R = d.has_residual ? R : NULL,
+                                          .C = C, .a_scale = sa, .a_zero = za, .M = M};
+                    snprintf(name, sizeof name, "%s_%zu", path[i].name, l);
+                    double g8 =
+                        ops / time_kernel((driver_fn)cg_jit_lookup(path[i].j, name), &a8, pools[nt], nt) * 1e-9;
+                    if (path[i].peak[nt] > 0)
+                        printf("  %6.0f %4.0f%% %5.2fx", g8, 100 * g8 / path[i].peak[nt], g8 / g32);
+                    else
+                        printf("  %6.0f %5s %5.2fx", g8, "-", g8 / g32);
+                }
+                printf("\n");
                 fflush(stdout);
             }
             free(A), free(W), free(bias), free(R), free(C);
-            free(sw), free(sa), free(za), free(A8), free(W8);
-            free(P32), free(P8);
+            free(sw), free(sa), free(za), free(A8), free(W8), free(P32);
+            for (int i = 0; i < NPATHS; i++)
+                free(P8[i]);
         }
     rt_pool_free(pools[1]);
     rt_pool_free(pools[2]);
+    if (path[P_WIDE].j && path[P_WIDE].j != j)
+        cg_jit_free(path[P_WIDE].j);
     cg_jit_free(j);
     return 0;
 }

@@ -543,7 +543,7 @@ static void test_help_env_and_cpu_knobs(void **state)
     tu_rmtree(dir);
 }
 
-/* --precision on the CPU: fp32 or bf16, and bf16 only for a CPU with AMX or
+/* --precision on the CPU: fp32, bf16 or int8, and bf16 only for a CPU with AMX or
  * AVX512-BF16 (and AVX-512); a --cpu LLVM does not know, with the names it
  * is near; a refused compile writes nothing.  Runs on any x86-64 host (--cpu
  * names one). */
@@ -559,7 +559,7 @@ static void test_cpu_precision_refusals(void **state)
     const char *noavx512[] = {model, "--features=-avx512f", "--precision", "bf16", "-o", so, NULL};
     expect_err(2, noavx512, "--precision bf16 on the CPU needs AMX");
     const char *tf32[] = {model, "--precision", "tf32", "-o", so, NULL};
-    expect_err(2, tf32, "the CPU backend computes in fp32 or bf16 (--precision fp32|bf16), not 'tf32'");
+    expect_err(2, tf32, "the CPU backend computes in fp32, bf16 or int8 (--precision fp32|bf16|int8), not 'tf32'");
     /* a misspelt --cpu: the processors LLVM knows that it is near */
     const char *prefix[] = {model, "--cpu", "znver", "-o", so, NULL};
     expect_err(2, prefix, "--cpu 'znver' is not a processor LLVM knows for");

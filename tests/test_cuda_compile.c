@@ -488,7 +488,7 @@ static void test_cli_options_and_no_device(void **state)
     free(text);
     const char *cpu_prec[] = {model, "--precision", "fp16", "-o", so, NULL};
     assert_int_equal(vitc_text(cpu_prec, &text), 2);
-    assert_non_null(strstr(text, "the CPU backend computes in fp32 or bf16 (--precision fp32|bf16), not 'fp16'"));
+    assert_non_null(strstr(text, "the CPU backend computes in fp32, bf16 or int8 (--precision fp32|bf16|int8), not 'fp16'"));
     free(text);
     const char *emit_cpu[] = {model, "--target", "cpu", "--emit", "cuda", "-o", cu, NULL};
     assert_int_equal(vitc_text(emit_cpu, &text), 2);

@@ -170,6 +170,35 @@ static int64_t run_driver(cg_jit *j, const char *name, const void *args, int nth
     return calls;
 }
 
+/* What check_output finds in C (M rows of ldc floats and a sentinel row
+ * after them) against ref (M x N). */
+typedef struct {
+    double maxerr, maxref;  /* the largest error (NaN: infinite) and the largest |ref| */
+    int64_t mismatches;     /* results that are not ref exactly */
+    int64_t bad_sentinels;  /* sentinels overwritten: past column N, or in row M */
+} out_check;
+
+/* Every result of C against ref, its error |got - ref| / scale (scale NULL:
+ * 1, else one per result), and every sentinel around them. */
+static out_check check_output(const float *C, int64_t M, int64_t N, int64_t ldc, const double *ref,
+                              const double *scale)
+{
+    out_check o = {0};
+    for (int64_t m = 0; m <= M; m++)
+        for (int64_t n = 0; n < ldc; n++) {
+            float got = C[m * ldc + n];
+            if (m == M || n >= N) {
+                o.bad_sentinels += got != SENTINEL;
+                continue;
+            }
+            double r = ref[m * N + n];
+            o.maxerr = isnan(got) ? INFINITY : fmax(o.maxerr, fabs(got - r) / (scale ? scale[m * N + n] : 1.0));
+            o.maxref = fmax(o.maxref, fabs(r));
+            o.mismatches += (double)got != r;
+        }
+    return o;
+}
+
 static double act_ref(double y, int act)
 {
     switch (act) {
@@ -290,28 +319,15 @@ static void run_gemm_case(cg_jit *j, const cg_target *t, const gemm_case *c, con
     cg_gemm_args args = {.A = A, .W = P, .bias = bias, .R = R, .C = C, .M = M};
     int64_t calls = run_driver(j, name, &args, nthreads);
 
-    double maxerr = 0, maxref = 0;
-    int64_t bad_sentinels = 0;
-    for (int64_t m = 0; m <= M; m++)
-        for (int64_t n = 0; n < c->ldc; n++) {
-            float got = C[m * c->ldc + n];
-            if (m == M || n >= N) {
-                bad_sentinels += got != SENTINEL;
-                continue;
-            }
-            double r = ref[m * N + n];
-            maxerr = fmax(maxerr, fabs(got - r));
-            maxref = fmax(maxref, fabs(r));
-            if (isnan(got))
-                maxerr = INFINITY;
-        }
-    double err = maxref > 0 ? maxerr / maxref : maxerr;
+    out_check o = check_output(C, M, N, c->ldc, ref, NULL);
+    double err = o.maxref > 0 ? o.maxerr / o.maxref : o.maxerr;
     printf("  gemm%s M %4lld K %4lld N %4lld lda %4lld ldc %4lld bias %d res %d act %d threads %d: err %.2e "
            "(%lld ranges)\n",
            !bf16 ? "" : t->amx_bf16 ? " bf16 amx" : " bf16 dot", (long long)M, (long long)K, (long long)N,
            (long long)c->lda, (long long)c->ldc, c->bias, c->res, c->act, nthreads, err, (long long)calls);
-    if (err > TOL || bad_sentinels)
-        fail_msg("gemm %s: error %.3e > %.0e or %lld sentinels overwritten", name, err, TOL, (long long)bad_sentinels);
+    if (err > TOL || o.bad_sentinels)
+        fail_msg("gemm %s: error %.3e > %.0e or %lld sentinels overwritten", name, err, TOL,
+                 (long long)o.bad_sentinels);
     if (M == 0 && calls != 0)
         fail_msg("gemm %s: M = 0 ran %lld task ranges", name, (long long)calls);
     free(ref);
@@ -808,7 +824,10 @@ static void vector_math_accuracy(void **state)
  * output must be exactly (float)(sum - za * colsum) (the sums and the zero
  * point's term are exact in int32, the conversion rounds once, as here);
  * with scales, bias, activation and residual within a few float roundings
- * of a double reference.  A and C in guarded buffers with sentinels. */
+ * of a double reference.  A and C in guarded buffers with sentinels.  Each
+ * case runs on every path of the kernel the host can run: AMX-INT8 tiles,
+ * VPDPBUSD on 16 and 8 lanes, and the 16-bit products without VNNI on 16
+ * and 8 lanes. */
 
 typedef struct {
     int64_t M, K, N, lda, ldc;
@@ -821,6 +840,13 @@ static const i8_case i8_cases[] = {
     {31, 770, 50, 773, 50, 0, 2, 0, 1},    {13, 3, 100, 3, 101, 1, 3, 4, 0},
     {40, 1, 33, 1, 33, 1, 4, 0, 1},        {29, 3072, 96, 3072, 96, 1, 1, 0, 1},
     {12, 64, 16, 64, 16, 0, 0, 0, 0},      {25, 255, 31, 255, 31, 1, 0, 2, 1},
+    /* for the tiles: whole 32 x 32 blocks and K one block of 8 steps; one
+     * row past them; more rows than one task's buffer holds (K in one
+     * block, in place); K in 313 steps (40 blocks, one 32-row block per
+     * task); K past what AMX takes (another path) */
+    {64, 512, 64, 512, 64, 1, 3, 3, 1},    {33, 64, 32, 64, 32, 0, 0, 0, 0},
+    {600, 300, 40, 300, 40, 1, 2, 1, 1},   {70, 20000, 20, 20001, 24, 1, 1, 0, 0},
+    {9, 40000, 17, 40000, 17, 0, 0, 0, 1},
 };
 #define I8_NCASES (sizeof i8_cases / sizeof i8_cases[0])
 
@@ -852,6 +878,12 @@ static cg_gemm_i8_desc i8_desc(const i8_case *c, int exact)
         d.g.has_bias = c->bias, d.g.has_residual = c->res != 0, d.g.activation = c->act, d.g.gate = c->res == 4;
     }
     return d;
+}
+
+/* The path gemm_i8.c takes for t (K within AMX's reach), for the messages. */
+static const char *i8_path_name(const cg_target *t)
+{
+    return t->amx_int8 ? "amx" : t->vnni ? "vnni" : "wide";
 }
 
 /* Case c through the driver name at nthreads; exact: unit scales, no
@@ -904,7 +936,8 @@ static void run_i8_case(cg_jit *j, const cg_target *t, const i8_case *c, const c
         R = galloc(&gr, (size_t)N);
         fill(R, (size_t)N, 1.0f);
     }
-    /* the reference, before C (maybe R) is overwritten */
+    /* the reference, before C (maybe R) is overwritten; mag: the terms'
+     * magnitude, whose float epsilon is the unit of the error */
     double *ref = malloc((size_t)(M * N + 1) * sizeof *ref), *mag = malloc((size_t)(M * N + 1) * sizeof *mag);
     assert_true(ref && mag);
     for (int64_t n = 0; n < N; n++) {
@@ -919,6 +952,7 @@ static void run_i8_case(cg_jit *j, const cg_target *t, const i8_case *c, const c
             int64_t tq = acc - (int64_t)za[q] * colsum;
             if (exact) {
                 ref[m * N + n] = (double)(float)tq;
+                mag[m * N + n] = 0x1p-23;
                 continue;
             }
             double y = (double)sa[q] * sw[n] * (double)tq + (g->has_bias ? bias[n] : 0.0);
@@ -930,39 +964,25 @@ static void run_i8_case(cg_jit *j, const cg_target *t, const i8_case *c, const c
                 y = g->gate ? y * r : y + r;
             }
             ref[m * N + n] = y;
-            mag[m * N + n] = fmax(m0, 1.0);
+            mag[m * N + n] = fmax(m0, 1.0) * 0x1p-23;
         }
     }
     cg_gemm_i8_pack(&d, t, W, sw, P);
     cg_gemm_i8_args args = {.A = A, .W = P, .bias = g->has_bias ? bias : NULL, .R = R, .C = C,
                             .a_scale = sa, .a_zero = za, .M = M};
     int64_t calls = run_driver(j, name, &args, nthreads);
-    double worst = 0;
-    int64_t bad_sentinels = 0, mismatches = 0;
-    for (int64_t m = 0; m <= M; m++)
-        for (int64_t n = 0; n < c->ldc; n++) {
-            float got = C[m * c->ldc + n];
-            if (m == M || n >= N) {
-                bad_sentinels += got != SENTINEL;
-                continue;
-            }
-            double r = ref[m * N + n];
-            if (exact) {
-                mismatches += (double)got != r;
-                continue;
-            }
-            /* in units of float's epsilon of the terms' magnitude */
-            double e = fabs(got - r) / (mag[m * N + n] * 0x1p-23);
-            worst = isnan(got) ? INFINITY : fmax(worst, e);
-        }
-    printf("  gemm int8 v%d M %4lld K %4lld N %4lld lda %4lld ldc %4lld %s bias %d res %d act %d za %s threads %d: "
+    out_check o = check_output(C, M, N, c->ldc, ref, mag);
+    int64_t mismatches = exact ? o.mismatches : 0;
+    double worst = exact ? 0 : o.maxerr; /* in float epsilons */
+    printf("  gemm int8 %s%d M %4lld K %5lld N %4lld lda %5lld ldc %4lld %s bias %d res %d act %d za %s threads %d: "
            "%s %.2f eps (%lld ranges)\n",
-           t->vec_floats, (long long)M, (long long)K, (long long)N, (long long)c->lda, (long long)c->ldc,
-           exact ? "exact" : "dequant", g->has_bias, c->res, g->activation, c->per_row ? "per row" : "per tensor",
-           nthreads, exact ? "mismatches" : "worst", exact ? (double)mismatches : worst, (long long)calls);
-    if (bad_sentinels || mismatches || worst > 8)
+           i8_path_name(t), t->vec_floats, (long long)M, (long long)K, (long long)N, (long long)c->lda,
+           (long long)c->ldc, exact ? "exact" : "dequant", g->has_bias, c->res, g->activation,
+           c->per_row ? "per row" : "per tensor", nthreads, exact ? "mismatches" : "worst",
+           exact ? (double)mismatches : worst, (long long)calls);
+    if (o.bad_sentinels || mismatches || worst > 8)
         fail_msg("gemm int8 %s: %lld sums differ, %.2f eps > 8, or %lld sentinels overwritten", name,
-                 (long long)mismatches, worst, (long long)bad_sentinels);
+                 (long long)mismatches, worst, (long long)o.bad_sentinels);
     if (M == 0 && calls != 0)
         fail_msg("gemm int8 %s: M = 0 ran %lld task ranges", name, (long long)calls);
     free(ref), free(mag), free(W), free(sw), free(bias), free(sa), free(za), free(P);
@@ -970,10 +990,14 @@ static void run_i8_case(cg_jit *j, const cg_target *t, const i8_case *c, const c
 }
 
 /* Every int8 case, exact and dequantized, at its M with 1 or 4 threads, at
- * one row (13 where M is 1) with 2, and at none, for target t. */
-static void gemm_i8_all_cases(const cg_target *t, const char *prefix)
+ * one row (13 where M is 1) with 2, and at none, for target t, in a JIT for
+ * the host with its features changed by features (NULL: none). */
+static void gemm_i8_all_cases(const cg_target *t, const char *features, const char *prefix)
 {
-    cg_jit *j = jit_new();
+    char err[512];
+    cg_jit *j = cg_jit_new_with(features, err, sizeof err);
+    if (!j)
+        fail_msg("cannot create the JIT: %s", err);
     LLVMModuleRef m = cg_jit_module(j, prefix);
     for (size_t i = 0; i < I8_NCASES; i++)
         for (int exact = 0; exact < 2; exact++) {
@@ -986,6 +1010,17 @@ static void gemm_i8_all_cases(const cg_target *t, const char *prefix)
     cg_gemm_i8_desc bad = i8_desc(&i8_cases[0], 1);
     bad.g.K = 70000, bad.g.lda = 70000;
     assert_null(cg_gemm_i8_emit(m, "bad_k", &bad, t));
+    assert_int_equal(cg_gemm_i8_packed_bytes(&bad, t), 0);
+    /* targets without a path: 4-float vectors; neither VNNI nor VPMADDWD */
+    cg_target none[2] = {*t, *t};
+    none[0].vec_floats = 4;
+    none[1].vnni = 0, none[1].madd16 = 0, none[1].amx_int8 = 0;
+    bad = i8_desc(&i8_cases[0], 1);
+    for (int i = 0; i < 2; i++) {
+        assert_false(cg_target_int8_ok(&none[i]));
+        assert_null(cg_gemm_i8_emit(m, "bad_target", &bad, &none[i]));
+        assert_int_equal(cg_gemm_i8_packed_bytes(&bad, &none[i]), 0);
+    }
     jit_add(j, m);
     for (size_t i = 0; i < I8_NCASES; i++)
         for (int exact = 0; exact < 2; exact++) {
@@ -1001,30 +1036,113 @@ static void gemm_i8_all_cases(const cg_target *t, const char *prefix)
     cg_jit_free(j);
 }
 
-/* The int8 GEMM on 16-lane vectors (AVX512-VNNI) and on 8-lane ones (the
- * AVX2 path's shape: AVX-VNNI, or AVX512-VNNI with VL); each skipped, saying
+/* The host's target as the JIT sees it (features: as for cg_jit_new_with). */
+static cg_target i8_host(const char *features)
+{
+    char err[512];
+    cg_jit *j = cg_jit_new_with(features, err, sizeof err);
+    if (!j)
+        fail_msg("cannot create the JIT: %s", err);
+    cg_target t = cg_jit_target(j);
+    cg_jit_free(j);
+    return t;
+}
+
+/* Whether this CPU has every feature of list; else says why the path what
+ * is skipped. */
+static int i8_cpu_has(const char *list, const char *what)
+{
+    char missing[256];
+    if (rt_cpu_missing_features(list, missing, sizeof missing) == 0)
+        return 1;
+    printf("  skipped: %s: this CPU lacks %s\n", what, missing);
+    return 0;
+}
+
+/* The int8 GEMM on AMX-INT8 tiles (TDPBUSD; K past the tiles' reach on
+ * VPDPBUSD); skipped, saying why, where the CPU or the kernel does not
+ * allow it. */
+static void test_gemm_int8_amx(void **state)
+{
+    (void)state;
+    cg_target t = i8_host(NULL);
+    char why[300];
+    if (t.vec_floats != 16) {
+        printf("  skipped: AMX-INT8: no AVX-512 in the JIT's features\n");
+        tu_skip();
+        return;
+    }
+    if (!i8_cpu_has("+avx512f,+amx-tile,+amx-int8", "AMX-INT8")) {
+        tu_skip();
+        return;
+    }
+    if (rt_cpu_enable_amx("+amx-tile", why, sizeof why) != 0) {
+        printf("  skipped: AMX-INT8: %s\n", why);
+        tu_skip();
+        return;
+    }
+    t.amx_int8 = 1;
+    t.vnni = rt_cpu_missing_features("+avx512vnni", why, sizeof why) == 0;
+    t.madd16 = rt_cpu_missing_features("+avx512bw", why, sizeof why) == 0;
+    gemm_i8_all_cases(&t, NULL, "i8amx_");
+}
+
+/* VPDPBUSD on 16-lane vectors (AVX512-VNNI) and on 8-lane ones (the AVX2
+ * path's shape: AVX-VNNI, or AVX512-VNNI with VL); each skipped, saying
  * why, where this CPU lacks the instructions. */
 static void test_gemm_int8_vnni(void **state)
 {
     (void)state;
-    char missing[256];
-    cg_jit *j = jit_new();
-    cg_target host = cg_jit_target(j);
-    cg_jit_free(j);
+    cg_target host = i8_host(NULL);
     int ran = 0;
-    if (host.vec_floats == 16 && rt_cpu_missing_features("+avx512f,+avx512vnni", missing, sizeof missing) == 0) {
-        gemm_i8_all_cases(&host, "i8v16_");
+    if (host.vec_floats != 16) {
+        printf("  skipped: VPDPBUSD on 16 lanes: no AVX-512 in the JIT's features\n");
+    } else if (i8_cpu_has("+avx512f,+avx512vnni", "VPDPBUSD on 16 lanes")) {
+        cg_target t = host;
+        t.vnni = 1;
+        gemm_i8_all_cases(&t, NULL, "i8v16_");
         ran++;
-    } else
-        printf("  skipped on 16-lane vectors: %s%s\n", host.vec_floats == 16 ? "this CPU lacks " : "",
-               host.vec_floats == 16 ? missing : "no AVX-512 in the JIT's features");
+    }
+    char missing[256];
     if (host.vec_floats >= 8 && (rt_cpu_missing_features("+avxvnni", missing, sizeof missing) == 0 ||
                                  rt_cpu_missing_features("+avx512vnni,+avx512vl", missing, sizeof missing) == 0)) {
         cg_target t = avx2_target(host);
-        gemm_i8_all_cases(&t, "i8v8_");
+        t.vnni = 1;
+        gemm_i8_all_cases(&t, NULL, "i8v8_");
         ran++;
-    } else
-        printf("  skipped on 8-lane vectors: this CPU has neither AVX-VNNI nor AVX512-VNNI with VL\n");
+    } else {
+        printf("  skipped: VPDPBUSD on 8 lanes: this CPU has neither AVX-VNNI nor AVX512-VNNI with VL\n");
+    }
+    if (!ran)
+        tu_skip();
+}
+
+/* Without VNNI: 16-bit products summed in pairs (VPMADDWD), on 16 lanes
+ * (AVX512BW) and 8 (AVX2), in a JIT whose features leave the VNNI
+ * instructions out (as a CPU without them compiles it); each skipped,
+ * saying why, where the JIT or this CPU has no such vectors. */
+static void test_gemm_int8_wide(void **state)
+{
+    (void)state;
+    static const char *const novnni = "-avx512vnni,-avxvnni,-amx-int8";
+    cg_target host = i8_host(novnni);
+    int ran = 0;
+    if (host.vec_floats != 16) {
+        printf("  skipped: VPMADDWD on 16 lanes: no AVX-512 in the JIT's features\n");
+    } else if (i8_cpu_has("+avx512f,+avx512bw", "VPMADDWD on 16 lanes")) {
+        cg_target t = host;
+        t.vnni = 0, t.amx_int8 = 0, t.madd16 = 1;
+        gemm_i8_all_cases(&t, novnni, "i8w16_");
+        ran++;
+    }
+    if (host.vec_floats < 8) {
+        printf("  skipped: VPMADDWD on 8 lanes: the JIT has %d-float vectors\n", host.vec_floats);
+    } else if (i8_cpu_has("+avx2", "VPMADDWD on 8 lanes")) {
+        cg_target t = avx2_target(host);
+        t.vnni = 0, t.amx_int8 = 0, t.madd16 = 1;
+        gemm_i8_all_cases(&t, novnni, "i8w8_");
+        ran++;
+    }
     if (!ran)
         tu_skip();
 }
@@ -1033,4 +1151,5 @@ static void test_gemm_int8_vnni(void **state)
  * test_kernels_bf16dot (tests/CMakeLists.txt), so that a host without AMX or AVX512-BF16 reports that
  * one as skipped and still runs the rest here. */
 TU_MAIN(NULL, NULL, vector_math_accuracy, gemm_all_cases, gemm_other_targets, gemm_rejects_bad_descs,
-        bgemm_all_cases, attention_all_cases, test_gemm_bf16_amx, test_gemm_bf16_dot, test_gemm_int8_vnni)
+        bgemm_all_cases, attention_all_cases, test_gemm_bf16_amx, test_gemm_bf16_dot, test_gemm_int8_amx,
+        test_gemm_int8_vnni, test_gemm_int8_wide)

@@ -1,6 +1,5 @@
-/* gemm_i8.c: the Linear GEMM on int8 operands with int32 sums (VPDPBUSD:
- * AVX512-VNNI on 16-lane vectors, AVX-VNNI or AVX512-VNNI with VL on 8-lane
- * ones), dequantized to fp32 in the epilogue:
+/* gemm_i8.c: the Linear GEMM on int8 operands with int32 sums, dequantized
+ * to fp32 in the epilogue:
  *     C[m, n] = act(sa[m] * sw[n] * (sum_k A[m, k] * W[k, n] - za[m] * colsum[n]) + bias[n]) (+|*) R[m, n]
  * with A unsigned 8-bit (zero point za, scale sa: one for the tensor or one
  * per row), W signed 8-bit (scale sw per output column) and colsum[n] the
@@ -9,16 +8,32 @@
  * from them in int32 as well, so the only rounding is the conversion to
  * float and the scaling.
  *
+ * Three ways to the sums, picked from the target (i8_plan_make), each with
+ * W packed its own way:
+ *   amx   t->amx_int8 (and K up to AMX8_MAX_STEPS * 64): TDPBUSD on AMX tiles;
+ *   vnni  t->vnni: VPDPBUSD (AVX512-VNNI on 16-lane vectors, AVX-VNNI or
+ *         AVX512-VNNI with VL on 8-lane ones);
+ *   wide  t->madd16 (AVX2, AVX512BW) without VNNI: A's bytes zero-extended
+ *         and W's sign-extended to 16 bits, each pair of products summed
+ *         into a 32-bit lane (VPMADDWD), exact as they are (VPMADDUBSW's
+ *         16-bit sums would saturate).
+ *
+ * ---- vnni and wide ----
  * VPDPBUSD adds to each 32-bit lane the four products of that lane's four
  * unsigned bytes of its first operand and four signed bytes of its second.
  * The first is one row's A[m, 4g .. 4g + 3] broadcast to every lane, the
- * second 4 k of each of vf columns of W.
+ * second 4 k of each of vf columns of W.  The wide path takes the same
+ * broadcast, spreads its bytes into two vectors of 16-bit pairs (A[4g],
+ * A[4g + 1]) and (A[4g + 2], A[4g + 3]), and multiplies each with the
+ * matching pairs of W's words, summing each pair into the lane.
  *
  * Packed W: N cut into panels of NR = 2 vf columns (zeros past N), K into
- * groups of 4 (zeros past K).  Panel p, group g is NR * 4 bytes at
+ * groups of 4 (zeros past K).  vnni: panel p, group g is NR * 4 bytes at
  * (p * groups + g) * NR * 4: column j's 4 bytes at j * 4, so a vector load
- * at h * vf * 4 is the group's half h.  After the panels: colsum as int32,
- * then sw as float, each npanels * NR long (zeros past N).
+ * at h * vf * 4 is the group's half h.  wide: the group is NR * 8 bytes,
+ * its pair q (k 4g + 2q and 4g + 2q + 1) at q * NR * 4: column j's two
+ * int16 at j * 4.  After the panels, on every path: colsum as int32, then
+ * sw as float, each npanels * NR long (zeros past N).
  *
  * Work: the driver cuts C into row blocks of at most MC_GROUPS * MR rows
  * and column blocks of whole panels, two tasks per thread where the rows
@@ -27,20 +42,58 @@
  * epilogue from the registers to C.  A group of fewer than MR rows computes
  * its last row again in place of the missing ones and masks their stores;
  * a padded panel masks the columns past N.  The group K ends in (K not a
- * multiple of 4) reads A's last bytes one by one, never past the row. */
+ * multiple of 4) reads A's last bytes one by one, never past the row.
+ *
+ * ---- amx ----
+ * One TDPBUSD multiplies a 16 x 64 u8 tile of A by a 64 x 16 s8 tile of B
+ * into a 16 x 16 int32 tile of C; B's tile holds its 64 rows of k in
+ * quads: tile row i is, for each of the 16 columns n, B[4i .. 4i + 3][n].
+ * Packed W: panels of 32 columns (two B tiles), K in steps of 64 (zeros
+ * past N and K); panel p, step s, half h is one 1 KiB B tile at
+ * ((p * steps + s) * 2 + h) * 1 KiB, so a panel's steps lie one after the
+ * other; then colsum and sw as above (NR = 32).
+ *
+ * A task first copies its rows of A, all of K, into a buffer on its stack
+ * laid out tile by tile: row r, step s at ((r / 32) * steps + s) * 2 KiB +
+ * (r % 32) * 64 (zeros past K and for the rows from the task's last to the
+ * next multiple of 32), at most AMX8_A_BYTES.  Then for each of its panels
+ * and each K block of at most AMX8_KC_STEPS steps (the block's B, 16 KiB,
+ * stays in L1 while the rows go by), for each 32 rows: the 2 x 2 block of C
+ * tiles from zeros (first block) or from the int32 partial sums of those
+ * rows, the block's steps (two A tiles, two B tiles, four products each),
+ * and the tiles stored back to the partial sums, a buffer of 32 int32 a row
+ * for the task's rows (at most AMX8_MC_TILES * 32, 64 KiB).  After the last
+ * block the epilogue goes from there to C, row by row, masking the columns
+ * past N.  So rows, N and K need no tile of their own at the edges: the
+ * buffers' zeros and the packing's make the sums exact, the epilogue only
+ * writes what C has.  The tiles are configured by LLVM in each task. */
 #include "codegen/llvm/kern_ir.h"
 
 #include <stdio.h>
 #include <string.h>
 
 enum {
-    I8_MC_GROUPS = 16, /* row groups of a row block */
+    I8_MC_GROUPS = 16, /* row groups of a row block (vnni, wide) */
     I8_TASKS_PER_THREAD = 2,
+    AMX8_NR = 32,                  /* columns of a panel */
+    AMX8_KS = 64,                  /* k of one step */
+    AMX8_MR = 32,                  /* rows of one 2 x 2 block of C tiles */
+    AMX8_TILE = 1024,              /* bytes of a tile: 16 rows of 64 bytes */
+    AMX8_A_BYTES = 1024 * 1024,    /* the task's rows of A, on its stack */
+    AMX8_MAX_STEPS = AMX8_A_BYTES / (AMX8_MR * AMX8_KS), /* steps of K for 32 rows in that buffer */
+    AMX8_KC_STEPS = 8,             /* steps of a K block: its B is 16 KiB per panel */
+    AMX8_MC_TILES = 16,            /* row blocks of at most 16 x 32 rows */
 };
 
+typedef enum { I8_AMX, I8_VNNI, I8_WIDE } i8_path;
+
 typedef struct {
-    int vf, nr, mr;          /* lanes per vector, columns of a panel (2 vf), rows in registers */
-    int64_t groups;          /* K / 4, rounded up */
+    i8_path path;
+    int vf, nr, mr;          /* lanes per vector, columns of a panel (2 vf), rows of a block of sums */
+    int64_t groups;          /* vnni, wide: K / 4, rounded up */
+    size_t group_bytes;      /* vnni, wide: packed bytes of a group of a panel */
+    int64_t steps, kcs, nkb; /* amx: steps of K, steps of a K block (the last may have fewer), K blocks */
+    int64_t mc_max;          /* amx: rows of A a task's buffer holds (multiple of 32) */
     int64_t npanels, nfull;  /* panels; those without padding */
     int rem_lanes[2];        /* valid lanes of the padded panel's halves */
     size_t panel_bytes;      /* packed bytes of one panel */
@@ -52,21 +105,37 @@ static int i8_plan_make(const cg_gemm_i8_desc *di, const cg_target *t, i8_plan *
     if (!di || !t)
         return -1;
     const cg_gemm_desc *d = &di->g;
-    if ( (t->vec_floats != 16 && t->vec_floats != 8) || d->K < 1 || d->N < 1 || d->K > 65000 ||
-        d->lda < d->K || d->ldc < d->N || (d->has_residual && d->ldr != 0 && d->ldr < d->N) || d->activation < 0 ||
-        d->activation >= IR_ACT_COUNT)
+    if (!cg_target_int8_ok(t) || d->K < 1 || d->N < 1 || d->K > 65000 || d->lda < d->K || d->ldc < d->N ||
+        (d->has_residual && d->ldr != 0 && d->ldr < d->N) || d->activation < 0 || d->activation >= IR_ACT_COUNT)
         return -1;
     p->vf = t->vec_floats;
     p->nr = 2 * p->vf;
-    /* accumulators, two vectors of W and a broadcast in the registers */
-    p->mr = p->vf == 16 && t->nregs >= 32 ? 12 : 6;
-    p->groups = (d->K + 3) / 4;
+    int64_t steps = (d->K + AMX8_KS - 1) / AMX8_KS;
+    if (t->amx_int8 && p->vf == 16 && steps <= AMX8_MAX_STEPS) {
+        p->path = I8_AMX;
+        p->mr = AMX8_MR;
+        p->steps = steps;
+        p->kcs = steps < AMX8_KC_STEPS ? steps : AMX8_KC_STEPS;
+        p->nkb = (steps + p->kcs - 1) / p->kcs;
+        p->mc_max = AMX8_A_BYTES / (steps * AMX8_KS) / AMX8_MR * AMX8_MR;
+        if (p->mc_max > AMX8_MC_TILES * AMX8_MR)
+            p->mc_max = AMX8_MC_TILES * AMX8_MR;
+        p->panel_bytes = (size_t)steps * 2 * AMX8_TILE;
+    } else if (t->vnni || t->madd16) {
+        p->path = t->vnni ? I8_VNNI : I8_WIDE;
+        /* accumulators, two vectors of W and a broadcast in the registers */
+        p->mr = p->vf == 16 && t->nregs >= 32 ? 12 : 6;
+        p->groups = (d->K + 3) / 4;
+        p->group_bytes = (size_t)p->nr * (p->path == I8_VNNI ? 4 : 8);
+        p->panel_bytes = (size_t)p->groups * p->group_bytes;
+    } else {
+        return -1;
+    }
     p->npanels = (d->N + p->nr - 1) / p->nr;
     p->nfull = d->N / p->nr;
     int64_t rem = d->N - p->nfull * p->nr;
     p->rem_lanes[0] = rem > p->vf ? p->vf : (int)rem;
     p->rem_lanes[1] = rem > p->vf ? (int)rem - p->vf : 0;
-    p->panel_bytes = (size_t)p->groups * (size_t)p->nr * 4;
     return 0;
 }
 
@@ -79,6 +148,21 @@ size_t cg_gemm_i8_packed_bytes(const cg_gemm_i8_desc *d, const cg_target *t)
     return (bytes + 63) / 64 * 64;
 }
 
+/* Where W[k, col] goes in the packed panels, in bytes (wide: an int16). */
+static size_t packed_at(const i8_plan *p, int64_t k, int64_t col)
+{
+    int64_t pn = col / p->nr, j = col % p->nr, g = k / 4, i = k % 4;
+    size_t at = (size_t)pn * p->panel_bytes;
+    switch (p->path) {
+    case I8_AMX:
+        return at + (size_t)(((k / AMX8_KS) * 2 + j / 16) * AMX8_TILE + (k % AMX8_KS) / 4 * 64 + (j % 16) * 4 + i);
+    case I8_VNNI:
+        return at + (size_t)g * p->group_bytes + (size_t)(j * 4 + i);
+    default:
+        return at + (size_t)g * p->group_bytes + (size_t)(((i / 2) * p->nr + j) * 4 + (i % 2) * 2);
+    }
+}
+
 void cg_gemm_i8_pack(const cg_gemm_i8_desc *di, const cg_target *t, const int8_t *W, const float *w_scale, void *out)
 {
     i8_plan p;
@@ -86,18 +170,19 @@ void cg_gemm_i8_pack(const cg_gemm_i8_desc *di, const cg_target *t, const int8_t
         return;
     const cg_gemm_desc *d = &di->g;
     memset(out, 0, cg_gemm_i8_packed_bytes(di, t));
-    int8_t *o = out;
+    uint8_t *o = out;
     int32_t *colsum = (int32_t *)(o + (size_t)p.npanels * p.panel_bytes);
     float *sw = (float *)(colsum + p.npanels * p.nr);
-    for (int64_t pn = 0; pn < p.npanels; pn++)
-        for (int64_t g = 0; g < p.groups; g++)
-            for (int j = 0; j < p.nr; j++)
-                for (int i = 0; i < 4; i++) {
-                    int64_t k = 4 * g + i, col = pn * p.nr + j;
-                    if (k < d->K && col < d->N)
-                        o[(size_t)pn * p.panel_bytes + ((size_t)g * (size_t)p.nr + (size_t)j) * 4 + (size_t)i] =
-                            W[k * d->N + col];
-                }
+    for (int64_t k = 0; k < d->K; k++)
+        for (int64_t n = 0; n < d->N; n++) {
+            int8_t w = W[k * d->N + n];
+            if (p.path == I8_WIDE) {
+                int16_t w16 = w;
+                memcpy(o + packed_at(&p, k, n), &w16, sizeof w16);
+            } else {
+                o[packed_at(&p, k, n)] = (uint8_t)w;
+            }
+        }
     for (int64_t n = 0; n < d->N; n++) {
         int32_t s = 0;
         for (int64_t k = 0; k < d->K; k++)
@@ -114,11 +199,15 @@ typedef struct {
     const cg_gemm_i8_desc *di;
     const cg_gemm_desc *d;
     const i8_plan *p;
-    LLVMTypeRef i8, vi;   /* i8, <vf x i32> */
-    LLVMValueRef f_dot;   /* VPDPBUSD on vf lanes */
+    LLVMTypeRef i8, i16, vi; /* i8, i16, <vf x i32> */
+    LLVMValueRef f_dot;      /* VPDPBUSD (vnni) or VPMADDWD (wide) on vf lanes */
     LLVMTypeRef t_dot;
+    LLVMTypeRef amx;         /* amx: the tile type and intrinsics */
+    LLVMValueRef f_load, f_dp, f_store, f_zero;
+    LLVMTypeRef t_load, t_dp, t_store, t_zero;
     LLVMValueRef A, W, bias, R, C, sa, za; /* the task's arguments */
     LLVMValueRef m0, rows;                 /* the task's first row and its row count */
+    LLVMValueRef abuf, pbuf;               /* amx: the task's rows of A; its partial sums */
 } i8_emit;
 
 static LLVMValueRef bytes_at(i8_emit *e, LLVMValueRef p, LLVMValueRef off)
@@ -131,12 +220,6 @@ static LLVMValueRef splat_i32(i8_emit *e, LLVMValueRef x)
     LLVMBuilderRef b = e->k->b;
     LLVMValueRef v = LLVMBuildInsertElement(b, LLVMGetPoison(e->vi), x, LLVMConstInt(e->k->i32, 0, 0), "");
     return LLVMBuildShuffleVector(b, v, LLVMGetPoison(e->vi), LLVMConstNull(e->vi), "");
-}
-
-static LLVMValueRef dot(i8_emit *e, LLVMValueRef acc, LLVMValueRef a, LLVMValueRef w)
-{
-    LLVMValueRef args[3] = {acc, a, w};
-    return LLVMBuildCall2(e->k->b, e->t_dot, e->f_dot, args, 3, "");
 }
 
 /* The 4 bytes of A at p as one i32 (unaligned). */
@@ -163,6 +246,125 @@ static LLVMValueRef load_tail(i8_emit *e, LLVMValueRef p, int n)
     return x;
 }
 
+/* A vector of type ty at p, aligned to align bytes. */
+static LLVMValueRef load_vec(i8_emit *e, LLVMTypeRef ty, LLVMValueRef p, unsigned align)
+{
+    LLVMValueRef v = LLVMBuildLoad2(e->k->b, ty, p, "");
+    LLVMSetAlignment(v, align);
+    return v;
+}
+
+/* The constant <n x i32> vector of idx[i] (a negative entry: n, the first
+ * lane of a shuffle's second operand). */
+static LLVMValueRef shuffle_mask(i8_emit *e, const int *idx, int n)
+{
+    LLVMValueRef lanes[128];
+    for (int i = 0; i < n; i++)
+        lanes[i] = LLVMConstInt(e->k->i32, (unsigned long long)(idx[i] < 0 ? n : idx[i]), 0);
+    return LLVMConstVector(lanes, (unsigned)n);
+}
+
+/* One group of 4 k of a block of rows: acc[r * nh + h] += the products of
+ * row r's 4 bytes of A (av[r], broadcast to every lane) and the group's
+ * columns of half h (packed at wg). */
+static void group_dot(i8_emit *e, LLVMValueRef wg, const LLVMValueRef *av, int nh, LLVMValueRef *acc)
+{
+    kern *k = e->k;
+    LLVMBuilderRef b = k->b;
+    const i8_plan *p = e->p;
+    int vf = p->vf, mr = p->mr;
+    if (p->path == I8_VNNI) {
+        LLVMValueRef wv[2];
+        for (int h = 0; h < nh; h++)
+            wv[h] = load_vec(e, e->vi, bytes_at(e, wg, kern_i64(k, h * vf * 4)), (unsigned)(vf * 4));
+        for (int r = 0; r < mr; r++)
+            for (int h = 0; h < nh; h++) {
+                LLVMValueRef args[3] = {acc[r * nh + h], av[r], wv[h]};
+                acc[r * nh + h] = LLVMBuildCall2(b, e->t_dot, e->f_dot, args, 3, "");
+            }
+        return;
+    }
+    /* wide: per pair q of k, VPMADDWD of the row's pair (A[4g + 2q],
+     * A[4g + 2q + 1]) zero-extended in every lane and the columns' pairs */
+    LLVMTypeRef v8 = LLVMVectorType(e->i8, (unsigned)(4 * vf)), v16 = LLVMVectorType(e->i16, (unsigned)(2 * vf));
+    int spread[2][64];
+    for (int j = 0; j < vf; j++)
+        for (int q = 0; q < 2; q++) {
+            spread[q][4 * j] = 4 * j + 2 * q, spread[q][4 * j + 1] = -1;
+            spread[q][4 * j + 2] = 4 * j + 2 * q + 1, spread[q][4 * j + 3] = -1;
+        }
+    LLVMValueRef ws[2][2];
+    for (int q = 0; q < 2; q++)
+        for (int h = 0; h < nh; h++)
+            ws[q][h] = load_vec(e, v16, bytes_at(e, wg, kern_i64(k, (q * p->nr + h * vf) * 4)), (unsigned)(vf * 4));
+    for (int r = 0; r < mr; r++) {
+        LLVMValueRef bytes = LLVMBuildBitCast(b, av[r], v8, "");
+        for (int q = 0; q < 2; q++) {
+            LLVMValueRef pairs = LLVMBuildShuffleVector(b, bytes, LLVMConstNull(v8), shuffle_mask(e, spread[q], 4 * vf),
+                                                        "");
+            pairs = LLVMBuildBitCast(b, pairs, v16, "");
+            for (int h = 0; h < nh; h++) {
+                LLVMValueRef args[2] = {pairs, ws[q][h]};
+                acc[r * nh + h] =
+                    LLVMBuildAdd(b, acc[r * nh + h], LLVMBuildCall2(b, e->t_dot, e->f_dot, args, 2, ""), "");
+            }
+        }
+    }
+}
+
+/* ---- the epilogue, shared by the paths ---- */
+
+/* The epilogue's columns of the panel at n0: for each half h < nh, colsum,
+ * sw and (has_bias) lanes[h] columns of the bias. */
+static void panel_consts(i8_emit *e, LLVMValueRef n0, const int lanes[2], int nh, LLVMValueRef cs[2],
+                         LLVMValueRef sw[2], LLVMValueRef bias[2])
+{
+    kern *k = e->k;
+    const i8_plan *p = e->p;
+    LLVMValueRef colsum = bytes_at(e, e->W, kern_i64(k, (int64_t)((size_t)p->npanels * p->panel_bytes)));
+    LLVMValueRef swp = bytes_at(e, colsum, kern_i64(k, p->npanels * p->nr * 4));
+    for (int h = 0; h < nh; h++) {
+        LLVMValueRef col = kern_addc(k, n0, h * p->vf);
+        cs[h] = load_vec(e, e->vi, bytes_at(e, colsum, kern_mulc(k, col, 4)), 4);
+        sw[h] = kern_vload(k, kern_gep(k, swp, col), p->vf, NULL);
+        bias[h] = e->d->has_bias ? kern_vload(k, kern_gep(k, e->bias, col), lanes[h], NULL) : NULL;
+    }
+}
+
+/* A's zero point and scale of row q (the row, or 0 per tensor), each splat. */
+static void row_quant(i8_emit *e, LLVMValueRef q, LLVMValueRef *zv, LLVMValueRef *sv)
+{
+    kern *k = e->k;
+    LLVMValueRef zp = LLVMBuildLoad2(k->b, k->i32, LLVMBuildGEP2(k->b, k->i32, e->za, &q, 1, ""), "za");
+    LLVMValueRef sa = LLVMBuildLoad2(k->b, k->f32, kern_gep(k, e->sa, q), "sa");
+    *zv = splat_i32(e, zp);
+    *sv = kern_splat(k, sa);
+}
+
+/* C[row, col ..] where mask is set: the sums (vf lanes of int32) less
+ * za * colsum in int32, scaled by sa * sw, plus bias, the activation, then
+ * the residual added or (gate) multiplied. */
+static void dequant_store(i8_emit *e, LLVMValueRef sums, LLVMValueRef zv, LLVMValueRef sv, LLVMValueRef cs,
+                          LLVMValueRef sw, LLVMValueRef bias, LLVMValueRef row, LLVMValueRef col, LLVMValueRef mask)
+{
+    kern *k = e->k;
+    LLVMBuilderRef b = k->b;
+    const cg_gemm_desc *d = e->d;
+    LLVMValueRef t = LLVMBuildSub(b, sums, LLVMBuildMul(b, zv, cs, ""), "");
+    LLVMValueRef x = LLVMBuildSIToFP(b, t, k->vty, "");
+    LLVMValueRef s = LLVMBuildFMul(b, sv, sw, "");
+    x = bias ? kern_fma(k, x, s, bias) : LLVMBuildFMul(b, x, s, "");
+    x = kern_activation(k, x, (ir_act)d->activation);
+    if (d->has_residual) {
+        LLVMValueRef rv =
+            kern_vload_masked(k, kern_gep(k, e->R, kern_add(k, kern_mulc(k, row, d->ldr), col)), mask, NULL);
+        x = d->gate ? LLVMBuildFMul(b, x, rv, "") : LLVMBuildFAdd(b, x, rv, "");
+    }
+    kern_vstore_masked(k, x, kern_gep(k, e->C, kern_add(k, kern_mulc(k, row, d->ldc), col)), mask);
+}
+
+/* ---- vnni and wide: sums in registers ---- */
+
 /* Panels [pb, pe) over the task's rows, MR at a time; lanes: the valid
  * columns of each half of these panels. */
 static void emit_panels(i8_emit *e, LLVMValueRef pb, LLVMValueRef pe, const int lanes[2])
@@ -172,7 +374,6 @@ static void emit_panels(i8_emit *e, LLVMValueRef pb, LLVMValueRef pe, const int 
     const cg_gemm_desc *d = e->d;
     const i8_plan *p = e->p;
     int vf = p->vf, mr = p->mr, nh = lanes[1] ? 2 : 1;
-    LLVMTypeRef vf32 = k->vty;
     kern_loop P, G, S;
     kern_for(k, &P, pb, pe, 1, 0, 0, NULL, "i8.panel");
     LLVMValueRef n0 = kern_mulc(k, P.iv, p->nr);
@@ -182,89 +383,206 @@ static void emit_panels(i8_emit *e, LLVMValueRef pb, LLVMValueRef pe, const int 
     LLVMValueRef nrows = LLVMBuildSub(b, e->rows, r0, "");
     LLVMValueRef grow = kern_add(k, e->m0, r0);
     /* row r reads A's row min(r, nrows - 1): a short group repeats its last row */
-    LLVMValueRef arow[16], in[16];
+    LLVMValueRef arow[16], in[16], rr[16];
     for (int r = 0; r < mr; r++) {
         in[r] = LLVMBuildICmp(b, LLVMIntSGT, nrows, kern_i64(k, r), "");
-        LLVMValueRef rr = LLVMBuildSelect(b, in[r], kern_i64(k, r), LLVMBuildSub(b, nrows, kern_i64(k, 1), ""), "");
-        arow[r] = bytes_at(e, e->A, kern_mulc(k, kern_add(k, grow, rr), d->lda));
+        rr[r] = LLVMBuildSelect(b, in[r], kern_i64(k, r), LLVMBuildSub(b, nrows, kern_i64(k, 1), ""), "");
+        arow[r] = bytes_at(e, e->A, kern_mulc(k, kern_add(k, grow, rr[r]), d->lda));
     }
     LLVMValueRef init[KERN_MAX_CARRY];
     for (int i = 0; i < mr * nh; i++)
         init[i] = LLVMConstNull(e->vi);
     int64_t whole = d->K / 4; /* groups A fills */
     kern_for(k, &S, kern_i64(k, 0), kern_i64(k, whole), 1, 0, mr * nh, init, "i8.k");
-    LLVMValueRef acc[KERN_MAX_CARRY];
+    LLVMValueRef acc[KERN_MAX_CARRY], av[16] = {0};
     memcpy(acc, S.carry, sizeof(LLVMValueRef) * (size_t)(mr * nh));
-    LLVMValueRef wg = bytes_at(e, wp, kern_mulc(k, S.iv, p->nr * 4)), wv[2];
-    for (int h = 0; h < nh; h++) {
-        wv[h] = LLVMBuildLoad2(b, e->vi, bytes_at(e, wg, kern_i64(k, h * vf * 4)), "");
-        LLVMSetAlignment(wv[h], (unsigned)(vf * 4));
-    }
     LLVMValueRef ka = kern_mulc(k, S.iv, 4);
-    for (int r = 0; r < mr; r++) {
-        LLVMValueRef av = splat_i32(e, load_i32(e, bytes_at(e, arow[r], ka)));
-        for (int h = 0; h < nh; h++)
-            acc[r * nh + h] = dot(e, acc[r * nh + h], av, wv[h]);
-    }
+    for (int r = 0; r < mr; r++)
+        av[r] = splat_i32(e, load_i32(e, bytes_at(e, arow[r], ka)));
+    group_dot(e, bytes_at(e, wp, kern_mulc(k, S.iv, (int64_t)p->group_bytes)), av, nh, acc);
     kern_for_end(k, &S, acc);
     memcpy(acc, S.carry, sizeof(LLVMValueRef) * (size_t)(mr * nh));
     if (d->K % 4) { /* the group K ends in: A's last bytes, W's zeros past K */
-        LLVMValueRef wg2 = bytes_at(e, wp, kern_i64(k, whole * p->nr * 4));
-        for (int h = 0; h < nh; h++) {
-            wv[h] = LLVMBuildLoad2(b, e->vi, bytes_at(e, wg2, kern_i64(k, h * vf * 4)), "");
-            LLVMSetAlignment(wv[h], (unsigned)(vf * 4));
-        }
-        for (int r = 0; r < mr; r++) {
-            LLVMValueRef av =
-                splat_i32(e, load_tail(e, bytes_at(e, arow[r], kern_i64(k, whole * 4)), (int)(d->K % 4)));
-            for (int h = 0; h < nh; h++)
-                acc[r * nh + h] = dot(e, acc[r * nh + h], av, wv[h]);
-        }
+        for (int r = 0; r < mr; r++)
+            av[r] = splat_i32(e, load_tail(e, bytes_at(e, arow[r], kern_i64(k, whole * 4)), (int)(d->K % 4)));
+        group_dot(e, bytes_at(e, wp, kern_i64(k, whole * (int64_t)p->group_bytes)), av, nh, acc);
     }
 
-    /* the epilogue: sums less za * colsum in int32, then scaled in fp32 */
-    LLVMValueRef colsum = bytes_at(e, e->W, kern_i64(k, (int64_t)((size_t)p->npanels * p->panel_bytes)));
-    LLVMValueRef swp = bytes_at(e, colsum, kern_i64(k, p->npanels * p->nr * 4));
-    LLVMValueRef cs[2], sw[2], bias[2] = {0};
-    for (int h = 0; h < nh; h++) {
-        LLVMValueRef col = kern_addc(k, n0, h * vf);
-        cs[h] = LLVMBuildLoad2(b, e->vi, bytes_at(e, colsum, kern_mulc(k, col, 4)), "");
-        LLVMSetAlignment(cs[h], 4);
-        sw[h] = kern_vload(k, kern_gep(k, swp, col), vf, NULL);
-        if (d->has_bias)
-            bias[h] = kern_vload(k, kern_gep(k, e->bias, col), lanes[h], NULL);
-    }
-    int res_late = d->has_residual;
+    /* the epilogue from the registers */
+    LLVMValueRef cs[2], sw[2], bias[2];
+    panel_consts(e, n0, lanes, nh, cs, sw, bias);
     for (int r = 0; r < mr; r++) {
-        LLVMValueRef row = kern_addc(k, grow, r);
         /* the row's scale and zero point (a missing row reads its group's last) */
-        LLVMValueRef qi = kern_i64(k, 0);
-        if (e->di->a_per_row)
-            qi = kern_add(k, grow, LLVMBuildSelect(b, in[r], kern_i64(k, r), LLVMBuildSub(b, nrows, kern_i64(k, 1), ""),
-                                                   ""));
-        LLVMValueRef zp = LLVMBuildLoad2(b, k->i32, LLVMBuildGEP2(b, k->i32, e->za, &qi, 1, ""), "za");
-        LLVMValueRef sa = LLVMBuildLoad2(b, k->f32, kern_gep(k, e->sa, qi), "sa");
-        LLVMValueRef zv = splat_i32(e, zp), sv = kern_splat(k, sa);
+        LLVMValueRef zv, sv;
+        row_quant(e, e->di->a_per_row ? kern_add(k, grow, rr[r]) : kern_i64(k, 0), &zv, &sv);
         for (int h = 0; h < nh; h++) {
-            LLVMValueRef col = kern_addc(k, n0, h * vf);
             LLVMValueRef n = LLVMBuildSelect(b, in[r], kern_i64(k, lanes[h]), kern_i64(k, 0), "");
-            LLVMValueRef mask = kern_lanes_below(k, n);
-            LLVMValueRef t = LLVMBuildSub(b, acc[r * nh + h], LLVMBuildMul(b, zv, cs[h], ""), "");
-            LLVMValueRef x = LLVMBuildSIToFP(b, t, vf32, "");
-            LLVMValueRef s = LLVMBuildFMul(b, sv, sw[h], "");
-            x = bias[h] ? kern_fma(k, x, s, bias[h]) : LLVMBuildFMul(b, x, s, "");
-            x = kern_activation(k, x, (ir_act)d->activation);
-            if (res_late) {
-                LLVMValueRef rv =
-                    kern_vload_masked(k, kern_gep(k, e->R, kern_add(k, kern_mulc(k, row, d->ldr), col)), mask, NULL);
-                x = d->gate ? LLVMBuildFMul(b, x, rv, "") : LLVMBuildFAdd(b, x, rv, "");
-            }
-            kern_vstore_masked(k, x, kern_gep(k, e->C, kern_add(k, kern_mulc(k, row, d->ldc), col)), mask);
+            dequant_store(e, acc[r * nh + h], zv, sv, cs[h], sw[h], bias[h], kern_addc(k, grow, r),
+                          kern_addc(k, n0, h * vf), kern_lanes_below(k, n));
         }
     }
     kern_for_end(k, &G, NULL);
     kern_for_end(k, &P, NULL);
 }
+
+/* ---- amx: sums in tiles ---- */
+
+static LLVMValueRef i16c(i8_emit *e, int v) { return LLVMConstInt(e->i16, (unsigned long long)v, 0); }
+
+/* A 16-row, 64-byte-wide tile at p, rows stride bytes apart. */
+static LLVMValueRef tile_load(i8_emit *e, LLVMValueRef p, LLVMValueRef stride)
+{
+    LLVMValueRef a[4] = {i16c(e, 16), i16c(e, 64), p, stride};
+    return LLVMBuildCall2(e->k->b, e->t_load, e->f_load, a, 4, "");
+}
+
+static void tile_store(i8_emit *e, LLVMValueRef p, LLVMValueRef stride, LLVMValueRef t)
+{
+    LLVMValueRef a[5] = {i16c(e, 16), i16c(e, 64), p, stride, t};
+    LLVMBuildCall2(e->k->b, e->t_store, e->f_store, a, 5, "");
+}
+
+/* The task's rows of A, all of K, into abuf tile by tile (the header's
+ * layout): 64 bytes a step, the step K ends in under a mask, zeros past K
+ * and for the rows from `rows` to the next multiple of 32. */
+static void emit_stage_a(i8_emit *e)
+{
+    kern *k = e->k;
+    LLVMBuilderRef b = k->b;
+    const cg_gemm_desc *d = e->d;
+    const i8_plan *p = e->p;
+    LLVMTypeRef v64 = LLVMVectorType(e->i8, AMX8_KS);
+    int64_t whole = d->K / AMX8_KS, row_tiles = p->steps * 2 * AMX8_TILE;
+    int tail = (int)(d->K % AMX8_KS);
+    kern_loop R, S;
+    kern_for(k, &R, kern_i64(k, 0), e->rows, 1, 0, 0, NULL, "i8amx.stage");
+    LLVMValueRef dst = bytes_at(e, e->abuf,
+                                kern_add(k, kern_mulc(k, LLVMBuildUDiv(b, R.iv, kern_i64(k, AMX8_MR), ""), row_tiles),
+                                         kern_mulc(k, LLVMBuildURem(b, R.iv, kern_i64(k, AMX8_MR), ""), AMX8_KS)));
+    LLVMValueRef src = bytes_at(e, e->A, kern_mulc(k, kern_add(k, e->m0, R.iv), d->lda));
+    if (whole) {
+        kern_for(k, &S, kern_i64(k, 0), kern_i64(k, whole), 1, 0, 0, NULL, "i8amx.stage.k");
+        LLVMValueRef v = load_vec(e, v64, bytes_at(e, src, kern_mulc(k, S.iv, AMX8_KS)), 1);
+        LLVMSetAlignment(LLVMBuildStore(b, v, bytes_at(e, dst, kern_mulc(k, S.iv, 2 * AMX8_TILE))), 64);
+        kern_for_end(k, &S, NULL);
+    }
+    if (tail) {
+        LLVMValueRef bits[AMX8_KS];
+        for (int i = 0; i < AMX8_KS; i++)
+            bits[i] = LLVMConstInt(k->i1, i < tail, 0);
+        LLVMTypeRef types[2] = {v64, k->ptr}, fnty;
+        LLVMValueRef fn = kern_intrinsic(k, "llvm.masked.load", types, 2, &fnty);
+        LLVMValueRef args[4] = {bytes_at(e, src, kern_i64(k, whole * AMX8_KS)), LLVMConstInt(k->i32, 1, 0),
+                                LLVMConstVector(bits, AMX8_KS), LLVMConstNull(v64)};
+        LLVMValueRef v = LLVMBuildCall2(b, fnty, fn, args, 4, "");
+        LLVMSetAlignment(LLVMBuildStore(b, v, bytes_at(e, dst, kern_i64(k, whole * 2 * AMX8_TILE))), 64);
+    }
+    kern_for_end(k, &R, NULL);
+    LLVMValueRef rows32 = kern_mulc(k, kern_cdiv(k, e->rows, kern_i64(k, AMX8_MR)), AMX8_MR);
+    kern_loop Z, ZS;
+    kern_for(k, &Z, e->rows, rows32, 1, 0, 0, NULL, "i8amx.pad");
+    LLVMValueRef zdst = bytes_at(e, e->abuf,
+                                 kern_add(k, kern_mulc(k, LLVMBuildUDiv(b, Z.iv, kern_i64(k, AMX8_MR), ""), row_tiles),
+                                          kern_mulc(k, LLVMBuildURem(b, Z.iv, kern_i64(k, AMX8_MR), ""), AMX8_KS)));
+    kern_for(k, &ZS, kern_i64(k, 0), kern_i64(k, p->steps), 1, 0, 0, NULL, "i8amx.pad.k");
+    LLVMSetAlignment(LLVMBuildStore(b, LLVMConstNull(v64), bytes_at(e, zdst, kern_mulc(k, ZS.iv, 2 * AMX8_TILE))), 64);
+    kern_for_end(k, &ZS, NULL);
+    kern_for_end(k, &Z, NULL);
+}
+
+/* Panels [pb, pe), each with the same lanes: for each K block and each 32
+ * rows of the task, the 2 x 2 tiles of C from zeros or the partial sums,
+ * the block's steps, the tiles back to the partial sums, and after the last
+ * block the epilogue from there to C. */
+static void emit_panels_amx(i8_emit *e, LLVMValueRef pb, LLVMValueRef pe, const int lanes[2])
+{
+    kern *k = e->k;
+    LLVMBuilderRef b = k->b;
+    const i8_plan *p = e->p;
+    int nh = lanes[1] ? 2 : 1, kblocked = p->nkb > 1;
+    LLVMValueRef s64 = kern_i64(k, 64), sp = kern_i64(k, AMX8_NR * 4); /* tiles' strides: A and B, the partial sums */
+    kern_loop P, KB, T, S, L;
+    kern_for(k, &P, pb, pe, 1, 0, 0, NULL, "i8amx.panel");
+    LLVMValueRef n0 = kern_mulc(k, P.iv, AMX8_NR);
+    kern_for(k, &KB, kern_i64(k, 0), kern_i64(k, p->nkb), 1, 0, 0, NULL, "i8amx.kb");
+    LLVMValueRef ks = kern_mulc(k, KB.iv, p->kcs); /* the block's first step */
+    LLVMValueRef ksteps = kern_min(k, kern_i64(k, p->kcs), LLVMBuildSub(b, kern_i64(k, p->steps), ks, ""));
+    LLVMValueRef wblk = bytes_at(e, e->W, kern_mulc(k, kern_add(k, kern_mulc(k, P.iv, p->steps), ks), 2 * AMX8_TILE));
+    LLVMValueRef first = LLVMBuildICmp(b, LLVMIntEQ, KB.iv, kern_i64(k, 0), "first");
+    LLVMValueRef last = LLVMBuildICmp(b, LLVMIntEQ, KB.iv, kern_i64(k, p->nkb - 1), "last");
+    kern_for(k, &T, kern_i64(k, 0), kern_cdiv(k, e->rows, kern_i64(k, AMX8_MR)), 1, 0, 0, NULL, "i8amx.rows");
+    LLVMValueRef r0 = kern_mulc(k, T.iv, AMX8_MR);
+    LLVMValueRef slot = bytes_at(e, e->pbuf, kern_mulc(k, T.iv, AMX8_MR * AMX8_NR * 4));
+    LLVMValueRef tile_at[4], init[4], zargs[2] = {i16c(e, 16), i16c(e, 64)};
+    for (int i = 0; i < 4; i++) /* tile (i / 2, i % 2): 16 rows down, 16 columns across */
+        tile_at[i] = bytes_at(e, slot, kern_i64(k, (i / 2) * 16 * AMX8_NR * 4 + (i % 2) * 64));
+    if (kblocked) {
+        LLVMBasicBlockRef bzero = kern_block(k, "i8amx.zero"), bload = kern_block(k, "i8amx.load"),
+                          bgo = kern_block(k, "i8amx.go");
+        LLVMBuildCondBr(b, first, bzero, bload);
+        LLVMPositionBuilderAtEnd(b, bzero);
+        LLVMValueRef tz[4], tl[4];
+        for (int i = 0; i < 4; i++)
+            tz[i] = LLVMBuildCall2(b, e->t_zero, e->f_zero, zargs, 2, "");
+        LLVMBuildBr(b, bgo);
+        LLVMPositionBuilderAtEnd(b, bload);
+        for (int i = 0; i < 4; i++)
+            tl[i] = tile_load(e, tile_at[i], sp);
+        LLVMBuildBr(b, bgo);
+        LLVMPositionBuilderAtEnd(b, bgo);
+        for (int i = 0; i < 4; i++) {
+            init[i] = LLVMBuildPhi(b, e->amx, "");
+            LLVMValueRef v[2] = {tz[i], tl[i]};
+            LLVMBasicBlockRef from[2] = {bzero, bload};
+            LLVMAddIncoming(init[i], v, from, 2);
+        }
+    } else {
+        for (int i = 0; i < 4; i++)
+            init[i] = LLVMBuildCall2(b, e->t_zero, e->f_zero, zargs, 2, "");
+    }
+    kern_for(k, &S, kern_i64(k, 0), ksteps, 1, 0, 4, init, "i8amx.k");
+    LLVMValueRef a0 = bytes_at(e, e->abuf,
+                               kern_mulc(k, kern_add(k, kern_mulc(k, T.iv, p->steps), kern_add(k, ks, S.iv)),
+                                         2 * AMX8_TILE));
+    LLVMValueRef bstep = bytes_at(e, wblk, kern_mulc(k, S.iv, 2 * AMX8_TILE));
+    LLVMValueRef ta[2] = {tile_load(e, a0, s64), tile_load(e, bytes_at(e, a0, kern_i64(k, AMX8_TILE)), s64)};
+    LLVMValueRef tb[2] = {tile_load(e, bstep, s64), tile_load(e, bytes_at(e, bstep, kern_i64(k, AMX8_TILE)), s64)};
+    LLVMValueRef acc[4];
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 2; j++) {
+            LLVMValueRef a[6] = {i16c(e, 16), i16c(e, 64), i16c(e, 64), S.carry[i * 2 + j], ta[i], tb[j]};
+            acc[i * 2 + j] = LLVMBuildCall2(b, e->t_dp, e->f_dp, a, 6, "");
+        }
+    kern_for_end(k, &S, acc);
+    for (int i = 0; i < 4; i++)
+        tile_store(e, tile_at[i], sp, S.carry[i]);
+
+    /* after the last block: the epilogue of these rows from their partial sums */
+    LLVMBasicBlockRef bepi = kern_block(k, "i8amx.epi"), bdone = kern_block(k, "i8amx.done");
+    LLVMBuildCondBr(b, last, bepi, bdone);
+    LLVMPositionBuilderAtEnd(b, bepi);
+    LLVMValueRef cs[2], sw[2], bias[2], mask[2];
+    panel_consts(e, n0, lanes, nh, cs, sw, bias);
+    for (int h = 0; h < nh; h++)
+        mask[h] = kern_lane_mask(k, lanes[h]);
+    LLVMValueRef nrows = kern_min(k, kern_i64(k, AMX8_MR), LLVMBuildSub(b, e->rows, r0, ""));
+    kern_for(k, &L, kern_i64(k, 0), nrows, 1, 0, 0, NULL, "i8amx.epi.row");
+    LLVMValueRef row = kern_add(k, e->m0, kern_add(k, r0, L.iv)), zv, sv;
+    row_quant(e, e->di->a_per_row ? row : kern_i64(k, 0), &zv, &sv);
+    LLVMValueRef srow = bytes_at(e, slot, kern_mulc(k, L.iv, AMX8_NR * 4));
+    for (int h = 0; h < nh; h++) {
+        LLVMValueRef sums = load_vec(e, e->vi, bytes_at(e, srow, kern_i64(k, h * 64)), 64);
+        dequant_store(e, sums, zv, sv, cs[h], sw[h], bias[h], row, kern_addc(k, n0, h * 16), mask[h]);
+    }
+    kern_for_end(k, &L, NULL);
+    LLVMBuildBr(b, bdone);
+    LLVMPositionBuilderAtEnd(b, bdone);
+    kern_for_end(k, &T, NULL);
+    kern_for_end(k, &KB, NULL);
+    kern_for_end(k, &P, NULL);
+}
+
+/* ---- the task and the driver ---- */
 
 /* task(closure {args, nmb, mc, nnb}, begin, end): task t = ni * nmb + mi,
  * rows [mi * mc, min(M, (mi + 1) * mc)), panels [ni * P / nnb, (ni + 1) * P / nnb). */
@@ -274,6 +592,14 @@ static LLVMValueRef emit_task(i8_emit *e, const char *name, LLVMTypeRef argsty)
     LLVMBuilderRef b = k->b;
     const i8_plan *p = e->p;
     LLVMValueRef fn = kern_func(k, name, kern_task_type(k), 1);
+    int amx = p->path == I8_AMX;
+    if (amx) {
+        e->abuf = LLVMBuildArrayAlloca(b, e->i8, kern_i64(k, p->mc_max * p->steps * AMX8_KS), "abuf");
+        LLVMSetAlignment(e->abuf, 64);
+        e->pbuf = LLVMBuildArrayAlloca(b, e->i8, kern_i64(k, p->mc_max * AMX8_NR * 4), "pbuf");
+        LLVMSetAlignment(e->pbuf, 64);
+    }
+    void (*panels)(i8_emit *, LLVMValueRef, LLVMValueRef, const int[2]) = amx ? emit_panels_amx : emit_panels;
     LLVMValueRef args, nmb, mc, nnb, a[7];
     kern_task_closure(k, fn, &args, &nmb, &mc, &nnb);
     LLVMValueRef M = kern_args_read(k, argsty, args, 7, a);
@@ -285,14 +611,16 @@ static LLVMValueRef emit_task(i8_emit *e, const char *name, LLVMTypeRef argsty)
     e->rows = LLVMBuildSub(b, kern_min(k, M, kern_add(k, e->m0, mc)), e->m0, "rows");
     LLVMValueRef p0 = LLVMBuildSDiv(b, kern_mulc(k, ni, p->npanels), nnb, "p0");
     LLVMValueRef p1 = LLVMBuildSDiv(b, kern_mulc(k, kern_addc(k, ni, 1), p->npanels), nnb, "p1");
+    if (amx)
+        emit_stage_a(e);
     int full[2] = {p->vf, p->vf};
     if (p->nfull)
-        emit_panels(e, p0, kern_min(k, p1, kern_i64(k, p->nfull)), full);
+        panels(e, p0, kern_min(k, p1, kern_i64(k, p->nfull)), full);
     if (p->nfull < p->npanels) { /* the padded last panel, when it is the task's */
         LLVMBasicBlockRef brem = kern_block(k, "i8.rem"), bjoin = kern_block(k, "i8.rem.join");
         LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntEQ, p1, kern_i64(k, p->npanels), ""), brem, bjoin);
         LLVMPositionBuilderAtEnd(b, brem);
-        emit_panels(e, kern_i64(k, p->nfull), kern_i64(k, p->npanels), p->rem_lanes);
+        panels(e, kern_i64(k, p->nfull), kern_i64(k, p->npanels), p->rem_lanes);
         LLVMBuildBr(b, bjoin);
         LLVMPositionBuilderAtEnd(b, bjoin);
     }
@@ -301,13 +629,14 @@ static LLVMValueRef emit_task(i8_emit *e, const char *name, LLVMTypeRef argsty)
     return fn;
 }
 
-/* The fewest row blocks of at most I8_MC_GROUPS groups, evened out, then
- * column blocks until there are I8_TASKS_PER_THREAD tasks per thread (at
- * most one per panel). */
+/* The fewest row blocks of at most I8_MC_GROUPS groups (amx: as many rows
+ * as the A buffer holds), evened out, then column blocks until there are
+ * I8_TASKS_PER_THREAD tasks per thread (at most one per panel). */
 static kern_split split(kern *k, void *gen, LLVMValueRef M, LLVMValueRef nt)
 {
     const i8_plan *p = ((const i8_emit *)gen)->p;
-    return kern_split_panels(k, M, p->mr, (int64_t)I8_MC_GROUPS * p->mr, p->npanels, I8_TASKS_PER_THREAD, nt);
+    int64_t mc_max = p->path == I8_AMX ? p->mc_max : (int64_t)I8_MC_GROUPS * p->mr;
+    return kern_split_panels(k, M, p->mr, mc_max, p->npanels, I8_TASKS_PER_THREAD, nt);
 }
 
 static LLVMValueRef build_task(kern *k, void *gen, const char *name, LLVMTypeRef argsty)
@@ -316,25 +645,42 @@ static LLVMValueRef build_task(kern *k, void *gen, const char *name, LLVMTypeRef
     return emit_task(gen, name, argsty);
 }
 
-/* VPDPBUSD on the target's vectors; -1 when this LLVM lacks it. */
+/* The path's intrinsics: the AMX tiles', or VPDPBUSD or VPMADDWD on the
+ * target's vectors; -1 when this LLVM lacks them. */
 static int prepare(kern *k, void *gen)
 {
     i8_emit *e = gen;
     e->k = k;
     e->i8 = LLVMInt8TypeInContext(k->ctx);
+    e->i16 = LLVMInt16TypeInContext(k->ctx);
     e->vi = LLVMVectorType(k->i32, (unsigned)e->p->vf);
-    e->f_dot = kern_intrinsic(k, e->p->vf == 16 ? "llvm.x86.avx512.vpdpbusd.512" : "llvm.x86.avx512.vpdpbusd.256",
-                              NULL, 0, &e->t_dot);
-    return e->f_dot && LLVMCountParamTypes(e->t_dot) == 3 ? 0 : -1;
+    switch (e->p->path) {
+    case I8_AMX:
+        e->amx = LLVMX86AMXTypeInContext(k->ctx);
+        e->f_load = kern_intrinsic(k, "llvm.x86.tileloadd64.internal", NULL, 0, &e->t_load);
+        e->f_dp = kern_intrinsic(k, "llvm.x86.tdpbusd.internal", NULL, 0, &e->t_dp);
+        e->f_store = kern_intrinsic(k, "llvm.x86.tilestored64.internal", NULL, 0, &e->t_store);
+        e->f_zero = kern_intrinsic(k, "llvm.x86.tilezero.internal", NULL, 0, &e->t_zero);
+        return e->f_load && e->f_dp && e->f_store && e->f_zero ? 0 : -1;
+    case I8_VNNI:
+        e->f_dot = kern_intrinsic(k, e->p->vf == 16 ? "llvm.x86.avx512.vpdpbusd.512" : "llvm.x86.avx512.vpdpbusd.256",
+                                  NULL, 0, &e->t_dot);
+        return e->f_dot && LLVMCountParamTypes(e->t_dot) == 3 ? 0 : -1;
+    default: /* VPMADDWD: LLVM makes it of plain IR only where no value has two uses */
+        e->f_dot = kern_intrinsic(k, e->p->vf == 16 ? "llvm.x86.avx512.pmaddw.d.512" : "llvm.x86.avx2.pmadd.wd", NULL,
+                                  0, &e->t_dot);
+        return e->f_dot && LLVMCountParamTypes(e->t_dot) == 2 ? 0 : -1;
+    }
 }
 
 static void task_name(const kern *k, const void *gen, char *buf, size_t len)
 {
     const i8_emit *e = gen;
     const cg_gemm_desc *d = e->d;
-    snprintf(buf, len, "vitc.i8.%s.K%lld.N%lld.a%lld.c%lld.r%lld.e%d%d%d.q%d", k->tag, (long long)d->K,
-             (long long)d->N, (long long)d->lda, (long long)d->ldc, (long long)d->ldr, d->has_bias ? 1 : 0,
-             d->has_residual ? 1 + (d->gate != 0) : 0, d->activation, e->di->a_per_row ? 1 : 0);
+    static const char *const path[] = {"amx", "vnni", "wide"};
+    snprintf(buf, len, "vitc.i8.%s.%s.K%lld.N%lld.a%lld.c%lld.r%lld.e%d%d%d.q%d", path[e->p->path], k->tag,
+             (long long)d->K, (long long)d->N, (long long)d->lda, (long long)d->ldc, (long long)d->ldr,
+             d->has_bias ? 1 : 0, d->has_residual ? 1 + (d->gate != 0) : 0, d->activation, e->di->a_per_row ? 1 : 0);
 }
 
 LLVMValueRef cg_gemm_i8_emit(LLVMModuleRef mod, const char *name, const cg_gemm_i8_desc *d, const cg_target *t)

@@ -24,10 +24,21 @@ typedef struct {
     int64_t l2_bytes; /* L2 cache per core, for blocking (0: unknown, taken as 512 KiB) */
     int amx_bf16;     /* --precision bf16: Linear layers on AMX tiles in bf16 (gemm_amx.c) */
     int bf16_dot;     /* --precision bf16 without AMX: the same on AVX512-BF16 (VDPBF16PS, gemm_amx.c) */
+    int vnni;         /* VPDPBUSD on these vectors: avx512vnni with 16 floats; avxvnni, or avx512vnni and
+                       * avx512vl, with 8 (any precision) */
+    int madd16;       /* VPMADDWD on these vectors: avx512bw with 16 floats, avx2 with 8 (any precision) */
+    int amx_int8;     /* --precision int8 with amx-tile, amx-int8 and AVX-512: int8 GEMMs on AMX tiles (TDPBUSD) */
 } cg_target;
 
 /* Whether the Linear layers run in bf16 (--precision bf16), on either path. */
 static inline int cg_target_bf16(const cg_target *t) { return t->amx_bf16 || t->bf16_dot; }
+/* Whether cg_gemm_i8_emit takes the target at all: 8- or 16-float vectors
+ * with VPDPBUSD or at least VPMADDWD on them (every AVX2 and AVX-512 CPU
+ * but Xeon Phi); AMX-INT8 is used where amx_int8 says so. */
+static inline int cg_target_int8_ok(const cg_target *t)
+{
+    return (t->vec_floats == 8 || t->vec_floats == 16) && (t->vnni || t->madd16);
+}
 
 /* The target for an LLVM feature string ("+avx2,+fma,-avx512f,..."): 16
  * floats and 32 registers with +avx512f, 8 and 16 with +avx, else 4 and 16
@@ -84,15 +95,22 @@ size_t cg_gemm_amx_packed_bytes(const cg_gemm_desc *d, const cg_target *t);
 void cg_gemm_amx_pack(const cg_gemm_desc *d, const cg_target *t, const float *W, void *out);
 LLVMValueRef cg_gemm_amx_emit(LLVMModuleRef mod, const char *name, const cg_gemm_desc *d, const cg_target *t);
 
-/* ---- the same GEMM on int8 operands (gemm_i8.c; the target's CPU must
- * have AVX512-VNNI for 16-float vectors, AVX-VNNI or AVX512-VNNI with VL
- * for 8-float ones) ----
+/* ---- the same GEMM on int8 operands (gemm_i8.c; targets of
+ * cg_target_int8_ok) ----
  *     C[m, n] = act(sa[m] * sw[n] * (sum_k A[m, k] * W[k, n] - za[m] * colsum[n]) + bias[n]) (+|*) R[m, n]
  * A is uint8 (row stride g.lda in bytes) with scale sa and zero point za,
  * one for the tensor or (a_per_row) one per row; W is int8 with one scale
  * sw[n] per column, colsum[n] the sum of its column.  The sums are exact in
- * int32 (VPDPBUSD); za * colsum is subtracted from them in int32.  K at most
- * 65000 (the sums' range).  Epilogue fields as in cg_gemm_desc. */
+ * int32; za * colsum is subtracted from them in int32.  K at most 65000
+ * (the sums' range).  Epilogue fields as in cg_gemm_desc.  The sums on AMX
+ * tiles (TDPBUSD) with t->amx_int8 and K up to 32768, else VPDPBUSD with
+ * t->vnni, else VPMADDWD (t->madd16); each packs W its own way, so pack and
+ * emit take the same target.  The packed W must be 64-byte aligned; A, C,
+ * R and the scales need no alignment, A no padding.  The AMX path's tasks
+ * keep their rows of A (at most 1 MiB) and their int32 sums (at most
+ * 64 KiB) on their threads' stacks; it needs the tile registers granted to
+ * the process (the runtime asks for them for a model whose features list
+ * amx-tile). */
 typedef struct {
     cg_gemm_desc g;
     int a_per_row;
@@ -115,7 +133,8 @@ size_t cg_gemm_i8_packed_bytes(const cg_gemm_i8_desc *d, const cg_target *t);
 /* Packs W (K x N int8, row-major), its column sums and w_scale [N] into out. */
 void cg_gemm_i8_pack(const cg_gemm_i8_desc *d, const cg_target *t, const int8_t *W, const float *w_scale, void *out);
 /* NULL for K or N < 1, K > 65000, a stride below its row, an activation
- * outside ir_act, vec_floats not 8 or 16, or an LLVM without VPDPBUSD. */
+ * outside ir_act, a target cg_target_int8_ok refuses, or an LLVM without
+ * the path's instructions. */
 LLVMValueRef cg_gemm_i8_emit(LLVMModuleRef mod, const char *name, const cg_gemm_i8_desc *d, const cg_target *t);
 
 /* ---- batched GEMM between activations (MatMul of two computed tensors) ----

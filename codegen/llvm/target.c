@@ -136,6 +136,10 @@ static void describe_target(cg_ctx *cg)
     t->vec_floats = vf;
     t->nregs = vf == 16 ? 32 : 16;
     t->has_fma = has_feature(f, "fma") || vf == 16;
+    /* the int8 GEMM's dot products on the vectors the kernels use, whatever --precision says */
+    int vnni512 = has_feature(f, "avx512vnni");
+    t->vnni = vf == 16 ? vnni512 : vf == 8 && (has_feature(f, "avxvnni") || (vnni512 && has_feature(f, "avx512vl")));
+    t->madd16 = vf == 16 ? has_feature(f, "avx512bw") : vf == 8 && has_feature(f, "avx2");
     t->l1_bytes = cg->opt->cpu ? 0 : cg_host_l1_bytes(); /* a CPU by name: its caches are not known here */
     t->l2_bytes = cg->opt->cpu ? 0 : cg_host_l2_bytes();
 }
@@ -340,13 +344,14 @@ int cg_target_create(cg_ctx *cg, LLVMTargetMachineRef *tm)
         cg->features = f;
     }
     describe_target(cg);
-    /* --precision: fp32 (the default), or bf16 Linear layers on AMX tiles,
-     * else with AVX512-BF16's dot products */
+    /* --precision: fp32 (the default); bf16 Linear layers on AMX tiles, else
+     * with AVX512-BF16's dot products; or int8 ones (gemm_i8.c) on AMX-INT8
+     * tiles, else with VPDPBUSD, else with VPMADDWD */
     const char *prec = o->precision ? o->precision : "fp32";
-    int bf16 = strcmp(prec, "bf16") == 0;
-    if (!bf16 && strcmp(prec, "fp32") != 0 && strcmp(prec, "int8") != 0)
-        return cg_fail(cg, VITC_BAD_INPUT, -1, "the CPU backend computes in fp32 or bf16 (--precision fp32|bf16), not "
-                       "'%s'", prec);
+    int bf16 = strcmp(prec, "bf16") == 0, int8 = strcmp(prec, "int8") == 0;
+    if (!bf16 && !int8 && strcmp(prec, "fp32") != 0)
+        return cg_fail(cg, VITC_BAD_INPUT, -1,
+                       "the CPU backend computes in fp32, bf16 or int8 (--precision fp32|bf16|int8), not '%s'", prec);
     int avx512 = cg->target.vec_floats == 16;
     if (bf16 && avx512 && has_feature(cg->features, "amx-tile") && has_feature(cg->features, "amx-bf16"))
         cg->target.amx_bf16 = 1;
@@ -357,7 +362,14 @@ int cg_target_create(cg_ctx *cg, LLVMTargetMachineRef *tm)
                        "--precision bf16 on the CPU needs AMX (amx-tile, amx-bf16) or avx512bf16, with AVX-512, "
                        "which cpu '%s' with these features lacks; leave --precision out for fp32",
                        cg->cpu);
-    if (!cg->target.amx_bf16) {
+    if (int8 && !cg_target_int8_ok(&cg->target))
+        return cg_fail(cg, VITC_BAD_INPUT, -1,
+                       "--precision int8 on the CPU needs AVX2, or AVX-512 with avx512bw or avx512vnni, which cpu "
+                       "'%s' with these features lacks; leave --precision out for fp32",
+                       cg->cpu);
+    if (int8 && avx512 && has_feature(cg->features, "amx-tile") && has_feature(cg->features, "amx-int8"))
+        cg->target.amx_int8 = 1;
+    if (!cg->target.amx_bf16 && !cg->target.amx_int8) {
         /* code without tile instructions: the descriptor's list (which the
          * loader checks, and which asks it for the tile registers) leaves
          * AMX out, and the .so runs on AVX-512 hosts without AMX too */
