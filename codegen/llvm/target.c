@@ -367,7 +367,11 @@ int cg_target_create(cg_ctx *cg, LLVMTargetMachineRef *tm)
                        "--precision int8 on the CPU needs AVX2, or AVX-512 with avx512bw or avx512vnni, which cpu "
                        "'%s' with these features lacks; leave --precision out for fp32",
                        cg->cpu);
-    if (int8 && avx512 && has_feature(cg->features, "amx-tile") && has_feature(cg->features, "amx-int8"))
+    /* int8 Linears: every one with --precision int8, a quantized model's own at any precision */
+    int int8_layers = int8;
+    for (int i = 0; cg->g && !int8_layers && i < cg->g->nnodes; i++)
+        int8_layers = cg->g->nodes[i].op == IR_OP_LINEAR_INT8;
+    if (int8_layers && avx512 && has_feature(cg->features, "amx-tile") && has_feature(cg->features, "amx-int8"))
         cg->target.amx_int8 = 1;
     if (!cg->target.amx_bf16 && !cg->target.amx_int8) {
         /* code without tile instructions: the descriptor's list (which the
