@@ -419,9 +419,14 @@ def main():
         for t in ths:
             t.join()
         wall = time.perf_counter() - t0
-        stats1 = grpc.get_inference_statistics(lm[0], as_json=True)["model_stats"][0]
-        n_inf = int(stats1["inference_count"]) - int(stats0["inference_count"])
-        n_exec = int(stats1["execution_count"]) - int(stats0["execution_count"])
+        # the server counts a request after answering it: the last few may be counted a moment later
+        for _ in range(50):
+            stats1 = grpc.get_inference_statistics(lm[0], as_json=True)["model_stats"][0]
+            n_inf = int(stats1["inference_count"]) - int(stats0["inference_count"])
+            n_exec = int(stats1["execution_count"]) - int(stats0["execution_count"])
+            if n_inf >= len(lat):
+                break
+            time.sleep(0.05)
         lat_ms = np.sort(np.array(lat)) * 1e3
         pct = (lambda q: float(lat_ms[min(len(lat_ms) - 1, int(np.ceil(q / 100 * len(lat_ms))) - 1)])) \
             if len(lat_ms) else (lambda q: float("nan"))
