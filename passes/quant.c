@@ -685,31 +685,79 @@ static int own_linears(const ir_graph *g, int *nodes, int *values)
     return n;
 }
 
+/* The relative error, sqrt(sum (W - Wq)^2 / sum W^2), of W [K, N] quantized
+ * per column as quantize_columns does. */
+static double weight_error(const float *w, int64_t K, int64_t N)
+{
+    double num = 0, den = 0;
+    for (int64_t j = 0; j < N; j++) {
+        float a = 0;
+        for (int64_t k = 0; k < K; k++)
+            a = fmaxf(a, fabsf(w[k * N + j]));
+        float step = a > 0 && isfinite(a) ? a / 127.0f : 1.0f;
+        for (int64_t k = 0; k < K; k++) {
+            float x = w[k * N + j], r = nearbyintf(x / step);
+            r = r > 127 ? 127 : r < -127 ? -127 : r;
+            num += ((double)x - (double)r * step) * ((double)x - (double)r * step);
+            den += (double)x * x;
+        }
+    }
+    return den > 0 ? sqrt(num / den) : 0;
+}
+
+static int by_value(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* A Linear --precision int8 quantizes whose weight's int8 error is out of
+ * line with the model's others: more than 4 times their median, and above
+ * 1%.  Such a layer stays f32 (reported). */
+#define WEIGHT_ERROR_RATIO 4.0
+#define WEIGHT_ERROR_FLOOR 1e-2
+
 int pass_int8_linear(ir_graph *g, const pass_options *o, vitc_diag *d)
 {
     pass_int8 mode = o ? o->int8 : PASS_INT8_NONE;
-    int nn = g->nnodes, changed = 0, st = 0, ncal = 0;
-    int *cal_node = NULL, *cal_value = NULL;
+    int nn = g->nnodes, changed = 0, st = 0, nown = 0;
+    int *own = NULL, *own_x = NULL;
+    double *err = NULL, bar = INFINITY;
     float(*range)[2] = NULL;
-    if (mode == PASS_INT8_ALL && o->calib && o->ncalib > 0) {
-        cal_node = calloc((size_t)(nn + 1), sizeof(int)), cal_value = calloc((size_t)(nn + 1), sizeof(int));
-        range = malloc(sizeof *range * (size_t)(nn + 1));
-        if (!cal_node || !cal_value || !range) {
-            free(cal_node), free(cal_value), free(range);
+    if (mode == PASS_INT8_ALL) { /* the model's own Linears: each weight's error, the calibration */
+        own = calloc((size_t)(nn + 1), sizeof(int)), own_x = calloc((size_t)(nn + 1), sizeof(int));
+        err = calloc((size_t)(2 * nn + 2), sizeof(double));
+        range = o->calib && o->ncalib > 0 ? malloc(sizeof *range * (size_t)(nn + 1)) : NULL;
+        if (!own || !own_x || !err || (o->calib && o->ncalib > 0 && !range)) {
+            free(own), free(own_x), free(err), free(range);
             return vitc_error(d, VITC_INTERNAL, NULL, "out of memory");
         }
-        ncal = own_linears(g, cal_node, cal_value);
-        if ((st = pass_calib_ranges(g, o->calib, o->ncalib, cal_value, ncal, range, d)) != VITC_OK) {
-            free(cal_node), free(cal_value), free(range);
+        nown = own_linears(g, own, own_x);
+        for (int c = 0; c < nown; c++) {
+            const ir_value *W = &g->values[g->nodes[own[c]].inputs[IR_LINEAR_W]];
+            err[c] = W->dtype == IR_F32 && W->data ? weight_error(W->data, W->dims[0].k, W->dims[1].k) : 0;
+            err[nn + 1 + c] = err[c];
+        }
+        qsort(err + nn + 1, (size_t)nown, sizeof(double), by_value);
+        if (nown)
+            bar = fmax(WEIGHT_ERROR_RATIO * err[nn + 1 + nown / 2], WEIGHT_ERROR_FLOOR);
+        if (range && (st = pass_calib_ranges(g, o->calib, o->ncalib, own_x, nown, range, d)) != VITC_OK) {
+            free(own), free(own_x), free(err), free(range);
             return st;
         }
     }
     for (int i = 0, c = 0; i < nn && st >= 0 && mode != PASS_INT8_NONE; i++) {
-        const float *calib = c < ncal && cal_node[c] == i ? range[c++] : NULL;
-        if (g->nodes[i].op == IR_OP_LINEAR && (st = int8_linear(g, i, mode == PASS_INT8_ALL, calib)) > 0)
+        int mine = c < nown && own[c] == i;
+        const float *calib = mine && range ? range[c] : NULL;
+        if (mine && err[c] > bar) {
+            rw_miss(g, &g->nodes[i], "its weight quantizes to int8 with a relative error of %.3g, out of line with "
+                    "the model's other Linears (median %.3g): it stays f32", err[c], err[nn + 1 + nown / 2]);
+        } else if (g->nodes[i].op == IR_OP_LINEAR && (st = int8_linear(g, i, mode == PASS_INT8_ALL, calib)) > 0) {
             changed = 1;
+        }
+        c += mine;
     }
-    free(cal_node), free(cal_value), free(range);
+    free(own), free(own_x), free(err), free(range);
     /* the DynamicFakeQuants no int8 Linear took: f32 ops (dead ones go in rw_finish) */
     if (st >= 0 && changed && (st = rw_finish(g, d)) != VITC_OK)
         return st;

@@ -598,6 +598,48 @@ static void test_int8_linear_takes_int8_grids_and_says_why_not(void **state)
     }
 }
 
+/* --precision int8 keeps in f32 a Linear whose weight quantizes out of line
+ * with the others: x [B, 5, 64] into five Linears, four of random weights
+ * (about 0.5% error in int8), one whose columns hold one 1 and 63 values
+ * just past half the int8 step (each rounded up: about 3% error in all). */
+static void test_int8_keeps_an_out_of_line_weight_in_f32(void **state)
+{
+    (void)state;
+    tu_seed(0x0071e);
+    ir_graph *g = tu_graph_new("outlier.onnx", 17);
+    int x = tu_input(g, "x", IR_F32, 3, TU_DIMS(-1, 5, 64));
+    float odd[64 * 16];
+    for (int k = 0; k < 64; k++)
+        for (int j = 0; j < 16; j++)
+            odd[k * 16 + j] = k == j ? 1.0f : (k + j) % 2 ? 0.004f : -0.004f;
+    for (int i = 0; i < 5; i++) {
+        char nm[32];
+        snprintf(nm, sizeof nm, "w%d", i);
+        int w = i == 3 ? tu_const_f32(g, nm, 2, TU_DIMS(64, 16), odd) : tu_const_rand(g, nm, 2, TU_DIMS(64, 16), 0.1f);
+        snprintf(nm, sizeof nm, "mm%d", i);
+        tu_output(g, tu_node(g, IR_OP_MATMUL, nm, IR_F32, 2, TU_IN(x, w), 0, NULL));
+    }
+    tu_check_graph(g, "outlier.onnx");
+    vitc_diag d;
+    vitc_diag_init(&d, "outlier.onnx");
+    pass_options po = {.int8 = PASS_INT8_ALL, .explain = pass_explain_new()};
+    assert_non_null(po.explain);
+    assert_int_equal(pass_run(g, &po, &d), VITC_OK);
+    char *text = NULL;
+    size_t len;
+    FILE *f = open_memstream(&text, &len);
+    pass_explain_print(po.explain, f);
+    fclose(f);
+    pass_explain_free(po.explain);
+    print_message("%d LinearInt8, %d Linear\n%s", count_op(g, IR_OP_LINEAR_INT8), count_op(g, IR_OP_LINEAR), text);
+    assert_int_equal(count_op(g, IR_OP_LINEAR_INT8), 4);
+    assert_int_equal(count_op(g, IR_OP_LINEAR), 1);
+    if (!strstr(text, "node 'mm3'") || !strstr(text, "out of line"))
+        fail_msg("--explain-fusion does not say why mm3 stays f32:\n%s", text);
+    free(text);
+    ir_graph_free(g);
+}
+
 /* vitc compile --precision int8 of the timm seed fixture: every Linear on
  * int8 kernels (inspect says so), within cosine 0.999 of PyTorch's fp32. */
 static void test_precision_int8_compiles_an_fp32_model(void **state)
@@ -730,4 +772,4 @@ TU_MAIN(setup, tu_teardown_tmpdir, test_quantized_exports_in_the_interpreter_mat
         test_lowered_qdq_pairs_on_the_cpu_are_exact, test_what_is_not_lowered_is_refused_by_name, test_dump_prints_the_quantized_exports,
         test_quantized_exports_on_int8_kernels_match_onnxruntime, test_linear_int8_on_the_cpu_matches_the_interpreter,
         test_int8_linear_takes_int8_grids_and_says_why_not, test_precision_int8_compiles_an_fp32_model,
-        test_precision_int8_calibrated)
+        test_precision_int8_calibrated, test_int8_keeps_an_out_of_line_weight_in_f32)
