@@ -328,18 +328,19 @@ static void check_lowered_on_cpu(ir_graph *(*build)(void), const char *name, int
 }
 
 /* What lower-quant leaves (a QuantizeLinear whose output feeds no
- * DequantizeLinear, QLinearMatMul, a DequantizeLinear of what it makes) both
- * backends refuse in the grouped error, each op named with what would run. */
+ * DequantizeLinear, QLinearMatMul whose output scale is computed, a
+ * DequantizeLinear of what it makes) both backends refuse in the grouped
+ * error, each op named with what would run. */
 static void test_what_is_not_lowered_is_refused_by_name(void **state)
 {
     (void)state;
     for (int be = 0; be < 2; be++) {
         ir_graph *g = tu_graph_new("qop.onnx", 17);
-        double s = 0.02, z = 128, ws = 0.01, wz = 0, ys = 0.05, yz = 120;
-        int x = tu_input(g, "x", IR_F32, 2, TU_DIMS(-1, 8));
+        double s = 0.02, z = 128, ws = 0.01, wz = 0, yz = 120;
+        int x = tu_input(g, "x", IR_F32, 2, TU_DIMS(-1, 8)), ysv = tu_input(g, "ys", IR_F32, 1, TU_DIMS(1));
         int sv = qconst(g, "s", IR_F32, 0, NULL, &s), zv = qconst(g, "z", IR_U8, 0, NULL, &z);
         int w = qconst(g, "w", IR_I8, 2, TU_DIMS(8, 8), NULL), wsv = qconst(g, "ws", IR_F32, 0, NULL, &ws);
-        int wzv = qconst(g, "wz", IR_I8, 0, NULL, &wz), ysv = qconst(g, "ys", IR_F32, 0, NULL, &ys);
+        int wzv = qconst(g, "wz", IR_I8, 0, NULL, &wz);
         int yzv = qconst(g, "yz", IR_U8, 0, NULL, &yz);
         int q = tu_node(g, IR_OP_QUANTIZE_LINEAR, "q_in", IR_U8, 3, TU_IN(x, sv, zv), 0, NULL);
         int m0 = tu_node(g, IR_OP_QLINEAR_MATMUL, "qmm0", IR_U8, 8, TU_IN(q, sv, zv, w, wsv, wzv, ysv, yzv), 0, NULL);
