@@ -204,7 +204,8 @@ int cg_refuse_folded_only(const ir_node *n, const char *title, char *why, size_t
                   "A's zero point one number and the sums exact in f32 (or in two halves)"
             : n->op == IR_OP_DYNAMIC_QUANTIZE_LINEAR
                 ? "runs on f32 inputs"
-                : "folds where its inputs are constants; on computed tensors only the reference interpreter runs it";
+                : "folds where its inputs are constants, and on computed tensors runs where its scales and zero points "
+                  "are constants (as DequantizeLinear -> the f32 op -> QuantizeLinear)";
         snprintf(why, len, "%s (quantized ONNX) %s; the %s backend does not run this one", ir_op_name(n->op), runs,
                  title);
         return 1;

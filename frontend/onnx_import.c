@@ -981,11 +981,11 @@ static int import_node_checked(importer *im, const Onnx__NodeProto *np)
     const char *node = np->name ? np->name : "", *op_type = np->op_type ? np->op_type : "";
     vitc_diag *d = im->d;
     int before = d->nerrors;
-    if (np->domain && *np->domain && strcmp(np->domain, "ai.onnx") != 0)
-        return im->scope ? scope_unsupported(im, np, np->domain) : unsupported(im, np, np->domain);
-    int op = ir_op_from_onnx(op_type);
+    /* the default domain, and of com.microsoft the ops of ONNX Runtime's QOperator format (OPF_CONTRIB) */
+    const char *domain = np->domain && *np->domain && strcmp(np->domain, "ai.onnx") != 0 ? np->domain : NULL;
+    int op = ir_op_from_onnx_domain(domain, op_type);
     if (op < 0)
-        return im->scope ? scope_unsupported(im, np, NULL) : unsupported(im, np, NULL);
+        return im->scope ? scope_unsupported(im, np, domain) : unsupported(im, np, domain);
     const ir_op_info *info = &ir_op_table[op];
     if ((int)np->n_input < info->min_in || (info->max_in != VAR && (int)np->n_input > info->max_in) ||
         (int)np->n_output < info->min_out || (info->max_out != VAR && (int)np->n_output > info->max_out) ||
@@ -1131,6 +1131,27 @@ void onnx_report_unsupported(const onnx_unsupported *u, int n, const char *next_
     if (left)
         snprintf(msg + k, sizeof msg - k, ", and %d more operator%s", left, left == 1 ? "" : "s");
     vitc_error(d, VITC_BAD_INPUT, NULL, "unsupported operator%s: %s", groups + left > 1 || n > 1 ? "s" : "", msg);
+    int microsoft = 0;
+    for (int i = 0; i < n && !microsoft; i++)
+        microsoft = u[i].domain && strcmp(u[i].domain, "com.microsoft") == 0;
+    if (microsoft) { /* what vitc takes of that domain: the table's OPF_CONTRIB ops */
+        char ops[512];
+        size_t m = 0;
+        int count = 0, total = 0;
+        for (int i = 0; i < IR_OP_COUNT; i++)
+            total += ir_op_has((ir_op)i, OPF_CONTRIB);
+        for (int i = 0; i < IR_OP_COUNT && m < sizeof ops - 64; i++) {
+            if (!ir_op_has((ir_op)i, OPF_CONTRIB))
+                continue;
+            const char *sep = count == 0 ? "" : count == total - 1 ? " and " : ", ";
+            m += (size_t)snprintf(ops + m, sizeof ops - m, "%s%s", sep, ir_op_name((ir_op)i));
+            count++;
+        }
+        vitc_note(d, "of ONNX Runtime's domain com.microsoft vitc imports only the ops of its QOperator format (%s); "
+                     "its other contrib ops, such as those its graph optimizations write (FusedMatMul, Gelu, "
+                     "SkipLayerNormalization), are not supported: give vitc the model as exported, before them",
+                  ops);
+    }
     if (next_step)
         vitc_note(d, "next step: %s", next_step);
     else

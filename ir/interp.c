@@ -408,11 +408,16 @@ static const ik_kernel kernels[IR_OP_COUNT] = {
     [IR_OP_CONV_INTEGER] = ik_conv_integer,
     [IR_OP_QLINEAR_MATMUL] = ik_qlinear_matmul,
     [IR_OP_QLINEAR_CONV] = ik_qlinear_conv,
+    [IR_OP_QLINEAR_ADD] = ik_qlinear_binary,
+    [IR_OP_QLINEAR_MUL] = ik_qlinear_binary,
+    [IR_OP_QLINEAR_SOFTMAX] = ik_qlinear_softmax,
+    [IR_OP_QLINEAR_CONCAT] = ik_qlinear_concat,
+    [IR_OP_QGEMM] = ik_qgemm,
     [IR_OP_CONSTANT] = NULL,
     [IR_OP_IF] = NULL, /* shape inference puts the branch it picks in its place */
 };
 /* Every op without a formula has its line above (Constant's and If's NULL included). */
-_Static_assert(IR_OP_COUNT - IR_EW_COUNT == 49, "kernels[]: one entry per op without a formula in elemwise.def");
+_Static_assert(IR_OP_COUNT - IR_EW_COUNT == 54, "kernels[]: one entry per op without a formula in elemwise.def");
 
 static ik_kernel kernel_for(ir_op op)
 {

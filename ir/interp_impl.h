@@ -130,6 +130,11 @@ int ik_matmul_integer(ik_ctx *c);
 int ik_conv_integer(ik_ctx *c);
 int ik_qlinear_matmul(ik_ctx *c);
 int ik_qlinear_conv(ik_ctx *c);
+/* interp_qop.c: ONNX Runtime's QOperator ops (com.microsoft) */
+int ik_qlinear_binary(ik_ctx *c); /* QLinearAdd, QLinearMul */
+int ik_qlinear_softmax(ik_ctx *c);
+int ik_qlinear_concat(ik_ctx *c);
+int ik_qgemm(ik_ctx *c);
 /* interp_einsum.c */
 int ik_einsum(ik_ctx *c);
 /* interp_fused.c: ops that passes create */

@@ -65,10 +65,16 @@ double ir_act_ref(double x, ir_act a)
 
 const char *ir_op_name(ir_op op) { return (unsigned)op < IR_OP_COUNT ? ir_op_table[op].name : "?"; }
 
-int ir_op_from_onnx(const char *op_type)
+int ir_op_from_onnx(const char *op_type) { return ir_op_from_onnx_domain(NULL, op_type); }
+
+int ir_op_from_onnx_domain(const char *domain, const char *op_type)
 {
+    int contrib = domain && *domain && strcmp(domain, "ai.onnx") != 0;
+    if (contrib && strcmp(domain, "com.microsoft") != 0)
+        return -1;
     for (int i = 0; i < IR_OP_COUNT; i++)
-        if (!(ir_op_table[i].flags & OPF_FUSED) && strcmp(ir_op_table[i].name, op_type) == 0)
+        if (!(ir_op_table[i].flags & OPF_FUSED) && ((ir_op_table[i].flags & OPF_CONTRIB) ? 1 : 0) == contrib &&
+            strcmp(ir_op_table[i].name, op_type) == 0)
             return i;
     return -1;
 }

@@ -30,6 +30,7 @@ enum {
     OPF_MOVEMENT = 1 << 3,
     OPF_FLOAT_ONLY = 1 << 4,
     OPF_TRANSCENDENTAL = 1 << 5,
+    OPF_CONTRIB = 1 << 6,
 };
 
 /* What kind of code computes an op (the family column of ops.def). */
@@ -113,6 +114,10 @@ enum {
 
 /* The op for an ONNX op_type in the default domain; -1 if unsupported. */
 int ir_op_from_onnx(const char *op_type);
+/* The op for an op_type of a domain: the default one (NULL, "" or
+ * "ai.onnx") as ir_op_from_onnx, "com.microsoft" its ops of ops.def
+ * (OPF_CONTRIB); -1 for anything else. */
+int ir_op_from_onnx_domain(const char *domain, const char *op_type);
 
 typedef enum {
 #define DT(id, code, size, name) IR_##id,

@@ -1251,6 +1251,126 @@ static int infer_qconv(ctx *c)
     return VITC_OK;
 }
 
+/* ---- ONNX Runtime's QOperator ops (com.microsoft) ---- */
+
+/* Input k (optional where absent) holds one element: a scale (f32, of = -2)
+ * or a zero point of input `of`'s type. */
+static int check_qscalar(ctx *c, int k, int of, const char *what)
+{
+    return check_qtype(c, k, of, what) || check_qcount(c, k, ir_dim_const(-1), NULL, 0, what) ? VITC_BAD_INPUT
+                                                                                                : VITC_OK;
+}
+
+/* QLinearAdd, QLinearMul (A, A_scale, A_zero_point, B, B_scale,
+ * B_zero_point, C_scale, C_zero_point) -> A's type, broadcast. */
+static int infer_qlinear_binary(ctx *c)
+{
+    ir_value *a = in(c, 0), *b = in(c, 3);
+    if (check_qtype(c, 0, -1, "A") || check_qtype(c, 3, -1, "B"))
+        return VITC_BAD_INPUT;
+    if (a->dtype != b->dtype)
+        FAIL(c, "A is %s and B %s; they must be of one type", ir_dtype_name(a->dtype), ir_dtype_name(b->dtype));
+    if (check_qscalar(c, 1, -2, "A_scale") || check_qscalar(c, 2, 0, "A_zero_point") ||
+        check_qscalar(c, 4, -2, "B_scale") || check_qscalar(c, 5, 3, "B_zero_point") ||
+        check_qscalar(c, 6, -2, "C_scale") || check_qscalar(c, 7, 0, "C_zero_point"))
+        return VITC_BAD_INPUT;
+    ir_dim r[IR_MAX_RANK];
+    int rr;
+    if (broadcast(c, a->dims, a->rank, b->dims, b->rank, r, &rr))
+        return VITC_BAD_INPUT;
+    out_set(c, 0, a->dtype, rr, r);
+    return VITC_OK;
+}
+
+/* QLinearSoftmax (X, X_scale, x_zero_point, y_scale, y_zero_point) -> X's
+ * shape and type; attributes axis (-1) and opset (required). */
+static int infer_qlinear_softmax(ctx *c)
+{
+    ir_value *x = in(c, 0);
+    if (check_qtype(c, 0, -1, "X") || check_qscalar(c, 1, -2, "X_scale") || check_qscalar(c, 2, 0, "x_zero_point") ||
+        check_qscalar(c, 3, -2, "y_scale") || check_qscalar(c, 4, 0, "y_zero_point"))
+        return VITC_BAD_INPUT;
+    if (!ir_attr_get(c->n, IR_ATTR_OPSET))
+        FAIL(c, "QLinearSoftmax needs its attribute opset (the opset whose Softmax it follows)");
+    if (x->rank < 1 || norm_axis(ir_attr_int(c->n, IR_ATTR_AXIS, -1), x->rank) < 0)
+        FAIL(c, "axis %lld is out of range for an input of rank %d", (long long)ir_attr_int(c->n, IR_ATTR_AXIS, -1),
+             x->rank);
+    out_set(c, 0, x->dtype, x->rank, x->dims);
+    return VITC_OK;
+}
+
+/* QLinearConcat (Y_scale, Y_zero_point, then X, X_scale, X_zero_point per
+ * input) -> Y_zero_point's type, the inputs joined along axis. */
+static int infer_qlinear_concat(ctx *c)
+{
+    int n = c->n->ninputs;
+    if ((n - 2) % 3)
+        FAIL(c, "QLinearConcat takes Y_scale, Y_zero_point, then X, X_scale and X_zero_point per input; it has %d "
+                "inputs", n);
+    if (check_qscalar(c, 0, -2, "Y_scale") || check_qtype(c, 1, -1, "Y_zero_point") ||
+        check_qscalar(c, 1, 1, "Y_zero_point"))
+        return VITC_BAD_INPUT;
+    ir_value *x = in(c, 2);
+    int axis = norm_axis(ir_attr_int(c->n, IR_ATTR_AXIS, 0), x->rank);
+    if (axis < 0 || !ir_attr_get(c->n, IR_ATTR_AXIS) || x->rank < 1)
+        FAIL(c, "axis is missing or out of range (or the inputs are scalars)");
+    ir_dim d[IR_MAX_RANK];
+    memcpy(d, x->dims, sizeof d);
+    for (int i = 2; i < n; i += 3) {
+        ir_value *v = in(c, i);
+        if (v->rank != x->rank || v->dtype != in(c, 1)->dtype)
+            FAIL(c, "input %d is %s of rank %d; Y_zero_point is %s and input 2 of rank %d", i,
+                 ir_dtype_name(v->dtype), v->rank, ir_dtype_name(in(c, 1)->dtype), x->rank);
+        if (check_qscalar(c, i + 1, -2, "X_scale") || check_qscalar(c, i + 2, 1, "X_zero_point"))
+            return VITC_BAD_INPUT;
+        for (int k = 0; k < x->rank; k++) {
+            char s1[48], s2[48];
+            if (k != axis && !ir_dim_eq(v->dims[k], x->dims[k]))
+                FAIL(c, "input %d has dimension %d of %s, input 2 of %s", i, k, dimstr(v->dims[k], s1),
+                     dimstr(x->dims[k], s2));
+        }
+        if (i > 2 && !sym_add(d[axis], v->dims[axis], 1, &d[axis]))
+            FAIL(c, "the concatenated dimension mixes batch and non-batch sizes");
+    }
+    out_set(c, 0, in(c, 1)->dtype, x->rank, d);
+    return VITC_OK;
+}
+
+/* QGemm (A, a_scale, a_zero_point, B, b_scale, b_zero_point, C, y_scale,
+ * y_zero_point) -> [M, N] of A's type with y_zero_point, else f32. */
+static int infer_qgemm(ctx *c)
+{
+    ir_value *a = in(c, 0), *b = in(c, 3);
+    if (check_qtype(c, 0, -1, "A") || check_qtype(c, 3, -1, "B"))
+        return VITC_BAD_INPUT;
+    if (a->rank != 2 || b->rank != 2)
+        FAIL(c, "QGemm operands must be 2-D, got ranks %d and %d", a->rank, b->rank);
+    int ta = ir_attr_int(c->n, IR_ATTR_TRANS_A, 0) != 0, tb = ir_attr_int(c->n, IR_ATTR_TRANS_B, 0) != 0;
+    ir_dim m = a->dims[ta], ka = a->dims[1 - ta], kb = b->dims[tb], nn = b->dims[1 - tb];
+    char s1[48], s2[48];
+    if (!ir_dim_eq(ka, kb))
+        FAIL(c, "QGemm inner dimensions differ: %s vs %s", dimstr(ka, s1), dimstr(kb, s2));
+    if (check_qscalar(c, 1, -2, "a_scale") || check_qscalar(c, 2, 0, "a_zero_point") ||
+        check_qtype(c, 4, -2, "b_scale") || check_qcount(c, 4, nn, NULL, 0, "b_scale") ||
+        check_qtype(c, 5, 3, "b_zero_point") || check_qcount(c, 5, nn, NULL, 0, "b_zero_point") ||
+        check_qscalar(c, 7, -2, "y_scale") || check_qscalar(c, 8, 0, "y_zero_point"))
+        return VITC_BAD_INPUT;
+    int has_ys = ir_input(c->n, 7) >= 0, has_yz = ir_input(c->n, 8) >= 0;
+    if (has_yz && !has_ys)
+        FAIL(c, "QGemm has y_zero_point without y_scale");
+    ir_dim r[2] = {m, nn};
+    if (ir_input(c->n, 6) >= 0) {
+        ir_value *bias = in(c, 6);
+        ir_dim t[IR_MAX_RANK];
+        int rt;
+        if (bias->dtype != IR_I32 || bias->rank > 2 || broadcast(c, r, 2, bias->dims, bias->rank, t, &rt) ||
+            !ir_dim_eq(t[0], m) || !ir_dim_eq(t[1], nn))
+            FAIL(c, "QGemm's C must be i32 and broadcast to the output");
+    }
+    out_set(c, 0, has_yz ? a->dtype : IR_F32, 2, r);
+    return VITC_OK;
+}
+
 /* Einsum "ab,bc->ac": each letter's size from the operands. */
 static int infer_einsum(ctx *c)
 {
@@ -1613,6 +1733,11 @@ static int (*const rules[IR_OP_COUNT])(ctx *c) = {
     [IR_OP_QLINEAR_MATMUL] = infer_qmatmul,
     [IR_OP_CONV_INTEGER] = infer_qconv,
     [IR_OP_QLINEAR_CONV] = infer_qconv,
+    [IR_OP_QLINEAR_ADD] = infer_qlinear_binary,
+    [IR_OP_QLINEAR_MUL] = infer_qlinear_binary,
+    [IR_OP_QLINEAR_SOFTMAX] = infer_qlinear_softmax,
+    [IR_OP_QLINEAR_CONCAT] = infer_qlinear_concat,
+    [IR_OP_QGEMM] = infer_qgemm,
     [IR_OP_CONSTANT] = NULL,
     [IR_OP_IF] = NULL, /* replaced by the branch it picks before a rule would run (ir_infer_shapes_from) */
     /* element-wise without a formula: infer_elementwise */
@@ -1620,7 +1745,7 @@ static int (*const rules[IR_OP_COUNT])(ctx *c) = {
     [IR_OP_CAST_LIKE] = NULL,
     [IR_OP_CLIP] = NULL,
 };
-_Static_assert(IR_OP_COUNT - IR_EW_COUNT == 49, "rules[]: one line per op without a formula in elemwise.def");
+_Static_assert(IR_OP_COUNT - IR_EW_COUNT == 54, "rules[]: one line per op without a formula in elemwise.def");
 
 static int infer_node(ctx *c)
 {

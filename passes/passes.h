@@ -90,6 +90,9 @@ int pass_fold(ir_graph *g, vitc_diag *d);
 int pass_fold_shapes(ir_graph *g, vitc_diag *d);
 /* quantized ONNX on computed tensors -> f32 ops that compute it exactly (quant.c) */
 int pass_lower_quant(ir_graph *g, vitc_diag *d);
+/* lower-quant's first step: ONNX Runtime's QOperator ops (QLinear*, QGemm)
+ * -> DequantizeLinear, the float op, QuantizeLinear; then fold (qop.c) */
+int pass_lower_qop(ir_graph *g, vitc_diag *d);
 /* Linears on fake-quantized inputs (and with --precision int8 every Linear)
  * -> LinearInt8; what is left of DynamicFakeQuant -> f32 ops (quant.c) */
 int pass_int8_linear(ir_graph *g, const pass_options *o, vitc_diag *d);

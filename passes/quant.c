@@ -772,7 +772,10 @@ int pass_int8_linear(ir_graph *g, const pass_options *o, vitc_diag *d)
 
 int pass_lower_quant(ir_graph *g, vitc_diag *d)
 {
-    int nn = g->nnodes, changed = 0, st = 0;
+    int st = pass_lower_qop(g, d); /* ONNX Runtime's QOperator ops -> QDQ around float ops (qop.c) */
+    if (st != VITC_OK)
+        return st;
+    int nn = g->nnodes, changed = 0;
     for (int i = 0; i < nn && !changed; i++)
         changed = ir_op_family_of(g->nodes[i].op) == IR_FAM_QUANT;
     if (!changed)

@@ -648,6 +648,17 @@ static const op_row rows[] = {
      IN8(U(-1, 3, 4), S(0.02f), ZU(128), J(4, 5), G(5), ZI(0), S(0.05f), ZU(120))},
     {"QLinearConv", IR_OP_QLINEAR_CONV, .dt = IR_U8,
      IN8(U(-1, 2, 5, 5), S(0.02f), ZU(100), J(3, 2, 3, 3), G(3), ZI(0), S(0.5f), ZU(128)), AT1(AIS(PADS, 1, 1, 1, 1))},
+    /* ONNX Runtime's QOperator ops (com.microsoft) */
+    {"QLinearAdd", IR_OP_QLINEAR_ADD, .dt = IR_U8,
+     IN8(U(-1, 3, 4), S(0.02f), ZU(128), U(1, 4), S(0.03f), ZU(100), S(0.05f), ZU(120))},
+    {"QLinearMul", IR_OP_QLINEAR_MUL, .dt = IR_U8,
+     IN8(U(-1, 3, 4), S(0.02f), ZU(128), U(-1, 3, 4), S(0.03f), ZU(100), S(0.05f), ZU(120))},
+    {"QLinearSoftmax", IR_OP_QLINEAR_SOFTMAX, .dt = IR_U8, .nin = 5,
+     .in = {U(-1, 3, 4), S(0.1f), ZU(0), S(1 / 255.0f), ZU(0)}, AT2(AI(AXIS, -1), AI(OPSET, 13))},
+    {"QLinearConcat", IR_OP_QLINEAR_CONCAT, .dt = IR_U8, .nin = 8,
+     .in = {S(0.05f), ZU(128), U(-1, 3, 4), S(0.02f), ZU(100), U(-1, 2, 4), S(0.05f), ZU(128)}, AT1(AI(AXIS, 1))},
+    {"QGemm", IR_OP_QGEMM, .dt = IR_U8, .nin = 9,
+     .in = {U(-1, 6), S(0.02f), ZU(128), J(5, 6), G(5), ZI(0), NONE, S(0.05f), ZU(120)}, AT1(AI(TRANS_B, 1))},
     /* shape ops: folded at compile time, the interpreter alone runs them */
     {"Size", IR_OP_SIZE, .dt = IR_I64, IN1(X(-1, 4, 6))},
     /* fused: Linear with each activation, Attention in both layouts, with a bias broadcast or not */
@@ -978,7 +989,9 @@ typedef struct {
     {"Resize/axes", "folded where its input is a constant; not run on computed tensors yet"},                         \
         {"Size", "computed from shapes: folded at compile time"}, {"QuantizeLinear", Q_FOLDED},                       \
         {"QuantizeLinear/axis", Q_FOLDED}, {"DequantizeLinear", Q_FOLDED}, {"DynamicQuantizeLinear", Q_FOLDED},       \
-        {"MatMulInteger", Q_FOLDED}, {"ConvInteger", Q_FOLDED}, {"QLinearMatMul", Q_FOLDED}, {"QLinearConv", Q_FOLDED}
+        {"MatMulInteger", Q_FOLDED}, {"ConvInteger", Q_FOLDED}, {"QLinearMatMul", Q_FOLDED},                          \
+        {"QLinearConv", Q_FOLDED}, {"QLinearAdd", Q_FOLDED}, {"QLinearMul", Q_FOLDED}, {"QLinearSoftmax", Q_FOLDED},  \
+        {"QLinearConcat", Q_FOLDED}, {"QGemm", Q_FOLDED}
 static const expected_skip cpu_skips[] = {
     {"Gemm/transA", "the LLVM backend has no Gemm with transA=1"},
     FOLDED_ONLY,
@@ -1022,6 +1035,9 @@ static const expected_skip interp_only[] = {
     {"QuantizeLinear", QUANT},        {"QuantizeLinear/axis", QUANT}, {"DequantizeLinear", QUANT},
     {"DynamicQuantizeLinear", QUANT}, {"MatMulInteger", QUANT},       {"ConvInteger", QUANT},
     {"QLinearMatMul", QUANT},         {"QLinearConv", QUANT},
+#define QOP "ONNX Runtime's QOperator op; its interpreter op is checked against ONNX Runtime by test_qop_ops"
+    {"QLinearAdd", QOP},              {"QLinearMul", QOP},            {"QLinearSoftmax", QOP},
+    {"QLinearConcat", QOP},           {"QGemm", QOP},
     {NULL, NULL},
 };
 

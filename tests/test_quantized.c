@@ -2,8 +2,9 @@
  *
  * tests/data/quantized/ holds the timm seed fixture quantized by ONNX
  * Runtime's own tools (tests/data/make_quantized.py): a static QDQ export
- * (int8 weights per output channel, uint8 activations per tensor, calibrated)
- * and a dynamic one (DynamicQuantizeLinear -> MatMulInteger / ConvInteger),
+ * (int8 weights per output channel, uint8 activations per tensor, calibrated),
+ * a dynamic one (DynamicQuantizeLinear -> MatMulInteger / ConvInteger) and the
+ * static one in the QOperator format (QLinear ops; test_qop has more of it),
  * with ONNX Runtime's outputs, its graph optimizations off, on the fixture's
  * inputs at batch 1 and 3.  Each export runs through the reference
  * interpreter as imported and after the passes (where every DequantizeLinear
@@ -41,7 +42,7 @@
 #define QUANT_MAX_REL 1e-3
 
 static char tmpdir[4096];
-static const char *const exports[] = {"timm-qdq", "timm-dynamic"};
+static const char *const exports[] = {"timm-qdq", "timm-dynamic", "timm-qop"};
 enum { NEXPORTS = sizeof exports / sizeof exports[0] };
 static const int64_t batches[2] = {1, 3};
 
@@ -334,18 +335,19 @@ static void check_lowered_on_cpu(ir_graph *(*build)(void), const char *name, int
 }
 
 /* What lower-quant leaves (a QuantizeLinear whose output feeds no
- * DequantizeLinear, QLinearMatMul, a DequantizeLinear of what it makes) both
- * backends refuse in the grouped error, each op named with what would run. */
+ * DequantizeLinear, QLinearMatMul whose output scale is computed, a
+ * DequantizeLinear of what it makes) both backends refuse in the grouped
+ * error, each op named with what would run. */
 static void test_what_is_not_lowered_is_refused_by_name(void **state)
 {
     (void)state;
     for (int be = 0; be < 2; be++) {
         ir_graph *g = tu_graph_new("qop.onnx", 17);
-        double s = 0.02, z = 128, ws = 0.01, wz = 0, ys = 0.05, yz = 120;
-        int x = tu_input(g, "x", IR_F32, 2, TU_DIMS(-1, 8));
+        double s = 0.02, z = 128, ws = 0.01, wz = 0, yz = 120;
+        int x = tu_input(g, "x", IR_F32, 2, TU_DIMS(-1, 8)), ysv = tu_input(g, "ys", IR_F32, 1, TU_DIMS(1));
         int sv = qconst(g, "s", IR_F32, 0, NULL, &s), zv = qconst(g, "z", IR_U8, 0, NULL, &z);
         int w = qconst(g, "w", IR_I8, 2, TU_DIMS(8, 8), NULL), wsv = qconst(g, "ws", IR_F32, 0, NULL, &ws);
-        int wzv = qconst(g, "wz", IR_I8, 0, NULL, &wz), ysv = qconst(g, "ys", IR_F32, 0, NULL, &ys);
+        int wzv = qconst(g, "wz", IR_I8, 0, NULL, &wz);
         int yzv = qconst(g, "yz", IR_U8, 0, NULL, &yz);
         int q = tu_node(g, IR_OP_QUANTIZE_LINEAR, "q_in", IR_U8, 3, TU_IN(x, sv, zv), 0, NULL);
         int m0 = tu_node(g, IR_OP_QLINEAR_MATMUL, "qmm0", IR_U8, 8, TU_IN(q, sv, zv, w, wsv, wzv, ysv, yzv), 0, NULL);
@@ -405,9 +407,9 @@ static void test_lowered_qdq_pairs_on_the_cpu_are_exact(void **state)
 /* The exports with their Linears on int8 kernels (the CPU backend's default
  * for a quantized model): in the interpreter and compiled, against ONNX
  * Runtime run as ONNX defines each op.  Every Linear of the blocks and the
- * head is a LinearInt8, and the QDQ export's patch embedding (a Conv of the
- * fake-quantized image, made a Linear of its patches); the dynamic export's
- * patch embedding, a ConvInteger, stays f32. */
+ * head is a LinearInt8, and the static exports' patch embedding (a Conv of
+ * the fake-quantized image, made a Linear of its patches); the dynamic
+ * export's patch embedding, a ConvInteger, stays f32. */
 static void test_quantized_exports_on_int8_kernels_match_onnxruntime(void **state)
 {
     (void)state;
@@ -423,7 +425,7 @@ static void test_quantized_exports_on_int8_kernels_match_onnxruntime(void **stat
         int n8 = count_op(g, IR_OP_LINEAR_INT8);
         print_message("%-13s int8: %d LinearInt8, %d Linear, %d DynamicFakeQuant left\n", exports[k], n8,
                       count_op(g, IR_OP_LINEAR), count_op(g, IR_OP_DYNAMIC_FAKE_QUANT));
-        assert_int_equal(n8, strcmp(exports[k], "timm-qdq") == 0 ? 10 : 9);
+        assert_int_equal(n8, strcmp(exports[k], "timm-dynamic") == 0 ? 9 : 10);
         assert_int_equal(count_op(g, IR_OP_DYNAMIC_FAKE_QUANT), 0);
         check_interpreter(exports[k], "int8", g);
         snprintf(so, sizeof so, "%s/%s.int8.so", tmpdir, exports[k]);
@@ -759,7 +761,8 @@ static void test_dump_prints_the_quantized_exports(void **state)
         const char *args[] = {"dump", path, NULL};
         char *out = NULL, *err = NULL;
         int rc = tu_run_vitc(args, &out, &err);
-        if (rc != 0 || !out || !strstr(out, k == 0 ? "= DequantizeLinear(" : "= MatMulInteger("))
+        const char *want = k == 0 ? "= DequantizeLinear(" : k == 1 ? "= MatMulInteger(" : "= QLinearAdd(";
+        if (rc != 0 || !out || !strstr(out, want))
             fail_msg("vitc dump %s: exit %d\n%s%s", rel, rc, out ? out : "", err ? err : "");
         free(out);
         free(err);

@@ -10,6 +10,12 @@ quantize a model for the CPU, with ONNX Runtime's own tools:
   <family>-dynamic.onnx  onnxruntime.quantization.quantize_dynamic: weights int8 per tensor;
                          each activation quantized at run time (DynamicQuantizeLinear ->
                          MatMulInteger / ConvInteger, then the scales multiplied in)
+  <family>-qop.onnx      quantize_static as for QDQ, in the QOperator format: integer ops that
+                         requantize their results (QLinearMatMul, QLinearConv, and of ONNX
+                         Runtime's domain com.microsoft QGemm, QLinearAdd, QLinearMul,
+                         QLinearSoftmax, QLinearConcat), quantized tensors moved by Reshape,
+                         Transpose, Split, ...; for QOP_FAMILIES only (the face families' would
+                         add about 740 KB each to the repository)
 
 and, for each export, ONNX Runtime's outputs on the family's inputs (tests/models/<family>.b1
 .input.npy and .b3), one CPU thread:
@@ -27,8 +33,8 @@ ONNX Runtime cannot make is listed there with the reason, and no file is written
 The .ortopt.npy outputs depend on the CPU's int8 instructions (ONNX Runtime's MLAS picks kernels
 by CPUID: AVX512-VNNI, AVX-VNNI, AMX, or AVX2's 16-bit pair sums, which can saturate); README.md
 records the CPU flags of the machine that wrote them.  The tests that use these files:
-tests/test_quantized.c (timm's exports against .ort.npy) and tests/quantized/test_int8.py
-(every export: vitc against PyTorch, .ort.npy and .ortopt.npy).
+tests/test_quantized.c (timm's exports against .ort.npy), tests/test_qop.c (the QOperator exports)
+and tests/quantized/test_int8.py (every export: vitc against PyTorch, .ort.npy and .ortopt.npy).
 
     .venv/bin/python tests/data/make_quantized.py [--only timm,face_bn]   # onnxruntime, onnx, numpy
 """
@@ -48,7 +54,9 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 MODELS = os.path.join(ROOT, "tests", "models")
 OUT = os.path.join(HERE, "quantized")
 FAMILIES = ["timm", "torchvision", "einops", "face_ln", "face_bn"]
-KINDS = ["qdq", "dynamic"]
+KINDS = ["qdq", "dynamic", "qop"]
+QOP_FAMILIES = ["timm", "torchvision", "einops"]
+QLINEAR = ("QLinearMatMul", "QLinearConv", "QGemm")  # integer products of the QOperator format: B is input 3
 BATCHES = (1, 3)
 COMPUTE = ("MatMul", "Gemm", "Conv", "Einsum")
 
@@ -80,11 +88,12 @@ def ort_outputs(path, family, level):
 
 
 def quantize(kind, source, dest):
-    if kind == "qdq":
+    if kind in ("qdq", "qop"):
         model = onnx.load(source)
         inp = model.graph.input[0]
         shape = [1] + [d.dim_value for d in inp.type.tensor_type.shape.dim[1:]]
-        quantize_static(source, dest, SeededImages(inp.name, shape), quant_format=QuantFormat.QDQ, per_channel=True,
+        fmt = QuantFormat.QDQ if kind == "qdq" else QuantFormat.QOperator
+        quantize_static(source, dest, SeededImages(inp.name, shape), quant_format=fmt, per_channel=True,
                         activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
                         calibrate_method=CalibrationMethod.MinMax, extra_options={"CalibTensorRangeSymmetric": False},
                         calibration_providers=["CPUExecutionProvider"])
@@ -92,12 +101,13 @@ def quantize(kind, source, dest):
         quantize_dynamic(source, dest, weight_type=QuantType.QInt8, per_channel=False)
 
 
-def coverage(model):
+def coverage(model, kind):
     """What the export runs in int8: {"linear": (int8, all), "act": (int8, all)} over the matrix
     products (MatMul, Gemm, Conv, Einsum and their integer forms) with a constant operand
     ("linear": Linear layers and the patch embedding) and between two computed tensors ("act":
-    attention), a node counted int8 when it is MatMulInteger/ConvInteger or every float operand
-    comes out of a DequantizeLinear (QDQ)."""
+    attention), a node counted int8 when it is MatMulInteger/ConvInteger/QLinearMatMul/
+    QLinearConv/QGemm or (QDQ) every float operand comes out of a DequantizeLinear; in the
+    QOperator format a float product is a float product (it runs on dequantized values)."""
     g = model.graph
     consts = {t.name for t in g.initializer}
     producer = {}
@@ -119,6 +129,10 @@ def coverage(model):
     for n in g.node:
         if n.op_type in ("MatMulInteger", "ConvInteger"):
             key, int8 = ("linear" if is_const(n.input[1]) else "act"), True
+        elif n.op_type in QLINEAR:
+            key, int8 = ("linear" if is_const(n.input[3]) else "act"), True
+        elif n.op_type in COMPUTE and kind == "qop":
+            key, int8 = ("linear" if any(is_const(v) for v in n.input[:2]) else "act"), False
         elif n.op_type in COMPUTE:
             ops = list(n.input[:2])
             key = "linear" if any(is_const(v) for v in ops) else "act"
@@ -160,8 +174,8 @@ def make(family, kind):
         print(f"{name}: ONNX Runtime cannot make it: {why}")
         return name, None, why
     stem = os.path.join(OUT, name)
-    row = {"bytes": os.path.getsize(path), "cover": coverage(m), "ops": sorted({n.op_type for n in m.graph.node}),
-           "err": {}, "cos": {}}
+    ops = sorted({n.domain + "." * bool(n.domain) + n.op_type for n in m.graph.node})  # com.microsoft.QGemm
+    row = {"bytes": os.path.getsize(path), "cover": coverage(m, kind), "ops": ops, "err": {}, "cos": {}}
     for b in BATCHES:
         np.save(f"{stem}.b{b}.ort.npy", plain[b])
         np.save(f"{stem}.b{b}.ortopt.npy", opt[b])
@@ -214,7 +228,8 @@ def write_readme(results):
         w.append("Exports ONNX Runtime could not make:\n")
         w += missing
     else:
-        w.append("ONNX Runtime made every export (static QDQ and dynamic) of every family.")
+        w.append("ONNX Runtime made every export: static QDQ and dynamic of every family, QOperator of "
+                 + ", ".join(QOP_FAMILIES) + ".")
     w.append("")
     w.append("What the quantizers leave in fp32: `quantize_dynamic` quantizes MatMul with a constant weight "
              "(MatMulInteger) and Conv (ConvInteger) only, so attention's MatMuls, and Einsum everywhere (the "
@@ -226,6 +241,17 @@ def write_readme(results):
              "after the Softmax, left fp32), hence 2 of 4. In the face exports the QDQ "
              "quantizer folds ReLU6 (Clip) into the quantization of its input, leaving Clip's two bounds as unused "
              "initializers (ONNX Runtime warns when it loads them).")
+    w.append("")
+    w.append("The QOperator exports (`-qop`) hold the QDQ exports' quantization as integer ops that requantize "
+             "their results: QLinearMatMul (the Linear layers and attention's two products), QLinearConv (the "
+             "patch embedding), `com.microsoft.QGemm` (the head's Gemm), `com.microsoft.QLinearAdd` and "
+             "`QLinearMul` (biases, residuals, GELU's arithmetic, the attention scale), `QLinearSoftmax`, "
+             "`QLinearConcat` (the class token); quantized tensors move through Reshape, Transpose, Split and "
+             "Squeeze as they are. What has no such op (LayerNormalization, Erf, Div, Einsum) runs in fp32 "
+             "between a DequantizeLinear and a QuantizeLinear, hence 0 of 4 for the einops export's attention "
+             "(Einsum). ONNX Runtime's graph optimizations leave this format as it is: its outputs with and "
+             "without them are the same. The face families' QOperator exports (ONNX Runtime makes them) are "
+             "not written, to keep the repository small (about 740 KB each).")
     w.append("")
     w.append("ops per export:\n")
     for name, row, _ in results:
@@ -245,7 +271,7 @@ def main():
         raise SystemExit(f"unknown families {unknown}; known: {FAMILIES}")
     ort.set_default_logger_severity(3)
     os.makedirs(OUT, exist_ok=True)
-    results = [make(f, k) for f in families for k in KINDS]
+    results = [make(f, k) for f in families for k in KINDS if k != "qop" or f in QOP_FAMILIES]
     write_readme(results)
     print(f"onnx {onnx.__version__}, onnxruntime {ort.__version__}, numpy {np.__version__}")
     return 0

@@ -1,8 +1,8 @@
 """What tests/quantized/test_int8.py (the seed fixtures) and full_int8.py (ViT-S/16 and ViT-B/16)
 share: the int8 issue's bars, the measures, vitc driven through its command line, and the tables.
 
-The bars, for a quantized ONNX export (ONNX Runtime's quantize_static QDQ or quantize_dynamic)
-compiled by vitc, at each batch:
+The bars, for a quantized ONNX export (ONNX Runtime's quantize_static, QDQ or QOperator, or
+quantize_dynamic) compiled by vitc, at each batch:
   (i)   max-rel error against PyTorch's fp32 output (max|out - ref| / max|ref|) within
         MAXREL_FACTOR times ONNX Runtime's own (all graph optimizations: its int8 kernels) against
         the same reference, plus MAXREL_FLOOR (an absolute term on that ratio, for where ONNX
@@ -10,7 +10,8 @@ compiled by vitc, at each batch:
         Runtime makes on the seed exports, 1.5e-2); waived where ONNX Runtime with its optimizations off (the export as
         ONNX defines it) misses it too and vitc is no further from PyTorch than that (verdict_i);
   (ii)  cosine with ONNX Runtime's output with its graph optimizations off (each Q/DQ op as ONNX
-        defines it) at least COS_DYNAMIC for a dynamic export, COS_QDQ for a static QDQ one;
+        defines it) at least COS_DYNAMIC for a dynamic export, COS_QDQ for a static one (QDQ or
+        QOperator);
   (iii) `vitc inspect --json` lists int8 kernels (int8_kernels says how they are recognized).
 For `vitc compile --precision int8` of an fp32 export: cosine with the fp32 output at least
 COS_PRECISION_INT8 on each input set, and inspect says precision int8 with int8 kernels.

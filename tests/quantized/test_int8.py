@@ -2,7 +2,8 @@
 """test_int8: vitc's int8 path on the seed fixtures, held to the int8 issue's bars.
 
 1. Every quantized export in tests/data/quantized (tests/data/make_quantized.py: each seed family's
-   -ts17 export as ONNX Runtime's quantize_static QDQ and quantize_dynamic write it) is compiled
+   -ts17 export as ONNX Runtime's quantize_static QDQ and quantize_dynamic write it, and for timm,
+   torchvision and einops quantize_static's QOperator format, <family>-qop) is compiled
    (`vitc compile X.onnx -o X.so --batch 3`) and run (`vitc run X.so --input ... --output-dir ...`)
    at batch 1 and 3 on the family's inputs (tests/models/<family>.b<N>.input.npy), and must meet:
      (i)   max-rel error (max|out - ref| / max|ref|) against PyTorch's fp32 output
@@ -12,7 +13,8 @@
            vitc is no further from PyTorch than that + 2e-3 (torchvision-qdq at batch 1: 1.6e-1
            against ONNX Runtime optimized's 7.7e-2), unless --strict;
      (ii)  cosine with ONNX Runtime's output with its optimizations off (<export>.b<N>.ort.npy:
-           each Q/DQ op as ONNX defines it) >= 0.999 for a dynamic export, >= 0.995 for a QDQ one;
+           each Q/DQ op as ONNX defines it) >= 0.999 for a dynamic export, >= 0.995 for a static one
+           (QDQ or QOperator);
      (iii) `vitc inspect --json X.so` lists int8 GEMM kernels (int8_common.int8_kernels: a word
            such as int8 in kernels[].first_launch before the node's name, "GEMM int8 64x192 ...").
 2. Every seed family's fp32 export (tests/models/<family>-ts17.onnx) compiled with
