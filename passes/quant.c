@@ -25,9 +25,16 @@
  *       is left as it is (the backends refuse it, naming it).  A Cast of the
  *       result back to f32 reads the f32 product directly.
  *
- * QLinearMatMul, QLinearConv, per-row zero points of A, blocked
- * quantization, and a QuantizeLinear or DequantizeLinear on its own are left
- * as they are. */
+ * First of all, the QOperator format's ops with constant scales (QLinearMatMul,
+ * QLinearConv, ONNX Runtime's QGemm, QLinearAdd, ...) become
+ * DequantizeLinear -> the float op -> QuantizeLinear (qop.c), and ONNX
+ * Runtime's dynamic MatMuls a MatMul of DynamicFakeQuant (below).  Per-row
+ * zero points of A, blocked quantization, and a QuantizeLinear or
+ * DequantizeLinear on its own are left as they are.
+ *
+ * int8-linear, at the end of the pipeline, is here too: Linears on
+ * fake-quantized inputs whose weights are int8 grids (and with --precision
+ * int8 every Linear) become LinearInt8. */
 #include "passes/rewrite.h"
 
 #include <math.h>
