@@ -47,16 +47,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Appends op(in...) -> a new value of dtype dt named base + suffix; the value, or -1. */
-static int add1(ir_graph *g, ir_op op, const char *base, const char *suffix, ir_dtype dt, int nin, const int *in,
-                int nattrs, const ir_attr *at)
-{
-    int v = rw_new_value(g, base, suffix, dt);
-    if (v < 0)
-        return -1;
-    const char *name = g->values[v].name;
-    return rw_add_node(g, op, name, "lower-quant", nin, in, v, nattrs, at) < 0 ? -1 : v;
-}
+/* rw_append for lower-quant's nodes: add1(g, op, base, suffix, dt, nin, in, nattrs, attrs). */
+#define add1(g, op, base, suffix, dt, ...) rw_append((g), (op), (base), (suffix), (dt), __VA_ARGS__, "lower-quant")
 
 /* Value v is absent or a constant. */
 static int fixed(const ir_graph *g, int v) { return v < 0 || rw_is_const(g, v); }

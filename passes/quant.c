@@ -43,16 +43,8 @@
 
 #define EXACT_F32 16777216.0 /* 2^24: every whole number up to it is an f32 */
 
-/* Appends op(in...) -> a new value of dtype dt (named after base); the value, or -1. */
-static int add1(ir_graph *g, ir_op op, const char *base, const char *suffix, ir_dtype dt, int nin, const int *in,
-                int nattrs, const ir_attr *at)
-{
-    int v = rw_new_value(g, base, suffix, dt);
-    if (v < 0)
-        return -1;
-    const char *name = g->values[v].name;
-    return rw_add_node(g, op, name, "lower-quant", nin, in, v, nattrs, at) < 0 ? -1 : v;
-}
+/* rw_append for lower-quant's nodes: add1(g, op, base, suffix, dt, nin, in, nattrs, attrs). */
+#define add1(g, op, base, suffix, dt, ...) rw_append((g), (op), (base), (suffix), (dt), __VA_ARGS__, "lower-quant")
 
 static int scalar_f32(ir_graph *g, const char *base, const char *suffix, float x)
 {

@@ -327,6 +327,16 @@ static const char *unique_name(ir_graph *g, const char *base, const char *suffix
     return s;
 }
 
+int rw_append(ir_graph *g, ir_op op, const char *base, const char *suffix, ir_dtype dt, int nin, const int *in,
+              int nattrs, const ir_attr *at, const char *op_type)
+{
+    int v = rw_new_value(g, base, suffix, dt);
+    if (v < 0)
+        return -1;
+    const char *name = g->values[v].name;
+    return rw_add_node(g, op, name, op_type, nin, in, v, nattrs, at) < 0 ? -1 : v;
+}
+
 int rw_new_value(ir_graph *g, const char *base, const char *suffix, ir_dtype dt)
 {
     const char *name = unique_name(g, base, suffix);

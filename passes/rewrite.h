@@ -86,6 +86,10 @@ int rw_set_spec(ir_graph *g, int ni, const char *name, const char *op_type, cons
 /* Appends a node with one output; returns the node index or -1. */
 int rw_add_node(ir_graph *g, ir_op op, const char *name, const char *op_type, int nin, const int *in, int out,
                 int nattrs, const ir_attr *attrs);
+/* Appends op(in...) -> a new value of dtype dt named base + suffix (made
+ * unique), the node named after it; the value, or -1 out of memory. */
+int rw_append(ir_graph *g, ir_op op, const char *base, const char *suffix, ir_dtype dt, int nin, const int *in,
+              int nattrs, const ir_attr *at, const char *op_type);
 /* A new node-produced value named base + suffix (made unique); -1 when out of memory. */
 int rw_new_value(ir_graph *g, const char *base, const char *suffix, ir_dtype dt);
 /* New constants; -1 when out of memory. */
