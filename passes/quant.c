@@ -685,22 +685,23 @@ static int own_linears(const ir_graph *g, int *nodes, int *values)
 }
 
 /* The relative error, sqrt(sum (W - Wq)^2 / sum W^2), of W [K, N] quantized
- * per column as quantize_columns does. */
+ * by quantize_columns; -1 out of memory. */
 static double weight_error(const float *w, int64_t K, int64_t N)
 {
+    int8_t *q = malloc((size_t)(K * N > 0 ? K * N : 1));
+    float *step = malloc(sizeof(float) * (size_t)(N > 0 ? N : 1));
     double num = 0, den = 0;
-    for (int64_t j = 0; j < N; j++) {
-        float a = 0;
-        for (int64_t k = 0; k < K; k++)
-            a = fmaxf(a, fabsf(w[k * N + j]));
-        float step = a > 0 && isfinite(a) ? a / 127.0f : 1.0f;
-        for (int64_t k = 0; k < K; k++) {
-            float x = w[k * N + j], r = nearbyintf(x / step);
-            r = r > 127 ? 127 : r < -127 ? -127 : r;
-            num += ((double)x - (double)r * step) * ((double)x - (double)r * step);
-            den += (double)x * x;
-        }
+    if (!q || !step) {
+        free(q), free(step);
+        return -1;
     }
+    quantize_columns(w, K, N, q, step);
+    for (int64_t i = 0; i < K * N; i++) {
+        double x = w[i], e = x - (double)q[i] * step[i % N];
+        num += e * e;
+        den += x * x;
+    }
+    free(q), free(step);
     return den > 0 ? sqrt(num / den) : 0;
 }
 
@@ -735,6 +736,10 @@ int pass_int8_linear(ir_graph *g, const pass_options *o, vitc_diag *d)
         for (int c = 0; c < nown; c++) {
             const ir_value *W = &g->values[g->nodes[own[c]].inputs[IR_LINEAR_W]];
             err[c] = W->dtype == IR_F32 && W->data ? weight_error(W->data, W->dims[0].k, W->dims[1].k) : 0;
+            if (err[c] < 0) {
+                free(own), free(own_x), free(err), free(range);
+                return vitc_error(d, VITC_INTERNAL, NULL, "out of memory");
+            }
             err[nn + 1 + c] = err[c];
         }
         qsort(err + nn + 1, (size_t)nown, sizeof(double), by_value);

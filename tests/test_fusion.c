@@ -249,14 +249,6 @@ static const ir_node *producer(const ir_graph *g, int v)
     return NULL;
 }
 
-static int count_op(const ir_graph *g, ir_op op)
-{
-    int n = 0;
-    for (int i = 0; i < g->nnodes; i++)
-        n += g->nodes[i].op == op;
-    return n;
-}
-
 #define N1(op, name, a) tu_node(g, op, name, IR_F32, 1, (int[]){a}, 0, NULL)
 #define N2(op, name, a, b) tu_node(g, op, name, IR_F32, 2, (int[]){a, b}, 0, NULL)
 
@@ -389,7 +381,7 @@ static void test_clip_to_5_is_not_relu6(void **state)
     int y = tu_node(g, IR_OP_CLIP, "act", IR_F32, 3, (int[]){h, tu_scalar(g, "lo", 0), tu_scalar(g, "hi", 5)}, 0, NULL);
     tu_output(g, y);
     char *text = optimize_checked(g, 1e-5);
-    assert_int_equal(count_op(g, IR_OP_CLIP), 1);
+    assert_int_equal(tu_count_op(g, IR_OP_CLIP), 1);
     assert_non_null(strstr(text, "node 'fc' (MatMul): Clip's bounds are [0, 5], not [0, 6] (ReLU6)"));
     free(text);
     ir_graph_free(g);
@@ -432,11 +424,11 @@ static void test_einsum_attention_interleaved_with_scale_after_softmax(void **st
     o = N2(IR_OP_RESHAPE, "Reshape_1", o, tu_const_ints(g, "shape3", 3, (int64_t[]){-1, T, C}));
     tu_output(g, o);
     free(optimize_checked(g, 1e-5));
-    assert_int_equal(count_op(g, IR_OP_ATTENTION), 1);
-    assert_int_equal(count_op(g, IR_OP_SOFTMAX), 0);
-    assert_int_equal(count_op(g, IR_OP_EINSUM), 0);
-    assert_int_equal(count_op(g, IR_OP_GATHER), 0);
-    assert_int_equal(count_op(g, IR_OP_TRANSPOSE), 0);
+    assert_int_equal(tu_count_op(g, IR_OP_ATTENTION), 1);
+    assert_int_equal(tu_count_op(g, IR_OP_SOFTMAX), 0);
+    assert_int_equal(tu_count_op(g, IR_OP_EINSUM), 0);
+    assert_int_equal(tu_count_op(g, IR_OP_GATHER), 0);
+    assert_int_equal(tu_count_op(g, IR_OP_TRANSPOSE), 0);
     assert_int_equal(g->nnodes, 2); /* the qkv Linear and the Attention */
     const ir_node *a = &g->nodes[1];
     assert_int_equal(a->op, IR_OP_ATTENTION);
@@ -485,9 +477,9 @@ static void test_patch_conv_becomes_crop_reshape_and_linear(void **state)
                  (int[]){x, tu_const_rand(g, "W", 4, wd, 1), tu_const_rand(g, "b", 1, bd, 1)}, 2, at);
     tu_output(g, y);
     free(optimize_checked(g, 1e-5));
-    assert_int_equal(count_op(g, IR_OP_CONV), 0);
-    assert_int_equal(count_op(g, IR_OP_LINEAR), 1);
-    assert_int_equal(count_op(g, IR_OP_SLICE), 1);
+    assert_int_equal(tu_count_op(g, IR_OP_CONV), 0);
+    assert_int_equal(tu_count_op(g, IR_OP_LINEAR), 1);
+    assert_int_equal(tu_count_op(g, IR_OP_SLICE), 1);
     char buf[64];
     ir_value_type_str(&g->values[y], buf, sizeof buf);
     assert_string_equal(buf, "f32[B,5,2,2]");
@@ -512,8 +504,8 @@ static void test_view_round_trips_cancel_and_reshape_chains_collapse(void **stat
     z = N1(IR_OP_NEG, "neg", z);
     tu_output(g, z);
     free(optimize_checked(g, 0));
-    assert_int_equal(count_op(g, IR_OP_TRANSPOSE), 0);
-    assert_int_equal(count_op(g, IR_OP_RESHAPE), 1);
+    assert_int_equal(tu_count_op(g, IR_OP_TRANSPOSE), 0);
+    assert_int_equal(tu_count_op(g, IR_OP_RESHAPE), 1);
     assert_int_equal(g->nodes[0].op, IR_OP_RELU);
     assert_int_equal(g->nodes[0].inputs[0], x);
     ir_graph_free(g);
@@ -538,7 +530,7 @@ static void test_full_slice_is_dropped_but_a_reversing_one_stays(void **state)
                       0, NULL);
     tu_output(g, N1(IR_OP_NEG, "neg", rev));
     free(optimize_checked(g, 0));
-    assert_int_equal(count_op(g, IR_OP_SLICE), 1);
+    assert_int_equal(tu_count_op(g, IR_OP_SLICE), 1);
     ir_graph_free(g);
 }
 
@@ -556,8 +548,8 @@ static void test_gelu_spellings_with_other_groupings_fuse(void **state)
     int a2 = N2(IR_OP_ADD, "g2/Add", tu_scalar(g, "one2", 1), e2);
     tu_output(g, N2(IR_OP_MUL, "g2/Mul", x, N2(IR_OP_MUL, "g2/Half", tu_scalar(g, "half", 0.5f), a2)));
     free(optimize_checked(g, 1e-6));
-    assert_int_equal(count_op(g, IR_OP_GELU), 2);
-    assert_int_equal(count_op(g, IR_OP_ERF), 0);
+    assert_int_equal(tu_count_op(g, IR_OP_GELU), 2);
+    assert_int_equal(tu_count_op(g, IR_OP_ERF), 0);
     ir_graph_free(g);
 }
 
@@ -600,8 +592,8 @@ static void test_dequantized_constant_weight_folds_into_a_linear(void **state)
     int wf = tu_node(g, IR_OP_DEQUANTIZE_LINEAR, "w_dq", IR_F32, 3, TU_IN(w, s, z), 1, &axis);
     tu_output(g, N2(IR_OP_MATMUL, "mm", x, wf));
     free(optimize_checked(g, 1e-6));
-    assert_int_equal(count_op(g, IR_OP_DEQUANTIZE_LINEAR), 0);
-    assert_int_equal(count_op(g, IR_OP_LINEAR), 1);
+    assert_int_equal(tu_count_op(g, IR_OP_DEQUANTIZE_LINEAR), 0);
+    assert_int_equal(tu_count_op(g, IR_OP_LINEAR), 1);
     ir_graph_free(g);
 }
 
@@ -647,7 +639,7 @@ static void test_shape_arithmetic_with_truncating_div_and_float_pow_folds(void *
     assert_true(ir_dim_eq(y->dims[0], (ir_dim){1, 1}) && y->dims[1].k == 4 && y->dims[2].k == 4 && y->dims[3].k == 4);
     static const ir_op gone[] = {IR_OP_SHAPE, IR_OP_GATHER, IR_OP_DIV, IR_OP_POW, IR_OP_CAST, IR_OP_CONCAT};
     for (size_t i = 0; i < sizeof gone / sizeof gone[0]; i++)
-        if (count_op(g, gone[i]))
+        if (tu_count_op(g, gone[i]))
             fail_msg("%s is left after folding", ir_op_name(gone[i]));
     ir_graph_free(g);
 }
@@ -670,8 +662,8 @@ static void test_nan_guard_folds_only_after_finite_logits(void **state)
         int guard = tu_node(g, IR_OP_WHERE, "guard", IR_F32, 3, TU_IN(nan, tu_scalar(g, "z2", 0), p), 0, NULL);
         tu_output(g, N1(IR_OP_NEG, "neg", guard)); /* a graph output itself would stay */
         free(optimize_checked(g, 0));
-        if (count_op(g, IR_OP_IS_NAN) != !finite)
-            fail_msg("mask %s: %d IsNaN left, expected %d", finite ? "-3.4e38" : "-inf", count_op(g, IR_OP_IS_NAN),
+        if (tu_count_op(g, IR_OP_IS_NAN) != !finite)
+            fail_msg("mask %s: %d IsNaN left, expected %d", finite ? "-3.4e38" : "-inf", tu_count_op(g, IR_OP_IS_NAN),
                      !finite);
         ir_graph_free(g);
     }
@@ -703,7 +695,7 @@ static void test_resize_of_a_constant_folds_and_at_its_own_size_is_dropped(void 
                                tu_str(IR_ATTR_KEEP_ASPECT_RATIO_POLICY, "stretch")));
     tu_output(g, N2(IR_OP_ADD, "add2", N2(IR_OP_ADD, "add", xs, grid), shrunk));
     free(optimize_checked(g, 0));
-    assert_int_equal(count_op(g, IR_OP_RESIZE), 0);
+    assert_int_equal(tu_count_op(g, IR_OP_RESIZE), 0);
     assert_int_equal(g->nnodes, 2);
     ir_graph_free(g);
 
@@ -715,7 +707,7 @@ static void test_resize_of_a_constant_folds_and_at_its_own_size_is_dropped(void 
                      1, TU_AT(tu_str(IR_ATTR_MODE, "linear")));
     tu_output(g, N1(IR_OP_NEG, "neg", rs));
     free(optimize_checked(g, 0));
-    assert_int_equal(count_op(g, IR_OP_RESIZE), 1);
+    assert_int_equal(tu_count_op(g, IR_OP_RESIZE), 1);
     ir_graph_free(g);
 }
 
@@ -733,8 +725,8 @@ static void test_tile_of_axes_of_size_1_becomes_expand(void **state)
     tu_output(g, N1(IR_OP_NEG, "neg_a", a));
     tu_output(g, N1(IR_OP_NEG, "neg_b", b));
     char *explain = optimize_checked(g, 0);
-    assert_int_equal(count_op(g, IR_OP_TILE), 1);
-    assert_int_equal(count_op(g, IR_OP_EXPAND), 1);
+    assert_int_equal(tu_count_op(g, IR_OP_TILE), 1);
+    assert_int_equal(tu_count_op(g, IR_OP_EXPAND), 1);
     assert_non_null(strstr(explain, "node 'tile_w' (Tile): axis 2, of size 6, is repeated 2 times: not a broadcast"));
     char t[64];
     assert_string_equal(ir_value_type_str(&g->values[g->nodes[0].outputs[0]], t, sizeof t), "f32[B,4,6]");
@@ -890,7 +882,7 @@ static void test_fixtures_fuse_to_the_expected_graph_and_keep_their_outputs(void
         op_expect e[32];
         int ne = expected_ops(fx, e);
         for (int k = 0; k < ne; k++) {
-            int got = count_op(g, (ir_op)op_by_name(e[k].op));
+            int got = tu_count_op(g, (ir_op)op_by_name(e[k].op));
             if (got != e[k].count)
                 fail_msg("%s: %d %s nodes after the passes, expected %d", fx->model, got, e[k].op, e[k].count);
         }
@@ -900,8 +892,8 @@ static void test_fixtures_fuse_to_the_expected_graph_and_keep_their_outputs(void
         if (known != g->nnodes)
             fail_msg("%s: %d nodes after the passes, expected exactly %d", fx->model, g->nnodes, known);
         for (size_t k = 0; k < sizeof gone / sizeof gone[0]; k++)
-            if (count_op(g, (ir_op)op_by_name(gone[k])))
-                fail_msg("%s: %d %s nodes are left", fx->model, count_op(g, (ir_op)op_by_name(gone[k])), gone[k]);
+            if (tu_count_op(g, (ir_op)op_by_name(gone[k])))
+                fail_msg("%s: %d %s nodes are left", fx->model, tu_count_op(g, (ir_op)op_by_name(gone[k])), gone[k]);
         int act = 0, res = 0, qkv = 0;
         int face = strncmp(fx->family, "face", 4) == 0, einops = strcmp(fx->family, "einops") == 0;
         for (int k = 0; k < g->nnodes; k++) {
@@ -958,7 +950,7 @@ static void test_fixtures_fuse_to_the_expected_graph_and_keep_their_outputs(void
             ir_tensor_free(&in[b]), ir_tensor_free(&ref[b]), ir_tensor_free(&out0[b]), ir_tensor_free(&out1[b]);
         }
         print_message("%-24s %6d %6d %5d %5d %7d %7d %7d %10.2e %10.2e\n", fx->model, before, g->nnodes,
-                      count_op(g, IR_OP_ATTENTION), count_op(g, IR_OP_LAYERNORM), count_op(g, IR_OP_LINEAR), act, res,
+                      tu_count_op(g, IR_OP_ATTENTION), tu_count_op(g, IR_OP_LAYERNORM), tu_count_op(g, IR_OP_LINEAR), act, res,
                       err[0], err[1]);
         assert_int_equal(qkv, fx->depth);
         pass_explain_free(ex);
@@ -1031,7 +1023,7 @@ static void check_counts(const char *file, const ir_graph *g, const char *spec)
         int op = op_by_name(tok);
         if (op < 0)
             fail_msg("%s: EXPECT.tsv names an unknown op '%s'", file, tok);
-        int got = count_op(g, (ir_op)op), want = atoi(eq + 1);
+        int got = tu_count_op(g, (ir_op)op), want = atoi(eq + 1);
         if (got != want)
             fail_msg("%s: %d %s nodes after the passes, expected %d", file, got, tok, want);
     }

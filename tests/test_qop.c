@@ -40,14 +40,6 @@ static const struct {
 enum { NEXPORTS = sizeof exports / sizeof exports[0] };
 static const int64_t batches[2] = {1, 3};
 
-static int count_op(const ir_graph *g, ir_op op)
-{
-    int n = 0;
-    for (int i = 0; i < g->nnodes; i++)
-        n += g->nodes[i].op == op;
-    return n;
-}
-
 /* tests/data/quantized/<family>-qop.b<N>.<what>.npy, or tests/models/<family>.b<N>.<what>.npy */
 static void read_case(const char *family, int64_t batch, const char *what, int model_dir, ir_tensor *t)
 {
@@ -70,7 +62,7 @@ static void test_qop_exports_import_and_interpret_as_onnxruntime(void **state)
         ir_graph *g = tu_load_model(rel);
         size_t n = (size_t)snprintf(line, sizeof line, "%s-qop imported:", exports[k].family);
         for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
-            int c = count_op(g, ops[i]);
+            int c = tu_count_op(g, ops[i]);
             n += (size_t)snprintf(line + n, sizeof line - n, " %d %s", c, ir_op_name(ops[i]));
             if (c == 0)
                 fail_msg("%s: no %s imported", rel, ir_op_name(ops[i]));
@@ -109,11 +101,11 @@ static void test_qop_exports_on_int8_kernels(void **state)
         for (int i = 0; i < g->nnodes; i++)
             if (ir_op_family_of(g->nodes[i].op) == IR_FAM_QUANT)
                 fail_msg("%s: node '%s' (%s) was not lowered", rel, g->nodes[i].name, ir_op_name(g->nodes[i].op));
-        int n8 = count_op(g, IR_OP_LINEAR_INT8);
+        int n8 = tu_count_op(g, IR_OP_LINEAR_INT8);
         print_message("%-16s optimized: %d LinearInt8, %d Linear, %d FakeQuant\n", family, n8,
-                      count_op(g, IR_OP_LINEAR), count_op(g, IR_OP_FAKE_QUANT));
+                      tu_count_op(g, IR_OP_LINEAR), tu_count_op(g, IR_OP_FAKE_QUANT));
         assert_int_equal(n8, exports[k].linears);
-        assert_int_equal(count_op(g, IR_OP_LINEAR), 0);
+        assert_int_equal(tu_count_op(g, IR_OP_LINEAR), 0);
         snprintf(so, sizeof so, "%s/%s-qop.so", tmpdir, family);
         char *msg = NULL;
         if (tu_compile_cpu(g, so, 2, 3, &msg) != VITC_OK)

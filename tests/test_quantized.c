@@ -46,17 +46,10 @@ static const char *const exports[] = {"timm-qdq", "timm-dynamic", "timm-qop"};
 enum { NEXPORTS = sizeof exports / sizeof exports[0] };
 static const int64_t batches[2] = {1, 3};
 
-static int count_op(const ir_graph *g, ir_op op)
-{
-    int n = 0;
-    for (int i = 0; i < g->nnodes; i++)
-        n += g->nodes[i].op == op;
-    return n;
-}
-
-/* The interpreter on g at both batches against ONNX Runtime's outputs;
- * prints and checks the errors. */
-static void check_interpreter(const char *name, const char *stage, const ir_graph *g)
+/* g in the interpreter, or (g NULL) the compiled export so, at both batches
+ * against ONNX Runtime's outputs; what says which graph or build it is.
+ * Prints and checks the errors. */
+static void check_against_ort(const char *name, const char *what, const ir_graph *g, const char *so)
 {
     for (int b = 0; b < 2; b++) {
         char path[256];
@@ -65,36 +58,16 @@ static void check_interpreter(const char *name, const char *stage, const ir_grap
         tu_read_npy(path, &in);
         snprintf(path, sizeof path, "tests/data/quantized/%s.b%lld.ort.npy", name, (long long)batches[b]);
         tu_read_npy(path, &ref);
-        tu_interpret_ok(g, &in, &out);
+        if (g)
+            tu_interpret_ok(g, &in, &out);
+        else
+            tu_run_so(so, &in, 1, &out, 1, batches[b]);
         double e = tu_error(&out, &ref), cos = tu_cosine(&out, &ref);
-        print_message("%-13s %-9s batch %lld: interpreter vs ONNX Runtime max rel %.3g, cosine %.9f\n", name, stage,
-                      (long long)batches[b], e, cos);
+        print_message("%-13s %-9s batch %lld: %s vs ONNX Runtime max rel %.3g, cosine %.9f\n", name, what,
+                      (long long)batches[b], g ? "interpreter" : "compiled", e, cos);
         if (!(e <= QUANT_MAX_REL) || !(cos >= TU_BAR_COSINE))
-            fail_msg("%s (%s) batch %lld: max rel %.3g (bar %.0e), cosine %.9f (bar %g)", name, stage,
-                     (long long)batches[b], e, QUANT_MAX_REL, cos, TU_BAR_COSINE);
-        ir_tensor_free(&in);
-        ir_tensor_free(&out);
-        ir_tensor_free(&ref);
-    }
-}
-
-/* The compiled export against ONNX Runtime's outputs at both batches; what says how it was compiled. */
-static void check_so(const char *name, const char *what, const char *so)
-{
-    for (int b = 0; b < 2; b++) {
-        char path[256];
-        ir_tensor in, out, ref;
-        snprintf(path, sizeof path, "tests/models/timm.b%lld.input.npy", (long long)batches[b]);
-        tu_read_npy(path, &in);
-        snprintf(path, sizeof path, "tests/data/quantized/%s.b%lld.ort.npy", name, (long long)batches[b]);
-        tu_read_npy(path, &ref);
-        tu_run_so(so, &in, 1, &out, 1, batches[b]);
-        double e = tu_error(&out, &ref), cos = tu_cosine(&out, &ref);
-        print_message("%-13s %-9s batch %lld: compiled vs ONNX Runtime max rel %.3g, cosine %.9f\n", name, what,
-                      (long long)batches[b], e, cos);
-        if (!(e <= QUANT_MAX_REL) || !(cos >= TU_BAR_COSINE))
-            fail_msg("%s (%s), batch %lld: max rel %.3g (bar %.0e), cosine %.9f (bar %g)", name, what,
-                     (long long)batches[b], e, QUANT_MAX_REL, cos, TU_BAR_COSINE);
+            fail_msg("%s (%s%s), batch %lld: max rel %.3g (bar %.0e), cosine %.9f (bar %g)", name, what,
+                     g ? ", interpreter" : "", (long long)batches[b], e, QUANT_MAX_REL, cos, TU_BAR_COSINE);
         ir_tensor_free(&in);
         ir_tensor_free(&out);
         ir_tensor_free(&ref);
@@ -110,10 +83,10 @@ static void test_quantized_exports_in_the_interpreter_match_onnxruntime(void **s
         ir_graph *g = tu_load_model(rel);
         print_message("%-13s imported: %d QuantizeLinear, %d DequantizeLinear, %d DynamicQuantizeLinear, "
                       "%d MatMulInteger, %d ConvInteger\n",
-                      exports[k], count_op(g, IR_OP_QUANTIZE_LINEAR), count_op(g, IR_OP_DEQUANTIZE_LINEAR),
-                      count_op(g, IR_OP_DYNAMIC_QUANTIZE_LINEAR), count_op(g, IR_OP_MATMUL_INTEGER),
-                      count_op(g, IR_OP_CONV_INTEGER));
-        check_interpreter(exports[k], "imported", g);
+                      exports[k], tu_count_op(g, IR_OP_QUANTIZE_LINEAR), tu_count_op(g, IR_OP_DEQUANTIZE_LINEAR),
+                      tu_count_op(g, IR_OP_DYNAMIC_QUANTIZE_LINEAR), tu_count_op(g, IR_OP_MATMUL_INTEGER),
+                      tu_count_op(g, IR_OP_CONV_INTEGER));
+        check_against_ort(exports[k], "imported", g, NULL);
         vitc_diag d;
         vitc_diag_init(&d, rel);
         if (pass_run(g, NULL, &d))
@@ -124,7 +97,7 @@ static void test_quantized_exports_in_the_interpreter_match_onnxruntime(void **s
             if (n->op == IR_OP_DEQUANTIZE_LINEAR && g->values[n->inputs[0]].kind == IR_VAL_CONST)
                 fail_msg("%s: node '%s' dequantizes a constant after the passes", rel, n->name);
         }
-        check_interpreter(exports[k], "optimized", g);
+        check_against_ort(exports[k], "optimized", g, NULL);
         ir_graph_free(g);
     }
 }
@@ -145,14 +118,14 @@ static void test_quantized_exports_on_the_cpu_match_onnxruntime(void **state)
         for (int i = 0; i < g->nnodes; i++)
             if (ir_op_family_of(g->nodes[i].op) == IR_FAM_QUANT)
                 fail_msg("%s: node '%s' (%s) was not lowered", rel, g->nodes[i].name, ir_op_name(g->nodes[i].op));
-        print_message("%-13s optimized: %d FakeQuant, %d Linear, %d Round\n", exports[k], count_op(g, IR_OP_FAKE_QUANT),
-                      count_op(g, IR_OP_LINEAR), count_op(g, IR_OP_ROUND));
+        print_message("%-13s optimized: %d FakeQuant, %d Linear, %d Round\n", exports[k], tu_count_op(g, IR_OP_FAKE_QUANT),
+                      tu_count_op(g, IR_OP_LINEAR), tu_count_op(g, IR_OP_ROUND));
         snprintf(so, sizeof so, "%s/%s.so", tmpdir, exports[k]);
         char *msg = NULL;
         if (tu_compile_cpu(g, so, 2, 3, &msg) != VITC_OK)
             fail_msg("%s: the CPU backend failed:\n%s", rel, msg ? msg : "");
         free(msg);
-        check_so(exports[k], "cpu", so);
+        check_against_ort(exports[k], "cpu", NULL, so);
         ir_graph_free(g);
     }
 }
@@ -302,7 +275,7 @@ static void check_lowered_on_cpu(ir_graph *(*build)(void), const char *name, int
         if (ir_op_family_of(g->nodes[i].op) == IR_FAM_QUANT)
             fail_msg("%s: node '%s' (%s) was not lowered", name, g->nodes[i].name, ir_op_name(g->nodes[i].op));
     if (expect_linears >= 0)
-        assert_int_equal(count_op(g, IR_OP_LINEAR), expect_linears);
+        assert_int_equal(tu_count_op(g, IR_OP_LINEAR), expect_linears);
     char so[4300], *msg = NULL;
     snprintf(so, sizeof so, "%s/%s.so", tmpdir, name);
     if (tu_compile_cpu(g, so, 2, 3, &msg) != VITC_OK)
@@ -422,18 +395,18 @@ static void test_quantized_exports_on_int8_kernels_match_onnxruntime(void **stat
         pass_options po = {.int8 = PASS_INT8_QUANTIZED};
         if (pass_run(g, &po, &d))
             fail_msg("%s: the passes failed (status %d)", rel, d.status);
-        int n8 = count_op(g, IR_OP_LINEAR_INT8);
+        int n8 = tu_count_op(g, IR_OP_LINEAR_INT8);
         print_message("%-13s int8: %d LinearInt8, %d Linear, %d DynamicFakeQuant left\n", exports[k], n8,
-                      count_op(g, IR_OP_LINEAR), count_op(g, IR_OP_DYNAMIC_FAKE_QUANT));
+                      tu_count_op(g, IR_OP_LINEAR), tu_count_op(g, IR_OP_DYNAMIC_FAKE_QUANT));
         assert_int_equal(n8, strcmp(exports[k], "timm-dynamic") == 0 ? 9 : 10);
-        assert_int_equal(count_op(g, IR_OP_DYNAMIC_FAKE_QUANT), 0);
-        check_interpreter(exports[k], "int8", g);
+        assert_int_equal(tu_count_op(g, IR_OP_DYNAMIC_FAKE_QUANT), 0);
+        check_against_ort(exports[k], "int8", g, NULL);
         snprintf(so, sizeof so, "%s/%s.int8.so", tmpdir, exports[k]);
         char *msg = NULL;
         if (tu_compile_cpu(g, so, 2, 3, &msg) != VITC_OK)
             fail_msg("%s: the CPU backend failed:\n%s", rel, msg ? msg : "");
         free(msg);
-        check_so(exports[k], "int8 cpu", so);
+        check_against_ort(exports[k], "int8 cpu", NULL, so);
         ir_graph_free(g);
     }
 }
@@ -576,8 +549,8 @@ static void test_int8_linear_takes_int8_grids_and_says_why_not(void **state)
         fclose(f);
         pass_explain_free(po.explain);
         print_message("int8-linear (%s): %d LinearInt8, %d Linear\n%s", all ? "all" : "quantized",
-                      count_op(g, IR_OP_LINEAR_INT8), count_op(g, IR_OP_LINEAR), all ? "" : text);
-        assert_int_equal(count_op(g, IR_OP_LINEAR_INT8), all ? 3 : 1);
+                      tu_count_op(g, IR_OP_LINEAR_INT8), tu_count_op(g, IR_OP_LINEAR), all ? "" : text);
+        assert_int_equal(tu_count_op(g, IR_OP_LINEAR_INT8), all ? 3 : 1);
         if (!all && (!strstr(text, "node 'add1'") || !strstr(text, "no int8 grid")))
             fail_msg("--explain-fusion does not say why add1 (mm1 + b) stays f32:\n%s", text);
         free(text);
@@ -633,9 +606,9 @@ static void test_int8_keeps_an_out_of_line_weight_in_f32(void **state)
     pass_explain_print(po.explain, f);
     fclose(f);
     pass_explain_free(po.explain);
-    print_message("%d LinearInt8, %d Linear\n%s", count_op(g, IR_OP_LINEAR_INT8), count_op(g, IR_OP_LINEAR), text);
-    assert_int_equal(count_op(g, IR_OP_LINEAR_INT8), 4);
-    assert_int_equal(count_op(g, IR_OP_LINEAR), 1);
+    print_message("%d LinearInt8, %d Linear\n%s", tu_count_op(g, IR_OP_LINEAR_INT8), tu_count_op(g, IR_OP_LINEAR), text);
+    assert_int_equal(tu_count_op(g, IR_OP_LINEAR_INT8), 4);
+    assert_int_equal(tu_count_op(g, IR_OP_LINEAR), 1);
     if (!strstr(text, "node 'mm3'") || !strstr(text, "out of line"))
         fail_msg("--explain-fusion does not say why mm3 stays f32:\n%s", text);
     free(text);

@@ -400,6 +400,14 @@ ir_attr tu_ints(ir_graph *g, ir_attr_id id, int n, const int64_t *v)
     return (ir_attr){.id = id, .kind = IR_AT_INTS, .n = n, .ints = p, .tensor = -1};
 }
 
+int tu_count_op(const ir_graph *g, ir_op op)
+{
+    int n = 0;
+    for (int i = 0; i < g->nnodes; i++)
+        n += g->nodes[i].op == op;
+    return n;
+}
+
 void tu_check_graph(ir_graph *g, const char *what)
 {
     vitc_diag d;

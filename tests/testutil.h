@@ -174,6 +174,8 @@ ir_attr tu_str(ir_attr_id id, const char *s);
 ir_attr tu_ints(ir_graph *g, ir_attr_id id, int n, const int64_t *v);
 /* Shapes inferred and the graph verified, else the test fails naming what. */
 void tu_check_graph(ir_graph *g, const char *what);
+/* The nodes of op in g. */
+int tu_count_op(const ir_graph *g, ir_op op);
 
 /* ---- graphs every backend runs (the callers may add nodes) ---- */
 
