@@ -8,6 +8,9 @@ const vitc_knob rt_knob_table[RT_NKNOBS] = {
                              "Threads of a context created with nthreads 0, 1 to 1024 (unset: one per online core)"},
     [RT_KNOB_HUGE_PAGES] = {"VITC_HUGE_PAGES", VITC_KNOB_FLAG, "1", 0, 0,
                             "0: weights and workspaces on plain pages, embedded weights used in place in the file"},
+    [RT_KNOB_PIN_THREADS] = {"VITC_PIN_THREADS", VITC_KNOB_FLAG, "1", 0, 0,
+                             "0: a context's worker threads run on whichever cores the OS picks, instead of "
+                             "each on a core of its own"},
     [RT_KNOB_CUDA_DEVICE] = {"VITC_CUDA_DEVICE", VITC_KNOB_INT, "0", INT32_MIN, INT32_MAX,
                              "The CUDA device (its ordinal) that CUDA models run on"},
     [RT_KNOB_CUDA_GRAPH] = {"VITC_CUDA_GRAPH", VITC_KNOB_FLAG, "1", 0, 0,

@@ -15,7 +15,9 @@
 
 #include <vitc/runtime.h>
 
+#include <dirent.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -706,6 +708,49 @@ static void test_pool_many_jobs(void **state)
     vitc_model_free(m);
 }
 
+/* How many of this process's threads may run on one CPU only. */
+static int single_cpu_threads(void)
+{
+    DIR *dir = opendir("/proc/self/task");
+    assert_non_null(dir);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(dir)) != NULL) {
+        cpu_set_t s;
+        if (e->d_name[0] != '.' && sched_getaffinity((pid_t)atoi(e->d_name), sizeof s, &s) == 0)
+            n += CPU_COUNT(&s) == 1;
+    }
+    closedir(dir);
+    return n;
+}
+
+/* A context's worker threads run each on a CPU of its own (pool.c), none
+ * with VITC_PIN_THREADS=0; the caller's thread is left as it is. */
+static void test_workers_pinned(void **state)
+{
+    (void)state;
+    cpu_set_t all;
+    assert_int_equal(sched_getaffinity(0, sizeof all, &all), 0);
+    if (CPU_COUNT(&all) < 2)
+        skip(); /* one CPU: nothing to spread the threads over */
+    int before = single_cpu_threads();
+    vitc_model *m = load_toy("toy_model");
+    vitc_context *c;
+    unsetenv("VITC_PIN_THREADS");
+    assert_int_equal(vitc_context_create(m, 2, &c), VITC_STATUS_OK);
+    int pinned = single_cpu_threads() - before;
+    print_message("2 threads: %d worker pinned to one CPU\n", pinned);
+    assert_int_equal(pinned, 1);
+    run_toy_once("toy_model", 3, 1, "pinned workers");
+    vitc_context_free(c);
+    setenv("VITC_PIN_THREADS", "0", 1);
+    assert_int_equal(vitc_context_create(m, 2, &c), VITC_STATUS_OK);
+    assert_int_equal(single_cpu_threads() - before, 0);
+    vitc_context_free(c);
+    unsetenv("VITC_PIN_THREADS");
+    vitc_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -721,6 +766,7 @@ int main(void)
         cmocka_unit_test(test_profile_without_marks),
         cmocka_unit_test(test_threads_and_contexts),
         cmocka_unit_test(test_pool_many_jobs),
+        cmocka_unit_test(test_workers_pinned),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
