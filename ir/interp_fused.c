@@ -123,7 +123,8 @@ static void rotate_rows(double *x, int64_t D, const double *cs0, const double *s
  * where Q, K, V are read out of the packed qkv[B, N, 3*H*D] by qkv_layout
  * (or, for cross-attention, Q out of q[B, Nq, H*D] and K, V out of
  * kv[B, Nk, 2*H*D]) and bias (0 when absent) broadcasts over its
- * dimensions of size 1. */
+ * dimensions of size 1; each fake-quant point present rounds its tensor to
+ * its grid (ops.def). */
 int ik_attention(ik_ctx *c)
 {
     const ir_tensor *X = c->in[IR_ATTN_QKV], *Qt = ik_in(c, IR_ATTN_Q), *bias = ik_in(c, IR_ATTN_BIAS),
@@ -135,6 +136,7 @@ int ik_attention(ik_ctx *c)
         return VITC_BAD_INPUT;
     int64_t H = a.heads, D = a.head_size, layout = a.layout, P = a.parts;
     double scale = a.scale, post = a.post_scale;
+    const float(*fq)[5] = a.fq;
     if (X->rank != 3 || X->dims[2] != P * H * D)
         return ik_fail(c, VITC_BAD_INPUT, "%s must be [B, N, %lld] (%lld x %lld heads x %lld), not %s", Qt ? "kv" : "qkv",
                        (long long)(P * H * D), (long long)P, (long long)H, (long long)D,
@@ -206,12 +208,22 @@ int ik_attention(ik_ctx *c)
                 rotate_rows(q, D, cs, sn, RR, a.rope_start, a.rope_pairing, p);
                 rotate_rows(k, D, cs, sn, RR, a.rope_start, a.rope_pairing, p);
             }
+            for (int64_t i = 0; fq[IR_ATTN_FQ_Q][1] != 0 && i < Nq * D; i++)
+                q[i] = ir_fake_quant_point(fq[IR_ATTN_FQ_Q], q[i]);
+            for (int64_t i = 0; fq[IR_ATTN_FQ_K][1] != 0 && i < N * D; i++)
+                k[i] = ir_fake_quant_point(fq[IR_ATTN_FQ_K], k[i]);
+            for (int64_t i = 0; fq[IR_ATTN_FQ_V][1] != 0 && i < N * D; i++)
+                v[i] = ir_fake_quant_point(fq[IR_ATTN_FQ_V], v[i]);
             for (int64_t n = 0; n < Nq; n++) {
                 double mx = -INFINITY, sum = 0;
                 for (int64_t m = 0; m < N; m++) {
                     double s = 0;
                     for (int64_t d = 0; d < D; d++)
                         s += q[n * D + d] * k[m * D + d];
+                    if (fq[IR_ATTN_FQ_S][1] != 0)
+                        s = ir_fake_quant_point(fq[IR_ATTN_FQ_S], s);
+                    if (fq[IR_ATTN_FQ_S2][1] != 0)
+                        s = ir_fake_quant_point(fq[IR_ATTN_FQ_S2], s);
                     p[m] = s * scale + (bv ? bv[b % bias->dims[0] * bs[0] + h * bs[1] + n * bs[2] + m * bs[3]] : 0);
                     mx = p[m] > mx || isnan(p[m]) ? p[m] : mx;
                 }
@@ -219,12 +231,14 @@ int ik_attention(ik_ctx *c)
                     sum += (p[m] = exp(p[m] - mx));
                 memset(o, 0, (size_t)D * sizeof *o);
                 for (int64_t m = 0; m < N; m++) {
-                    double pm = p[m] / sum * post;
+                    double pm = p[m] / sum;
+                    pm = (fq[IR_ATTN_FQ_P][1] != 0 ? ir_fake_quant_point(fq[IR_ATTN_FQ_P], pm) : pm) * post;
                     for (int64_t d = 0; d < D; d++)
                         o[d] += pm * v[m * D + d];
                 }
                 for (int64_t d = 0; d < D; d++)
-                    ir_tensor_set(&c->out[0], (b * Nq + n) * HD + h * D + d, o[d]);
+                    ir_tensor_set(&c->out[0], (b * Nq + n) * HD + h * D + d,
+                                  fq[IR_ATTN_FQ_O][1] != 0 ? ir_fake_quant_point(fq[IR_ATTN_FQ_O], o[d]) : o[d]);
             }
         }
     free(x), free(xq), free(bv), free(rope), free(q), free(p), free(o);

@@ -2,6 +2,7 @@
  * one place that reads their input slots and attributes. */
 #include "ir/opview.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -83,6 +84,36 @@ int ir_attention_of(const ir_node *n, ir_attention *v, char *why, size_t len)
         }
     } else if (pairing != IR_ROPE_NONE) {
         snprintf(why, len, "Attention has a rope_pairing but no rotary table");
+        return 0;
+    }
+    memset(v->fq, 0, sizeof v->fq);
+    const ir_attr *fq = ir_attr_get(n, IR_ATTR_FAKE_QUANT);
+    if (fq && (fq->kind != IR_AT_FLOATS || fq->n != IR_ATTN_FQ_N * 5)) {
+        snprintf(why, len, "Attention's fake_quant holds %d floats, not %d", fq->n, IR_ATTN_FQ_N * 5);
+        return 0;
+    }
+    for (int p = 0; fq && p < IR_ATTN_FQ_N; p++) {
+        const float *f = fq->floats + 5 * p;
+        if (f[1] == 0)
+            continue;
+        if (!(f[1] > 0 && isfinite(f[1]) && isfinite(f[0]) && f[0] != 0 && f[3] < f[4] && isfinite(f[3]) &&
+              isfinite(f[4]) && f[2] >= f[3] && f[2] <= f[4] && f[2] == nearbyintf(f[2]))) {
+            snprintf(why, len, "Attention's fake-quant point %d (mul %g, scale %g, zero %g, range %g..%g) is not a "
+                     "positive scale with a whole zero point in its range", p, f[0], f[1], f[2], f[3], f[4]);
+            return 0;
+        }
+        if ((p == IR_ATTN_FQ_S || p == IR_ATTN_FQ_S2) && (f[0] < 0 || slot(n, IR_ATTN_BIAS) >= 0)) {
+            snprintf(why, len, "Attention's scores fake-quant point has mul %g or a bias with it", f[0]);
+            return 0;
+        }
+        if (p <= IR_ATTN_FQ_K && v->rope >= 0) {
+            snprintf(why, len, "Attention fake-quantizes Q or K and rotates them");
+            return 0;
+        }
+        memcpy(v->fq[p], f, sizeof v->fq[p]);
+    }
+    if (v->fq[IR_ATTN_FQ_S2][1] != 0 && v->fq[IR_ATTN_FQ_S][1] == 0) {
+        snprintf(why, len, "Attention's second scores fake-quant point comes without the first");
         return 0;
     }
     v->rope_pairing = v->rope >= 0 ? (ir_rope_pairing)pairing : IR_ROPE_NONE;
@@ -227,6 +258,21 @@ void ir_attention_spec(const ir_attention *v, ir_node_spec *s)
         s->attrs[s->nattrs++] = attr_int(IR_ATTR_ROPE_PAIRING, v->rope_pairing);
         s->attrs[s->nattrs++] = attr_int(IR_ATTR_ROPE_START, v->rope_start);
     }
+    for (int p = 0; p < IR_ATTN_FQ_N; p++)
+        if (v->fq[p][1] != 0) { /* the floats are copied where the node is made (rw_set_node) */
+            s->attrs[s->nattrs++] = (ir_attr){.id = IR_ATTR_FAKE_QUANT, .kind = IR_AT_FLOATS, .n = IR_ATTN_FQ_N * 5,
+                                              .floats = (float *)&v->fq[0][0], .tensor = -1};
+            break;
+        }
+}
+
+double ir_fake_quant_point(const float fq[5], double x)
+{
+    float xs = (float)(x * fq[0]);
+    double t = nearbyint((double)(float)((double)xs / fq[1])) + fq[2];
+    t = t > fq[3] ? t : fq[3]; /* a NaN goes to qmin */
+    t = t < fq[4] ? t : fq[4];
+    return (double)(float)((float)(t - fq[2]) * fq[1]);
 }
 
 void ir_norm_spec(const ir_norm *v, ir_node_spec *s)

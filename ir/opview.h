@@ -59,6 +59,17 @@ static inline int64_t ir_rope_partner(ir_rope_pairing p, int64_t D, int64_t d)
     return p == IR_ROPE_INTERLEAVED ? d ^ 1 : (d + D / 2) % D;
 }
 
+/* Where an Attention may fake-quantize (ops.def): Q, K and V as read, the
+ * scores (twice: the product, then what a factor made of it), the
+ * probabilities, the output. */
+typedef enum {
+    IR_ATTN_FQ_Q, IR_ATTN_FQ_K, IR_ATTN_FQ_V, IR_ATTN_FQ_S, IR_ATTN_FQ_S2, IR_ATTN_FQ_P, IR_ATTN_FQ_O, IR_ATTN_FQ_N
+} ir_attn_fq_point;
+
+/* FakeQuant of x * fq[0] with fq = {mul, scale, zero, qmin, qmax}, as
+ * ops.def's FakeQuant computes it in f32 (x * mul rounded to f32 first). */
+double ir_fake_quant_point(const float fq[5], double x);
+
 /* out[b, n, h*D + d] = sum_m P[b,h,n,m] V[b,h,m,d] with
  * P = softmax_m(scale * Q[b,h,n,:] . K[b,h,m,:] + bias[b,h,n,m]) * post_scale.
  * Self-attention reads Q, K and V out of qkv [B, N, 3*H*D]; cross-attention
@@ -81,6 +92,10 @@ typedef struct {
     int parts; /* 3 (q, k, v in qkv) or 2 (k, v; q apart) */
     ir_rope_pairing rope_pairing; /* IR_ROPE_NONE without a table */
     int64_t rope_start;           /* the first token rotated */
+    /* fake-quant points (a quantized model's Q/DQ pairs inside attention):
+     * fq[p] = {mul, scale, zero, qmin, qmax} for p in ir_attn_fq_point, the
+     * point absent where its scale is 0 (see ops.def) */
+    float fq[IR_ATTN_FQ_N][5];
 } ir_attention;
 
 /* n's view in *v: 1 when n is that op and its attributes are valid; 0 when it

@@ -141,11 +141,11 @@ static int window_bias(ir_graph *g, const attention_match *m, const char *name)
     return v;
 }
 
-static int match(const ir_graph *g, const ir_node *sm, void *mv, char *why, size_t nwhy)
+static int match_with(const ir_graph *g, const ir_node *sm, void *mv, int fq_ok, char *why, size_t nwhy)
 {
     attention_match *m = mv;
     view k, v;
-    int r = attn_skeleton(g, sm, &m->s, why, nwhy);
+    int r = attn_skeleton(g, sm, &m->s, fq_ok, why, nwhy);
     if (r <= 0)
         return r;
     if (attn_views(g, &m->s, &m->q, &k, &v, &m->rope, &m->s.scale, why, nwhy) ||
@@ -154,6 +154,10 @@ static int match(const ir_graph *g, const ir_node *sm, void *mv, char *why, size
         return -1;
     if (m->rope.r >= 0 && m->L.q_root >= 0) {
         snprintf(why, nwhy, "Q and K of cross-attention are rotated (Attention rotates those of self-attention only)");
+        return -1;
+    }
+    if (m->rope.r >= 0 && (m->s.fq[IR_ATTN_FQ_Q][1] != 0 || m->s.fq[IR_ATTN_FQ_K][1] != 0)) {
+        snprintf(why, nwhy, "Q or K is both rotated and fake-quantized");
         return -1;
     }
     const attn_rope *ro = &m->rope;
@@ -175,6 +179,16 @@ static int match(const ir_graph *g, const ir_node *sm, void *mv, char *why, size
         return -1;
     }
     return 1;
+}
+
+static int match(const ir_graph *g, const ir_node *sm, void *mv, char *why, size_t nwhy)
+{
+    return match_with(g, sm, mv, 0, why, nwhy);
+}
+
+static int match_fq(const ir_graph *g, const ir_node *sm, void *mv, char *why, size_t nwhy)
+{
+    return match_with(g, sm, mv, 1, why, nwhy);
 }
 
 /* v as the shape dims: v itself where it has it, else a Reshape of it; -1. */
@@ -216,6 +230,7 @@ static int rewrite(ir_graph *g, int ni, const void *mv)
     a.layout = (ir_qkv_layout)L->layout;
     a.scale = (float)s->scale;
     a.post_scale = (float)s->post_scale;
+    memcpy(a.fq, s->fq, sizeof a.fq);
     if (m->rope.r >= 0) {
         if ((a.rope = attn_rope_table(g, &m->rope, name)) < 0)
             return -1;
@@ -230,7 +245,8 @@ static int rewrite(ir_graph *g, int ni, const void *mv)
     ir_node_spec spec;
     o_view(g, s, &m->q, L, y, &ov);
     ir_attention_spec(&a, &spec);
-    return rw_set_spec(g, rw_index(g, s->pv), name, op_type, &spec) ||
+    /* the Attention takes the place of the output's FakeQuant where it has one */
+    return rw_set_spec(g, rw_index(g, s->fq_out ? s->fq_out : s->pv), name, op_type, &spec) ||
                    view_emit(g, &ov, s->o, name)
                ? -1
                : 0;
@@ -239,5 +255,14 @@ static int rewrite(ir_graph *g, int ni, const void *mv)
 static const rw_rule rules[] = {
     {.name = "attention", .anchor = IR_OP_SOFTMAX, .size = sizeof(attention_match), .match = match, .rewrite = rewrite},
 };
+/* A backend with int8 kernels (pass_options.int8) runs quantized attention
+ * fused: its FakeQuants become the Attention's fake-quant points. */
+static const rw_rule rules_fq[] = {
+    {.name = "attention", .anchor = IR_OP_SOFTMAX, .size = sizeof(attention_match), .match = match_fq,
+     .rewrite = rewrite},
+};
 
-int pass_fuse_attention(ir_graph *g, vitc_diag *d) { return RW_APPLY(g, rules, d); }
+int pass_fuse_attention(ir_graph *g, const pass_options *o, vitc_diag *d)
+{
+    return o && o->int8 != PASS_INT8_NONE ? RW_APPLY(g, rules_fq, d) : RW_APPLY(g, rules, d);
+}

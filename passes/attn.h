@@ -33,6 +33,10 @@ typedef struct {
     int64_t period;     /* P, the windows per image of that split; 0 without one */
     double scale;       /* every factor before the softmax */
     double post_scale;  /* every factor after it */
+    /* fake-quant points (with fq_ok): as Attention's (opview.h), and the
+     * FakeQuant of the output, which the Attention replaces, or NULL */
+    float fq[IR_ATTN_FQ_N][5];
+    const ir_node *fq_out;
 } attn_skel;
 
 /* A rotary position embedding applied to Q or K (rope.c): r, along its
@@ -66,8 +70,11 @@ int attn_rope_same(const ir_graph *g, const attn_rope *a, const attn_rope *b);
 int attn_rope_table(ir_graph *g, const attn_rope *ro, const char *name);
 
 /* Matches the skeleton at a Softmax: 1 when it matched, 0 when the Softmax
- * is no attention candidate, -1 with the first failed condition in why. */
-int attn_skeleton(const ir_graph *g, const ir_node *softmax, attn_skel *s, char *why, size_t nwhy);
+ * is no attention candidate, -1 with the first failed condition in why.
+ * fq_ok: FakeQuants (one scale and zero point each) on Q, K, the scores, the
+ * probabilities and the output are taken as fake-quant points; otherwise
+ * they are misses. */
+int attn_skeleton(const ir_graph *g, const ir_node *softmax, attn_skel *s, int fq_ok, char *why, size_t nwhy);
 /* The views of Q, K and V (traced through data movement, and through a
  * rotary embedding applied alike to Q and K, described in *rope; rope->r is
  * -1 without one), permuted into canonical order.  Scalar factors on Q or K

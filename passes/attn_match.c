@@ -27,6 +27,22 @@ static int strip_factors(const ir_graph *g, int v, double *f)
     return v;
 }
 
+/* Where v is made by a FakeQuant of one scale and zero point: f = {mul,
+ * scale, zero, qmin, qmax} (mul: the scalar factors on its input) and the
+ * value under them; else v, f[1] 0. */
+static int strip_fake_quant(const ir_graph *g, int v, float f[5])
+{
+    const ir_node *p = rw_producer(g, v);
+    double q[4], mul = 1;
+    f[1] = 0;
+    if (!p || !rw_fake_quant_params(g, p, q) || !(q[0] > 0))
+        return v;
+    int x = strip_factors(g, p->inputs[0], &mul);
+    float r[5] = {(float)mul, (float)q[0], (float)q[1], (float)q[2], (float)q[3]};
+    memcpy(f, r, sizeof r);
+    return x;
+}
+
 /* An Einsum equation "t0,t1->out" (ir/einsum.h), no letter repeated in a term; 0 when it is one. */
 static int parse_einsum(const ir_node *n, char t[2][IR_MAX_RANK + 1], char out[IR_MAX_RANK + 1])
 {
@@ -234,20 +250,41 @@ static int windowed_chain(const ir_graph *g, attn_skel *s, int in, int *prod, ch
     return 1;
 }
 
-int attn_skeleton(const ir_graph *g, const ir_node *sm, attn_skel *s, char *why, size_t nwhy)
+int attn_skeleton(const ir_graph *g, const ir_node *sm, attn_skel *s, int fq_ok, char *why, size_t nwhy)
 {
     memset(s, 0, sizeof *s);
     s->softmax = sm;
     s->scale = s->post_scale = 1;
     const ir_value *x = &g->values[sm->inputs[0]];
     int in = strip_factors(g, sm->inputs[0], &s->scale);
+    float *fqs = s->fq[IR_ATTN_FQ_S];
+    int under = strip_fake_quant(g, in, fqs);
+    if (fqs[1] != 0) { /* softmax(FakeQuant(Q K^T * mul) * scale), maybe FakeQuant twice; no bias with it */
+        if (!fq_ok)
+            MISS("the scores are fake-quantized (this backend runs quantized attention unfused)");
+        if (rw_uses(g, in) != 1)
+            MISS("the fake-quantized scores have other readers");
+        float inner[5];
+        int under2 = strip_fake_quant(g, under, inner);
+        if (inner[1] != 0) {
+            if (rw_uses(g, under) != 1)
+                MISS("the fake-quantized scores have other readers");
+            memcpy(s->fq[IR_ATTN_FQ_S2], fqs, sizeof inner);
+            memcpy(fqs, inner, sizeof inner);
+            under = under2;
+        }
+        if (!(s->scale > 0) || !(fqs[0] > 0) || s->fq[IR_ATTN_FQ_S2][0] < 0)
+            MISS("the fake-quantized scores are scaled by %g, not by a positive factor",
+                 s->scale > 0 ? (fqs[0] > 0 ? s->fq[IR_ATTN_FQ_S2][0] : fqs[0]) : s->scale);
+        in = under;
+    }
     const ir_node *sc = rw_producer(g, in);
     int prod = -1;
     double top = s->scale;
-    int w = windowed_chain(g, s, in, &prod, why, nwhy);
+    int w = fqs[1] != 0 ? 0 : windowed_chain(g, s, in, &prod, why, nwhy);
     if (w < 0)
         return -1;
-    s->bias = w ? -1 : additive_term(g, sc, &prod);
+    s->bias = w || fqs[1] != 0 ? -1 : additive_term(g, sc, &prod);
     if (w) {
         if (top != 1)
             MISS("the scores are scaled by %g after their masks or biases are added", top);
@@ -286,6 +323,10 @@ int attn_skeleton(const ir_graph *g, const ir_node *sm, attn_skel *s, char *why,
     s->q = strip_factors(g, s->q, &qf);
     s->k = strip_factors(g, s->k, &kf);
     s->scale *= qf * kf;
+    s->q = strip_fake_quant(g, s->q, s->fq[IR_ATTN_FQ_Q]);
+    s->k = strip_fake_quant(g, s->k, s->fq[IR_ATTN_FQ_K]);
+    if (!fq_ok && (s->fq[IR_ATTN_FQ_Q][1] != 0 || s->fq[IR_ATTN_FQ_K][1] != 0))
+        MISS("Q or K is fake-quantized (this backend runs quantized attention unfused)");
     /* probabilities: Softmax -> scalar factors -> pv */
     int p = sm->outputs[0];
     for (;;) {
@@ -302,6 +343,16 @@ int attn_skeleton(const ir_graph *g, const ir_node *sm, attn_skel *s, char *why,
             p = u->outputs[0];
             continue;
         }
+        double fq[4];
+        if (rw_fake_quant_params(g, u, fq) && u->inputs[0] == p && s->fq[IR_ATTN_FQ_P][1] == 0 && fq[0] > 0) {
+            if (!fq_ok)
+                MISS("the probabilities are fake-quantized (this backend runs quantized attention unfused)");
+            float f[5] = {(float)s->post_scale, (float)fq[0], (float)fq[1], (float)fq[2], (float)fq[3]};
+            memcpy(s->fq[IR_ATTN_FQ_P], f, sizeof f);
+            s->post_scale = 1;
+            p = u->outputs[0];
+            continue;
+        }
         if (u->op != IR_OP_MATMUL && u->op != IR_OP_EINSUM)
             MISS("the probabilities are read by %s '%s', not multiplied by V", ir_op_name(u->op), u->name);
         s->pv = u;
@@ -309,6 +360,9 @@ int attn_skeleton(const ir_graph *g, const ir_node *sm, attn_skel *s, char *why,
     }
     if (match_pv(g, s->pv, p, s, why, nwhy))
         return -1;
+    s->v = strip_fake_quant(g, s->v, s->fq[IR_ATTN_FQ_V]);
+    if (!fq_ok && s->fq[IR_ATTN_FQ_V][1] != 0)
+        MISS("V is fake-quantized (this backend runs quantized attention unfused)");
     const ir_node *vs = rw_producer(g, s->v);
     int o;
     double c;
@@ -316,6 +370,14 @@ int attn_skeleton(const ir_graph *g, const ir_node *sm, attn_skel *s, char *why,
         MISS("V is scaled by %s '%s'; the scale must be on Q, K, the scores or the probabilities",
              ir_op_name(vs->op), vs->name);
     s->o = s->pv->outputs[0];
+    const ir_node *u = fq_ok ? rw_only_user(g, s->o) : NULL;
+    double fq[4];
+    if (u && u->inputs[0] == s->o && rw_fake_quant_params(g, u, fq) && fq[0] > 0 && !rw_is_graph_output(g, s->o)) {
+        float f[5] = {1, (float)fq[0], (float)fq[1], (float)fq[2], (float)fq[3]};
+        memcpy(s->fq[IR_ATTN_FQ_O], f, sizeof f);
+        s->fq_out = u;
+        s->o = u->outputs[0];
+    }
     return 1;
 }
 

@@ -44,7 +44,9 @@ void pass_explain_print(const pass_explain *e, FILE *f);
 /* Which Linears int8-linear makes LinearInt8 (the backend's choice, from
  * --precision): none; those a quantized model computes in integers (their
  * input fake-quantized, their weight on an int8 grid); those and every other
- * (--precision int8: weights per column, inputs per row at run time). */
+ * (--precision int8: weights per column, inputs per row at run time).  A
+ * backend that takes either also runs Attention with fake-quant points
+ * (fuse-attention). */
 typedef enum { PASS_INT8_NONE = 0, PASS_INT8_QUANTIZED = 1, PASS_INT8_ALL = 2 } pass_int8;
 
 typedef struct {
@@ -108,7 +110,9 @@ int pass_fold_batchnorm(ir_graph *g, vitc_diag *d);
 int pass_fuse_layernorm(ir_graph *g, vitc_diag *d);
 int pass_fuse_gelu(ir_graph *g, vitc_diag *d);
 int pass_merge_qkv(ir_graph *g, vitc_diag *d);
-int pass_fuse_attention(ir_graph *g, vitc_diag *d);
+/* with options: a backend with int8 kernels (o->int8) also fuses quantized
+ * attention, its FakeQuants the Attention's fake-quant points */
+int pass_fuse_attention(ir_graph *g, const pass_options *o, vitc_diag *d);
 int pass_fuse_epilogue(ir_graph *g, vitc_diag *d);
 int pass_dce(ir_graph *g, vitc_diag *d);
 

@@ -18,7 +18,7 @@ static const pass_def pipeline[] = {
     {"fuse-gelu", pass_fuse_gelu, NULL},         /* erf and tanh GELU -> Gelu */
     {"sink-views", pass_simplify, NULL},         /* row permutations through Linears, so QKV is one tensor */
     {"merge-qkv", pass_merge_qkv, NULL},         /* separate Q, K, V Linears on one input -> one Linear */
-    {"fuse-attention", pass_fuse_attention, NULL},/* QK^T, scale, Softmax, @V, head split/merge -> Attention */
+    {"fuse-attention", NULL, pass_fuse_attention},/* QK^T, scale, Softmax, @V, head split/merge -> Attention */
     {"cleanup", pass_simplify, NULL},            /* the head merge against the head split, out-projection views */
     {"fuse-epilogue", pass_fuse_epilogue, NULL}, /* Linear + GELU/ReLU/ReLU6, Linear + residual Add */
     {"int8-linear", NULL, pass_int8_linear},     /* Linears on quantized inputs -> LinearInt8 (backend decides) */

@@ -48,7 +48,7 @@ static int match(const ir_graph *g, const ir_node *sm, void *mv, char *why, size
     attn_skel s;
     view w[3];
     attn_rope rope;
-    if (attn_skeleton(g, sm, &s, why, nwhy) <= 0 ||
+    if (attn_skeleton(g, sm, &s, 0, why, nwhy) <= 0 ||
         attn_views(g, &s, &w[0], &w[1], &w[2], &rope, &s.scale, why, nwhy))
         return 0; /* fuse-attention explains these */
     if (w[0].root == w[1].root && w[0].root == w[2].root)

@@ -148,13 +148,6 @@ static int lower_qdq(ir_graph *g, int di)
     return st;
 }
 
-/* The scalar scale, zero point and range of FakeQuant node n; 0 when per axis. */
-static int fq_params(const ir_graph *g, const ir_node *n, double p[4])
-{
-    p[2] = ir_attr_float(n, IR_ATTR_QMIN, 0), p[3] = ir_attr_float(n, IR_ATTR_QMAX, 255);
-    return rw_scalar(g, n->inputs[1], &p[0]) && rw_scalar(g, n->inputs[2], &p[1]);
-}
-
 /* A FakeQuant of what element moves (views, Transpose, Split, Slice,
  * Gather) made of another FakeQuant's output with the same scale, zero point
  * and range changes nothing: its input is already on that grid, and x /
@@ -166,12 +159,12 @@ static int drop_repeated_fake_quant(ir_graph *g)
     for (int i = 0; i < g->nnodes; i++) {
         const ir_node *n = &g->nodes[i];
         double p[4], q[4];
-        if (n->op != IR_OP_FAKE_QUANT || !fq_params(g, n, p))
+        if (n->op != IR_OP_FAKE_QUANT || !rw_fake_quant_params(g, n, p))
             continue;
         const ir_node *m = rw_producer(g, n->inputs[0]);
         while (m && m->op != IR_OP_CAST && ir_op_has(m->op, OPF_MOVEMENT))
             m = rw_producer(g, m->inputs[0]);
-        if (!m || m->op != IR_OP_FAKE_QUANT || m == n || !fq_params(g, m, q) || memcmp(p, q, sizeof p) != 0 ||
+        if (!m || m->op != IR_OP_FAKE_QUANT || m == n || !rw_fake_quant_params(g, m, q) || memcmp(p, q, sizeof p) != 0 ||
             rw_is_graph_output(g, n->outputs[0]))
             continue;
         rw_replace_uses(g, n->outputs[0], n->inputs[0]);
@@ -554,7 +547,8 @@ static void quantize_columns(const float *w, int64_t K, int64_t N, int8_t *q, fl
 }
 
 /* How Linear node n's input is quantized: from a FakeQuant with one scale
- * and zero point of an 8-bit range (static), a DynamicFakeQuant (per
+ * and zero point of an 8-bit range, or an Attention's output fake-quant
+ * point (static), a DynamicFakeQuant (per
  * tensor), or with `all`, per row at run time; the input before it in *x0.
  * 0: not quantized (why says so where it nearly is). */
 static int input_quant(const ir_graph *g, int x, int all, const float *calib, ir_linear *v, int *x0, char *why,
@@ -573,10 +567,17 @@ static int input_quant(const ir_graph *g, int x, int all, const float *calib, ir
         return 1;
     }
     double sc, zp;
-    if (p && p->op == IR_OP_FAKE_QUANT) {
-        float qmin = ir_attr_float(p, IR_ATTR_QMIN, 0), qmax = ir_attr_float(p, IR_ATTR_QMAX, 255);
+    ir_attention at;
+    int attn_fq = p && ir_attention_of(p, &at, why, nwhy) && at.fq[IR_ATTN_FQ_O][1] != 0;
+    if (attn_fq) { /* an Attention whose output is fake-quantized: x is on that grid */
+        sc = at.fq[IR_ATTN_FQ_O][1], zp = at.fq[IR_ATTN_FQ_O][2];
+        moved = 1;
+    }
+    if (p && (p->op == IR_OP_FAKE_QUANT || attn_fq)) {
+        float qmin = attn_fq ? at.fq[IR_ATTN_FQ_O][3] : ir_attr_float(p, IR_ATTR_QMIN, 0);
+        float qmax = attn_fq ? at.fq[IR_ATTN_FQ_O][4] : ir_attr_float(p, IR_ATTR_QMAX, 255);
         int u8 = qmin == 0 && qmax == 255, s8 = qmin == -128 && qmax == 127;
-        if (!rw_scalar(g, p->inputs[1], &sc) || !rw_scalar(g, p->inputs[2], &zp))
+        if (!attn_fq && (!rw_scalar(g, p->inputs[1], &sc) || !rw_scalar(g, p->inputs[2], &zp)))
             snprintf(why, nwhy, "its input is fake-quantized per axis, not per tensor");
         else if (!(u8 || s8) || !(sc > 0) || !isfinite((float)sc) || zp != floor(zp) || zp < qmin || zp > qmax)
             snprintf(why, nwhy, "its input is fake-quantized to [%g, %g] (scale %g, zero point %g), not 8 bits",

@@ -87,6 +87,12 @@ int rw_scalar(const ir_graph *g, int v, double *out)
     return 1;
 }
 
+int rw_fake_quant_params(const ir_graph *g, const ir_node *n, double p[4])
+{
+    p[2] = ir_attr_float(n, IR_ATTR_QMIN, 0), p[3] = ir_attr_float(n, IR_ATTR_QMAX, 255);
+    return n->op == IR_OP_FAKE_QUANT && rw_scalar(g, n->inputs[1], &p[0]) && rw_scalar(g, n->inputs[2], &p[1]);
+}
+
 int rw_splat(const ir_graph *g, int v, double *out)
 {
     for (int depth = 0; v >= 0 && depth < 32; depth++) {
@@ -288,6 +294,18 @@ int rw_set_node(ir_graph *g, int ni, ir_op op, const char *name, const char *op_
         memcpy(outs, out, (size_t)nout * sizeof(int));
     if (nattrs)
         memcpy(at, attrs, (size_t)nattrs * sizeof(ir_attr));
+    for (int k = 0; k < nattrs; k++) /* arrays into the graph's arena: the caller's may be its own */
+        if ((at[k].kind == IR_AT_INTS || at[k].kind == IR_AT_FLOATS) && at[k].n > 0) {
+            size_t sz = at[k].kind == IR_AT_INTS ? sizeof(int64_t) : sizeof(float);
+            void *copy = ir_alloc_array(g->arena, (size_t)at[k].n, sz);
+            if (!copy)
+                return -1;
+            memcpy(copy, at[k].kind == IR_AT_INTS ? (void *)at[k].ints : (void *)at[k].floats, (size_t)at[k].n * sz);
+            if (at[k].kind == IR_AT_INTS)
+                at[k].ints = copy;
+            else
+                at[k].floats = copy;
+        }
     for (int k = 0; k < n->noutputs; k++)
         if (n->outputs[k] >= 0 && g->values[n->outputs[k]].producer == ni)
             g->values[n->outputs[k]].producer = -1;

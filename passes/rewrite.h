@@ -45,6 +45,9 @@ int fold_known_inputs(ir_graph *g, int i, int *repl, int nv);
 int rw_is_const(const ir_graph *g, int v);
 /* The value of a constant with exactly one element (any number dtype). */
 int rw_scalar(const ir_graph *g, int v, double *out);
+/* The scale, zero point, qmin and qmax of FakeQuant node n in p; 0 when its
+ * scale or zero point is not one constant number (per axis). */
+int rw_fake_quant_params(const ir_graph *g, const ir_node *n, double p[4]);
 /* 1 and *out when every element of v is the same number (bool: 0 or 1) for
  * any batch: a constant so filled, or one seen through views, Expand,
  * Transpose, a Where whose condition is such a splat, and Casts. */

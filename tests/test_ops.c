@@ -49,12 +49,13 @@ typedef struct {
 
 typedef struct {
     ir_attr_id id;
-    char kind; /* 'i' int, 'f' float, 's' string, 'I' ints */
+    char kind; /* 'i' int, 'f' float, 's' string, 'I' ints, 'F' floats */
     int64_t i;
     float f;
     const char *s;
     int n;
     int64_t ints[6];
+    const float *floats;
 } attr_spec;
 
 /* A tensor in double, for the whole-tensor formulas: an operand (rank -1 where
@@ -101,6 +102,7 @@ typedef struct op_row {
 #define AF(id, v) {IR_ATTR_##id, 'f', .f = v}
 #define AS(id, v) {IR_ATTR_##id, 's', .s = v}
 #define AIS(id, ...) {IR_ATTR_##id, 'I', .n = NARGS(__VA_ARGS__), .ints = {__VA_ARGS__}}
+#define AFS(id, arr) {IR_ATTR_##id, 'F', .n = (int)(sizeof(arr) / sizeof(arr)[0]), .floats = arr}
 #define IN1(a) .nin = 1, .in = {a}
 #define IN2(a, b) .nin = 2, .in = {a, b}
 #define IN3(a, b, c) .nin = 3, .in = {a, b, c}
@@ -441,7 +443,19 @@ static void f_linear(const op_row *w, const dten *in, dten *out)
  * separate queries in cross-attention (K and V parts 0 and 1).  A rotary
  * table [2, (H,) R, D] rotates Q and K of tokens rope_start .. rope_start+R-1:
  * x[d] * rope[0, t, d] + x[partner d] * rope[1, t, d], the partner half a head
- * away (halves) or the other of a pair (interleaved). */
+ * away (halves) or the other of a pair (interleaved).  A fake_quant
+ * attribute puts FakeQuant(t * mul) with {mul, scale, zero, qmin, qmax} on
+ * Q, K, V, the scores (twice), the probabilities and the output. */
+static double fq_point(const float *f, int p, double x)
+{
+    f += 5 * p;
+    if (f[1] == 0)
+        return x;
+    double t = nearbyint((float)((double)(float)(x * f[0]) / f[1])) + f[2];
+    t = t < f[3] || isnan(t) ? f[3] : t > f[4] ? f[4] : t;
+    return (float)((float)(t - f[2]) * f[1]);
+}
+
 static void f_attention(const op_row *w, const dten *in, dten *out)
 {
     const dten *qkv = &in[0];
@@ -452,6 +466,9 @@ static void f_attention(const op_row *w, const dten *in, dten *out)
     int64_t layout = attr_i(w, IR_ATTR_QKV_LAYOUT, 0), pairing = attr_i(w, IR_ATTR_ROPE_PAIRING, 0);
     int64_t start = attr_i(w, IR_ATTR_ROPE_START, 0);
     double scale = attr_f(w, IR_ATTR_SCALE, 1.0f), post = attr_f(w, IR_ATTR_POST_SCALE, 1.0f);
+    const attr_spec *fa = row_attr(w, IR_ATTR_FAKE_QUANT);
+    static const float no_fq[35];
+    const float *fq = fa ? fa->floats : no_fq;
     int64_t parts = qin ? 2 : 3, B = qkv->dims[0], Nk = qkv->dims[1], Nq = qin ? qin->dims[1] : Nk;
     assert_int_equal(qkv->dims[2], parts * H * D);
     d_alloc(out, 3, (int64_t[]){B, Nq, H * D});
@@ -467,10 +484,10 @@ static void f_attention(const op_row *w, const dten *in, dten *out)
                     double part[3];
                     for (int p = 0; p < parts; p++)
                         part[p] = row[layout ? e * parts + p : p * H * D + e];
-                    Kt[n * D + d] = part[parts - 2];
-                    V[n * D + d] = part[parts - 1];
+                    Kt[n * D + d] = fq_point(fq, 1, part[parts - 2]);
+                    V[n * D + d] = fq_point(fq, 2, part[parts - 1]);
                     if (!qin)
-                        Q[n * D + d] = part[0];
+                        Q[n * D + d] = fq_point(fq, 0, part[0]);
                 }
             for (int64_t n = 0; qin && n < Nq; n++)
                 for (int64_t d = 0; d < D; d++)
@@ -500,7 +517,7 @@ static void f_attention(const op_row *w, const dten *in, dten *out)
                     double s = 0;
                     for (int64_t d = 0; d < D; d++)
                         s += Q[n * D + d] * Kt[j * D + d];
-                    s *= scale;
+                    s = fq_point(fq, 4, fq_point(fq, 3, s)) * scale;
                     if (bias) {
                         const int64_t *bd = bias->dims;
                         assert_int_equal(bd[3], Nk);
@@ -514,13 +531,20 @@ static void f_attention(const op_row *w, const dten *in, dten *out)
                 for (int64_t d = 0; d < D; d++) {
                     double acc = 0;
                     for (int64_t j = 0; j < Nk; j++)
-                        acc += P[j] / sum * post * V[j * D + d];
-                    out->v[(i * Nq + n) * H * D + h * D + d] = acc;
+                        acc += fq_point(fq, 5, P[j] / sum) * post * V[j * D + d];
+                    out->v[(i * Nq + n) * H * D + h * D + d] = fq_point(fq, 6, acc);
                 }
             }
         }
     free(Q), free(Kt), free(V), free(P);
 }
+
+/* Attention's fake-quant points: {mul, scale, zero, qmin, qmax} for Q, K, V, the scores twice, the
+ * probabilities and the output; int8 and u8 grids, zero points inside and at the ends */
+static const float attn_fq[35] = {0.5f, 0.02f, 3,   -128, 127, 1, 0.03f,  0,   -128, 127, 1, 0.025f, 128, 0, 255,
+                                  0.9f, 0.01f, 120, 0,    255, 0.7f, 0.015f, 100, 0, 255, 1, 1 / 255.0f, 0, 0, 255,
+                                  1,    0.01f, 128, 0,    255};
+static const float attn_fq_p[35] = {[25] = 2, 1 / 255.0f, 0, 0, 255};
 
 static const op_row rows[] = {
     /* element-wise: unary */
@@ -682,6 +706,13 @@ static const op_row rows[] = {
     {"Linear/relu6", IR_OP_LINEAR, IN2(X(-1, 5, 8), W(8, 6)), AT1(AI(ACTIVATION, IR_ACT_RELU6)), .formula = f_linear},
     {"Attention", IR_OP_ATTENTION, IN1(X(-1, 7, 24)), AT3(AI(HEADS, 2), AI(HEAD_SIZE, 4), AF(SCALE, 0.5f)),
      .formula = f_attention},
+    /* a quantized model's attention: every fake-quant point (Q, K, V, scores twice, probabilities, output) */
+    {"Attention/fake-quant", IR_OP_ATTENTION, IN1(X(-1, 7, 24)),
+     AT4(AI(HEADS, 2), AI(HEAD_SIZE, 4), AF(SCALE, 1.1f), AFS(FAKE_QUANT, attn_fq)), .formula = f_attention},
+    /* the probabilities' point alone, with a post_scale after it, layout 1 */
+    {"Attention/fake-quant-p", IR_OP_ATTENTION, IN1(X(-1, 5, 24)),
+     AT5(AI(HEADS, 2), AI(HEAD_SIZE, 4), AI(QKV_LAYOUT, 1), AF(POST_SCALE, 0.5f), AFS(FAKE_QUANT, attn_fq_p)),
+     .formula = f_attention},
     {"Attention/interleaved", IR_OP_ATTENTION, IN1(X(-1, 5, 24)),
      AT4(AI(HEADS, 2), AI(HEAD_SIZE, 4), AI(QKV_LAYOUT, 1), AF(POST_SCALE, 0.25f)), .formula = f_attention},
     {"Attention/bias", IR_OP_ATTENTION, IN2(X(-1, 7, 24), X(-1, 2, 7, 7)), AT2(AI(HEADS, 2), AI(HEAD_SIZE, 4)),
@@ -798,6 +829,7 @@ static void add_row(ir_graph *g, int r)
         at[k] = a->kind == 'i'   ? tu_int(a->id, a->i)
                 : a->kind == 'f' ? tu_float(a->id, a->f)
                 : a->kind == 's' ? tu_str(a->id, a->s)
+                : a->kind == 'F' ? tu_floats(g, a->id, a->n, a->floats)
                                  : tu_ints(g, a->id, a->n, a->ints);
     }
     int nout = w->nout ? w->nout : 1;
@@ -1000,11 +1032,13 @@ static const expected_skip cpu_skips[] = {
 static const expected_skip cuda_skips[] = {
     {"Cast/f32->i64", "element-wise ops compute in fp32 on the GPU and give float or bool"},
     {"Add/i64", "element-wise ops compute in fp32 on the GPU and give float or bool"},
+    {"Attention/fake-quant", "quantized attention runs unfused on CUDA (fuse-attention keeps it so there)"},
+    {"Attention/fake-quant-p", "quantized attention runs unfused on CUDA (fuse-attention keeps it so there)"},
     FOLDED_ONLY,
     {NULL, NULL},
 };
 /* Rows of `rows` that check the interpreter against a formula (.ref or .formula). */
-#define FORMULA_ROWS 90
+#define FORMULA_ROWS 92
 
 /* The rows without a formula, checked against the interpreter alone, with
  * why: committed like the skip lists (a row without a formula that is not

@@ -382,7 +382,10 @@ static void test_lowered_qdq_pairs_on_the_cpu_are_exact(void **state)
  * Runtime run as ONNX defines each op.  Every Linear of the blocks and the
  * head is a LinearInt8, and the static exports' patch embedding (a Conv of
  * the fake-quantized image, made a Linear of its patches); the dynamic
- * export's patch embedding, a ConvInteger, stays f32. */
+ * export's patch embedding, a ConvInteger, stays f32.  Each block's
+ * attention is one Attention, the static exports' FakeQuants inside it its
+ * fake-quant points (Q after its scale, the scores, the probabilities, the
+ * output). */
 static void test_quantized_exports_on_int8_kernels_match_onnxruntime(void **state)
 {
     (void)state;
@@ -396,9 +399,12 @@ static void test_quantized_exports_on_int8_kernels_match_onnxruntime(void **stat
         if (pass_run(g, &po, &d))
             fail_msg("%s: the passes failed (status %d)", rel, d.status);
         int n8 = tu_count_op(g, IR_OP_LINEAR_INT8);
-        print_message("%-13s int8: %d LinearInt8, %d Linear, %d DynamicFakeQuant left\n", exports[k], n8,
-                      tu_count_op(g, IR_OP_LINEAR), tu_count_op(g, IR_OP_DYNAMIC_FAKE_QUANT));
+        print_message("%-13s int8: %d LinearInt8, %d Linear, %d DynamicFakeQuant left, %d Attention\n", exports[k],
+                      n8, tu_count_op(g, IR_OP_LINEAR), tu_count_op(g, IR_OP_DYNAMIC_FAKE_QUANT),
+                      tu_count_op(g, IR_OP_ATTENTION));
         assert_int_equal(n8, strcmp(exports[k], "timm-dynamic") == 0 ? 9 : 10);
+        assert_int_equal(tu_count_op(g, IR_OP_ATTENTION), 2);
+        assert_int_equal(tu_count_op(g, IR_OP_SOFTMAX), 0);
         assert_int_equal(tu_count_op(g, IR_OP_DYNAMIC_FAKE_QUANT), 0);
         check_against_ort(exports[k], "int8", g, NULL);
         snprintf(so, sizeof so, "%s/%s.int8.so", tmpdir, exports[k]);

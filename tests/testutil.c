@@ -400,6 +400,13 @@ ir_attr tu_ints(ir_graph *g, ir_attr_id id, int n, const int64_t *v)
     return (ir_attr){.id = id, .kind = IR_AT_INTS, .n = n, .ints = p, .tensor = -1};
 }
 
+ir_attr tu_floats(ir_graph *g, ir_attr_id id, int n, const float *v)
+{
+    float *p = ir_alloc_array(g->arena, (size_t)(n ? n : 1), sizeof *p);
+    memcpy(p, v, sizeof *p * (size_t)n);
+    return (ir_attr){.id = id, .kind = IR_AT_FLOATS, .n = n, .ints = NULL, .floats = p, .tensor = -1};
+}
+
 int tu_count_op(const ir_graph *g, ir_op op)
 {
     int n = 0;

@@ -172,6 +172,7 @@ ir_attr tu_int(ir_attr_id id, int64_t i);
 ir_attr tu_float(ir_attr_id id, float f);
 ir_attr tu_str(ir_attr_id id, const char *s);
 ir_attr tu_ints(ir_graph *g, ir_attr_id id, int n, const int64_t *v);
+ir_attr tu_floats(ir_graph *g, ir_attr_id id, int n, const float *v);
 /* Shapes inferred and the graph verified, else the test fails naming what. */
 void tu_check_graph(ir_graph *g, const char *what);
 /* The nodes of op in g. */

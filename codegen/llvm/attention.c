@@ -15,6 +15,11 @@
  *     [S = scale * S + bias_chunk]     (with a bias: scale applied by the product)
  *     E = exp(scale * (S - rowmax))    (in place), rs = post_scale / rowsum
  *     O_chunk = rs * (E @ V)           (micro-kernel, stored into out)
+ * With fake-quant points (a quantized model's Q/DQ pairs, ops.def), Q and K
+ * are fake-quantized in their buffers, the scores on their way into the
+ * exponent (the row maximum of FakeQuant(s) is FakeQuant of the maximum:
+ * FakeQuant never decreases), the probabilities normalised in place and
+ * fake-quantized before E @ V, and the output in out after it.
  * Stack per task: D * NP + 2 * N * DP + RB * (NP + 1) floats (NP, DP: N, D
  * rounded up to whole panels), 170 KiB for ViT-B/16 (N 197, D 64); the
  * generator refuses shapes that would need more than ATTN_MAX_STACK. */
@@ -42,6 +47,10 @@ typedef struct {
     int remd_nv, remd_lanes, remd_cols;
 } attn_plan;
 
+/* Whether scale folds into the softmax's exponent: max(scale * s) is
+ * scale * max(s) only for scale > 0, and without a bias added after it. */
+static int fold_scale(const cg_attention_desc *d) { return d->scale > 0 && !d->has_bias; }
+
 static void panels(int64_t n, int nr, int vf, int64_t *np, int64_t *nf, int *rnv, int *rlanes, int *rcols)
 {
     *np = (n + nr - 1) / nr;
@@ -60,6 +69,11 @@ static int attn_plan_make(const cg_attention_desc *d, const cg_target *t, attn_p
     if (d->rope_pairing && (d->q_tokens > 0 || d->head_size % 2 || d->rope_start < 0 || d->rope_rows < 0 ||
                             d->rope_start + d->rope_rows > d->tokens ||
                             (d->rope_pairing != IR_ROPE_HALVES && d->rope_pairing != IR_ROPE_INTERLEAVED)))
+        return -1;
+    if (d->fq[IR_ATTN_FQ_S][1] != 0 && (!fold_scale(d) || !(d->fq[IR_ATTN_FQ_S][0] > 0) ||
+                                        d->fq[IR_ATTN_FQ_S2][0] < 0)) /* see emit_softmax */
+        return -1;
+    if ((d->fq[IR_ATTN_FQ_Q][1] != 0 || d->fq[IR_ATTN_FQ_K][1] != 0) && d->rope_pairing)
         return -1;
     p->vf = t->vec_floats;
     kern_uk_shape(t, &p->mr, &p->nv);
@@ -86,9 +100,34 @@ static LLVMValueRef head_offset(kern *k, const cg_attention_desc *d, const attn_
     return kern_addc(k, kern_mulc(k, h, p->parts * d->head_size), which);
 }
 
-/* Whether scale folds into the softmax's exponent: max(scale * s) is
- * scale * max(s) only for scale > 0, and without a bias added after it. */
-static int fold_scale(const cg_attention_desc *d) { return d->scale > 0 && !d->has_bias; }
+
+static int has_fq(const cg_attention_desc *d, ir_attn_fq_point p) { return d->fq[p][1] != 0; }
+
+/* The scores' fake-quant points on s (the first's mul applied by the product). */
+static LLVMValueRef scores_fq(kern *k, const cg_attention_desc *d, LLVMValueRef s)
+{
+    float first[5];
+    memcpy(first, d->fq[IR_ATTN_FQ_S], sizeof first);
+    first[0] = 1;
+    s = kern_vfake_quant(k, s, first);
+    return has_fq(d, IR_ATTN_FQ_S2) ? kern_vfake_quant(k, s, d->fq[IR_ATTN_FQ_S2]) : s;
+}
+
+/* FakeQuant (fake-quant point p) in place over rows x cols floats at buf,
+ * row stride ld. */
+static void emit_fq_rows(kern *k, const cg_attention_desc *d, ir_attn_fq_point p, LLVMValueRef buf, int64_t ld,
+                         LLVMValueRef rows, int64_t cols)
+{
+    kern_loop R;
+    kern_for(k, &R, kern_i64(k, 0), rows, 1, 0, 0, NULL, "fq.r");
+    LLVMValueRef row = kern_gep(k, buf, kern_mulc(k, R.iv, ld));
+    for (int64_t c = 0; c < cols; c += k->vf) {
+        int lanes = cols - c < k->vf ? (int)(cols - c) : k->vf;
+        LLVMValueRef at = kern_gepc(k, row, c);
+        kern_vstore(k, kern_vfake_quant(k, kern_vload(k, at, lanes, kern_vconst(k, 0.0f)), d->fq[p]), at, lanes);
+    }
+    kern_for_end(k, &R, NULL);
+}
 
 /* softmax(ptr S, i64 rows, ptr rs, ptr bias): row r of S (stride NP, N valid
  * columns) becomes e = exp(scale * (s - max)) (scale folded here, or applied
@@ -133,24 +172,53 @@ static LLVMValueRef emit_softmax(kern *k, const char *name, const cg_attention_d
         mx = kern_fmax(k, mx, st);
     }
     LLVMValueRef m = kern_hmax(k, mx);
+    int fqs = has_fq(d, IR_ATTN_FQ_S), fqp = has_fq(d, IR_ATTN_FQ_P);
+    if (fqs) /* FakeQuant of a positive multiple does not decrease: the maximum of the fake-quantized row */
+        m = LLVMBuildExtractElement(b, scores_fq(k, d, kern_splat(k, m)), kern_i64(k, 0), "");
     /* exponent: fma(s, scale, -scale * max) or s - max */
     LLVMValueRef vscale = kern_vconst(k, fold ? d->scale : 1.0f);
     LLVMValueRef vshift = kern_splat(k, LLVMBuildFNeg(b, fold ? LLVMBuildFMul(b, m, kern_f32(k, d->scale), "") : m, ""));
 
     kern_for(k, &L, c0, cn, 1, 0, 1, &zero, "exp");
     LLVMValueRef at = kern_gep(k, row, kern_mulc(k, L.iv, p->vf));
-    LLVMValueRef ex = kern_vexp(k, kern_fma(k, kern_vload(k, at, k->vf, NULL), vscale, vshift), 1);
+    LLVMValueRef sv = kern_vload(k, at, k->vf, NULL);
+    if (fqs)
+        sv = scores_fq(k, d, sv);
+    LLVMValueRef ex = kern_vexp(k, kern_fma(k, sv, vscale, vshift), 1);
     kern_vstore(k, ex, at, k->vf);
     LLVMValueRef sum = LLVMBuildFAdd(b, L.carry[0], ex, "");
     kern_for_end(k, &L, &sum);
     sum = L.carry[0];
     if (tail) {
-        ex = kern_vexp(k, kern_fma(k, kern_vload(k, trow, tail, ninf), vscale, vshift), 1);
+        LLVMValueRef st = kern_vload(k, trow, tail, ninf);
+        if (fqs)
+            st = scores_fq(k, d, st);
+        ex = kern_vexp(k, kern_fma(k, st, vscale, vshift), 1);
         ex = LLVMBuildSelect(b, kern_lane_mask(k, tail), ex, zero, "");
         kern_vstore(k, ex, trow, tail);
         sum = LLVMBuildFAdd(b, sum, ex, "");
     }
     LLVMValueRef f = LLVMBuildFDiv(b, kern_f32(k, d->post_scale), kern_hsum(k, sum), "");
+    if (fqp) { /* the probabilities e * (1 / sum), fake-quantized, in place; the product scales by post_scale only */
+        LLVMValueRef vinv = kern_splat(k, LLVMBuildFDiv(b, kern_f32(k, 1.0f), kern_hsum(k, sum), ""));
+        for (int part = 0; part < 2; part++) {
+            if (part == 1 && !tail)
+                break;
+            LLVMValueRef pat;
+            if (part == 0) {
+                kern_for(k, &L, c0, cn, 1, 0, 0, NULL, "fq.p");
+                pat = kern_gep(k, row, kern_mulc(k, L.iv, p->vf));
+            } else {
+                pat = trow;
+            }
+            int lanes = part == 0 ? p->vf : tail;
+            LLVMValueRef pr = LLVMBuildFMul(b, kern_vload(k, pat, lanes, zero), vinv, "");
+            kern_vstore(k, kern_vfake_quant(k, pr, d->fq[IR_ATTN_FQ_P]), pat, lanes);
+            if (part == 0)
+                kern_for_end(k, &L, NULL);
+        }
+        f = kern_f32(k, d->post_scale);
+    }
     LLVMSetAlignment(LLVMBuildStore(b, f, kern_gep(k, LLVMGetParam(fn, 2), R.iv)), 4);
     kern_for_end(k, &R, NULL);
     LLVMBuildRetVoid(b);
@@ -402,6 +470,12 @@ static LLVMValueRef emit_task(kern *k, attn_emit *e, const char *name, LLVMTypeR
         emit_copy(k, kt, 1, p->np, kk, p->ld, p->ks, kern_i64(k, N), D);
     emit_copy(k, vp, p->dp, 1, v, p->ld, p->ks, kern_i64(k, N), D);
     emit_copy(k, qb, p->dp, 1, kern_gep(k, q, kern_mulc(k, r0, ldq)), ldq, ksq, LLVMBuildSub(b, r1, r0, ""), D);
+    if (has_fq(d, IR_ATTN_FQ_Q))
+        emit_fq_rows(k, d, IR_ATTN_FQ_Q, qb, p->dp, LLVMBuildSub(b, r1, r0, ""), D);
+    if (has_fq(d, IR_ATTN_FQ_K))
+        emit_fq_rows(k, d, IR_ATTN_FQ_K, kt, p->np, kern_i64(k, D), N);
+    if (has_fq(d, IR_ATTN_FQ_V))
+        emit_fq_rows(k, d, IR_ATTN_FQ_V, vp, p->dp, kern_i64(k, N), D);
     if (e->rotate) { /* self-attention: the query rows are tokens r0.., the keys all N */
         LLVMValueRef rope = kern_field(k, argsty, args, 4, k->ptr);
         if (d->rope_per_head)
@@ -426,6 +500,8 @@ static LLVMValueRef emit_task(kern *k, attn_emit *e, const char *name, LLVMTypeR
     LLVMBuildCall2(b, LLVMFunctionType(k->voidt, smp, 4, 0), e->softmax, sa, 4, "");
     emit_product(k, e->o_full, e->o_rem, p->nfd, p->remd_cols != 0, p->mr, rows, sbuf, p->np, vp,
                  kern_gep(k, o, kern_mulc(k, I.iv, p->E)), p->E, rs, p->nr, N);
+    if (has_fq(d, IR_ATTN_FQ_O))
+        emit_fq_rows(k, d, IR_ATTN_FQ_O, kern_gep(k, o, kern_mulc(k, I.iv, p->E)), p->E, rows, D);
     kern_for_end(k, &I, NULL);
     kern_for_end(k, &T, NULL);
     LLVMBuildRetVoid(b);
@@ -448,7 +524,7 @@ static LLVMValueRef build_task(kern *k, void *gen, const char *name, LLVMTypeRef
     const attn_plan *p = e->p;
     /* S = Q @ K^T (times scale unless folded): A = the Q buffer, B = the K^T buffer */
     kern_uk s = {.mr = p->mr, .nv = p->nv, .last_lanes = p->vf, .lda = p->dp, .a_ks = 1, .ldb = p->np,
-                 .ldc = p->np, .alpha = fold_scale(d) ? 1.0f : d->scale};
+                 .ldc = p->np, .alpha = has_fq(d, IR_ATTN_FQ_S) ? d->fq[IR_ATTN_FQ_S][0] : fold_scale(d) ? 1.0f : d->scale};
     if (kern_uk_set_panels(k, s, p->nfn, e->s_full, p->remn_cols, p->remn_nv, p->remn_lanes, 0, e->s_rem))
         return NULL;
     /* O = P @ V: A = P (stride NP), B = the V buffer */
@@ -481,6 +557,13 @@ static void task_name(const kern *k, const void *gen, char *buf, size_t len)
     if (d->rope_pairing)
         snprintf(suffix + strlen(suffix), sizeof suffix - strlen(suffix), ".r%d%s_%lld_%lld", d->rope_pairing,
                  d->rope_per_head ? "h" : "", (long long)d->rope_start, (long long)d->rope_rows);
+    uint64_t h = 1469598103934665603ull; /* FNV-1a of the fake-quant points, where there are any */
+    const unsigned char *fb = (const unsigned char *)d->fq;
+    int any = 0;
+    for (size_t i = 0; i < sizeof d->fq; i++)
+        h = (h ^ fb[i]) * 1099511628211ull, any |= fb[i] != 0;
+    if (any)
+        snprintf(suffix + strlen(suffix), sizeof suffix - strlen(suffix), ".fq%016llx", (unsigned long long)h);
     snprintf(buf, len, "vitc.attention.%s.n%lld.h%lld.d%lld.l%d.s%08x.p%08x%s", k->tag, (long long)d->tokens,
              (long long)d->heads, (long long)d->head_size, d->qkv_layout, (unsigned)sc.u, (unsigned)ps.u, suffix);
 }

@@ -335,6 +335,8 @@ int cg_emit_attention(cg_ctx *cg, int node)
     d.qkv_layout = (int)a.layout;
     d.scale = a.scale;
     d.post_scale = a.post_scale;
+    _Static_assert(sizeof d.fq == sizeof a.fq, "cg_attention_desc.fq holds Attention's fake-quant points");
+    memcpy(d.fq, a.fq, sizeof d.fq);
     int vbias = a.bias, vq = a.q;
     d.q_tokens = vq >= 0 ? cg->g->values[vq].dims[1].k : 0;
     if (vbias >= 0) {
@@ -359,9 +361,12 @@ int cg_emit_attention(cg_ctx *cg, int node)
     char cross[32] = "";
     if (vq >= 0)
         snprintf(cross, sizeof cross, " Nq=%lld", (long long)d.q_tokens);
-    snprintf(label, sizeof label, "Attention N=%lld%s H=%lld D=%lld%s%s %s", (long long)d.tokens, cross,
+    int fq = 0;
+    for (int i = 0; i < IR_ATTN_FQ_N; i++)
+        fq |= d.fq[i][1] != 0;
+    snprintf(label, sizeof label, "Attention N=%lld%s H=%lld D=%lld%s%s%s %s", (long long)d.tokens, cross,
              (long long)d.heads, (long long)d.head_size, d.has_bias ? " +bias" : "", a.rope >= 0 ? " +rope" : "",
-             n->name);
+             fq ? " +fake-quant" : "", n->name);
     cg_note_kernel(cg, name, label);
     LLVMBuilderRef b = cg->rb;
     LLVMValueRef none = LLVMConstNull(LLVMPointerTypeInContext(cg->llc, 0));

@@ -172,6 +172,8 @@ void kern_for_end(kern *k, kern_loop *l, const LLVMValueRef *next);
  * nonpositive: the caller guarantees x <= 0 (up to rounding), saving the
  * upper clamp. */
 LLVMValueRef kern_vexp(kern *k, LLVMValueRef x, int nonpositive);
+/* FakeQuant of x * fq[0], fq = {mul, scale, zero, qmin, qmax} (vm_fake_quant) */
+LLVMValueRef kern_vfake_quant(kern *k, LLVMValueRef x, const float fq[5]);
 /* erf(x) within 4e-7 absolute. */
 LLVMValueRef kern_verf(kern *k, LLVMValueRef x);
 /* Applies the activation of a Linear (ir_act) to a vector. */

@@ -27,3 +27,9 @@ LLVMValueRef kern_activation(kern *k, LLVMValueRef x, ir_act act)
     vm_ctx v = vm_of(k);
     return vm_act(&v, x, act);
 }
+
+LLVMValueRef kern_vfake_quant(kern *k, LLVMValueRef x, const float fq[5])
+{
+    vm_ctx v = vm_of(k);
+    return vm_fake_quant(&v, x, fq);
+}

@@ -169,11 +169,13 @@ LLVMValueRef cg_bgemm_emit(LLVMModuleRef mod, const char *name, const cg_bgemm_d
  * rope_pairing (ir_rope_pairing, self-attention only), Q and K of tokens
  * rope_start .. rope_start + rope_rows - 1 are rotated by the table rope
  * [2, rope_rows, D] first, or [2, H, rope_rows, D] with rope_per_head
- * (opview.h). */
+ * (opview.h).  fq: the fake-quant points as Attention's (opview.h; scale 0:
+ * absent; with the scores' point, scale > 0 and no bias). */
 typedef struct {
     int64_t tokens, heads, head_size;
     int qkv_layout;
     float scale, post_scale;
+    float fq[7][5];
     int has_bias;
     int64_t bias_b, bias_h, bias_i;
     int64_t bias_period;    /* > 0: image b reads the bias at (b % bias_period) * bias_b (windows) */

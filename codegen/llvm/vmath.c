@@ -13,6 +13,7 @@
  *         1 - 2 / (exp(2|x|) + 1). */
 #include "codegen/llvm/vmath.h"
 
+#include <math.h>
 #include <string.h>
 
 /* c splatted to v's type. */
@@ -204,4 +205,33 @@ LLVMValueRef vm_act(const vm_ctx *v, LLVMValueRef x, ir_act act)
     case IR_ACT_NONE: case IR_ACT_COUNT: return x;
     }
     return x;
+}
+
+/* q0 = x * r (r = 1/s rounded) is within an ulp of x / s; the remainder
+ * x - q0 s is exact (one FMA) while it is a normal float, and q0 + rem * r
+ * rounds to the correctly rounded quotient (Markstein).  An infinite q0
+ * (x infinite, or the product overflowing) makes rem NaN: q0 is kept there. */
+LLVMValueRef vm_quant_div(const vm_ctx *v, LLVMValueRef x, float s)
+{
+    float r = 1.0f / s;
+    if (!v->has_fma || !(fabsf(s) >= 0x1p-60f && fabsf(s) <= 0x1p60f) || !isnormal(r))
+        return LLVMBuildFDiv(v->b, x, k(v, s), "");
+    LLVMValueRef q0 = LLVMBuildFMul(v->b, x, k(v, r), "");
+    LLVMValueRef rem = fma3(v, LLVMBuildFNeg(v->b, q0, ""), k(v, s), x);
+    LLVMValueRef q = fma3(v, rem, k(v, r), q0);
+    LLVMValueRef args[1] = {q0};
+    LLVMValueRef big = LLVMBuildFCmp(v->b, LLVMRealOGT, intrinsic(v, "llvm.fabs", args, 1), k(v, 0x1p30), "");
+    return LLVMBuildSelect(v->b, big, q0, q, "");
+}
+
+LLVMValueRef vm_fake_quant(const vm_ctx *v, LLVMValueRef x, const float fq[5])
+{
+    LLVMBuilderRef b = v->b;
+    if (fq[0] != 1)
+        x = LLVMBuildFMul(b, x, k(v, fq[0]), "");
+    LLVMValueRef args[1] = {vm_quant_div(v, x, fq[1])};
+    LLVMValueRef t = LLVMBuildFAdd(b, intrinsic(v, "llvm.roundeven", args, 1), k(v, fq[2]), "");
+    t = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOGT, t, k(v, fq[3]), ""), t, k(v, fq[3]), ""); /* NaN: qmin */
+    t = fmin2(v, t, k(v, fq[4]));
+    return LLVMBuildFMul(b, LLVMBuildFSub(b, t, k(v, fq[2]), ""), k(v, fq[1]), "");
 }
