@@ -322,6 +322,18 @@ static int tokens_into_images(const view *w)
     return 0;
 }
 
+/* Whether view w of x permutes whole rows of its root (the last axis kept,
+ * contiguous) without partitioning images into windows: what
+ * rows-through-linear and rows-through-elementwise move below a node. */
+static int row_permutation(const ir_graph *g, int x, const view *w)
+{
+    const ir_value *s = &g->values[w->root];
+    int last = w->rank - 1;
+    return w->root != x && s->rank >= 1 && last >= 0 && !view_is_reshape(g, w) && view_is_permutation(g, w) &&
+           !tokens_into_images(w) && w->nsub[last] == 1 && ir_dim_eq(w->sub[last][0].stride, ir_dim_const(1)) &&
+           ir_dim_eq(w->sub[last][0].size, s->dims[s->rank - 1]);
+}
+
 /* Linear(rows permuted out of S) -> the permutation applied to Linear(S),
  * unless the permutation partitions the images into windows: the Linear then
  * computes its rows in window order, as a window attention reads them. */
@@ -337,9 +349,7 @@ static int match_sink(const ir_graph *g, const ir_node *n, void *mv, char *why, 
         return 0;
     const ir_value *s = &g->values[w.root], *wt = &g->values[lv.w];
     int last = w.rank - 1;
-    if (w.root == x || s->rank < 1 || last < 0 || wt->rank != 2 || view_is_reshape(g, &w) ||
-        !view_is_permutation(g, &w) || tokens_into_images(&w) || w.nsub[last] != 1 || !ir_dim_eq(w.sub[last][0].stride, ir_dim_const(1)) ||
-        !ir_dim_eq(w.sub[last][0].size, s->dims[s->rank - 1]))
+    if (wt->rank != 2 || !row_permutation(g, x, &w))
         return 0;
     ir_dim K = wt->dims[0], N = wt->dims[1];
     m->w = w;
@@ -382,6 +392,80 @@ static int rewrite_sink(ir_graph *g, int ni, const void *mv)
     g->values[rows].rank = s->rank; /* the shape view_emit needs; rw_finish infers it again */
     memcpy(g->values[rows].dims, s->dims, sizeof s->dims);
     g->values[rows].dims[s->rank - 1] = N;
+    return view_emit(g, &w, y, g->nodes[ni].name);
+}
+
+typedef struct {
+    view w; /* the permuted operand, as a view of its root */
+    int k;  /* which operand it is */
+} ew_sink_match;
+
+/* An element-wise op on rows permuted out of S, its other operands
+ * constants that vary along the last axis at most (a bias, a quantization's
+ * scale and zero point) -> the op on S, the permutation after it; a
+ * sequence-first model's projection (Transpose after the Linear) then meets
+ * its head split in one view across what a quantized export puts between
+ * (FakeQuant, the bias Add, FakeQuant; DynamicFakeQuant, whose range over the
+ * whole tensor a permutation leaves as it is). */
+static int match_ew_sink(const ir_graph *g, const ir_node *n, void *mv, char *why, size_t nwhy)
+{
+    ew_sink_match *m = mv;
+    /* element-wise, or DynamicFakeQuant: the range of the whole tensor is the permutation's */
+    if ((!ir_ew(n->op) && n->op != IR_OP_DYNAMIC_FAKE_QUANT) || n->noutputs != 1 || n->outputs[0] < 0 ||
+        rw_is_graph_output(g, n->outputs[0]))
+        return 0;
+    m->k = -1;
+    for (int k = 0; k < n->ninputs; k++) {
+        if (n->inputs[k] < 0)
+            return 0;
+        if (!rw_is_const(g, n->inputs[k]) && (m->k >= 0 || (m->k = k) < 0))
+            return 0;
+    }
+    int x = m->k >= 0 ? n->inputs[m->k] : -1;
+    const ir_node *p = x >= 0 ? rw_producer(g, x) : NULL;
+    if (!p || !view_is_movement(g, p) || rw_uses(g, x) != 1 || view_trace(g, x, -1, &m->w, why, nwhy) ||
+        !row_permutation(g, x, &m->w))
+        return 0;
+    const ir_value *s = &g->values[m->w.root], *xv = &g->values[x], *y = &g->values[n->outputs[0]];
+    if (xv->rank != y->rank)
+        return 0;
+    for (int i = 0; i < y->rank; i++)
+        if (!ir_dim_eq(xv->dims[i], y->dims[i]))
+            return 0; /* the operand itself broadcast */
+    for (int k = 0; k < n->ninputs; k++) {
+        const ir_value *c = &g->values[n->inputs[k]];
+        if (k == m->k)
+            continue;
+        if (c->rank > s->rank || (c->rank >= 1 && !ir_dim_eq(c->dims[c->rank - 1], ir_dim_const(1)) &&
+                                   !ir_dim_eq(c->dims[c->rank - 1], s->dims[s->rank - 1])))
+            return 0;
+        for (int i = 0; i + 1 < c->rank; i++)
+            if (!ir_dim_eq(c->dims[i], ir_dim_const(1)))
+                return 0;
+    }
+    return view_can_emit(&m->w, s->rank, s->dims);
+}
+
+static int rewrite_ew_sink(ir_graph *g, int ni, const void *mv)
+{
+    const ew_sink_match *m = mv;
+    view w = m->w;
+    const ir_node *n = &g->nodes[ni];
+    int y = n->outputs[0], in[8];
+    if (n->ninputs > 8)
+        return -1;
+    memcpy(in, n->inputs, sizeof(int) * (size_t)n->ninputs);
+    in[m->k] = w.root;
+    int rows = rw_new_value(g, n->name, "/rows", g->values[y].dtype);
+    if (rows < 0)
+        return -1;
+    n = &g->nodes[ni];
+    if (rw_set_node(g, ni, n->op, n->name, n->op_type, n->ninputs, in, 1, &rows, n->nattrs, n->attrs))
+        return -1;
+    const ir_value *s = &g->values[w.root];
+    g->values[rows].rank = s->rank; /* the shape view_emit needs; rw_finish infers it again */
+    memcpy(g->values[rows].dims, s->dims, sizeof s->dims);
+    w.root = rows;
     return view_emit(g, &w, y, g->nodes[ni].name);
 }
 
@@ -522,6 +606,8 @@ static const rw_rule rules[] = {
      .match = match_absorb, .rewrite = rewrite_absorb},
     {.name = "rows-through-linear", .anchor = IR_OP_LINEAR, .size = sizeof(sink_match), .canonical = 1,
      .match = match_sink, .rewrite = rewrite_sink},
+    {.name = "rows-through-elementwise", .anchor = RW_ANY_OP, .size = sizeof(ew_sink_match), .canonical = 1,
+     .match = match_ew_sink, .rewrite = rewrite_ew_sink},
     {.name = "unread-outputs", .anchor = RW_ANY_OP, .canonical = 1, .match = match_unread_outputs,
      .rewrite = rewrite_unread_outputs},
     {.name = "tile-as-expand", .anchor = IR_OP_TILE, .canonical = 1, .match = match_tile_expand,
