@@ -23,6 +23,7 @@
 #undef SQRT
 #undef ROUND
 #undef F32
+#undef QDIV
 #undef GELU
 #undef MAX
 #undef MIN

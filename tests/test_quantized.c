@@ -307,6 +307,81 @@ static void check_lowered_on_cpu(ir_graph *(*build)(void), const char *name, int
     ir_graph_free(g);
 }
 
+/* The scales of fake_quant_ties: a quantized ViT's (qkv, the probabilities,
+ * the scores, the output), a power of two, ones above 1, an odd tiny one. */
+static const float tie_scales[] = {0.0397284f, 1 / 255.0f, 0.0442552f, 0.015978f, 0.125f, 1.41421354f, 3.0f, 0.1f, 7.3e-5f};
+enum { NTIE_SCALES = sizeof tie_scales / sizeof tie_scales[0], TIE_K = 300, TIE_N = (2 * TIE_K + 1) * 7 + 8 };
+
+/* y_j = DequantizeLinear(QuantizeLinear(x_j, s_j, z_j)): u8 around 128 and
+ * i8 around 0 in turn. */
+static ir_graph *build_fake_quant_ties(void)
+{
+    ir_graph *g = tu_graph_new("fq_ties.onnx", 13);
+    for (int j = 0; j < NTIE_SCALES; j++) {
+        char name[32];
+        double s = tie_scales[j], z = j % 2 ? 0 : 128;
+        snprintf(name, sizeof name, "x%d", j);
+        int x = tu_input(g, name, IR_F32, 2, TU_DIMS(-1, TIE_N));
+        snprintf(name, sizeof name, "s%d", j);
+        int sv = qconst(g, name, IR_F32, 0, NULL, &s);
+        snprintf(name, sizeof name, "z%d", j);
+        int zv = qconst(g, name, j % 2 ? IR_I8 : IR_U8, 0, NULL, &z);
+        int q = tu_node(g, IR_OP_QUANTIZE_LINEAR, NULL, j % 2 ? IR_I8 : IR_U8, 3, TU_IN(x, sv, zv), 0, NULL);
+        tu_output(g, tu_node(g, IR_OP_DEQUANTIZE_LINEAR, NULL, IR_F32, 3, TU_IN(q, sv, zv), 0, NULL));
+    }
+    tu_check_graph(g, "fq_ties.onnx");
+    return g;
+}
+
+/* FakeQuant where x / scale is within 3 ulps of a half-way point k + 1/2
+ * (where a quotient off by an ulp rounds to the other integer), for k over
+ * the whole 8-bit range and beyond, and at infinities, NaN, -0 and tiny x:
+ * compiled for the CPU (which divides without a division: vm_quant_div),
+ * every output equal to the interpreter's, which divides. */
+static void test_fake_quant_ties_are_exact(void **state)
+{
+    (void)state;
+    ir_graph *g = build_fake_quant_ties(), *lowered = build_fake_quant_ties();
+    vitc_diag d;
+    vitc_diag_init(&d, "fq_ties");
+    assert_int_equal(pass_run(lowered, NULL, &d), VITC_OK);
+    assert_int_equal(tu_count_op(lowered, IR_OP_FAKE_QUANT), NTIE_SCALES);
+    char so[4300], *msg = NULL;
+    snprintf(so, sizeof so, "%s/fq_ties.so", tmpdir);
+    if (tu_compile_cpu(lowered, so, 2, 1, &msg) != VITC_OK)
+        fail_msg("fq_ties: the CPU backend failed:\n%s", msg ? msg : "");
+    free(msg);
+    ir_tensor in[NTIE_SCALES], want[NTIE_SCALES], got[NTIE_SCALES];
+    for (int j = 0; j < NTIE_SCALES; j++) {
+        assert_int_equal(ir_tensor_alloc(&in[j], IR_F32, 2, TU_DIMS(1, TIE_N)), VITC_OK);
+        float *x = in[j].data, s = tie_scales[j];
+        int n = 0;
+        for (int k = -TIE_K; k <= TIE_K; k++) {
+            float t = (float)((k + 0.5) * s), up = t, down = t;
+            x[n++] = t;
+            for (int u = 0; u < 3; u++)
+                x[n++] = up = nextafterf(up, INFINITY), x[n++] = down = nextafterf(down, -INFINITY);
+        }
+        const float special[8] = {INFINITY, -INFINITY, NAN, -0.0f, 1e-40f, -1e-38f, 3e38f, -3e38f};
+        memcpy(x + n, special, sizeof special);
+        assert_int_equal(n + 8, TIE_N);
+    }
+    tu_interpret_ok(g, in, want);
+    tu_run_so(so, in, NTIE_SCALES, got, NTIE_SCALES, 1);
+    for (int j = 0; j < NTIE_SCALES; j++) {
+        const float *a = got[j].data, *b = want[j].data;
+        for (int i = 0; i < TIE_N; i++)
+            if (memcmp(&a[i], &b[i], sizeof a[i]) != 0)
+                fail_msg("scale %g, x = %.9g: compiled %.9g, interpreter %.9g", (double)tie_scales[j],
+                         (double)((const float *)in[j].data)[i], (double)a[i], (double)b[i]);
+        ir_tensor_free(&in[j]), ir_tensor_free(&got[j]), ir_tensor_free(&want[j]);
+    }
+    print_message("FakeQuant: %d scales x %d values at and around its ties, compiled equal to the interpreter\n",
+                  NTIE_SCALES, TIE_N);
+    ir_graph_free(g);
+    ir_graph_free(lowered);
+}
+
 /* What lower-quant leaves (a QuantizeLinear whose output feeds no
  * DequantizeLinear, QLinearMatMul whose output scale is computed, a
  * DequantizeLinear of what it makes) both backends refuse in the grouped
@@ -784,4 +859,5 @@ TU_MAIN(setup, tu_teardown_tmpdir, test_quantized_exports_in_the_interpreter_mat
         test_lowered_qdq_pairs_on_the_cpu_are_exact, test_what_is_not_lowered_is_refused_by_name, test_dump_prints_the_quantized_exports,
         test_quantized_exports_on_int8_kernels_match_onnxruntime, test_linear_int8_on_the_cpu_matches_the_interpreter,
         test_int8_linear_takes_int8_grids_and_says_why_not, test_precision_int8_compiles_an_fp32_model,
-        test_precision_int8_calibrated, test_int8_keeps_an_out_of_line_weight_in_f32, test_quantized_attention_is_fused)
+        test_precision_int8_calibrated, test_int8_keeps_an_out_of_line_weight_in_f32, test_quantized_attention_is_fused,
+        test_fake_quant_ties_are_exact)

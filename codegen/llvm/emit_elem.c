@@ -254,6 +254,16 @@ static LLVMValueRef w_div(const ew_env *e, LLVMValueRef a, LLVMValueRef b)
     return e->fl ? LLVMBuildFDiv(e->b, a, b, "") : safe_idiv(e->cg, e->b, a, b, e->uns, 0);
 }
 
+/* a / b for a rounding to an integer next: by a constant f32 b without a division (vm_quant_div) */
+static LLVMValueRef w_qdiv(const ew_env *e, LLVMValueRef a, LLVMValueRef b)
+{
+    LLVMBool loses;
+    if (!e->fl || e->t != e->cg->t_f32 || !LLVMIsAConstantFP(b))
+        return w_div(e, a, b);
+    vm_ctx v = vm_scalar(e->cg, e->b);
+    return vm_quant_div(&v, a, (float)LLVMConstRealGetDouble(b, &loses));
+}
+
 static LLVMValueRef w_mod(const ew_env *e, LLVMValueRef x, LLVMValueRef y)
 {
     LLVMBuilderRef b = e->b;
@@ -367,6 +377,7 @@ static LLVMValueRef w_gelu(const ew_env *e, LLVMValueRef x)
 #define SQRT(p_) intr1(e->cg, e->b, "llvm.sqrt", e->t, p_)
 #define ROUND(p_) intr1(e->cg, e->b, "llvm.roundeven", e->t, p_)
 #define F32(p_) (p_)
+#define QDIV(p_, q_) w_qdiv(e, p_, q_)
 #define GELU(p_) w_gelu(e, p_)
 #define MAX(p_, q_) w_minmax(e, 1, p_, q_)
 #define MIN(p_, q_) w_minmax(e, 0, p_, q_)

@@ -273,6 +273,9 @@ LLVMValueRef cg_kernel_begin(cg_ctx *cg, const char *label, int nptrs)
      * run() and the compile time, the code is reached through parallel_for too */
     LLVMAddAttributeAtIndex(cg->fn, LLVMAttributeFunctionIndex, enum_attr(cg, "noinline"));
     LLVMAddAttributeAtIndex(cg->fn, LLVMAttributeFunctionIndex, enum_attr(cg, "nounwind"));
+    if (cg->target.vec_floats == 16)
+        LLVMAddAttributeAtIndex(cg->fn, LLVMAttributeFunctionIndex,
+                                LLVMCreateStringAttribute(cg->llc, "prefer-vector-width", 19, "512", 3));
     cg->fn_entry = LLVMAppendBasicBlockInContext(cg->llc, cg->fn, "entry");
     LLVMPositionBuilderAtEnd(cg->b, cg->fn_entry);
     LLVMValueRef clo = LLVMGetParam(cg->fn, 0);
