@@ -23,7 +23,6 @@
 #undef SQRT
 #undef ROUND
 #undef F32
-#undef QDIV
 #undef GELU
 #undef MAX
 #undef MIN

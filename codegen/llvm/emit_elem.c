@@ -7,6 +7,7 @@
 #include "codegen/llvm/cg_impl.h"
 #include "codegen/llvm/vmath.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -29,6 +30,16 @@ static int is_unsigned(ir_dtype t) { return t == IR_U8 || t == IR_U16 || t == IR
 static LLVMTypeRef expr_type(cg_ctx *cg, ir_dtype t) { return t == IR_BOOL ? cg->t_i1 : cg_mem_type(cg, t); }
 
 /* The value of the only element of a plain one-element constant, else NULL. */
+/* The number of an f32 constant of one element, in *f; 0 when v is no such constant. */
+static int scalar_f32(cg_ctx *cg, int v, float *f)
+{
+    const ir_value *c = &cg->g->values[v];
+    if (!ir_value_is_plain_const(cg->g, v) || c->dtype != IR_F32 || c->nbytes != 4)
+        return 0;
+    memcpy(f, c->data, 4);
+    return 1;
+}
+
 static LLVMValueRef scalar_const(cg_ctx *cg, int v)
 {
     const ir_value *c = &cg->g->values[v];
@@ -254,16 +265,6 @@ static LLVMValueRef w_div(const ew_env *e, LLVMValueRef a, LLVMValueRef b)
     return e->fl ? LLVMBuildFDiv(e->b, a, b, "") : safe_idiv(e->cg, e->b, a, b, e->uns, 0);
 }
 
-/* a / b for a rounding to an integer next: by a constant f32 b without a division (vm_quant_div) */
-static LLVMValueRef w_qdiv(const ew_env *e, LLVMValueRef a, LLVMValueRef b)
-{
-    LLVMBool loses;
-    if (!e->fl || e->t != e->cg->t_f32 || !LLVMIsAConstantFP(b))
-        return w_div(e, a, b);
-    vm_ctx v = vm_scalar(e->cg, e->b);
-    return vm_quant_div(&v, a, (float)LLVMConstRealGetDouble(b, &loses));
-}
-
 static LLVMValueRef w_mod(const ew_env *e, LLVMValueRef x, LLVMValueRef y)
 {
     LLVMBuilderRef b = e->b;
@@ -377,7 +378,6 @@ static LLVMValueRef w_gelu(const ew_env *e, LLVMValueRef x)
 #define SQRT(p_) intr1(e->cg, e->b, "llvm.sqrt", e->t, p_)
 #define ROUND(p_) intr1(e->cg, e->b, "llvm.roundeven", e->t, p_)
 #define F32(p_) (p_)
-#define QDIV(p_, q_) w_qdiv(e, p_, q_)
 #define GELU(p_) w_gelu(e, p_)
 #define MAX(p_, q_) w_minmax(e, 1, p_, q_)
 #define MIN(p_, q_) w_minmax(e, 0, p_, q_)
@@ -426,6 +426,12 @@ static LLVMValueRef node_expr(group *gr, LLVMBuilderRef b, int node)
     ew_env e = {.gr = gr, .cg = cg, .b = b, .n = n, .t = expr_type(cg, it), .fl = ir_dtype_is_float(it),
                 .uns = is_unsigned(it)};
     LLVMValueRef x = gen(gr, b, n->inputs[0]);
+    float fq[5] = {1, 0, 0, ir_attr_float(n, IR_ATTR_QMIN, 0), ir_attr_float(n, IR_ATTR_QMAX, 255)};
+    if (n->op == IR_OP_FAKE_QUANT && e.t == cg->t_f32 && scalar_f32(cg, n->inputs[1], &fq[1]) &&
+        scalar_f32(cg, n->inputs[2], &fq[2]) && fq[1] > 0 && isfinite(fq[1])) { /* what attention's points compute */
+        vm_ctx v = vm_scalar(cg, b);
+        return vm_fake_quant(&v, x, fq);
+    }
     if (formulas[n->op]) {
         LLVMValueRef xs[3] = {x, NULL, NULL};
         if (ir_op_table[n->op].max_in == VAR) { /* fold over the inputs */

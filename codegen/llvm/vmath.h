@@ -31,15 +31,10 @@ LLVMValueRef vm_exp(const vm_ctx *v, LLVMValueRef x, vm_exp_mode mode);
 LLVMValueRef vm_erf(const vm_ctx *v, LLVMValueRef x);
 /* tanh(x) within 2 ulp, odd; NaN stays NaN. */
 LLVMValueRef vm_tanh(const vm_ctx *v, LLVMValueRef x);
-/* x / s rounded to f32 for a constant s, where the caller rounds the
- * quotient to an integer next (FakeQuant): without a division where the
- * target has FMA and 2^-60 <= s <= 2^60 (Markstein's correction of x * (1/s),
- * exact but for a quotient far below 1/2 and a -0 given as +0, neither of
- * which changes the integer), else x / s. */
-LLVMValueRef vm_quant_div(const vm_ctx *v, LLVMValueRef x, float s);
 /* FakeQuant (ops.def) of x * fq[0] with fq = {mul, scale, zero, qmin, qmax}:
  * (clamp(roundeven((x * mul) / scale) + zero, qmin, qmax) - zero) * scale, a
- * NaN giving qmin. */
+ * NaN giving qmin; the same bits as the formula, without a division where
+ * the target has FMA (vmath.c).  scale > 0. */
 LLVMValueRef vm_fake_quant(const vm_ctx *v, LLVMValueRef x, const float fq[5]);
 /* Activation act of x (ir_act: GELU in its erf or tanh form, ReLU, ReLU6). */
 LLVMValueRef vm_act(const vm_ctx *v, LLVMValueRef x, ir_act act);
