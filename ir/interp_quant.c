@@ -279,6 +279,7 @@ int ik_linear_int8(ik_ctx *c)
     if (!qa)
         return ik_fail(c, VITC_INTERNAL, "out of memory");
     float sa = v.a_scale, za = (float)v.a_zero;
+    int pts = v.fq[0][1] != 0 || v.fq[1][1] != 0;
     if (v.aq == IR_AQ_TENSOR)
         dynq_params(X, 0, M * K, &sa, &za);
     ik_iter it;
@@ -295,6 +296,11 @@ int ik_linear_int8(ik_ctx *c)
                 t += qa[k] * ir_tensor_get(W, k * N + j);
             float s = sa * (float)ir_tensor_get(S, j);
             float y = Bias ? fmaf((float)t, s, (float)ir_tensor_get(Bias, j)) : (float)t * s;
+            if (pts) { /* the points between the ops the graph had: each result rounded to f32 */
+                y = (float)ir_fake_quant_point(v.fq[0], (float)t * s);
+                y = Bias ? y + (float)ir_tensor_get(Bias, j) : y;
+                y = (float)ir_fake_quant_point(v.fq[1], y);
+            }
             double out = ir_act_ref(y, v.act);
             if (R)
                 out += ir_tensor_get(R, it.off[0]);

@@ -11,6 +11,14 @@
 
 static int slot(const ir_node *n, int i) { return ir_input(n, i); }
 
+/* A fake-quant point {mul, scale, zero, qmin, qmax} that is one: a positive
+ * finite scale, a non-zero mul, a whole zero point inside its range. */
+static int fq_point_ok(const float *f)
+{
+    return f[1] > 0 && isfinite(f[1]) && isfinite(f[0]) && f[0] != 0 && f[3] < f[4] && isfinite(f[3]) &&
+           isfinite(f[4]) && f[2] >= f[3] && f[2] <= f[4] && f[2] == nearbyintf(f[2]);
+}
+
 int ir_linear_of(const ir_node *n, ir_linear *v, char *why, size_t len)
 {
     if (len)
@@ -49,6 +57,22 @@ int ir_linear_of(const ir_node *n, ir_linear *v, char *why, size_t len)
     }
     v->aq = (ir_aquant)aq;
     v->a_zero = (int)za;
+    const ir_attr *fq = ir_attr_get(n, IR_ATTR_FAKE_QUANT);
+    if (fq && (fq->kind != IR_AT_FLOATS || fq->n != 10 || v->act != IR_ACT_NONE)) {
+        snprintf(why, len, "LinearInt8's fake_quant holds %d floats, not 10, or comes with an activation", fq->n);
+        return 0;
+    }
+    for (int p = 0; fq && p < 2; p++) {
+        const float *f = fq->floats + 5 * p;
+        if (f[1] == 0)
+            continue;
+        if (!fq_point_ok(f)) {
+            snprintf(why, len, "LinearInt8's fake-quant point %d (mul %g, scale %g, zero %g, range %g..%g) is not a "
+                     "positive scale with a whole zero point in its range", p, f[0], f[1], f[2], f[3], f[4]);
+            return 0;
+        }
+        memcpy(v->fq[p], f, sizeof v->fq[p]);
+    }
     return 1;
 }
 
@@ -96,8 +120,7 @@ int ir_attention_of(const ir_node *n, ir_attention *v, char *why, size_t len)
         const float *f = fq->floats + 5 * p;
         if (f[1] == 0)
             continue;
-        if (!(f[1] > 0 && isfinite(f[1]) && isfinite(f[0]) && f[0] != 0 && f[3] < f[4] && isfinite(f[3]) &&
-              isfinite(f[4]) && f[2] >= f[3] && f[2] <= f[4] && f[2] == nearbyintf(f[2]))) {
+        if (!fq_point_ok(f)) {
             snprintf(why, len, "Attention's fake-quant point %d (mul %g, scale %g, zero %g, range %g..%g) is not a "
                      "positive scale with a whole zero point in its range", p, f[0], f[1], f[2], f[3], f[4]);
             return 0;
@@ -238,6 +261,9 @@ void ir_linear_spec(const ir_linear *v, ir_node_spec *s)
             s->attrs[s->nattrs++] = attr_float(IR_ATTR_A_SCALE, v->a_scale);
             s->attrs[s->nattrs++] = attr_int(IR_ATTR_A_ZERO, v->a_zero);
         }
+        if (v->fq[0][1] != 0 || v->fq[1][1] != 0) /* copied where the node is made */
+            s->attrs[s->nattrs++] = (ir_attr){.id = IR_ATTR_FAKE_QUANT, .kind = IR_AT_FLOATS, .n = 10,
+                                              .floats = (float *)&v->fq[0][0], .tensor = -1};
     }
 }
 
@@ -268,6 +294,8 @@ void ir_attention_spec(const ir_attention *v, ir_node_spec *s)
 
 double ir_fake_quant_point(const float fq[5], double x)
 {
+    if (fq[1] == 0)
+        return x;
     float xs = (float)(x * fq[0]);
     double t = nearbyint((double)(float)((double)xs / fq[1])) + fq[2];
     t = t > fq[3] ? t : fq[3]; /* a NaN goes to qmin */

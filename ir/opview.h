@@ -39,6 +39,9 @@ typedef struct {
     ir_aquant aq;
     float a_scale;
     int a_zero;
+    /* LinearInt8's output fake-quant points (ops.def): {mul, scale, zero,
+     * qmin, qmax} on the product and after the bias; scale 0 absent */
+    float fq[2][5];
 } ir_linear;
 
 /* The operands of an Attention, in the order the node holds them. */
@@ -67,7 +70,8 @@ typedef enum {
 } ir_attn_fq_point;
 
 /* FakeQuant of x * fq[0] with fq = {mul, scale, zero, qmin, qmax}, as
- * ops.def's FakeQuant computes it in f32 (x * mul rounded to f32 first). */
+ * ops.def's FakeQuant computes it in f32 (x * mul rounded to f32 first); x
+ * itself where the point is absent (scale 0). */
 double ir_fake_quant_point(const float fq[5], double x);
 
 /* out[b, n, h*D + d] = sum_m P[b,h,n,m] V[b,h,m,d] with

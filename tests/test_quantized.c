@@ -457,7 +457,8 @@ static void test_lowered_qdq_pairs_on_the_cpu_are_exact(void **state)
  * Runtime run as ONNX defines each op.  Every Linear of the blocks and the
  * head is a LinearInt8, and the static exports' patch embedding (a Conv of
  * the fake-quantized image, made a Linear of its patches); the dynamic
- * export's patch embedding, a ConvInteger, stays f32.  Each block's
+ * export's patch embedding, a ConvInteger, stays f32; the Q/DQ pairs after
+ * a static export's int8 Linear and its bias are the Linear's epilogue.  Each block's
  * attention is one Attention, the static exports' FakeQuants inside it its
  * fake-quant points (Q after its scale, the scores, the probabilities, the
  * output). */
@@ -480,6 +481,11 @@ static void test_quantized_exports_on_int8_kernels_match_onnxruntime(void **stat
         assert_int_equal(n8, strcmp(exports[k], "timm-dynamic") == 0 ? 9 : 10);
         assert_int_equal(tu_count_op(g, IR_OP_ATTENTION), 2);
         assert_int_equal(tu_count_op(g, IR_OP_SOFTMAX), 0);
+        for (int i = 0; i < g->nnodes; i++) /* each int8 Linear's Q/DQ after it is its epilogue's */
+            for (int j = 0; g->nodes[i].op == IR_OP_LINEAR_INT8 && j < g->nnodes; j++)
+                if (g->nodes[j].op == IR_OP_FAKE_QUANT && g->nodes[j].inputs[0] == g->nodes[i].outputs[0])
+                    fail_msg("%s: LinearInt8 '%s' is read by FakeQuant '%s'", exports[k], g->nodes[i].name,
+                             g->nodes[j].name);
         assert_int_equal(tu_count_op(g, IR_OP_DYNAMIC_FAKE_QUANT), 0);
         check_against_ort(exports[k], "int8", g, NULL);
         snprintf(so, sizeof so, "%s/%s.int8.so", tmpdir, exports[k]);
@@ -518,24 +524,32 @@ static ir_graph *build_linear_int8(void)
     ir_graph *g = tu_graph_new("linear_int8.onnx", 17);
     int x = tu_input(g, "x", IR_F32, 3, TU_DIMS(-1, 7, 70)), r = tu_input(g, "r", IR_F32, 3, TU_DIMS(-1, 7, 37));
     int bias = tu_const_rand(g, "bias", 1, TU_DIMS(37), 0.5f);
+    /* output fake-quant points: u8 on the product, i8 after the bias; the first alone */
+    static const float both[10] = {1, 0.05f, 120, 0, 255, 1, 0.04f, 0, -128, 127};
+    static const float first[10] = {1, 0.03f, 7, -128, 127};
     struct {
         ir_aquant aq;
         int bias, residual;
         ir_act act;
-    } v[4] = {{IR_AQ_STATIC, 1, 0, IR_ACT_NONE},
-              {IR_AQ_TENSOR, 0, 1, IR_ACT_NONE},
-              {IR_AQ_ROW, 1, 0, IR_ACT_GELU_ERF},
-              {IR_AQ_ROW, 1, 1, IR_ACT_RELU}};
-    for (int i = 0; i < 4; i++) {
+        const float *fq;
+    } v[6] = {{IR_AQ_STATIC, 1, 0, IR_ACT_NONE, NULL},
+              {IR_AQ_TENSOR, 0, 1, IR_ACT_NONE, NULL},
+              {IR_AQ_ROW, 1, 0, IR_ACT_GELU_ERF, NULL},
+              {IR_AQ_ROW, 1, 1, IR_ACT_RELU, NULL},
+              {IR_AQ_STATIC, 1, 1, IR_ACT_NONE, both},
+              {IR_AQ_ROW, 0, 1, IR_ACT_NONE, first}};
+    for (int i = 0; i < 6; i++) {
         char nm[32];
         int w, ws;
         snprintf(nm, sizeof nm, "w%d", i);
         int8_weight(g, nm, 70, 37, &w, &ws);
-        ir_attr at[4] = {tu_int(IR_ATTR_A_QUANT, v[i].aq), tu_int(IR_ATTR_ACTIVATION, v[i].act),
+        ir_attr at[5] = {tu_int(IR_ATTR_A_QUANT, v[i].aq), tu_int(IR_ATTR_ACTIVATION, v[i].act),
                          tu_float(IR_ATTR_A_SCALE, 0.0157f), tu_int(IR_ATTR_A_ZERO, 131)};
+        if (v[i].fq)
+            at[4] = tu_floats(g, IR_ATTR_FAKE_QUANT, 10, v[i].fq);
         snprintf(nm, sizeof nm, "linear%d", i);
         tu_output(g, tu_node(g, IR_OP_LINEAR_INT8, nm, IR_F32, 5,
-                             TU_IN(x, w, v[i].bias ? bias : -1, v[i].residual ? r : -1, ws), 4, at));
+                             TU_IN(x, w, v[i].bias ? bias : -1, v[i].residual ? r : -1, ws), v[i].fq ? 5 : 4, at));
     }
     tu_check_graph(g, "linear_int8.onnx");
     return g;
@@ -545,7 +559,7 @@ static ir_graph *build_linear_int8(void)
  * random inputs, zeros (an empty range: scale 1), and inputs whose first row
  * is 1000 times the others (the per-tensor range is that row's, the per-row
  * ones are not): equal to the bit but for the GELU (its vector form, within
- * 1e-6). */
+ * 1e-6); two with output fake-quant points (both, and the product's alone). */
 static void test_linear_int8_on_the_cpu_matches_the_interpreter(void **state)
 {
     (void)state;
@@ -576,7 +590,8 @@ static void test_linear_int8_on_the_cpu_matches_the_interpreter(void **state)
         for (int i = 0; i < g->ninputs; i++)
             ir_tensor_free(&in[i]);
     }
-    print_message("linear_int8: static, per-tensor and per-row LinearInt8 on the CPU equal the interpreter's\n");
+    print_message("linear_int8: static, per-tensor and per-row LinearInt8, and with output fake-quant points, on the "
+                  "CPU equal the interpreter's\n");
     ir_graph_free(g);
 }
 

@@ -557,12 +557,8 @@ static void task_name(const kern *k, const void *gen, char *buf, size_t len)
     if (d->rope_pairing)
         snprintf(suffix + strlen(suffix), sizeof suffix - strlen(suffix), ".r%d%s_%lld_%lld", d->rope_pairing,
                  d->rope_per_head ? "h" : "", (long long)d->rope_start, (long long)d->rope_rows);
-    uint64_t h = 1469598103934665603ull; /* FNV-1a of the fake-quant points, where there are any */
-    const unsigned char *fb = (const unsigned char *)d->fq;
-    int any = 0;
-    for (size_t i = 0; i < sizeof d->fq; i++)
-        h = (h ^ fb[i]) * 1099511628211ull, any |= fb[i] != 0;
-    if (any)
+    uint64_t h = kern_bytes_hash(d->fq, sizeof d->fq);
+    if (h)
         snprintf(suffix + strlen(suffix), sizeof suffix - strlen(suffix), ".fq%016llx", (unsigned long long)h);
     snprintf(buf, len, "vitc.attention.%s.n%lld.h%lld.d%lld.l%d.s%08x.p%08x%s", k->tag, (long long)d->tokens,
              (long long)d->heads, (long long)d->head_size, d->qkv_layout, (unsigned)sc.u, (unsigned)ps.u, suffix);

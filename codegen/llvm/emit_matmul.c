@@ -169,6 +169,7 @@ static int emit_linear_int8(cg_ctx *cg, int node, const ir_linear *v)
     di.g = (cg_gemm_desc){.K = K, .N = N, .lda = cg_int8_row_bytes(K), .ldc = N + cg->row_pad[v->y], .ldr = N,
                           .has_bias = v->bias >= 0, .has_residual = v->residual >= 0, .activation = (int)v->act};
     di.a_per_row = 1;
+    memcpy(di.fq, v->fq, sizeof di.fq);
     if (v->residual >= 0 && cg_poly_eq(cg_poly_numel(&g->values[v->residual]), cg_poly_k(N)))
         di.g.ldr = 0; /* one row for every row */
     size_t bytes = cg_gemm_i8_packed_bytes(&di, &cg->target);
@@ -217,9 +218,10 @@ static int emit_linear_int8(cg_ctx *cg, int node, const ir_linear *v)
     if (!fn)
         return cg_fail(cg, VITC_INTERNAL, node, "the int8 GEMM generator refused K=%lld N=%lld", (long long)K,
                        (long long)N);
-    snprintf(label, sizeof label, "GEMM int8 %lldx%lld%s%s%s%s %s", (long long)K, (long long)N,
+    snprintf(label, sizeof label, "GEMM int8 %lldx%lld%s%s%s%s%s %s", (long long)K, (long long)N,
              v->bias >= 0 ? " +bias" : "", v->act ? " " : "", ir_act_label(v->act),
-             v->residual >= 0 ? " +residual" : "", g->nodes[node].name);
+             v->residual >= 0 ? " +residual" : "", v->fq[0][1] != 0 || v->fq[1][1] != 0 ? " +fake-quant" : "",
+             g->nodes[node].name);
     cg_note_kernel(cg, name, label);
     LLVMValueRef f[8] = {q, cg_weights_ptr(cg, b, call, wo),
                          bo >= 0 ? cg_weights_ptr(cg, b, call, bo) : LLVMConstNull(cg->t_ptr),

@@ -353,7 +353,15 @@ static void dequant_store(i8_emit *e, LLVMValueRef sums, LLVMValueRef zv, LLVMVa
     LLVMValueRef t = LLVMBuildSub(b, sums, LLVMBuildMul(b, zv, cs, ""), "");
     LLVMValueRef x = LLVMBuildSIToFP(b, t, k->vty, "");
     LLVMValueRef s = LLVMBuildFMul(b, sv, sw, "");
-    x = bias ? kern_fma(k, x, s, bias) : LLVMBuildFMul(b, x, s, "");
+    const float(*fq)[5] = e->di->fq;
+    if (fq[0][1] != 0 || fq[1][1] != 0) { /* the graph's ops one by one, each rounded, its points between */
+        x = LLVMBuildFMul(b, x, s, "");
+        x = fq[0][1] != 0 ? kern_vfake_quant(k, x, fq[0]) : x;
+        x = bias ? LLVMBuildFAdd(b, x, bias, "") : x;
+        x = fq[1][1] != 0 ? kern_vfake_quant(k, x, fq[1]) : x;
+    } else {
+        x = bias ? kern_fma(k, x, s, bias) : LLVMBuildFMul(b, x, s, "");
+    }
     x = kern_activation(k, x, (ir_act)d->activation);
     if (d->has_residual) {
         LLVMValueRef rv =
@@ -678,9 +686,10 @@ static void task_name(const kern *k, const void *gen, char *buf, size_t len)
     const i8_emit *e = gen;
     const cg_gemm_desc *d = e->d;
     static const char *const path[] = {"amx", "vnni", "wide"};
-    snprintf(buf, len, "vitc.i8.%s.%s.K%lld.N%lld.a%lld.c%lld.r%lld.e%d%d%d.q%d", path[e->p->path], k->tag,
+    snprintf(buf, len, "vitc.i8.%s.%s.K%lld.N%lld.a%lld.c%lld.r%lld.e%d%d%d.q%d.f%llx", path[e->p->path], k->tag,
              (long long)d->K, (long long)d->N, (long long)d->lda, (long long)d->ldc, (long long)d->ldr,
-             d->has_bias ? 1 : 0, d->has_residual ? 1 + (d->gate != 0) : 0, d->activation, e->di->a_per_row ? 1 : 0);
+             d->has_bias ? 1 : 0, d->has_residual ? 1 + (d->gate != 0) : 0, d->activation, e->di->a_per_row ? 1 : 0,
+             (unsigned long long)kern_bytes_hash(e->di->fq, sizeof e->di->fq));
 }
 
 LLVMValueRef cg_gemm_i8_emit(LLVMModuleRef mod, const char *name, const cg_gemm_i8_desc *d, const cg_target *t)

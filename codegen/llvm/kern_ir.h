@@ -172,6 +172,17 @@ void kern_for_end(kern *k, kern_loop *l, const LLVMValueRef *next);
  * nonpositive: the caller guarantees x <= 0 (up to rounding), saving the
  * upper clamp. */
 LLVMValueRef kern_vexp(kern *k, LLVMValueRef x, int nonpositive);
+/* FNV-1a of n bytes: a kernel name's tag for parameters too many to spell
+ * out (fake-quant points); 0 when every byte is 0 (none). */
+static inline uint64_t kern_bytes_hash(const void *p, size_t n)
+{
+    const unsigned char *c = p;
+    uint64_t h = 1469598103934665603ull;
+    int any = 0;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ c[i]) * 1099511628211ull, any |= c[i] != 0;
+    return any ? h : 0;
+}
 /* FakeQuant of x * fq[0], fq = {mul, scale, zero, qmin, qmax} (vm_fake_quant) */
 LLVMValueRef kern_vfake_quant(kern *k, LLVMValueRef x, const float fq[5]);
 /* erf(x) within 4e-7 absolute. */

@@ -110,10 +110,13 @@ LLVMValueRef cg_gemm_amx_emit(LLVMModuleRef mod, const char *name, const cg_gemm
  * keep their rows of A (at most 1 MiB) and their int32 sums (at most
  * 64 KiB) on their threads' stacks; it needs the tile registers granted to
  * the process (the runtime asks for them for a model whose features list
- * amx-tile). */
+ * amx-tile).  With fake-quant points (fq, scale 0: absent) the epilogue is
+ *     C = FQ1(FQ0(sa sw sum') + bias) (+|*) R
+ * each as vm_fake_quant computes it. */
 typedef struct {
     cg_gemm_desc g;
     int a_per_row;
+    float fq[2][5]; /* LinearInt8's output fake-quant points (opview.h), no activation with them */
 } cg_gemm_i8_desc;
 
 typedef struct {            /* ARGS of an int8 GEMM driver */
