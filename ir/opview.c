@@ -11,12 +11,33 @@
 
 static int slot(const ir_node *n, int i) { return ir_input(n, i); }
 
-/* A fake-quant point {mul, scale, zero, qmin, qmax} that is one: a positive
- * finite scale, a non-zero mul, a whole zero point inside its range. */
-static int fq_point_ok(const float *f)
+/* n's fake_quant attribute as npoints points {mul, scale, zero, qmin,
+ * qmax} in out (all 0 without it; a point with scale 0 is absent): 1, or 0
+ * when it holds another count or a point that is none (a positive finite
+ * scale, a non-zero mul, a whole zero point inside its range), why saying
+ * which. */
+static int fake_quant_points(const ir_node *n, int npoints, float (*out)[5], char *why, size_t len)
 {
-    return f[1] > 0 && isfinite(f[1]) && isfinite(f[0]) && f[0] != 0 && f[3] < f[4] && isfinite(f[3]) &&
-           isfinite(f[4]) && f[2] >= f[3] && f[2] <= f[4] && f[2] == nearbyintf(f[2]);
+    const char *op = ir_op_name(n->op);
+    const ir_attr *fq = ir_attr_get(n, IR_ATTR_FAKE_QUANT);
+    memset(out, 0, sizeof(float[5]) * (size_t)npoints);
+    if (fq && (fq->kind != IR_AT_FLOATS || fq->n != npoints * 5)) {
+        snprintf(why, len, "%s's fake_quant holds %d floats, not %d", op, fq->n, npoints * 5);
+        return 0;
+    }
+    for (int p = 0; fq && p < npoints; p++) {
+        const float *f = fq->floats + 5 * p;
+        if (f[1] == 0)
+            continue;
+        if (!(f[1] > 0 && isfinite(f[1]) && isfinite(f[0]) && f[0] != 0 && f[3] < f[4] && isfinite(f[3]) &&
+              isfinite(f[4]) && f[2] >= f[3] && f[2] <= f[4] && f[2] == nearbyintf(f[2]))) {
+            snprintf(why, len, "%s's fake-quant point %d (mul %g, scale %g, zero %g, range %g..%g) is not a positive "
+                     "scale with a whole zero point in its range", op, p, f[0], f[1], f[2], f[3], f[4]);
+            return 0;
+        }
+        memcpy(out[p], f, sizeof out[p]);
+    }
+    return 1;
 }
 
 int ir_linear_of(const ir_node *n, ir_linear *v, char *why, size_t len)
@@ -57,21 +78,11 @@ int ir_linear_of(const ir_node *n, ir_linear *v, char *why, size_t len)
     }
     v->aq = (ir_aquant)aq;
     v->a_zero = (int)za;
-    const ir_attr *fq = ir_attr_get(n, IR_ATTR_FAKE_QUANT);
-    if (fq && (fq->kind != IR_AT_FLOATS || fq->n != 10 || v->act != IR_ACT_NONE)) {
-        snprintf(why, len, "LinearInt8's fake_quant holds %d floats, not 10, or comes with an activation", fq->n);
+    if (!fake_quant_points(n, 2, v->fq, why, len))
         return 0;
-    }
-    for (int p = 0; fq && p < 2; p++) {
-        const float *f = fq->floats + 5 * p;
-        if (f[1] == 0)
-            continue;
-        if (!fq_point_ok(f)) {
-            snprintf(why, len, "LinearInt8's fake-quant point %d (mul %g, scale %g, zero %g, range %g..%g) is not a "
-                     "positive scale with a whole zero point in its range", p, f[0], f[1], f[2], f[3], f[4]);
-            return 0;
-        }
-        memcpy(v->fq[p], f, sizeof v->fq[p]);
+    if ((v->fq[0][1] != 0 || v->fq[1][1] != 0) && v->act != IR_ACT_NONE) {
+        snprintf(why, len, "LinearInt8 has fake-quant points and an activation");
+        return 0;
     }
     return 1;
 }
@@ -110,21 +121,12 @@ int ir_attention_of(const ir_node *n, ir_attention *v, char *why, size_t len)
         snprintf(why, len, "Attention has a rope_pairing but no rotary table");
         return 0;
     }
-    memset(v->fq, 0, sizeof v->fq);
-    const ir_attr *fq = ir_attr_get(n, IR_ATTR_FAKE_QUANT);
-    if (fq && (fq->kind != IR_AT_FLOATS || fq->n != IR_ATTN_FQ_N * 5)) {
-        snprintf(why, len, "Attention's fake_quant holds %d floats, not %d", fq->n, IR_ATTN_FQ_N * 5);
+    if (!fake_quant_points(n, IR_ATTN_FQ_N, v->fq, why, len))
         return 0;
-    }
-    for (int p = 0; fq && p < IR_ATTN_FQ_N; p++) {
-        const float *f = fq->floats + 5 * p;
+    for (int p = 0; p < IR_ATTN_FQ_N; p++) {
+        const float *f = v->fq[p];
         if (f[1] == 0)
             continue;
-        if (!fq_point_ok(f)) {
-            snprintf(why, len, "Attention's fake-quant point %d (mul %g, scale %g, zero %g, range %g..%g) is not a "
-                     "positive scale with a whole zero point in its range", p, f[0], f[1], f[2], f[3], f[4]);
-            return 0;
-        }
         if ((p == IR_ATTN_FQ_S || p == IR_ATTN_FQ_S2) && (f[0] < 0 || slot(n, IR_ATTN_BIAS) >= 0)) {
             snprintf(why, len, "Attention's scores fake-quant point has mul %g or a bias with it", f[0]);
             return 0;
@@ -133,7 +135,6 @@ int ir_attention_of(const ir_node *n, ir_attention *v, char *why, size_t len)
             snprintf(why, len, "Attention fake-quantizes Q or K and rotates them");
             return 0;
         }
-        memcpy(v->fq[p], f, sizeof v->fq[p]);
     }
     if (v->fq[IR_ATTN_FQ_S2][1] != 0 && v->fq[IR_ATTN_FQ_S][1] == 0) {
         snprintf(why, len, "Attention's second scores fake-quant point comes without the first");
