@@ -308,9 +308,12 @@ static void check_lowered_on_cpu(ir_graph *(*build)(void), const char *name, int
 }
 
 /* The scales of fake_quant_ties: a quantized ViT's (qkv, the probabilities,
- * the scores, the output), a power of two, ones above 1, an odd tiny one. */
-static const float tie_scales[] = {0.0397284f, 1 / 255.0f, 0.0442552f, 0.015978f, 0.125f, 1.41421354f, 3.0f, 0.1f, 7.3e-5f};
-enum { NTIE_SCALES = sizeof tie_scales / sizeof tie_scales[0], TIE_K = 300, TIE_N = (2 * TIE_K + 1) * 7 + 8 };
+ * the scores, the output), a power of two, ones above 1, an odd tiny one,
+ * one just inside 2^-60 and three outside [2^-60, 2^60] (where the CPU divides). */
+static const float tie_scales[] = {0.0397284f, 1 / 255.0f, 0.0442552f, 0.015978f, 0.125f, 1.41421354f,
+                                   3.0f,       0.1f,       7.3e-5f,    1.5e-18f,  1e-30f, 1e-37f, 1e20f};
+enum { NTIE_SCALES = sizeof tie_scales / sizeof tie_scales[0], TIE_K = 300, TIE_RANDOM = 128,
+       TIE_N = (2 * TIE_K + 1) * 7 + 8 + TIE_RANDOM };
 
 /* y_j = DequantizeLinear(QuantizeLinear(x_j, s_j, z_j)): u8 around 128 and
  * i8 around 0 in turn. */
@@ -335,9 +338,10 @@ static ir_graph *build_fake_quant_ties(void)
 
 /* FakeQuant where x / scale is within 3 ulps of a half-way point k + 1/2
  * (where a quotient off by an ulp rounds to the other integer), for k over
- * the whole 8-bit range and beyond, and at infinities, NaN, -0 and tiny x:
- * compiled for the CPU (which divides without a division: vm_quant_div),
- * every output equal to the interpreter's, which divides. */
+ * the whole 8-bit range and beyond, at infinities, NaN, -0 and tiny x, and
+ * at random x (half within the range, half of any exponent): compiled for
+ * the CPU (which divides without a division: vm_fake_quant), every output
+ * equal to the interpreter's, which divides. */
 static void test_fake_quant_ties_are_exact(void **state)
 {
     (void)state;
@@ -364,7 +368,14 @@ static void test_fake_quant_ties_are_exact(void **state)
         }
         const float special[8] = {INFINITY, -INFINITY, NAN, -0.0f, 1e-40f, -1e-38f, 3e38f, -3e38f};
         memcpy(x + n, special, sizeof special);
-        assert_int_equal(n + 8, TIE_N);
+        n += 8;
+        tu_seed(0x7135 + (uint64_t)j);
+        for (int i = 0; i < TIE_RANDOM / 2; i++) {
+            x[n++] = tu_rnd() * 400 * s;
+            int e = (int)(tu_rnd() * 140);
+            x[n++] = ldexpf(tu_rnd(), e);
+        }
+        assert_int_equal(n, TIE_N);
     }
     tu_interpret_ok(g, in, want);
     tu_run_so(so, in, NTIE_SCALES, got, NTIE_SCALES, 1);
