@@ -322,7 +322,12 @@ int attn_skeleton(const ir_graph *g, const ir_node *sm, attn_skel *s, int fq_ok,
     double qf = 1, kf = 1;
     s->q = strip_factors(g, s->q, &qf);
     s->k = strip_factors(g, s->k, &kf);
-    s->scale *= qf * kf;
+    if (fqs[1] != 0) /* factors on Q and K scale the product the scores' point rounds */
+        fqs[0] = (float)(fqs[0] * qf * kf);
+    else
+        s->scale *= qf * kf;
+    if (fqs[1] != 0 && !(fqs[0] > 0))
+        MISS("the fake-quantized scores are scaled by %g, not by a positive factor", fqs[0]);
     s->q = strip_fake_quant(g, s->q, s->fq[IR_ATTN_FQ_Q]);
     s->k = strip_fake_quant(g, s->k, s->fq[IR_ATTN_FQ_K]);
     if (!fq_ok && (s->fq[IR_ATTN_FQ_Q][1] != 0 || s->fq[IR_ATTN_FQ_K][1] != 0))
