@@ -879,6 +879,81 @@ static void test_quantized_attention_is_fused(void **state)
     }
 }
 
+/* v fake-quantized (u8, one scale and zero point): a QDQ pair. */
+static int qdq(ir_graph *g, const char *name, int v, double s, double z)
+{
+    char nm[64];
+    snprintf(nm, sizeof nm, "%s_s", name);
+    int sv = qconst(g, nm, IR_F32, 0, NULL, &s);
+    snprintf(nm, sizeof nm, "%s_z", name);
+    int zv = qconst(g, nm, IR_U8, 0, NULL, &z);
+    int q = tu_node(g, IR_OP_QUANTIZE_LINEAR, NULL, IR_U8, 3, TU_IN(v, sv, zv), 0, NULL);
+    return tu_node(g, IR_OP_DEQUANTIZE_LINEAR, NULL, IR_F32, 3, TU_IN(q, sv, zv), 0, NULL);
+}
+
+/* Attention whose Q is scaled after its QDQ pair (softmax(QDQ(QDQ(Q) * 0.5
+ * @ K^T))): the factor scales the product the scores' point rounds, so it is
+ * the scores point's mul, not the Attention's scale (applied after the
+ * point); the fused graph within cosine 0.9999 of the graph as built. */
+static void test_quantized_attention_keeps_its_factors_in_order(void **state)
+{
+    (void)state;
+    enum { T = 6, H = 2, D = 4, C = 8 };
+    tu_seed(0xa77);
+    ir_graph *g = tu_graph_new("qattn.onnx", 17);
+    int x = tu_input(g, "x", IR_F32, 3, TU_DIMS(-1, T, C));
+    int qkv = tu_node(g, IR_OP_MATMUL, "qkv", IR_F32, 2, TU_IN(x, tu_const_rand(g, "W", 2, TU_DIMS(C, 3 * C), 1)), 0,
+                      NULL);
+    qkv = qdq(g, "qkv_q", qkv, 0.02, 128);
+    int r = tu_node(g, IR_OP_RESHAPE, NULL, IR_F32, 2, TU_IN(qkv, tu_const_ints(g, "shape5", 5, TU_DIMS(-1, T, 3, H, D))),
+                    0, NULL);
+    ir_attr perm = tu_ints(g, IR_ATTR_PERM, 5, TU_DIMS(2, 0, 3, 1, 4));
+    int t = tu_node(g, IR_OP_TRANSPOSE, NULL, IR_F32, 1, &r, 1, &perm);
+    int parts[3];
+    for (int i = 0; i < 3; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "part%d", i);
+        int64_t idx = i;
+        int iv = ir_add_const(g, name, IR_I64, 0, NULL, &idx, sizeof idx);
+        ir_attr ax = tu_int(IR_ATTR_AXIS, 0);
+        parts[i] = tu_node(g, IR_OP_GATHER, name, IR_F32, 2, TU_IN(t, iv), 1, &ax);
+    }
+    int q = tu_node(g, IR_OP_MUL, NULL, IR_F32, 2, TU_IN(qdq(g, "q_q", parts[0], 0.015, 120), tu_scalar(g, "half", 0.5f)),
+                    0, NULL);
+    ir_attr perm2 = tu_ints(g, IR_ATTR_PERM, 4, TU_DIMS(0, 1, 3, 2));
+    int kt = tu_node(g, IR_OP_TRANSPOSE, NULL, IR_F32, 1, &parts[1], 1, &perm2);
+    int s = qdq(g, "s_q", tu_node(g, IR_OP_MATMUL, "scores", IR_F32, 2, TU_IN(q, kt), 0, NULL), 0.01, 100);
+    ir_attr last = tu_int(IR_ATTR_AXIS, -1);
+    int p = qdq(g, "p_q", tu_node(g, IR_OP_SOFTMAX, "softmax", IR_F32, 1, &s, 1, &last), 1 / 255.0, 0);
+    int o = tu_node(g, IR_OP_MATMUL, "pv", IR_F32, 2, TU_IN(p, parts[2]), 0, NULL);
+    ir_attr perm3 = tu_ints(g, IR_ATTR_PERM, 4, TU_DIMS(0, 2, 1, 3));
+    o = tu_node(g, IR_OP_TRANSPOSE, NULL, IR_F32, 1, &o, 1, &perm3);
+    tu_output(g, tu_node(g, IR_OP_RESHAPE, NULL, IR_F32, 2, TU_IN(o, tu_const_ints(g, "shape3", 3, TU_DIMS(-1, T, C))),
+                         0, NULL));
+    tu_check_graph(g, "qattn.onnx");
+    ir_tensor in[1], want[1], got[1];
+    tu_random_inputs(g, 3, in);
+    tu_interpret_ok(g, in, want);
+    vitc_diag d;
+    vitc_diag_init(&d, "qattn");
+    pass_options po = {.int8 = PASS_INT8_QUANTIZED};
+    assert_int_equal(pass_run(g, &po, &d), VITC_OK);
+    assert_int_equal(tu_count_op(g, IR_OP_ATTENTION), 1);
+    ir_attention a;
+    for (int i = 0; i < g->nnodes; i++)
+        if (g->nodes[i].op == IR_OP_ATTENTION)
+            assert_int_equal(ir_attention_of(&g->nodes[i], &a, (char[160]){0}, 160), 1);
+    print_message("qattn: Attention scale %g, Q point mul %g, scores point mul %g\n", (double)a.scale,
+                  (double)a.fq[IR_ATTN_FQ_Q][0], (double)a.fq[IR_ATTN_FQ_S][0]);
+    assert_true(a.scale == 1.0f && a.fq[IR_ATTN_FQ_S][0] == 0.5f && a.fq[IR_ATTN_FQ_Q][0] == 1.0f);
+    tu_interpret_ok(g, in, got);
+    double cos = tu_cosine(&got[0], &want[0]);
+    print_message("qattn: fused vs as built, cosine %.6f\n", cos);
+    assert_true(cos >= 0.9999);
+    ir_tensor_free(&in[0]), ir_tensor_free(&want[0]), ir_tensor_free(&got[0]);
+    ir_graph_free(g);
+}
+
 TU_MAIN(setup, tu_teardown_tmpdir, test_quantized_exports_in_the_interpreter_match_onnxruntime,
         test_quantized_exports_on_the_cpu_match_onnxruntime, test_quantized_exports_on_the_cuda_emulation_match_onnxruntime,
         test_lowered_dynamic_quantization_on_the_cpu_is_exact,
@@ -886,4 +961,4 @@ TU_MAIN(setup, tu_teardown_tmpdir, test_quantized_exports_in_the_interpreter_mat
         test_quantized_exports_on_int8_kernels_match_onnxruntime, test_linear_int8_on_the_cpu_matches_the_interpreter,
         test_int8_linear_takes_int8_grids_and_says_why_not, test_precision_int8_compiles_an_fp32_model,
         test_precision_int8_calibrated, test_int8_keeps_an_out_of_line_weight_in_f32, test_quantized_attention_is_fused,
-        test_fake_quant_ties_are_exact)
+        test_fake_quant_ties_are_exact, test_quantized_attention_keeps_its_factors_in_order)
