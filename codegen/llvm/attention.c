@@ -15,8 +15,8 @@
  *     [S = scale * S + bias_chunk]     (with a bias: scale applied by the product)
  *     E = exp(scale * (S - rowmax))    (in place), rs = post_scale / rowsum
  *     O_chunk = rs * (E @ V)           (micro-kernel, stored into out)
- * With fake-quant points (a quantized model's Q/DQ pairs, ops.def), Q and K
- * are fake-quantized in their buffers, the scores on their way into the
+ * With fake-quant points (a quantized model's Q/DQ pairs, ops.def), Q, K and
+ * V are fake-quantized in their buffers, the scores on their way into the
  * exponent (the row maximum of FakeQuant(s) is FakeQuant of the maximum:
  * FakeQuant never decreases), the probabilities normalised in place and
  * fake-quantized before E @ V, and the output in out after it.
