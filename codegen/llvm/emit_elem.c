@@ -30,16 +30,6 @@ static int is_unsigned(ir_dtype t) { return t == IR_U8 || t == IR_U16 || t == IR
 static LLVMTypeRef expr_type(cg_ctx *cg, ir_dtype t) { return t == IR_BOOL ? cg->t_i1 : cg_mem_type(cg, t); }
 
 /* The value of the only element of a plain one-element constant, else NULL. */
-/* The number of an f32 constant of one element, in *f; 0 when v is no such constant. */
-static int scalar_f32(cg_ctx *cg, int v, float *f)
-{
-    const ir_value *c = &cg->g->values[v];
-    if (!ir_value_is_plain_const(cg->g, v) || c->dtype != IR_F32 || c->nbytes != 4)
-        return 0;
-    memcpy(f, c->data, 4);
-    return 1;
-}
-
 static LLVMValueRef scalar_const(cg_ctx *cg, int v)
 {
     const ir_value *c = &cg->g->values[v];
@@ -426,9 +416,10 @@ static LLVMValueRef node_expr(group *gr, LLVMBuilderRef b, int node)
     ew_env e = {.gr = gr, .cg = cg, .b = b, .n = n, .t = expr_type(cg, it), .fl = ir_dtype_is_float(it),
                 .uns = is_unsigned(it)};
     LLVMValueRef x = gen(gr, b, n->inputs[0]);
-    float fq[5] = {1, 0, 0, ir_attr_float(n, IR_ATTR_QMIN, 0), ir_attr_float(n, IR_ATTR_QMAX, 255)};
-    if (n->op == IR_OP_FAKE_QUANT && e.t == cg->t_f32 && scalar_f32(cg, n->inputs[1], &fq[1]) &&
-        scalar_f32(cg, n->inputs[2], &fq[2]) && fq[1] > 0 && isfinite(fq[1])) { /* what attention's points compute */
+    double sc, zp; /* FakeQuant's inputs are all f32 (ops.def): its scale and zero point as they are */
+    if (n->op == IR_OP_FAKE_QUANT && e.t == cg->t_f32 && const_float(cg->g, n->inputs[1], &sc) &&
+        const_float(cg->g, n->inputs[2], &zp) && sc > 0 && isfinite((float)sc)) { /* what attention's points compute */
+        float fq[5] = {1, (float)sc, (float)zp, ir_attr_float(n, IR_ATTR_QMIN, 0), ir_attr_float(n, IR_ATTR_QMAX, 255)};
         vm_ctx v = vm_scalar(cg, b);
         return vm_fake_quant(&v, x, fq);
     }
