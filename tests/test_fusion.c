@@ -404,14 +404,7 @@ static void test_einsum_attention_interleaved_with_scale_after_softmax(void **st
     ir_attr perm = {.id = IR_ATTR_PERM, .kind = IR_AT_INTS, .n = 5, .ints = (int64_t[]){4, 0, 2, 1, 3}, .tensor = -1};
     int t = tu_node(g, IR_OP_TRANSPOSE, "Transpose", IR_F32, 1, &r, 1, &perm);
     int parts[3];
-    for (int i = 0; i < 3; i++) {
-        char name[32];
-        snprintf(name, sizeof name, "Gather_%d", i);
-        int64_t idx = i;
-        int iv = ir_add_const(g, name, IR_I64, 0, NULL, &idx, sizeof idx);
-        ir_attr ax = tu_int(IR_ATTR_AXIS, 0);
-        parts[i] = tu_node(g, IR_OP_GATHER, name, IR_F32, 2, (int[]){t, iv}, 1, &ax);
-    }
+    tu_unbind(g, t, 3, "Gather_", parts);
     ir_attr e1 = {.id = IR_ATTR_EQUATION, .kind = IR_AT_STRING, .s = "bhqd, bhkd -> bhqk", .n = 18, .tensor = -1};
     ir_attr e2 = {.id = IR_ATTR_EQUATION, .kind = IR_AT_STRING, .s = "bhal, bhlv -> bhav ", .n = 19, .tensor = -1};
     int s = tu_node(g, IR_OP_EINSUM, "Einsum", IR_F32, 2, (int[]){parts[0], parts[1]}, 1, &e1);

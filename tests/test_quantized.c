@@ -639,22 +639,29 @@ static ir_graph *build_grids(void)
     return g;
 }
 
+/* g through the passes with int8 mode `mode`; what --explain-fusion says (free it). */
+static char *run_passes_explained(ir_graph *g, pass_int8 mode, const char *name)
+{
+    vitc_diag d;
+    vitc_diag_init(&d, name);
+    pass_options po = {.int8 = mode, .explain = pass_explain_new()};
+    assert_non_null(po.explain);
+    assert_int_equal(pass_run(g, &po, &d), VITC_OK);
+    char *text = NULL;
+    size_t len;
+    FILE *f = open_memstream(&text, &len);
+    pass_explain_print(po.explain, f);
+    fclose(f);
+    pass_explain_free(po.explain);
+    return text;
+}
+
 static void test_int8_linear_takes_int8_grids_and_says_why_not(void **state)
 {
     (void)state;
     for (int all = 0; all < 2; all++) {
         ir_graph *ref = build_grids(), *g = build_grids();
-        vitc_diag d;
-        vitc_diag_init(&d, "grids.onnx");
-        pass_options po = {.int8 = all ? PASS_INT8_ALL : PASS_INT8_QUANTIZED, .explain = pass_explain_new()};
-        assert_non_null(po.explain);
-        assert_int_equal(pass_run(g, &po, &d), VITC_OK);
-        char *text = NULL;
-        size_t len;
-        FILE *f = open_memstream(&text, &len);
-        pass_explain_print(po.explain, f);
-        fclose(f);
-        pass_explain_free(po.explain);
+        char *text = run_passes_explained(g, all ? PASS_INT8_ALL : PASS_INT8_QUANTIZED, "grids.onnx");
         print_message("int8-linear (%s): %d LinearInt8, %d Linear\n%s", all ? "all" : "quantized",
                       tu_count_op(g, IR_OP_LINEAR_INT8), tu_count_op(g, IR_OP_LINEAR), all ? "" : text);
         assert_int_equal(tu_count_op(g, IR_OP_LINEAR_INT8), all ? 3 : 1);
@@ -702,17 +709,7 @@ static void test_int8_keeps_an_out_of_line_weight_in_f32(void **state)
         tu_output(g, tu_node(g, IR_OP_MATMUL, nm, IR_F32, 2, TU_IN(x, w), 0, NULL));
     }
     tu_check_graph(g, "outlier.onnx");
-    vitc_diag d;
-    vitc_diag_init(&d, "outlier.onnx");
-    pass_options po = {.int8 = PASS_INT8_ALL, .explain = pass_explain_new()};
-    assert_non_null(po.explain);
-    assert_int_equal(pass_run(g, &po, &d), VITC_OK);
-    char *text = NULL;
-    size_t len;
-    FILE *f = open_memstream(&text, &len);
-    pass_explain_print(po.explain, f);
-    fclose(f);
-    pass_explain_free(po.explain);
+    char *text = run_passes_explained(g, PASS_INT8_ALL, "outlier.onnx");
     print_message("%d LinearInt8, %d Linear\n%s", tu_count_op(g, IR_OP_LINEAR_INT8), tu_count_op(g, IR_OP_LINEAR), text);
     assert_int_equal(tu_count_op(g, IR_OP_LINEAR_INT8), 4);
     assert_int_equal(tu_count_op(g, IR_OP_LINEAR), 1);
@@ -910,14 +907,7 @@ static void test_quantized_attention_keeps_its_factors_in_order(void **state)
     ir_attr perm = tu_ints(g, IR_ATTR_PERM, 5, TU_DIMS(2, 0, 3, 1, 4));
     int t = tu_node(g, IR_OP_TRANSPOSE, NULL, IR_F32, 1, &r, 1, &perm);
     int parts[3];
-    for (int i = 0; i < 3; i++) {
-        char name[32];
-        snprintf(name, sizeof name, "part%d", i);
-        int64_t idx = i;
-        int iv = ir_add_const(g, name, IR_I64, 0, NULL, &idx, sizeof idx);
-        ir_attr ax = tu_int(IR_ATTR_AXIS, 0);
-        parts[i] = tu_node(g, IR_OP_GATHER, name, IR_F32, 2, TU_IN(t, iv), 1, &ax);
-    }
+    tu_unbind(g, t, 3, "part", parts);
     int q = tu_node(g, IR_OP_MUL, NULL, IR_F32, 2, TU_IN(qdq(g, "q_q", parts[0], 0.015, 120), tu_scalar(g, "half", 0.5f)),
                     0, NULL);
     ir_attr perm2 = tu_ints(g, IR_ATTR_PERM, 4, TU_DIMS(0, 1, 3, 2));

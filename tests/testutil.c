@@ -407,6 +407,18 @@ ir_attr tu_floats(ir_graph *g, ir_attr_id id, int n, const float *v)
     return (ir_attr){.id = id, .kind = IR_AT_FLOATS, .n = n, .ints = NULL, .floats = p, .tensor = -1};
 }
 
+void tu_unbind(ir_graph *g, int x, int n, const char *prefix, int *parts)
+{
+    for (int i = 0; i < n; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "%s%d", prefix, i);
+        int64_t idx = i;
+        int iv = ir_add_const(g, name, IR_I64, 0, NULL, &idx, sizeof idx);
+        ir_attr ax = tu_int(IR_ATTR_AXIS, 0);
+        parts[i] = tu_node(g, IR_OP_GATHER, name, IR_F32, 2, (int[]){x, iv}, 1, &ax);
+    }
+}
+
 int tu_count_op(const ir_graph *g, ir_op op)
 {
     int n = 0;

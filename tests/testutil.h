@@ -173,6 +173,9 @@ ir_attr tu_float(ir_attr_id id, float f);
 ir_attr tu_str(ir_attr_id id, const char *s);
 ir_attr tu_ints(ir_graph *g, ir_attr_id id, int n, const int64_t *v);
 ir_attr tu_floats(ir_graph *g, ir_attr_id id, int n, const float *v);
+/* parts[i] = Gather(x, i) along axis 0 for i < n (torch's unbind as
+ * exported), node i named prefix + i. */
+void tu_unbind(ir_graph *g, int x, int n, const char *prefix, int *parts);
 /* Shapes inferred and the graph verified, else the test fails naming what. */
 void tu_check_graph(ir_graph *g, const char *what);
 /* The nodes of op in g. */
