@@ -395,6 +395,7 @@ static const ik_kernel kernels[IR_OP_COUNT] = {
     [IR_OP_LINEAR] = ik_linear,
     [IR_OP_LINEAR_INT8] = ik_linear_int8,
     [IR_OP_DYNAMIC_FAKE_QUANT] = ik_dynamic_fake_quant,
+    [IR_OP_QUANT_LOOKUP] = ik_quant_lookup,
     [IR_OP_ATTENTION] = ik_attention,
     [IR_OP_SIZE] = ik_size,
     [IR_OP_TILE] = ik_tile,
@@ -417,7 +418,7 @@ static const ik_kernel kernels[IR_OP_COUNT] = {
     [IR_OP_IF] = NULL, /* shape inference puts the branch it picks in its place */
 };
 /* Every op without a formula has its line above (Constant's and If's NULL included). */
-_Static_assert(IR_OP_COUNT - IR_EW_COUNT == 54, "kernels[]: one entry per op without a formula in elemwise.def");
+_Static_assert(IR_OP_COUNT - IR_EW_COUNT == 55, "kernels[]: one entry per op without a formula in elemwise.def");
 
 static ik_kernel kernel_for(ir_op op)
 {
@@ -479,7 +480,14 @@ int ir_interp_node(const ir_graph *g, const ir_node *n, const ir_tensor *in, ir_
 
 int ir_interp_eval(const ir_graph *g, const ir_node *n, const ir_tensor *in, ir_tensor *out)
 {
-    if ((ir_op_table[n->op].flags & OPF_FUSED) || !ir_interp_supports(g, n))
+    if (ir_op_table[n->op].flags & OPF_FUSED)
+        return VITC_BAD_INPUT;
+    return ir_interp_eval_any(g, n, in, out);
+}
+
+int ir_interp_eval_any(const ir_graph *g, const ir_node *n, const ir_tensor *in, ir_tensor *out)
+{
+    if (!ir_interp_supports(g, n))
         return VITC_BAD_INPUT;
     char *text = NULL;
     size_t len = 0;

@@ -38,6 +38,9 @@ int ir_interp_node(const ir_graph *g, const ir_node *n, const ir_tensor *in, ir_
  * nothing.  VITC_OK with out filled, or a status: then the node stays in the
  * graph and its failure, if any, is reported where it runs. */
 int ir_interp_eval(const ir_graph *g, const ir_node *n, const ir_tensor *in, ir_tensor *out);
+/* The same for any op the interpreter runs, fused ones included (quant-lookup's
+ * tables). */
+int ir_interp_eval_any(const ir_graph *g, const ir_node *n, const ir_tensor *in, ir_tensor *out);
 
 /* Resize (interp_resize.c): 1 if the interpreter implements n's mode and
  * attributes, else 0 with why (when not NULL) saying what it lacks; 1 if,

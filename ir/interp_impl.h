@@ -125,6 +125,7 @@ int ik_quantize(ik_ctx *c);
 int ik_dequantize(ik_ctx *c);
 int ik_dynamic_quantize(ik_ctx *c);
 int ik_dynamic_fake_quant(ik_ctx *c);
+int ik_quant_lookup(ik_ctx *c);
 int ik_linear_int8(ik_ctx *c);
 int ik_matmul_integer(ik_ctx *c);
 int ik_conv_integer(ik_ctx *c);

@@ -243,6 +243,26 @@ int ik_dynamic_fake_quant(ik_ctx *c)
     return st;
 }
 
+/* QuantLookup (ops.def): the entry of x's FakeQuant code. */
+int ik_quant_lookup(ik_ctx *c)
+{
+    const ir_tensor *x = c->in[0], *s = c->in[1], *z = c->in[2], *t = c->in[3];
+    float fq[5] = {1, 0, 0, ir_attr_float(c->n, IR_ATTR_QMIN, 0), ir_attr_float(c->n, IR_ATTR_QMAX, 255)};
+    if (x->dtype != IR_F32 || s->dtype != IR_F32 || z->dtype != IR_F32 || t->dtype != IR_F32 ||
+        ir_tensor_numel(s) != 1 || ir_tensor_numel(z) != 1)
+        return ik_fail(c, VITC_BAD_INPUT, "QuantLookup takes an f32 x, one f32 scale and zero point and an f32 table");
+    fq[1] = (float)ir_tensor_get(s, 0), fq[2] = (float)ir_tensor_get(z, 0);
+    if (!(fq[1] > 0) || !isfinite(fq[1]) || fq[3] != floorf(fq[3]) || !(fq[4] >= fq[3]) ||
+        (double)fq[4] - fq[3] + 1 != (double)ir_tensor_numel(t))
+        return ik_fail(c, VITC_BAD_INPUT, "QuantLookup's scale %g, qmin %g, qmax %g and table of %lld do not fit",
+                       (double)fq[1], (double)fq[3], (double)fq[4], (long long)ir_tensor_numel(t));
+    int64_t n = ir_tensor_numel(x);
+    int st = ik_alloc(c, &c->out[0], IR_F32, x->rank, x->dims);
+    for (int64_t i = 0; !st && i < n; i++)
+        ir_tensor_set(&c->out[0], i, ir_tensor_get(t, (int64_t)(ir_fake_quant_code(fq, ir_tensor_get(x, i)) - fq[3])));
+    return st;
+}
+
 /* LinearInt8 (ops.def) as the CPU kernels compute it: x quantized to u8 as
  * a_quant says, the sums of (qa - za) * W exact, each scaled in f32 by
  * sa * w_scale[n] (one rounding), the bias added with one more (a fused

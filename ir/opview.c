@@ -293,15 +293,19 @@ void ir_attention_spec(const ir_attention *v, ir_node_spec *s)
         }
 }
 
+double ir_fake_quant_code(const float fq[5], double x)
+{
+    float xs = (float)(x * fq[0]);
+    double t = nearbyint((double)(float)((double)xs / fq[1])) + fq[2];
+    t = t > fq[3] ? t : fq[3]; /* a NaN goes to qmin */
+    return t < fq[4] ? t : fq[4];
+}
+
 double ir_fake_quant_point(const float fq[5], double x)
 {
     if (fq[1] == 0)
         return x;
-    float xs = (float)(x * fq[0]);
-    double t = nearbyint((double)(float)((double)xs / fq[1])) + fq[2];
-    t = t > fq[3] ? t : fq[3]; /* a NaN goes to qmin */
-    t = t < fq[4] ? t : fq[4];
-    return (double)(float)((float)(t - fq[2]) * fq[1]);
+    return (double)(float)((float)(ir_fake_quant_code(fq, x) - fq[2]) * fq[1]);
 }
 
 void ir_norm_spec(const ir_norm *v, ir_node_spec *s)

@@ -73,6 +73,10 @@ typedef enum {
  * ops.def's FakeQuant computes it in f32 (x * mul rounded to f32 first); x
  * itself where the point is absent (scale 0). */
 double ir_fake_quant_point(const float fq[5], double x);
+/* The code that point computes of x: clamp(round(x * mul / scale) + zero,
+ * qmin, qmax) (x * mul and the quotient each rounded to f32), a NaN giving
+ * qmin; the point's value is (code - zero) * scale rounded to f32. */
+double ir_fake_quant_code(const float fq[5], double x);
 
 /* out[b, n, h*D + d] = sum_m P[b,h,n,m] V[b,h,m,d] with
  * P = softmax_m(scale * Q[b,h,n,:] . K[b,h,m,:] + bias[b,h,n,m]) * post_scale.

@@ -1716,6 +1716,7 @@ static int (*const rules[IR_OP_COUNT])(ctx *c) = {
     [IR_OP_LINEAR] = infer_linear,
     [IR_OP_LINEAR_INT8] = infer_linear,
     [IR_OP_DYNAMIC_FAKE_QUANT] = infer_same,
+    [IR_OP_QUANT_LOOKUP] = infer_same,
     [IR_OP_ATTENTION] = infer_attention,
     [IR_OP_SOFTMAX] = infer_same,
     [IR_OP_BATCHNORM] = infer_same,
@@ -1745,7 +1746,7 @@ static int (*const rules[IR_OP_COUNT])(ctx *c) = {
     [IR_OP_CAST_LIKE] = NULL,
     [IR_OP_CLIP] = NULL,
 };
-_Static_assert(IR_OP_COUNT - IR_EW_COUNT == 54, "rules[]: one line per op without a formula in elemwise.def");
+_Static_assert(IR_OP_COUNT - IR_EW_COUNT == 55, "rules[]: one line per op without a formula in elemwise.def");
 
 static int infer_node(ctx *c)
 {

@@ -98,6 +98,10 @@ int pass_lower_qop(ir_graph *g, vitc_diag *d);
 /* Linears on fake-quantized inputs (and with --precision int8 every Linear)
  * -> LinearInt8; what is left of DynamicFakeQuant -> f32 ops (quant.c) */
 int pass_int8_linear(ir_graph *g, const pass_options *o, vitc_diag *d);
+/* Element-wise chains whose one varying input is fake-quantized (at most
+ * 256 values) -> QuantLookup with the chain's table, where the backend has
+ * int8 kernels (lookup.c) */
+int pass_quant_lookup(ir_graph *g, const pass_options *o, vitc_diag *d);
 /* The ranges [lo, hi] (range[i], each holding 0) of values[0..nvalues-1]
  * over the interpreter's runs of g on ninputs samples (g->ninputs tensors
  * each): the rarest 0.01% of elements on each side left out (calib.c). */

@@ -22,6 +22,7 @@ static const pass_def pipeline[] = {
     {"cleanup", pass_simplify, NULL},            /* the head merge against the head split, out-projection views */
     {"fuse-epilogue", pass_fuse_epilogue, NULL}, /* Linear + GELU/ReLU/ReLU6, Linear + residual Add */
     {"int8-linear", NULL, pass_int8_linear},     /* Linears on quantized inputs -> LinearInt8 (backend decides) */
+    {"quant-lookup", NULL, pass_quant_lookup},   /* element-wise chains of one fake-quantized value -> a table */
     {"dce", pass_dce, NULL},                     /* drop what no output needs */
 };
 

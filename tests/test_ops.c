@@ -236,6 +236,20 @@ static double attr_f(const op_row *w, ir_attr_id id, float def)
 }
 static int64_t axis_of(int64_t axis, int rank) { return axis < 0 ? axis + rank : axis; }
 
+/* QuantLookup (ops.def): table[c - qmin] with c x's FakeQuant code: the
+ * quotient x / scale rounded to f32, then to an integer (ties to even), plus
+ * the zero point, clamped to [qmin, qmax]; a NaN gives qmin. */
+static void f_quant_lookup(const op_row *w, const dten *in, dten *out)
+{
+    double s = in[1].v[0], z = in[2].v[0], lo = attr_f(w, IR_ATTR_QMIN, 0), hi = attr_f(w, IR_ATTR_QMAX, 255);
+    d_alloc(out, in[0].rank, in[0].dims);
+    for (int64_t i = 0; i < d_count(in[0].rank, in[0].dims); i++) {
+        double c = nearbyint((float)(in[0].v[i] / s)) + z;
+        c = isnan(c) || c < lo ? lo : c > hi ? hi : c;
+        out->v[i] = in[3].v[(int64_t)(c - lo)];
+    }
+}
+
 /* Softmax (opset 13): over the one axis (default -1). */
 static void f_softmax(const op_row *w, const dten *in, dten *out)
 {
@@ -570,6 +584,11 @@ static const op_row rows[] = {
      .ref = r_fake_quant_u8},
     {"FakeQuant/saturating-nan", IR_OP_FAKE_QUANT, IN3(N(-1, 3, 4), S(0.01f), S(-3.0f)), AT2(AF(QMIN, -128), AF(QMAX, 127)),
      .ref = r_fake_quant_i8},
+    /* x / 0.02 spans +-100 around code 128; x / 0.01 saturates both ends of int8; NaNs take entry 0 */
+    {"QuantLookup", IR_OP_QUANT_LOOKUP, IN4(N(-1, 3, 4), S(0.02f), S(128.0f), W(256)), AT2(AF(QMIN, 0), AF(QMAX, 255)),
+     .formula = f_quant_lookup},
+    {"QuantLookup/i8-saturating", IR_OP_QUANT_LOOKUP, IN4(N(-1, 5, 4), S(0.01f), S(-3.0f), W(256)),
+     AT2(AF(QMIN, -128), AF(QMAX, 127)), .formula = f_quant_lookup},
     {"Swish", IR_OP_SWISH, IN1(X(-1, 3, 4)), .ref = r_silu},
     {"Swish/alpha", IR_OP_SWISH, IN1(X(-1, 3, 4)), AT1(AF(ALPHA, 0.5)), .ref = r_swish_half},
     {"IsNaN", IR_OP_IS_NAN, .dt = IR_BOOL, IN1(N(-1, 3, 4)), .ref = r_isnan},
@@ -1034,11 +1053,13 @@ static const expected_skip cuda_skips[] = {
     {"Add/i64", "element-wise ops compute in fp32 on the GPU and give float or bool"},
     {"Attention/fake-quant", "quantized attention runs unfused on CUDA (fuse-attention keeps it so there)"},
     {"Attention/fake-quant-p", "quantized attention runs unfused on CUDA (fuse-attention keeps it so there)"},
+    {"QuantLookup", "QuantLookup (int8 models' tables) runs on the CPU only"},
+    {"QuantLookup/i8-saturating", "QuantLookup (int8 models' tables) runs on the CPU only"},
     FOLDED_ONLY,
     {NULL, NULL},
 };
 /* Rows of `rows` that check the interpreter against a formula (.ref or .formula). */
-#define FORMULA_ROWS 92
+#define FORMULA_ROWS 94
 
 /* The rows without a formula, checked against the interpreter alone, with
  * why: committed like the skip lists (a row without a formula that is not

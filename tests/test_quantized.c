@@ -27,6 +27,7 @@
 #include "ir/interp.h"
 #include "ir/opview.h"
 #include "passes/passes.h"
+#include "vitc/runtime.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -528,7 +529,10 @@ static void int8_weight(ir_graph *g, const char *name, int64_t K, int64_t N, int
 /* LinearInt8 nodes as int8-linear makes them, each way of quantizing the
  * input: x [B, 7, 70] (K not a multiple of 4 or of a vector) into N = 37
  * columns: static (zero point 131), per tensor with a residual, per row
- * with a bias and GELU, per row with a bias, ReLU and a residual. */
+ * with a bias and GELU, per row with a bias, ReLU and a residual; two with
+ * output fake-quant points; and one with both points read by a QuantLookup
+ * of the second point's grid (random table), which the CPU computes in the
+ * GEMM's epilogue. */
 static ir_graph *build_linear_int8(void)
 {
     tu_seed(0x1a8);
@@ -543,13 +547,14 @@ static ir_graph *build_linear_int8(void)
         int bias, residual;
         ir_act act;
         const float *fq;
-    } v[6] = {{IR_AQ_STATIC, 1, 0, IR_ACT_NONE, NULL},
+    } v[7] = {{IR_AQ_STATIC, 1, 0, IR_ACT_NONE, NULL},
               {IR_AQ_TENSOR, 0, 1, IR_ACT_NONE, NULL},
               {IR_AQ_ROW, 1, 0, IR_ACT_GELU_ERF, NULL},
               {IR_AQ_ROW, 1, 1, IR_ACT_RELU, NULL},
               {IR_AQ_STATIC, 1, 1, IR_ACT_NONE, both},
-              {IR_AQ_ROW, 0, 1, IR_ACT_NONE, first}};
-    for (int i = 0; i < 6; i++) {
+              {IR_AQ_ROW, 0, 1, IR_ACT_NONE, first},
+              {IR_AQ_STATIC, 1, 0, IR_ACT_NONE, both}};
+    for (int i = 0; i < 7; i++) {
         char nm[32];
         int w, ws;
         snprintf(nm, sizeof nm, "w%d", i);
@@ -559,8 +564,16 @@ static ir_graph *build_linear_int8(void)
         if (v[i].fq)
             at[4] = tu_floats(g, IR_ATTR_FAKE_QUANT, 10, v[i].fq);
         snprintf(nm, sizeof nm, "linear%d", i);
-        tu_output(g, tu_node(g, IR_OP_LINEAR_INT8, nm, IR_F32, 5,
-                             TU_IN(x, w, v[i].bias ? bias : -1, v[i].residual ? r : -1, ws), v[i].fq ? 5 : 4, at));
+        int y = tu_node(g, IR_OP_LINEAR_INT8, nm, IR_F32, 5,
+                        TU_IN(x, w, v[i].bias ? bias : -1, v[i].residual ? r : -1, ws), v[i].fq ? 5 : 4, at);
+        if (i == 6) { /* the second point's grid: i8, step 0.04, zero 0 */
+            float s = both[6], z = both[7];
+            int sv = tu_const_f32(g, "lut_scale", 0, NULL, &s), zv = tu_const_f32(g, "lut_zero", 0, NULL, &z);
+            int tv = tu_const_rand(g, "lut_table", 1, TU_DIMS(256), 3.0f);
+            ir_attr la[2] = {tu_float(IR_ATTR_QMIN, both[8]), tu_float(IR_ATTR_QMAX, both[9])};
+            y = tu_node(g, IR_OP_QUANT_LOOKUP, "lookup", IR_F32, 4, TU_IN(y, sv, zv, tv), 2, la);
+        }
+        tu_output(g, y);
     }
     tu_check_graph(g, "linear_int8.onnx");
     return g;
@@ -570,7 +583,9 @@ static ir_graph *build_linear_int8(void)
  * random inputs, zeros (an empty range: scale 1), and inputs whose first row
  * is 1000 times the others (the per-tensor range is that row's, the per-row
  * ones are not): equal to the bit but for the GELU (its vector form, within
- * 1e-6); two with output fake-quant points (both, and the product's alone). */
+ * 1e-6); two with output fake-quant points (both, and the product's alone);
+ * the lookup after one, computed in its GEMM (no part of the run is a
+ * QuantLookup of its own). */
 static void test_linear_int8_on_the_cpu_matches_the_interpreter(void **state)
 {
     (void)state;
@@ -580,6 +595,21 @@ static void test_linear_int8_on_the_cpu_matches_the_interpreter(void **state)
     if (tu_compile_cpu(g, so, 2, 3, &msg) != VITC_OK)
         fail_msg("linear_int8: the CPU backend failed:\n%s", msg ? msg : "");
     free(msg);
+    vitc_model *m;
+    vitc_context *c;
+    assert_int_equal(vitc_model_load(so, &m), VITC_STATUS_OK);
+    assert_int_equal(vitc_context_create(m, 1, &c), VITC_STATUS_OK);
+    int nparts = vitc_context_profile_parts(c), nlinear = 0;
+    for (int i = 0; i < nparts; i++) {
+        vitc_profile_part p;
+        assert_int_equal(vitc_context_profile_part(c, i, &p), VITC_STATUS_OK);
+        if (strcmp(p.op, "QuantLookup") == 0)
+            fail_msg("linear_int8: the QuantLookup after linear6 runs apart (%s), not in its GEMM's epilogue", p.kernels);
+        nlinear += strcmp(p.op, "LinearInt8") == 0;
+    }
+    assert_int_equal(nlinear, 7);
+    vitc_context_free(c);
+    vitc_model_free(m);
     for (int run = 0; run < 6; run++) {
         int64_t batch = batches[run % 2];
         ir_tensor in[TU_MAX_IO], want[TU_MAX_IO], got[TU_MAX_IO];
@@ -846,6 +876,59 @@ static void test_dump_prints_the_quantized_exports(void **state)
     }
 }
 
+/* The pipeline with every pass but quant-lookup. */
+static int passes_without_lookup(ir_graph *g, const pass_options *po, vitc_diag *d)
+{
+    int n, st = VITC_OK;
+    const pass_def *p = pass_pipeline(&n);
+    for (int i = 0; i < n && st == VITC_OK; i++)
+        if (strcmp(p[i].name, "quant-lookup") != 0)
+            st = p[i].run_opt ? p[i].run_opt(g, po, d) : p[i].run(g, d);
+    return st;
+}
+
+/* The committed static and QOperator exports with the CPU's int8 passes:
+ * each block's GELU (Div, Erf, Add, Mul, Mul and the FakeQuants between, on
+ * fc1's fake-quantized output) is one QuantLookup, no erf is left, and the
+ * interpreter gives the graph with the tables the bits it gives the graph
+ * without them (batch 2, random images): the tables are its own values of
+ * the chains.  The face models have no GELU chain (nothing to look up). */
+static void test_quant_lookup_tables_are_the_chains_to_the_bit(void **state)
+{
+    (void)state;
+    static const char *const files[] = {"timm-qdq", "timm-qop", "torchvision-qdq", "torchvision-qop", "einops-qdq",
+                                        "einops-qop", "face_ln-qdq", "face_bn-qdq"};
+    tu_seed(0x100c);
+    for (size_t k = 0; k < sizeof files / sizeof files[0]; k++) {
+        char rel[256];
+        snprintf(rel, sizeof rel, "tests/data/quantized/%s.onnx", files[k]);
+        ir_graph *with = tu_load_model(rel), *without = tu_load_model(rel);
+        vitc_diag d;
+        vitc_diag_init(&d, rel);
+        pass_options po = {.int8 = PASS_INT8_QUANTIZED};
+        assert_int_equal(pass_run(with, &po, &d), VITC_OK);
+        assert_int_equal(passes_without_lookup(without, &po, &d), VITC_OK);
+        int want = strncmp(files[k], "face", 4) == 0 ? 0 : 2, got = tu_count_op(with, IR_OP_QUANT_LOOKUP);
+        print_message("%-16s %d QuantLookup; Erf: %d without the pass, %d with it\n", files[k], got,
+                      tu_count_op(without, IR_OP_ERF), tu_count_op(with, IR_OP_ERF));
+        if (got != want || tu_count_op(with, IR_OP_ERF) != 0 || tu_count_op(without, IR_OP_ERF) != want)
+            fail_msg("%s: %d QuantLookup (%d expected), %d Erf left", files[k], got, want, tu_count_op(with, IR_OP_ERF));
+        ir_tensor in[TU_MAX_IO], a[TU_MAX_IO], b[TU_MAX_IO];
+        tu_random_inputs(with, 2, in);
+        tu_interpret_ok(with, in, a);
+        tu_interpret_ok(without, in, b);
+        for (int o = 0; o < with->noutputs; o++) {
+            double e = tu_error(&a[o], &b[o]);
+            if (e != 0)
+                fail_msg("%s: output %d with the tables differs from the chains' by %.3g", files[k], o, e);
+            ir_tensor_free(&a[o]), ir_tensor_free(&b[o]);
+        }
+        for (int i = 0; i < with->ninputs; i++)
+            ir_tensor_free(&in[i]);
+        ir_graph_free(with), ir_graph_free(without);
+    }
+}
+
 /* Every committed quantized export (five families, QDQ, dynamic and
  * QOperator) with the CPU backend's passes: each block's attention one
  * Attention, whatever the export put inside it (the fake-quant points) and
@@ -951,4 +1034,5 @@ TU_MAIN(setup, tu_teardown_tmpdir, test_quantized_exports_in_the_interpreter_mat
         test_quantized_exports_on_int8_kernels_match_onnxruntime, test_linear_int8_on_the_cpu_matches_the_interpreter,
         test_int8_linear_takes_int8_grids_and_says_why_not, test_precision_int8_compiles_an_fp32_model,
         test_precision_int8_calibrated, test_int8_keeps_an_out_of_line_weight_in_f32, test_quantized_attention_is_fused,
-        test_fake_quant_ties_are_exact, test_quantized_attention_keeps_its_factors_in_order)
+        test_fake_quant_ties_are_exact, test_quantized_attention_keeps_its_factors_in_order,
+        test_quant_lookup_tables_are_the_chains_to_the_bit)

@@ -55,6 +55,10 @@ int cu_elem_supports(const ir_graph *g, const ir_node *n, char *why, size_t len)
                 }
         return 1;
     }
+    if (n->op == IR_OP_QUANT_LOOKUP) {
+        snprintf(why, len, "QuantLookup (int8 models' tables) runs on the CPU only");
+        return 0;
+    }
     if (n->op == IR_OP_GELU && ir_gelu_act(n) == IR_ACT_NONE) {
         snprintf(why, len, "Gelu's approximate attribute is neither 'none' nor 'tanh'");
         return 0;

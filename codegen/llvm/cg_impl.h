@@ -73,6 +73,8 @@ typedef struct cg_ctx {
     /* schedule: per node */
     cg_node_kind *kind;
     int *group;            /* the kernel node that computes this node's work */
+    int *epilogue;         /* per int8 Linear: the root of the element-wise group its GEMM computes in
+                            * its epilogue (schedule.c, epilogue_groups), else -1 */
     int64_t *scratch;      /* scratch bytes at max_batch */
     int64_t *scratch_off;  /* planned workspace offset of that scratch */
     int *bn_scale, *bn_shift; /* BatchNormalization folded to x*scale+shift: constant values */
@@ -288,6 +290,17 @@ int cg_emit_map(cg_ctx *cg, const cg_map *m, int node);
 /* ---- per-op code (emit_*.c): each checks support and emits a node's kernel ---- */
 int cg_elem_supports(const ir_graph *g, const ir_node *n, char *why, size_t len);
 int cg_emit_elementwise(cg_ctx *cg, int node);
+/* 1 if node n computes in straight-line IR on <n x float> registers: f32
+ * inputs and output, an op whose formula calls no libm function. */
+int cg_elem_vector_ok(const ir_graph *g, const ir_node *n);
+/* The element-wise group of root (schedule.c's epilogue_groups) as an
+ * internal always-inline function <lanes x float> f(<lanes x float> leaf),
+ * its only other inputs one-element constants; name gets its symbol
+ * (vitc.epi.*, named after what it computes, so equal groups share one).
+ * NULL after a cg_fail. */
+LLVMValueRef cg_elem_epilogue(cg_ctx *cg, int root, int leaf, int lanes, char *name, size_t nlen);
+/* The ops of group root joined by '+' ("Div+Erf+Mul"), for labels. */
+void cg_group_ops(const cg_ctx *cg, int root, char *buf, size_t len);
 /* Copies value src into dst (a view of the same shape); node labels it. */
 int cg_emit_copy(cg_ctx *cg, int src, const cg_view *dst, int node);
 /* 1 for ops the map kernels compute element by element: the op table's IR_FAM_MAP

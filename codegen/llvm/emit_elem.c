@@ -5,6 +5,7 @@
  * intermediate stays in registers.  Floats are computed in their own type
  * (f32 in f32), integers with wrapping arithmetic, bools as i1. */
 #include "codegen/llvm/cg_impl.h"
+#include "codegen/llvm/kern_ir.h"
 #include "codegen/llvm/vmath.h"
 
 #include <math.h>
@@ -16,6 +17,7 @@ enum { MAX_MEMBERS = 64 };
 typedef struct {
     cg_ctx *cg;
     int root;
+    int lanes; /* 0: a scalar loop body; else <lanes x float> registers (cg_elem_epilogue) */
     int nleaves;
     int leaf_value[CG_MAP_MAX_OPS]; /* operand k + 1 reads this value */
     LLVMValueRef *ptrs;
@@ -68,6 +70,25 @@ static int const_float(const ir_graph *g, int v, double *x)
 }
 
 /* ---- support ---- */
+
+/* QuantLookup's scale, zero point and bounds as a fake-quant point
+ * {1, scale, zero, qmin, qmax} (fq may be NULL); 0 if they or the table do
+ * not fit. */
+static int lookup_params(const ir_graph *g, const ir_node *n, float *fq)
+{
+    double s, z;
+    float qmin = ir_attr_float(n, IR_ATTR_QMIN, 0), qmax = ir_attr_float(n, IR_ATTR_QMAX, 255);
+    const ir_value *t = &g->values[n->inputs[3]];
+    if (!const_float(g, n->inputs[1], &s) || !const_float(g, n->inputs[2], &z) || !(s > 0) || !isfinite((float)s) ||
+        !ir_value_is_plain_const(g, n->inputs[3]) || t->dtype != IR_F32 || qmin != floorf(qmin) || !(qmax >= qmin) ||
+        (double)t->nbytes != ((double)qmax - qmin + 1) * sizeof(float))
+        return 0;
+    if (fq) {
+        float r[5] = {1, (float)s, (float)z, qmin, qmax};
+        memcpy(fq, r, sizeof r);
+    }
+    return 1;
+}
 
 static int batchnorm_supported(const ir_graph *g, const ir_node *n, char *why, size_t len)
 {
@@ -128,6 +149,11 @@ int cg_elem_supports(const ir_graph *g, const ir_node *n, char *why, size_t len)
     }
     if (n->op == IR_OP_BATCHNORM)
         return batchnorm_supported(g, n, why, len);
+    if (n->op == IR_OP_QUANT_LOOKUP && !lookup_params(g, n, NULL)) {
+        snprintf(why, len, "QuantLookup needs a one-element scale (> 0) and zero point and a table of qmax - qmin + 1 "
+                           "floats, all constants");
+        return 0;
+    }
     return 1;
 }
 
@@ -135,14 +161,34 @@ int cg_elem_supports(const ir_graph *g, const ir_node *n, char *why, size_t len)
 
 static LLVMValueRef gen(group *gr, LLVMBuilderRef b, int v);
 
-static LLVMValueRef fconst(LLVMTypeRef t, double x) { return LLVMConstReal(t, x); }
-
-/* The one vector-math set (vmath.c) over f32 scalars of builder b. */
-static vm_ctx vm_scalar(cg_ctx *cg, LLVMBuilderRef b)
+/* c where t is a scalar type, else c in every lane of vector type t. */
+static LLVMValueRef splat_like(LLVMTypeRef t, LLVMValueRef c)
 {
-    vm_ctx v = {.mod = cg->mod, .b = b, .t = cg->t_f32, .has_fma = cg->target.has_fma};
+    if (LLVMGetTypeKind(t) != LLVMVectorTypeKind)
+        return c;
+    unsigned n = LLVMGetVectorSize(t);
+    LLVMValueRef lanes[64];
+    for (unsigned i = 0; i < n && i < 64; i++)
+        lanes[i] = c;
+    return LLVMConstVector(lanes, n);
+}
+
+static LLVMTypeRef scalar_of(LLVMTypeRef t)
+{
+    return LLVMGetTypeKind(t) == LLVMVectorTypeKind ? LLVMGetElementType(t) : t;
+}
+
+static LLVMValueRef fconst(LLVMTypeRef t, double x) { return splat_like(t, LLVMConstReal(scalar_of(t), x)); }
+
+/* The one vector-math set (vmath.c) over f32 values of type t (a float or
+ * a vector of floats) in builder b. */
+static vm_ctx vm_of(cg_ctx *cg, LLVMBuilderRef b, LLVMTypeRef t)
+{
+    vm_ctx v = {.mod = cg->mod, .b = b, .t = t, .has_fma = cg->target.has_fma};
     return v;
 }
+
+static vm_ctx vm_scalar(cg_ctx *cg, LLVMBuilderRef b) { return vm_of(cg, b, cg->t_f32); }
 
 LLVMValueRef cg_exp_f32(cg_ctx *cg, LLVMBuilderRef b, LLVMValueRef x)
 {
@@ -162,18 +208,21 @@ LLVMValueRef cg_tanh_f32(cg_ctx *cg, LLVMBuilderRef b, LLVMValueRef x)
     return vm_tanh(&v, x);
 }
 
-/* A libm function of one argument; exp, erf and tanh of f32 are inline
- * (vmath.c) so that their loops vectorise. */
+/* A libm function of one argument; exp, erf and tanh of f32 (or of f32
+ * vectors) are inline (vmath.c) so that their loops vectorise.  The others
+ * take scalars only (cg_elem_vector_ok keeps them out of vectors). */
 static LLVMValueRef call1(cg_ctx *cg, LLVMBuilderRef b, const char *f32name, const char *f64name, LLVMTypeRef t,
                           LLVMValueRef x)
 {
-    if (t == cg->t_f32 && strcmp(f32name, "expf") == 0)
-        return cg_exp_f32(cg, b, x);
-    if (t == cg->t_f32 && strcmp(f32name, "erff") == 0)
-        return cg_erf_f32(cg, b, x);
-    if (t == cg->t_f32 && strcmp(f32name, "tanhf") == 0)
-        return cg_tanh_f32(cg, b, x);
-    return cg_libm(cg, b, t == cg->t_f32 ? f32name : f64name, t, &x, 1);
+    vm_ctx v = vm_of(cg, b, t);
+    int f32 = scalar_of(t) == cg->t_f32;
+    if (f32 && strcmp(f32name, "expf") == 0)
+        return vm_exp(&v, x, VM_EXP_IEEE);
+    if (f32 && strcmp(f32name, "erff") == 0)
+        return vm_erf(&v, x);
+    if (f32 && strcmp(f32name, "tanhf") == 0)
+        return vm_tanh(&v, x);
+    return cg_libm(cg, b, f32 ? f32name : f64name, t, &x, 1);
 }
 
 static LLVMValueRef intr1(cg_ctx *cg, LLVMBuilderRef b, const char *name, LLVMTypeRef t, LLVMValueRef x)
@@ -234,7 +283,7 @@ typedef struct {
 
 static LLVMValueRef w_k(const ew_env *e, double c)
 {
-    return e->fl ? LLVMConstReal(e->t, c) : LLVMConstInt(e->t, (unsigned long long)(long long)c, 1);
+    return e->fl ? fconst(e->t, c) : splat_like(e->t, LLVMConstInt(scalar_of(e->t), (unsigned long long)(long long)c, 1));
 }
 
 static LLVMValueRef w_arith(const ew_env *e, LLVMOpcode fop, LLVMOpcode iop, LLVMValueRef a, LLVMValueRef b)
@@ -326,8 +375,8 @@ static LLVMValueRef w_gelu(const ew_env *e, LLVMValueRef x)
     LLVMBuilderRef b = e->b;
     LLVMTypeRef t = e->t;
     ir_act act = ir_gelu_act(e->n);
-    if (t == cg->t_f32) {
-        vm_ctx v = vm_scalar(cg, b);
+    if (scalar_of(t) == cg->t_f32) {
+        vm_ctx v = vm_of(cg, b, t);
         return vm_act(&v, x, act);
     }
     LLVMValueRef inner;
@@ -350,7 +399,7 @@ static LLVMValueRef w_gelu(const ew_env *e, LLVMValueRef x)
 #define X1 x[1]
 #define X2 x[2]
 #define K(c_) w_k(e, c_)
-#define ATTR(id, d_) LLVMConstReal(e->t, ir_attr_float(e->n, IR_ATTR_##id, (float)(d_)))
+#define ATTR(id, d_) fconst(e->t, ir_attr_float(e->n, IR_ATTR_##id, (float)(d_)))
 #define ADD(p_, q_) w_arith(e, LLVMFAdd, LLVMAdd, p_, q_)
 #define SUB(p_, q_) w_arith(e, LLVMFSub, LLVMSub, p_, q_)
 #define MUL(p_, q_) w_arith(e, LLVMFMul, LLVMMul, p_, q_)
@@ -407,21 +456,56 @@ static LLVMValueRef clip_expr(const ew_env *e, LLVMValueRef x)
     return r;
 }
 
+/* QuantLookup's table as a private constant of the module (one per content). */
+static LLVMValueRef lookup_table(cg_ctx *cg, int v)
+{
+    const ir_value *t = &cg->g->values[v];
+    size_t n = t->nbytes / sizeof(float);
+    char name[64];
+    snprintf(name, sizeof name, "vitc.lut.%zu.%016llx", n, (unsigned long long)kern_bytes_hash(t->data, t->nbytes));
+    LLVMValueRef gv = LLVMGetNamedGlobal(cg->mod, name);
+    if (gv)
+        return gv;
+    LLVMValueRef *el = malloc(sizeof *el * (n ? n : 1));
+    if (!el) {
+        cg_fail(cg, VITC_INTERNAL, -1, "out of memory");
+        return LLVMConstNull(cg->t_ptr);
+    }
+    for (size_t i = 0; i < n; i++) {
+        float f;
+        memcpy(&f, (const char *)t->data + i * sizeof f, sizeof f);
+        el[i] = LLVMConstReal(cg->t_f32, f);
+    }
+    gv = LLVMAddGlobal(cg->mod, LLVMArrayType2(cg->t_f32, n), name);
+    LLVMSetInitializer(gv, LLVMConstArray2(cg->t_f32, el, n));
+    free(el);
+    LLVMSetGlobalConstant(gv, 1);
+    LLVMSetLinkage(gv, LLVMPrivateLinkage);
+    LLVMSetAlignment(gv, 64);
+    return gv;
+}
+
 /* The value computed by member node n, in the register type of its output. */
 static LLVMValueRef node_expr(group *gr, LLVMBuilderRef b, int node)
 {
     cg_ctx *cg = gr->cg;
     const ir_node *n = &cg->g->nodes[node];
     ir_dtype it = cg->g->values[n->inputs[0]].dtype, ot = cg->g->values[n->outputs[0]].dtype;
-    ew_env e = {.gr = gr, .cg = cg, .b = b, .n = n, .t = expr_type(cg, it), .fl = ir_dtype_is_float(it),
-                .uns = is_unsigned(it)};
+    LLVMTypeRef et = expr_type(cg, it);
+    ew_env e = {.gr = gr, .cg = cg, .b = b, .n = n, .t = gr->lanes ? LLVMVectorType(et, (unsigned)gr->lanes) : et,
+                .fl = ir_dtype_is_float(it), .uns = is_unsigned(it)};
     LLVMValueRef x = gen(gr, b, n->inputs[0]);
     double sc, zp; /* FakeQuant's inputs are all f32 (ops.def): its scale and zero point as they are */
-    if (n->op == IR_OP_FAKE_QUANT && e.t == cg->t_f32 && const_float(cg->g, n->inputs[1], &sc) &&
+    if (n->op == IR_OP_FAKE_QUANT && et == cg->t_f32 && const_float(cg->g, n->inputs[1], &sc) &&
         const_float(cg->g, n->inputs[2], &zp) && sc > 0 && isfinite((float)sc)) { /* what attention's points compute */
         float fq[5] = {1, (float)sc, (float)zp, ir_attr_float(n, IR_ATTR_QMIN, 0), ir_attr_float(n, IR_ATTR_QMAX, 255)};
-        vm_ctx v = vm_scalar(cg, b);
+        vm_ctx v = vm_of(cg, b, e.t);
         return vm_fake_quant(&v, x, fq);
+    }
+    float lq[5];
+    if (n->op == IR_OP_QUANT_LOOKUP && lookup_params(cg->g, n, lq)) {
+        vm_ctx v = vm_of(cg, b, e.t);
+        return vm_quant_lookup(&v, x, lq, lookup_table(cg, n->inputs[3]));
     }
     if (formulas[n->op]) {
         LLVMValueRef xs[3] = {x, NULL, NULL};
@@ -462,8 +546,8 @@ static LLVMValueRef gen(group *gr, LLVMBuilderRef b, int v)
             if (val->dtype == IR_BOOL)
                 r = LLVMBuildICmp(b, LLVMIntNE, r, LLVMConstNull(cg->t_i8), "");
         }
-    if (!r)
-        r = scalar_const(cg, v);
+    if (!r && (r = scalar_const(cg, v)) && gr->lanes)
+        r = splat_like(LLVMVectorType(LLVMTypeOf(r), (unsigned)gr->lanes), r);
     if (!r && val->producer >= 0)
         r = node_expr(gr, b, val->producer);
     if (!r) {
@@ -532,7 +616,11 @@ static void sign_node(cg_ctx *cg, const group *gr, char *sig, size_t n, int node
     for (int k = 0; k < nd->nattrs; k++) /* float attributes a formula reads (ATTR) */
         if (nd->attrs[k].kind == IR_AT_FLOAT)
             cg_key_add(sig, n, "a%d=%a,", (int)nd->attrs[k].id, (double)nd->attrs[k].f);
-    int nin = nd->op == IR_OP_BATCHNORM ? 1 : nd->ninputs;
+    int nin = nd->op == IR_OP_BATCHNORM ? 1 : nd->op == IR_OP_QUANT_LOOKUP ? 3 : nd->ninputs;
+    if (nd->op == IR_OP_QUANT_LOOKUP) { /* the table by its content */
+        const ir_value *t = &cg->g->values[nd->inputs[3]];
+        cg_key_add(sig, n, "t%zu.%llx,", t->nbytes, (unsigned long long)kern_bytes_hash(t->data, t->nbytes));
+    }
     for (int k = 0; k < nin; k++)
         sign_arg(cg, gr, sig, n, nd->inputs[k], members, nmembers - 1);
     if (nd->op == IR_OP_BATCHNORM) {
@@ -557,6 +645,21 @@ static int add_leaf(cg_ctx *cg, group *gr, cg_map *m, int v)
     return VITC_OK;
 }
 
+/* 1 if node i is computed in the kernel of group root (root included). */
+static int in_group(const cg_ctx *cg, int root, int i)
+{
+    return i == root || (cg->kind[i] == CG_NODE_FUSED && cg->group[i] == root);
+}
+
+void cg_group_ops(const cg_ctx *cg, int root, char *buf, size_t len)
+{
+    size_t ll = 0;
+    buf[0] = 0;
+    for (int i = 0; i <= root && ll < len; i++)
+        if (in_group(cg, root, i))
+            ll += (size_t)snprintf(buf + ll, len - ll, "%s%s", ll ? "+" : "", ir_op_name(cg->g->nodes[i].op));
+}
+
 int cg_emit_elementwise(cg_ctx *cg, int root)
 {
     const ir_graph *g = cg->g;
@@ -573,17 +676,15 @@ int cg_emit_elementwise(cg_ctx *cg, int root)
     memcpy(m.dims, m.op[0].dims, sizeof m.dims);
     m.nops = 1;
     char label[256], sig[1024] = "";
-    size_t ll = 0;
-    label[0] = 0;
+    cg_group_ops(cg, root, label, sizeof label);
+    size_t ll = strlen(label);
     int cost = 0, members[MAX_MEMBERS], nmembers = 0;
     for (int i = 0; i <= root; i++) {
-        if (i != root && !(cg->kind[i] == CG_NODE_FUSED && cg->group[i] == root))
+        if (!in_group(cg, root, i))
             continue;
         const ir_node *n = &g->nodes[i];
-        if (ll < sizeof label)
-            ll += (size_t)snprintf(label + ll, sizeof label - ll, "%s%s", ll ? "+" : "", ir_op_name(n->op));
         for (int k = 0; k < n->ninputs; k++) {
-            if (n->inputs[k] < 0 || (n->op == IR_OP_BATCHNORM && k > 0))
+            if (n->inputs[k] < 0 || (n->op == IR_OP_BATCHNORM && k > 0) || (n->op == IR_OP_QUANT_LOOKUP && k == 3))
                 continue;
             if (add_leaf(cg, &gr, &m, n->inputs[k]))
                 return cg->d->status;
@@ -604,6 +705,75 @@ int cg_emit_elementwise(cg_ctx *cg, int root)
     m.ud = &gr;
     m.cost = cost;
     return cg_emit_map(cg, &m, root);
+}
+
+/* ---- a group as a GEMM's epilogue ---- */
+
+int cg_elem_vector_ok(const ir_graph *g, const ir_node *n)
+{
+    for (int k = 0; k < n->ninputs; k++)
+        if (n->inputs[k] >= 0 && g->values[n->inputs[k]].dtype != IR_F32)
+            return 0;
+    if (n->noutputs != 1 || g->values[n->outputs[0]].dtype != IR_F32)
+        return 0;
+    switch (n->op) { /* formulas of straight-line vector IR: no libm call, no bool or integer lanes */
+    case IR_OP_ABS: case IR_OP_ADD: case IR_OP_CLIP: case IR_OP_DIV: case IR_OP_ERF: case IR_OP_EXP:
+    case IR_OP_FAKE_QUANT: case IR_OP_GELU: case IR_OP_HARD_SIGMOID: case IR_OP_MAX: case IR_OP_MIN:
+    case IR_OP_MUL: case IR_OP_NEG: case IR_OP_QUICK_GELU: case IR_OP_RECIPROCAL: case IR_OP_RELU:
+    case IR_OP_ROUND: case IR_OP_SIGMOID: case IR_OP_SQRT: case IR_OP_SUB: case IR_OP_SWISH: case IR_OP_TANH:
+    case IR_OP_QUANT_LOOKUP:
+        return n->op != IR_OP_GELU || ir_gelu_act(n) != IR_ACT_NONE;
+    case IR_OP_POW: { /* the exponents w_pow turns into arithmetic */
+        double c;
+        return const_float(g, n->inputs[1], &c) && (c == 1 || c == 2 || c == 3 || c == 0.5 || c == -1);
+    }
+    default: return 0;
+    }
+}
+
+LLVMValueRef cg_elem_epilogue(cg_ctx *cg, int root, int leaf, int lanes, char *name, size_t nlen)
+{
+    const ir_graph *g = cg->g;
+    group gr;
+    memset(&gr, 0, sizeof gr);
+    gr.cg = cg;
+    gr.root = root;
+    gr.lanes = lanes;
+    gr.nleaves = 1;
+    gr.leaf_value[0] = leaf;
+    char sig[1024] = "";
+    int members[MAX_MEMBERS], nmembers = 0;
+    for (int i = 0; i <= root; i++) {
+        if (!in_group(cg, root, i))
+            continue;
+        if (nmembers == MAX_MEMBERS) {
+            cg_fail(cg, VITC_INTERNAL, root, "too many nodes for a GEMM's epilogue");
+            return NULL;
+        }
+        members[nmembers++] = i;
+        sign_node(cg, &gr, sig, sizeof sig, i, members, nmembers);
+    }
+    snprintf(name, nlen, "vitc.epi.v%d.%016llx", lanes,
+             (unsigned long long)kern_bytes_hash(sig, strlen(sig)));
+    LLVMValueRef fn = LLVMGetNamedFunction(cg->mod, name);
+    if (fn)
+        return fn;
+    LLVMTypeRef vt = LLVMVectorType(cg->t_f32, (unsigned)lanes);
+    fn = LLVMAddFunction(cg->mod, name, LLVMFunctionType(vt, &vt, 1, 0));
+    LLVMSetLinkage(fn, LLVMInternalLinkage);
+    static const char *const attrs[] = {"alwaysinline", "nounwind"};
+    for (int i = 0; i < 2; i++)
+        LLVMAddAttributeAtIndex(
+            fn, LLVMAttributeFunctionIndex,
+            LLVMCreateEnumAttribute(cg->llc, LLVMGetEnumAttributeKindForName(attrs[i], strlen(attrs[i])), 0));
+    LLVMBuilderRef b = LLVMCreateBuilderInContext(cg->llc);
+    LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(cg->llc, fn, "entry"));
+    gr.memo_value[0] = leaf;
+    gr.memo[0] = LLVMGetParam(fn, 0);
+    gr.nmemo = 1;
+    LLVMBuildRet(b, gen(&gr, b, g->nodes[root].outputs[0]));
+    LLVMDisposeBuilder(b);
+    return fn;
 }
 
 int cg_emit_copy(cg_ctx *cg, int src, const cg_view *dst, int node)

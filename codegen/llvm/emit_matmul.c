@@ -166,7 +166,14 @@ static int emit_linear_int8(cg_ctx *cg, int node, const ir_linear *v)
         return cg_fail(cg, VITC_INTERNAL, node, "the int8 Linear's scratch does not fit");
     cg_gemm_i8_desc di;
     memset(&di, 0, sizeof di);
-    di.g = (cg_gemm_desc){.K = K, .N = N, .lda = cg_int8_row_bytes(K), .ldc = N + cg->row_pad[v->y], .ldr = N,
+    int epi = cg->epilogue[node], y = epi >= 0 ? g->nodes[epi].outputs[0] : v->y; /* the value stored */
+    char epi_ops[128] = "";
+    if (epi >= 0) {
+        if (!cg_elem_epilogue(cg, epi, v->y, cg->target.vec_floats, di.epilogue, sizeof di.epilogue))
+            return cg->d->status;
+        cg_group_ops(cg, epi, epi_ops, sizeof epi_ops);
+    }
+    di.g = (cg_gemm_desc){.K = K, .N = N, .lda = cg_int8_row_bytes(K), .ldc = N + cg->row_pad[y], .ldr = N,
                           .has_bias = v->bias >= 0, .has_residual = v->residual >= 0, .activation = (int)v->act};
     di.a_per_row = 1;
     memcpy(di.fq, v->fq, sizeof di.fq);
@@ -218,15 +225,15 @@ static int emit_linear_int8(cg_ctx *cg, int node, const ir_linear *v)
     if (!fn)
         return cg_fail(cg, VITC_INTERNAL, node, "the int8 GEMM generator refused K=%lld N=%lld", (long long)K,
                        (long long)N);
-    snprintf(label, sizeof label, "GEMM int8 %lldx%lld%s%s%s%s%s %s", (long long)K, (long long)N,
+    snprintf(label, sizeof label, "GEMM int8 %lldx%lld%s%s%s%s%s%s%s %s", (long long)K, (long long)N,
              v->bias >= 0 ? " +bias" : "", v->act ? " " : "", ir_act_label(v->act),
              v->residual >= 0 ? " +residual" : "", v->fq[0][1] != 0 || v->fq[1][1] != 0 ? " +fake-quant" : "",
-             g->nodes[node].name);
+             epi >= 0 ? " +" : "", epi_ops, g->nodes[node].name);
     cg_note_kernel(cg, name, label);
     LLVMValueRef f[8] = {q, cg_weights_ptr(cg, b, call, wo),
                          bo >= 0 ? cg_weights_ptr(cg, b, call, bo) : LLVMConstNull(cg->t_ptr),
                          v->residual >= 0 ? cg_value_ptr(cg, b, call, v->residual) : LLVMConstNull(cg->t_ptr),
-                         cg_value_ptr(cg, b, call, v->y), sa, za, M};
+                         cg_value_ptr(cg, b, call, y), sa, za, M};
     cg_call_driver(cg, fn, f, 8);
     return cg->d->status;
 }

@@ -208,6 +208,7 @@ typedef struct {
     LLVMValueRef A, W, bias, R, C, sa, za; /* the task's arguments */
     LLVMValueRef m0, rows;                 /* the task's first row and its row count */
     LLVMValueRef abuf, pbuf;               /* amx: the task's rows of A; its partial sums */
+    LLVMValueRef epi;                      /* the epilogue function, or NULL */
 } i8_emit;
 
 static LLVMValueRef bytes_at(i8_emit *e, LLVMValueRef p, LLVMValueRef off)
@@ -368,6 +369,8 @@ static void dequant_store(i8_emit *e, LLVMValueRef sums, LLVMValueRef zv, LLVMVa
             kern_vload_masked(k, kern_gep(k, e->R, kern_add(k, kern_mulc(k, row, d->ldr), col)), mask, NULL);
         x = d->gate ? LLVMBuildFMul(b, x, rv, "") : LLVMBuildFAdd(b, x, rv, "");
     }
+    if (e->epi)
+        x = LLVMBuildCall2(b, LLVMGlobalGetValueType(e->epi), e->epi, &x, 1, "");
     kern_vstore_masked(k, x, kern_gep(k, e->C, kern_add(k, kern_mulc(k, row, d->ldc), col)), mask);
 }
 
@@ -659,6 +662,12 @@ static int prepare(kern *k, void *gen)
 {
     i8_emit *e = gen;
     e->k = k;
+    if (e->di->epilogue[0]) { /* the module's function of <vf x float>, applied last */
+        e->epi = LLVMGetNamedFunction(k->mod, e->di->epilogue);
+        LLVMTypeRef ft = e->epi ? LLVMGlobalGetValueType(e->epi) : NULL;
+        if (!ft || LLVMGetReturnType(ft) != k->vty || LLVMCountParamTypes(ft) != 1)
+            return -1;
+    }
     e->i8 = LLVMInt8TypeInContext(k->ctx);
     e->i16 = LLVMInt16TypeInContext(k->ctx);
     e->vi = LLVMVectorType(k->i32, (unsigned)e->p->vf);
@@ -686,10 +695,11 @@ static void task_name(const kern *k, const void *gen, char *buf, size_t len)
     const i8_emit *e = gen;
     const cg_gemm_desc *d = e->d;
     static const char *const path[] = {"amx", "vnni", "wide"};
-    snprintf(buf, len, "vitc.i8.%s.%s.K%lld.N%lld.a%lld.c%lld.r%lld.e%d%d%d.q%d.f%llx", path[e->p->path], k->tag,
-             (long long)d->K, (long long)d->N, (long long)d->lda, (long long)d->ldc, (long long)d->ldr,
+    snprintf(buf, len, "vitc.i8.%s.%s.K%lld.N%lld.a%lld.c%lld.r%lld.e%d%d%d.q%d.f%llx%s%s", path[e->p->path],
+             k->tag, (long long)d->K, (long long)d->N, (long long)d->lda, (long long)d->ldc, (long long)d->ldr,
              d->has_bias ? 1 : 0, d->has_residual ? 1 + (d->gate != 0) : 0, d->activation, e->di->a_per_row ? 1 : 0,
-             (unsigned long long)kern_bytes_hash(e->di->fq, sizeof e->di->fq));
+             (unsigned long long)kern_bytes_hash(e->di->fq, sizeof e->di->fq), e->di->epilogue[0] ? "." : "",
+             e->di->epilogue);
 }
 
 LLVMValueRef cg_gemm_i8_emit(LLVMModuleRef mod, const char *name, const cg_gemm_i8_desc *d, const cg_target *t)

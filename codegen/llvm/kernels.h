@@ -112,11 +112,14 @@ LLVMValueRef cg_gemm_amx_emit(LLVMModuleRef mod, const char *name, const cg_gemm
  * the process (the runtime asks for them for a model whose features list
  * amx-tile).  With fake-quant points (fq, scale 0: absent) the epilogue is
  *     C = FQ1(FQ0(sa sw sum') + bias) (+|*) R
- * each as vm_fake_quant computes it. */
+ * each as vm_fake_quant computes it; with an epilogue function f,
+ *     C = f(...) of the above. */
 typedef struct {
     cg_gemm_desc g;
     int a_per_row;
     float fq[2][5]; /* LinearInt8's output fake-quant points (opview.h), no activation with them */
+    char epilogue[48]; /* "" or the name of a function <vf x float> f(<vf x float>) in the module (an
+                        * element-wise group, cg_elem_epilogue) applied last, to what is stored */
 } cg_gemm_i8_desc;
 
 typedef struct {            /* ARGS of an int8 GEMM driver */

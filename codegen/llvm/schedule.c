@@ -7,6 +7,11 @@
  *    same output shape is folded into that reader's kernel: chains such as the
  *    erf GELU (Div, Erf, Add, Mul, Mul) become one loop and their
  *    intermediates never touch memory.
+ *  - An element-wise group whose only input, other than one-element
+ *    constants, is the output of an int8 Linear that nothing else reads runs
+ *    in that GEMM's epilogue on its registers (epilogue_groups): a QDQ
+ *    export's GELU between fc1 and fc2 (Div, Erf, Add, Mul, Mul and their
+ *    FakeQuants) never stores fc1's output.
  *  - BatchNormalization (inference) becomes x * scale + shift with the two
  *    per-channel vectors computed here, and is then just element-wise.
  *  - Graph inputs are read from the caller's arrays, graph outputs written
@@ -126,6 +131,68 @@ static void fuse_elementwise(cg_ctx *cg, const int *reader)
     free(size), free(leaves);
 }
 
+/* The int8 Linear an element-wise group root could run in the epilogue of,
+ * else -1: every member computes on f32 vectors (cg_elem_vector_ok), reads
+ * one-element constants, values of the group, and one value y of the same
+ * shape as the group's output that an int8 Linear without a residual
+ * writes, and the group's members are all of y's readers (y is no graph
+ * output).  With a residual the output would take over the residual's
+ * buffer (residual_in_place), a case not taken.  A group with a division or
+ * a transcendental function stays a loop of its own: in the epilogue it is
+ * slower than apart (a QDQ export's decomposed GELU in fc1's epilogue, ViT-B/16
+ * at batch 8: 7.7 ms a block against 2.7 + 3.3 ms; one row of two vectors at
+ * a time exposes its long dependency chain).  quant-lookup makes that GELU a
+ * table, which the epilogue takes. */
+static int epilogue_host(const cg_ctx *cg, int root)
+{
+    const ir_graph *g = cg->g;
+    int y = -1, reads = 0;
+    for (int i = 0; i <= root; i++) {
+        if (i != root && !(cg->kind[i] == CG_NODE_FUSED && cg->group[i] == root))
+            continue;
+        const ir_node *n = &g->nodes[i];
+        if (!cg_elem_vector_ok(g, n) || ir_op_has(n->op, OPF_TRANSCENDENTAL) || n->op == IR_OP_DIV)
+            return -1;
+        for (int k = 0; k < n->ninputs; k++) {
+            int v = n->inputs[k], p = v >= 0 ? g->values[v].producer : -1;
+            if (v < 0 || (ir_value_is_plain_const(g, v) && g->values[v].nbytes == sizeof(float)) ||
+                (n->op == IR_OP_QUANT_LOOKUP && k == 3)) /* the lookup's table: a constant of the module */
+                continue;
+            if (p >= 0 && p < root && cg->kind[p] == CG_NODE_FUSED && cg->group[p] == root)
+                continue;
+            if (y >= 0 && v != y)
+                return -1;
+            y = v;
+            reads++;
+        }
+    }
+    int L = y >= 0 ? g->values[y].producer : -1;
+    ir_linear lv;
+    if (L < 0 || reads != cg->plan.nuses[y] || cg->kind[L] != CG_NODE_KERNEL || !cg_linear_of(g, &g->nodes[L], &lv) ||
+        !lv.int8 || lv.y != y || lv.residual >= 0 || lv.gate >= 0 || cg->epilogue[L] >= 0 ||
+        !same_shape(&g->values[y], &g->values[g->nodes[root].outputs[0]]))
+        return -1;
+    return L;
+}
+
+/* Moves each group epilogue_host finds into its Linear: the root becomes a
+ * member computed at the Linear (group[root] = the Linear, so the memory
+ * plan starts the group's output there). */
+static void epilogue_groups(cg_ctx *cg)
+{
+    const ir_graph *g = cg->g;
+    for (int r = 0; r < g->nnodes; r++) {
+        if (cg->kind[r] != CG_NODE_KERNEL || cg->group[r] != r || !cg_is_map_op(g->nodes[r].op))
+            continue;
+        int L = epilogue_host(cg, r);
+        if (L < 0)
+            continue;
+        cg->epilogue[L] = r;
+        cg->kind[r] = CG_NODE_FUSED;
+        cg->group[r] = L;
+    }
+}
+
 /* The GEMM's micro-kernel reads one element of each of MR (12) rows of A per
  * step: rows a multiple of 4 KiB apart fall in one set of the L1 (64 sets of
  * 64-byte lines on x86 cores, 4 KiB a turn), a multiple of 2 KiB in two,
@@ -215,10 +282,13 @@ int cg_schedule(cg_ctx *cg)
     cg->scratch_off = calloc((size_t)nn + 1, sizeof *cg->scratch_off);
     cg->bn_scale = malloc(sizeof(int) * ((size_t)nn + 1));
     cg->bn_shift = malloc(sizeof(int) * ((size_t)nn + 1));
-    if (!cg->kind || !cg->group || !cg->scratch || !cg->scratch_off || !cg->bn_scale || !cg->bn_shift)
+    cg->epilogue = malloc(sizeof(int) * ((size_t)nn + 1));
+    if (!cg->kind || !cg->group || !cg->scratch || !cg->scratch_off || !cg->bn_scale || !cg->bn_shift ||
+        !cg->epilogue)
         return cg_fail(cg, VITC_INTERNAL, -1, "out of memory");
     for (int i = 0; i < nn; i++) {
         cg->group[i] = i;
+        cg->epilogue[i] = -1;
         cg->bn_scale[i] = cg->bn_shift[i] = -1;
         cg->kind[i] = CG_NODE_KERNEL;
     }
@@ -257,6 +327,7 @@ int cg_schedule(cg_ctx *cg)
         }
     }
     fuse_elementwise(cg, cg->plan.reader);
+    epilogue_groups(cg);
 
     /* Where values live. */
     for (int k = 0; k < g->ninputs; k++)
@@ -275,6 +346,8 @@ int cg_schedule(cg_ctx *cg)
             continue;
         for (int k = 0; k < n->noutputs; k++) {
             int v = n->outputs[k];
+            if (k == 0 && cg->epilogue[i] >= 0) /* the Linear stores its epilogue group's output, not its own */
+                v = g->nodes[cg->epilogue[i]].outputs[0];
             if (v < 0 || cg->loc[v].kind != CG_LOC_NONE || (k > 0 && cg->plan.nuses[v] == 0))
                 continue;
             cg->loc[v] = (cg_loc){CG_LOC_WORKSPACE, -1, -1};
@@ -308,10 +381,10 @@ int cg_schedule(cg_ctx *cg)
 void cg_schedule_free(cg_ctx *cg)
 {
     free(cg->kind), free(cg->group), free(cg->scratch), free(cg->scratch_off);
-    free(cg->bn_scale), free(cg->bn_shift);
+    free(cg->bn_scale), free(cg->bn_shift), free(cg->epilogue);
     free(cg->alias_of), free(cg->loc), free(cg->row_pad);
     cg->kind = NULL;
-    cg->group = cg->bn_scale = cg->bn_shift = cg->alias_of = cg->row_pad = NULL;
+    cg->group = cg->bn_scale = cg->bn_shift = cg->epilogue = cg->alias_of = cg->row_pad = NULL;
     cg->scratch = cg->scratch_off = NULL;
     cg->loc = NULL;
 }

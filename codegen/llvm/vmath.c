@@ -217,7 +217,7 @@ LLVMValueRef vm_act(const vm_ctx *v, LLVMValueRef x, ir_act act)
  * rounded quotient (Markstein).  Where the remainder is not normal (|x|
  * below about 2^-100) the quotient is below 2^-40 and rounds to 0 either
  * way.  10 vector operations where the formula takes 9 and a division. */
-LLVMValueRef vm_fake_quant(const vm_ctx *v, LLVMValueRef x, const float fq[5])
+static LLVMValueRef quant_code(const vm_ctx *v, LLVMValueRef x, const float fq[5])
 {
     LLVMBuilderRef b = v->b;
     float s = fq[1], r = 1.0f / s, big = s * 0x1p24f, lo = fq[3] - fq[2], hi = fq[4] - fq[2];
@@ -237,6 +237,32 @@ LLVMValueRef vm_fake_quant(const vm_ctx *v, LLVMValueRef x, const float fq[5])
     /* + 0: a -0 becomes +0, as round(..) + zero - zero gives it */
     LLVMValueRef t = LLVMBuildFAdd(b, intrinsic(v, "llvm.roundeven", args, 1), k(v, 0.0), "");
     t = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOGT, t, k(v, lo), ""), t, k(v, lo), ""); /* NaN: qmin */
-    t = fmin2(v, t, k(v, hi));
-    return LLVMBuildFMul(b, t, k(v, s), "");
+    return fmin2(v, t, k(v, hi));
+}
+
+LLVMValueRef vm_fake_quant(const vm_ctx *v, LLVMValueRef x, const float fq[5])
+{
+    return LLVMBuildFMul(v->b, quant_code(v, x, fq), k(v, fq[1]), "");
+}
+
+LLVMValueRef vm_quant_lookup(const vm_ctx *v, LLVMValueRef x, const float fq[5], LLVMValueRef table)
+{
+    LLVMBuilderRef b = v->b;
+    LLVMContextRef ctx = LLVMGetModuleContext(v->mod);
+    LLVMTypeRef f32 = LLVMFloatTypeInContext(ctx);
+    /* the code less qmin: an exact small integer */
+    LLVMValueRef i = LLVMBuildFPToSI(b, LLVMBuildFSub(b, quant_code(v, x, fq), k(v, fq[3] - fq[2]), ""), int_type(v), "");
+    LLVMValueRef at = LLVMBuildGEP2(b, f32, table, &i, 1, "");
+    if (LLVMGetTypeKind(v->t) != LLVMVectorTypeKind)
+        return LLVMBuildLoad2(b, f32, at, "");
+    unsigned n = LLVMGetVectorSize(v->t);
+    LLVMTypeRef tys[2] = {v->t, LLVMTypeOf(at)};
+    LLVMValueRef ones[64];
+    for (unsigned l = 0; l < n && l < 64; l++)
+        ones[l] = LLVMConstInt(LLVMInt1TypeInContext(ctx), 1, 0);
+    const char *name = "llvm.masked.gather";
+    LLVMValueRef f = LLVMGetIntrinsicDeclaration(v->mod, LLVMLookupIntrinsicID(name, strlen(name)), tys, 2);
+    LLVMValueRef args[4] = {at, LLVMConstInt(LLVMInt32TypeInContext(ctx), 4, 0), LLVMConstVector(ones, n),
+                            LLVMGetUndef(v->t)};
+    return LLVMBuildCall2(b, LLVMGlobalGetValueType(f), f, args, 4, "");
 }

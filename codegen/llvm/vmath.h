@@ -36,6 +36,10 @@ LLVMValueRef vm_tanh(const vm_ctx *v, LLVMValueRef x);
  * NaN giving qmin; the same bits as the formula, without a division where
  * the target has FMA (vmath.c).  scale > 0. */
 LLVMValueRef vm_fake_quant(const vm_ctx *v, LLVMValueRef x, const float fq[5]);
+/* QuantLookup (ops.def): table[code - qmin] of x's FakeQuant code with
+ * fq = {1, scale, zero, qmin, qmax} (the code as vm_fake_quant makes it);
+ * table points to qmax - qmin + 1 floats.  Vectors gather. */
+LLVMValueRef vm_quant_lookup(const vm_ctx *v, LLVMValueRef x, const float fq[5], LLVMValueRef table);
 /* Activation act of x (ir_act: GELU in its erf or tanh form, ReLU, ReLU6). */
 LLVMValueRef vm_act(const vm_ctx *v, LLVMValueRef x, ir_act act);
 
