@@ -19,7 +19,13 @@
  * op with a transcendental function or a division among them, or at least
  * LOOKUP_MIN_NODES nodes (a gather costs about what a few cheap vector
  * operations do).  The tables are small (grids of at most MAX_GRID points:
- * 8-bit types). */
+ * 8-bit types).
+ *
+ * A lookup quantizes its input itself: where y is an int8 Linear's output
+ * that only the lookup reads, on the grid of the Linear's last point (mul 1),
+ * the Linear drops that point, as the lookup gives FakeQuant(t) the entry it
+ * gives t (the code of a grid point is its own code, NaN and infinities
+ * included). */
 #include "ir/interp.h"
 #include "ir/opview.h"
 #include "passes/rewrite.h"
@@ -197,6 +203,31 @@ static int to_lookup(ir_graph *g, int j, int y, const float fq[5], const float *
     return rw_set_node(g, j, IR_OP_QUANT_LOOKUP, name, "quant-lookup", 4, in, 1, &out, 2, at) ? -1 : 0;
 }
 
+/* The int8 Linear that alone feeds lookup node j drops its last point
+ * where that is the lookup's grid; 1 if it did, 0 if not, -1 out of memory. */
+static int quantize_in_lookup(ir_graph *g, int j)
+{
+    const ir_node *n = &g->nodes[j];
+    int y = n->inputs[0];
+    const ir_node *p = rw_producer(g, y);
+    ir_linear lv;
+    char why[160];
+    double s, z;
+    if (!p || p->op != IR_OP_LINEAR_INT8 || rw_uses(g, y) != 1 || rw_is_graph_output(g, y) ||
+        !ir_linear_of(p, &lv, why, sizeof why) || lv.y != y || !rw_scalar(g, n->inputs[1], &s) ||
+        !rw_scalar(g, n->inputs[2], &z))
+        return 0;
+    int last = lv.fq[1][1] != 0 ? 1 : lv.bias < 0 && lv.fq[0][1] != 0 ? 0 : -1;
+    if (last < 0 || lv.fq[last][0] != 1 || lv.fq[last][1] != (float)s || lv.fq[last][2] != (float)z ||
+        lv.fq[last][3] != ir_attr_float(n, IR_ATTR_QMIN, 0) || lv.fq[last][4] != ir_attr_float(n, IR_ATTR_QMAX, 255))
+        return 0;
+    memset(lv.fq[last], 0, sizeof lv.fq[last]);
+    ir_node_spec spec;
+    ir_linear_spec(&lv, &spec);
+    int pi = rw_index(g, p);
+    return rw_set_spec(g, pi, p->name, p->op_type, &spec) ? -1 : 1;
+}
+
 int pass_quant_lookup(ir_graph *g, const pass_options *o, vitc_diag *d)
 {
     if (!o || o->int8 == PASS_INT8_NONE)
@@ -235,6 +266,14 @@ int pass_quant_lookup(ir_graph *g, const pass_options *o, vitc_diag *d)
     }
     free(member), free(taken);
     if (st)
+        return vitc_error(d, VITC_INTERNAL, NULL, "out of memory while making lookup tables");
+    if (!changed || (st = rw_finish(g, d)) != VITC_OK) /* the chains go: the lookups alone read their y */
+        return st;
+    changed = 0;
+    for (int j = 0; j < g->nnodes && st >= 0; j++)
+        if (g->nodes[j].op == IR_OP_QUANT_LOOKUP && (st = quantize_in_lookup(g, j)) > 0)
+            changed = 1;
+    if (st < 0)
         return vitc_error(d, VITC_INTERNAL, NULL, "out of memory while making lookup tables");
     return changed ? rw_finish(g, d) : VITC_OK;
 }
