@@ -232,6 +232,17 @@ typedef struct ir_value {
     int nkval;
 } ir_value;
 
+/* 1 if a and b have one known rank and equal dimensions (ir_dim_eq). */
+static inline int ir_same_shape(const ir_value *a, const ir_value *b)
+{
+    if (a->rank != b->rank || a->rank < 0)
+        return 0;
+    for (int i = 0; i < a->rank; i++)
+        if (!ir_dim_eq(a->dims[i], b->dims[i]))
+            return 0;
+    return 1;
+}
+
 /* ---- attributes ---- */
 typedef enum { IR_AT_INT, IR_AT_FLOAT, IR_AT_INTS, IR_AT_FLOATS, IR_AT_STRING, IR_AT_TENSOR } ir_attr_kind;
 

@@ -59,15 +59,7 @@ static int activation_of(const ir_graph *g, const ir_node *n, char *why, size_t 
 }
 
 
-static int same_shape(const ir_value *a, const ir_value *b)
-{
-    if (a->rank != b->rank || a->dtype != b->dtype)
-        return 0;
-    for (int i = 0; i < a->rank; i++)
-        if (!ir_dim_eq(a->dims[i], b->dims[i]))
-            return 0;
-    return 1;
-}
+static int same_shape(const ir_value *a, const ir_value *b) { return a->dtype == b->dtype && ir_same_shape(a, b); }
 
 typedef struct {
     const ir_node *user; /* the activation, the gate's Mul or the residual Add */

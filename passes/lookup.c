@@ -66,22 +66,12 @@ static int is_scalar_f32(const ir_graph *g, int v)
     return g->values[v].dtype == IR_F32 && rw_scalar(g, v, &x);
 }
 
-static int same_dims(const ir_value *a, const ir_value *b)
-{
-    if (a->rank != b->rank)
-        return 0;
-    for (int i = 0; i < a->rank; i++)
-        if (!ir_dim_eq(a->dims[i], b->dims[i]))
-            return 0;
-    return 1;
-}
-
 /* 1 if node j joins y's chain (member: the nodes already in it). */
 static int joins(const ir_graph *g, int j, int y, const unsigned char *member)
 {
     const ir_node *n = &g->nodes[j];
     if (!ir_ew(n->op) || n->noutputs != 1 || n->outputs[0] < 0 || g->values[n->outputs[0]].dtype != IR_F32 ||
-        !same_dims(&g->values[n->outputs[0]], &g->values[y]))
+        !ir_same_shape(&g->values[n->outputs[0]], &g->values[y]))
         return 0;
     int linked = 0;
     for (int k = 0; k < n->ninputs; k++) {

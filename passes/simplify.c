@@ -23,16 +23,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int same_shape(const ir_value *a, const ir_value *b)
-{
-    if (a->rank != b->rank || a->rank < 0)
-        return 0;
-    for (int i = 0; i < a->rank; i++)
-        if (!ir_dim_eq(a->dims[i], b->dims[i]))
-            return 0;
-    return 1;
-}
-
 static int identity_perm(const ir_node *n, int rank)
 {
     const ir_attr *p = ir_attr_get(n, IR_ATTR_PERM);
@@ -83,7 +73,7 @@ static int resize_at_scale_1(const ir_graph *g, const ir_node *n)
 static int noop_input(const ir_graph *g, const ir_node *n)
 {
     int x = ir_input(n, 0), y = n->noutputs > 0 ? n->outputs[0] : -1;
-    if (x < 0 || y < 0 || g->values[x].dtype != g->values[y].dtype || !same_shape(&g->values[x], &g->values[y]))
+    if (x < 0 || y < 0 || g->values[x].dtype != g->values[y].dtype || !ir_same_shape(&g->values[x], &g->values[y]))
         return -1;
     for (int k = 1; k < n->noutputs; k++)
         if (n->outputs[k] >= 0 && rw_uses(g, n->outputs[k]) > 0)
@@ -189,7 +179,7 @@ static int identity_operand(const ir_graph *g, const ir_node *n)
                  finite_logits(g, rw_def(g, other, IR_OP_SOFTMAX)->inputs[0], 8) && rw_splat(g, b, &c) && c == 0)
             pass = other;
     }
-    if (pass < 0 || g->values[pass].dtype != g->values[y].dtype || !same_shape(&g->values[pass], &g->values[y]))
+    if (pass < 0 || g->values[pass].dtype != g->values[y].dtype || !ir_same_shape(&g->values[pass], &g->values[y]))
         return -1;
     return pass;
 }

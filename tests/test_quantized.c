@@ -889,7 +889,8 @@ static int passes_without_lookup(ir_graph *g, const pass_options *po, vitc_diag 
 
 /* The committed static and QOperator exports with the CPU's int8 passes:
  * each block's GELU (Div, Erf, Add, Mul, Mul and the FakeQuants between, on
- * fc1's fake-quantized output) is one QuantLookup, no erf is left, and the
+ * fc1's fake-quantized output) is one QuantLookup, fc1 without its last
+ * fake-quant point (the lookup's grid, which it quantizes to), no erf is left, and the
  * interpreter gives the graph with the tables the bits it gives the graph
  * without them (batch 2, random images): the tables are its own values of
  * the chains.  The face models have no GELU chain (nothing to look up). */
@@ -913,6 +914,20 @@ static void test_quant_lookup_tables_are_the_chains_to_the_bit(void **state)
                       tu_count_op(without, IR_OP_ERF), tu_count_op(with, IR_OP_ERF));
         if (got != want || tu_count_op(with, IR_OP_ERF) != 0 || tu_count_op(without, IR_OP_ERF) != want)
             fail_msg("%s: %d QuantLookup (%d expected), %d Erf left", files[k], got, want, tu_count_op(with, IR_OP_ERF));
+        int from_linear = 0; /* a lookup on fc1's output: fc1 leaves its last point to it */
+        for (int i = 0; i < with->nnodes; i++) {
+            const ir_node *n = &with->nodes[i];
+            int p = n->op == IR_OP_QUANT_LOOKUP ? with->values[n->inputs[0]].producer : -1;
+            ir_linear lv;
+            char why[160];
+            if (p < 0 || with->nodes[p].op != IR_OP_LINEAR_INT8)
+                continue;
+            from_linear++;
+            if (!ir_linear_of(&with->nodes[p], &lv, why, sizeof why) || lv.fq[1][1] != 0 || lv.fq[0][1] == 0)
+                fail_msg("%s: lookup '%s' reads an int8 Linear that keeps its last point", files[k], n->name);
+        }
+        if (strstr(files[k], "-qdq") && from_linear != want) /* the static exports: fc1 with its bias point */
+            fail_msg("%s: %d lookups on an int8 Linear's output, %d expected", files[k], from_linear, want);
         ir_tensor in[TU_MAX_IO], a[TU_MAX_IO], b[TU_MAX_IO];
         tu_random_inputs(with, 2, in);
         tu_interpret_ok(with, in, a);

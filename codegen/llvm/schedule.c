@@ -42,16 +42,6 @@ int cg_root(const cg_ctx *cg, int v)
     return v;
 }
 
-static int same_shape(const ir_value *a, const ir_value *b)
-{
-    if (a->rank != b->rank)
-        return 0;
-    for (int i = 0; i < a->rank; i++)
-        if (!ir_dim_eq(a->dims[i], b->dims[i]))
-            return 0;
-    return 1;
-}
-
 /* Per-channel scale and shift of an inference BatchNormalization, shaped
  * [C, 1, ...] so that they broadcast against x [N, C, ...]. */
 static int fold_batchnorm(cg_ctx *cg, int node)
@@ -117,7 +107,7 @@ static void fuse_elementwise(cg_ctx *cg, const int *reader)
         int r = cg->group[c];
         if (cg->kind[c] == CG_NODE_ALIAS || !cg_is_map_op(g->nodes[c].op))
             continue;
-        if (!same_shape(&g->values[out], &g->values[g->nodes[c].outputs[0]]))
+        if (!ir_same_shape(&g->values[out], &g->values[g->nodes[c].outputs[0]]))
             continue;
         if (size[r] + 1 > MAX_GROUP_NODES || leaves[r] - 1 + n->ninputs > MAX_GROUP_LEAVES)
             continue;
@@ -170,7 +160,7 @@ static int epilogue_host(const cg_ctx *cg, int root)
     ir_linear lv;
     if (L < 0 || reads != cg->plan.nuses[y] || cg->kind[L] != CG_NODE_KERNEL || !cg_linear_of(g, &g->nodes[L], &lv) ||
         !lv.int8 || lv.y != y || lv.residual >= 0 || lv.gate >= 0 || cg->epilogue[L] >= 0 ||
-        !same_shape(&g->values[y], &g->values[g->nodes[root].outputs[0]]))
+        !ir_same_shape(&g->values[y], &g->values[g->nodes[root].outputs[0]]))
         return -1;
     return L;
 }
@@ -262,7 +252,7 @@ static void residual_in_place(cg_ctx *cg, const unsigned char *in_ws, int *reuse
             continue;
         int rr = cg_root(cg, vr);
         const ir_value *R = &g->values[vr], *C = &g->values[vc];
-        if (rr < 0 || !in_ws[rr] || cg->row_pad[rr] || R->dtype != C->dtype || !same_shape(R, C))
+        if (rr < 0 || !in_ws[rr] || cg->row_pad[rr] || R->dtype != C->dtype || !ir_same_shape(R, C))
             continue;
         int shared = 0;
         for (int k = 0; k < n->ninputs; k++)
