@@ -753,8 +753,10 @@ LLVMValueRef cg_elem_epilogue(cg_ctx *cg, int root, int leaf, int lanes, char *n
         members[nmembers++] = i;
         sign_node(cg, &gr, sig, sizeof sig, i, members, nmembers);
     }
-    snprintf(name, nlen, "vitc.epi.v%d.%016llx", lanes,
-             (unsigned long long)kern_bytes_hash(sig, strlen(sig)));
+    if (sig[0] == '!') /* a signature too long to hold: a function of its own */
+        snprintf(name, nlen, "vitc.epi.v%d.u%d", lanes, cg->nfuncs++);
+    else
+        snprintf(name, nlen, "vitc.epi.v%d.%016llx", lanes, (unsigned long long)kern_bytes_hash(sig, strlen(sig)));
     LLVMValueRef fn = LLVMGetNamedFunction(cg->mod, name);
     if (fn)
         return fn;
