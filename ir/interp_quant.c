@@ -299,7 +299,7 @@ int ik_linear_int8(ik_ctx *c)
     if (!qa)
         return ik_fail(c, VITC_INTERNAL, "out of memory");
     float sa = v.a_scale, za = (float)v.a_zero;
-    int pts = v.fq[0][1] != 0 || v.fq[1][1] != 0;
+    int pts = ir_fake_quant_any(v.fq, 2);
     if (v.aq == IR_AQ_TENSOR)
         dynq_params(X, 0, M * K, &sa, &za);
     ik_iter it;

@@ -80,7 +80,7 @@ int ir_linear_of(const ir_node *n, ir_linear *v, char *why, size_t len)
     v->a_zero = (int)za;
     if (!fake_quant_points(n, 2, v->fq, why, len))
         return 0;
-    if ((v->fq[0][1] != 0 || v->fq[1][1] != 0) && v->act != IR_ACT_NONE) {
+    if (ir_fake_quant_any(v->fq, 2) && v->act != IR_ACT_NONE) {
         snprintf(why, len, "LinearInt8 has fake-quant points and an activation");
         return 0;
     }
@@ -262,7 +262,7 @@ void ir_linear_spec(const ir_linear *v, ir_node_spec *s)
             s->attrs[s->nattrs++] = attr_float(IR_ATTR_A_SCALE, v->a_scale);
             s->attrs[s->nattrs++] = attr_int(IR_ATTR_A_ZERO, v->a_zero);
         }
-        if (v->fq[0][1] != 0 || v->fq[1][1] != 0) /* copied where the node is made */
+        if (ir_fake_quant_any(v->fq, 2)) /* copied where the node is made */
             s->attrs[s->nattrs++] = (ir_attr){.id = IR_ATTR_FAKE_QUANT, .kind = IR_AT_FLOATS, .n = 10,
                                               .floats = (float *)&v->fq[0][0], .tensor = -1};
     }
@@ -285,12 +285,9 @@ void ir_attention_spec(const ir_attention *v, ir_node_spec *s)
         s->attrs[s->nattrs++] = attr_int(IR_ATTR_ROPE_PAIRING, v->rope_pairing);
         s->attrs[s->nattrs++] = attr_int(IR_ATTR_ROPE_START, v->rope_start);
     }
-    for (int p = 0; p < IR_ATTN_FQ_N; p++)
-        if (v->fq[p][1] != 0) { /* the floats are copied where the node is made (rw_set_node) */
-            s->attrs[s->nattrs++] = (ir_attr){.id = IR_ATTR_FAKE_QUANT, .kind = IR_AT_FLOATS, .n = IR_ATTN_FQ_N * 5,
-                                              .floats = (float *)&v->fq[0][0], .tensor = -1};
-            break;
-        }
+    if (ir_fake_quant_any(v->fq, IR_ATTN_FQ_N)) /* the floats are copied where the node is made (rw_set_node) */
+        s->attrs[s->nattrs++] = (ir_attr){.id = IR_ATTR_FAKE_QUANT, .kind = IR_AT_FLOATS, .n = IR_ATTN_FQ_N * 5,
+                                          .floats = (float *)&v->fq[0][0], .tensor = -1};
 }
 
 double ir_fake_quant_code(const float fq[5], double x)

@@ -73,6 +73,14 @@ typedef enum {
  * ops.def's FakeQuant computes it in f32 (x * mul rounded to f32 first); x
  * itself where the point is absent (scale 0). */
 double ir_fake_quant_point(const float fq[5], double x);
+/* 1 if any of the n points fq[0..n-1] is present (scale not 0). */
+static inline int ir_fake_quant_any(const float (*fq)[5], int n)
+{
+    for (int p = 0; p < n; p++)
+        if (fq[p][1] != 0)
+            return 1;
+    return 0;
+}
 /* The code that point computes of x: clamp(round(x * mul / scale) + zero,
  * qmin, qmax) (x * mul and the quotient each rounded to f32), a NaN giving
  * qmin; the point's value is (code - zero) * scale rounded to f32. */

@@ -50,11 +50,10 @@ int cu_attention_supports(const ir_graph *g, const ir_node *n, char *why, size_t
     const ir_value *x = &g->values[a.qkv];
     int64_t H = a.heads, D = a.head_size;
     int vq = a.q, parts = a.parts;
-    for (int p = 0; p < IR_ATTN_FQ_N; p++)
-        if (a.fq[p][1] != 0) {
-            snprintf(why, len, "Attention with fake-quant points (a quantized model's attention runs unfused on CUDA)");
-            return 0;
-        }
+    if (ir_fake_quant_any(a.fq, IR_ATTN_FQ_N)) {
+        snprintf(why, len, "Attention with fake-quant points (a quantized model's attention runs unfused on CUDA)");
+        return 0;
+    }
     if (x->rank != 3 || x->dims[1].e != 0 || x->dims[2].e != 0 || x->dims[2].k != parts * H * D) {
         snprintf(why, len, "Attention input is not [images, tokens, %d*heads*head_size] with a known layout", parts);
         return 0;

@@ -227,7 +227,7 @@ static int emit_linear_int8(cg_ctx *cg, int node, const ir_linear *v)
                        (long long)N);
     snprintf(label, sizeof label, "GEMM int8 %lldx%lld%s%s%s%s%s%s%s %s", (long long)K, (long long)N,
              v->bias >= 0 ? " +bias" : "", v->act ? " " : "", ir_act_label(v->act),
-             v->residual >= 0 ? " +residual" : "", v->fq[0][1] != 0 || v->fq[1][1] != 0 ? " +fake-quant" : "",
+             v->residual >= 0 ? " +residual" : "", ir_fake_quant_any(v->fq, 2) ? " +fake-quant" : "",
              epi >= 0 ? " +" : "", epi_ops, g->nodes[node].name);
     cg_note_kernel(cg, name, label);
     LLVMValueRef f[8] = {q, cg_weights_ptr(cg, b, call, wo),

@@ -68,6 +68,7 @@
  * buffers' zeros and the packing's make the sums exact, the epilogue only
  * writes what C has.  The tiles are configured by LLVM in each task. */
 #include "codegen/llvm/kern_ir.h"
+#include "ir/opview.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -355,7 +356,7 @@ static void dequant_store(i8_emit *e, LLVMValueRef sums, LLVMValueRef zv, LLVMVa
     LLVMValueRef x = LLVMBuildSIToFP(b, t, k->vty, "");
     LLVMValueRef s = LLVMBuildFMul(b, sv, sw, "");
     const float(*fq)[5] = e->di->fq;
-    if (fq[0][1] != 0 || fq[1][1] != 0) { /* the graph's ops one by one, each rounded, its points between */
+    if (ir_fake_quant_any(fq, 2)) { /* the graph's ops one by one, each rounded, its points between */
         x = LLVMBuildFMul(b, x, s, "");
         x = fq[0][1] != 0 ? kern_vfake_quant(k, x, fq[0]) : x;
         x = bias ? LLVMBuildFAdd(b, x, bias, "") : x;
