@@ -283,7 +283,9 @@ typedef struct {
 
 static LLVMValueRef w_k(const ew_env *e, double c)
 {
-    return e->fl ? fconst(e->t, c) : splat_like(e->t, LLVMConstInt(scalar_of(e->t), (unsigned long long)(long long)c, 1));
+    if (e->fl)
+        return fconst(e->t, c);
+    return splat_like(e->t, LLVMConstInt(scalar_of(e->t), (unsigned long long)(long long)c, 1));
 }
 
 static LLVMValueRef w_arith(const ew_env *e, LLVMOpcode fop, LLVMOpcode iop, LLVMValueRef a, LLVMValueRef b)

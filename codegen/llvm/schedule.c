@@ -10,8 +10,8 @@
  *  - An element-wise group whose only input, other than one-element
  *    constants, is the output of an int8 Linear that nothing else reads runs
  *    in that GEMM's epilogue on its registers (epilogue_groups): a QDQ
- *    export's GELU between fc1 and fc2 (Div, Erf, Add, Mul, Mul and their
- *    FakeQuants) never stores fc1's output.
+ *    export's GELU between fc1 and fc2, a QuantLookup after quant-lookup,
+ *    never stores fc1's output.
  *  - BatchNormalization (inference) becomes x * scale + shift with the two
  *    per-channel vectors computed here, and is then just element-wise.
  *  - Graph inputs are read from the caller's arrays, graph outputs written

@@ -251,7 +251,8 @@ LLVMValueRef vm_quant_lookup(const vm_ctx *v, LLVMValueRef x, const float fq[5],
     LLVMContextRef ctx = LLVMGetModuleContext(v->mod);
     LLVMTypeRef f32 = LLVMFloatTypeInContext(ctx);
     /* the code less qmin: an exact small integer */
-    LLVMValueRef i = LLVMBuildFPToSI(b, LLVMBuildFSub(b, quant_code(v, x, fq), k(v, fq[3] - fq[2]), ""), int_type(v), "");
+    LLVMValueRef t = LLVMBuildFSub(b, quant_code(v, x, fq), k(v, fq[3] - fq[2]), "");
+    LLVMValueRef i = LLVMBuildFPToSI(b, t, int_type(v), "");
     LLVMValueRef at = LLVMBuildGEP2(b, f32, table, &i, 1, "");
     if (LLVMGetTypeKind(v->t) != LLVMVectorTypeKind)
         return LLVMBuildLoad2(b, f32, at, "");
