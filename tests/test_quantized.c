@@ -585,15 +585,16 @@ static ir_graph *build_linear_int8(void)
  * ones are not): equal to the bit but for the GELU (its vector form, within
  * 1e-6); two with output fake-quant points (both, and the product's alone);
  * the lookup after one, computed in its GEMM (no part of the run is a
- * QuantLookup of its own). */
-static void test_linear_int8_on_the_cpu_matches_the_interpreter(void **state)
+ * QuantLookup of its own).  For the host, and for an AVX2 CPU without VNNI
+ * (haswell: 8-lane vectors, VPMADDWD, the lookup's 8-lane gather) where the
+ * host runs its code. */
+static void linear_int8_on(const char *cpu)
 {
-    (void)state;
     ir_graph *g = build_linear_int8();
     char so[4300], *msg = NULL;
-    snprintf(so, sizeof so, "%s/linear_int8.so", tmpdir);
-    if (tu_compile_cpu(g, so, 2, 3, &msg) != VITC_OK)
-        fail_msg("linear_int8: the CPU backend failed:\n%s", msg ? msg : "");
+    snprintf(so, sizeof so, "%s/linear_int8.%s.so", tmpdir, cpu ? cpu : "host");
+    if (tu_compile_cpu_as(g, so, 2, 3, cpu, &msg) != VITC_OK)
+        fail_msg("linear_int8 (%s): the CPU backend failed:\n%s", cpu ? cpu : "host", msg ? msg : "");
     free(msg);
     vitc_model *m;
     vitc_context *c;
@@ -631,9 +632,21 @@ static void test_linear_int8_on_the_cpu_matches_the_interpreter(void **state)
         for (int i = 0; i < g->ninputs; i++)
             ir_tensor_free(&in[i]);
     }
-    print_message("linear_int8: static, per-tensor and per-row LinearInt8, and with output fake-quant points, on the "
-                  "CPU equal the interpreter's\n");
+    print_message("linear_int8 (%s): static, per-tensor and per-row LinearInt8, with output fake-quant points, and a "
+                  "lookup in the epilogue, on the CPU equal the interpreter's\n", cpu ? cpu : "host");
     ir_graph_free(g);
+}
+
+static void test_linear_int8_on_the_cpu_matches_the_interpreter(void **state)
+{
+    (void)state;
+    for (int t = 0; t < 2; t++) {
+        if (t == 1 && !(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))) {
+            print_message("linear_int8: no AVX2 and FMA on this host: the haswell build is not run\n");
+            break;
+        }
+        linear_int8_on(t ? "haswell" : NULL);
+    }
 }
 
 /* x fake-quantized (int8, zero point 3) into three MatMuls + bias: one

@@ -666,13 +666,18 @@ double tu_cosine(const ir_tensor *a, const ir_tensor *b)
 
 int tu_compile_cpu(ir_graph *g, const char *so, int opt_level, int64_t max_batch, char **msg)
 {
+    return tu_compile_cpu_as(g, so, opt_level, max_batch, NULL, msg);
+}
+
+int tu_compile_cpu_as(ir_graph *g, const char *so, int opt_level, int64_t max_batch, const char *cpu, char **msg)
+{
     size_t len;
     char *text = NULL;
     FILE *mem = open_memstream(&text, &len);
     vitc_diag d;
     vitc_diag_init(&d, g->path);
     d.out = mem;
-    cg_options o = {.output = so, .source = g->path, .max_batch = max_batch, .opt_level = opt_level};
+    cg_options o = {.output = so, .source = g->path, .max_batch = max_batch, .opt_level = opt_level, .cpu = cpu};
     int st = cg_compile(&cg_llvm_backend, g, &o, &d);
     fclose(mem);
     if (msg)
