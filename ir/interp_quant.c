@@ -315,11 +315,13 @@ int ik_linear_int8(ik_ctx *c)
             for (int64_t k = 0; k < K; k++)
                 t += qa[k] * ir_tensor_get(W, k * N + j);
             float s = sa * (float)ir_tensor_get(S, j);
-            float y = Bias ? fmaf((float)t, s, (float)ir_tensor_get(Bias, j)) : (float)t * s;
+            float y;
             if (pts) { /* the points between the ops the graph had: each result rounded to f32 */
                 y = (float)ir_fake_quant_point(v.fq[0], (float)t * s);
                 y = Bias ? y + (float)ir_tensor_get(Bias, j) : y;
                 y = (float)ir_fake_quant_point(v.fq[1], y);
+            } else {
+                y = Bias ? fmaf((float)t, s, (float)ir_tensor_get(Bias, j)) : (float)t * s;
             }
             double out = ir_act_ref(y, v.act);
             if (R)

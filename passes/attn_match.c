@@ -33,13 +33,12 @@ static int strip_factors(const ir_graph *g, int v, double *f)
 static int strip_fake_quant(const ir_graph *g, int v, float f[5])
 {
     const ir_node *p = rw_producer(g, v);
-    double q[4], mul = 1;
+    double mul = 1;
     f[1] = 0;
-    if (!p || !rw_fake_quant_params(g, p, q) || !(q[0] > 0))
+    if (!p || !rw_fake_quant_point(g, p, 1, f))
         return v;
     int x = strip_factors(g, p->inputs[0], &mul);
-    float r[5] = {(float)mul, (float)q[0], (float)q[1], (float)q[2], (float)q[3]};
-    memcpy(f, r, sizeof r);
+    f[0] = (float)mul;
     return x;
 }
 
@@ -348,11 +347,10 @@ int attn_skeleton(const ir_graph *g, const ir_node *sm, attn_skel *s, int fq_ok,
             p = u->outputs[0];
             continue;
         }
-        double fq[4];
-        if (rw_fake_quant_params(g, u, fq) && u->inputs[0] == p && s->fq[IR_ATTN_FQ_P][1] == 0 && fq[0] > 0) {
+        float f[5];
+        if (rw_fake_quant_point(g, u, s->post_scale, f) && u->inputs[0] == p && s->fq[IR_ATTN_FQ_P][1] == 0) {
             if (!fq_ok)
                 MISS("the probabilities are fake-quantized (this backend runs quantized attention unfused)");
-            float f[5] = {(float)s->post_scale, (float)fq[0], (float)fq[1], (float)fq[2], (float)fq[3]};
             memcpy(s->fq[IR_ATTN_FQ_P], f, sizeof f);
             s->post_scale = 1;
             p = u->outputs[0];
@@ -376,9 +374,8 @@ int attn_skeleton(const ir_graph *g, const ir_node *sm, attn_skel *s, int fq_ok,
              ir_op_name(vs->op), vs->name);
     s->o = s->pv->outputs[0];
     const ir_node *u = fq_ok ? rw_only_user(g, s->o) : NULL;
-    double fq[4];
-    if (u && u->inputs[0] == s->o && rw_fake_quant_params(g, u, fq) && fq[0] > 0 && !rw_is_graph_output(g, s->o)) {
-        float f[5] = {1, (float)fq[0], (float)fq[1], (float)fq[2], (float)fq[3]};
+    float f[5];
+    if (u && u->inputs[0] == s->o && rw_fake_quant_point(g, u, 1, f) && !rw_is_graph_output(g, s->o)) {
         memcpy(s->fq[IR_ATTN_FQ_O], f, sizeof f);
         s->fq_out = u;
         s->o = u->outputs[0];

@@ -36,6 +36,13 @@
 
 enum { MAX_GRID = 256, MAX_CHAIN = 64, LOOKUP_MIN_NODES = 4 };
 
+/* Which of int8 Linear lv's output points makes its output, -1 none: the
+ * bias's, or the product's where there is no bias. */
+static int last_point(const ir_linear *lv)
+{
+    return lv->fq[1][1] != 0 ? 1 : lv->bias < 0 && lv->fq[0][1] != 0 ? 0 : -1;
+}
+
 /* 1 and the grid (fq = {1, scale, zero, qmin, qmax}) when every element of
  * v is a point of a FakeQuant grid of at most MAX_GRID points. */
 static int on_grid(const ir_graph *g, int v, float fq[5])
@@ -43,18 +50,13 @@ static int on_grid(const ir_graph *g, int v, float fq[5])
     const ir_node *p = rw_producer(g, v);
     if (!p || p->noutputs != 1)
         return 0;
-    double q[4];
     ir_linear lv;
     char why[160];
-    if (p->op == IR_OP_FAKE_QUANT && rw_fake_quant_params(g, p, q)) {
-        float r[5] = {1, (float)q[0], (float)q[1], (float)q[2], (float)q[3]};
-        memcpy(fq, r, sizeof r);
-    } else if (p->op == IR_OP_LINEAR_INT8 && ir_linear_of(p, &lv, why, sizeof why) && lv.y == v &&
-               lv.residual < 0 && lv.gate < 0 && lv.act == IR_ACT_NONE &&
-               (lv.fq[1][1] != 0 || (lv.fq[0][1] != 0 && lv.bias < 0))) {
-        memcpy(fq, lv.fq[lv.fq[1][1] != 0], 5 * sizeof(float));
+    if (p->op == IR_OP_LINEAR_INT8 && ir_linear_of(p, &lv, why, sizeof why) && lv.y == v && lv.residual < 0 &&
+        lv.gate < 0 && lv.act == IR_ACT_NONE && last_point(&lv) >= 0) {
+        memcpy(fq, lv.fq[last_point(&lv)], 5 * sizeof(float));
         fq[0] = 1; /* the point's mul scales what it quantizes, not the grid */
-    } else {
+    } else if (!rw_fake_quant_point(g, p, 1, fq)) {
         return 0;
     }
     return fq[1] > 0 && isfinite(fq[1]) && fq[3] == floorf(fq[3]) && fq[4] >= fq[3] && fq[4] - fq[3] < MAX_GRID;
@@ -207,7 +209,7 @@ static int quantize_in_lookup(ir_graph *g, int j)
         !ir_linear_of(p, &lv, why, sizeof why) || lv.y != y || !rw_scalar(g, n->inputs[1], &s) ||
         !rw_scalar(g, n->inputs[2], &z))
         return 0;
-    int last = lv.fq[1][1] != 0 ? 1 : lv.bias < 0 && lv.fq[0][1] != 0 ? 0 : -1;
+    int last = last_point(&lv);
     if (last < 0 || lv.fq[last][0] != 1 || lv.fq[last][1] != (float)s || lv.fq[last][2] != (float)z ||
         lv.fq[last][3] != ir_attr_float(n, IR_ATTR_QMIN, 0) || lv.fq[last][4] != ir_attr_float(n, IR_ATTR_QMAX, 255))
         return 0;

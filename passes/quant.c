@@ -723,12 +723,7 @@ static int by_value(const void *a, const void *b)
 static const ir_node *only_fake_quant(const ir_graph *g, int v, float f[5])
 {
     const ir_node *u = rw_is_graph_output(g, v) ? NULL : rw_only_user(g, v);
-    double p[4];
-    if (!u || u->inputs[0] != v || !rw_fake_quant_params(g, u, p) || !(p[0] > 0))
-        return NULL;
-    float r[5] = {1, (float)p[0], (float)p[1], (float)p[2], (float)p[3]};
-    memcpy(f, r, sizeof r);
-    return u;
+    return u && u->inputs[0] == v && rw_fake_quant_point(g, u, 1, f) ? u : NULL;
 }
 
 /* The Add that alone reads v and adds it an f32 constant of [N] (or

@@ -93,6 +93,16 @@ int rw_fake_quant_params(const ir_graph *g, const ir_node *n, double p[4])
     return n->op == IR_OP_FAKE_QUANT && rw_scalar(g, n->inputs[1], &p[0]) && rw_scalar(g, n->inputs[2], &p[1]);
 }
 
+int rw_fake_quant_point(const ir_graph *g, const ir_node *n, double mul, float f[5])
+{
+    double p[4];
+    if (!rw_fake_quant_params(g, n, p) || !(p[0] > 0))
+        return 0;
+    float r[5] = {(float)mul, (float)p[0], (float)p[1], (float)p[2], (float)p[3]};
+    memcpy(f, r, sizeof r);
+    return 1;
+}
+
 int rw_splat(const ir_graph *g, int v, double *out)
 {
     for (int depth = 0; v >= 0 && depth < 32; depth++) {

@@ -48,6 +48,9 @@ int rw_scalar(const ir_graph *g, int v, double *out);
 /* The scale, zero point, qmin and qmax of FakeQuant node n in p; 0 when its
  * scale or zero point is not one constant number (per axis). */
 int rw_fake_quant_params(const ir_graph *g, const ir_node *n, double p[4]);
+/* The same as a fake-quant point {mul, scale, zero, qmin, qmax} (opview.h)
+ * in f; 0 also when the scale is not positive. */
+int rw_fake_quant_point(const ir_graph *g, const ir_node *n, double mul, float f[5]);
 /* 1 and *out when every element of v is the same number (bool: 0 or 1) for
  * any batch: a constant so filled, or one seen through views, Expand,
  * Transpose, a Where whose condition is such a splat, and Casts. */

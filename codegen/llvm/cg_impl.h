@@ -232,10 +232,8 @@ LLVMValueRef cg_alloca(cg_ctx *cg, LLVMTypeRef t, const char *name);
 /* Calls an overloaded intrinsic ("llvm.sqrt") or a libm function of one/two args. */
 LLVMValueRef cg_intrinsic(cg_ctx *cg, LLVMBuilderRef b, const char *name, LLVMTypeRef t, LLVMValueRef *args, int n);
 LLVMValueRef cg_libm(cg_ctx *cg, LLVMBuilderRef b, const char *name, LLVMTypeRef t, LLVMValueRef *args, int n);
-/* exp, erf, tanh of f32 as vectorisable IR (vmath.c). */
+/* exp of f32 as vectorisable IR (vmath.c). */
 LLVMValueRef cg_exp_f32(cg_ctx *cg, LLVMBuilderRef b, LLVMValueRef x);
-LLVMValueRef cg_erf_f32(cg_ctx *cg, LLVMBuilderRef b, LLVMValueRef x);
-LLVMValueRef cg_tanh_f32(cg_ctx *cg, LLVMBuilderRef b, LLVMValueRef x);
 /* Float ops with reassociation allowed (for vectorised reductions). */
 LLVMValueRef cg_fadd_reassoc(LLVMBuilderRef b, LLVMValueRef x, LLVMValueRef y);
 /* Reports an error on node (or the graph if node < 0); returns the status. */

@@ -188,24 +188,10 @@ static vm_ctx vm_of(cg_ctx *cg, LLVMBuilderRef b, LLVMTypeRef t)
     return v;
 }
 
-static vm_ctx vm_scalar(cg_ctx *cg, LLVMBuilderRef b) { return vm_of(cg, b, cg->t_f32); }
-
 LLVMValueRef cg_exp_f32(cg_ctx *cg, LLVMBuilderRef b, LLVMValueRef x)
 {
-    vm_ctx v = vm_scalar(cg, b);
+    vm_ctx v = vm_of(cg, b, cg->t_f32);
     return vm_exp(&v, x, VM_EXP_IEEE);
-}
-
-LLVMValueRef cg_erf_f32(cg_ctx *cg, LLVMBuilderRef b, LLVMValueRef x)
-{
-    vm_ctx v = vm_scalar(cg, b);
-    return vm_erf(&v, x);
-}
-
-LLVMValueRef cg_tanh_f32(cg_ctx *cg, LLVMBuilderRef b, LLVMValueRef x)
-{
-    vm_ctx v = vm_scalar(cg, b);
-    return vm_tanh(&v, x);
 }
 
 /* A libm function of one argument; exp, erf and tanh of f32 (or of f32

@@ -256,14 +256,10 @@ LLVMValueRef vm_quant_lookup(const vm_ctx *v, LLVMValueRef x, const float fq[5],
     LLVMValueRef at = LLVMBuildGEP2(b, f32, table, &i, 1, "");
     if (LLVMGetTypeKind(v->t) != LLVMVectorTypeKind)
         return LLVMBuildLoad2(b, f32, at, "");
-    unsigned n = LLVMGetVectorSize(v->t);
     LLVMTypeRef tys[2] = {v->t, LLVMTypeOf(at)};
-    LLVMValueRef ones[64];
-    for (unsigned l = 0; l < n && l < 64; l++)
-        ones[l] = LLVMConstInt(LLVMInt1TypeInContext(ctx), 1, 0);
     const char *name = "llvm.masked.gather";
     LLVMValueRef f = LLVMGetIntrinsicDeclaration(v->mod, LLVMLookupIntrinsicID(name, strlen(name)), tys, 2);
-    LLVMValueRef args[4] = {at, LLVMConstInt(LLVMInt32TypeInContext(ctx), 4, 0), LLVMConstVector(ones, n),
-                            LLVMGetUndef(v->t)};
+    LLVMValueRef all = LLVMConstAllOnes(LLVMVectorType(LLVMInt1TypeInContext(ctx), LLVMGetVectorSize(v->t)));
+    LLVMValueRef args[4] = {at, LLVMConstInt(LLVMInt32TypeInContext(ctx), 4, 0), all, LLVMGetUndef(v->t)};
     return LLVMBuildCall2(b, LLVMGlobalGetValueType(f), f, args, 4, "");
 }
