@@ -19,6 +19,27 @@
  * elsewhere, a misaligned or out-of-bounds ldmatrix or cp.async, dynamic
  * shared memory above the launch's size) stop the launch with a message.
  *
+ * Hopper (sm_90a), for the library compiled with VITC_EMU_SM90A, where the
+ * kernels take their wgmma bodies (VK_SM90A): wgmma.mma_async with shared
+ * memory descriptors (no swizzle and the 128-byte swizzle), emulated per
+ * thread on its own accumulator fragment; its fence, commit and wait
+ * groups; mbarrier init, arrive, expect_tx and try_wait.parity with phases
+ * and transaction counts; cp.async.bulk.tensor from tensor maps (boxes,
+ * zeros outside the matrix, the 128-byte swizzle; tests/emu_tmap.h); the
+ * proxy fence between cp.async's writes (generic proxy) and wgmma's reads
+ * (async proxy).  A thread at an mbarrier whose phase has not completed
+ * yields (SPIN) until the other warps have had their turn; a round in which
+ * nothing changes is a deadlock, reported with the barrier.  The engines'
+ * timing alternates between blocks: bulk copies land at issue or only when
+ * a thread waits on their barrier, wgmma reads its operands at issue or
+ * only when wait_group retires it (its results appear at the retirement
+ * either way), so that a wrong phase, a stage released too early or
+ * refilled too soon shows up as wrong data.  What would be undefined (a
+ * wgmma without wgmma.fence, a wgmma reading cp.async data no
+ * fence.proxy.async ordered, an mbarrier used before its init or
+ * overwritten, a wgmma never retired, a misaligned bulk copy) stops the
+ * launch with a message.  setmaxnreg and the tensor map prefetch are no-ops.
+ *
  * The device library's prelude includes this header in place of its
  * hardware section when VITC_EMU is defined (compile the program with -I
  * pointing here); the params structs (params.h), h16 and b16 are defined by
@@ -39,6 +60,8 @@
 #include <sys/mman.h>
 #include <ucontext.h>
 
+#include "emu_tmap.h"
+
 struct vk_dim3 {
     unsigned x, y, z;
 };
@@ -50,8 +73,13 @@ struct vk_args {
 
 namespace vkemu {
 
-enum { RUN, BAR_BLOCK, BAR_WARP, DONE };
-enum { STACK_BYTES = 256 * 1024, MAX_PENDING = 256 };
+/* SPIN: at an mbarrier wait whose phase has not completed; it runs again
+ * after the other warps had their turn */
+enum { RUN, BAR_BLOCK, BAR_WARP, SPIN, DONE };
+enum { STACK_BYTES = 256 * 1024, MAX_PENDING = 256, MAX_WG = 32, MAX_UNFENCED = 2048, MAX_MBAR = 64, MAX_TMA = 16 };
+/* The shared-window address of the first byte of dynamic shared memory: not
+ * 1024-aligned, so that a kernel must align its swizzled stages itself. */
+enum { SMEM_BASE = 0x10 };
 
 struct pending {
     void *dst;
@@ -71,6 +99,19 @@ struct ctx_t {
 typedef ucontext_t ctx_t;
 #endif
 
+/* A wgmma.mma_async, this thread's share of its warpgroup's: the product is
+ * taken from shared memory at issue or when a wgmma.wait_group retires its
+ * group (the earliest and the latest the hardware may read the operands,
+ * alternating between blocks), and added to the accumulators at the
+ * retirement (the earliest the program may read them). */
+struct wg_op {
+    float *d;
+    unsigned long long da, db;
+    int kind, n, group;
+    bool read;
+    float prod[128];
+};
+
 struct fiber {
     ctx_t ctx;
     vk_dim3 tid;
@@ -79,6 +120,35 @@ struct fiber {
     char *stack;
     pending cp[MAX_PENDING];
     int ncp, committed;
+    wg_op wg[MAX_WG];
+    int nwg, wg_committed;
+    bool wg_fenced; /* a wgmma.fence since the accumulators were last readable */
+    /* 16-byte chunks of shared memory its cp.async wrote since its last fence.proxy.async */
+    int unfenced[MAX_UNFENCED];
+    int nunfenced;
+    bool unfenced_overflow;
+    const void *spin_bar; /* SPIN: the mbarrier and parity it waits for */
+    unsigned spin_parity;
+};
+
+/* A bulk tensor copy in flight (in a block whose copies land late): it lands
+ * when a thread waits on its mbarrier's phase, the latest it may. */
+struct tma_copy {
+    unsigned dst; /* shared address */
+    vk_emu_tmap map;
+    int c0, c1;
+};
+
+/* An mbarrier: its state is the emulation's; the 8 bytes of shared memory
+ * hold a stamp that must still be there at each use (nothing overwrote it). */
+struct mbar {
+    unsigned addr;
+    int expected, pending;
+    long long tx;
+    unsigned phase; /* phases completed */
+    unsigned long long stamp;
+    tma_copy copy[MAX_TMA];
+    int ncopy;
 };
 
 struct warpx {
@@ -98,10 +168,23 @@ struct block {
     int nwarps;
     int failed;
     char err[512];
+    /* per 16-byte chunk: 1 + the thread whose cp.async write there no
+     * fence.proxy.async has yet ordered before the async proxy's reads; 0 none */
+    unsigned short *unfenced_by;
+    mbar bars[MAX_MBAR];
+    int nbars;
+    unsigned long long events; /* progress: a round of the scheduler without any means a deadlock */
+    /* the asynchronous engines' timing in this block: bulk copies land at
+     * issue (else when a thread waits on their mbarrier), wgmma reads its
+     * operands at issue (else at its wait_group) */
+    bool tma_early, wg_early;
 };
 
 static fiber *cur;
 static block *blk;
+static vk_tmap g_tmaps[2];
+static const vk_tmap *g_tmap[2];
+static unsigned long long g_block_seq; /* blocks run by this library: the engines' timing cycles with it */
 static vk_dim3 g_block_idx, g_block_dim, g_grid_dim;
 #ifdef VK_EMU_FAST_SWITCH
 /* Saves the callee-saved registers and the stack pointer into *from, and
@@ -146,6 +229,8 @@ static void fail(const char *fmt, ...)
 static void yield_as(int state)
 {
     cur->state = state;
+    if (state != SPIN)
+        blk->events++;
     ctx_switch(&cur->ctx, &blk->sched);
 }
 
@@ -179,6 +264,12 @@ static void cp_async_wait(int n)
                 memcpy(p->dst, p->src, 16);
             else
                 memset(p->dst, 0, 16);
+            int chunk = (int)(((unsigned char *)p->dst - blk->smem) >> 4);
+            blk->unfenced_by[chunk] = (unsigned short)(cur - blk->f + 1);
+            if (cur->nunfenced < MAX_UNFENCED)
+                cur->unfenced[cur->nunfenced++] = chunk;
+            else
+                cur->unfenced_overflow = true;
         } else {
             cur->cp[keep++] = *p;
         }
@@ -370,6 +461,272 @@ static void mma(float *d, const uint32_t *a, const uint32_t *b, int kind)
     yield_as(BAR_WARP);
 }
 
+/* ---- Hopper: shared addresses, the async proxy, wgmma, mbarrier, TMA ---- */
+static unsigned smem_addr(const void *p)
+{
+    const unsigned char *c = (const unsigned char *)p;
+    if (c < blk->smem || c > blk->smem + blk->smem_bytes)
+        fail("a shared address of %p, outside the %zu bytes of dynamic shared memory", p, blk->smem_bytes);
+    return SMEM_BASE + (unsigned)(c - blk->smem);
+}
+/* The bytes at shared address a, of which n must be inside dynamic shared memory. */
+static unsigned char *smem_at(unsigned long long a, size_t n, const char *what)
+{
+    if (a < SMEM_BASE || a - SMEM_BASE + n > blk->smem_bytes)
+        fail("%s: shared address 0x%llx (%zu bytes) outside the %zu bytes of dynamic shared memory", what, a, n,
+             blk->smem_bytes);
+    return blk->smem + (a - SMEM_BASE);
+}
+
+/* fence.proxy.async: this thread's cp.async writes are now ordered before
+ * the async proxy's reads (of any thread, after a barrier). */
+static void fence_proxy_async(void)
+{
+    unsigned short me = (unsigned short)(cur - blk->f + 1);
+    if (cur->unfenced_overflow) {
+        for (size_t c = 0; c < blk->smem_bytes / 16; c++)
+            if (blk->unfenced_by[c] == me)
+                blk->unfenced_by[c] = 0;
+    } else {
+        for (int i = 0; i < cur->nunfenced; i++)
+            if (blk->unfenced_by[cur->unfenced[i]] == me)
+                blk->unfenced_by[cur->unfenced[i]] = 0;
+    }
+    cur->nunfenced = 0;
+    cur->unfenced_overflow = false;
+}
+
+/* The address of byte kb (of k) of row r (M or N) of a K-major wgmma operand
+ * whose shared memory descriptor is desc (PTX ISA, the matrix descriptor of
+ * the warpgroup-level MMA): start address bits 0-13, leading byte offset
+ * 16-29, stride byte offset 32-45 (each in 16-byte units), base offset
+ * 49-51, swizzle mode 62-63.  No swizzle: core matrices of 8 rows x 16
+ * bytes, LBO apart along k, SBO apart between groups of 8 rows.  128-byte
+ * swizzle: rows of 128 bytes, groups of 8 rows SBO apart, the 16-byte unit
+ * (address bits 4-6) XORed with the row within its 1024 bytes (bits 7-9).
+ * The other swizzles (64, 32 bytes) and a base offset: the kernels use none,
+ * and what is not checked on a GPU is refused rather than guessed. */
+static unsigned long long wg_addr(unsigned long long desc, int r, int kb)
+{
+    unsigned long long start = (desc & 0x3fff) << 4, lbo = ((desc >> 16) & 0x3fff) << 4,
+                       sbo = ((desc >> 32) & 0x3fff) << 4;
+    int base = (int)((desc >> 49) & 7), sw = (int)(desc >> 62);
+    if (base != 0 || (sw != 0 && sw != 1))
+        fail("wgmma: a descriptor with base offset %d and swizzle mode %d (the emulation knows none and the "
+             "128-byte swizzle, base offset 0)", base, sw);
+    if (sw == 0)
+        return start + (unsigned long long)(r >> 3) * sbo + (unsigned long long)(kb >> 4) * lbo + (r & 7) * 16 +
+               (kb & 15);
+    unsigned long long a = start + (unsigned long long)(r >> 3) * sbo + (r & 7) * 128 + kb;
+    return a ^ (((a >> 7) & 7) << 4);
+}
+
+/* Element k of row r of the operand: read where the descriptor says, after
+ * checking that no cp.async write there still waits for a proxy fence. */
+static float wg_elem(unsigned long long desc, int r, int k, int kind)
+{
+    unsigned long long a = wg_addr(desc, r, 2 * k);
+    const unsigned char *p = smem_at(a, 2, "wgmma");
+    unsigned short by = blk->unfenced_by[(p - blk->smem) >> 4];
+    if (by)
+        fail("wgmma reads shared address 0x%llx, which thread %u wrote by cp.async with no fence.proxy.async "
+             "between that write and this read", a, by - 1u);
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return kind == MMA_F16 ? h16_f32(h) : b16_f32(h);
+}
+
+/* This thread's share of the product A (64 x 16) B (16 x n) into p: its two
+ * rows (warp % 4 * 16 + lane / 4, + 8) and, per 8 columns j, columns 8j +
+ * lane % 4 * 2 (+1), as mma.m16n8's C fragment (p[4j..4j+3]). */
+static void wg_product(const wg_op *o, float *p)
+{
+    int lane = cur->lane, r0 = (cur->warp & 3) * 16 + lane / 4;
+    float A[2][16], B[16];
+    for (int h = 0; h < 2; h++)
+        for (int k = 0; k < 16; k++)
+            A[h][k] = wg_elem(o->da, r0 + 8 * h, k, o->kind);
+    for (int j = 0; j < o->n / 8; j++)
+        for (int c = 0; c < 2; c++) {
+            int col = 8 * j + (lane & 3) * 2 + c;
+            for (int k = 0; k < 16; k++)
+                B[k] = wg_elem(o->db, col, k, o->kind);
+            for (int h = 0; h < 2; h++) {
+                float acc = 0.0f;
+                for (int k = 0; k < 16; k++)
+                    acc += A[h][k] * B[k];
+                p[4 * j + 2 * h + c] = acc;
+            }
+        }
+}
+
+static void wg_fence(void) { cur->wg_fenced = true; }
+static void wg_mma(float *d, unsigned long long da, unsigned long long db, int kind, int n)
+{
+    if (!cur->wg_fenced)
+        fail("wgmma.mma_async without a wgmma.fence after the accumulators were last readable");
+    if (cur->nwg == MAX_WG)
+        fail("wgmma: more than %d wgmma.mma_async in flight", MAX_WG);
+    if (n % 8 || n < 8 || n > 256)
+        fail("wgmma: N = %d", n);
+    wg_op *o = &cur->wg[cur->nwg++];
+    o->d = d, o->da = da, o->db = db, o->kind = kind, o->n = n, o->group = cur->wg_committed;
+    o->read = blk->wg_early;
+    if (o->read)
+        wg_product(o, o->prod);
+}
+static void wg_commit(void) { cur->wg_committed++; }
+/* wgmma.wait_group n: the groups older than the newest n are computed (in
+ * the order they were issued); the accumulators are readable again. */
+static void wg_wait(int n)
+{
+    int keep = 0;
+    for (int i = 0; i < cur->nwg; i++) {
+        wg_op *o = &cur->wg[i];
+        if (o->group < cur->wg_committed - n) {
+            if (!o->read)
+                wg_product(o, o->prod);
+            for (int e = 0; e < o->n / 2; e++)
+                o->d[e] += o->prod[e];
+        } else
+            cur->wg[keep++] = cur->wg[i];
+    }
+    cur->nwg = keep;
+    cur->wg_fenced = false;
+}
+
+static unsigned long long mbar_stamp(unsigned addr) { return 0x6d62617200000000ull ^ addr; }
+static mbar *mbar_of(const void *bar, const char *what)
+{
+    unsigned a = smem_addr(bar);
+    if (a % 8)
+        fail("%s: mbarrier at shared address 0x%x, not 8-byte aligned", what, a);
+    for (int i = 0; i < blk->nbars; i++)
+        if (blk->bars[i].addr == a) {
+            unsigned long long v;
+            memcpy(&v, bar, 8);
+            if (v != blk->bars[i].stamp)
+                fail("%s: the mbarrier at shared address 0x%x was overwritten since its mbarrier.init", what, a);
+            return &blk->bars[i];
+        }
+    fail("%s: no mbarrier.init at shared address 0x%x", what, a);
+    return NULL;
+}
+static void mbar_init(void *bar, unsigned count)
+{
+    unsigned a = smem_addr(bar);
+    smem_at(a, 8, "mbarrier.init");
+    if (a % 8 || count < 1 || count > (1u << 20) - 1)
+        fail("mbarrier.init at 0x%x with count %u", a, count);
+    mbar *m = NULL;
+    for (int i = 0; i < blk->nbars && !m; i++)
+        if (blk->bars[i].addr == a)
+            m = &blk->bars[i];
+    if (!m) {
+        if (blk->nbars == MAX_MBAR)
+            fail("more than %d mbarriers", MAX_MBAR);
+        m = &blk->bars[blk->nbars++];
+    }
+    *m = mbar{};
+    m->addr = a;
+    m->expected = m->pending = (int)count;
+    m->stamp = mbar_stamp(a);
+    memcpy(bar, &m->stamp, 8);
+    blk->events++;
+}
+/* The phase completes once every arrival and every expected byte is in. */
+static void mbar_settle(mbar *m)
+{
+    if (m->pending == 0 && m->tx == 0) {
+        m->phase++;
+        m->pending = m->expected;
+    }
+}
+static void mbar_arrive(void *bar, unsigned tx)
+{
+    mbar *m = mbar_of(bar, "mbarrier.arrive");
+    if (m->pending == 0)
+        fail("mbarrier.arrive at 0x%x: more arrivals than its count of %d in one phase", m->addr, m->expected);
+    m->tx += tx;
+    m->pending--;
+    mbar_settle(m);
+    blk->events++;
+}
+/* A bulk copy lands: the box, with zeros outside the matrix, swizzled by
+ * the shared address as wgmma reads it; its bytes counted off the phase. */
+static void tma_land(mbar *m, const tma_copy *c)
+{
+    const vk_emu_tmap *t = &c->map;
+    unsigned row = t->box_cols * t->elem_bytes;
+    unsigned char *dst = smem_at(c->dst, (size_t)row * t->box_rows, "cp.async.bulk.tensor");
+    for (unsigned i = 0; i < t->box_rows; i++)
+        for (unsigned j = 0; j < t->box_cols; j++) {
+            long long y = (long long)c->c1 + i, x = (long long)c->c0 + j;
+            unsigned long long a = c->dst + (unsigned long long)i * row + (unsigned long long)j * t->elem_bytes;
+            if (t->swizzle == 128)
+                a ^= ((a >> 7) & 7) << 4;
+            unsigned char *p = blk->smem + (a - SMEM_BASE);
+            if (y >= 0 && x >= 0 && (unsigned long long)y < t->rows && (unsigned long long)x < t->cols)
+                memcpy(p, (const unsigned char *)(uintptr_t)t->addr + (unsigned long long)y * t->row_bytes +
+                              (unsigned long long)x * t->elem_bytes,
+                       t->elem_bytes);
+            else
+                memset(p, 0, t->elem_bytes);
+            blk->unfenced_by[(p - blk->smem) >> 4] = 0; /* written by the async proxy */
+        }
+    (void)dst;
+    m->tx -= (long long)row * t->box_rows;
+    mbar_settle(m);
+    blk->events++;
+}
+static void tma_load2(void *dst, const vk_tmap *map, int c0, int c1, void *bar)
+{
+    mbar *m = mbar_of(bar, "cp.async.bulk.tensor");
+    if (!map)
+        fail("cp.async.bulk.tensor: no tensor map (the launch passed none)");
+    vk_emu_tmap t;
+    memcpy(&t, map, sizeof t);
+    if (t.magic != VK_EMU_TMAP_MAGIC)
+        fail("cp.async.bulk.tensor: the tensor map was not encoded (cuTensorMapEncodeTiled)");
+    unsigned a = smem_addr(dst);
+    if (a % (t.swizzle == 128 ? 1024 : 128) != 0)
+        fail("cp.async.bulk.tensor: destination 0x%x not %d-byte aligned", a, t.swizzle == 128 ? 1024 : 128);
+    if (t.swizzle && t.box_cols * t.elem_bytes != t.swizzle)
+        fail("cp.async.bulk.tensor: a box row of %u bytes in a %u-byte swizzle", t.box_cols * t.elem_bytes,
+             t.swizzle);
+    if (t.swizzle != 0 && t.swizzle != 128)
+        fail("cp.async.bulk.tensor: a %u-byte swizzle (the emulation knows none and 128 bytes)", t.swizzle);
+    if (m->ncopy == MAX_TMA)
+        fail("cp.async.bulk.tensor: more than %d copies in flight on one mbarrier", MAX_TMA);
+    tma_copy c = {a, t, c0, c1};
+    if (blk->tma_early)
+        tma_land(m, &c);
+    else
+        m->copy[m->ncopy++] = c;
+}
+/* mbarrier.try_wait.parity: whether the phase of this parity has completed
+ * (the current phase's parity: not yet; the other: the phase before).
+ * Copies in flight on the barrier land first when it has not. */
+static bool mbar_try_wait(void *bar, unsigned parity)
+{
+    mbar *m = mbar_of(bar, "mbarrier.try_wait");
+    if ((m->phase & 1) == (parity & 1)) {
+        for (int i = 0; i < m->ncopy; i++)
+            tma_land(m, &m->copy[i]);
+        m->ncopy = 0;
+    }
+    return (m->phase & 1) != (parity & 1);
+}
+static void mbar_wait(void *bar, unsigned parity)
+{
+    while (!mbar_try_wait(bar, parity)) {
+        cur->spin_bar = bar;
+        cur->spin_parity = parity;
+        yield_as(SPIN);
+    }
+    blk->events++;
+}
+
 } /* namespace vkemu */
 
 /* ---- what the prelude's !VITC_EMU section provides on the GPU ---- */
@@ -384,9 +741,12 @@ static void mma(float *d, const uint32_t *a, const uint32_t *b, int kind)
         name##_body(p);                                                                                                \
     }                                                                                                                  \
     static void name##_body(const P p)
-/* the tensor maps are the sm_90a path's, which the emulation does not run */
-#define VK_KERNEL_TMA(name, threads, minb, P) VK_KERNEL(name, threads, P)
-#define VK_TMAPS nullptr, nullptr
+/* The tensor maps of the launch (vk_emu_set_tmaps), as the kernel's two
+ * parameters after its params struct are on a GPU. */
+#define VK_KERNEL_TMA(name, threads, minb, P)                                                                 \
+    extern "C" const int name##_vk_tmaps = 2; /* for the fake driver: the maps it takes */                    \
+    VK_KERNEL(name, threads, P)
+#define VK_TMAPS vkemu::g_tmap[0], vkemu::g_tmap[1]
 #define __device__
 #define __forceinline__ inline
 #define __global__
@@ -421,6 +781,39 @@ static inline void vk_mma(float *d, const unsigned *a, const unsigned *b, h16) {
 static inline void vk_mma(float *d, const unsigned *a, const unsigned *b, b16) { vkemu::mma(d, a, b, vkemu::MMA_BF16); }
 static inline void vk_mma(float *d, const unsigned *a, const unsigned *b, float) { vkemu::mma(d, a, b, vkemu::MMA_TF32); }
 
+/* Hopper: compiled with VITC_EMU_SM90A, the kernels take their sm_90a bodies
+ * (VK_SM90A), as in the arch-specific image. */
+#ifdef VITC_EMU_SM90A
+#define VK_SM90A 1
+#endif
+static inline unsigned vk_smem_addr(const void *p) { return vkemu::smem_addr(p); }
+static inline void vk_fence_proxy_async(void) { vkemu::fence_proxy_async(); }
+static inline void vk_wg_fence(void) { vkemu::wg_fence(); }
+static inline void vk_wg_commit(void) { vkemu::wg_commit(); }
+template <int n> static inline void vk_wg_wait(void) { vkemu::wg_wait(n); }
+template <int n> static inline void vk_setmaxnreg_dec(void) {}
+template <int n> static inline void vk_setmaxnreg_inc(void) {}
+template <int N>
+static inline void vk_wgmma(float *d, unsigned long long da, unsigned long long db, h16, vk_wgn<N>)
+{
+    vkemu::wg_mma(d, da, db, vkemu::MMA_F16, N);
+}
+template <int N>
+static inline void vk_wgmma(float *d, unsigned long long da, unsigned long long db, b16, vk_wgn<N>)
+{
+    vkemu::wg_mma(d, da, db, vkemu::MMA_BF16, N);
+}
+static inline void vk_mbar_init(void *bar, unsigned count) { vkemu::mbar_init(bar, count); }
+static inline void vk_fence_mbar_init(void) {}
+static inline void vk_mbar_expect_tx(void *bar, unsigned bytes) { vkemu::mbar_arrive(bar, bytes); }
+static inline void vk_mbar_arrive(void *bar) { vkemu::mbar_arrive(bar, 0); }
+static inline void vk_mbar_wait(void *bar, unsigned parity) { vkemu::mbar_wait(bar, parity); }
+static inline void vk_prefetch_tmap(const vk_tmap *) {}
+static inline void vk_tma_load2(void *dst, const vk_tmap *map, int c0, int c1, void *bar)
+{
+    vkemu::tma_load2(dst, map, c0, c1, bar);
+}
+
 namespace vkemu {
 static fiber *g_fibers; /* reused by every launch */
 static unsigned g_nfibers;
@@ -431,7 +824,10 @@ static const vk_args *g_args;
 static void fiber_main(void)
 {
     g_kernel(*g_args);
+    if (cur->nwg)
+        fail("exits with %d wgmma.mma_async never retired by a wgmma.wait_group", cur->nwg);
     cur->state = DONE;
+    blk->events++;
 #ifdef VK_EMU_FAST_SWITCH
     ctx_switch(&cur->ctx, &blk->sched); /* never resumed */
     abort();
@@ -477,6 +873,11 @@ static int run_block(int rounds_reverse)
         f->ncoll = 0;
         f->ncp = 0;
         f->committed = 0;
+        f->nwg = 0;
+        f->wg_committed = 0;
+        f->wg_fenced = false;
+        f->nunfenced = 0;
+        f->unfenced_overflow = false;
         f->tid.x = (unsigned)(i % g_block_dim.x);
         f->tid.y = (unsigned)(i / g_block_dim.x % g_block_dim.y);
         f->tid.z = (unsigned)(i / (g_block_dim.x * g_block_dim.y));
@@ -486,6 +887,9 @@ static int run_block(int rounds_reverse)
     }
     for (int i = 0; i < b->nwarps; i++)
         b->w[i].computed = 0;
+    memset(b->unfenced_by, 0, (b->smem_bytes / 16 + 1) * sizeof *b->unfenced_by);
+    b->nbars = 0;
+    unsigned long long seen = b->events = 0;
     /* Warps run one at a time, each as far as it can get (through its warp
      * collectives) before the next starts, in alternating order at every
      * block barrier: whatever one warp reads from shared memory without a
@@ -501,13 +905,16 @@ static int run_block(int rounds_reverse)
                     cur = &lanes[l];
                     ctx_switch(&b->sched, &lanes[l].ctx);
                 }
-                int nw = 0, nd = 0;
+                int nw = 0, nd = 0, ns = 0;
                 for (int l = 0; l < 32; l++) {
                     nw += lanes[l].state == BAR_WARP;
                     nd += lanes[l].state == DONE;
+                    ns += lanes[l].state == SPIN;
                 }
                 if (b->failed || nw == 0)
                     break;
+                if (nw != 32 && ns > 0)
+                    break; /* the collective waits for lanes at an mbarrier */
                 if (nw != 32) {
                     cur = NULL;
                     snprintf(b->err, sizeof b->err,
@@ -531,6 +938,27 @@ static int run_block(int rounds_reverse)
         }
         if (done == b->n)
             return 0;
+        int spin = 0;
+        for (int i = 0; i < b->n; i++)
+            spin += b->f[i].state == SPIN;
+        if (spin) { /* another round for the threads at an mbarrier, unless the last changed nothing */
+            if (b->events == seen) {
+                fiber *f = NULL;
+                for (int i = 0; i < b->n && !f; i++)
+                    f = b->f[i].state == SPIN ? &b->f[i] : NULL;
+                snprintf(b->err, sizeof b->err,
+                         "block (%u,%u,%u): no thread can make progress (%d wait at an mbarrier, thread %u at the "
+                         "one at shared address 0x%x for the phase of parity %u)",
+                         g_block_idx.x, g_block_idx.y, g_block_idx.z, spin, f->tid.x,
+                         (unsigned)(SMEM_BASE + ((const unsigned char *)f->spin_bar - b->smem)), f->spin_parity & 1);
+                return -1;
+            }
+            seen = b->events;
+            for (int i = 0; i < b->n; i++)
+                if (b->f[i].state == SPIN)
+                    b->f[i].state = RUN;
+            continue;
+        }
         if (at_block + done != b->n) {
             snprintf(b->err, sizeof b->err, "block (%u,%u,%u): no thread can make progress", g_block_idx.x,
                      g_block_idx.y, g_block_idx.z);
@@ -553,6 +981,26 @@ __attribute__((destructor)) static void vk_emu_release(void)
     free(g_fibers);
     g_fibers = NULL;
     g_nfibers = 0;
+}
+
+/* Whether the kernels take their sm_90a bodies (compiled with VITC_EMU_SM90A):
+ * launch them with the shared memory and tensor maps of the sm_90a image. */
+#ifdef VITC_EMU_SM90A
+extern "C" const int vk_emu_sm90a = 1;
+#else
+extern "C" const int vk_emu_sm90a = 0;
+#endif
+
+/* The tensor maps the next launches pass their kernels (VK_TMAPS): n maps
+ * of 128 bytes at maps, copied as a launch copies its parameters; n = 0: none. */
+extern "C" void vk_emu_set_tmaps(const void *maps, int n)
+{
+    using namespace vkemu;
+    for (int i = 0; i < 2; i++) {
+        if (i < n)
+            memcpy(&g_tmaps[i], (const unsigned char *)maps + 128 * i, 128);
+        g_tmap[i] = i < n ? &g_tmaps[i] : NULL;
+    }
 }
 
 /* Runs kernel fn over the grid, blocks one after another.  Returns 0, or -1
@@ -600,8 +1048,9 @@ extern "C" int vk_emu_launch(void (*fn)(vk_args), const unsigned *grid, const un
     b.smem_bytes = (size_t)smem_bytes;
     b.nwarps = (int)(n / 32);
     b.w = (warpx *)calloc((size_t)b.nwarps, sizeof(warpx));
-    int rc = b.w ? 0 : -1;
-    if (!b.w)
+    b.unfenced_by = (unsigned short *)calloc(sbytes / 16 + 1, sizeof *b.unfenced_by);
+    int rc = b.w && b.unfenced_by ? 0 : -1;
+    if (rc)
         snprintf(b.err, sizeof b.err, "out of memory");
     blk = &b;
     g_kernel = fn;
@@ -614,11 +1063,15 @@ extern "C" int vk_emu_launch(void (*fn)(vk_args), const unsigned *grid, const un
             for (unsigned x = 0; x < grid[0] && rc == 0; x++) {
                 g_block_idx = vk_dim3{x, y, z};
                 memset(b.smem, 0xa5, sbytes); /* stale shared memory is garbage, not zeros */
+                b.tma_early = g_block_seq & 1;
+                b.wg_early = (g_block_seq >> 1) & 1;
+                g_block_seq++;
                 rc = run_block((int)(nb++ & 1));
             }
     if (rc)
         snprintf(err, errlen, "%s", b.err);
     free(b.w);
+    free(b.unfenced_by);
     munmap(region, span);
     blk = NULL;
     return rc;

@@ -7,7 +7,11 @@
  * graphs and their replay, copies in and out, error paths.  Kernels run on
  * the CPU emulation (tests/cuda_emu.h): a loaded image names its program
  * ("vitc-program:<hash>", see codegen/cuda/cu_plan.c) and the emulation
- * library compiled from that program is VITC_FAKE_CUDA_EMU_DIR/emu-<hash>.so.
+ * library compiled from that program is VITC_FAKE_CUDA_EMU_DIR/emu-<hash>.so,
+ * or for the sm_90a image (it holds "vitc-image:sm_90a") emu-<hash>-sm90a.so,
+ * whose kernels take their sm_90a bodies; tensor maps are encoded as the
+ * emulation reads them (tests/emu_tmap.h) and passed on to the kernels that
+ * take them.
  *
  * It checks what the hardware would refuse: calls before cuInit or without
  * a current context, a launch asking for more than 48 KiB of dynamic shared
@@ -26,6 +30,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include "emu_tmap.h"
 
 #define API __attribute__((visibility("default")))
 
@@ -54,6 +60,8 @@ typedef struct {
     module *mod;
     unsigned grid[3], block[3], smem;
     unsigned long long args[16];
+    int nmaps;
+    unsigned char maps[2][128]; /* copied at the launch, as the driver copies parameters */
 } launch_rec;
 
 typedef struct {
@@ -64,6 +72,7 @@ typedef struct {
 struct module {
     void *emu;
     emu_launch_fn launch;
+    void (*set_tmaps)(const void *maps, int n);
     void *functions[256]; /* freed with the module */
     int nfunctions;
 };
@@ -72,6 +81,7 @@ typedef struct {
     module *mod;
     void *fn;
     int max_smem;
+    int ntmaps; /* tensor maps it takes after its argument slots */
 } function;
 
 typedef struct {
@@ -227,6 +237,10 @@ API int cuModuleLoadDataEx(module **out, const void *image, unsigned nopts, int 
         trace("load %s without a program id", is_elf ? "cubin" : "ptx");
         return E_INVALID_IMAGE;
     }
+    const char *tag_a = "vitc-image:sm_90a";
+    int sm90a = 0;
+    for (size_t i = 0; is_elf && i + strlen(tag_a) <= n && !sm90a; i++)
+        sm90a = p[i] == 'v' && memcmp(p + i, tag_a, strlen(tag_a)) == 0;
     int sm = 0;
     if (is_elf) { /* a CUBIN's ELF flags carry its SM; SASS runs on that major, same or later minor */
         uint32_t flags;
@@ -239,7 +253,7 @@ API int cuModuleLoadDataEx(module **out, const void *image, unsigned nopts, int 
     }
     char path[4096];
     const char *dir = getenv("VITC_FAKE_CUDA_EMU_DIR");
-    snprintf(path, sizeof path, "%s/emu-%.16s.so", dir ? dir : ".", (const char *)hit);
+    snprintf(path, sizeof path, "%s/emu-%.16s%s.so", dir ? dir : ".", (const char *)hit, sm90a ? "-sm90a" : "");
     module *m = calloc(1, sizeof *m);
     if (!m)
         return E_OUT_OF_MEMORY;
@@ -250,8 +264,9 @@ API int cuModuleLoadDataEx(module **out, const void *image, unsigned nopts, int 
         return E_INVALID_IMAGE;
     }
     m->launch = (emu_launch_fn)dlsym(m->emu, "vk_emu_launch");
+    *(void **)&m->set_tmaps = dlsym(m->emu, "vk_emu_set_tmaps");
     if (is_elf)
-        trace("load cubin sm_%d %.16s", sm, (const char *)hit);
+        trace("load cubin sm_%d%s %.16s", sm, sm90a ? "a" : "", (const char *)hit);
     else
         trace("load ptx %.16s", (const char *)hit);
     *out = m;
@@ -282,6 +297,10 @@ API int cuModuleGetFunction(function **out, module *m, const char *name)
     f->mod = m;
     f->fn = fn;
     f->max_smem = 48 * 1024;
+    char sym[512];
+    snprintf(sym, sizeof sym, "%.400s_vk_tmaps", name);
+    const int *nt = dlsym(m->emu, sym);
+    f->ntmaps = nt ? *nt : 0;
     m->functions[m->nfunctions++] = f;
     *out = f;
     return OK;
@@ -332,8 +351,8 @@ API int cuMemFree_v2(unsigned long long p)
 }
 /* A 2-D tiled tensor map as the runtime asks for it (gemm_tma's: 2-byte
  * elements, the 128-byte swizzle, boxes of 128-byte rows), checked as the
- * driver would, and the matrix inside one allocation; the map's words are
- * filled with a pattern (the emulation's kernels do not read them). */
+ * driver would, and the matrix inside one allocation; encoded as the
+ * emulation's bulk tensor copies read it (emu_tmap.h). */
 API int cuTensorMapEncodeTiled(void *map, int dtype, unsigned rank, void *addr, const unsigned long long *dims,
                                const unsigned long long *strides, const unsigned *box, const unsigned *es,
                                int interleave, int swizzle, int l2, int oob)
@@ -356,7 +375,7 @@ API int cuTensorMapEncodeTiled(void *map, int dtype, unsigned rank, void *addr, 
                 dims[1], dims[0], addr);
         return E_INVALID_VALUE;
     }
-    memset(map, 0xa5, 128);
+    vk_emu_tmap_encode(map, (uint64_t)a, dims[0], dims[1], strides[0], box[0], box[1], 2, 128);
     return OK;
 }
 
@@ -426,6 +445,9 @@ API int cuStreamSynchronize(stream *s)
 static int run_launch(const launch_rec *l)
 {
     char err[2048];
+    if (!l->mod->set_tmaps)
+        return E_INVALID_IMAGE;
+    l->mod->set_tmaps(l->maps, l->nmaps);
     if (l->mod->launch(l->fn, l->grid, l->block, l->smem, l->args, err, sizeof err) != 0) {
         fprintf(stderr, "fake libcuda: kernel failed: %s\n", err);
         return E_LAUNCH_FAILED;
@@ -448,6 +470,12 @@ API int cuLaunchKernel(function *f, unsigned gx, unsigned gy, unsigned gz, unsig
     }
     launch_rec l = {.fn = f->fn, .mod = f->mod, .grid = {gx, gy, gz}, .block = {bx, by, bz}, .smem = smem};
     memcpy(l.args, params[0], sizeof l.args);
+    for (int k = 0; k < f->ntmaps && k < 2; k++) {
+        if (!params[1 + k])
+            return E_INVALID_VALUE;
+        memcpy(l.maps[k], params[1 + k], 128);
+        l.nmaps = k + 1;
+    }
     if (s && s->capture) {
         graph *g = s->capture;
         if (g->n == g->cap) {

@@ -52,26 +52,110 @@ static void run_vitc(const char *const *args, const char *what)
     free(out), free(err);
 }
 
-/* The ONNX file model compiled for CUDA (default options) and emitted as CUDA
- * in each precision, run on the emulation at batch 1 and 3 (inputs in[b])
- * against ref[b] within the precision's bars, bf16's raised to bf16_bar
- * where that is larger (twice PyTorch's own bf16 error on the model); one
- * line each.  The count of precisions that failed. */
+/* How a model is compiled and emulated: knobs (NAME=VALUE) set while vitc
+ * compiles it, the precisions (bits of precisions[]), and whether the
+ * emulation takes the kernels' sm_90a bodies (wgmma, TMA, mbarrier) with the
+ * plan's shared memory and tensor maps for that image. */
+typedef struct {
+    const char *knobs[3];
+    unsigned precisions;
+    int sm90a;
+} emu_mode;
+
+/* Default options, every precision: test_cuda_gpu compiles the same programs,
+ * and on the fake driver runs them on the emulation libraries built here. */
+static const emu_mode MODE_DEFAULT = {{NULL}, 15, 0};
+/* fp16 and bf16 with every tensor-core GEMM on the large tile at any batch,
+ * run as on an H100 with the sm_90a image: gemm_tma (128 x 128, 3 stages, two
+ * blocks an SM) where A's rows are whole 16 bytes, gemm_wg (128 x 128) where
+ * they are not. */
+static const emu_mode MODE_SM90A = {{"VITC_CUDA_GEMM_WAVE=1"}, 12, 1};
+/* The other shapes: gemm_tma 128 x 256 in 4 stages, one block an SM (a
+ * producer warpgroup, setmaxnreg) and gemm_wg 128 x 256; gemm_wg 128 x 128
+ * everywhere, in 5 stages. */
+static const emu_mode MODE_SM90A_WIDE = {
+    {"VITC_CUDA_GEMM_WAVE=1", "VITC_CUDA_TMA=256/4/1", "VITC_CUDA_GEMM_LARGE=128x256/2x4/3/64"}, 12, 1};
+static const emu_mode MODE_SM90A_WG = {{"VITC_CUDA_GEMM_WAVE=1", "VITC_CUDA_TMA=0", "VITC_CUDA_WGMMA_STAGES=5"}, 12, 1};
+
+static void set_knobs(const emu_mode *m, int on)
+{
+    for (int k = 0; k < 3 && m->knobs[k]; k++) {
+        char name[64];
+        const char *eq = strchr(m->knobs[k], '=');
+        snprintf(name, sizeof name, "%.*s", (int)(eq - m->knobs[k]), m->knobs[k]);
+        if (on)
+            setenv(name, eq + 1, 1);
+        else
+            unsetenv(name);
+    }
+}
+
+/* The sm_90a GEMM kernels of the program at cu by shape, e.g. "tma
+ * 128/3/2 x6, wg 128/3 x1" (gemm_tma's BN/stages/blocks an SM, gemm_wg's
+ * BN/stages); "none" without any. */
+static void variants(const char *cu, char *out, size_t n)
+{
+    size_t len;
+    char *text = tu_read_file(cu, &len);
+    assert_non_null(text);
+    enum { MAXV = 8 };
+    char shape[MAXV][32];
+    int count[MAXV], nv = 0;
+    static const char *const kinds[2] = {"vk::gemm_tma<", "vk::gemm_wg<"};
+    for (int k = 0; k < 2; k++)
+        for (const char *q = text; (q = strstr(q, kinds[k])); q++) {
+            int bn, a2, a3;
+            char s[32];
+            if (sscanf(q + strlen(kinds[k]), "%*[^,], %d, %d, %d", &bn, &a2, &a3) != 3)
+                continue;
+            if (k == 0)
+                snprintf(s, sizeof s, "tma %d/%d/%d", bn, a2, a3);
+            else
+                snprintf(s, sizeof s, "wg %d/%d", bn, a3); /* BN, BKB, stages */
+            int i = 0;
+            while (i < nv && strcmp(shape[i], s) != 0)
+                i++;
+            if (i == nv && nv < MAXV) {
+                snprintf(shape[nv], sizeof shape[nv], "%s", s);
+                count[nv++] = 0;
+            }
+            if (i < nv)
+                count[i]++;
+        }
+    free(text);
+    size_t k = 0;
+    out[0] = 0;
+    for (int i = 0; i < nv && k < n; i++)
+        k += (size_t)snprintf(out + k, n - k, "%s%s x%d", i ? ", " : "", shape[i], count[i]);
+    if (!nv)
+        snprintf(out, n, "none");
+}
+
+/* The ONNX file model compiled for CUDA and emitted as CUDA in each precision
+ * of the mode, run on the emulation at batch 1 and 3 (inputs in[b]) against
+ * ref[b] within the precision's bars, bf16's raised to bf16_bar where that is
+ * larger (twice PyTorch's own bf16 error on the model); one line each (with
+ * the sm_90a variants: how many GEMM kernels of each).  The count of
+ * precisions that failed. */
 static int emulate_model(const char *name, const char *model, const ir_tensor in[2], const ir_tensor ref[2],
-                         double bf16_bar, double worst[4])
+                         double bf16_bar, double worst[4], const emu_mode *mode)
 {
     int failures = 0;
     for (int pi = 0; pi < 4; pi++) {
-        char so[8300], cu[8300], emu[8300];
+        if (!((mode->precisions >> pi) & 1))
+            continue;
+        char so[8300], cu[8300], emu[8300], var[64] = "";
         snprintf(so, sizeof so, "%.4000s/%.95s.%s.so", tmpdir, name, precisions[pi]);
         snprintf(cu, sizeof cu, "%.4000s/%.95s.%s.cu", tmpdir, name, precisions[pi]);
-        /* default options: test_cuda_gpu compiles the same programs, and on the
-         * fake driver runs them on the emulation libraries built here */
         const char *a1[] = {model, "--target", "cuda", "--precision", precisions[pi], "-o", so, NULL};
         const char *a2[] = {model, "--emit", "cuda", "--precision", precisions[pi], "-o", cu, NULL};
+        set_knobs(mode, 1);
         run_vitc(a1, so);
         run_vitc(a2, cu);
-        tu_emu_build(cu, emu, sizeof emu);
+        set_knobs(mode, 0);
+        tu_emu_build_as(cu, mode->sm90a, emu, sizeof emu);
+        if (mode->sm90a)
+            variants(cu, var, sizeof var);
         double e[2], c[2];
         int nl = 0;
         for (int b = 0; b < 2; b++) {
@@ -89,8 +173,8 @@ static int emulate_model(const char *name, const char *model, const ir_tensor in
         if (raised)
             ok = e[0] <= bf16_bar && e[1] <= bf16_bar && c[0] >= TU_BAR_COSINE && c[1] >= TU_BAR_COSINE;
         failures += !ok;
-        print_message("%-24s %-5s %11.3g %11.3g %9.6f %9.6f %8d %s", name, precisions[pi], e[0], e[1], c[0], c[1], nl,
-                      ok ? "ok" : "FAIL");
+        print_message("%-24s %-5s %11.3g %11.3g %9.6f %9.6f %8d %s%s%s", name, precisions[pi], e[0], e[1], c[0], c[1],
+                      nl, ok ? "ok" : "FAIL", *var ? "  sm_90a GEMMs: " : "", var);
         if (raised)
             print_message(" (bar %.3g: twice PyTorch's own bf16 error)", bf16_bar);
         print_message("\n");
@@ -106,27 +190,36 @@ static void print_header(const char *what)
                   "launches");
 }
 
-static void test_fixtures_emulated(void **state)
+/* Every fixture in the mode, against the interpreter's outputs; only the
+ * ts17 export of each family where ts17_only (the three exporters of a family
+ * give the same program). */
+static void fixtures_emulated(const emu_mode *mode, int ts17_only)
 {
-    (void)state;
     assert_true(nfixtures >= 15);
     print_header("fixture");
     int failures = 0;
     double worst[4] = {0};
-    if (TU_SANITIZED)
-        print_message("(sanitizer build: one exporter per family, ts17)\n");
+    if (ts17_only)
+        print_message("(one exporter per family, ts17)\n");
     for (int i = 0; i < nfixtures; i++) {
         const tu_fixture *fx = &fixtures[i];
-        if (TU_SANITIZED && strcmp(fx->exporter, "ts17") != 0)
+        if (ts17_only && strcmp(fx->exporter, "ts17") != 0)
             continue;
         char model[4096];
         ir_tensor in[2], ref[2];
         tu_fixture_case(fx, model, sizeof model, in, ref);
-        failures += emulate_model(fx->model, model, in, ref, 0, worst);
+        failures += emulate_model(fx->model, model, in, ref, 0, worst, mode);
         for (int b = 0; b < 2; b++)
             ir_tensor_free(&in[b]), ir_tensor_free(&ref[b]);
     }
     tu_precision_report(worst, failures);
+}
+
+/* Under AddressSanitizer, one exporter per family (TU_SANITIZED). */
+static void test_fixtures_emulated(void **state)
+{
+    (void)state;
+    fixtures_emulated(&MODE_DEFAULT, TU_SANITIZED);
 }
 
 /* The zoo's families whose ops the fixtures do not have, against PyTorch's
@@ -138,9 +231,8 @@ static void test_fixtures_emulated(void **state)
  * whose single query is sequence first (SigLIP).  Their bf16 error is held to
  * twice PyTorch's own in bf16 (MODEL.b*.bf16-output.npy from gen_zoo.py) where
  * that is above the fixed bar: a gated MLP multiplies two rounded projections. */
-static void test_zoo_families_emulated(void **state)
+static void zoo_emulated(const emu_mode *mode)
 {
-    (void)state;
     static const char *const zoo[][3] = { /* folder of tests/, export, model */
         {"zoo", "timm_eva02-dynamo.onnx", "timm_eva02"},
         {"zoo", "hf_dinov3_sdpa-dynamo.onnx", "hf_dinov3_sdpa"},
@@ -171,11 +263,33 @@ static void test_zoo_families_emulated(void **state)
             ir_tensor_free(&pt_bf16);
         }
         print_message("%-24s PyTorch's own bf16 error %.3g\n", zoo[i][2], pt);
-        failures += emulate_model(zoo[i][2], model, in, ref, 2 * pt, worst);
+        failures += emulate_model(zoo[i][2], model, in, ref, 2 * pt, worst, mode);
         for (int b = 0; b < 2; b++)
             ir_tensor_free(&in[b]), ir_tensor_free(&ref[b]);
     }
     tu_precision_report(worst, failures);
+}
+
+static void test_zoo_families_emulated(void **state)
+{
+    (void)state;
+    zoo_emulated(&MODE_DEFAULT);
+}
+
+/* The sm_90a kernels (gemm_tma: TMA, mbarrier ring, warp roles; gemm_wg:
+ * wgmma from cp.async stages) on every fixture (one exporter per family)
+ * and zoo model in fp16 and bf16, as an H100 runs them; then their other
+ * shapes on the fixtures. */
+static void test_sm90a_emulated(void **state)
+{
+    (void)state;
+    print_message("sm_90a: gemm_tma 128x128 (3 stages, 2 blocks an SM) and gemm_wg 128x128\n");
+    fixtures_emulated(&MODE_SM90A, 1);
+    zoo_emulated(&MODE_SM90A);
+    print_message("sm_90a: gemm_tma 128x256 (4 stages, a producer warpgroup) and gemm_wg 128x256\n");
+    fixtures_emulated(&MODE_SM90A_WIDE, 1);
+    print_message("sm_90a: gemm_wg 128x128 in 5 stages everywhere\n");
+    fixtures_emulated(&MODE_SM90A_WG, 1);
 }
 
 /* ---- hand-built graphs: the ops the fixtures do not reach ---- */
@@ -405,6 +519,134 @@ static void test_head_sizes_emulated(void **state)
     check_graph("attn-heads", g, FP32 | FP16 | BF16);
 }
 
+/* ---- the sm_90a GEMMs with a bug put in ---- */
+
+/* The program at cu with `from` (which must occur once) replaced by `to`,
+ * under a program id of its own, written to out. */
+static void mutate_program(const char *cu, const char *from, const char *to, const char *out)
+{
+    size_t len;
+    char *text = tu_read_file(cu, &len);
+    assert_non_null(text);
+    char *at = strstr(text, from);
+    if (!at || strstr(at + 1, from))
+        fail_msg("the program has %s of '%s'", at ? "more than one occurrence" : "no occurrence", from);
+    char *id = strstr(text, "\"vitc-program:");
+    assert_non_null(id);
+    id += strlen("\"vitc-program:");
+    FILE *f = fopen(out, "w");
+    assert_non_null(f);
+    /* the id: FNV-1a of the mutated text, as the compiler names a program by its text */
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (const char *q = to; *q; q++)
+        h = (h ^ (unsigned char)*q) * 0x100000001b3ull;
+    h ^= (uint64_t)(at - text);
+    char hex[17];
+    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)h);
+    memcpy(id, hex, 16);
+    fwrite(text, 1, (size_t)(at - text), f);
+    fputs(to, f);
+    fputs(at + strlen(from), f);
+    assert_int_equal(fclose(f), 0);
+    free(text);
+}
+
+/* A bug in the sm_90a GEMMs must fail their emulation, with a message or
+ * with outputs beyond the bar: the 128-byte swizzle missing from the wgmma
+ * descriptors; a consumer waiting for the wrong phase of a stage's full
+ * barrier (it reads the stage before the copy engine has written it); the
+ * producer waiting for the wrong phase of an empty barrier (it waits for an
+ * arrival that never comes: a deadlock); the proxy fence between gemm_wg's
+ * cp.async writes and wgmma's reads left out; the wgmma.fence before a
+ * sequence of wgmma left out; a consumer releasing a stage while its wgmma
+ * group may still read it (wait_group 2 for 1).  On two bf16 GEMMs at batch
+ * 3 (300 rows: 3 row tiles, the last part past M), gemm_tma with K = 512 (8
+ * k tiles around a ring of 3 stages) and N = 320 (the last column tile part
+ * padding), gemm_wg with K = 196 (rows of A not 16-byte aligned).  The
+ * program without a bug passes first. */
+static void test_sm90a_mutations(void **state)
+{
+    (void)state;
+    ir_graph *g = tu_graph_new("sm90a-mutations.onnx", 18);
+    int x = tu_input(g, "x", IR_F32, 3, TU_DIMS(-1, 100, 512)), y = tu_input(g, "y", IR_F32, 3, TU_DIMS(-1, 100, 196));
+    int w1 = tu_const_f32(g, "w1", 2, TU_DIMS(512, 320), NULL), b1 = tu_const_f32(g, "b1", 1, TU_DIMS(320), NULL);
+    int w2 = tu_const_f32(g, "w2", 2, TU_DIMS(196, 136), NULL);
+    tu_output(g, tu_node(g, IR_OP_LINEAR, NULL, IR_F32, 3, TU_IN(x, w1, b1), 1,
+                         TU_AT(tu_int(IR_ATTR_ACTIVATION, IR_ACT_GELU_ERF))));
+    tu_output(g, tu_node(g, IR_OP_LINEAR, NULL, IR_F32, 2, TU_IN(y, w2), 0, NULL));
+    tu_check_graph(g, "sm90a-mutations");
+    vitc_diag d;
+    vitc_diag_init(&d, "sm90a-mutations");
+    ir_tensor in[2], ref[2];
+    tu_random_inputs(g, 3, in);
+    if (ir_interpret(g, in, ref, NULL, NULL, &d))
+        fail_msg("the interpreter failed");
+    char so[8300], cu[8300], mut[8300], emu[8300];
+    snprintf(so, sizeof so, "%s/sm90a-mutations.so", tmpdir);
+    snprintf(cu, sizeof cu, "%s/sm90a-mutations.cu", tmpdir);
+    snprintf(mut, sizeof mut, "%s/sm90a-mutated.cu", tmpdir);
+    setenv("VITC_CUDA_GEMM_WAVE", "1", 1);
+    cg_options opt = {.output = so, .source = "sm90a-mutations", .max_batch = 3, .opt_level = 2, .precision = "bf16"};
+    if (cg_compile(&cg_cuda_backend, g, &opt, &d) != VITC_OK)
+        fail_msg("the CUDA backend failed (status %d)", d.status);
+    opt.output = cu;
+    opt.emit_source = 1;
+    if (cg_compile(&cg_cuda_backend, g, &opt, &d) != VITC_OK)
+        fail_msg("--emit cuda failed");
+    unsetenv("VITC_CUDA_GEMM_WAVE");
+    char var[64];
+    variants(cu, var, sizeof var);
+    assert_string_equal(var, "tma 128/3/2 x1, wg 128/3 x1");
+
+    static const struct {
+        const char *what, *from, *to;
+    } bugs[] = {
+        {NULL, NULL, NULL},
+        {"no 128-byte swizzle in the wgmma descriptors", "((unsigned long long)(sw128 ? 1 : 0) << 62)",
+         "((unsigned long long)0 << 62)"},
+        {"a consumer waits for the other phase of full[s]", "vk_mbar_wait(&full[s], (it / WS) & 1);",
+         "vk_mbar_wait(&full[s], ((it / WS) & 1) ^ 1);"},
+        {"the producer waits for the other phase of empty[s]", "vk_mbar_wait(&empty[s], ((it / WS) & 1) ^ 1);",
+         "vk_mbar_wait(&empty[s], (it / WS) & 1);"},
+        {"no fence.proxy.async after gemm_wg's cp.async", "        vk_fence_proxy_async();\n        __syncthreads();",
+         "        __syncthreads();"},
+        {"no wgmma.fence in gemm_tma", "            vk_wg_fence();\n#pragma unroll\n            for (int ks = 0; ks < BK / 16; ks++)\n                vk_wgmma(d, wg_desc(sa + cw",
+         "#pragma unroll\n            for (int ks = 0; ks < BK / 16; ks++)\n                vk_wgmma(d, wg_desc(sa + cw"},
+        {"a stage released with its wgmma group in flight", "vk_wg_wait<1>();\n            /* the group of k tile it - 1",
+         "vk_wg_wait<2>();\n            /* the group of k tile it - 1"},
+    };
+    print_message("%-52s %s\n", "sm_90a GEMMs (gemm_tma, gemm_wg), bf16, batch 3", "emulation");
+    for (size_t i = 0; i < sizeof bugs / sizeof bugs[0]; i++) {
+        const char *prog = cu;
+        if (bugs[i].from) {
+            mutate_program(cu, bugs[i].from, bugs[i].to, mut);
+            prog = mut;
+        }
+        tu_emu_build_as(prog, 1, emu, sizeof emu);
+        ir_tensor out[2];
+        int nl;
+        char err[4096];
+        int rc = tu_emulate_try(so, emu, 3, in, 2, out, 2, &nl, err, sizeof err);
+        double e = 0;
+        for (int o = 0; o < 2 && rc == 0; o++) {
+            double eo = ir_rel_error(&out[o], &ref[o]);
+            e = eo > e || isnan(eo) ? eo : e;
+            ir_tensor_free(&out[o]);
+        }
+        int failed = rc != 0 || !(e <= tu_precision_bar(3));
+        if (rc)
+            print_message("%-52s failed: %s\n", bugs[i].what ? bugs[i].what : "(none)", strstr(err, "): ") + 3);
+        else
+            print_message("%-52s rel err %.3g: %s\n", bugs[i].what ? bugs[i].what : "(none)", e,
+                          failed ? "beyond the bar" : "within the bar");
+        if (failed != (bugs[i].from != NULL))
+            fail_msg("%s: the emulation %s", bugs[i].what ? bugs[i].what : "no bug", failed ? "failed" : "passed");
+    }
+    for (int k = 0; k < 2; k++)
+        ir_tensor_free(&in[k]), ir_tensor_free(&ref[k]);
+    ir_graph_free(g);
+}
+
 /* ---- the runtime on a fake driver ---- */
 
 /* Builds tests/fake_libcuda.c as cachedir/fakecuda/libcuda.so.1 (once). */
@@ -534,12 +776,14 @@ static void test_fixtures_on_fake_driver(void **state)
     run_vitc(c3, so);
     run_vitc(c4, cu);
     tu_emu_build(cu, emu, sizeof emu);
+    tu_emu_build_as(cu, 1, emu, sizeof emu); /* the sm_90a image's: gemm_wg and gemm_tma on wgmma */
     size_t len;
     char *prog = tu_read_file(cu, &len);
     assert_non_null(prog);
-    /* on mma.sync (gemm_tc) or wgmma (gemm_wg, gemm_tc on the emulation); the aligned ones through
-     * gemm_tma, whose tensor maps the runtime encodes on the fake sm_90 (the fake driver checks them
-     * against the allocations) and whose fallback runs gemm_tc with a ninth, loading warp */
+    /* on mma.sync (gemm_tc) or wgmma (gemm_wg); the aligned ones through gemm_tma, whose tensor maps
+     * the runtime encodes on the fake sm_90 (the fake driver checks them against the allocations and
+     * encodes them for the emulation's bulk copies): the runtime loads the sm_90a image, whose
+     * emulation runs the wgmma bodies */
     int large = strstr(prog, "vk::gemm_tc<b16, 128, 128") || strstr(prog, "vk::gemm_wg<b16, 128, ");
     int tma = strstr(prog, "vk::gemm_tma<b16, 128, ") != NULL;
     free(prog);
@@ -547,11 +791,13 @@ static void test_fixtures_on_fake_driver(void **state)
         fail_msg("face_ln at batch 128 has no 128x128 GEMM tile %sto test the shared memory opt-in with",
                  large ? "through gemm_tma " : "");
     const char *cmp[] = {"compare", model, so, "--batch", "120", NULL};
+    unlink(trace);
     int rc = vitc_text(cmp, text, sizeof text);
-    print_message("fake sm_90: vitc compare face_ln-ts17 at batch 120 (128x128 tiles, over 48 KiB of shared "
-                  "memory): exit %d\n%s",
-                  rc, text);
+    print_message("fake sm_90: vitc compare face_ln-ts17 at batch 120 (128x128 tiles on wgmma and TMA, over 48 "
+                  "KiB of shared memory): exit %d, %d sm_90a image(s) loaded\n%s",
+                  rc, count_lines(trace, "load cubin sm_90a"), text);
     assert_int_equal(rc, 0);
+    assert_int_equal(count_lines(trace, "load cubin sm_90a"), 1);
 
     /* 3. the GPU test, on the fake device (not under a sanitizer: it repeats
      * the fixtures' emulation above through the slower instrumented tools) */
@@ -593,8 +839,9 @@ static int setup(void **state)
     return *state && !tu_emu_init() ? 0 : -1;
 }
 
-TU_MAIN(setup, tu_teardown_tmpdir, test_fixtures_emulated, test_zoo_families_emulated, test_ops_emulated,
-        test_rope_emulated, test_head_sizes_emulated,
+TU_MAIN(setup, tu_teardown_tmpdir, test_fixtures_emulated, test_zoo_families_emulated, test_sm90a_emulated,
+        test_ops_emulated,
+        test_rope_emulated, test_head_sizes_emulated, test_sm90a_mutations,
         test_fixtures_on_fake_driver)
 
 #else

@@ -8,6 +8,7 @@
 #include "runtime/rt_impl.h"
 #include "vitc/runtime.h"
 #ifdef VITC_HAVE_CUDA
+#include "emu_tmap.h"
 #include "runtime/abi.h"
 #include <dlfcn.h>
 #include <sys/mman.h>
@@ -757,8 +758,10 @@ typedef int (*emu_launch_fn)(void *fn, const unsigned *grid, const unsigned *blo
                              const void *args, char *err, unsigned long errlen);
 
 /* Compiles the program at cu into the host library emu-<program id>.so of
- * the cache directory (where the fake driver looks for it); kept across runs. */
-void tu_emu_build(const char *cu, char *so, size_t n)
+ * the cache directory (where the fake driver looks for it), or with sm90a
+ * emu-<program id>-sm90a.so, whose kernels take their sm_90a bodies (wgmma,
+ * TMA, mbarrier: VITC_EMU_SM90A); kept across runs. */
+void tu_emu_build_as(const char *cu, int sm90a, char *so, size_t n)
 {
     size_t len;
     char *text = tu_read_file(cu, &len);
@@ -766,7 +769,7 @@ void tu_emu_build(const char *cu, char *so, size_t n)
     const char *id = strstr(text, "\"vitc-program:");
     if (!id)
         fail_msg("%s has no program id", cu);
-    snprintf(so, n, "%.8000s/emu-%.16s.so", emudir, id + strlen("\"vitc-program:"));
+    snprintf(so, n, "%.8000s/emu-%.16s%s.so", emudir, id + strlen("\"vitc-program:"), sm90a ? "-sm90a" : "");
     free(text);
     struct stat sb;
     if (stat(so, &sb) == 0)
@@ -774,8 +777,9 @@ void tu_emu_build(const char *cu, char *so, size_t n)
     char tmp[8300], inc[4096], cmd[32768];
     snprintf(tmp, sizeof tmp, "%s.%ld.tmp", so, (long)getpid());
     const char *cxx = getenv("CXX");
-    snprintf(cmd, sizeof cmd, "%s -std=c++17 -O1 -w -shared -fPIC -DVITC_EMU -I'%s' -x c++ '%s' -o '%s' 2>&1",
-             cxx && *cxx ? cxx : "c++", tu_path(inc, sizeof inc, "tests"), cu, tmp);
+    snprintf(cmd, sizeof cmd, "%s -std=c++17 -O1 -w -shared -fPIC -DVITC_EMU%s -I'%s' -x c++ '%s' -o '%s' 2>&1",
+             cxx && *cxx ? cxx : "c++", sm90a ? " -DVITC_EMU_SM90A" : "", tu_path(inc, sizeof inc, "tests"), cu,
+             tmp);
     FILE *p = popen(cmd, "r");
     assert_non_null(p);
     char out[8192];
@@ -786,6 +790,8 @@ void tu_emu_build(const char *cu, char *so, size_t n)
         fail_msg("host compile of %s failed (%d):\n%s", cu, rc, out);
     assert_int_equal(rename(tmp, so), 0);
 }
+
+void tu_emu_build(const char *cu, char *so, size_t n) { tu_emu_build_as(cu, 0, so, n); }
 
 /* Device memory of the emulation: n bytes ending at an inaccessible page. */
 typedef struct {
@@ -806,18 +812,25 @@ static void guarded_alloc(guarded *g, size_t n)
 }
 
 /* Runs the plan of the model .so on the emulation, as the runtime would:
- * inputs copied in at their offsets, every launch of this batch in order,
- * outputs (allocated here, as the descriptor says) copied back. */
-void tu_emulate(const char *model_so, const char *emu_so, int64_t batch, const ir_tensor *in, int nin,
-                    ir_tensor *out, int nout, int *nlaunches)
+ * inputs copied in at their offsets, every launch of this batch in order
+ * (on an sm_90a emulation library with the launch's shared memory for that
+ * image and its tensor maps encoded), outputs (allocated here, as the
+ * descriptor says) copied back.  0, or -1 with the failed launch in err
+ * (and no outputs). */
+int tu_emulate_try(const char *model_so, const char *emu_so, int64_t batch, const ir_tensor *in, int nin,
+                   ir_tensor *out, int nout, int *nlaunches, char *err, size_t errlen)
 {
     void *mh = dlopen(model_so, RTLD_NOW | RTLD_LOCAL), *eh = dlopen(emu_so, RTLD_NOW | RTLD_LOCAL);
     if (!mh || !eh)
         fail_msg("dlopen: %s", dlerror());
     const vitc_abi_model *a = dlsym(mh, VITC_ABI_SYMBOL);
     emu_launch_fn launch = (emu_launch_fn)dlsym(eh, "vk_emu_launch");
+    void (*set_tmaps)(const void *, int) = (void (*)(const void *, int))dlsym(eh, "vk_emu_set_tmaps");
+    const int *sm90a = dlsym(eh, "vk_emu_sm90a");
     assert_non_null(a);
     assert_non_null(launch);
+    assert_non_null(set_tmaps);
+    assert_non_null(sm90a);
     const vitc_cuda_plan *p = a->cuda_plan;
     assert_non_null(p);
     assert_int_equal(a->ninputs, nin);
@@ -832,8 +845,9 @@ void tu_emulate(const char *model_so, const char *emu_so, int64_t batch, const i
         assert_int_equal(a->inputs[j].dtype, ir_dtype_onnx_code(in[j].dtype));
         memcpy(ws.p + p->inputs[j].offset, in[j].data, ir_tensor_nbytes(&in[j]));
     }
+    int rc = 0;
     *nlaunches = 0;
-    for (int i = 0; i < p->nlaunches; i++) {
+    for (int i = 0; i < p->nlaunches && rc == 0; i++) {
         const vitc_cuda_launch *l = &p->launches[i];
         if (batch < l->min_batch || batch > l->max_batch)
             continue;
@@ -853,17 +867,29 @@ void tu_emulate(const char *model_so, const char *emu_so, int64_t batch, const i
                       : l->args[k].kind == VITC_CUDA_ARG_WEIGHTS ? (unsigned long long)(uintptr_t)(w.p + v)
                                                                  : (unsigned long long)v;
         }
+        /* the tensor maps as the runtime encodes them for the sm_90a image (runtime/cuda_exec.c) */
+        unsigned char maps[VITC_CUDA_MAX_TMAPS][128];
+        int nmaps = *sm90a ? l->ntmaps : 0;
+        for (int k = 0; k < nmaps; k++) {
+            const vitc_cuda_tmap *t = &l->tmaps[k];
+            vk_emu_tmap_encode(maps[k], args[t->arg], (uint64_t)t->cols, (uint64_t)vitc_cuda_poly_at(&t->rows, batch),
+                               (uint64_t)t->row_bytes, t->box_cols, t->box_rows, 2, 128);
+        }
+        set_tmaps(maps, nmaps);
         const char *name = p->functions[l->function];
         void *fn = dlsym(eh, name);
         if (!fn)
             fail_msg("%s: no kernel %s in the emulation", model_so, name);
-        char err[2048];
-        if (launch(fn, grid, block, l->shared_bytes, args, err, sizeof err) != 0)
-            fail_msg("%s batch %lld: launch %d (%s, grid %u x %u x %u, block %u, %u bytes shared): %s", model_so,
-                     (long long)batch, i, name, grid[0], grid[1], grid[2], l->block, l->shared_bytes, err);
+        unsigned smem = *sm90a && l->shared_bytes_specific ? l->shared_bytes_specific : l->shared_bytes;
+        char why[2048];
+        if (launch(fn, grid, block, smem, args, why, sizeof why) != 0) {
+            snprintf(err, errlen, "%s batch %lld: launch %d (%s, grid %u x %u x %u, block %u, %u bytes shared): %s",
+                     model_so, (long long)batch, i, name, grid[0], grid[1], grid[2], l->block, smem, why);
+            rc = -1;
+        }
         ++*nlaunches;
     }
-    for (int j = 0; j < nout; j++) {
+    for (int j = 0; j < nout && rc == 0; j++) {
         const vitc_abi_tensor *t = &a->outputs[j];
         int64_t dims[VITC_ABI_MAX_RANK];
         for (int k = 0; k < t->rank; k++)
@@ -878,6 +904,15 @@ void tu_emulate(const char *model_so, const char *emu_so, int64_t batch, const i
     munmap(w.map, w.span);
     dlclose(eh);
     dlclose(mh);
+    return rc;
+}
+
+void tu_emulate(const char *model_so, const char *emu_so, int64_t batch, const ir_tensor *in, int nin,
+                ir_tensor *out, int nout, int *nlaunches)
+{
+    char err[4096];
+    if (tu_emulate_try(model_so, emu_so, batch, in, nin, out, nout, nlaunches, err, sizeof err) != 0)
+        fail_msg("%s", err);
 }
 
 int tu_emu_init(void)

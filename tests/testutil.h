@@ -237,10 +237,16 @@ const char *tu_emu_cache_dir(void);
 const char *tu_emu_dir(void);
 /* Builds the program cu (from --emit cuda) into a host library, cached by program id. */
 void tu_emu_build(const char *cu, char *so, size_t n);
+/* The same with the kernels' sm_90a bodies (wgmma, TMA, mbarrier) where sm90a is set. */
+void tu_emu_build_as(const char *cu, int sm90a, char *so, size_t n);
 /* Runs the launch plan of model_so at a batch on the emulation library emu_so, as the
- * runtime would; allocates the outputs; *nlaunches gets the launches run. */
+ * runtime would (on an sm_90a library as with the sm_90a image); allocates the outputs;
+ * *nlaunches gets the launches run. */
 void tu_emulate(const char *model_so, const char *emu_so, int64_t batch, const ir_tensor *in, int nin,
                 ir_tensor *out, int nout, int *nlaunches);
+/* The same, returning -1 with the reason in err (no outputs) where a launch fails. */
+int tu_emulate_try(const char *model_so, const char *emu_so, int64_t batch, const ir_tensor *in, int nin,
+                   ir_tensor *out, int nout, int *nlaunches, char *err, size_t errlen);
 #endif
 
 #endif

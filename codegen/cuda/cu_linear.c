@@ -7,7 +7,7 @@
  * bounds and 16-byte aligned.  Bias, activation and residual run in the
  * GEMM's epilogue.  fp16/bf16/tf32 use the tensor-core kernel with one of
  * two tiles, chosen per batch: the large one (128 x 128, 8 warps) once its
- * grid fills a GPU of CU_GEMM_WAVE SMs, 64 x 64 (4 warps) below, so that
+ * grid fills a GPU of CU_GEMM_WAVE SMs (VITC_CUDA_GEMM_WAVE), 64 x 64 (4 warps) below, so that
  * small batches still spread over the machine; where even the 64 x 64 grid
  * has fewer blocks than SMs (a batch-1 ViT-B's fc2 and proj: 48), K is split
  * over up to CU_SPLIT_MAX blocks per tile, towards CU_SPLIT_BLOCKS blocks,
@@ -31,9 +31,11 @@
  * encodes per batch (vitc_cuda_tmap), and the other GPUs run gemm_tc's tile
  * with a ninth, loading warp (bench/design-notes.md, "TMA GEMM").
  *
- * The knobs VITC_CUDA_GEMM_LARGE, VITC_CUDA_TMA, VITC_CUDA_SPLIT_K,
- * VITC_CUDA_WGMMA_STAGES and VITC_CUDA_WGMMA (codegen/knobs.def) change these
- * choices for measuring on a GPU (bench/kit), not for users. */
+ * The knobs VITC_CUDA_GEMM_LARGE, VITC_CUDA_GEMM_WAVE, VITC_CUDA_TMA,
+ * VITC_CUDA_SPLIT_K, VITC_CUDA_WGMMA_STAGES and VITC_CUDA_WGMMA
+ * (codegen/knobs.def) change these choices for measuring on a GPU (bench/kit)
+ * and for the emulation's tests (the large tile at small batches), not for
+ * users. */
 #include "codegen/cuda/cu_impl.h"
 
 #include <math.h>
@@ -320,7 +322,7 @@ static int choose(const cu_ctx *c, const gemm_job *j, int64_t Kp, int64_t batch,
     tile L = large_tile(c, &bad);
     int64_t m = cg_poly_eval(j->M, batch);
     *split = 1;
-    if (m >= 0 && (m + L.bm - 1) / L.bm * ((j->N + L.bn - 1) / L.bn) >= CU_GEMM_WAVE) {
+    if (m >= 0 && (m + L.bm - 1) / L.bm * ((j->N + L.bn - 1) / L.bn) >= c->knobs.cuda_gemm_wave) {
         *t = L;
         return 1;
     }

@@ -342,7 +342,7 @@ int cu_add_kernel(cu_ctx *c, const char *kind, const char *label, const cu_str *
     k->name = strdup(name);
     k->label = strdup(label);
     k->text = strdup(text->s);
-    for (int t = 0; t < CU_NTARGETS; t++)
+    for (int t = 0; t < CU_NSTATS; t++)
         k->regs[t] = k->spill[t] = k->stack[t] = -1;
     if (!k->name || !k->label || !k->text) {
         free(k->name), free(k->label), free(k->text);
@@ -439,7 +439,10 @@ char *cu_program_text(cu_ctx *c)
     /* an identifier of the text above, kept in every image (external linkage) */
     uint64_t h = vitc_fnv1a(VITC_FNV1A_INIT, b.s, b.len);
     cu_str_add(&b, "\n/* FNV-1a 64 of the program above: names it in every image it is compiled into */\n"
-                   "extern \"C\" __device__ const char vk_program_id[] = \"vitc-program:%016llx\";\n",
+                   "extern \"C\" __device__ const char vk_program_id[] = \"vitc-program:%016llx\";\n"
+                   "#if VK_SM90A /* and names the arch-specific image as such */\n"
+                   "extern \"C\" __device__ const char vk_image_kind[] = \"vitc-image:sm_90a\";\n"
+                   "#endif\n",
                (unsigned long long)h);
     if (b.oom) {
         cu_str_free(&b);

@@ -249,8 +249,8 @@ VK_DEV void gemm_tc(const vk_gemm_params &p, int N, int K, int Kp, vk_i64 lda, v
  * same grid and 256 threads, so that one plan serves every GPU: compiled for
  * sm_90a it runs the k loop on wgmma, with gemm_wg_smem's shared memory (the
  * launch's shared_bytes_specific, which the runtime passes when it loaded the
- * sm_90a image), for any other target (and on the emulation) it is that
- * gemm_tc, with gemm_smem's.
+ * sm_90a image), for any other target it is that gemm_tc, with gemm_smem's
+ * (VK_SM90A: prelude.cuh; the emulation runs either).
  *
  * Shared memory holds WS stages of BKB bytes of k, filled by cp.async: with
  * BKB 128, rows of 128 bytes in the 128-byte swizzle (16-byte chunk c of row
@@ -272,14 +272,12 @@ VK_DEV void gemm_tc(const vk_gemm_params &p, int N, int K, int Kp, vk_i64 lda, v
  * cores' (async) proxy through fence.proxy.async before the barrier.
  * Accumulators: per 8 columns j, d[4j..4j+3] as mma.m16n8's C fragment, for
  * the warp's 16 rows of its warpgroup's 64. */
-template <int N> struct wg_n {
-};
 
 /* gemm_wg's shared memory on sm_90a: WS stages and 1 KiB to align them. */
 template <int BN, int BKB, int WS> struct gemm_wg_smem {
     enum { bytes = 1024 + WS * (128 + BN) * BKB };
 };
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL) && !defined(VITC_EMU)
+#if VK_SM90A
 /* The shared memory descriptor of a K-major operand at smem: no swizzle, row
  * groups sbo bytes apart and core matrices along k 128 bytes apart; or
  * (sw128) rows of 128 bytes swizzled in atoms of 8 rows (1024 bytes, sbo). */
@@ -288,48 +286,6 @@ VK_DEV unsigned long long wg_desc(const void *smem, unsigned sbo, bool sw128)
     unsigned long long a = vk_smem_addr(smem);
     return ((a & 0x3ffff) >> 4) | ((unsigned long long)(sw128 ? 1 : 128 >> 4) << 16) |
            ((unsigned long long)(sbo >> 4) << 32) | ((unsigned long long)(sw128 ? 1 : 0) << 62);
-}
-
-/* d (N / 2 floats) += A (64 x 16 at da) * B (16 x N at db): one wgmma whose
- * N / 2 accumulators are operands 0..N/2-1, the descriptors and the scale-d
- * predicate's value the three after them. */
-#define VK_WG_D8(i)                                                                                           \
-    "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), \
-        "+f"(d[i + 7])
-#define VK_WG_D64                                                                                             \
-    VK_WG_D8(0), VK_WG_D8(8), VK_WG_D8(16), VK_WG_D8(24), VK_WG_D8(32), VK_WG_D8(40), VK_WG_D8(48), VK_WG_D8(56)
-#define VK_WG_D128                                                                                            \
-    VK_WG_D64, VK_WG_D8(64), VK_WG_D8(72), VK_WG_D8(80), VK_WG_D8(88), VK_WG_D8(96), VK_WG_D8(104), VK_WG_D8(112), \
-        VK_WG_D8(120)
-#define VK_WG_R64                                                                                             \
-    "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26," \
-    "%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51," \
-    "%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63"
-#define VK_WG_R128                                                                                            \
-    VK_WG_R64 "," \
-    "%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88," \
-    "%89,%90,%91,%92,%93,%94,%95,%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110," \
-    "%111,%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127"
-#define VK_WG_MMA(SHAPE, TY, REGS, A, B, P, ...)                                                              \
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" P ", 0;\nwgmma.mma_async.sync.aligned." SHAPE ".f32." TY "." TY  \
-                 " {" REGS "}, %" A ", %" B ", p, 1, 1, 0, 0;\n}\n"                                            \
-                 : __VA_ARGS__                                                                                \
-                 : "l"(da), "l"(db), "r"(1))
-VK_DEV void wg_mma(float *d, unsigned long long da, unsigned long long db, b16, wg_n<128>)
-{
-    VK_WG_MMA("m64n128k16", "bf16", VK_WG_R64, "64", "65", "66", VK_WG_D64);
-}
-VK_DEV void wg_mma(float *d, unsigned long long da, unsigned long long db, h16, wg_n<128>)
-{
-    VK_WG_MMA("m64n128k16", "f16", VK_WG_R64, "64", "65", "66", VK_WG_D64);
-}
-VK_DEV void wg_mma(float *d, unsigned long long da, unsigned long long db, b16, wg_n<256>)
-{
-    VK_WG_MMA("m64n256k16", "bf16", VK_WG_R128, "128", "129", "130", VK_WG_D128);
-}
-VK_DEV void wg_mma(float *d, unsigned long long da, unsigned long long db, h16, wg_n<256>)
-{
-    VK_WG_MMA("m64n256k16", "f16", VK_WG_R128, "128", "129", "130", VK_WG_D128);
 }
 #endif
 
@@ -357,7 +313,7 @@ template <class T, int BN, int BKB, int WS, int WAIT, int TS, int TBKB, bool VEC
           class TR, class TC>
 VK_DEV void gemm_wg(const vk_gemm_params &p, int N, int K, int Kp, vk_i64 lda, vk_i64 ldr, vk_i64 ldc)
 {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL) && !defined(VITC_EMU)
+#if VK_SM90A
     const T *A = (const T *)p.a, *Wt = (const T *)p.wt;
     const float *bias = p.bias;
     const TR *R = (const TR *)p.res;
@@ -420,7 +376,7 @@ VK_DEV void gemm_wg(const vk_gemm_params &p, int N, int K, int Kp, vk_i64 lda, v
     gemm_prefill<AHEAD + 1>(nkt, load_stage);
     for (int kt = 0; kt < nkt; kt++) {
         vk_cp_async_wait<AHEAD - 1>();
-        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        vk_fence_proxy_async();
         __syncthreads();
         /* the stage refilled here was last read by the wgmma group of tile
          * kt - 1 - WAIT, which every warpgroup has waited for */
@@ -429,18 +385,18 @@ VK_DEV void gemm_wg(const vk_gemm_params &p, int N, int K, int Kp, vk_i64 lda, v
             load_stage(nt % WS, nt);
         vk_cp_async_commit();
         const unsigned char *sa = smem + (kt % WS) * STAGE, *sb = sa + TA;
-        asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+        vk_wg_fence();
 #pragma unroll
         for (int ks = 0; ks < BK / 16; ks++)
-            wg_mma(d, wg_desc(sa + wgi * 8 * SBO + ks * (SW ? 32 : 256), SBO, SW),
-                   wg_desc(sb + ks * (SW ? 32 : 256), SBO, SW), T(), wg_n<BN>());
-        asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+            vk_wgmma(d, wg_desc(sa + wgi * 8 * SBO + ks * (SW ? 32 : 256), SBO, SW),
+                   wg_desc(sb + ks * (SW ? 32 : 256), SBO, SW), T(), vk_wgn<BN>());
+        vk_wg_commit();
         if (WAIT)
-            asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+            vk_wg_wait<1>();
         else
-            asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+            vk_wg_wait<0>();
     }
-    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+    vk_wg_wait<0>();
     vk_cp_async_wait<0>();
 
     wg_store<BN, ACT, BIAS, RES>(d, m0 + wgi * 64 + (warp & 3) * 16 + (lane >> 2), n0, M, N, bias, R, ldr, C, ldc);
@@ -481,61 +437,21 @@ VK_DEV void gemm_wg(const vk_gemm_params &p, int N, int K, int Kp, vk_i64 lda, v
  * compiler does not emit it yet) runs a grid of (blocks, 1) over all tiles,
  * the producer loading the next tile's stages during the epilogue.
  *
- * Any other target (and the emulation) runs gemm_tc's 128 x BN tile with
+ * Any other target runs gemm_tc's 128 x BN tile with
  * TS stages of TBKB bytes in the same grid and block, the extra warps
  * helping to load; the kernel is declared with VK_KERNEL_TMA and passes
  * VK_TMAPS (prelude.cuh), the maps there unused. */
-struct alignas(64) vk_tmap {
-    unsigned long long w[16];
-};
-
 template <int BN, int WS, int MINB> struct gemm_tma_smem {
     enum { stage = (128 + BN) * 128, bytes = 1024 + WS * stage + 2 * WS * 8, threads = MINB == 1 ? 384 : 288 };
 };
 
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL) && !defined(VITC_EMU)
-VK_DEV void vk_mbar_init(void *bar, unsigned count)
-{
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(vk_smem_addr(bar)), "r"(count) : "memory");
-}
-VK_DEV void vk_mbar_expect_tx(void *bar, unsigned bytes)
-{
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(vk_smem_addr(bar)), "r"(bytes)
-                 : "memory");
-}
-VK_DEV void vk_mbar_arrive(void *bar)
-{
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(vk_smem_addr(bar)) : "memory");
-}
-/* Waits for the completion of the barrier's phase of this parity. */
-VK_DEV void vk_mbar_wait(void *bar, unsigned parity)
-{
-    vk_u32 a = vk_smem_addr(bar), done;
-    do {
-        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                     "selp.u32 %0, 1, 0, p;\n}\n"
-                     : "=r"(done)
-                     : "r"(a), "r"(parity)
-                     : "memory");
-    } while (!done);
-}
-/* The box of map at (c0 along the rows, c1 rows down) into shared memory at
- * dst, completing on bar's transaction count. */
-VK_DEV void vk_tma_load2(void *dst, const vk_tmap *map, int c0, int c1, void *bar)
-{
-    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
-                 "[%4];" ::"r"(vk_smem_addr(dst)),
-                 "l"(map), "r"(c0), "r"(c1), "r"(vk_smem_addr(bar))
-                 : "memory");
-}
-#endif
 
 template <class T, int BN, int WS, int MINB, int TS, int TBKB, bool VEC_A, int ACT, bool BIAS, int RES, class TR,
           class TC, bool PERSIST = false>
 VK_DEV void gemm_tma(const vk_tmap *ma, const vk_tmap *mb, const vk_gemm_params &p, int N, int K, int Kp, vk_i64 lda,
                      vk_i64 ldr, vk_i64 ldc)
 {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL) && !defined(VITC_EMU)
+#if VK_SM90A
     const float *bias = p.bias;
     const TR *R = (const TR *)p.res;
     TC *C = (TC *)p.out;
@@ -559,14 +475,14 @@ VK_DEV void gemm_tma(const vk_tmap *ma, const vk_tmap *mb, const vk_gemm_params 
             vk_mbar_init(&full[s], 1);
             vk_mbar_init(&empty[s], 8);
         }
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-        asm volatile("prefetch.tensormap [%0];" ::"l"(ma) : "memory");
-        asm volatile("prefetch.tensormap [%0];" ::"l"(mb) : "memory");
+        vk_fence_mbar_init();
+        vk_prefetch_tmap(ma);
+        vk_prefetch_tmap(mb);
     }
     __syncthreads();
     if (wg == 2) {
         if (MINB == 1)
-            asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+            vk_setmaxnreg_dec<40>();
         if (tid == 256) /* it counts k tiles over all of the block's tiles: the ring's position and phase */
             for (int t = t0, it = 0; t < ntiles; t += tstep)
                 for (int kt = 0; kt < nkt; kt++, it++) {
@@ -580,7 +496,7 @@ VK_DEV void gemm_tma(const vk_tmap *ma, const vk_tmap *mb, const vk_gemm_params 
         return;
     }
     if (MINB == 1)
-        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+        vk_setmaxnreg_inc<232>();
     const int cw = wg;
     for (int t = t0, it = 0; t < ntiles; t += tstep) {
         float d[BN / 2];
@@ -591,18 +507,18 @@ VK_DEV void gemm_tma(const vk_tmap *ma, const vk_tmap *mb, const vk_gemm_params 
             int s = it % WS;
             vk_mbar_wait(&full[s], (it / WS) & 1);
             const unsigned char *sa = smem + s * STAGE, *sb = sa + TA;
-            asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+            vk_wg_fence();
 #pragma unroll
             for (int ks = 0; ks < BK / 16; ks++)
-                wg_mma(d, wg_desc(sa + cw * 8192 + ks * 32, 1024, true), wg_desc(sb + ks * 32, 1024, true), T(),
-                       wg_n<BN>());
-            asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-            asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+                vk_wgmma(d, wg_desc(sa + cw * 8192 + ks * 32, 1024, true), wg_desc(sb + ks * 32, 1024, true), T(),
+                       vk_wgn<BN>());
+            vk_wg_commit();
+            vk_wg_wait<1>();
             /* the group of k tile it - 1 is done: its stage goes back to the producer */
             if (kt > 0 && lane == 0)
                 vk_mbar_arrive(&empty[(it - 1) % WS]);
         }
-        asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+        vk_wg_wait<0>();
         if (PERSIST && lane == 0) /* the tile's last stage, for the producer's next tile */
             vk_mbar_arrive(&empty[(it - 1) % WS]);
 

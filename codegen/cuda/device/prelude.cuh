@@ -3,7 +3,8 @@
  *
  * The kernels are plain CUDA C++ compiled by NVRTC for sm_80 and later.
  * Everything that touches the hardware directly (inline PTX for tensor-core
- * MMA, ldmatrix, cp.async, conversions) lives here behind small functions,
+ * MMA, ldmatrix, cp.async, conversions; on sm_90a wgmma, mbarrier and the
+ * tensor memory accelerator) lives here behind small functions,
  * so that the rest of the device library reads as ordinary C++ and so that a
  * host emulation (tests/cuda_emu.h, compiled with VITC_EMU defined) can give
  * the very same kernels a CPU implementation of these functions.
@@ -24,6 +25,15 @@ struct b16 {
     unsigned short x;
 };
 
+/* A tensor map: the driver's CUtensorMap (128 opaque bytes), encoded by the
+ * runtime, passed to a kernel by value (VK_KERNEL_TMA). */
+struct alignas(64) vk_tmap {
+    unsigned long long w[16];
+};
+/* The N of a wgmma shape, as an overload tag of vk_wgmma. */
+template <int N> struct vk_wgn {
+};
+
 #ifdef VITC_EMU
 #include "cuda_emu.h" /* the host emulation of this section (tests/) */
 #else
@@ -38,11 +48,11 @@ struct b16 {
 #ifdef __CUDA_ARCH_FEAT_SM90_ALL
 #define VK_KERNEL_TMA(name, threads, minb, P)                                                                 \
     extern "C" __global__ void __launch_bounds__(threads, minb)                                               \
-        name(const P p, const __grid_constant__ vk::vk_tmap vk_ma, const __grid_constant__ vk::vk_tmap vk_mb)
+        name(const P p, const __grid_constant__ vk_tmap vk_ma, const __grid_constant__ vk_tmap vk_mb)
 #else
 #define VK_KERNEL_TMA(name, threads, minb, P)                                                                 \
     extern "C" __global__ void __launch_bounds__(threads)                                                     \
-        name(const P p, const __grid_constant__ vk::vk_tmap vk_ma, const __grid_constant__ vk::vk_tmap vk_mb)
+        name(const P p, const __grid_constant__ vk_tmap vk_ma, const __grid_constant__ vk_tmap vk_mb)
 #endif
 #define VK_TMAPS &vk_ma, &vk_mb
 
@@ -150,7 +160,119 @@ VK_DEV void vk_mma(float *d, const vk_u32 *a, const vk_u32 *b, float)
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
+
+/* ---- Hopper (sm_90a only): wgmma, mbarrier, the tensor memory accelerator ----
+ * Compiled only into the arch-specific image (NVRTC's sm_90a target), where
+ * VK_SM90A is 1; the kernels test it to choose their body. */
+#ifdef __CUDA_ARCH_FEAT_SM90_ALL
+#define VK_SM90A 1
+/* The cp.async (generic proxy) writes of this thread before it are seen by
+ * the tensor cores' (async proxy) reads after it (with a barrier for others). */
+VK_DEV void vk_fence_proxy_async(void) { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+/* wgmma.fence: before a warpgroup's first wgmma.mma_async of a sequence and
+ * after the accumulators were touched by other instructions. */
+VK_DEV void vk_wg_fence(void) { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+/* The wgmma.mma_async issued since the last commit become one group. */
+VK_DEV void vk_wg_commit(void) { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+/* Waits until at most n of the warpgroup's committed groups are pending;
+ * their accumulators are readable then, their shared memory reads done. */
+template <int n> VK_DEV void vk_wg_wait(void) { asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(n) : "memory"); }
+/* setmaxnreg for the warpgroup: registers a thread down to, or up to, n. */
+template <int n> VK_DEV void vk_setmaxnreg_dec(void) { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(n)); }
+template <int n> VK_DEV void vk_setmaxnreg_inc(void) { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(n)); }
+
+/* d (N / 2 floats) += A (64 x 16, descriptor da) * B (16 x N, db), both
+ * K-major in shared memory: one wgmma whose N / 2 accumulators are operands
+ * 0..N/2-1, the descriptors and the scale-d predicate's value the three
+ * after them.  Accumulators: per 8 columns j, d[4j..4j+3] as mma.m16n8's C
+ * fragment, for the warp's 16 rows (warp % 4) of the warpgroup's 64. */
+#define VK_WG_D8(i)                                                                                           \
+    "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), \
+        "+f"(d[i + 7])
+#define VK_WG_D64                                                                                             \
+    VK_WG_D8(0), VK_WG_D8(8), VK_WG_D8(16), VK_WG_D8(24), VK_WG_D8(32), VK_WG_D8(40), VK_WG_D8(48), VK_WG_D8(56)
+#define VK_WG_D128                                                                                            \
+    VK_WG_D64, VK_WG_D8(64), VK_WG_D8(72), VK_WG_D8(80), VK_WG_D8(88), VK_WG_D8(96), VK_WG_D8(104), VK_WG_D8(112), \
+        VK_WG_D8(120)
+#define VK_WG_R64                                                                                             \
+    "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26," \
+    "%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51," \
+    "%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63"
+#define VK_WG_R128                                                                                            \
+    VK_WG_R64 "," \
+    "%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88," \
+    "%89,%90,%91,%92,%93,%94,%95,%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110," \
+    "%111,%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127"
+#define VK_WG_MMA(SHAPE, TY, REGS, A, B, P, ...)                                                              \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" P ", 0;\nwgmma.mma_async.sync.aligned." SHAPE ".f32." TY "." TY  \
+                 " {" REGS "}, %" A ", %" B ", p, 1, 1, 0, 0;\n}\n"                                            \
+                 : __VA_ARGS__                                                                                \
+                 : "l"(da), "l"(db), "r"(1))
+VK_DEV void vk_wgmma(float *d, unsigned long long da, unsigned long long db, b16, vk_wgn<128>)
+{
+    VK_WG_MMA("m64n128k16", "bf16", VK_WG_R64, "64", "65", "66", VK_WG_D64);
+}
+VK_DEV void vk_wgmma(float *d, unsigned long long da, unsigned long long db, h16, vk_wgn<128>)
+{
+    VK_WG_MMA("m64n128k16", "f16", VK_WG_R64, "64", "65", "66", VK_WG_D64);
+}
+VK_DEV void vk_wgmma(float *d, unsigned long long da, unsigned long long db, b16, vk_wgn<256>)
+{
+    VK_WG_MMA("m64n256k16", "bf16", VK_WG_R128, "128", "129", "130", VK_WG_D128);
+}
+VK_DEV void vk_wgmma(float *d, unsigned long long da, unsigned long long db, h16, vk_wgn<256>)
+{
+    VK_WG_MMA("m64n256k16", "f16", VK_WG_R128, "128", "129", "130", VK_WG_D128);
+}
+
+/* mbarrier (8 bytes of shared memory): init with the arrivals a phase takes;
+ * fence_mbar_init makes the inits visible to the async proxy (the copy
+ * engine); expect_tx adds bytes the phase waits for (counted down by the
+ * copies' complete_tx) and arrives; vk_mbar_wait waits for the completion
+ * of the phase of this parity (the current phase's parity: its completion;
+ * the other: the preceding phase, complete). */
+VK_DEV void vk_mbar_init(void *bar, unsigned count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(vk_smem_addr(bar)), "r"(count) : "memory");
+}
+VK_DEV void vk_fence_mbar_init(void) { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
+VK_DEV void vk_mbar_expect_tx(void *bar, unsigned bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(vk_smem_addr(bar)), "r"(bytes)
+                 : "memory");
+}
+VK_DEV void vk_mbar_arrive(void *bar)
+{
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(vk_smem_addr(bar)) : "memory");
+}
+VK_DEV void vk_mbar_wait(void *bar, unsigned parity)
+{
+    vk_u32 a = vk_smem_addr(bar), done;
+    do {
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                     "selp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done)
+                     : "r"(a), "r"(parity)
+                     : "memory");
+    } while (!done);
+}
+VK_DEV void vk_prefetch_tmap(const vk_tmap *map) { asm volatile("prefetch.tensormap [%0];" ::"l"(map) : "memory"); }
+/* The box of map at (c0 along the rows, c1 rows down) into shared memory at
+ * dst, completing on bar's transaction count. */
+VK_DEV void vk_tma_load2(void *dst, const vk_tmap *map, int c0, int c1, void *bar)
+{
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
+                 "[%4];" ::"r"(vk_smem_addr(dst)),
+                 "l"(map), "r"(c0), "r"(c1), "r"(vk_smem_addr(bar))
+                 : "memory");
+}
+#endif /* __CUDA_ARCH_FEAT_SM90_ALL */
+
 #endif /* VITC_EMU */
+
+#ifndef VK_SM90A
+#define VK_SM90A 0 /* no wgmma, mbarrier or TMA: the kernels' portable bodies */
+#endif
 
 /* ---- what follows is common to the GPU and the emulation ---- */
 
