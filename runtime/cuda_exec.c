@@ -664,6 +664,26 @@ VITC_API vitc_status vitc_model_cuda_details(const vitc_model *m, vitc_cuda_deta
     return VITC_STATUS_OK;
 }
 
+VITC_API vitc_status vitc_model_cuda_launch(const vitc_model *m, int i, vitc_cuda_launch_info *out)
+{
+    if (!m || !out)
+        return rt_fail(VITC_STATUS_INVALID_ARGUMENT, "vitc_model_cuda_launch: %s is NULL", m ? "info" : "model");
+    memset(out, 0, sizeof *out);
+    const vitc_cuda_plan *p = m->cuda_plan;
+    if (!p)
+        return rt_fail(VITC_STATUS_INVALID_ARGUMENT, "%s: not a CUDA model", m->path);
+    if (i < 0 || i >= p->nlaunches)
+        return rt_fail(VITC_STATUS_INVALID_ARGUMENT, "%s: no launch %d (it has %d)", m->path, i, p->nlaunches);
+    const vitc_cuda_launch *l = &p->launches[i];
+    out->function = l->function;
+    out->min_batch = l->min_batch;
+    out->max_batch = l->max_batch;
+    out->block = l->block;
+    out->shared_bytes = l->shared_bytes;
+    out->shared_bytes_specific = l->shared_bytes_specific;
+    return VITC_STATUS_OK;
+}
+
 const rt_executor rt_cuda_executor = {
     .target = "cuda",
     .one_thread = 1,

@@ -230,13 +230,15 @@ static void test_literals_and_polynomials(void **state)
 
 /* ---- every fixture, every precision ---- */
 
-/* "sm_80: R regs, S bytes spilled, T bytes stack" entries of a kernel name. */
+/* The "sm_80: R regs, S bytes spilled, T bytes stack" entries of a kernel name (sm_80, sm_90 and
+ * sm_90a's where there is that image), at most 3. */
 static int kernel_stats(const char *name, int *regs, int *spill)
 {
     int n = 0;
-    for (const char *p = strstr(name, "sm_"); p && n < 2; p = strstr(p + 1, "sm_")) {
+    for (const char *p = strstr(name, "sm_"); p && n < 3; p = strstr(p + 1, "sm_")) {
         int arch, r, s, t;
-        if (sscanf(p, "sm_%d: %d regs, %d bytes spilled, %d bytes stack", &arch, &r, &s, &t) == 4) {
+        char tag[4];
+        if (sscanf(p, "sm_%d%3[a:] %d regs, %d bytes spilled, %d bytes stack", &arch, tag, &r, &s, &t) == 5) {
             regs[n] = r;
             spill[n] = s;
             n++;
@@ -299,10 +301,11 @@ static void test_fixtures_compile_for_every_target(void **state)
             assert_int_equal(d.nkernels, cd.nfunctions);
             int maxregs = 0, spills = 0;
             for (int k = 0; k < d.nkernels; k++) {
-                int regs[2] = {0}, spill[2] = {0};
-                if (kernel_stats(d.kernel_names[k], regs, spill) != 2)
-                    fail_msg("%s: kernel '%s' has no ptxas report for both targets", so, d.kernel_names[k]);
-                for (int t = 0; t < 2; t++) {
+                int regs[3] = {0}, spill[3] = {0}, ncubin = cd.nimages - 1;
+                if (kernel_stats(d.kernel_names[k], regs, spill) != ncubin)
+                    fail_msg("%s: kernel '%s' has no ptxas report for each of its %d CUBIN targets", so,
+                             d.kernel_names[k], ncubin);
+                for (int t = 0; t < ncubin; t++) {
                     maxregs = regs[t] > maxregs ? regs[t] : maxregs;
                     spills += spill[t] > 0;
                     if (spill[t] > 0)
@@ -347,6 +350,66 @@ static void compile_face(const char *batch, const char *name, char model[4096], 
     if (rc != 0)
         fail_msg("vitc exited %d:\n%s", rc, text);
     free(text);
+}
+
+/* The sm_90a GEMMs in each shape the plan can pick (gemm_tma 128x128 in 3
+ * stages with two blocks an SM, 128x128 in 6 stages and 128x256 in 4 with a
+ * producer warpgroup and setmaxnreg; gemm_wg 128x128 and 128x256), fp16 and
+ * bf16, compiled by NVRTC for sm_90a: every kernel has ptxas's report for
+ * that image, and none spills registers (face_ln at batch 256, every GEMM on
+ * the large tile; its K = 243 GEMM runs gemm_wg, rows of A not 16-byte
+ * aligned). */
+static void test_sm90a_kernels_do_not_spill(void **state)
+{
+    (void)state;
+    static const char *const shapes[][3] = {
+        {"VITC_CUDA_GEMM_WAVE=1", NULL, NULL},
+        {"VITC_CUDA_GEMM_WAVE=1", "VITC_CUDA_TMA=128/6/1", "VITC_CUDA_WGMMA_STAGES=5"},
+        {"VITC_CUDA_GEMM_WAVE=1", "VITC_CUDA_TMA=256/4/1", "VITC_CUDA_GEMM_LARGE=128x256/2x4/3/64"},
+    };
+    static const char *const precs[2] = {"bf16", "fp16"};
+    char model[4096], so[8300];
+    tu_path(model, sizeof model, "tests/models/face_ln-ts17.onnx");
+    snprintf(so, sizeof so, "%s/face-sm90a.so", tmpdir);
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int pi = 0; pi < 2; pi++) {
+            for (int k = 0; k < 3 && shapes[s][k]; k++) {
+                char name[64];
+                const char *eq = strchr(shapes[s][k], '=');
+                snprintf(name, sizeof name, "%.*s", (int)(eq - shapes[s][k]), shapes[s][k]);
+                setenv(name, eq + 1, 1);
+            }
+            const char *args[] = {model, "--target", "cuda", "--batch", "256", "--precision", precs[pi], "-o", so, NULL};
+            char *text;
+            int rc = vitc_text(args, &text);
+            unsetenv("VITC_CUDA_GEMM_WAVE"), unsetenv("VITC_CUDA_TMA"), unsetenv("VITC_CUDA_WGMMA_STAGES");
+            unsetenv("VITC_CUDA_GEMM_LARGE");
+            if (rc != 0)
+                fail_msg("vitc exited %d:\n%s", rc, text);
+            free(text);
+            vitc_model *m;
+            if (vitc_model_load(so, &m) != VITC_STATUS_OK)
+                fail_msg("%s: %s", so, vitc_last_error());
+            vitc_model_details d;
+            assert_int_equal(vitc_model_get_details(m, &d), VITC_STATUS_OK);
+            int wg = 0;
+            for (int k = 0; k < d.nkernels; k++) {
+                const char *n = d.kernel_names[k], *a = strstr(n, "sm_90a: ");
+                int regs, spill, stack;
+                if (!a || sscanf(a, "sm_90a: %d regs, %d bytes spilled, %d bytes stack", &regs, &spill, &stack) != 3)
+                    fail_msg("%s: kernel '%s' has no ptxas report for sm_90a", so, n);
+                if (!strstr(n, "wgmma"))
+                    continue;
+                wg++;
+                print_message("%-5s %.*s\n", precs[pi], (int)strcspn(n, "["), n);
+                print_message("      sm_90a: %d registers, %d bytes spilled, %d bytes stack\n", regs, spill, stack);
+                if (spill > 0)
+                    fail_msg("%s: kernel '%s' spills on sm_90a", so, n);
+            }
+            assert_int_equal(wg, 7); /* face_ln's 7 GEMMs */
+            vitc_model_free(m);
+            unlink(so);
+        }
 }
 
 /* The GEMM tiles a plan picks per batch range: for each GEMM node, ranges
@@ -435,6 +498,29 @@ static void test_gemm_tile_ranges_cover_every_batch(void **state)
     assert_true(chains > 0);
     assert_true(splits > 0);
     assert_true(large > 0);
+    /* the plan as the C API gives it (vitc_model_cuda_launch; `vitc inspect --json`'s cuda.plan):
+     * launch by launch the same kernel, batches, block and shared memory */
+    vitc_model *m;
+    if (vitc_model_load(so, &m) != VITC_STATUS_OK)
+        fail_msg("%s: %s", so, vitc_last_error());
+    vitc_cuda_details cd;
+    assert_int_equal(vitc_model_cuda_details(m, &cd), VITC_STATUS_OK);
+    assert_int_equal(cd.nlaunches, p->nlaunches);
+    for (int i = 0; i < p->nlaunches; i++) {
+        vitc_cuda_launch_info li;
+        const vitc_cuda_launch *l = &p->launches[i];
+        assert_int_equal(vitc_model_cuda_launch(m, i, &li), VITC_STATUS_OK);
+        assert_int_equal(li.function, l->function);
+        assert_int_equal(li.min_batch, l->min_batch);
+        assert_int_equal(li.max_batch, l->max_batch);
+        assert_int_equal(li.block, l->block);
+        assert_int_equal(li.shared_bytes, l->shared_bytes);
+        assert_int_equal(li.shared_bytes_specific, l->shared_bytes_specific);
+    }
+    vitc_cuda_launch_info li;
+    assert_int_equal(vitc_model_cuda_launch(m, p->nlaunches, &li), VITC_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(vitc_model_cuda_launch(m, -1, &li), VITC_STATUS_INVALID_ARGUMENT);
+    vitc_model_free(m);
     dlclose(h);
     unlink(so);
 }
@@ -637,7 +723,8 @@ static int setup(void **state)
 
 TU_MAIN(setup, tu_teardown_tmpdir, test_driver_constants_match_cuda_h, test_weight_packing_and_rounding,
         test_literals_and_polynomials, test_fixtures_compile_for_every_target,
-        test_gemm_tile_ranges_cover_every_batch, test_gemm_tile_knob, test_knobs_recorded_in_so,
+        test_gemm_tile_ranges_cover_every_batch, test_sm90a_kernels_do_not_spill, test_gemm_tile_knob,
+        test_knobs_recorded_in_so,
         test_unsupported_nodes_all_listed, test_cli_options_and_no_device)
 
 #else

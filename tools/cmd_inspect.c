@@ -252,6 +252,20 @@ static void inspect_json(const char *path, long long file_bytes, const vitc_mode
             json_end_object(&w);
         }
         json_end_array(&w);
+        /* the plan, launch by launch: which kernel runs each layer at which batches */
+        json_array(&w, "plan");
+        vitc_cuda_launch_info li;
+        for (int i = 0; i < cd.nlaunches && vitc_model_cuda_launch(m, i, &li) == VITC_STATUS_OK; i++) {
+            json_object(&w, NULL);
+            json_str(&w, "kernel", li.function >= 0 && li.function < d->nkernels ? d->kernel_names[li.function] : NULL);
+            json_int(&w, "min_batch", li.min_batch);
+            json_int(&w, "max_batch", li.max_batch);
+            json_int(&w, "block", li.block);
+            json_int(&w, "shared_bytes", li.shared_bytes);
+            json_int(&w, "shared_bytes_sm90a", li.shared_bytes_specific ? li.shared_bytes_specific : li.shared_bytes);
+            json_end_object(&w);
+        }
+        json_end_array(&w);
         json_end_object(&w);
     }
     json_int(&w, "min_batch", vitc_model_min_batch(m));

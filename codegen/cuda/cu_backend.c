@@ -149,8 +149,9 @@ static void report_kernels(const cu_ctx *c)
     for (int i = 0; i < c->nk; i++) {
         const cu_kernel *k = &c->k[i];
         fprintf(stderr, "vitc:   %-12s %-56s", k->name, k->label);
-        for (int t = 0; t < CU_NTARGETS; t++)
-            fprintf(stderr, " sm_%d %3d regs %d spill", cu_target_arch[t], k->regs[t], k->spill[t]);
+        for (int t = 0; t < CU_NSTATS; t++)
+            if (k->regs[t] >= 0)
+                fprintf(stderr, " %s %3d regs %d spill", cu_stats_target(t), k->regs[t], k->spill[t]);
         fprintf(stderr, "\n");
     }
 }
@@ -231,7 +232,7 @@ static int cuda_finish(cg_ctx_head *h)
             phase_done(&c->t, c->wgmma ? "nvrtc (sm_80, sm_90, sm_90a, PTX)" : "nvrtc (sm_80, sm_90, PTX)");
             int spills = 0;
             for (int i = 0; i < c->nk; i++)
-                for (int k = 0; k < CU_NTARGETS; k++)
+                for (int k = 0; k < CU_NSTATS; k++)
                     spills += c->k[i].spill[k] > 0;
             if (opt->verbose > 0 || spills)
                 report_kernels(c);

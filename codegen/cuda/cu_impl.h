@@ -45,9 +45,13 @@ _Static_assert(sizeof(void *) == 8, "device pointers and host pointers of 8 byte
 
 typedef enum { CU_FP32, CU_TF32, CU_FP16, CU_BF16 } cu_precision;
 
-/* The GPU targets every program is compiled for. */
-enum { CU_NTARGETS = 2 };
+/* The GPU targets every program is compiled for; the statistics of ptxas
+ * are kept for those and for sm_90a (slot CU_NTARGETS), the image of a
+ * program whose GEMMs run on wgmma there (cu_ctx.wgmma). */
+enum { CU_NTARGETS = 2, CU_NSTATS = CU_NTARGETS + 1 };
 extern const int cu_target_arch[CU_NTARGETS]; /* 80, 90 */
+/* "sm_80", "sm_90", "sm_90a": the target of statistics slot t. */
+const char *cu_stats_target(int t);
 
 /* ---- a growable string ---- */
 typedef struct {
@@ -64,7 +68,7 @@ typedef struct {
     char *label;     /* what it computes, for `vitc inspect` */
     char *text;      /* the definition, its name as "@" */
     int nlaunches;
-    int regs[CU_NTARGETS], spill[CU_NTARGETS], stack[CU_NTARGETS]; /* ptxas -v; -1 unknown */
+    int regs[CU_NSTATS], spill[CU_NSTATS], stack[CU_NSTATS]; /* ptxas -v; -1 unknown (no such image) */
 } cu_kernel;
 
 typedef struct {

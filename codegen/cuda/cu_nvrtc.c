@@ -24,6 +24,12 @@
 
 const int cu_target_arch[CU_NTARGETS] = {80, 90};
 
+const char *cu_stats_target(int t)
+{
+    static const char *const names[CU_NSTATS] = {"sm_80", "sm_90", "sm_90a"};
+    return t >= 0 && t < CU_NSTATS ? names[t] : "?";
+}
+
 /* ---- NVRTC, loaded with dlopen ----
  * Nothing links libnvrtc: vitc runs on machines without the CUDA toolkit,
  * and only --target cuda needs it.  These are the few declarations of
@@ -237,7 +243,7 @@ static int cache_load(cu_ctx *c, const char *path, cu_image *images, int *nimage
         return 0;
     char magic[4];
     int32_t ni = 0, nk = 0;
-    int ok = fread(magic, 4, 1, f) == 1 && memcmp(magic, "VKC1", 4) == 0 && fread(&ni, 4, 1, f) == 1 &&
+    int ok = fread(magic, 4, 1, f) == 1 && memcmp(magic, "VKC2", 4) == 0 && fread(&ni, 4, 1, f) == 1 &&
              fread(&nk, 4, 1, f) == 1 && ni > 0 && ni <= 8 && nk == c->nk;
     int n = 0;
     for (; ok && n < ni; n++) {
@@ -253,9 +259,9 @@ static int cache_load(cu_ctx *c, const char *path, cu_image *images, int *nimage
         }
     }
     for (int i = 0; ok && i < nk; i++) {
-        int32_t s[3 * CU_NTARGETS];
-        ok = fread(s, 4, 3 * CU_NTARGETS, f) == 3 * CU_NTARGETS;
-        for (int t = 0; ok && t < CU_NTARGETS; t++) {
+        int32_t s[3 * CU_NSTATS];
+        ok = fread(s, 4, 3 * CU_NSTATS, f) == 3 * CU_NSTATS;
+        for (int t = 0; ok && t < CU_NSTATS; t++) {
             c->k[i].regs[t] = s[3 * t];
             c->k[i].stack[t] = s[3 * t + 1];
             c->k[i].spill[t] = s[3 * t + 2];
@@ -278,7 +284,7 @@ static void cache_store(const cu_ctx *c, const char *path, const cu_image *image
     if (!f)
         return; /* the cache is an optimisation: no error */
     int32_t ni = n, nk = c->nk;
-    int ok = fwrite("VKC1", 4, 1, f) == 1 && fwrite(&ni, 4, 1, f) == 1 && fwrite(&nk, 4, 1, f) == 1;
+    int ok = fwrite("VKC2", 4, 1, f) == 1 && fwrite(&ni, 4, 1, f) == 1 && fwrite(&nk, 4, 1, f) == 1;
     for (int i = 0; ok && i < n; i++) {
         int32_t h[3] = {images[i].kind, images[i].arch, images[i].arch_specific};
         uint64_t bytes = images[i].bytes;
@@ -286,7 +292,7 @@ static void cache_store(const cu_ctx *c, const char *path, const cu_image *image
              fwrite(images[i].data, 1, images[i].bytes, f) == images[i].bytes;
     }
     for (int i = 0; ok && i < c->nk; i++)
-        for (int t = 0; ok && t < CU_NTARGETS; t++) {
+        for (int t = 0; ok && t < CU_NSTATS; t++) {
             int32_t s[3] = {c->k[i].regs[t], c->k[i].stack[t], c->k[i].spill[t]};
             ok = fwrite(s, 4, 3, f) == 3;
         }
@@ -339,8 +345,8 @@ int cu_nvrtc_compile(cu_ctx *c, const char *program, cu_image *images, int *nima
                          j->specific ? "a" : "", nvrtcGetErrorString(j->rc), j->failed_call, *head ? ":\n" : "",
                          head);
         }
-        if (j->log && j->rc == NVRTC_SUCCESS && t < CU_NTARGETS)
-            parse_ptxas(c, t, j->log);
+        if (j->log && j->rc == NVRTC_SUCCESS)
+            parse_ptxas(c, t, j->log); /* t = CU_NTARGETS: sm_90a's slot */
     }
     int n = 0;
     for (int t = 0; st == VITC_OK && t < nj; t++) {

@@ -128,7 +128,8 @@ static void write_tensors(cu_ctx *c, cu_str *b, const char *name, const int *val
     cu_str_add(b, "    {0}};\n");
 }
 
-/* "name label [sm_80: R regs, S spill; sm_90: ...] (N launches)" for the descriptor's kernel list. */
+/* "name label [sm_80: R regs, S spill; sm_90: ...; sm_90a: ...] (N launches)" for the descriptor's
+ * kernel list (sm_90a where that image was compiled). */
 static void write_kernel_names(cu_ctx *c, cu_str *b)
 {
     cu_str_add(b, "static const char *const kernel_names[] = {\n");
@@ -136,9 +137,10 @@ static void write_kernel_names(cu_ctx *c, cu_str *b)
         const cu_kernel *k = &c->k[i];
         char label[768];
         size_t n = (size_t)snprintf(label, sizeof label, "%s %s [", k->name, k->label);
-        for (int t = 0; t < CU_NTARGETS && n < sizeof label; t++)
-            n += (size_t)snprintf(label + n, sizeof label - n, "%ssm_%d: %d regs, %d bytes spilled, %d bytes stack",
-                                  t ? "; " : "", cu_target_arch[t], k->regs[t], k->spill[t], k->stack[t]);
+        for (int t = 0; t < CU_NSTATS && n < sizeof label; t++)
+            if (t < CU_NTARGETS || k->regs[t] >= 0)
+                n += (size_t)snprintf(label + n, sizeof label - n, "%s%s: %d regs, %d bytes spilled, %d bytes stack",
+                                      t ? "; " : "", cu_stats_target(t), k->regs[t], k->spill[t], k->stack[t]);
         if (n < sizeof label)
             snprintf(label + n, sizeof label - n, "] (%d launch%s)", k->nlaunches, k->nlaunches == 1 ? "" : "es");
         cu_str_add(b, "    ");

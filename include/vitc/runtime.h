@@ -148,6 +148,19 @@ typedef struct {
 
 VITC_API vitc_status vitc_model_cuda_details(const vitc_model *m, vitc_cuda_details *out);
 
+/* Launch i (0 <= i < nlaunches) of a CUDA model's plan, in the order a run
+ * enqueues them: its kernel (kernel_names[function] of vitc_model_details),
+ * the batches it runs at (a layer's kernel can change with the batch: a GEMM
+ * tile, a split of K), threads a block and dynamic shared memory, and that
+ * of the arch-specific image (sm_90a) where it differs (else 0). */
+typedef struct {
+    int function;
+    int64_t min_batch, max_batch;
+    uint32_t block, shared_bytes, shared_bytes_specific;
+} vitc_cuda_launch_info;
+
+VITC_API vitc_status vitc_model_cuda_launch(const vitc_model *m, int i, vitc_cuda_launch_info *out);
+
 /* The CUDA device CUDA models run on (VITC_CUDA_DEVICE, default 0): its
  * name and architecture (major * 10 + minor, 90 for an H100).  NO_DEVICE,
  * with the reason in vitc_last_error(), where the driver (libcuda, loaded at
