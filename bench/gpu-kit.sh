@@ -31,14 +31,16 @@ cmake --build "$build" -j"$jobs" --target vitc vitc_runtime > "$build.build.log"
   || { tail -50 "$build.build.log"; exit 1; }
 
 rm -rf "$dir"/bin "$dir"/lib "$dir"/py "$dir"/cuda "$dir"/gpu-check "$dir"/tile-sweep "$dir"/gemm-gpu "$dir"/ab-time \
-  "$dir"/VERSION
+  "$dir"/first-call "$dir"/VERSION
 mkdir -p "$dir"/bin "$dir"/lib "$dir"/py "$dir"/cuda
 cp "$build/vitc" "$dir/bin/vitc"
 cp -L "$build/libvitc_runtime.so" "$dir/lib/libvitc_runtime.so"
 strip --strip-unneeded "$dir/bin/vitc" "$dir/lib/libvitc_runtime.so"
 cp "$repo/bench/kit/gpu_check.py" "$repo/tests/models/gen_fixtures.py" "$dir/py/"
-cp "$repo/bench/kit/gpu-check" "$repo/bench/kit/tile-sweep" "$repo/bench/kit/gemm-gpu" "$repo/bench/kit/ab-time" "$dir/"
-cp "$repo/bench/kit/gemm_gpu.cu" "$repo/codegen/cuda/device/prelude.cuh" "$repo/codegen/cuda/device/gemm.cuh" "$dir/cuda/"
+cp "$repo/bench/kit/gpu-check" "$repo/bench/kit/tile-sweep" "$repo/bench/kit/gemm-gpu" "$repo/bench/kit/ab-time" \
+  "$repo/bench/kit/first-call" "$dir/"
+cp "$repo/bench/kit/gemm_gpu.cu" "$repo/codegen/cuda/device/prelude.cuh" "$repo/codegen/cuda/device/gemm.cuh" \
+  "$repo/codegen/cuda/device/params.h" "$repo/ir/act.def" "$dir/cuda/"
 chmod +x "$dir/gpu-check"
 (cd "$repo" && git describe --always --dirty 2> /dev/null || echo unknown) > "$dir/VERSION"
 

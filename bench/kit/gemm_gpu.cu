@@ -21,13 +21,14 @@
 #include <cstring>
 #include <vector>
 
+#include "act.def"  /* ir/act.def: the activations */
+#include "params.h" /* the kernels' params structs */
 #include "prelude.cuh"
 #include "gemm.cuh"
 
 using vk::gemm_tc;
 using vk::gemm_tma;
 using vk::gemm_wg;
-using vk::vk_tmap;
 
 #define CK(x)                                                                                       \
     do {                                                                                            \
@@ -47,26 +48,33 @@ struct args {
     int N, K, Kp;
 };
 
+/* The params struct the compiled kernels take. */
+static __device__ vk_gemm_params params_of(const args &a)
+{
+    vk_gemm_params p = {a.A, a.W, a.bias, a.R, a.C, a.M, nullptr, 0};
+    return p;
+}
+
 /* act 1 (GELU) with bias and residual, or bias alone: the two epilogues of a ViT's GEMMs */
 template <int BM, int BN, int WM, int WN, int S, int BKB, bool VA, bool EPI>
 __global__ void __launch_bounds__(WM *WN * 32) k_tc(args a)
 {
-    gemm_tc<b16, BM, BN, WM, WN, S, BKB, VA, false, EPI ? 1 : 0, true, EPI, b16, b16>(
-        a.A, a.W, a.bias, a.R, a.C, 0, a.M, a.N, a.K, a.Kp, a.K, a.N, a.N);
+    gemm_tc<b16, BM, BN, WM, WN, S, BKB, VA, false, EPI ? 1 : 0, true, EPI, b16, b16>(params_of(a), a.N, a.K, a.Kp,
+                                                                                      a.K, a.N, a.N);
 }
 template <int BN, int WS, int BKB, int WAIT, bool VA, bool EPI>
 __global__ void __launch_bounds__(256) k_wg(args a)
 {
-    gemm_wg<b16, BN, BKB, WS, WAIT, 4, 64, VA, EPI ? 1 : 0, true, EPI, b16, b16>(a.A, a.W, a.bias, a.R, a.C, 0, a.M,
-                                                                                a.N, a.K, a.Kp, a.K, a.N, a.N);
+    gemm_wg<b16, BN, BKB, WS, WAIT, 4, 64, VA, EPI ? 1 : 0, true, EPI, b16, b16>(params_of(a), a.N, a.K, a.Kp, a.K,
+                                                                                a.N, a.N);
 }
 
 template <int BN, int WS, int MINB, bool EPI, bool PERSIST = false>
 __global__ void __launch_bounds__(vk::gemm_tma_smem<BN, WS, MINB>::threads, MINB)
     k_tma(args a, const __grid_constant__ vk_tmap ma, const __grid_constant__ vk_tmap mb)
 {
-    gemm_tma<b16, BN, WS, MINB, 4, 64, true, EPI ? 1 : 0, true, EPI, b16, b16, PERSIST>(
-        &ma, &mb, a.A, a.W, a.bias, a.R, a.C, a.M, a.N, a.K, a.Kp, a.K, a.N, a.N);
+    gemm_tma<b16, BN, WS, MINB, 4, 64, true, EPI ? 1 : 0, true, EPI, b16, b16, PERSIST>(&ma, &mb, params_of(a), a.N,
+                                                                                           a.K, a.Kp, a.K, a.N, a.N);
 }
 
 /* A tensor map of a row-major bf16 matrix [rows, cols], row stride `stride` bytes, in boxes of 64

@@ -172,10 +172,10 @@ def model_specs(G, quick):
     return specs
 
 
-def make_models(G, torch, specs, work, log):
+def make_models(G, torch, specs, work, log, named=()):
     """Exports every model to WORK/NAME.onnx (kept from an earlier run).  A model that cannot be made
-    is left out (s.onnx None): skipped where a Python package is missing here (s.skip), a failure
-    otherwise (s.error)."""
+    is left out (s.onnx None): skipped where a Python package is missing here (s.skip), unless it was
+    named (--models), a failure otherwise (s.error)."""
     for s in specs:
         path = os.path.join(work, s.name + ".onnx")
         if os.path.exists(path):
@@ -187,8 +187,12 @@ def make_models(G, torch, specs, work, log):
             example = torch.from_numpy(G.make_input(s.input_seed + 1000, 2, s.image))
             G.export_one(model, example, path + ".tmp", s.exporter)
         except ImportError as e:
-            s.skip = f"not made here: {e}"
-            log(f"model {s.name}: SKIPPED ({s.skip})")
+            if s.name in named:
+                s.error = f"named with --models, but not made here: {e}"
+                log(f"model {s.name}: {s.error}")
+            else:
+                s.skip = f"not made here: {e}"
+                log(f"model {s.name}: SKIPPED ({s.skip})")
             continue
         except Exception as e:  # noqa: BLE001  (the export's own failure is a result: the others go on)
             s.error = f"export failed: {type(e).__name__}: {str(e).strip().splitlines()[0][:300] if str(e).strip() else ''}"
@@ -225,17 +229,20 @@ def compile_all(vitc, specs, max_batch, work, jobs, log, compile_log, emu):
 
 
 def emu_build(vitc, cmd, so, emu):
-    """Testing this script without a GPU (VITC_KIT_EMULATE=TESTS_DIR): the emulation library of the
-    model's program for tests/fake_libcuda.c (see tests/testutil.c, tu_emu_build)."""
+    """Testing this script without a GPU (VITC_KIT_EMULATE=TESTS_DIR): the emulation libraries of the
+    model's program for tests/fake_libcuda.c (see tests/testutil.c, tu_emu_build_as): the portable one
+    and, where a GEMM runs on wgmma, the sm_90a image's."""
     cu = so[:-3] + ".cu"
     subprocess.run(cmd[:-1] + [cu, "--emit", "cuda"], check=True, capture_output=True)
     text = open(cu).read()
     pid = text[text.index('"vitc-program:') + len('"vitc-program:'):][:16]
-    lib = os.path.join(os.environ["VITC_FAKE_CUDA_EMU_DIR"], f"emu-{pid}.so")
-    if not os.path.exists(lib):
-        subprocess.run([os.environ.get("CXX", "c++"), "-std=c++17", "-O1", "-w", "-shared", "-fPIC", "-DVITC_EMU",
-                        "-I", emu, "-x", "c++", cu, "-o", lib + ".tmp"], check=True)
-        os.replace(lib + ".tmp", lib)
+    sm90a = "vk::gemm_wg<" in text or "vk::gemm_tma<" in text
+    for suffix, flags in [("", [])] + ([("-sm90a", ["-DVITC_EMU_SM90A"])] if sm90a else []):
+        lib = os.path.join(os.environ["VITC_FAKE_CUDA_EMU_DIR"], f"emu-{pid}{suffix}.so")
+        if not os.path.exists(lib):
+            subprocess.run([os.environ.get("CXX", "c++"), "-std=c++17", "-O1", "-w", "-shared", "-fPIC", "-DVITC_EMU",
+                            *flags, "-I", emu, "-x", "c++", cu, "-o", lib + ".tmp"], check=True)
+            os.replace(lib + ".tmp", lib)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -372,6 +379,32 @@ def dry_check_model(G, torch, dev, vitc, s, sos, batches, log):
                          note="; ".join(notes) or "compiled, inspected, loaded; not run (no GPU)"))
         log(f"dry {s.name} {p}: {rows[-1]['note']} (references {shapes})")
     return rows
+
+
+def kernel_variants(vitc, so, batches):
+    """Which kernel runs each GEMM and attention layer at each batch (the plan, from vitc inspect
+    --json): {batch: ["K=768 N=2304: wgmma+tma 128x128 x12", ...]}, identical layers counted."""
+    import re
+    r = subprocess.run([vitc.bin, "inspect", so, "--json"], capture_output=True, text=True)
+    plan = json.loads(r.stdout).get("cuda", {}).get("plan", []) if r.returncode == 0 else []
+    out = {}
+    for b in batches:
+        rows = {}
+        for launch in plan:
+            k = launch.get("kernel") or ""
+            if not launch["min_batch"] <= b <= launch["max_batch"]:
+                continue
+            label = re.sub(r" \[sm_.*", "", k.split(" ", 1)[1] if " " in k else k)
+            m = re.match(r"gemm (?:bf16|f16|tf32|fp32) (.*?) ?(K=\d+ N=\d+)(.*)", label)
+            if m:
+                key = f"{m.group(2)}: {m.group(1)}" + (" split-k" if "split-k" in m.group(3) else "")
+            elif label.startswith("attention"):
+                key = label
+            else:
+                continue
+            rows[key] = rows.get(key, 0) + 1
+        out[b] = [f"{k} x{n}" if n > 1 else k for k, n in rows.items()]
+    return out
 
 
 def has_large_tile(vitc, so):
@@ -563,6 +596,13 @@ def report(args, info, checks, large_tile, skipped, timings, peak, out):
          "bit-identical to the first run).  Large GEMM tile in: " + (", ".join(large_tile) or "NONE") + ".", ""]
     if fails:
         L += ["**FAILURES**", ""] + [f"- {r['model']} {r['precision']} batch {r['batch']}: {r['note']}" for r in fails] + [""]
+    if info.get("kernels"):
+        L += ["Kernels of the bf16 plans, per layer and batch (GEMMs by K and N; an sm_90 GPU runs the wgmma "
+              "ones, others their mma.sync form):", ""]
+        for name, per_batch in info["kernels"].items():
+            for b, rows in per_batch.items():
+                L.append(f"- {name} batch {b}: " + "; ".join(rows))
+        L.append("")
     L += ["| model | precision | batch | error | PyTorch | cosine | replay = plain | result | by |",
           "|---|---|---|---|---|---|---|---|---|"]
     for r in checks:
@@ -737,9 +777,11 @@ def main():
             raise SetupError(f"--models: no model {', '.join(sorted(unknown))} here "
                              f"(there are: {', '.join(s.name for s in specs)})")
         specs = [s for s in specs if s.name in keep]
-    make_models(G, torch, specs, args.work, log)
+    make_models(G, torch, specs, args.work, log, set(args.models.split(",")) if args.models else ())
     with open(os.path.join(args.out, "compile.log"), "w") as clog:
         sos = compile_all(vitc, specs, max(batches + [256]), args.work, args.jobs, log, clog, emu)
+    info["kernels"] = {s.name: kernel_variants(vitc, sos[(s.name, "bf16")], model_batches(args, s, batches))
+                       for s in specs if s.full and sos.get((s.name, "bf16"))}
 
     checks, large_tile = [], []
     for s in specs:

@@ -3,7 +3,8 @@
 #
 #  1. bench/gpu-kit.sh builds the kit (its own build tree, Release, only vitc and the runtime) and
 #     checks its size (<= 40 MiB) and every ELF's NEEDED (libc, libm, libdl, libpthread, libgcc_s,
-#     the loader);
+#     the loader); where nvcc is, the kit's gemm-gpu (the GEMM kernels alone) compiles for sm_90a
+#     and sm_80;
 #  2. in a mount namespace where LLVM, protobuf-c, cmocka and /usr/include (every -dev package) are
 #     covered, as on the GPU machines: the kit's vitc compiles a seed fixture to a CUDA .so (NVRTC
 #     from the CUDA toolkit stays visible, as it is there), and gpu-check says there is no GPU and
@@ -21,6 +22,12 @@ model=$repo/tests/models/timm-ts17.onnx
 
 echo "== 1. the kit"
 VITC_KIT_BUILD=${VITC_KIT_BUILD:-$work/build} "$repo/bench/gpu-kit.sh" "$kit"
+if command -v nvcc > /dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
+  "$kit/gemm-gpu" --build-only # the GEMM kernels alone, compiled as on the GPU machine (sm_90a, sm_80)
+  rm -f "$kit/bin/gemm-gpu"
+else
+  echo "gemm-gpu: no nvcc here, not built"
+fi
 
 if [ "$(id -u)" -ne 0 ] || ! unshare -m true 2> /dev/null; then
   echo "prove-kit: unshare -m is not allowed here (needs root): steps 2 and 3 not run" >&2
