@@ -354,7 +354,8 @@ static void compile_face(const char *batch, const char *name, char model[4096], 
 
 /* The sm_90a GEMMs in each shape the plan can pick (gemm_tma 128x128 in 3
  * stages with two blocks an SM, 128x128 in 6 stages and 128x256 in 4 with a
- * producer warpgroup and setmaxnreg; gemm_wg 128x128 and 128x256), fp16 and
+ * producer warpgroup and setmaxnreg; gemm_wg 128x128 and 128x256; gemm_pp,
+ * two consumer warpgroups of 128 accumulators each, in 4 stages), fp16 and
  * bf16, compiled by NVRTC for sm_90a: every kernel has ptxas's report for
  * that image, and none spills registers (face_ln at batch 256, every GEMM on
  * the large tile; its K = 243 GEMM runs gemm_wg, rows of A not 16-byte
@@ -366,6 +367,7 @@ static void test_sm90a_kernels_do_not_spill(void **state)
         {"VITC_CUDA_GEMM_WAVE=1", NULL, NULL},
         {"VITC_CUDA_GEMM_WAVE=1", "VITC_CUDA_TMA=128/6/1", "VITC_CUDA_WGMMA_STAGES=5"},
         {"VITC_CUDA_GEMM_WAVE=1", "VITC_CUDA_TMA=256/4/1", "VITC_CUDA_GEMM_LARGE=128x256/2x4/3/64"},
+        {"VITC_CUDA_GEMM_WAVE=1", "VITC_CUDA_PINGPONG=4", NULL},
     };
     static const char *const precs[2] = {"bf16", "fp16"};
     char model[4096], so[8300];
@@ -383,7 +385,7 @@ static void test_sm90a_kernels_do_not_spill(void **state)
             char *text;
             int rc = vitc_text(args, &text);
             unsetenv("VITC_CUDA_GEMM_WAVE"), unsetenv("VITC_CUDA_TMA"), unsetenv("VITC_CUDA_WGMMA_STAGES");
-            unsetenv("VITC_CUDA_GEMM_LARGE");
+            unsetenv("VITC_CUDA_GEMM_LARGE"), unsetenv("VITC_CUDA_PINGPONG");
             if (rc != 0)
                 fail_msg("vitc exited %d:\n%s", rc, text);
             free(text);

@@ -76,6 +76,10 @@ static const emu_mode MODE_SM90A = {{"VITC_CUDA_GEMM_WAVE=1"}, 12, 1};
 static const emu_mode MODE_SM90A_WIDE = {
     {"VITC_CUDA_GEMM_WAVE=1", "VITC_CUDA_TMA=256/4/1", "VITC_CUDA_GEMM_LARGE=128x256/2x4/3/64"}, 12, 1};
 static const emu_mode MODE_SM90A_WG = {{"VITC_CUDA_GEMM_WAVE=1", "VITC_CUDA_TMA=0", "VITC_CUDA_WGMMA_STAGES=5"}, 12, 1};
+/* The persistent ping-pong GEMM (4 stages) where gemm_tma would run: on sm_90a, and in the portable
+ * form other GPUs run (gemm_tc's tile over the tiles in turn). */
+static const emu_mode MODE_SM90A_PP = {{"VITC_CUDA_GEMM_WAVE=1", "VITC_CUDA_PINGPONG=4"}, 12, 1};
+static const emu_mode MODE_PP_PORTABLE = {{"VITC_CUDA_GEMM_WAVE=1", "VITC_CUDA_PINGPONG=4"}, 12, 0};
 
 static void set_knobs(const emu_mode *m, int on)
 {
@@ -92,7 +96,7 @@ static void set_knobs(const emu_mode *m, int on)
 
 /* The sm_90a GEMM kernels of the program at cu by shape, e.g. "tma
  * 128/3/2 x6, wg 128/3 x1" (gemm_tma's BN/stages/blocks an SM, gemm_wg's
- * BN/stages); "none" without any. */
+ * BN/stages, gemm_pp's stages); "none" without any. */
 static void variants(const char *cu, char *out, size_t n)
 {
     size_t len;
@@ -101,8 +105,8 @@ static void variants(const char *cu, char *out, size_t n)
     enum { MAXV = 8 };
     char shape[MAXV][32];
     int count[MAXV], nv = 0;
-    static const char *const kinds[2] = {"vk::gemm_tma<", "vk::gemm_wg<"};
-    for (int k = 0; k < 2; k++)
+    static const char *const kinds[3] = {"vk::gemm_tma<", "vk::gemm_wg<", "vk::gemm_pp<"};
+    for (int k = 0; k < 3; k++)
         for (const char *q = text; (q = strstr(q, kinds[k])); q++) {
             int bn, a2, a3;
             char s[32];
@@ -110,8 +114,10 @@ static void variants(const char *cu, char *out, size_t n)
                 continue;
             if (k == 0)
                 snprintf(s, sizeof s, "tma %d/%d/%d", bn, a2, a3);
-            else
+            else if (k == 1)
                 snprintf(s, sizeof s, "wg %d/%d", bn, a3); /* BN, BKB, stages */
+            else
+                snprintf(s, sizeof s, "pingpong %d", bn); /* stages */
             int i = 0;
             while (i < nv && strcmp(shape[i], s) != 0)
                 i++;
@@ -279,17 +285,26 @@ static void test_zoo_families_emulated(void **state)
 /* The sm_90a kernels (gemm_tma: TMA, mbarrier ring, warp roles; gemm_wg:
  * wgmma from cp.async stages) on every fixture (one exporter per family)
  * and zoo model in fp16 and bf16, as an H100 runs them; then their other
- * shapes on the fixtures. */
+ * shapes on the fixtures.  Under a sanitizer (every vitc it starts several
+ * times slower) the first on the fixtures only. */
 static void test_sm90a_emulated(void **state)
 {
     (void)state;
     print_message("sm_90a: gemm_tma 128x128 (3 stages, 2 blocks an SM) and gemm_wg 128x128\n");
     fixtures_emulated(&MODE_SM90A, 1);
+    if (TU_SANITIZED) {
+        print_message("(sanitizer build: the zoo and the other shapes are run in the normal build)\n");
+        return;
+    }
     zoo_emulated(&MODE_SM90A);
     print_message("sm_90a: gemm_tma 128x256 (4 stages, a producer warpgroup) and gemm_wg 128x256\n");
     fixtures_emulated(&MODE_SM90A_WIDE, 1);
     print_message("sm_90a: gemm_wg 128x128 in 5 stages everywhere\n");
     fixtures_emulated(&MODE_SM90A_WG, 1);
+    print_message("sm_90a: gemm_pp (persistent, ping-pong, 4 stages) and gemm_wg 128x128\n");
+    fixtures_emulated(&MODE_SM90A_PP, 1);
+    print_message("gemm_pp's portable form (gemm_tc's tile over the tiles in turn)\n");
+    fixtures_emulated(&MODE_PP_PORTABLE, 1);
 }
 
 /* ---- hand-built graphs: the ops the fixtures do not reach ---- */
@@ -552,18 +567,24 @@ static void mutate_program(const char *cu, const char *from, const char *to, con
 }
 
 /* A bug in the sm_90a GEMMs must fail their emulation, with a message or
- * with outputs beyond the bar: the 128-byte swizzle missing from the wgmma
- * descriptors; a consumer waiting for the wrong phase of a stage's full
- * barrier (it reads the stage before the copy engine has written it); the
- * producer waiting for the wrong phase of an empty barrier (it waits for an
- * arrival that never comes: a deadlock); the proxy fence between gemm_wg's
- * cp.async writes and wgmma's reads left out; the wgmma.fence before a
- * sequence of wgmma left out; a consumer releasing a stage while its wgmma
- * group may still read it (wait_group 2 for 1).  On two bf16 GEMMs at batch
- * 3 (300 rows: 3 row tiles, the last part past M), gemm_tma with K = 512 (8
- * k tiles around a ring of 3 stages) and N = 320 (the last column tile part
- * padding), gemm_wg with K = 196 (rows of A not 16-byte aligned).  The
- * program without a bug passes first. */
+ * with outputs beyond the bar.  In gemm_tma and gemm_wg: the 128-byte
+ * swizzle missing from the wgmma descriptors; a consumer waiting for the
+ * wrong phase of a stage's full barrier (it reads the stage before the copy
+ * engine has written it); the producer waiting for the wrong phase of an
+ * empty barrier (it waits for an arrival that never comes: a deadlock); the
+ * proxy fence between gemm_wg's cp.async writes and wgmma's reads left out;
+ * the wgmma.fence before a sequence of wgmma left out; a consumer releasing
+ * a stage while its wgmma group may still read it (wait_group 2 for 1).  In
+ * gemm_pp (one block over all tiles: the consumers alternate over 9 tiles,
+ * the ring's phases carried from tile to tile): a consumer counting its k
+ * tiles from the other's position in the ring; an empty barrier waiting for
+ * both consumers' warps; a tile's last stage never released; the consumers'
+ * k loops not taking turns (a consumer then waits for a stage two phases
+ * ahead, which the parity takes for the current one).  On two bf16
+ * GEMMs at batch 3 (300 rows: 3 row tiles, the last part past M): K = 512
+ * (8 k tiles around a ring of 3 stages) and N = 320 (the last column tile
+ * part padding) on gemm_tma or gemm_pp, K = 196 (rows of A not 16-byte
+ * aligned) on gemm_wg.  Each program without a bug passes first. */
 static void test_sm90a_mutations(void **state)
 {
     (void)state;
@@ -581,66 +602,91 @@ static void test_sm90a_mutations(void **state)
     tu_random_inputs(g, 3, in);
     if (ir_interpret(g, in, ref, NULL, NULL, &d))
         fail_msg("the interpreter failed");
-    char so[8300], cu[8300], mut[8300], emu[8300];
-    snprintf(so, sizeof so, "%s/sm90a-mutations.so", tmpdir);
-    snprintf(cu, sizeof cu, "%s/sm90a-mutations.cu", tmpdir);
-    snprintf(mut, sizeof mut, "%s/sm90a-mutated.cu", tmpdir);
-    setenv("VITC_CUDA_GEMM_WAVE", "1", 1);
-    cg_options opt = {.output = so, .source = "sm90a-mutations", .max_batch = 3, .opt_level = 2, .precision = "bf16"};
-    if (cg_compile(&cg_cuda_backend, g, &opt, &d) != VITC_OK)
-        fail_msg("the CUDA backend failed (status %d)", d.status);
-    opt.output = cu;
-    opt.emit_source = 1;
-    if (cg_compile(&cg_cuda_backend, g, &opt, &d) != VITC_OK)
-        fail_msg("--emit cuda failed");
-    unsetenv("VITC_CUDA_GEMM_WAVE");
-    char var[64];
-    variants(cu, var, sizeof var);
-    assert_string_equal(var, "tma 128/3/2 x1, wg 128/3 x1");
 
-    static const struct {
+    typedef struct {
         const char *what, *from, *to;
-    } bugs[] = {
-        {NULL, NULL, NULL},
+    } bug;
+    static const bug tma_bugs[] = {
         {"no 128-byte swizzle in the wgmma descriptors", "((unsigned long long)(sw128 ? 1 : 0) << 62)",
          "((unsigned long long)0 << 62)"},
-        {"a consumer waits for the other phase of full[s]", "vk_mbar_wait(&full[s], (it / WS) & 1);",
-         "vk_mbar_wait(&full[s], ((it / WS) & 1) ^ 1);"},
-        {"the producer waits for the other phase of empty[s]", "vk_mbar_wait(&empty[s], ((it / WS) & 1) ^ 1);",
-         "vk_mbar_wait(&empty[s], (it / WS) & 1);"},
+        {"a consumer waits for the other phase of full[s]", "vk_mbar_wait(&full[s], (it / WS) & 1);\n            const unsigned char *sa = smem + s * STAGE, *sb = sa + TA;\n            vk_wg_fence();\n#pragma unroll\n            for (int ks = 0; ks < BK / 16; ks++)\n                vk_wgmma(d,",
+         "vk_mbar_wait(&full[s], ((it / WS) & 1) ^ 1);\n            const unsigned char *sa = smem + s * STAGE, *sb = sa + TA;\n            vk_wg_fence();\n#pragma unroll\n            for (int ks = 0; ks < BK / 16; ks++)\n                vk_wgmma(d,"},
+        {"the producer waits for the other phase of empty[s]", "vk_mbar_wait(&empty[s], ((it / WS) & 1) ^ 1);\n                    unsigned char *sa = smem + s * STAGE;\n                    vk_mbar_expect_tx(&full[s], STAGE);\n                    vk_tma_load2(sa, ma, kt * BK, tile_m0(t)",
+         "vk_mbar_wait(&empty[s], (it / WS) & 1);\n                    unsigned char *sa = smem + s * STAGE;\n                    vk_mbar_expect_tx(&full[s], STAGE);\n                    vk_tma_load2(sa, ma, kt * BK, tile_m0(t)"},
         {"no fence.proxy.async after gemm_wg's cp.async", "        vk_fence_proxy_async();\n        __syncthreads();",
          "        __syncthreads();"},
         {"no wgmma.fence in gemm_tma", "            vk_wg_fence();\n#pragma unroll\n            for (int ks = 0; ks < BK / 16; ks++)\n                vk_wgmma(d, wg_desc(sa + cw",
          "#pragma unroll\n            for (int ks = 0; ks < BK / 16; ks++)\n                vk_wgmma(d, wg_desc(sa + cw"},
-        {"a stage released with its wgmma group in flight", "vk_wg_wait<1>();\n            /* the group of k tile it - 1",
-         "vk_wg_wait<2>();\n            /* the group of k tile it - 1"},
+        {"a stage released with its wgmma group in flight", "vk_wg_wait<1>();\n            /* the group of k tile it - 1 is done: its stage goes back to the producer */\n            if (kt > 0 && lane == 0)\n                vk_mbar_arrive(&empty[(it - 1) % WS]);\n        }\n        vk_wg_wait<0>();\n        if (PERSIST",
+         "vk_wg_wait<2>();\n            /* the group of k tile it - 1 is done: its stage goes back to the producer */\n            if (kt > 0 && lane == 0)\n                vk_mbar_arrive(&empty[(it - 1) % WS]);\n        }\n        vk_wg_wait<0>();\n        if (PERSIST"},
+        {NULL, NULL, NULL},
     };
-    print_message("%-52s %s\n", "sm_90a GEMMs (gemm_tma, gemm_wg), bf16, batch 3", "emulation");
-    for (size_t i = 0; i < sizeof bugs / sizeof bugs[0]; i++) {
-        const char *prog = cu;
-        if (bugs[i].from) {
-            mutate_program(cu, bugs[i].from, bugs[i].to, mut);
-            prog = mut;
+    static const bug pp_bugs[] = {
+        {"a consumer counts k tiles from the other's place", "for (int kt = 0, it = i * nkt;",
+         "for (int kt = 0, it = (i ^ 1) * nkt;"},
+        {"empty[s] waits for both consumers' warps", "vk_mbar_init(&empty[s], 4);", "vk_mbar_init(&empty[s], 8);"},
+        {"a tile's last stage never released", "            vk_mbar_arrive(&empty[(i * nkt + nkt - 1) % WS]);",
+         "            ;"},
+        {"the consumers' k loops not taking turns", "        if (i > 0) /* the other consumer's k loop", "        if (0) /* the other consumer's k loop"},
+        {NULL, NULL, NULL},
+    };
+    static const struct {
+        const char *knob, *variants;
+        const bug *bugs;
+    } programs[2] = {
+        {NULL, "tma 128/3/2 x1, wg 128/3 x1", tma_bugs},
+        {"3", "wg 128/3 x1, pingpong 3 x1", pp_bugs},
+    };
+    for (int pr = 0; pr < 2; pr++) {
+        char so[8300], cu[8300], mut[8300], emu[8300];
+        snprintf(so, sizeof so, "%s/sm90a-mutations%d.so", tmpdir, pr);
+        snprintf(cu, sizeof cu, "%s/sm90a-mutations%d.cu", tmpdir, pr);
+        snprintf(mut, sizeof mut, "%s/sm90a-mutated.cu", tmpdir);
+        setenv("VITC_CUDA_GEMM_WAVE", "1", 1); /* the large tile; gemm_pp: one block */
+        if (programs[pr].knob)
+            setenv("VITC_CUDA_PINGPONG", programs[pr].knob, 1);
+        cg_options opt = {.output = so, .source = "sm90a-mutations", .max_batch = 3, .opt_level = 2, .precision = "bf16"};
+        if (cg_compile(&cg_cuda_backend, g, &opt, &d) != VITC_OK)
+            fail_msg("the CUDA backend failed (status %d)", d.status);
+        opt.output = cu;
+        opt.emit_source = 1;
+        if (cg_compile(&cg_cuda_backend, g, &opt, &d) != VITC_OK)
+            fail_msg("--emit cuda failed");
+        unsetenv("VITC_CUDA_GEMM_WAVE");
+        unsetenv("VITC_CUDA_PINGPONG");
+        char var[64];
+        variants(cu, var, sizeof var);
+        assert_string_equal(var, programs[pr].variants);
+        print_message("%-52s %s\n", var, "emulation (bf16, batch 3)");
+        for (int i = -1; i < 0 || programs[pr].bugs[i].what; i++) {
+            const bug *b = i >= 0 ? &programs[pr].bugs[i] : NULL;
+            const char *prog = cu;
+            if (b) {
+                mutate_program(cu, b->from, b->to, mut);
+                prog = mut;
+            }
+            tu_emu_build_as(prog, 1, emu, sizeof emu);
+            ir_tensor out[2];
+            int nl;
+            char err[4096];
+            int rc = tu_emulate_try(so, emu, 3, in, 2, out, 2, &nl, err, sizeof err);
+            double e = 0;
+            for (int o = 0; o < 2 && rc == 0; o++) {
+                double eo = ir_rel_error(&out[o], &ref[o]);
+                e = eo > e || isnan(eo) ? eo : e;
+                ir_tensor_free(&out[o]);
+            }
+            int failed = rc != 0 || !(e <= tu_precision_bar(3));
+            const char *what = b ? b->what : "(no bug)";
+            if (rc)
+                print_message("  %-50s failed: %s\n", what, strstr(err, "): ") ? strstr(err, "): ") + 3 : err);
+            else
+                print_message("  %-50s rel err %.3g: %s\n", what, e, failed ? "beyond the bar" : "within the bar");
+            if (failed != (b != NULL))
+                fail_msg("%s: the emulation %s", what, failed ? "failed" : "passed");
         }
-        tu_emu_build_as(prog, 1, emu, sizeof emu);
-        ir_tensor out[2];
-        int nl;
-        char err[4096];
-        int rc = tu_emulate_try(so, emu, 3, in, 2, out, 2, &nl, err, sizeof err);
-        double e = 0;
-        for (int o = 0; o < 2 && rc == 0; o++) {
-            double eo = ir_rel_error(&out[o], &ref[o]);
-            e = eo > e || isnan(eo) ? eo : e;
-            ir_tensor_free(&out[o]);
-        }
-        int failed = rc != 0 || !(e <= tu_precision_bar(3));
-        if (rc)
-            print_message("%-52s failed: %s\n", bugs[i].what ? bugs[i].what : "(none)", strstr(err, "): ") + 3);
-        else
-            print_message("%-52s rel err %.3g: %s\n", bugs[i].what ? bugs[i].what : "(none)", e,
-                          failed ? "beyond the bar" : "within the bar");
-        if (failed != (bugs[i].from != NULL))
-            fail_msg("%s: the emulation %s", bugs[i].what ? bugs[i].what : "no bug", failed ? "failed" : "passed");
+        unlink(so);
+        unlink(cu);
     }
     for (int k = 0; k < 2; k++)
         ir_tensor_free(&in[k]), ir_tensor_free(&ref[k]);

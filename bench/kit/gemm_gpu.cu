@@ -26,6 +26,7 @@
 #include "prelude.cuh"
 #include "gemm.cuh"
 
+using vk::gemm_pp;
 using vk::gemm_tc;
 using vk::gemm_tma;
 using vk::gemm_wg;
@@ -75,6 +76,14 @@ __global__ void __launch_bounds__(vk::gemm_tma_smem<BN, WS, MINB>::threads, MINB
 {
     gemm_tma<b16, BN, WS, MINB, 4, 64, true, EPI ? 1 : 0, true, EPI, b16, b16, PERSIST>(&ma, &mb, params_of(a), a.N,
                                                                                            a.K, a.Kp, a.K, a.N, a.N);
+}
+
+template <int WS, bool EPI>
+__global__ void __launch_bounds__(384, 1)
+    k_pp(args a, const __grid_constant__ vk_tmap ma, const __grid_constant__ vk_tmap mb)
+{
+    gemm_pp<b16, WS, 4, 64, true, EPI ? 1 : 0, true, EPI, b16, b16>(&ma, &mb, params_of(a), a.N, a.K, a.Kp, a.K, a.N,
+                                                                  a.N);
 }
 
 /* A tensor map of a row-major bf16 matrix [rows, cols], row stride `stride` bytes, in boxes of 64
@@ -146,19 +155,24 @@ struct variant {
     {"tma 128x" #BN "/ws/" #WS " x" #MINB, nullptr, 128, BN, vk::gemm_tma_smem<BN, WS, MINB>::threads,       \
      vk::gemm_tma_smem<BN, WS, MINB>::bytes, true,                                                           \
      k_tma<BN, WS, MINB, EPI>, 0}
+#define PP(WS, EPI)                                                                                 \
+    {"pingpong 128x128/ws/" #WS " persistent", nullptr, 128, 128, 384, vk::gemm_pp_smem<WS>::bytes, true,        \
+     k_pp<WS, EPI>, 1}
 #define TMAP(BN, WS, MINB, EPI)                                                                     \
     {"tma 128x" #BN "/ws/" #WS " x" #MINB " persistent", nullptr, 128, BN,                          \
      vk::gemm_tma_smem<BN, WS, MINB>::threads, vk::gemm_tma_smem<BN, WS, MINB>::bytes, true,        \
      k_tma<BN, WS, MINB, EPI, true>, MINB}
 /* gemm_wg as the compiler emits it on sm_90a (3 stages of 128 bytes of k, 128-byte swizzle), the
  * large tile of other GPUs (mma.sync), then the alternatives: wgmma stages and wait depth, 128 x 256,
- * and the no-swizzle layout (64 bytes of k) */
+ * and the no-swizzle layout (64 bytes of k); gemm_tma, also over all tiles from a persistent grid; the
+ * persistent ping-pong gemm_pp (a block an SM) */
 #define VARIANTS(VA, EPI)                                                                           \
     {WG(128, 3, 128, 1, VA, EPI),   TC(128, 128, 2, 4, 4, 64, VA, EPI),  TC(128, 128, 2, 4, 3, 128, VA, EPI), \
      WG(128, 3, 128, 0, VA, EPI),   WG(128, 4, 128, 1, VA, EPI),         WG(256, 4, 128, 1, VA, EPI),       \
      WG(128, 4, 64, 1, VA, EPI),    TMA(128, 4, 1, EPI),                 TMA(128, 3, 2, EPI),              \
      TMA(128, 2, 2, EPI),           TMA(256, 3, 1, EPI),                 TMA(256, 4, 1, EPI),              \
-     TMAP(128, 3, 2, EPI),          TMAP(256, 3, 1, EPI),                TMAP(256, 4, 1, EPI)}
+     TMAP(128, 3, 2, EPI),          TMAP(256, 3, 1, EPI),                TMAP(256, 4, 1, EPI),             \
+     PP(4, EPI),                    PP(5, EPI),                          PP(6, EPI)}
 
 static variant V_VE[] = VARIANTS(true, true), V_VB[] = VARIANTS(true, false), V_UE[] = VARIANTS(false, true);
 enum { NV = sizeof V_VE / sizeof V_VE[0] };

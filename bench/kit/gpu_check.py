@@ -411,7 +411,7 @@ def has_large_tile(vitc, so):
     """Whether the model's GEMMs include a tile larger than 64x64 (vitc inspect's kernel labels)."""
     import re
     r = subprocess.run([vitc.bin, "inspect", so], capture_output=True, text=True)
-    return any(int(a) * int(b) > 64 * 64 for a, b in re.findall(r"mma(?:\+tma)? (\d+)x(\d+) ", r.stdout))
+    return any(int(a) * int(b) > 64 * 64 for a, b in re.findall(r"mma(?:\+tma)?(?: pingpong)? (\d+)x(\d+) ", r.stdout))
 
 
 # ------------------------------------------------------------------------------------------------

@@ -31,6 +31,12 @@
  * encodes per batch (vitc_cuda_tmap), and the other GPUs run gemm_tc's tile
  * with a ninth, loading warp (bench/design-notes.md, "TMA GEMM").
  *
+ * With VITC_CUDA_PINGPONG=STAGES, those GEMMs run as gemm_pp instead: one
+ * block an SM (VITC_CUDA_GEMM_WAVE of them) over all 128 x 128 tiles, two consumer
+ * warpgroups taking every other tile (one's epilogue under the other's k
+ * loop) fed by one producer through a ring of STAGES stages; elsewhere the
+ * same grid runs gemm_tc's tile over the tiles in turn.
+ *
  * The knobs VITC_CUDA_GEMM_LARGE, VITC_CUDA_GEMM_WAVE, VITC_CUDA_TMA,
  * VITC_CUDA_SPLIT_K, VITC_CUDA_WGMMA_STAGES and VITC_CUDA_WGMMA
  * (codegen/knobs.def) change these choices for measuring on a GPU (bench/kit)
@@ -291,6 +297,8 @@ static tma_shape tma_of(const cu_ctx *c, int *bad)
 /* gemm_tma_smem's threads and bytes. */
 static unsigned tma_threads(tma_shape t) { return t.minb == 1 ? 384u : 288u; }
 static unsigned tma_smem(tma_shape t) { return 1024u + (unsigned)(t.stages * (128 + t.bn) * 128 + 2 * t.stages * 8); }
+/* gemm_pp_smem's bytes (threads: 384). */
+static unsigned pp_smem(int stages) { return 1024u + (unsigned)(stages * 256 * 128 + (2 * stages + 2) * 8); }
 
 /* The GEMM's padded sizes for the precision: Kp a multiple of every tile's k
  * step, Np of every BN. */
@@ -379,11 +387,16 @@ static int use_wgmma(const cu_ctx *c, tile tl, int split)
 }
 
 /* The kernel text of a tensor-core GEMM (split: the partial-sum form; wg:
- * gemm_wg). */
+ * gemm_wg; tma.bn: gemm_tma; pp: gemm_pp with that many stages). */
 static void gemm_text(const cu_ctx *c, cu_str *t, const gemm_job *j, tile tl, int split, int wg, tma_shape tma,
-                      int vec_a, const char *tw, const char *tr, const char *to, int64_t Kp)
+                      int pp, int vec_a, const char *tw, const char *tr, const char *to, int64_t Kp)
 {
-    if (tma.bn) {
+    if (pp) {
+        cu_str_add(t, "VK_KERNEL_TMA(@, 384, 1, vk_gemm_params)\n{\n"
+                      "    vk::gemm_pp<%s, %d, %d, %d, %s, %d, %s, %s, %s, %s>(VK_TMAPS, ",
+                   tw, pp, tl.stages, tl.bkb, vec_a ? "true" : "false", j->act, j->bias >= 0 ? "true" : "false",
+                   res_arg(j), tr, to);
+    } else if (tma.bn) {
         cu_str_add(t, "VK_KERNEL_TMA(@, %u, %d, vk_gemm_params)\n{\n"
                       "    vk::gemm_tma<%s, %d, %d, %d, %d, %d, %s, %d, %s, %s, %s, %s>(VK_TMAPS, ",
                    tma_threads(tma), tma.minb, tw, tma.bn, tma.stages, tma.minb, tl.stages, tl.bkb,
@@ -520,16 +533,20 @@ int cu_emit_linear(cu_ctx *c, int node)
         cu_str t = {0};
         int wg = use_wgmma(c, tl, split);
         c->wgmma |= wg;
-        /* gemm_tma where the copy engine can read A: rows of whole 16 bytes */
+        /* gemm_tma where the copy engine can read A: rows of whole 16 bytes; or gemm_pp, of the
+         * 128 x 128 tile */
         tma_shape tma = wg && vec_a ? tma_of(c, &bad) : (tma_shape){0, 0, 0};
+        int pp = wg && vec_a && tl.bn == 128 ? (int)c->knobs.cuda_pingpong : 0;
+        if (pp)
+            tma = (tma_shape){128, pp, 1};
         if (tma.bn)
             tl.bn = tma.bn; /* its grid; other GPUs run gemm_tc's tile of that width */
-        gemm_text(c, &t, &j, tl, split, wg, tma, vec_a, tw, tr, to, Kp);
+        gemm_text(c, &t, &j, tl, split, wg, tma, pp, vec_a, tw, tr, to, Kp);
         char label[192];
         snprintf(label, sizeof label, "gemm %s%s %dx%d%s K=%lld N=%lld%s%s%s%s%s",
                  c->prec == CU_TF32 ? "tf32 mma" : c->prec == CU_FP16 ? (wg ? "f16 wgmma" : "f16 mma")
                                                                       : (wg ? "bf16 wgmma" : "bf16 mma"),
-                 tma.bn ? "+tma" : "",
+                 pp ? "+tma pingpong" : tma.bn ? "+tma" : "",
                  tl.bm, tl.bn,
                  vec_a ? "" : " (unaligned A)", (long long)j.K, (long long)j.N, split > 1 ? " split-k partials" : "",
                  split > 1 ? "" : j.bias >= 0 ? " +bias" : "", split > 1 ? "" : act_name(j.act),
@@ -541,7 +558,7 @@ int cu_emit_linear(cu_ctx *c, int node)
                                      tile_smem(tl));
         if (!l)
             return c->d->status;
-        l->smem_specific = tma.bn ? tma_smem(tma) : wg ? wg_smem(c, tl) : 0;
+        l->smem_specific = pp ? pp_smem(pp) : tma.bn ? tma_smem(tma) : wg ? wg_smem(c, tl) : 0;
         if (tma.bn) { /* A [M, K] in boxes of 128 rows, Wt [Np, Kp] of BN rows, 64 elements of k */
             int elem = c->prec == CU_BF16 ? VITC_CUDA_TMAP_BF16 : VITC_CUDA_TMAP_F16;
             l->ntmaps = 2;
@@ -555,6 +572,11 @@ int cu_emit_linear(cu_ctx *c, int node)
         l->grid[1] = j.M;
         l->div[1] = tl.bm;
         l->grid[2] = cg_poly_k(split);
+        if (pp) { /* persistent: a block an SM (VITC_CUDA_GEMM_WAVE: the SMs of a wave), over every tile */
+            l->grid[0] = cg_poly_k(c->knobs.cuda_gemm_wave);
+            l->grid[1] = cg_poly_k(1);
+            l->div[1] = 1;
+        }
         gemm_args(c, l, &j, woff, boff);
         if (split > 1) {
             cu_arg_ws(c, l, CU_FIELD(vk_gemm_params, partial), scratch);

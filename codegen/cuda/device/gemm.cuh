@@ -111,9 +111,12 @@ VK_DEV void gemm_store2(float v0, float v1, vk_i64 r, int c, int N, const float 
     }
 }
 
+/* The tile at rows tm0.. and columns tn0.. (a persistent kernel's), or the
+ * block's (blockIdx) where tm0 < 0. */
 template <class T, int BM, int BN, int WM, int WN, int STAGES, int BKB, bool VEC_A, bool SPLIT, int ACT, bool BIAS,
           int RES, class TR, class TC, int NTH = WM * WN * 32>
-VK_DEV void gemm_tc(const vk_gemm_params &p, int N, int K, int Kp, vk_i64 lda, vk_i64 ldr, vk_i64 ldc)
+VK_DEV void gemm_tc(const vk_gemm_params &p, int N, int K, int Kp, vk_i64 lda, vk_i64 ldr, vk_i64 ldc,
+                    vk_i64 tm0 = -1, int tn0 = 0)
 {
     const T *A = (const T *)p.a, *Wt = (const T *)p.wt;
     const float *bias = p.bias;
@@ -142,8 +145,8 @@ VK_DEV void gemm_tc(const vk_gemm_params &p, int N, int K, int Kp, vk_i64 lda, v
     unsigned char *smem = vk_smem;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int wm = warp / WN, wn = warp % WN;
-    const vk_i64 m0 = (vk_i64)blockIdx.y * BM;
-    const int n0 = blockIdx.x * BN;
+    const vk_i64 m0 = tm0 >= 0 ? tm0 : (vk_i64)blockIdx.y * BM;
+    const int n0 = tm0 >= 0 ? tn0 : blockIdx.x * BN;
     /* this block's k tiles: all of them, or its share of a split K */
     const int kt0 = SPLIT ? (int)((vk_i64)blockIdx.z * (Kp / BK) / gridDim.z) : 0;
     const int nkt = SPLIT ? (int)((vk_i64)(blockIdx.z + 1) * (Kp / BK) / gridDim.z) - kt0 : Kp / BK;
@@ -529,6 +532,127 @@ VK_DEV void gemm_tma(const vk_tmap *ma, const vk_tmap *mb, const vk_gemm_params 
     (void)ma, (void)mb;
     gemm_tc<T, 128, BN, 2, 4, TS, TBKB, VEC_A, false, ACT, BIAS, RES, TR, TC, gemm_tma_smem<BN, WS, MINB>::threads>(
         p, N, K, Kp, lda, ldr, ldc);
+#endif
+}
+
+/* ---- Hopper (sm_90a): the persistent ping-pong GEMM (VITC_CUDA_PINGPONG) ----
+ *
+ * gemm_pp computes C over 128 x 128 tiles with a grid of its own: gridDim.x
+ * blocks (one an SM) take the tiles t = blockIdx.x, + gridDim.x, ... (N
+ * tiles first), the i-th of them (i counted from 0 in the block) going to
+ * consumer warpgroup i % 2.  Three warpgroups: the two consumers, each
+ * running its tile's whole k loop on wgmma (two m64n128k16 a k step, for
+ * its 128 rows: 128 accumulators a thread, setmaxnreg 232) and then its
+ * epilogue from the registers, and a producer (setmaxnreg 40) whose one
+ * thread issues the bulk tensor copies of every tile's k tiles in tile
+ * order into one WS-deep ring (the stages and tensor maps of gemm_tma,
+ * BN = 128).  The ring's k tiles are counted over the block's tiles: tile i
+ * has k tiles i * nkt .. i * nkt + nkt - 1, stage (it % WS), phase (it / WS)
+ * & 1.  As the tiles alternate, one consumer's k loop runs while the other
+ * stores its tile (ping-pong): the epilogue is hidden behind the other's
+ * wgmma, which gemm_tma's blocks leave to the next block on the SM.
+ * empty[s] takes the arrivals of one consumer's 4 warps.  The k loops take
+ * turns: a consumer starts tile i once the other has waited for every stage
+ * of tile i - 1 (order[c] completes a phase when consumer c's 128 threads
+ * are through a k loop); without that turn a consumer could wait for a
+ * stage two phases ahead, which the phase parity cannot tell from the
+ * current one.
+ *
+ * Any other target runs gemm_tc's 128 x 128 tile (its 8 warps computing,
+ * the other 4 loading) over the same tiles in turn. */
+template <int WS> struct gemm_pp_smem {
+    enum { stage = 256 * 128, bytes = 1024 + WS * stage + (2 * WS + 2) * 8, threads = 384 };
+};
+
+template <class T, int WS, int TS, int TBKB, bool VEC_A, int ACT, bool BIAS, int RES, class TR, class TC>
+VK_DEV void gemm_pp(const vk_tmap *ma, const vk_tmap *mb, const vk_gemm_params &p, int N, int K, int Kp, vk_i64 lda,
+                    vk_i64 ldr, vk_i64 ldc)
+{
+    enum { BM = 128, BN = 128 };
+    const vk_i64 M = p.m;
+    const int ntn = (N + BN - 1) / BN, ntiles = ntn * (int)((M + BM - 1) / BM);
+#if VK_SM90A
+    const float *bias = p.bias;
+    const TR *R = (const TR *)p.res;
+    TC *C = (TC *)p.out;
+    enum { BK = 64, TA = BM * 128, STAGE = gemm_pp_smem<WS>::stage };
+    static_assert(sizeof(T) == 2, "wgmma here takes f16 or bf16");
+    unsigned char *smem = vk_smem + ((1024 - (vk_smem_addr(vk_smem) & 1023)) & 1023);
+    unsigned long long *full = (unsigned long long *)(smem + WS * STAGE), *empty = full + WS, *order = empty + WS;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2;
+    const int nkt = Kp / BK;
+    if (tid == 0) {
+        for (int s = 0; s < WS; s++) {
+            vk_mbar_init(&full[s], 1);
+            vk_mbar_init(&empty[s], 4);
+        }
+        vk_mbar_init(&order[0], 128);
+        vk_mbar_init(&order[1], 128);
+        vk_fence_mbar_init();
+        vk_prefetch_tmap(ma);
+        vk_prefetch_tmap(mb);
+    }
+    __syncthreads();
+    if (wg == 2) {
+        vk_setmaxnreg_dec<40>();
+        if (tid == 256)
+            for (int t = blockIdx.x, it = 0; t < ntiles; t += gridDim.x)
+                for (int kt = 0; kt < nkt; kt++, it++) {
+                    int s = it % WS;
+                    vk_mbar_wait(&empty[s], ((it / WS) & 1) ^ 1);
+                    unsigned char *sa = smem + s * STAGE;
+                    vk_mbar_expect_tx(&full[s], STAGE);
+                    vk_tma_load2(sa, ma, kt * BK, t / ntn * BM, &full[s]);
+                    vk_tma_load2(sa + TA, mb, kt * BK, t % ntn * BN, &full[s]);
+                }
+        return;
+    }
+    vk_setmaxnreg_inc<232>();
+    /* this consumer's tiles: every other one of the block's, from its own */
+    for (int i = wg, t = blockIdx.x + wg * gridDim.x; t < ntiles; i += 2, t += 2 * gridDim.x) {
+        float d[2][BN / 2];
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+#pragma unroll
+            for (int e = 0; e < BN / 2; e++)
+                d[h][e] = 0.0f;
+        if (i > 0) /* the other consumer's k loop of tile i - 1 is through */
+            vk_mbar_wait(&order[wg ^ 1], ((i - 1) / 2) & 1);
+        for (int kt = 0, it = i * nkt; kt < nkt; kt++, it++) {
+            int s = it % WS;
+            vk_mbar_wait(&full[s], (it / WS) & 1);
+            const unsigned char *sa = smem + s * STAGE, *sb = sa + TA;
+            vk_wg_fence();
+#pragma unroll
+            for (int ks = 0; ks < BK / 16; ks++)
+#pragma unroll
+                for (int h = 0; h < 2; h++)
+                    vk_wgmma(d[h], wg_desc(sa + h * 8192 + ks * 32, 1024, true), wg_desc(sb + ks * 32, 1024, true),
+                             T(), vk_wgn<BN>());
+            vk_wg_commit();
+            vk_wg_wait<1>();
+            /* the group of k tile it - 1 is done: its stage goes back to the producer */
+            if (kt > 0 && lane == 0)
+                vk_mbar_arrive(&empty[(it - 1) % WS]);
+        }
+        vk_mbar_arrive(&order[wg]); /* the other consumer's turn */
+        vk_wg_wait<0>();
+        if (lane == 0) /* the tile's last stage */
+            vk_mbar_arrive(&empty[(i * nkt + nkt - 1) % WS]);
+        const vk_i64 m0 = (vk_i64)(t / ntn) * BM;
+        const int n0 = t % ntn * BN;
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+            wg_store<BN, ACT, BIAS, RES>(d[h], m0 + h * 64 + (warp & 3) * 16 + (lane >> 2), n0, M, N, bias, R, ldr,
+                                         C, ldc);
+    }
+#else
+    (void)ma, (void)mb;
+    for (int t = blockIdx.x; t < ntiles; t += gridDim.x) {
+        gemm_tc<T, 128, BN, 2, 4, TS, TBKB, VEC_A, false, ACT, BIAS, RES, TR, TC, gemm_pp_smem<WS>::threads>(
+            p, N, K, Kp, lda, ldr, ldc, (vk_i64)(t / ntn) * BM, t % ntn * BN);
+        __syncthreads(); /* its shared memory is the next tile's */
+    }
 #endif
 }
 
