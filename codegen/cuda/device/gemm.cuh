@@ -449,6 +449,45 @@ template <int BN, int WS, int MINB> struct gemm_tma_smem {
 };
 
 
+#if VK_SM90A
+/* The producer of a TMA ring of WS stages (gemm_tma, gemm_pp), one thread:
+ * for the tiles t0, t0 + tstep, ... below ntiles (ntn tiles a row of N
+ * tiles, N tiles first), each k tile's boxes of A (128 rows) and Wt (BN
+ * rows), 64 elements of k, into stage it % WS (it counting k tiles over
+ * all the tiles: the ring's position and phase) once empty[s] shows it
+ * free, completing on full[s]. */
+template <int BN, int WS>
+VK_DEV void tma_produce(unsigned char *smem, unsigned long long *full, unsigned long long *empty, const vk_tmap *ma,
+                        const vk_tmap *mb, int t0, int tstep, int ntiles, int ntn, int nkt)
+{
+    enum { STAGE = (128 + BN) * 128 };
+    for (int t = t0, it = 0; t < ntiles; t += tstep)
+        for (int kt = 0; kt < nkt; kt++, it++) {
+            int s = it % WS;
+            vk_mbar_wait(&empty[s], ((it / WS) & 1) ^ 1);
+            unsigned char *sa = smem + s * STAGE;
+            vk_mbar_expect_tx(&full[s], STAGE);
+            vk_tma_load2(sa, ma, kt * 64, t / ntn * 128, &full[s]);
+            vk_tma_load2(sa + 128 * 128, mb, kt * 64, t % ntn * BN, &full[s]);
+        }
+}
+
+/* One k tile of a TMA ring's stage sa on wgmma, committed as one group:
+ * d[h] += A's 64 rows from row a_row + 64 h times Wt's BN rows, h < H. */
+template <class T, int BN, int H> VK_DEV void tma_mma_stage(float (*d)[BN / 2], const unsigned char *sa, int a_row)
+{
+    const unsigned char *sb = sa + 128 * 128;
+    vk_wg_fence();
+#pragma unroll
+    for (int ks = 0; ks < 4; ks++)
+#pragma unroll
+        for (int h = 0; h < H; h++)
+            vk_wgmma(d[h], wg_desc(sa + (a_row + 64 * h) * 128 + ks * 32, 1024, true), wg_desc(sb + ks * 32, 1024, true),
+                     T(), vk_wgn<BN>());
+    vk_wg_commit();
+}
+#endif
+
 template <class T, int BN, int WS, int MINB, int TS, int TBKB, bool VEC_A, int ACT, bool BIAS, int RES, class TR,
           class TC, bool PERSIST = false>
 VK_DEV void gemm_tma(const vk_tmap *ma, const vk_tmap *mb, const vk_gemm_params &p, int N, int K, int Kp, vk_i64 lda,
@@ -459,7 +498,7 @@ VK_DEV void gemm_tma(const vk_tmap *ma, const vk_tmap *mb, const vk_gemm_params 
     const TR *R = (const TR *)p.res;
     TC *C = (TC *)p.out;
     const vk_i64 M = p.m;
-    enum { BM = 128, BK = 64, TA = BM * 128, STAGE = gemm_tma_smem<BN, WS, MINB>::stage };
+    enum { BM = 128, BK = 64, STAGE = gemm_tma_smem<BN, WS, MINB>::stage };
     static_assert(sizeof(T) == 2, "wgmma here takes f16 or bf16");
     static_assert(BN == 128 || BN == 256, "wgmma.m64n128 or m64n256");
     static_assert(MINB == 1 || (MINB == 2 && BN == 128), "two blocks per SM only of the 128 x 128 tile");
@@ -467,12 +506,11 @@ VK_DEV void gemm_tma(const vk_tmap *ma, const vk_tmap *mb, const vk_gemm_params 
     unsigned long long *full = (unsigned long long *)(smem + WS * STAGE), *empty = full + WS;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2;
     const int nkt = Kp / BK;
-    /* the tiles of this block: its own (grid x over N tiles, y over M tiles), or with PERSIST every
-     * gridDim.x-th of them from blockIdx.x, N tiles first, in a grid of (blocks, 1) */
-    const int ntn = (N + BN - 1) / BN, ntiles = PERSIST ? ntn * (int)((M + BM - 1) / BM) : 1;
-    const int t0 = PERSIST ? (int)blockIdx.x : 0, tstep = PERSIST ? (int)gridDim.x : 1;
-    auto tile_m0 = [&](int t) { return PERSIST ? t / ntn * BM : (int)blockIdx.y * BM; };
-    auto tile_n0 = [&](int t) { return PERSIST ? t % ntn * BN : (int)blockIdx.x * BN; };
+    /* the tiles of this block, N tiles first: its own (grid x over N tiles, y over M tiles), or with
+     * PERSIST every gridDim.x-th of them from blockIdx.x, in a grid of (blocks, 1) */
+    const int ntn = (N + BN - 1) / BN;
+    const int t0 = PERSIST ? (int)blockIdx.x : (int)blockIdx.y * ntn + (int)blockIdx.x;
+    const int ntiles = PERSIST ? ntn * (int)((M + BM - 1) / BM) : t0 + 1, tstep = PERSIST ? (int)gridDim.x : 1;
     if (tid == 0) {
         for (int s = 0; s < WS; s++) {
             vk_mbar_init(&full[s], 1);
@@ -486,36 +524,22 @@ VK_DEV void gemm_tma(const vk_tmap *ma, const vk_tmap *mb, const vk_gemm_params 
     if (wg == 2) {
         if (MINB == 1)
             vk_setmaxnreg_dec<40>();
-        if (tid == 256) /* it counts k tiles over all of the block's tiles: the ring's position and phase */
-            for (int t = t0, it = 0; t < ntiles; t += tstep)
-                for (int kt = 0; kt < nkt; kt++, it++) {
-                    int s = it % WS;
-                    vk_mbar_wait(&empty[s], ((it / WS) & 1) ^ 1);
-                    unsigned char *sa = smem + s * STAGE;
-                    vk_mbar_expect_tx(&full[s], STAGE);
-                    vk_tma_load2(sa, ma, kt * BK, tile_m0(t), &full[s]);
-                    vk_tma_load2(sa + TA, mb, kt * BK, tile_n0(t), &full[s]);
-                }
+        if (tid == 256)
+            tma_produce<BN, WS>(smem, full, empty, ma, mb, t0, tstep, ntiles, ntn, nkt);
         return;
     }
     if (MINB == 1)
         vk_setmaxnreg_inc<232>();
     const int cw = wg;
     for (int t = t0, it = 0; t < ntiles; t += tstep) {
-        float d[BN / 2];
+        float d[1][BN / 2];
 #pragma unroll
         for (int i = 0; i < BN / 2; i++)
-            d[i] = 0.0f;
+            d[0][i] = 0.0f;
         for (int kt = 0; kt < nkt; kt++, it++) {
             int s = it % WS;
             vk_mbar_wait(&full[s], (it / WS) & 1);
-            const unsigned char *sa = smem + s * STAGE, *sb = sa + TA;
-            vk_wg_fence();
-#pragma unroll
-            for (int ks = 0; ks < BK / 16; ks++)
-                vk_wgmma(d, wg_desc(sa + cw * 8192 + ks * 32, 1024, true), wg_desc(sb + ks * 32, 1024, true), T(),
-                       vk_wgn<BN>());
-            vk_wg_commit();
+            tma_mma_stage<T, BN, 1>(d, smem + s * STAGE, cw * 64);
             vk_wg_wait<1>();
             /* the group of k tile it - 1 is done: its stage goes back to the producer */
             if (kt > 0 && lane == 0)
@@ -525,8 +549,8 @@ VK_DEV void gemm_tma(const vk_tmap *ma, const vk_tmap *mb, const vk_gemm_params 
         if (PERSIST && lane == 0) /* the tile's last stage, for the producer's next tile */
             vk_mbar_arrive(&empty[(it - 1) % WS]);
 
-        wg_store<BN, ACT, BIAS, RES>(d, tile_m0(t) + cw * 64 + (warp & 3) * 16 + (lane >> 2), tile_n0(t), M, N, bias,
-                                     R, ldr, C, ldc);
+        wg_store<BN, ACT, BIAS, RES>(d[0], (vk_i64)(t / ntn) * BM + cw * 64 + (warp & 3) * 16 + (lane >> 2),
+                                     t % ntn * BN, M, N, bias, R, ldr, C, ldc);
     }
 #else
     (void)ma, (void)mb;
@@ -575,7 +599,7 @@ VK_DEV void gemm_pp(const vk_tmap *ma, const vk_tmap *mb, const vk_gemm_params &
     const float *bias = p.bias;
     const TR *R = (const TR *)p.res;
     TC *C = (TC *)p.out;
-    enum { BK = 64, TA = BM * 128, STAGE = gemm_pp_smem<WS>::stage };
+    enum { BK = 64, STAGE = gemm_pp_smem<WS>::stage };
     static_assert(sizeof(T) == 2, "wgmma here takes f16 or bf16");
     unsigned char *smem = vk_smem + ((1024 - (vk_smem_addr(vk_smem) & 1023)) & 1023);
     unsigned long long *full = (unsigned long long *)(smem + WS * STAGE), *empty = full + WS, *order = empty + WS;
@@ -596,15 +620,7 @@ VK_DEV void gemm_pp(const vk_tmap *ma, const vk_tmap *mb, const vk_gemm_params &
     if (wg == 2) {
         vk_setmaxnreg_dec<40>();
         if (tid == 256)
-            for (int t = blockIdx.x, it = 0; t < ntiles; t += gridDim.x)
-                for (int kt = 0; kt < nkt; kt++, it++) {
-                    int s = it % WS;
-                    vk_mbar_wait(&empty[s], ((it / WS) & 1) ^ 1);
-                    unsigned char *sa = smem + s * STAGE;
-                    vk_mbar_expect_tx(&full[s], STAGE);
-                    vk_tma_load2(sa, ma, kt * BK, t / ntn * BM, &full[s]);
-                    vk_tma_load2(sa + TA, mb, kt * BK, t % ntn * BN, &full[s]);
-                }
+            tma_produce<BN, WS>(smem, full, empty, ma, mb, blockIdx.x, gridDim.x, ntiles, ntn, nkt);
         return;
     }
     vk_setmaxnreg_inc<232>();
@@ -621,15 +637,7 @@ VK_DEV void gemm_pp(const vk_tmap *ma, const vk_tmap *mb, const vk_gemm_params &
         for (int kt = 0, it = i * nkt; kt < nkt; kt++, it++) {
             int s = it % WS;
             vk_mbar_wait(&full[s], (it / WS) & 1);
-            const unsigned char *sa = smem + s * STAGE, *sb = sa + TA;
-            vk_wg_fence();
-#pragma unroll
-            for (int ks = 0; ks < BK / 16; ks++)
-#pragma unroll
-                for (int h = 0; h < 2; h++)
-                    vk_wgmma(d[h], wg_desc(sa + h * 8192 + ks * 32, 1024, true), wg_desc(sb + ks * 32, 1024, true),
-                             T(), vk_wgn<BN>());
-            vk_wg_commit();
+            tma_mma_stage<T, BN, 2>(d, smem + s * STAGE, 0);
             vk_wg_wait<1>();
             /* the group of k tile it - 1 is done: its stage goes back to the producer */
             if (kt > 0 && lane == 0)
