@@ -219,11 +219,17 @@ typedef struct {
 
 enum { VITC_CUDA_IMAGE_CUBIN = 1, VITC_CUDA_IMAGE_PTX = 2 };
 
+/* An image's flags: VITC_CUDA_IMAGE_PDL, every kernel waits for the grids
+ * before it (griddepcontrol.wait) before it touches memory, so that it may
+ * be launched as a programmatic dependent launch (sm_90 and later; plans
+ * before it wrote 0). */
+enum { VITC_CUDA_IMAGE_PDL = 1 };
+
 typedef struct {
     int32_t kind;                /* VITC_CUDA_IMAGE_* */
     int32_t arch;                /* 80, 90, ...: sm_XX for a CUBIN, compute_XX for PTX */
     int32_t arch_specific;       /* 1: sm_XXa, runs on that exact architecture only */
-    int32_t reserved;
+    int32_t flags;               /* VITC_CUDA_IMAGE_PDL */
     const void *data;            /* PTX is NUL-terminated */
     uint64_t bytes;
 } vitc_cuda_image;

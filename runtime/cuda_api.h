@@ -54,6 +54,26 @@ typedef unsigned rt_cu_result; /* CUresult: an enum of non-negative values, so c
 typedef struct {
     _Alignas(64) unsigned long long w[16];
 } rt_cu_tensor_map;
+/* cuLaunchKernelEx (CUDA 12): resolved when the driver has it; cuda.h's
+ * CUlaunchAttribute (an id, a 64-byte value) and CUlaunchConfig, and the
+ * attribute of a programmatic dependent launch: */
+#define RT_CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION 6
+typedef struct {
+    unsigned id;
+    char pad[4];
+    union {
+        char pad[64];
+        int programmatic_stream_serialization_allowed;
+    } value;
+} rt_cu_launch_attribute;
+typedef struct {
+    unsigned grid_x, grid_y, grid_z, block_x, block_y, block_z, shared_bytes;
+    CUstream stream;
+    rt_cu_launch_attribute *attrs;
+    unsigned nattrs;
+} rt_cu_launch_config;
+typedef rt_cu_result (*rt_pfn_LaunchKernelEx)(const rt_cu_launch_config *config, CUfunction f, void **params,
+                                              void **extra);
 typedef rt_cu_result (*rt_pfn_TensorMapEncodeTiled)(void *map, unsigned dtype, unsigned rank, void *addr,
                                                     const unsigned long long *dims,
                                                     const unsigned long long *strides, const unsigned *box,
@@ -111,6 +131,7 @@ typedef struct {
     RT_CUDA_FUNCTIONS(RT_CUDA_FIELD)
 #undef RT_CUDA_FIELD
     rt_pfn_TensorMapEncodeTiled TensorMapEncodeTiled; /* NULL before CUDA 12 */
+    rt_pfn_LaunchKernelEx LaunchKernelEx;             /* NULL before CUDA 12 */
 } rt_cuda_api;
 
 #endif

@@ -34,6 +34,7 @@ static void load_driver(void)
     RT_CUDA_FUNCTIONS(RT_CUDA_RESOLVE)
 #undef RT_CUDA_RESOLVE
     *(void **)&api.TensorMapEncodeTiled = dlsym(h, "cuTensorMapEncodeTiled"); /* optional */
+    *(void **)&api.LaunchKernelEx = dlsym(h, "cuLaunchKernelEx");             /* optional */
     rt_cu_result r = api.Init(0);
     if (r != RT_CUDA_SUCCESS) {
         snprintf(api_why, sizeof api_why, "the CUDA driver does not initialise (cuInit: %s)", rt_cuda_error_string(r));

@@ -63,6 +63,7 @@ struct rt_cuda_ctx {
     unsigned long long *args;      /* VITC_CUDA_MAX_ARGS slots per launch */
     CUevent ev[2];                 /* around the kernels of each run */
     int device_io;                 /* this run's tensors are device addresses (vitc_run_device) */
+    int pdl;                       /* kernels after the first of a run as programmatic dependent launches */
     double device_ms;              /* of the last run; < 0 before the first */
 };
 
@@ -372,6 +373,11 @@ vitc_status rt_cuda_context_create(vitc_context *c)
         return rt_fail(VITC_STATUS_OUT_OF_MEMORY, "out of memory");
     c->cuda = x;
     x->use_graphs = rt_knob(RT_KNOB_CUDA_GRAPH) != 0;
+    /* the image's kernels wait for the grids before them, the device (sm_90 on) can launch them early, and
+     * the driver too, also into a graph by stream capture (CUDA 12.3) */
+    int driver = 0;
+    x->pdl = rt_knob(RT_KNOB_CUDA_PDL) != 0 && (d->image->flags & VITC_CUDA_IMAGE_PDL) && d->arch >= 90 &&
+             cu->LaunchKernelEx && cu->DriverGetVersion(&driver) == RT_CUDA_SUCCESS && driver >= 12030;
     x->device_ms = -1;
     x->args = calloc((size_t)p->nlaunches * VITC_CUDA_MAX_ARGS + 1, sizeof *x->args);
     if (!x->args)
@@ -458,6 +464,7 @@ static vitc_status enqueue(vitc_context *c, int64_t batch)
     const struct rt_cuda_model *d = m->cuda;
     const vitc_cuda_plan *p = m->cuda_plan;
     struct rt_cuda_ctx *x = c->cuda;
+    int launched = 0; /* the first kernel of a run follows the copies in plainly */
     for (int i = 0; i < p->nlaunches; i++) {
         const vitc_cuda_launch *l = &p->launches[i];
         if (batch < l->min_batch || batch > l->max_batch)
@@ -491,8 +498,20 @@ static vitc_status enqueue(vitc_context *c, int64_t batch)
                 return st;
             params[1 + k] = &maps[k];
         }
-        rt_cu_result r = d->cu->LaunchKernel(d->fns[l->function], (unsigned)g[0], (unsigned)g[1], (unsigned)g[2],
-                                             l->block, 1, 1, launch_smem(d, l), x->stream, params, NULL);
+        rt_cu_result r;
+        if (x->pdl && launched) { /* it may start while the kernel before it runs: it waits for it itself */
+            rt_cu_launch_attribute at;
+            memset(&at, 0, sizeof at);
+            at.id = RT_CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+            at.value.programmatic_stream_serialization_allowed = 1;
+            rt_cu_launch_config cfg = {(unsigned)g[0], (unsigned)g[1], (unsigned)g[2], l->block, 1, 1,
+                                       launch_smem(d, l), x->stream, &at, 1};
+            r = d->cu->LaunchKernelEx(&cfg, d->fns[l->function], params, NULL);
+        } else {
+            r = d->cu->LaunchKernel(d->fns[l->function], (unsigned)g[0], (unsigned)g[1], (unsigned)g[2], l->block, 1,
+                                    1, launch_smem(d, l), x->stream, params, NULL);
+        }
+        launched++;
         if (r != RT_CUDA_SUCCESS)
             return rt_fail(VITC_STATUS_INTERNAL, "%s: launching kernel %s (launch %d) at batch %lld: %s", m->path,
                            p->functions[l->function], i, (long long)batch, rt_cuda_error_string(r));

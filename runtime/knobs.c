@@ -19,6 +19,9 @@ const vitc_knob rt_knob_table[RT_NKNOBS] = {
     [RT_KNOB_CUDA_POISON] = {"VITC_CUDA_POISON", VITC_KNOB_FLAG, "0", 0, 0,
                              "1: a CUDA context's device workspace starts filled with 0xff bytes (to catch reads "
                              "of what no kernel wrote)"},
+    [RT_KNOB_CUDA_PDL] = {"VITC_CUDA_PDL", VITC_KNOB_FLAG, "1", 0, 0,
+                          "0: on sm_90 and later, a CUDA model's kernels are not launched as programmatic "
+                          "dependent launches (each starting while the one before it finishes)"},
 };
 
 int64_t rt_knob(rt_knob_id id)

@@ -16,6 +16,7 @@ typedef enum {
     RT_KNOB_CUDA_DEVICE,
     RT_KNOB_CUDA_GRAPH,
     RT_KNOB_CUDA_POISON,
+    RT_KNOB_CUDA_PDL,
     RT_NKNOBS
 } rt_knob_id;
 

@@ -62,6 +62,7 @@ typedef struct {
     unsigned long long args[16];
     int nmaps;
     unsigned char maps[2][128]; /* copied at the launch, as the driver copies parameters */
+    int programmatic;           /* launched as a programmatic dependent launch (cuLaunchKernelEx) */
 } launch_rec;
 
 typedef struct {
@@ -455,10 +456,53 @@ static int run_launch(const launch_rec *l)
     return OK;
 }
 
+static int launch(function *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                  unsigned smem, stream *s, void **params, void **extra, int programmatic);
+
 API int cuLaunchKernel(function *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                        unsigned smem, stream *s, void **params, void **extra)
 {
     NEED_CTX();
+    return launch(f, gx, gy, gz, bx, by, bz, smem, s, params, extra, 0);
+}
+
+/* cuda.h's CUlaunchConfig and CUlaunchAttribute (an id, padding, a 64-byte value). */
+typedef struct {
+    unsigned id;
+    char pad[4];
+    union {
+        char pad[64];
+        int value;
+    } v;
+} launch_attr;
+typedef struct {
+    unsigned gx, gy, gz, bx, by, bz, smem;
+    stream *s;
+    launch_attr *attrs;
+    unsigned nattrs;
+} launch_config;
+
+/* cuLaunchKernelEx with no attribute but programmatic stream serialization
+ * (6), which only sm_90 and later take; the emulation runs launches one
+ * after another, so the kernel's own griddepcontrol.wait has nothing to wait
+ * for, and the launch is only counted (the trace's "programmatic"). */
+API int cuLaunchKernelEx(const launch_config *c, function *f, void **params, void **extra)
+{
+    NEED_CTX();
+    if (!c || (c->nattrs && !c->attrs))
+        return E_INVALID_VALUE;
+    int programmatic = 0;
+    for (unsigned i = 0; i < c->nattrs; i++) {
+        if (c->attrs[i].id != 6 || arch() < 90)
+            return E_INVALID_VALUE;
+        programmatic = c->attrs[i].v.value != 0;
+    }
+    return launch(f, c->gx, c->gy, c->gz, c->bx, c->by, c->bz, c->smem, c->s, params, extra, programmatic);
+}
+
+static int launch(function *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                  unsigned smem, stream *s, void **params, void **extra, int programmatic)
+{
     if (extra || !params || !params[0] || gx < 1 || gy < 1 || gz < 1 || gy > 65535 || gz > 65535 || bx * by * bz > 1024 ||
         bx * by * bz < 1)
         return E_INVALID_VALUE;
@@ -468,7 +512,8 @@ API int cuLaunchKernel(function *f, unsigned gx, unsigned gy, unsigned gz, unsig
         fprintf(stderr, "fake libcuda: a launch while a pageable cuMemcpyHtoD may still be landing (no cuCtxSynchronize)\n");
         return E_ILLEGAL_STATE;
     }
-    launch_rec l = {.fn = f->fn, .mod = f->mod, .grid = {gx, gy, gz}, .block = {bx, by, bz}, .smem = smem};
+    launch_rec l = {.fn = f->fn, .mod = f->mod, .grid = {gx, gy, gz}, .block = {bx, by, bz}, .smem = smem,
+                    .programmatic = programmatic};
     memcpy(l.args, params[0], sizeof l.args);
     for (int k = 0; k < f->ntmaps && k < 2; k++) {
         if (!params[1 + k])
@@ -521,7 +566,10 @@ API int cuGraphInstantiateWithFlags(graph **exec, graph *g, unsigned long long f
     if (g->n)
         memcpy(e->l, g->l, sizeof *e->l * (size_t)g->n);
     e->n = e->cap = g->n;
-    trace("instantiate %d launches", g->n);
+    int programmatic = 0;
+    for (int i = 0; i < g->n; i++)
+        programmatic += g->l[i].programmatic;
+    trace("instantiate %d launches, %d programmatic", g->n, programmatic);
     *exec = e;
     return OK;
 }

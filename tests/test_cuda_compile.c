@@ -96,6 +96,21 @@ static void test_driver_constants_match_cuda_h(void **state)
                    "cuTensorMapEncodeTiled's prototype");
     _Static_assert(sizeof(cuuint64_t) == sizeof(unsigned long long) && sizeof(cuuint32_t) == sizeof(unsigned),
                    "the map's dimension types");
+    /* cuLaunchKernelEx (optional too) and its config and attribute, field by field */
+    assert_int_equal(RT_CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
+                     CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION);
+    assert_int_equal(sizeof(rt_cu_launch_attribute), sizeof(CUlaunchAttribute));
+    assert_int_equal(offsetof(rt_cu_launch_attribute, value), offsetof(CUlaunchAttribute, value));
+    assert_int_equal(offsetof(rt_cu_launch_attribute, value.programmatic_stream_serialization_allowed),
+                     offsetof(CUlaunchAttribute, value.programmaticStreamSerializationAllowed));
+    assert_int_equal(sizeof(rt_cu_launch_config), sizeof(CUlaunchConfig));
+    assert_int_equal(offsetof(rt_cu_launch_config, shared_bytes), offsetof(CUlaunchConfig, sharedMemBytes));
+    assert_int_equal(offsetof(rt_cu_launch_config, stream), offsetof(CUlaunchConfig, hStream));
+    assert_int_equal(offsetof(rt_cu_launch_config, attrs), offsetof(CUlaunchConfig, attrs));
+    assert_int_equal(offsetof(rt_cu_launch_config, nattrs), offsetof(CUlaunchConfig, numAttrs));
+    _Static_assert(__builtin_types_compatible_p(__typeof__(&cuLaunchKernelEx),
+                                                CUresult (*)(const CUlaunchConfig *, CUfunction, void **, void **)),
+                   "cuLaunchKernelEx's prototype");
     assert_int_equal(sizeof(CUdeviceptr), 8);
     assert_int_equal(sizeof(CUresult), sizeof(rt_cu_result));
     /* the exported names cuda.h's macros resolve to are the ones the runtime looks up */

@@ -731,6 +731,20 @@ static int count_lines(const char *path, const char *prefix)
     return n;
 }
 
+/* From the trace's (last) "instantiate N launches, M programmatic": N and M; 0 without one. */
+static int graph_launches(const char *path, int *n, int *m)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    char line[512];
+    int found = 0;
+    while (fgets(line, sizeof line, f))
+        found |= sscanf(line, "instantiate %d launches, %d programmatic", n, m) == 2;
+    fclose(f);
+    return found;
+}
+
 /* Runs vitc with args; returns its exit code, stdout+stderr into text. */
 static int vitc_text(const char *const *args, char *text, size_t n)
 {
@@ -799,8 +813,28 @@ static void test_fixtures_on_fake_driver(void **state)
         assert_int_equal(count_lines(trace, archs[i].want), 1);
         assert_int_equal(count_lines(trace, "instantiate"), 1);
         assert_int_equal(count_lines(trace, "graph launch"), 4);
+        /* from sm_90 every kernel but the run's first is a programmatic dependent launch (the images
+         * for sm_90 on wait for the grid before: VITC_CUDA_IMAGE_PDL), none before */
+        int nk = 0, np = -1;
+        assert_true(graph_launches(trace, &nk, &np));
+        print_message("fake sm_%s: %d kernels in the graph, %d programmatic dependent launches\n", archs[i].arch, nk,
+                      np);
+        assert_true(nk > 5);
+        assert_int_equal(np, atoi(archs[i].arch) >= 90 ? nk - 1 : 0);
     }
     unsetenv("VITC_FAKE_CUDA_ARCH");
+    { /* VITC_CUDA_PDL=0: plain launches on sm_90 too */
+        unlink(trace);
+        setenv("VITC_CUDA_PDL", "0", 1);
+        const char *run[] = {"run", so, "--input", in, "--output-dir", outdir, NULL};
+        int rc = vitc_text(run, text, sizeof text);
+        unsetenv("VITC_CUDA_PDL");
+        int nk = 0, np = -1;
+        if (rc != 0 || !graph_launches(trace, &nk, &np))
+            fail_msg("VITC_CUDA_PDL=0: vitc run exited %d:\n%s", rc, text);
+        print_message("fake sm_90, VITC_CUDA_PDL=0: %d kernels in the graph, %d programmatic\n", nk, np);
+        assert_int_equal(np, 0);
+    }
 
     /* vitc bench on the CUDA model: its context (a stream of its own) through the same calls, a warm-up
      * request and two timed ones replaying the one graph; one request at a time, as the fake driver

@@ -47,8 +47,8 @@ static void write_plan(cu_ctx *c, cu_str *b, const cu_image *images, int nimages
         cu_str_add(b, "extern const unsigned char vitc_cuda_image%d[];\n", i);
     cu_str_add(b, "static const vitc_cuda_image images[] = {\n");
     for (int i = 0; i < nimages; i++)
-        cu_str_add(b, "    {%d, %d, %d, 0, vitc_cuda_image%d, %zuu},\n", images[i].kind, images[i].arch,
-                   images[i].arch_specific, i, images[i].bytes);
+        cu_str_add(b, "    {%d, %d, %d, %d, vitc_cuda_image%d, %zuu},\n", images[i].kind, images[i].arch,
+                   images[i].arch_specific, images[i].arch >= 90 ? VITC_CUDA_IMAGE_PDL : 0, i, images[i].bytes);
     cu_str_add(b, "    {0}};\nstatic const char *const functions[] = {\n");
     for (int i = 0; i < c->nk; i++) {
         cu_str_add(b, "    ");

@@ -39,22 +39,50 @@ template <int N> struct vk_wgn {
 #else
 
 #define VK_DEV static __device__ __forceinline__
+
+/* What every kernel does first.  From sm_90: wait for the grids before it
+ * in the stream to complete and their writes to be visible (a no-op unless
+ * the kernel was launched as a programmatic dependent launch, which the
+ * runtime does on sm_90 and later: VITC_CUDA_IMAGE_PDL), then let the next
+ * kernel's launch begin (its blocks wait in their own griddepcontrol.wait,
+ * so its launch overlaps this kernel's run instead of following its end). */
+VK_DEV void vk_kernel_enter(void)
+{
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 /* A kernel of `threads` threads a block taking its family's params struct P
  * (params.h) as p: the runtime passes the launch's argument slots, of which
- * the driver copies sizeof(P) bytes. */
-#define VK_KERNEL(name, threads, P) extern "C" __global__ void __launch_bounds__(threads) name(const P p)
+ * the driver copies sizeof(P) bytes.  Its body follows the macro. */
+#define VK_KERNEL(name, threads, P)                                                                           \
+    static __device__ __forceinline__ void name##_body(const P &p);                                          \
+    extern "C" __global__ void __launch_bounds__(threads) name(const __grid_constant__ P p)                   \
+    {                                                                                                         \
+        vk_kernel_enter();                                                                                    \
+        name##_body(p);                                                                                       \
+    }                                                                                                         \
+    static __device__ __forceinline__ void name##_body(const P &p)
 /* A kernel that also takes two tensor maps by value (gemm_tma, in gemm.cuh),
- * passed on as VK_TMAPS; minb blocks per SM on sm_90a. */
+ * passed on to the body as VK_TMAPS; minb blocks per SM on sm_90a. */
 #ifdef __CUDA_ARCH_FEAT_SM90_ALL
-#define VK_KERNEL_TMA(name, threads, minb, P)                                                                 \
-    extern "C" __global__ void __launch_bounds__(threads, minb)                                               \
-        name(const P p, const __grid_constant__ vk_tmap vk_ma, const __grid_constant__ vk_tmap vk_mb)
+#define VK_TMA_BOUNDS(threads, minb) __launch_bounds__(threads, minb)
 #else
-#define VK_KERNEL_TMA(name, threads, minb, P)                                                                 \
-    extern "C" __global__ void __launch_bounds__(threads)                                                     \
-        name(const P p, const __grid_constant__ vk_tmap vk_ma, const __grid_constant__ vk_tmap vk_mb)
+#define VK_TMA_BOUNDS(threads, minb) __launch_bounds__(threads)
 #endif
-#define VK_TMAPS &vk_ma, &vk_mb
+#define VK_KERNEL_TMA(name, threads, minb, P)                                                                 \
+    static __device__ __forceinline__ void name##_body(const P &p, const vk_tmap *vk_ma, const vk_tmap *vk_mb); \
+    extern "C" __global__ void VK_TMA_BOUNDS(threads, minb)                                                   \
+        name(const __grid_constant__ P p, const __grid_constant__ vk_tmap vk_ma,                              \
+             const __grid_constant__ vk_tmap vk_mb)                                                           \
+    {                                                                                                         \
+        vk_kernel_enter();                                                                                    \
+        name##_body(p, &vk_ma, &vk_mb);                                                                       \
+    }                                                                                                         \
+    static __device__ __forceinline__ void name##_body(const P &p, const vk_tmap *vk_ma, const vk_tmap *vk_mb)
+#define VK_TMAPS vk_ma, vk_mb
 
 extern __shared__ __align__(16) unsigned char vk_smem[];
 
