@@ -5,8 +5,8 @@ Runs from a kit made by bench/gpu-kit.sh (bin/vitc, lib/libvitc_runtime.so, py/)
 an NVIDIA GPU, python3 and PyTorch with CUDA; nothing is built or downloaded here.
 
   1. models: the seed families at fixture size (tests/models/gen_fixtures.py, seeded weights) and,
-     at full size, ViT-Ti/S/B/16 (timm) and torchvision's vit_b_16, exported to ONNX with a
-     dynamic batch by this machine's torch;
+     at full size, ViT-Ti/S/B/L/16 (timm; ViT-L at batch 1 and 64 only) and torchvision's vit_b_16,
+     exported to ONNX with a dynamic batch by this machine's torch;
   2. compile: every model for fp32, tf32, bf16 and fp16 with the kit's vitc (in parallel);
   3. check: every model, precision and batch against PyTorch fp32 (TF32 off) on the same GPU:
      error = max|out - ref| / max|ref| within 1e-4 (fp32), 2e-3 (tf32), 1e-2 (bf16, fp16), the last three
@@ -51,7 +51,9 @@ PRECISIONS = ["fp32", "tf32", "bf16", "fp16"]
 # The project's bars, defined once in tests/testutil.h (TU_BAR_*): the same numbers, kept equal by hand.
 BARS = {"fp32": (1e-4, None), "tf32": (2e-3, 0.9999), "bf16": (1e-2, 0.9999), "fp16": (1e-2, 0.9999)}
 TINY_FAMILIES = ["torchvision", "timm", "einops", "face_ln", "face_bn"]
-FULL_MODELS = ["vit_ti16_timm", "vit_s16_timm", "vit_b16_timm", "vit_b16_torchvision"]
+FULL_MODELS = ["vit_ti16_timm", "vit_s16_timm", "vit_b16_timm", "vit_b16_torchvision", "vit_l16_timm"]
+# checked at these batches only (the largest model's fp32 reference at 256 is slow and large)
+FULL_BATCHES = {"vit_l16_timm": [1, 64]}
 
 
 class SetupError(Exception):
@@ -702,6 +704,8 @@ def setup(args, log):
 
 def model_batches(args, s, batches):
     emu = os.environ.get("VITC_KIT_EMULATE")
+    if s.name in FULL_BATCHES:
+        return [b for b in batches if b in FULL_BATCHES[s.name]] or FULL_BATCHES[s.name][:1]
     return batches if s.full or emu else sorted(set(batches) | {1, 8, 64, 256})  # tiny: every batch
 
 

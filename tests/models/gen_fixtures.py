@@ -469,6 +469,7 @@ FULL = {
     "face_vit_s": (lambda: build_face("ln", 512, 12, 8, 4.0, 512), 205, 112),
     "vit_b16_einops": (lambda: build_einops(224, 16, 12, 12, 768, 4, 1000), 206, 224),
     "face_vit_s_bn": (calibrated_bn(lambda: build_face("bn", 512, 12, 8, 4.0, 512), 112), 207, 112),
+    "vit_l16_timm": (lambda: build_timm(224, 16, 24, 16, 1024, 4.0, 1000), 208, 224),
 }
 
 
