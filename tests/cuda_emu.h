@@ -36,9 +36,9 @@
  * either way), so that a wrong phase, a stage released too early or
  * refilled too soon shows up as wrong data.  What would be undefined (a
  * wgmma without wgmma.fence, a wgmma reading cp.async data no
- * fence.proxy.async ordered, an mbarrier used before its init or
- * overwritten, a wgmma never retired, a misaligned bulk copy) stops the
- * launch with a message.  setmaxnreg and the tensor map prefetch are no-ops.
+ * fence.proxy.async ordered, the threads of a warpgroup issuing different
+ * wgmma, an mbarrier used before its init or overwritten, a wgmma never
+ * retired, a misaligned bulk copy) stops the launch with a message.  setmaxnreg and the tensor map prefetch are no-ops.
  *
  * The device library's prelude includes this header in place of its
  * hardware section when VITC_EMU is defined (compile the program with -I
@@ -76,7 +76,8 @@ namespace vkemu {
 /* SPIN: at an mbarrier wait whose phase has not completed; it runs again
  * after the other warps had their turn */
 enum { RUN, BAR_BLOCK, BAR_WARP, SPIN, DONE };
-enum { STACK_BYTES = 256 * 1024, MAX_PENDING = 256, MAX_WG = 32, MAX_UNFENCED = 2048, MAX_MBAR = 64, MAX_TMA = 16 };
+enum { STACK_BYTES = 256 * 1024, MAX_PENDING = 256, MAX_WG = 32, MAX_UNFENCED = 2048, MAX_MBAR = 64, MAX_TMA = 16,
+       WG_LOG = 256 };
 /* The shared-window address of the first byte of dynamic shared memory: not
  * 1024-aligned, so that a kernel must align its swizzled stages itself. */
 enum { SMEM_BASE = 0x10 };
@@ -122,6 +123,7 @@ struct fiber {
     int ncp, committed;
     wg_op wg[MAX_WG];
     int nwg, wg_committed;
+    unsigned long long wg_issued; /* wgmma.mma_async issued: its place in the warpgroup's sequence */
     bool wg_fenced; /* a wgmma.fence since the accumulators were last readable */
     /* 16-byte chunks of shared memory its cp.async wrote since its last fence.proxy.async */
     int unfenced[MAX_UNFENCED];
@@ -178,6 +180,13 @@ struct block {
      * issue (else when a thread waits on their mbarrier), wgmma reads its
      * operands at issue (else at its wait_group) */
     bool tma_early, wg_early;
+    /* per warpgroup, its last WG_LOG wgmma as the first of its threads issued
+     * them: the others must issue the same (.sync.aligned) */
+    struct wg_entry {
+        unsigned long long seq; /* 1 + its place in the sequence; 0 none */
+        unsigned long long da, db;
+        int kind, n, seen, warp;
+    } (*wg_log)[WG_LOG];
 };
 
 static fiber *cur;
@@ -569,6 +578,20 @@ static void wg_mma(float *d, unsigned long long da, unsigned long long db, int k
         fail("wgmma: more than %d wgmma.mma_async in flight", MAX_WG);
     if (n % 8 || n < 8 || n > 256)
         fail("wgmma: N = %d", n);
+    /* the same wgmma from every thread of the warpgroup, as .sync.aligned requires (not checked where
+     * one warp runs more than WG_LOG wgmma ahead of another) */
+    unsigned long long seq = ++cur->wg_issued;
+    block::wg_entry *e = &blk->wg_log[cur->warp / 4][seq % WG_LOG];
+    if (e->seq != seq) {
+        if (e->seq < seq && (e->seen == 0 || e->seen == 128))
+            *e = block::wg_entry{seq, da, db, kind, n, 1, cur->warp};
+    } else if (e->da != da || e->db != db || e->kind != kind || e->n != n) {
+        fail("wgmma number %llu of warpgroup %d: warp %d issues descriptors 0x%llx, 0x%llx (N %d), warp %d "
+             "0x%llx, 0x%llx (N %d): a warpgroup's threads issue the same wgmma", seq, cur->warp / 4, cur->warp, da,
+             db, n, e->warp, e->da, e->db, e->n);
+    } else {
+        e->seen++;
+    }
     wg_op *o = &cur->wg[cur->nwg++];
     o->d = d, o->da = da, o->db = db, o->kind = kind, o->n = n, o->group = cur->wg_committed;
     o->read = blk->wg_early;
@@ -875,6 +898,7 @@ static int run_block(int rounds_reverse)
         f->committed = 0;
         f->nwg = 0;
         f->wg_committed = 0;
+        f->wg_issued = 0;
         f->wg_fenced = false;
         f->nunfenced = 0;
         f->unfenced_overflow = false;
@@ -889,6 +913,7 @@ static int run_block(int rounds_reverse)
         b->w[i].computed = 0;
     memset(b->unfenced_by, 0, (b->smem_bytes / 16 + 1) * sizeof *b->unfenced_by);
     b->nbars = 0;
+    memset(b->wg_log, 0, sizeof *b->wg_log * (size_t)((b->nwarps + 3) / 4));
     unsigned long long seen = b->events = 0;
     /* Warps run one at a time, each as far as it can get (through its warp
      * collectives) before the next starts, in alternating order at every
@@ -1049,7 +1074,8 @@ extern "C" int vk_emu_launch(void (*fn)(vk_args), const unsigned *grid, const un
     b.nwarps = (int)(n / 32);
     b.w = (warpx *)calloc((size_t)b.nwarps, sizeof(warpx));
     b.unfenced_by = (unsigned short *)calloc(sbytes / 16 + 1, sizeof *b.unfenced_by);
-    int rc = b.w && b.unfenced_by ? 0 : -1;
+    b.wg_log = (block::wg_entry(*)[WG_LOG])calloc((size_t)(b.nwarps + 3) / 4, sizeof *b.wg_log);
+    int rc = b.w && b.unfenced_by && b.wg_log ? 0 : -1;
     if (rc)
         snprintf(b.err, sizeof b.err, "out of memory");
     blk = &b;
@@ -1072,6 +1098,7 @@ extern "C" int vk_emu_launch(void (*fn)(vk_args), const unsigned *grid, const un
         snprintf(err, errlen, "%s", b.err);
     free(b.w);
     free(b.unfenced_by);
+    free(b.wg_log);
     munmap(region, span);
     blk = NULL;
     return rc;

@@ -573,8 +573,10 @@ static void mutate_program(const char *cu, const char *from, const char *to, con
  * engine has written it); the producer waiting for the wrong phase of an
  * empty barrier (it waits for an arrival that never comes: a deadlock); the
  * proxy fence between gemm_wg's cp.async writes and wgmma's reads left out;
- * the wgmma.fence before a sequence of wgmma left out; a consumer releasing
- * a stage while its wgmma group may still read it (wait_group 2 for 1).  In
+ * the wgmma.fence before a sequence of wgmma left out; the warps of a
+ * warpgroup issuing different wgmma (a descriptor from the warp, not the
+ * warpgroup); a consumer releasing a stage while its wgmma group may still
+ * read it (wait_group 2 for 1).  In
  * gemm_pp (one block over all tiles: the consumers alternate over 9 tiles,
  * the ring's phases carried from tile to tile): a consumer counting its k
  * tiles from the other's position in the ring; an empty barrier waiting for
@@ -616,6 +618,8 @@ static void test_sm90a_mutations(void **state)
          "vk_mbar_wait(&empty[s], (it / WS) & 1);"},
         {"no fence.proxy.async after gemm_wg's cp.async", "        vk_fence_proxy_async();\n        __syncthreads();",
          "        __syncthreads();"},
+        {"the warps of a warpgroup issue different wgmma", "wg_desc(sa + wgi * 8 * SBO + ks",
+         "wg_desc(sa + (warp >> 1) * 4 * SBO + ks"},
         {"no wgmma.fence before the stage's wgmma", "    const unsigned char *sb = sa + 128 * 128;\n    vk_wg_fence();",
          "    const unsigned char *sb = sa + 128 * 128;"},
         {"a stage released with its wgmma group in flight",
