@@ -9,10 +9,11 @@
  * layouts of mma.m16n8k16 (f16, bf16) and mma.m16n8k8 (tf32), ldmatrix with
  * and without .trans, cp.async with zero fill, cvt rounding, shuffles.
  *
- * Each CUDA thread is a fiber (ucontext).  The warps of a block run one at
- * a time, each through its warp collectives until it waits at __syncthreads
- * or ends, in alternating order between barriers, so that a missing barrier
- * shows up as wrong data.  cp.async copies happen only when cp.async.wait_group completes
+ * Each CUDA thread is a fiber (ucontext).  The blocks of a launch run one
+ * after another, in order or (every other launch) in the reverse order; the
+ * warps of a block run one at a time, each through its warp collectives
+ * until it waits at __syncthreads or ends, in alternating order between
+ * barriers, so that a missing barrier shows up as wrong data.  cp.async copies happen only when cp.async.wait_group completes
  * their group, as late as the hardware may make them.  Errors that the
  * hardware would turn into hangs or undefined results (a barrier not reached
  * by every thread, a warp collective with lanes that exited or went
@@ -194,6 +195,7 @@ static block *blk;
 static vk_tmap g_tmaps[2];
 static const vk_tmap *g_tmap[2];
 static unsigned long long g_block_seq; /* blocks run by this library: the engines' timing cycles with it */
+static unsigned long long g_launch_seq; /* launches run by this library */
 static vk_dim3 g_block_idx, g_block_dim, g_grid_dim;
 #ifdef VK_EMU_FAST_SWITCH
 /* Saves the callee-saved registers and the stack pointer into *from, and
@@ -800,6 +802,15 @@ static inline void vk_ldsm_x4_t(unsigned *r, const void *row) { vkemu::ldsm_x4(r
 static inline void vk_cp_async16(void *dst, const void *src, bool ok) { vkemu::cp_async16(dst, src, ok); }
 static inline void vk_cp_async_commit(void) { vkemu::cur->committed++; }
 template <int n> static inline void vk_cp_async_wait(void) { vkemu::cp_async_wait(n); }
+/* the blocks of a launch run one after another: every write is seen by the blocks after it */
+static inline void vk_threadfence(void) {}
+static inline unsigned vk_atomic_add(unsigned *p, unsigned v)
+{
+    unsigned old = *p;
+    *p = old + v;
+    return old;
+}
+static inline float vk_ld_cg(const float *p) { return *p; }
 static inline void vk_mma(float *d, const unsigned *a, const unsigned *b, h16) { vkemu::mma(d, a, b, vkemu::MMA_F16); }
 static inline void vk_mma(float *d, const unsigned *a, const unsigned *b, b16) { vkemu::mma(d, a, b, vkemu::MMA_BF16); }
 static inline void vk_mma(float *d, const unsigned *a, const unsigned *b, float) { vkemu::mma(d, a, b, vkemu::MMA_TF32); }
@@ -1083,17 +1094,20 @@ extern "C" int vk_emu_launch(void (*fn)(vk_args), const unsigned *grid, const un
     g_args = args;
     g_block_dim = vk_dim3{block_dim[0], block_dim[1], block_dim[2]};
     g_grid_dim = vk_dim3{grid[0], grid[1], grid[2]};
-    unsigned long long nb = 0;
-    for (unsigned z = 0; z < grid[2] && rc == 0; z++)
-        for (unsigned y = 0; y < grid[1] && rc == 0; y++)
-            for (unsigned x = 0; x < grid[0] && rc == 0; x++) {
-                g_block_idx = vk_dim3{x, y, z};
-                memset(b.smem, 0xa5, sbytes); /* stale shared memory is garbage, not zeros */
-                b.tma_early = g_block_seq & 1;
-                b.wg_early = (g_block_seq >> 1) & 1;
-                g_block_seq++;
-                rc = run_block((int)(nb++ & 1));
-            }
+    /* blocks in order (x first), or, every other launch, in the reverse order: a kernel must not
+     * depend on which of its blocks runs last */
+    unsigned long long total = (unsigned long long)grid[0] * grid[1] * grid[2];
+    bool backwards = g_launch_seq++ & 1;
+    for (unsigned long long nb = 0; nb < total && rc == 0; nb++) {
+        unsigned long long k = backwards ? total - 1 - nb : nb;
+        g_block_idx = vk_dim3{(unsigned)(k % grid[0]), (unsigned)(k / grid[0] % grid[1]),
+                              (unsigned)(k / grid[0] / grid[1])};
+        memset(b.smem, 0xa5, sbytes); /* stale shared memory is garbage, not zeros */
+        b.tma_early = g_block_seq & 1;
+        b.wg_early = (g_block_seq >> 1) & 1;
+        g_block_seq++;
+        rc = run_block((int)(nb & 1));
+    }
     if (rc)
         snprintf(err, errlen, "%s", b.err);
     free(b.w);

@@ -423,12 +423,15 @@ static void test_ops_emulated(void **state)
 
     /* a K long enough to split (2048: 16 blocks share each 64 x 64 tile at
      * batch 1 and 3), an odd N, and every epilogue (bias, GELU, residual) in
-     * the kernel that adds the partial sums */
+     * the last block of a tile, which adds the partial sums; a second split
+     * GEMM after it on the same tile counters, which the first leaves at 0 */
     g = tu_graph_new("splitk.onnx", 18);
     int xs = tu_input(g, "xs", IR_F32, 3, TU_DIMS(-1, 7, 2048)), rs = tu_input(g, "rs", IR_F32, 3, TU_DIMS(-1, 7, 41));
     int ws = tu_const_f32(g, "ws", 2, TU_DIMS(2048, 41), NULL), bs = tu_const_f32(g, "bs", 1, TU_DIMS(41), NULL);
     tu_output(g, tu_node(g, IR_OP_LINEAR, NULL, IR_F32, 4, TU_IN(xs, ws, bs, rs), 1,
                          TU_AT(tu_int(IR_ATTR_ACTIVATION, IR_ACT_GELU_ERF))));
+    int ws2 = tu_const_f32(g, "ws2", 2, TU_DIMS(2048, 30), NULL);
+    tu_output(g, tu_node(g, IR_OP_LINEAR, NULL, IR_F32, 2, TU_IN(xs, ws2), 0, NULL));
     check_graph("split-k", g, TF32 | FP16 | BF16);
 
     /* attention whose keys do not fit shared memory at once: 300 tokens of head size 64 go through in

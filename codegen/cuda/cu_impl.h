@@ -45,6 +45,10 @@ _Static_assert(sizeof(void *) == 8, "device pointers and host pointers of 8 byte
 
 typedef enum { CU_FP32, CU_TF32, CU_FP16, CU_BF16 } cu_precision;
 
+/* Tile counters of the split-K GEMMs: a split GEMM has fewer tiles than a
+ * wave of blocks (cu_linear.c), so this many cover any. */
+enum { CU_COUNTERS = 256 };
+
 /* The GPU targets every program is compiled for; the statistics of ptxas
  * are kept for those and for sm_90a (slot CU_NTARGETS), the image of a
  * program whose GEMMs run on wgmma there (cu_ctx.wgmma). */
@@ -114,6 +118,8 @@ typedef struct cu_ctx {
     /* per graph input / output */
     vitc_cuda_io *in_io, *out_io;
     uint64_t ws_bytes, ws_unplanned;
+    int64_t counters_off; /* the split-K GEMMs' tile counters (CU_COUNTERS of them) in the workspace; -1 none */
+    int counters_zeroed;  /* the launch that zeroes them at the start of a run is in the plan */
 
     cu_kernel *k;
     int nk, capk;

@@ -11,8 +11,10 @@
  * small batches still spread over the machine; where even the 64 x 64 grid
  * has fewer blocks than SMs (a batch-1 ViT-B's fc2 and proj: 48), K is split
  * over up to CU_SPLIT_MAX blocks per tile, towards CU_SPLIT_BLOCKS blocks,
- * whose fp32 partial sums a second kernel adds in a fixed order before the
- * epilogue (gemm.cuh).  The launches cover the batches in ranges of one
+ * whose fp32 partial sums the last of them to finish adds in a fixed order
+ * before the epilogue (gemm.cuh), counting on tile counters in the
+ * workspace that one launch before the first split GEMM zeroes (each split
+ * GEMM leaves them at 0).  The launches cover the batches in ranges of one
  * (tile, split) each.  fp32 uses the SIMT kernel.  (The tiles and splits
  * tried: bench/design-notes.md, "GPU GEMM tiles and split K".)
  *
@@ -437,21 +439,27 @@ static void gemm_args(cu_ctx *c, cu_launch *l, const gemm_job *j, int64_t woff, 
     epilogue_args(c, l, j, boff);
 }
 
-/* The kernel that adds a split GEMM's partial sums and applies its epilogue:
- * its function index, or -1. */
-static int reduce_kernel(cu_ctx *c, const gemm_job *j, const char *tr, const char *to)
+/* The launch that sets the split-K GEMMs' tile counters to 0 at the start of
+ * a run (each split GEMM leaves them at 0 after it, but the workspace starts
+ * as anything): before the plan's first split GEMM, at every batch. */
+static int zero_counters(cu_ctx *c, int node)
 {
     cu_str t = {0};
-    cu_str_add(&t, "VK_KERNEL(@, 256, vk_gemm_params)\n{\n    vk::gemm_splitk_reduce<%d, %s, %s, %s, %s>(p, %lld, "
-                   "%lldLL, %lldLL);\n}\n",
-               j->act, j->bias >= 0 ? "true" : "false", res_arg(j), tr, to, (long long)j->N,
-               (long long)j->res_ld, (long long)j->N);
-    char label[160];
-    snprintf(label, sizeof label, "gemm split-k sum N=%lld%s%s%s%s", (long long)j->N, j->bias >= 0 ? " +bias" : "",
-             act_name(j->act), j->res < 0 ? "" : j->gate ? " +gate" : " +residual", strcmp(to, "float") == 0 ? " (fp32 out)" : "");
-    int f = cu_add_kernel(c, "gemm", label, &t);
+    cu_str_add(&t, "VK_KERNEL(@, 256, vk_gemm_params)\n{\n    vk::gemm_zero_counters(p);\n}\n");
+    int f = cu_add_kernel(c, "gemm", "gemm split-k tile counters to 0", &t);
     cu_str_free(&t);
-    return f;
+    if (f < 0)
+        return c->d->status;
+    cu_launch *l = cu_launch_new(c, f, node, 256, 0);
+    if (!l)
+        return c->d->status;
+    l->min_batch = 1;
+    l->max_batch = c->max_batch;
+    l->grid[0] = cg_poly_k(1);
+    cu_arg_ws(c, l, CU_FIELD(vk_gemm_params, counters), c->counters_off);
+    cu_arg_int(c, l, CU_FIELD(vk_gemm_params, m), cg_poly_k(CU_COUNTERS));
+    c->counters_zeroed = 1;
+    return c->d->status;
 }
 
 /* The fp32 SIMT GEMM: one launch for every batch. */
@@ -528,8 +536,10 @@ int cu_emit_linear(cu_ctx *c, int node)
         else /* the 64 x 64 tile while the split stays the same */
             while (hi < c->max_batch && hi < CU_SPLIT_SCAN && !choose(c, &j, Kp, hi + 1, &t2, &s2) && s2 == split)
                 hi++;
-        if (split > 1 && scratch < 0)
-            return cu_fail(c, VITC_INTERNAL, node, "a split GEMM without scratch");
+        if (split > 1 && (scratch < 0 || c->counters_off < 0))
+            return cu_fail(c, VITC_INTERNAL, node, "a split GEMM without scratch or tile counters");
+        if (split > 1 && !c->counters_zeroed && zero_counters(c, node) != VITC_OK)
+            return c->d->status;
         cu_str t = {0};
         int wg = use_wgmma(c, tl, split);
         c->wgmma |= wg;
@@ -548,10 +558,9 @@ int cu_emit_linear(cu_ctx *c, int node)
                                                                       : (wg ? "bf16 wgmma" : "bf16 mma"),
                  pp ? "+tma pingpong" : tma.bn ? "+tma" : "",
                  tl.bm, tl.bn,
-                 vec_a ? "" : " (unaligned A)", (long long)j.K, (long long)j.N, split > 1 ? " split-k partials" : "",
-                 split > 1 ? "" : j.bias >= 0 ? " +bias" : "", split > 1 ? "" : act_name(j.act),
-                 split > 1 ? "" : j.res < 0 ? "" : j.gate ? " +gate" : " +residual",
-                 split == 1 && strcmp(to, tw) != 0 ? " (fp32 out)" : "");
+                 vec_a ? "" : " (unaligned A)", (long long)j.K, (long long)j.N, split > 1 ? " split-k" : "",
+                 j.bias >= 0 ? " +bias" : "", act_name(j.act), j.res < 0 ? "" : j.gate ? " +gate" : " +residual",
+                 strcmp(to, tw) != 0 ? " (fp32 out)" : "");
         int f = cu_add_kernel(c, "gemm", label, &t);
         cu_str_free(&t);
         cu_launch *l = cu_launch_new(c, f, node, tma.bn ? tma_threads(tma) : (unsigned)(tl.wm * tl.wn * 32),
@@ -578,21 +587,9 @@ int cu_emit_linear(cu_ctx *c, int node)
             l->div[1] = 1;
         }
         gemm_args(c, l, &j, woff, boff);
-        if (split > 1) {
+        if (split > 1) { /* its blocks' partial sums, and the tile counters that find each tile's last */
             cu_arg_ws(c, l, CU_FIELD(vk_gemm_params, partial), scratch);
-            if ((f = reduce_kernel(c, &j, tr, to)) < 0)
-                return c->d->status;
-            enum { RT = 256 };
-            l = cu_launch_new(c, f, node, RT, 0);
-            if (!l)
-                return c->d->status;
-            l->min_batch = lo;
-            l->max_batch = hi;
-            l->grid[0] = cg_poly_mul(j.M, cg_poly_k((j.N + 1) / 2));
-            l->div[0] = RT;
-            cu_arg_ws(c, l, CU_FIELD(vk_gemm_params, partial), scratch);
-            cu_arg_int(c, l, CU_FIELD(vk_gemm_params, splits), cg_poly_k(split));
-            epilogue_args(c, l, &j, boff);
+            cu_arg_ws(c, l, CU_FIELD(vk_gemm_params, counters), c->counters_off);
         }
         lo = hi + 1;
     }

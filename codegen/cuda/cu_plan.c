@@ -213,12 +213,14 @@ int cu_plan_storage(cu_ctx *c)
         return c->d->status;
     }
     char why[8];
+    int splits = 0;
     for (int i = 0; i < nn; i++) {
         const ir_node *n = &g->nodes[i];
         c->plan.skip[i] = n->noutputs >= 1 && n->outputs[0] >= 0 && c->plan.view_of[n->outputs[0]] >= 0;
         c->scratch_off[i] = -1;
         if (!c->plan.skip[i] && cu_linear_supports(g, n, why, sizeof why))
             scratch[i] = cu_linear_scratch(c, i);
+        splits |= scratch[i] > 0;
     }
 
     mark_wide(c);
@@ -282,6 +284,12 @@ int cu_plan_storage(cu_ctx *c)
         io->space = VITC_CUDA_SPACE_WORKSPACE;
         io->offset = end;
         end += ((uint64_t)bytes + 255) & ~(uint64_t)255;
+    }
+    /* the split-K GEMMs' tile counters: one region for all, each GEMM leaving them at 0 */
+    c->counters_off = -1;
+    if (splits) {
+        c->counters_off = (int64_t)end;
+        end += CU_COUNTERS * sizeof(unsigned);
     }
     c->ws_bytes = end;
     return VITC_OK;

@@ -30,9 +30,12 @@
  * Split K (SPLIT, for grids too small to fill the GPU: a batch-1 ViT's fc2
  * has 48 blocks of 64 x 64 for 132 SMs, each walking K = 3072 alone):
  * gridDim.z blocks share a tile, block z taking the k tiles [z nkt / S,
- * (z+1) nkt / S), and store their fp32 sums to P[z] ([M, N], no epilogue);
- * gemm_splitk_reduce then adds the S partial tiles in the order z = 0..S-1
- * (the same bits on every run) and applies the epilogue. */
+ * (z+1) nkt / S), and store their fp32 sums to P[z] ([M, N]); the last of
+ * the tile's S blocks to be done (a ticket from the tile's counter, after a
+ * fence that makes its stores visible first) adds the S partial tiles in the
+ * order z = 0..S-1 (the same bits on every run, whichever block is last),
+ * applies the epilogue and sets the counter back to 0 for the next GEMM
+ * (gemm_zero_counters zeroes them at the start of a run). */
 #ifndef VK_GEMM_CUH
 #define VK_GEMM_CUH
 
@@ -113,6 +116,52 @@ VK_DEV void gemm_store2(float v0, float v1, vk_i64 r, int c, int N, const float 
 
 /* The tile at rows tm0.. and columns tn0.. (a persistent kernel's), or the
  * block's (blockIdx) where tm0 < 0. */
+/* The end of a split-K block (all NT threads of it, after its partial tile
+ * is stored): the last of the tile's blocks adds the partial tiles and
+ * applies the epilogue (gemm_tc: "Split K"). */
+template <int ACT, bool BIAS, int RES, int BM, int BN, int NT, class TR, class TC>
+VK_DEV void gemm_split_finish(const vk_gemm_params &p, vk_i64 m0, int n0, int N, vk_i64 ldr, vk_i64 ldc)
+{
+    const int tid = threadIdx.x;
+    const vk_i64 M = p.m;
+    unsigned *cnt = p.counters + blockIdx.y * gridDim.x + blockIdx.x;
+    int *last = (int *)vk_smem; /* the stages are read by now: every thread is past the k loop below */
+    vk_threadfence();
+    __syncthreads();
+    if (tid == 0)
+        *last = vk_atomic_add(cnt, 1u) == gridDim.z - 1;
+    __syncthreads();
+    if (!*last)
+        return;
+    vk_threadfence();
+    const TR *R = (const TR *)p.res;
+    TC *C = (TC *)p.out;
+    for (int e = tid; e < BM * BN / 2; e += NT) {
+        const vk_i64 r = m0 + e / (BN / 2);
+        const int c = n0 + e % (BN / 2) * 2;
+        if (r >= M || c >= N)
+            continue;
+        const bool two = c + 1 < N;
+        float v0 = 0.0f, v1 = 0.0f;
+        for (int z = 0; z < (int)gridDim.z; z++) {
+            const float *pz = p.partial + (vk_i64)z * M * N + r * N + c;
+            v0 += vk_ld_cg(pz);
+            if (two)
+                v1 += vk_ld_cg(pz + 1);
+        }
+        gemm_store2<ACT, BIAS, RES>(v0, v1, r, c, N, p.bias, R, ldr, C, ldc);
+    }
+    if (tid == 0)
+        *cnt = 0;
+}
+
+/* A run's split-K counters (p.counters, p.m of them) set to 0: one block. */
+VK_DEV void gemm_zero_counters(const vk_gemm_params &p)
+{
+    for (vk_i64 i = threadIdx.x; i < p.m; i += blockDim.x)
+        p.counters[i] = 0;
+}
+
 template <class T, int BM, int BN, int WM, int WN, int STAGES, int BKB, bool VEC_A, bool SPLIT, int ACT, bool BIAS,
           int RES, class TR, class TC, int NTH = WM * WN * 32>
 VK_DEV void gemm_tc(const vk_gemm_params &p, int N, int K, int Kp, vk_i64 lda, vk_i64 ldr, vk_i64 ldc,
@@ -141,6 +190,7 @@ VK_DEV void gemm_tc(const vk_gemm_params &p, int N, int K, int Kp, vk_i64 lda, v
     static_assert(STAGES >= 2, "at least double buffering");
     static_assert(BKB == 64 || BKB == 128, "64 or 128 bytes of k per stage");
     static_assert(NTH >= WM * WN * 32 && NTH % 32 == 0, "whole warps, at least the computing ones");
+    static_assert(!SPLIT || NTH == WM * WN * 32, "a split's every thread reaches its end (gemm_split_finish)");
 
     unsigned char *smem = vk_smem;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -230,7 +280,7 @@ VK_DEV void gemm_tc(const vk_gemm_params &p, int N, int K, int Kp, vk_i64 lda, v
             int c = n0 + wn * WTN + j * 8 + (lane & 3) * 2;
             if (c >= N)
                 continue;
-            if (SPLIT) { /* this block's share of the sum, for gemm_splitk_reduce */
+            if (SPLIT) { /* this block's share of the sum */
                 float *pz = P + (vk_i64)blockIdx.z * M * N;
                 const float *none = 0;
                 if (r < M)
@@ -244,6 +294,8 @@ VK_DEV void gemm_tc(const vk_gemm_params &p, int N, int K, int Kp, vk_i64 lda, v
             if (r + 8 < M)
                 gemm_store2<ACT, BIAS, RES>(acc[i][j][2], acc[i][j][3], r + 8, c, N, bias, R, ldr, C, ldc);
         }
+    if (SPLIT)
+        gemm_split_finish<ACT, BIAS, RES, BM, BN, NT, TR, TC>(p, m0, n0, N, ldr, ldc);
 }
 
 /* ---- Hopper (sm_90a): the large tile on wgmma (VITC_CUDA_WGMMA) ----
@@ -662,33 +714,6 @@ VK_DEV void gemm_pp(const vk_tmap *ma, const vk_tmap *mb, const vk_gemm_params &
         __syncthreads(); /* its shared memory is the next tile's */
     }
 #endif
-}
-
-/* C = epilogue(sum over z < S of P[z]) (P: partial, S: splits): one thread
- * per pair of columns of a row, ceil(N / 2) pairs a row, M rows. */
-template <int ACT, bool BIAS, int RES, class TR, class TC>
-VK_DEV void gemm_splitk_reduce(const vk_gemm_params &p, int N, vk_i64 ldr, vk_i64 ldc)
-{
-    const float *P = p.partial, *bias = p.bias;
-    const int S = (int)p.splits;
-    const TR *R = (const TR *)p.res;
-    TC *C = (TC *)p.out;
-    const vk_i64 M = p.m;
-    const int NH = (N + 1) / 2;
-    const vk_i64 i = (vk_i64)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= M * NH)
-        return;
-    const vk_i64 r = i / NH;
-    const int c = (int)(i % NH) * 2;
-    const bool two = c + 1 < N;
-    float v0 = 0.0f, v1 = 0.0f;
-    for (int z = 0; z < S; z++) {
-        const float *pz = P + (vk_i64)z * M * N + r * N + c;
-        v0 += pz[0];
-        if (two)
-            v1 += pz[1];
-    }
-    gemm_store2<ACT, BIAS, RES>(v0, v1, r, c, N, bias, R, ldr, C, ldc);
 }
 
 /* fp32 SIMT version: 64 x 64 tiles, 256 threads, 4 x 4 outputs each, k in

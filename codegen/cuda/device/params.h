@@ -76,8 +76,9 @@ typedef struct {
 VK_PARAMS_SIZE(vk_softmax_params, 5);
 
 /* GEMM with a constant weight (gemm.cuh): out = act(a wt^T + bias) + res over
- * m rows; a split-K GEMM writes its fp32 sums to partial, which
- * gemm_splitk_reduce adds over splits before the same epilogue. */
+ * m rows; the blocks of a split-K GEMM write their fp32 sums to partial, and
+ * the last of a tile's blocks to finish (counted in counters[tile]) adds
+ * them before the same epilogue. */
 typedef struct {
     const void *a;      /* A [M, K] */
     const void *wt;     /* Wt [Np, Kp], packed at compile time */
@@ -86,7 +87,7 @@ typedef struct {
     void *out;          /* C */
     long long m;        /* M */
     float *partial;     /* split K: [splits, M, N] */
-    long long splits;   /* gemm_splitk_reduce: the partial sums to add */
+    unsigned *counters; /* split K: a tile's blocks done, one counter a tile, zero between GEMMs */
 } vk_gemm_params;
 VK_PARAMS_SIZE(vk_gemm_params, 8);
 

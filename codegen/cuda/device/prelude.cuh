@@ -160,6 +160,14 @@ VK_DEV void vk_cp_async16(void *dst, const void *src, bool ok)
                  "r"(ok ? 16 : 0));
 }
 VK_DEV void vk_cp_async_commit(void) { asm volatile("cp.async.commit_group;"); }
+
+/* ---- between the blocks of a grid ---- */
+/* This thread's writes before it are seen by every thread of the GPU before its writes after it. */
+VK_DEV void vk_threadfence(void) { __threadfence(); }
+/* *p += v atomically; the value before. */
+VK_DEV unsigned vk_atomic_add(unsigned *p, unsigned v) { return atomicAdd(p, v); }
+/* A load from L2, past the SM's L1 (which other SMs' writes do not update). */
+VK_DEV float vk_ld_cg(const float *p) { return __ldcg(p); }
 /* Waits until at most n of this thread's committed groups are still in flight. */
 template <int n> VK_DEV void vk_cp_async_wait(void) { asm volatile("cp.async.wait_group %0;" ::"n"(n)); }
 
