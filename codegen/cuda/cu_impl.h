@@ -119,7 +119,7 @@ typedef struct cu_ctx {
     vitc_cuda_io *in_io, *out_io;
     uint64_t ws_bytes, ws_unplanned;
     int64_t counters_off; /* the split-K GEMMs' tile counters (CU_COUNTERS of them) in the workspace; -1 none */
-    int counters_zeroed;  /* the launch that zeroes them at the start of a run is in the plan */
+    int counters_launch;  /* 1 + the launch that zeroes them at the start of a run; 0: none yet */
 
     cu_kernel *k;
     int nk, capk;

@@ -441,9 +441,15 @@ static void gemm_args(cu_ctx *c, cu_launch *l, const gemm_job *j, int64_t woff, 
 
 /* The launch that sets the split-K GEMMs' tile counters to 0 at the start of
  * a run (each split GEMM leaves them at 0 after it, but the workspace starts
- * as anything): before the plan's first split GEMM, at every batch. */
-static int zero_counters(cu_ctx *c, int node)
+ * as anything): before the plan's first split GEMM, at the batches up to the
+ * last one any GEMM splits at (hi: those of this one; later ones extend it). */
+static int zero_counters(cu_ctx *c, int node, int64_t hi)
 {
+    if (c->counters_launch) {
+        cu_launch *z = &c->l[c->counters_launch - 1];
+        z->max_batch = hi > z->max_batch ? hi : z->max_batch;
+        return c->d->status;
+    }
     cu_str t = {0};
     cu_str_add(&t, "VK_KERNEL(@, 256, vk_gemm_params)\n{\n    vk::gemm_zero_counters(p);\n}\n");
     int f = cu_add_kernel(c, "gemm", "gemm split-k tile counters to 0", &t);
@@ -454,11 +460,11 @@ static int zero_counters(cu_ctx *c, int node)
     if (!l)
         return c->d->status;
     l->min_batch = 1;
-    l->max_batch = c->max_batch;
+    l->max_batch = hi;
     l->grid[0] = cg_poly_k(1);
     cu_arg_ws(c, l, CU_FIELD(vk_gemm_params, counters), c->counters_off);
     cu_arg_int(c, l, CU_FIELD(vk_gemm_params, m), cg_poly_k(CU_COUNTERS));
-    c->counters_zeroed = 1;
+    c->counters_launch = c->nl;
     return c->d->status;
 }
 
@@ -538,7 +544,7 @@ int cu_emit_linear(cu_ctx *c, int node)
                 hi++;
         if (split > 1 && (scratch < 0 || c->counters_off < 0))
             return cu_fail(c, VITC_INTERNAL, node, "a split GEMM without scratch or tile counters");
-        if (split > 1 && !c->counters_zeroed && zero_counters(c, node) != VITC_OK)
+        if (split > 1 && zero_counters(c, node, hi) != VITC_OK)
             return c->d->status;
         cu_str t = {0};
         int wg = use_wgmma(c, tl, split);
