@@ -542,8 +542,9 @@ int cu_emit_linear(cu_ctx *c, int node)
         else /* the 64 x 64 tile while the split stays the same */
             while (hi < c->max_batch && hi < CU_SPLIT_SCAN && !choose(c, &j, Kp, hi + 1, &t2, &s2) && s2 == split)
                 hi++;
-        if (split > 1 && (scratch < 0 || c->counters_off < 0))
-            return cu_fail(c, VITC_INTERNAL, node, "a split GEMM without scratch or tile counters");
+        if (split > 1 && (scratch < 0 || c->counters_off < 0 ||
+                          (cg_poly_eval(j.M, hi) + tl.bm - 1) / tl.bm * ((j.N + tl.bn - 1) / tl.bn) > CU_COUNTERS))
+            return cu_fail(c, VITC_INTERNAL, node, "a split GEMM without scratch or enough tile counters");
         if (split > 1 && zero_counters(c, node, hi) != VITC_OK)
             return c->d->status;
         cu_str t = {0};
