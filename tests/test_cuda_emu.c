@@ -589,7 +589,8 @@ static void mutate_program(const char *cu, const char *from, const char *to, con
  * GEMMs at batch 3 (300 rows: 3 row tiles, the last part past M): K = 512
  * (8 k tiles around a ring of 3 stages) and N = 320 (the last column tile
  * part padding) on gemm_tma or gemm_pp, K = 196 (rows of A not 16-byte
- * aligned) on gemm_wg.  Each program without a bug passes first. */
+ * aligned) on gemm_wg.  Each program without a bug passes first; gemm_pp
+ * also with two blocks taking every other tile. */
 static void test_sm90a_mutations(void **state)
 {
     (void)state;
@@ -639,21 +640,23 @@ static void test_sm90a_mutations(void **state)
         {"the consumers' k loops not taking turns", "        if (i > 0) /* the other consumer's k loop", "        if (0) /* the other consumer's k loop"},
         {NULL, NULL, NULL},
     };
+    static const bug no_bugs[] = {{NULL, NULL, NULL}};
     static const struct {
-        const char *knob, *variants;
+        const char *wave, *pingpong, *variants;
         const bug *bugs;
-    } programs[2] = {
-        {NULL, "tma 128/3/2 x1, wg 128/3 x1", tma_bugs},
-        {"3", "wg 128/3 x1, pingpong 3 x1", pp_bugs},
+    } programs[3] = {
+        {"1", NULL, "tma 128/3/2 x1, wg 128/3 x1", tma_bugs},
+        {"1", "3", "wg 128/3 x1, pingpong 3 x1", pp_bugs},
+        {"2", "3", "wg 128/3 x1, pingpong 3 x1", no_bugs}, /* two blocks taking every other tile */
     };
-    for (int pr = 0; pr < 2; pr++) {
+    for (int pr = 0; pr < 3; pr++) {
         char so[8300], cu[8300], mut[8300], emu[8300];
         snprintf(so, sizeof so, "%s/sm90a-mutations%d.so", tmpdir, pr);
         snprintf(cu, sizeof cu, "%s/sm90a-mutations%d.cu", tmpdir, pr);
         snprintf(mut, sizeof mut, "%s/sm90a-mutated.cu", tmpdir);
-        setenv("VITC_CUDA_GEMM_WAVE", "1", 1); /* the large tile; gemm_pp: one block */
-        if (programs[pr].knob)
-            setenv("VITC_CUDA_PINGPONG", programs[pr].knob, 1);
+        setenv("VITC_CUDA_GEMM_WAVE", programs[pr].wave, 1); /* the large tile; gemm_pp: that many blocks */
+        if (programs[pr].pingpong)
+            setenv("VITC_CUDA_PINGPONG", programs[pr].pingpong, 1);
         cg_options opt = {.output = so, .source = "sm90a-mutations", .max_batch = 3, .opt_level = 2, .precision = "bf16"};
         if (cg_compile(&cg_cuda_backend, g, &opt, &d) != VITC_OK)
             fail_msg("the CUDA backend failed (status %d)", d.status);
@@ -666,7 +669,7 @@ static void test_sm90a_mutations(void **state)
         char var[64];
         variants(cu, var, sizeof var);
         assert_string_equal(var, programs[pr].variants);
-        print_message("%-52s %s\n", var, "emulation (bf16, batch 3)");
+        print_message("%-52s emulation (bf16, batch 3, VITC_CUDA_GEMM_WAVE=%s)\n", var, programs[pr].wave);
         for (int i = -1; i < 0 || programs[pr].bugs[i].what; i++) {
             const bug *b = i >= 0 ? &programs[pr].bugs[i] : NULL;
             const char *prog = cu;
