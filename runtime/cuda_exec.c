@@ -660,14 +660,27 @@ VITC_API vitc_status vitc_cuda_device(char *name, size_t len, int *arch)
     return VITC_STATUS_OK;
 }
 
+/* The plan of a CUDA model for API function fn, out (bytes of it, what it
+ * is called) zeroed first; NULL with the error set where m or out is NULL
+ * or m is not a CUDA model. */
+static const vitc_cuda_plan *plan_for(const vitc_model *m, void *out, size_t bytes, const char *fn,
+                                      const char *what)
+{
+    if (!m || !out) {
+        rt_fail(VITC_STATUS_INVALID_ARGUMENT, "%s: %s is NULL", fn, m ? what : "model");
+        return NULL;
+    }
+    memset(out, 0, bytes);
+    if (!m->cuda_plan)
+        rt_fail(VITC_STATUS_INVALID_ARGUMENT, "%s: not a CUDA model", m->path);
+    return m->cuda_plan;
+}
+
 VITC_API vitc_status vitc_model_cuda_details(const vitc_model *m, vitc_cuda_details *out)
 {
-    if (!m || !out)
-        return rt_fail(VITC_STATUS_INVALID_ARGUMENT, "vitc_model_cuda_details: %s is NULL", m ? "details" : "model");
-    memset(out, 0, sizeof *out);
-    const vitc_cuda_plan *p = m->cuda_plan;
+    const vitc_cuda_plan *p = plan_for(m, out, sizeof *out, "vitc_model_cuda_details", "details");
     if (!p)
-        return rt_fail(VITC_STATUS_INVALID_ARGUMENT, "%s: not a CUDA model", m->path);
+        return VITC_STATUS_INVALID_ARGUMENT;
     out->precision = p->precision;
     out->nimages = p->nimages < VITC_MAX_CUDA_IMAGES ? p->nimages : VITC_MAX_CUDA_IMAGES;
     for (int i = 0; i < out->nimages; i++) {
@@ -685,12 +698,9 @@ VITC_API vitc_status vitc_model_cuda_details(const vitc_model *m, vitc_cuda_deta
 
 VITC_API vitc_status vitc_model_cuda_launch(const vitc_model *m, int i, vitc_cuda_launch_info *out)
 {
-    if (!m || !out)
-        return rt_fail(VITC_STATUS_INVALID_ARGUMENT, "vitc_model_cuda_launch: %s is NULL", m ? "info" : "model");
-    memset(out, 0, sizeof *out);
-    const vitc_cuda_plan *p = m->cuda_plan;
+    const vitc_cuda_plan *p = plan_for(m, out, sizeof *out, "vitc_model_cuda_launch", "info");
     if (!p)
-        return rt_fail(VITC_STATUS_INVALID_ARGUMENT, "%s: not a CUDA model", m->path);
+        return VITC_STATUS_INVALID_ARGUMENT;
     if (i < 0 || i >= p->nlaunches)
         return rt_fail(VITC_STATUS_INVALID_ARGUMENT, "%s: no launch %d (it has %d)", m->path, i, p->nlaunches);
     const vitc_cuda_launch *l = &p->launches[i];

@@ -621,21 +621,27 @@ static void wg_wait(int n)
 }
 
 static unsigned long long mbar_stamp(unsigned addr) { return 0x6d62617200000000ull ^ addr; }
+/* The block's mbarrier at shared address a, or NULL before its init. */
+static mbar *mbar_at(unsigned a)
+{
+    for (int i = 0; i < blk->nbars; i++)
+        if (blk->bars[i].addr == a)
+            return &blk->bars[i];
+    return NULL;
+}
 static mbar *mbar_of(const void *bar, const char *what)
 {
     unsigned a = smem_addr(bar);
     if (a % 8)
         fail("%s: mbarrier at shared address 0x%x, not 8-byte aligned", what, a);
-    for (int i = 0; i < blk->nbars; i++)
-        if (blk->bars[i].addr == a) {
-            unsigned long long v;
-            memcpy(&v, bar, 8);
-            if (v != blk->bars[i].stamp)
-                fail("%s: the mbarrier at shared address 0x%x was overwritten since its mbarrier.init", what, a);
-            return &blk->bars[i];
-        }
-    fail("%s: no mbarrier.init at shared address 0x%x", what, a);
-    return NULL;
+    mbar *m = mbar_at(a);
+    if (!m)
+        fail("%s: no mbarrier.init at shared address 0x%x", what, a);
+    unsigned long long v;
+    memcpy(&v, bar, 8);
+    if (v != m->stamp)
+        fail("%s: the mbarrier at shared address 0x%x was overwritten since its mbarrier.init", what, a);
+    return m;
 }
 static void mbar_init(void *bar, unsigned count)
 {
@@ -643,10 +649,7 @@ static void mbar_init(void *bar, unsigned count)
     smem_at(a, 8, "mbarrier.init");
     if (a % 8 || count < 1 || count > (1u << 20) - 1)
         fail("mbarrier.init at 0x%x with count %u", a, count);
-    mbar *m = NULL;
-    for (int i = 0; i < blk->nbars && !m; i++)
-        if (blk->bars[i].addr == a)
-            m = &blk->bars[i];
+    mbar *m = mbar_at(a);
     if (!m) {
         if (blk->nbars == MAX_MBAR)
             fail("more than %d mbarriers", MAX_MBAR);
@@ -683,7 +686,7 @@ static void tma_land(mbar *m, const tma_copy *c)
 {
     const vk_emu_tmap *t = &c->map;
     unsigned row = t->box_cols * t->elem_bytes;
-    unsigned char *dst = smem_at(c->dst, (size_t)row * t->box_rows, "cp.async.bulk.tensor");
+    smem_at(c->dst, (size_t)row * t->box_rows, "cp.async.bulk.tensor"); /* the box inside shared memory */
     for (unsigned i = 0; i < t->box_rows; i++)
         for (unsigned j = 0; j < t->box_cols; j++) {
             long long y = (long long)c->c1 + i, x = (long long)c->c0 + j;
@@ -699,7 +702,6 @@ static void tma_land(mbar *m, const tma_copy *c)
                 memset(p, 0, t->elem_bytes);
             blk->unfenced_by[(p - blk->smem) >> 4] = 0; /* written by the async proxy */
         }
-    (void)dst;
     m->tx -= (long long)row * t->box_rows;
     mbar_settle(m);
     blk->events++;

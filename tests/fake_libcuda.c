@@ -191,6 +191,17 @@ API int cuCtxSetCurrent(void *ctx)
     return OK;
 }
 
+/* Where the bytes of tag start in the n bytes at p (followed by at least
+ * `after` more bytes), or NULL. */
+static const unsigned char *find_tag(const unsigned char *p, size_t n, const char *tag, size_t after)
+{
+    size_t tl = strlen(tag);
+    for (size_t i = 0; i + tl + after <= n; i++)
+        if (p[i] == (unsigned char)tag[0] && memcmp(p + i, tag, tl) == 0)
+            return p + i;
+    return NULL;
+}
+
 /* "vitc-program:<16 hex>" inside the image names its emulation library. */
 API int cuModuleLoadDataEx(module **out, const void *image, unsigned nopts, int *opts, void **vals)
 {
@@ -212,11 +223,10 @@ API int cuModuleLoadDataEx(module **out, const void *image, unsigned nopts, int 
     }
     const char *tag = "vitc-program:";
     size_t tl = strlen(tag);
-    const unsigned char *hit = NULL;
+    const unsigned char *hit = find_tag(p, n, tag, 16);
     char decoded[64] = "";
-    for (size_t i = 0; i + tl + 16 <= n && !hit; i++)
-        if (p[i] == 'v' && memcmp(p + i, tag, tl) == 0)
-            hit = p + i + tl;
+    if (hit)
+        hit += tl;
     if (!hit && !is_elf) { /* PTX spells the string as byte values: vk_program_id[30] = {118, 105, ...} */
         const char *q = strstr((const char *)p, "vk_program_id[");
         q = q ? strchr(q, '{') : NULL;
@@ -238,10 +248,7 @@ API int cuModuleLoadDataEx(module **out, const void *image, unsigned nopts, int 
         trace("load %s without a program id", is_elf ? "cubin" : "ptx");
         return E_INVALID_IMAGE;
     }
-    const char *tag_a = "vitc-image:sm_90a";
-    int sm90a = 0;
-    for (size_t i = 0; is_elf && i + strlen(tag_a) <= n && !sm90a; i++)
-        sm90a = p[i] == 'v' && memcmp(p + i, tag_a, strlen(tag_a)) == 0;
+    int sm90a = is_elf && find_tag(p, n, "vitc-image:sm_90a", 0);
     int sm = 0;
     if (is_elf) { /* a CUBIN's ELF flags carry its SM; SASS runs on that major, same or later minor */
         uint32_t flags;

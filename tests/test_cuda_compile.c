@@ -390,17 +390,11 @@ static void test_sm90a_kernels_do_not_spill(void **state)
     snprintf(so, sizeof so, "%s/face-sm90a.so", tmpdir);
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (int pi = 0; pi < 2; pi++) {
-            for (int k = 0; k < 3 && shapes[s][k]; k++) {
-                char name[64];
-                const char *eq = strchr(shapes[s][k], '=');
-                snprintf(name, sizeof name, "%.*s", (int)(eq - shapes[s][k]), shapes[s][k]);
-                setenv(name, eq + 1, 1);
-            }
+            tu_set_knobs(shapes[s], 3, 1);
             const char *args[] = {model, "--target", "cuda", "--batch", "256", "--precision", precs[pi], "-o", so, NULL};
             char *text;
             int rc = vitc_text(args, &text);
-            unsetenv("VITC_CUDA_GEMM_WAVE"), unsetenv("VITC_CUDA_TMA"), unsetenv("VITC_CUDA_WGMMA_STAGES");
-            unsetenv("VITC_CUDA_GEMM_LARGE"), unsetenv("VITC_CUDA_PINGPONG");
+            tu_set_knobs(shapes[s], 3, 0);
             if (rc != 0)
                 fail_msg("vitc exited %d:\n%s", rc, text);
             free(text);

@@ -81,19 +81,6 @@ static const emu_mode MODE_SM90A_WG = {{"VITC_CUDA_GEMM_WAVE=1", "VITC_CUDA_TMA=
 static const emu_mode MODE_SM90A_PP = {{"VITC_CUDA_GEMM_WAVE=1", "VITC_CUDA_PINGPONG=4"}, 12, 1};
 static const emu_mode MODE_PP_PORTABLE = {{"VITC_CUDA_GEMM_WAVE=1", "VITC_CUDA_PINGPONG=4"}, 12, 0};
 
-static void set_knobs(const emu_mode *m, int on)
-{
-    for (int k = 0; k < 3 && m->knobs[k]; k++) {
-        char name[64];
-        const char *eq = strchr(m->knobs[k], '=');
-        snprintf(name, sizeof name, "%.*s", (int)(eq - m->knobs[k]), m->knobs[k]);
-        if (on)
-            setenv(name, eq + 1, 1);
-        else
-            unsetenv(name);
-    }
-}
-
 /* The sm_90a GEMM kernels of the program at cu by shape, e.g. "tma
  * 128/3/2 x6, wg 128/3 x1" (gemm_tma's BN/stages/blocks an SM, gemm_wg's
  * BN/stages, gemm_pp's stages); "none" without any. */
@@ -155,10 +142,10 @@ static int emulate_model(const char *name, const char *model, const ir_tensor in
         snprintf(cu, sizeof cu, "%.4000s/%.95s.%s.cu", tmpdir, name, precisions[pi]);
         const char *a1[] = {model, "--target", "cuda", "--precision", precisions[pi], "-o", so, NULL};
         const char *a2[] = {model, "--emit", "cuda", "--precision", precisions[pi], "-o", cu, NULL};
-        set_knobs(mode, 1);
+        tu_set_knobs(mode->knobs, 3, 1);
         run_vitc(a1, so);
         run_vitc(a2, cu);
-        set_knobs(mode, 0);
+        tu_set_knobs(mode->knobs, 3, 0);
         tu_emu_build_as(cu, mode->sm90a, emu, sizeof emu);
         if (mode->sm90a)
             variants(cu, var, sizeof var);

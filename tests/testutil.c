@@ -749,6 +749,20 @@ char *tu_read_file(const char *path, size_t *len)
     return s;
 }
 
+void tu_set_knobs(const char *const *kv, int n, int on)
+{
+    for (int k = 0; k < n && kv[k]; k++) {
+        const char *eq = strchr(kv[k], '=');
+        assert_non_null(eq);
+        char name[128];
+        snprintf(name, sizeof name, "%.*s", (int)(eq - kv[k]), kv[k]);
+        if (on)
+            assert_int_equal(setenv(name, eq + 1, 1), 0);
+        else
+            unsetenv(name);
+    }
+}
+
 #ifdef VITC_HAVE_CUDA
 /* ---- the CUDA emulation ---- */
 

@@ -224,6 +224,9 @@ double tu_cosine(const ir_tensor *a, const ir_tensor *b);
 int tu_compile_cpu(ir_graph *g, const char *so, int opt_level, int64_t max_batch, char **msg);
 /* The same for the named CPU (LLVM's name, "haswell"; NULL: the host's) and its features. */
 int tu_compile_cpu_as(ir_graph *g, const char *so, int opt_level, int64_t max_batch, const char *cpu, char **msg);
+/* Sets (on) or unsets (!on) the environment variables of the n "NAME=VALUE" assignments in kv,
+ * stopping at the first NULL: the VITC_* knobs a test compiles with. */
+void tu_set_knobs(const char *const *kv, int n, int on);
 /* Runs a compiled .so through the runtime at the batch of its inputs; allocates the outputs. */
 void tu_run_so(const char *so, const ir_tensor *in, int nin, ir_tensor *out, int nout, int64_t batch);
 

@@ -420,23 +420,17 @@ static void gemm_text(const cu_ctx *c, cu_str *t, const gemm_job *j, tile tl, in
                (long long)j->K, (long long)j->res_ld, (long long)j->N);
 }
 
-/* The epilogue's fields of a GEMM or split-K sum launch: bias, res, out, m. */
-static void epilogue_args(cu_ctx *c, cu_launch *l, const gemm_job *j, int64_t boff)
+/* A GEMM launch's fields: a, wt and the epilogue's (bias, res, out, m). */
+static void gemm_args(cu_ctx *c, cu_launch *l, const gemm_job *j, int64_t woff, int64_t boff)
 {
+    cu_arg_value(c, l, CU_FIELD(vk_gemm_params, a), j->x);
+    cu_arg_ptr(c, l, CU_FIELD(vk_gemm_params, wt), VITC_CUDA_ARG_WEIGHTS, woff);
     if (j->bias >= 0)
         cu_arg_ptr(c, l, CU_FIELD(vk_gemm_params, bias), VITC_CUDA_ARG_WEIGHTS, boff);
     if (j->res >= 0)
         cu_arg_value(c, l, CU_FIELD(vk_gemm_params, res), j->res);
     cu_arg_value(c, l, CU_FIELD(vk_gemm_params, out), j->out);
     cu_arg_int(c, l, CU_FIELD(vk_gemm_params, m), j->M);
-}
-
-/* A GEMM launch's fields: a, wt and the epilogue's. */
-static void gemm_args(cu_ctx *c, cu_launch *l, const gemm_job *j, int64_t woff, int64_t boff)
-{
-    cu_arg_value(c, l, CU_FIELD(vk_gemm_params, a), j->x);
-    cu_arg_ptr(c, l, CU_FIELD(vk_gemm_params, wt), VITC_CUDA_ARG_WEIGHTS, woff);
-    epilogue_args(c, l, j, boff);
 }
 
 /* The launch that sets the split-K GEMMs' tile counters to 0 at the start of
