@@ -22,8 +22,11 @@
  *
  * Hopper (sm_90a), for the library compiled with VITC_EMU_SM90A, where the
  * kernels take their wgmma bodies (VK_SM90A): wgmma.mma_async with shared
- * memory descriptors (no swizzle and the 128-byte swizzle), emulated per
- * thread on its own accumulator fragment; its fence, commit and wait
+ * memory descriptors (K-major: no swizzle and the 128-byte swizzle; B
+ * MN-major, imm-trans-b: the 128-byte swizzle) or A from registers (the
+ * fragments of a warp's 16 rows exchanged between its lanes at issue, as
+ * .sync.aligned lets them), emulated per thread on its own accumulator
+ * fragment; its fence, commit and wait
  * groups; mbarrier init, arrive, expect_tx and try_wait.parity with phases
  * and transaction counts; cp.async.bulk.tensor from tensor maps (boxes,
  * zeros outside the matrix, the 128-byte swizzle; tests/emu_tmap.h); the
@@ -39,7 +42,8 @@
  * wgmma without wgmma.fence, a wgmma reading cp.async data no
  * fence.proxy.async ordered, the threads of a warpgroup issuing different
  * wgmma, an mbarrier used before its init or overwritten, a wgmma never
- * retired, a misaligned bulk copy) stops the launch with a message.  setmaxnreg and the tensor map prefetch are no-ops.
+ * retired, a misaligned bulk copy) stops the launch with a message.
+ * setmaxnreg and the tensor map prefetch are no-ops.
  *
  * The device library's prelude includes this header in place of its
  * hardware section when VITC_EMU is defined (compile the program with -I
@@ -108,9 +112,10 @@ typedef ucontext_t ctx_t;
  * retirement (the earliest the program may read them). */
 struct wg_op {
     float *d;
-    unsigned long long da, db;
+    unsigned long long da, db; /* da 0: A from registers (a) */
     int kind, n, group;
-    bool read;
+    bool read, b_mn; /* b_mn: B MN-major (imm-trans-b 1) */
+    float a[2][16];  /* A from registers: this thread's two rows, gathered from its quad at issue */
     float prod[128];
 };
 
@@ -507,8 +512,8 @@ static void fence_proxy_async(void)
     cur->unfenced_overflow = false;
 }
 
-/* The address of byte kb (of k) of row r (M or N) of a K-major wgmma operand
- * whose shared memory descriptor is desc (PTX ISA, the matrix descriptor of
+/* The address of byte kb (of k) of row r (M or N) of a wgmma operand, K-major
+ * (or MN-major where mn: B with imm-trans-b 1), whose shared memory descriptor is desc (PTX ISA, the matrix descriptor of
  * the warpgroup-level MMA): start address bits 0-13, leading byte offset
  * 16-29, stride byte offset 32-45 (each in 16-byte units), base offset
  * 49-51, swizzle mode 62-63.  No swizzle: core matrices of 8 rows x 16
@@ -517,7 +522,7 @@ static void fence_proxy_async(void)
  * (address bits 4-6) XORed with the row within its 1024 bytes (bits 7-9).
  * The other swizzles (64, 32 bytes) and a base offset: the kernels use none,
  * and what is not checked on a GPU is refused rather than guessed. */
-static unsigned long long wg_addr(unsigned long long desc, int r, int kb)
+static unsigned long long wg_addr(unsigned long long desc, int r, int kb, bool mn)
 {
     unsigned long long start = (desc & 0x3fff) << 4, lbo = ((desc >> 16) & 0x3fff) << 4,
                        sbo = ((desc >> 32) & 0x3fff) << 4;
@@ -525,6 +530,17 @@ static unsigned long long wg_addr(unsigned long long desc, int r, int kb)
     if (base != 0 || (sw != 0 && sw != 1))
         fail("wgmma: a descriptor with base offset %d and swizzle mode %d (the emulation knows none and the "
              "128-byte swizzle, base offset 0)", base, sw);
+    if (mn) {
+        /* MN-major (B with imm-trans-b 1; the PTX ISA's canonical layout, not yet checked on a GPU), the
+         * 128-byte swizzle only: rows of k, 128 bytes (64 elements of N) each, groups of 8 rows SBO apart,
+         * the next 64 elements of N LBO on */
+        if (sw != 1)
+            fail("wgmma: an MN-major operand without the 128-byte swizzle (the emulation knows only that one)");
+        int k = kb / 2;
+        unsigned long long a = start + (unsigned long long)(k >> 3) * sbo + (unsigned long long)(r >> 6) * lbo +
+                               (k & 7) * 128 + (r & 63) * 2;
+        return a ^ (((a >> 7) & 7) << 4);
+    }
     if (sw == 0)
         return start + (unsigned long long)(r >> 3) * sbo + (unsigned long long)(kb >> 4) * lbo + (r & 7) * 16 +
                (kb & 15);
@@ -534,9 +550,9 @@ static unsigned long long wg_addr(unsigned long long desc, int r, int kb)
 
 /* Element k of row r of the operand: read where the descriptor says, after
  * checking that no cp.async write there still waits for a proxy fence. */
-static float wg_elem(unsigned long long desc, int r, int k, int kind)
+static float wg_elem(unsigned long long desc, int r, int k, int kind, bool mn)
 {
-    unsigned long long a = wg_addr(desc, r, 2 * k);
+    unsigned long long a = wg_addr(desc, r, 2 * k, mn);
     const unsigned char *p = smem_at(a, 2, "wgmma");
     unsigned short by = blk->unfenced_by[(p - blk->smem) >> 4];
     if (by)
@@ -556,12 +572,12 @@ static void wg_product(const wg_op *o, float *p)
     float A[2][16], B[16];
     for (int h = 0; h < 2; h++)
         for (int k = 0; k < 16; k++)
-            A[h][k] = wg_elem(o->da, r0 + 8 * h, k, o->kind);
+            A[h][k] = o->da ? wg_elem(o->da, r0 + 8 * h, k, o->kind, false) : o->a[h][k];
     for (int j = 0; j < o->n / 8; j++)
         for (int c = 0; c < 2; c++) {
             int col = 8 * j + (lane & 3) * 2 + c;
             for (int k = 0; k < 16; k++)
-                B[k] = wg_elem(o->db, col, k, o->kind);
+                B[k] = wg_elem(o->db, col, k, o->kind, o->b_mn);
             for (int h = 0; h < 2; h++) {
                 float acc = 0.0f;
                 for (int k = 0; k < 16; k++)
@@ -572,7 +588,11 @@ static void wg_product(const wg_op *o, float *p)
 }
 
 static void wg_fence(void) { cur->wg_fenced = true; }
-static void wg_mma(float *d, unsigned long long da, unsigned long long db, int kind, int n)
+/* A wgmma.mma_async: A by descriptor da, or (da 0) from the registers areg (mma.m16n8k16's A fragment of the
+ * warp's 16 rows), which the warp's lanes exchange as the .sync.aligned instruction lets them; B by descriptor db,
+ * MN-major where b_mn. */
+static void wg_mma(float *d, unsigned long long da, const uint32_t *areg, unsigned long long db, bool b_mn, int kind,
+                   int n)
 {
     if (!cur->wg_fenced)
         fail("wgmma.mma_async without a wgmma.fence after the accumulators were last readable");
@@ -586,8 +606,8 @@ static void wg_mma(float *d, unsigned long long da, unsigned long long db, int k
     block::wg_entry *e = &blk->wg_log[cur->warp / 4][seq % WG_LOG];
     if (e->seq != seq) {
         if (e->seq < seq && (e->seen == 0 || e->seen == 128))
-            *e = block::wg_entry{seq, da, db, kind, n, 1, cur->warp};
-    } else if (e->da != da || e->db != db || e->kind != kind || e->n != n) {
+            *e = block::wg_entry{seq, da, db, kind | (b_mn ? 0x100 : 0), n, 1, cur->warp};
+    } else if (e->da != da || e->db != db || e->kind != (kind | (b_mn ? 0x100 : 0)) || e->n != n) {
         fail("wgmma number %llu of warpgroup %d: warp %d issues descriptors 0x%llx, 0x%llx (N %d), warp %d "
              "0x%llx, 0x%llx (N %d): a warpgroup's threads issue the same wgmma", seq, cur->warp / 4, cur->warp, da,
              db, n, e->warp, e->da, e->db, e->n);
@@ -595,7 +615,22 @@ static void wg_mma(float *d, unsigned long long da, unsigned long long db, int k
         e->seen++;
     }
     wg_op *o = &cur->wg[cur->nwg++];
-    o->d = d, o->da = da, o->db = db, o->kind = kind, o->n = n, o->group = cur->wg_committed;
+    o->d = d, o->da = da, o->db = db, o->kind = kind, o->n = n, o->group = cur->wg_committed, o->b_mn = b_mn;
+    if (!da) { /* row g (lane / 4) and g + 8 of the warp's 16: columns 2t, 2t + 1 and 2t + 8, 2t + 9 from lane 4g + t */
+        warpx *w = enter(4);
+        memcpy(w->slot[cur->lane], areg, 16);
+        yield_as(BAR_WARP);
+        first(w, 4);
+        for (int t = 0; t < 4; t++) {
+            const uint32_t *q = w->slot[(cur->lane & ~3) + t];
+            for (int h = 0; h < 2; h++)
+                for (int e = 0; e < 2; e++) {
+                    o->a[h][2 * t + e] = frag_elem(q[h], e, kind);
+                    o->a[h][2 * t + 8 + e] = frag_elem(q[2 + h], e, kind);
+                }
+        }
+        yield_as(BAR_WARP);
+    }
     o->read = blk->wg_early;
     if (o->read)
         wg_product(o, o->prod);
@@ -832,12 +867,22 @@ template <int n> static inline void vk_setmaxnreg_inc(void) {}
 template <int N>
 static inline void vk_wgmma(float *d, unsigned long long da, unsigned long long db, h16, vk_wgn<N>)
 {
-    vkemu::wg_mma(d, da, db, vkemu::MMA_F16, N);
+    vkemu::wg_mma(d, da, NULL, db, false, vkemu::MMA_F16, N);
 }
 template <int N>
 static inline void vk_wgmma(float *d, unsigned long long da, unsigned long long db, b16, vk_wgn<N>)
 {
-    vkemu::wg_mma(d, da, db, vkemu::MMA_BF16, N);
+    vkemu::wg_mma(d, da, NULL, db, false, vkemu::MMA_BF16, N);
+}
+template <int N>
+static inline void vk_wgmma_rs(float *d, const unsigned *a, unsigned long long db, h16, vk_wgn<N>)
+{
+    vkemu::wg_mma(d, 0, a, db, true, vkemu::MMA_F16, N);
+}
+template <int N>
+static inline void vk_wgmma_rs(float *d, const unsigned *a, unsigned long long db, b16, vk_wgn<N>)
+{
+    vkemu::wg_mma(d, 0, a, db, true, vkemu::MMA_BF16, N);
 }
 static inline void vk_mbar_init(void *bar, unsigned count) { vkemu::mbar_init(bar, count); }
 static inline void vk_fence_mbar_init(void) {}

@@ -370,8 +370,9 @@ static void compile_face(const char *batch, const char *name, char model[4096], 
 /* The sm_90a GEMMs in each shape the plan can pick (gemm_tma 128x128 in 3
  * stages with two blocks an SM, 128x128 in 6 stages and 128x256 in 4 with a
  * producer warpgroup and setmaxnreg; gemm_wg 128x128 and 128x256; gemm_pp,
- * two consumer warpgroups of 128 accumulators each, in 4 stages), fp16 and
- * bf16, compiled by NVRTC for sm_90a: every kernel has ptxas's report for
+ * two consumer warpgroups of 128 accumulators each, in 4 stages), and the
+ * wgmma attention (attention_wg) with the first, fp16 and bf16, compiled by
+ * NVRTC for sm_90a: every kernel has ptxas's report for
  * that image, and none spills registers (face_ln at batch 256, every GEMM on
  * the large tile; its K = 243 GEMM runs gemm_wg, rows of A not 16-byte
  * aligned). */
@@ -379,7 +380,7 @@ static void test_sm90a_kernels_do_not_spill(void **state)
 {
     (void)state;
     static const char *const shapes[][3] = {
-        {"VITC_CUDA_GEMM_WAVE=1", NULL, NULL},
+        {"VITC_CUDA_GEMM_WAVE=1", "VITC_CUDA_ATTN_WGMMA=1", NULL},
         {"VITC_CUDA_GEMM_WAVE=1", "VITC_CUDA_TMA=128/6/1", "VITC_CUDA_WGMMA_STAGES=5"},
         {"VITC_CUDA_GEMM_WAVE=1", "VITC_CUDA_TMA=256/4/1", "VITC_CUDA_GEMM_LARGE=128x256/2x4/3/64"},
         {"VITC_CUDA_GEMM_WAVE=1", "VITC_CUDA_PINGPONG=4", NULL},
@@ -403,7 +404,7 @@ static void test_sm90a_kernels_do_not_spill(void **state)
                 fail_msg("%s: %s", so, vitc_last_error());
             vitc_model_details d;
             assert_int_equal(vitc_model_get_details(m, &d), VITC_STATUS_OK);
-            int wg = 0;
+            int wg = 0, attn = 0;
             for (int k = 0; k < d.nkernels; k++) {
                 const char *n = d.kernel_names[k], *a = strstr(n, "sm_90a: ");
                 int regs, spill, stack;
@@ -411,13 +412,17 @@ static void test_sm90a_kernels_do_not_spill(void **state)
                     fail_msg("%s: kernel '%s' has no ptxas report for sm_90a", so, n);
                 if (!strstr(n, "wgmma"))
                     continue;
-                wg++;
+                if (strstr(n, "attention"))
+                    attn++;
+                else
+                    wg++;
                 print_message("%-5s %.*s\n", precs[pi], (int)strcspn(n, "["), n);
                 print_message("      sm_90a: %d registers, %d bytes spilled, %d bytes stack\n", regs, spill, stack);
                 if (spill > 0)
                     fail_msg("%s: kernel '%s' spills on sm_90a", so, n);
             }
-            assert_int_equal(wg, 7); /* face_ln's 7 GEMMs */
+            assert_int_equal(wg, 7);            /* face_ln's 7 GEMMs */
+            assert_int_equal(attn, s == 0 ? 1 : 0); /* and its attention, with VITC_CUDA_ATTN_WGMMA=1 */
             vitc_model_free(m);
             unlink(so);
         }

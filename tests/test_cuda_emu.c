@@ -14,6 +14,8 @@
  * from the ISA document (that is test_cuda_gpu.c's job on a GPU). */
 #include "testutil.h"
 
+#include <vitc/runtime.h>
+
 #include "codegen/backend.h"
 #include "frontend/onnx.h"
 #include "ir/interp.h"
@@ -68,8 +70,9 @@ static const emu_mode MODE_DEFAULT = {{NULL}, 15, 0};
 /* fp16 and bf16 with every tensor-core GEMM on the large tile at any batch,
  * run as on an H100 with the sm_90a image: gemm_tma (128 x 128, 3 stages, two
  * blocks an SM) where A's rows are whole 16 bytes, gemm_wg (128 x 128) where
- * they are not. */
-static const emu_mode MODE_SM90A = {{"VITC_CUDA_GEMM_WAVE=1"}, 12, 1};
+ * they are not; attention with heads of 64 or 128 on attention_wg at any batch. */
+static const emu_mode MODE_SM90A = {
+    {"VITC_CUDA_GEMM_WAVE=1", "VITC_CUDA_ATTN_WGMMA=1", "VITC_CUDA_ATTN_WIDE_BLOCKS=1"}, 12, 1};
 /* The other shapes: gemm_tma 128 x 256 in 4 stages, one block an SM (a
  * producer warpgroup, setmaxnreg) and gemm_wg 128 x 256; gemm_wg 128 x 128
  * everywhere, in 5 stages. */
@@ -92,14 +95,16 @@ static void variants(const char *cu, char *out, size_t n)
     enum { MAXV = 8 };
     char shape[MAXV][32];
     int count[MAXV], nv = 0;
-    static const char *const kinds[3] = {"vk::gemm_tma<", "vk::gemm_wg<", "vk::gemm_pp<"};
-    for (int k = 0; k < 3; k++)
+    static const char *const kinds[4] = {"vk::gemm_tma<", "vk::gemm_wg<", "vk::gemm_pp<", "vk::attention_wg<"};
+    for (int k = 0; k < 4; k++)
         for (const char *q = text; (q = strstr(q, kinds[k])); q++) {
             int bn, a2, a3;
             char s[32];
-            if (sscanf(q + strlen(kinds[k]), "%*[^,], %d, %d, %d", &bn, &a2, &a3) != 3)
+            if (sscanf(q + strlen(kinds[k]), "%*[^,], %d, %d, %d", &bn, &a2, &a3) < 2 + (k < 3))
                 continue;
-            if (k == 0)
+            if (k == 3)
+                snprintf(s, sizeof s, "attention_wg D%d", bn); /* head size */
+            else if (k == 0)
                 snprintf(s, sizeof s, "tma %d/%d/%d", bn, a2, a3);
             else if (k == 1)
                 snprintf(s, sizeof s, "wg %d/%d", bn, a3); /* BN, BKB, stages */
@@ -301,7 +306,27 @@ static void test_sm90a_emulated(void **state)
  * interpreter within the bars of tests/testutil.h (tu_precision_bar: fp32
  * 1e-4, tf32 2e-3, fp16 and bf16 1e-2, those with cosine >= 0.9999); bool
  * outputs exactly. */
-static void check_graph(const char *what, ir_graph *g, unsigned mask)
+/* Fails unless every kernel of the CUDA model at so has ptxas's report for the sm_90a image and none of them
+ * spills registers there. */
+static void no_sm90a_spills(const char *so)
+{
+    vitc_model *m;
+    if (vitc_model_load(so, &m) != VITC_STATUS_OK)
+        fail_msg("%s: %s", so, vitc_last_error());
+    vitc_model_details d;
+    assert_int_equal(vitc_model_get_details(m, &d), VITC_STATUS_OK);
+    for (int k = 0; k < d.nkernels; k++) {
+        const char *n = d.kernel_names[k], *a = strstr(n, "sm_90a: ");
+        int regs, spill;
+        if (!a || sscanf(a, "sm_90a: %d regs, %d bytes spilled", &regs, &spill) != 2)
+            fail_msg("%s: kernel '%s' has no ptxas report for sm_90a", so, n);
+        if (spill > 0)
+            fail_msg("%s: kernel '%s' spills on sm_90a", so, n);
+    }
+    vitc_model_free(m);
+}
+
+static void check_graph_as(const char *what, ir_graph *g, unsigned mask, int sm90a)
 {
     vitc_diag d;
     vitc_diag_init(&d, what);
@@ -327,7 +352,7 @@ static void check_graph(const char *what, ir_graph *g, unsigned mask)
         opt.emit_source = 1;
         if (cg_compile(&cg_cuda_backend, g, &opt, &d) != VITC_OK)
             fail_msg("%s (%s): --emit cuda failed", what, precisions[pi]);
-        tu_emu_build(cu, emu, sizeof emu);
+        tu_emu_build_as(cu, sm90a, emu, sizeof emu);
         char line[2048];
         size_t ll = (size_t)snprintf(line, sizeof line, "%-12s %-5s", what, precisions[pi]);
         double tol = tu_precision_bar(pi);
@@ -357,6 +382,8 @@ static void check_graph(const char *what, ir_graph *g, unsigned mask)
             }
         }
         print_message("%s\n", line);
+        if (sm90a)
+            no_sm90a_spills(so);
         if (!getenv("VITC_KEEP_TMP"))
             unlink(so), unlink(cu);
     }
@@ -368,6 +395,7 @@ static void check_graph(const char *what, ir_graph *g, unsigned mask)
     }
     ir_graph_free(g);
 }
+static void check_graph(const char *what, ir_graph *g, unsigned mask) { check_graph_as(what, g, mask, 0); }
 
 enum { FP32 = 1, TF32 = 2, FP16 = 4, BF16 = 8, ALL = 15 };
 
@@ -524,6 +552,89 @@ static void test_head_sizes_emulated(void **state)
     check_graph("attn-heads", g, FP32 | FP16 | BF16);
 }
 
+/* attention_wg (VITC_CUDA_ATTN_WGMMA=1, the 128-row threshold at one block: every batch) against the
+ * interpreter, as an H100 runs it (the sm_90a bodies: TMA, wgmma with P from registers and V MN-major) and in
+ * its portable form (attention_tc's 8 warps and a ninth that only loads).  Heads of 64 over 197 tokens (a last
+ * block of 5 keys: the 16-key shape, V's rows past N zeroed by the producer) and over 300 with a bias
+ * [B, H, N, N] (5 blocks around a ring of 4 stages); heads of 128 over 130 tokens (3 blocks, 2 stages, two
+ * column blocks a row) and of 96 over 90 (the second column block half the head's, half beyond);
+ * cross-attention of 150 queries (two tiles of 128) over 70 keys with a bias broadcast over images and rows;
+ * none spilling registers on sm_90a (NVRTC's report).  Then a NaN image beside two others.  The fixtures' and
+ * zoo's heads of 16 run it in test_sm90a_emulated. */
+static void test_attention_wg_emulated(void **state)
+{
+    (void)state;
+    setenv("VITC_CUDA_ATTN_WGMMA", "1", 1);
+    setenv("VITC_CUDA_ATTN_WIDE_BLOCKS", "1", 1);
+    ir_graph *g = tu_graph_new("attn-wg.onnx", 18);
+    int xa = tu_input(g, "xa", IR_F32, 3, TU_DIMS(-1, 197, 3 * 2 * 64));
+    tu_output(g, tu_node(g, IR_OP_ATTENTION, NULL, IR_F32, 1, TU_IN(xa), 3,
+                         TU_AT(tu_int(IR_ATTR_HEADS, 2), tu_int(IR_ATTR_HEAD_SIZE, 64), tu_float(IR_ATTR_SCALE, 0.125f))));
+    int xb = tu_input(g, "xb", IR_F32, 3, TU_DIMS(-1, 300, 3 * 64)), bb = tu_input(g, "bb", IR_F32, 4, TU_DIMS(-1, 1, 300, 300));
+    tu_output(g, tu_node(g, IR_OP_ATTENTION, NULL, IR_F32, 2, TU_IN(xb, bb), 3,
+                         TU_AT(tu_int(IR_ATTR_HEADS, 1), tu_int(IR_ATTR_HEAD_SIZE, 64), tu_float(IR_ATTR_SCALE, 0.125f))));
+    int xc = tu_input(g, "xc", IR_F32, 3, TU_DIMS(-1, 130, 3 * 2 * 128));
+    tu_output(g, tu_node(g, IR_OP_ATTENTION, NULL, IR_F32, 1, TU_IN(xc), 3,
+                         TU_AT(tu_int(IR_ATTR_HEADS, 2), tu_int(IR_ATTR_HEAD_SIZE, 128), tu_float(IR_ATTR_SCALE, 0.088f))));
+    int xd = tu_input(g, "xd", IR_F32, 3, TU_DIMS(-1, 90, 3 * 96));
+    tu_output(g, tu_node(g, IR_OP_ATTENTION, NULL, IR_F32, 1, TU_IN(xd), 3,
+                         TU_AT(tu_int(IR_ATTR_HEADS, 1), tu_int(IR_ATTR_HEAD_SIZE, 96), tu_float(IR_ATTR_SCALE, 0.1f))));
+    int kv = tu_input(g, "kv", IR_F32, 3, TU_DIMS(-1, 70, 2 * 2 * 64)), q = tu_input(g, "q", IR_F32, 3, TU_DIMS(-1, 150, 2 * 64));
+    int cb = tu_const_f32(g, "cb", 4, TU_DIMS(1, 2, 1, 70), NULL);
+    tu_output(g, tu_node(g, IR_OP_ATTENTION, NULL, IR_F32, 3, TU_IN(kv, cb, q), 3,
+                         TU_AT(tu_int(IR_ATTR_HEADS, 2), tu_int(IR_ATTR_HEAD_SIZE, 64), tu_float(IR_ATTR_SCALE, 0.125f))));
+    check_graph_as("attn-wg", g, FP16 | BF16, 1);
+    g = tu_graph_new("attn-wg-portable.onnx", 18);
+    xa = tu_input(g, "xa", IR_F32, 3, TU_DIMS(-1, 197, 3 * 2 * 64));
+    tu_output(g, tu_node(g, IR_OP_ATTENTION, NULL, IR_F32, 1, TU_IN(xa), 3,
+                         TU_AT(tu_int(IR_ATTR_HEADS, 2), tu_int(IR_ATTR_HEAD_SIZE, 64), tu_float(IR_ATTR_SCALE, 0.125f))));
+    check_graph_as("attn-wg-portable", g, FP16, 0);
+
+    /* the rows past N of image 0's last key block are image 1's tokens: with image 1 all NaN, images 0 and 2
+     * still match the interpreter (V's rows past N zeroed, not multiplied by zero probabilities) */
+    vitc_diag d;
+    vitc_diag_init(&d, "attn-wg-nan");
+    g = tu_graph_new("attn-wg-nan.onnx", 18);
+    xa = tu_input(g, "xa", IR_F32, 3, TU_DIMS(-1, 197, 3 * 2 * 64));
+    tu_output(g, tu_node(g, IR_OP_ATTENTION, NULL, IR_F32, 1, TU_IN(xa), 3,
+                         TU_AT(tu_int(IR_ATTR_HEADS, 2), tu_int(IR_ATTR_HEAD_SIZE, 64), tu_float(IR_ATTR_SCALE, 0.125f))));
+    tu_check_graph(g, "attn-wg-nan");
+    ir_tensor in, ref, out;
+    tu_random_inputs(g, 3, &in);
+    const int64_t per = 197 * 3 * 2 * 64, oper = 197 * 2 * 64;
+    for (int64_t i = per; i < 2 * per; i++)
+        ir_tensor_set(&in, i, NAN);
+    tu_interpret_ok(g, &in, &ref);
+    char so[8300], cu[8300], emu[8300];
+    snprintf(so, sizeof so, "%s/attn-wg-nan.so", tmpdir);
+    snprintf(cu, sizeof cu, "%s/attn-wg-nan.cu", tmpdir);
+    cg_options opt = {.output = so, .source = "attn-wg-nan", .max_batch = 3, .opt_level = 2, .precision = "fp16"};
+    if (cg_compile(&cg_cuda_backend, g, &opt, &d) != VITC_OK)
+        fail_msg("attn-wg-nan: the CUDA backend failed (status %d)", d.status);
+    opt.output = cu;
+    opt.emit_source = 1;
+    if (cg_compile(&cg_cuda_backend, g, &opt, &d) != VITC_OK)
+        fail_msg("attn-wg-nan: --emit cuda failed");
+    tu_emu_build_as(cu, 1, emu, sizeof emu);
+    int nl;
+    tu_emulate(so, emu, 3, &in, 1, &out, 1, &nl);
+    for (int b = 0; b < 3; b += 2) {
+        double err = 0, mx = 0;
+        for (int64_t i = b * oper; i < (b + 1) * oper; i++) {
+            double r = ir_tensor_get(&ref, i), e = fabs(ir_tensor_get(&out, i) - r);
+            err = e > err || isnan(e) ? e : err;
+            mx = fabs(r) > mx ? fabs(r) : mx;
+        }
+        print_message("attn-wg-nan  fp16  image %d of 3 (image 1 NaN): error %.2g\n", b, err / mx);
+        if (!(err / mx <= tu_precision_bar(2)))
+            fail_msg("attn-wg-nan: image %d error %g beside a NaN image", b, err / mx);
+    }
+    ir_tensor_free(&in), ir_tensor_free(&ref), ir_tensor_free(&out);
+    ir_graph_free(g);
+    unsetenv("VITC_CUDA_ATTN_WGMMA");
+    unsetenv("VITC_CUDA_ATTN_WIDE_BLOCKS");
+}
+
 /* ---- the sm_90a GEMMs with a bug put in ---- */
 
 /* The program at cu with `from` (which must occur once) replaced by `to`,
@@ -556,7 +667,7 @@ static void mutate_program(const char *cu, const char *from, const char *to, con
     free(text);
 }
 
-/* A bug in the sm_90a GEMMs must fail their emulation, with a message or
+/* A bug in the sm_90a kernels must fail their emulation, with a message or
  * with outputs beyond the bar.  In gemm_tma and gemm_wg: the 128-byte
  * swizzle missing from the wgmma descriptors; a consumer waiting for the
  * wrong phase of a stage's full barrier (it reads the stage before the copy
@@ -576,8 +687,13 @@ static void mutate_program(const char *cu, const char *from, const char *to, con
  * GEMMs at batch 3 (300 rows: 3 row tiles, the last part past M): K = 512
  * (8 k tiles around a ring of 3 stages) and N = 320 (the last column tile
  * part padding) on gemm_tma or gemm_pp, K = 196 (rows of A not 16-byte
- * aligned) on gemm_wg.  Each program without a bug passes first; gemm_pp
- * also with two blocks taking every other tile. */
+ * aligned) on gemm_wg.  In attention_wg (head size 64 over 300 tokens: 5
+ * key blocks around a ring of 4 stages): V's MN-major descriptor without the
+ * 128-byte swizzle, or with its 8-key groups 512 bytes apart; a consumer
+ * waiting for the wrong phase of a key block; the wgmma.fence between the
+ * softmax (registers P and O) and P V left out; a key block released with
+ * P V in flight.  Each program without a bug passes first; gemm_pp also
+ * with two blocks taking every other tile. */
 static void test_sm90a_mutations(void **state)
 {
     (void)state;
@@ -588,10 +704,14 @@ static void test_sm90a_mutations(void **state)
     tu_output(g, tu_node(g, IR_OP_LINEAR, NULL, IR_F32, 3, TU_IN(x, w1, b1), 1,
                          TU_AT(tu_int(IR_ATTR_ACTIVATION, IR_ACT_GELU_ERF))));
     tu_output(g, tu_node(g, IR_OP_LINEAR, NULL, IR_F32, 2, TU_IN(y, w2), 0, NULL));
+    /* attention over 300 tokens: 5 blocks of keys around attention_wg's ring of 4 stages, the last of 44 */
+    int z = tu_input(g, "z", IR_F32, 3, TU_DIMS(-1, 300, 3 * 64));
+    tu_output(g, tu_node(g, IR_OP_ATTENTION, NULL, IR_F32, 1, TU_IN(z), 3,
+                         TU_AT(tu_int(IR_ATTR_HEADS, 1), tu_int(IR_ATTR_HEAD_SIZE, 64), tu_float(IR_ATTR_SCALE, 0.125f))));
     tu_check_graph(g, "sm90a-mutations");
     vitc_diag d;
     vitc_diag_init(&d, "sm90a-mutations");
-    ir_tensor in[2], ref[2];
+    ir_tensor in[3], ref[3];
     tu_random_inputs(g, 3, in);
     if (ir_interpret(g, in, ref, NULL, NULL, &d))
         fail_msg("the interpreter failed");
@@ -627,16 +747,31 @@ static void test_sm90a_mutations(void **state)
         {"the consumers' k loops not taking turns", "        if (i > 0) /* the other consumer's k loop", "        if (0) /* the other consumer's k loop"},
         {NULL, NULL, NULL},
     };
+    static const bug attn_bugs[] = {
+        {"V's descriptor without the 128-byte swizzle", "(unsigned long long)(1024 >> 4) << 32) |\n           (1ull << 62)",
+         "(unsigned long long)(1024 >> 4) << 32) |\n           (0ull << 62)"},
+        {"V's 8-key groups taken 512 bytes apart", "(unsigned long long)(1024 >> 4) << 32) |",
+         "(unsigned long long)(512 >> 4) << 32) |"},
+        {"a consumer waits for the other phase of a key block",
+         "vk_mbar_wait(&full[s], (c / WS) & 1);\n        if (idle)",
+         "vk_mbar_wait(&full[s], ((c / WS) & 1) ^ 1);\n        if (idle)"},
+        {"no wgmma.fence between the softmax and P V", "        vk_wg_fence(); /* o rescaled", "        /* o rescaled"},
+        {"a key block released with P V in flight", "        vk_wg_wait<0>();\n        if (lane == 0) /* K and V",
+         "        vk_wg_wait<1>();\n        if (lane == 0) /* K and V"},
+        {NULL, NULL, NULL},
+    };
     static const bug no_bugs[] = {{NULL, NULL, NULL}};
     static const struct {
         const char *wave, *pingpong, *variants;
+        int attn_wg;
         const bug *bugs;
-    } programs[3] = {
-        {"1", NULL, "tma 128/3/2 x1, wg 128/3 x1", tma_bugs},
-        {"1", "3", "wg 128/3 x1, pingpong 3 x1", pp_bugs},
-        {"2", "3", "wg 128/3 x1, pingpong 3 x1", no_bugs}, /* two blocks taking every other tile */
+    } programs[4] = {
+        {"1", NULL, "tma 128/3/2 x1, wg 128/3 x1", 0, tma_bugs},
+        {"1", "3", "wg 128/3 x1, pingpong 3 x1", 0, pp_bugs},
+        {"2", "3", "wg 128/3 x1, pingpong 3 x1", 0, no_bugs}, /* two blocks taking every other tile */
+        {"1", NULL, "tma 128/3/2 x1, wg 128/3 x1, attention_wg D64 x1", 1, attn_bugs},
     };
-    for (int pr = 0; pr < 3; pr++) {
+    for (int pr = 0; pr < 4; pr++) {
         char so[8300], cu[8300], mut[8300], emu[8300];
         snprintf(so, sizeof so, "%s/sm90a-mutations%d.so", tmpdir, pr);
         snprintf(cu, sizeof cu, "%s/sm90a-mutations%d.cu", tmpdir, pr);
@@ -644,6 +779,10 @@ static void test_sm90a_mutations(void **state)
         setenv("VITC_CUDA_GEMM_WAVE", programs[pr].wave, 1); /* the large tile; gemm_pp: that many blocks */
         if (programs[pr].pingpong)
             setenv("VITC_CUDA_PINGPONG", programs[pr].pingpong, 1);
+        if (programs[pr].attn_wg) {
+            setenv("VITC_CUDA_ATTN_WGMMA", "1", 1);
+            setenv("VITC_CUDA_ATTN_WIDE_BLOCKS", "1", 1);
+        }
         cg_options opt = {.output = so, .source = "sm90a-mutations", .max_batch = 3, .opt_level = 2, .precision = "bf16"};
         if (cg_compile(&cg_cuda_backend, g, &opt, &d) != VITC_OK)
             fail_msg("the CUDA backend failed (status %d)", d.status);
@@ -653,7 +792,9 @@ static void test_sm90a_mutations(void **state)
             fail_msg("--emit cuda failed");
         unsetenv("VITC_CUDA_GEMM_WAVE");
         unsetenv("VITC_CUDA_PINGPONG");
-        char var[64];
+        unsetenv("VITC_CUDA_ATTN_WGMMA");
+        unsetenv("VITC_CUDA_ATTN_WIDE_BLOCKS");
+        char var[80];
         variants(cu, var, sizeof var);
         assert_string_equal(var, programs[pr].variants);
         print_message("%-52s emulation (bf16, batch 3, VITC_CUDA_GEMM_WAVE=%s)\n", var, programs[pr].wave);
@@ -665,12 +806,12 @@ static void test_sm90a_mutations(void **state)
                 prog = mut;
             }
             tu_emu_build_as(prog, 1, emu, sizeof emu);
-            ir_tensor out[2];
+            ir_tensor out[3];
             int nl;
             char err[4096];
-            int rc = tu_emulate_try(so, emu, 3, in, 2, out, 2, &nl, err, sizeof err);
+            int rc = tu_emulate_try(so, emu, 3, in, 3, out, 3, &nl, err, sizeof err);
             double e = 0;
-            for (int o = 0; o < 2 && rc == 0; o++) {
+            for (int o = 0; o < 3 && rc == 0; o++) {
                 double eo = ir_rel_error(&out[o], &ref[o]);
                 e = eo > e || isnan(eo) ? eo : e;
                 ir_tensor_free(&out[o]);
@@ -687,7 +828,7 @@ static void test_sm90a_mutations(void **state)
         unlink(so);
         unlink(cu);
     }
-    for (int k = 0; k < 2; k++)
+    for (int k = 0; k < 3; k++)
         ir_tensor_free(&in[k]), ir_tensor_free(&ref[k]);
     ir_graph_free(g);
 }
@@ -920,7 +1061,7 @@ static int setup(void **state)
 
 TU_MAIN(setup, tu_teardown_tmpdir, test_fixtures_emulated, test_zoo_families_emulated, test_sm90a_emulated,
         test_ops_emulated,
-        test_rope_emulated, test_head_sizes_emulated, test_sm90a_mutations,
+        test_rope_emulated, test_head_sizes_emulated, test_attention_wg_emulated, test_sm90a_mutations,
         test_fixtures_on_fake_driver)
 
 #else

@@ -16,7 +16,16 @@
  * [2, H, R, D] in the weights) with its pairing as a template argument, R,
  * rope_start and the table's heads (1 or H) as arguments: a model without
  * one runs the kernels it ran before.  (Why 64 rows below the threshold:
- * bench/design-notes.md, "GPU attention blocks".) */
+ * bench/design-notes.md, "GPU attention blocks".)
+ *
+ * With VITC_CUDA_ATTN_WGMMA=1 (not yet the default: untimed), the 128-row
+ * blocks of fp16/bf16 attention with heads of a multiple of 16 up to 128, the
+ * [3][H][D] layout or cross-attention and no rotary table run attention_wg
+ * on sm_90a: TMA into a ring of key blocks, S and P V on wgmma, 288 threads
+ * (a producing warp), two blocks an SM up to heads of 64; its two tensor
+ * maps are qkv's (K and V) and the queries' (qkv or q), boxes of 64 x 64.
+ * Up to 64 queries its blocks take as many as the 64-row ones, so there the
+ * threshold applies too.  Other GPUs run attention_tc's 8 warps in its grid. */
 #include "codegen/cuda/cu_impl.h"
 
 #include <stdio.h>
@@ -86,9 +95,28 @@ int cu_attention_supports(const ir_graph *g, const ir_node *n, char *why, size_t
     return 1;
 }
 
-/* The kernel of node (view a) with qw warps (the tensor-core kernel; the SIMT one ignores qw) and its
- * launch for batches lo..hi. */
-static int attention_launch(cu_ctx *c, int node, const ir_attention *a, int qw, int64_t lo, int64_t hi)
+/* attention_wg's stages of 64 keys (4 for heads up to 64, 2 above), and its shared memory (attn_wg_smem of
+ * attention.cuh). */
+static int wg_stages(int64_t D) { return D <= 64 ? 4 : 2; }
+static unsigned wg_smem(int64_t D)
+{
+    int64_t db = (D + 63) / 64, ws = wg_stages(D);
+    return (unsigned)(1024 + 128 * 128 * db + ws * 2 * 64 * 128 * db + (2 * ws + 2) * 8);
+}
+
+/* Whether the 128-row blocks of node (view a) run attention_wg on sm_90a (VITC_CUDA_ATTN_WGMMA): fp16/bf16,
+ * heads a multiple of 16 up to 128, the [3][H][D] layout or cross-attention, no rotary table, and rows the
+ * copy engine's 32-bit coordinates reach at the largest batch. */
+static int use_attn_wg(const cu_ctx *c, const ir_attention *a, int64_t N, int64_t Nq)
+{
+    int64_t D = a->head_size, rows = c->max_batch * (N > Nq ? N : Nq);
+    return c->knobs.cuda_attn_wgmma && (c->prec == CU_FP16 || c->prec == CU_BF16) && D % 16 == 0 && D <= 128 &&
+           a->layout == 0 && a->rope < 0 && rows < ((int64_t)1 << 31) - 256;
+}
+
+/* The kernel of node (view a) with qw warps (the tensor-core kernel; the SIMT one ignores qw; wg: attention_wg
+ * with 8 warps) and its launch for batches lo..hi. */
+static int attention_launch(cu_ctx *c, int node, const ir_attention *a, int qw, int wg, int64_t lo, int64_t hi)
 {
     int out = a->y, vb = a->bias, vq = a->q, np = a->parts;
     const ir_value *x = &c->g->values[a->qkv];
@@ -102,7 +130,7 @@ static int attention_launch(cu_ctx *c, int node, const ir_attention *a, int qw, 
     unsigned threads = 128, smem;
     if (tc) {
         rows = 16 * qw;
-        threads = 32u * (unsigned)qw;
+        threads = wg ? 288u : 32u * (unsigned)qw; /* attention_wg: a ninth, producing warp */
         int64_t rs = ((D + 15) / 16 * 16 + 8) * 2, fit = (CU_ATTN_SMEM / rs - rows) / 2 / 64 * 64, all = (N + 63) / 64 * 64;
         kc = all <= fit ? all : fit;
         if (kc < 64)
@@ -130,13 +158,16 @@ static int attention_launch(cu_ctx *c, int node, const ir_attention *a, int qw, 
         snprintf(rl, sizeof rl, " +rope (%s%s)", a->rope_pairing == IR_ROPE_INTERLEAVED ? "interleaved" : "halves",
                  rh > 1 ? ", per head" : "");
     }
-    cu_str_add(&s, "VK_KERNEL(@, %u, vk_attention_params)\n{\n", threads);
-    if (tc)
-        cu_str_add(&s, "    vk::attention_tc<%s, %lld, %d, %lld, %d, %s, %s, %d%s>(", t, (long long)D, layout,
-                   (long long)kc, np, bias, tb, qw, rt);
+    if (wg)
+        cu_str_add(&s, "VK_KERNEL_TMA(@, %u, %d, vk_attention_params)\n{\n    vk::attention_wg<%s, %lld, %d, %s, %s, %d, "
+                   "%lld>(VK_TMAPS, ", threads, D <= 64 ? 2 : 1, t, (long long)D, np, bias, tb, wg_stages(D),
+                   (long long)kc);
+    else if (tc)
+        cu_str_add(&s, "VK_KERNEL(@, %u, vk_attention_params)\n{\n    vk::attention_tc<%s, %lld, %d, %lld, %d, %s, %s, "
+                   "%d%s>(", threads, t, (long long)D, layout, (long long)kc, np, bias, tb, qw, rt);
     else
-        cu_str_add(&s, "    vk::attention_simt<%s, %lld, %d, %d, %s, %s%s>(", t, (long long)D, layout, np, bias, tb,
-                   rt);
+        cu_str_add(&s, "VK_KERNEL(@, %u, vk_attention_params)\n{\n    vk::attention_simt<%s, %lld, %d, %d, %s, %s%s>(",
+                   threads, t, (long long)D, layout, np, bias, tb, rt);
     char f1[48], f2[48];
     cu_str_add(&s, "p, %lld, %lld, %s, %s, ", (long long)N, (long long)H, cu_float_lit(scale_log2, f1, sizeof f1),
                cu_float_lit(post, f2, sizeof f2));
@@ -146,11 +177,12 @@ static int attention_launch(cu_ctx *c, int node, const ir_attention *a, int qw, 
     int64_t bp = vb >= 0 ? ir_attention_bias_period(c->g, a) : 0; /* windowed attention: one bias row per window */
     char pa[48] = "";
     if (bp > 0)
-        snprintf(pa, sizeof pa, "%s, %lldll", rope ? "" : ", 0, 0, 1", (long long)bp);
+        snprintf(pa, sizeof pa, "%s, %lldll", rope || wg ? "" : ", 0, 0, 1", (long long)bp);
     cu_str_add(&s, "%lldll, %lldll, %lldll, %lld%s%s);\n}\n", (long long)st[0], (long long)st[1], (long long)st[2],
                (long long)Nq, ra, pa);
     char label[128];
-    snprintf(label, sizeof label, "attention %s %lldx N=%lld H=%lld D=%lld%s%s%s%s%s", tc ? "mma" : "simt",
+    snprintf(label, sizeof label, "attention %s %lldx N=%lld H=%lld D=%lld%s%s%s%s%s",
+             wg ? "wgmma+tma" : tc ? "mma" : "simt",
              (long long)rows, (long long)N, (long long)H, (long long)D, layout ? " (h d qkv)" : "",
              tc && kc < (N + 63) / 64 * 64 ? " chunked" : "", vb >= 0 ? " +bias" : "", vq >= 0 ? " cross" : "", rl);
     int f = cu_add_kernel(c, "attn", label, &s);
@@ -160,6 +192,19 @@ static int attention_launch(cu_ctx *c, int node, const ir_attention *a, int qw, 
         return c->d->status;
     l->min_batch = lo;
     l->max_batch = hi;
+    if (wg) { /* on sm_90a: its own shared memory, and the maps of K and V (qkv) and of Q (qkv, or q), boxes of 64 x 64 */
+        int elem = c->prec == CU_BF16 ? VITC_CUDA_TMAP_BF16 : VITC_CUDA_TMAP_F16;
+        cg_poly brows = cg_poly_scale(cg_poly_dim(x->dims[0]), N);
+        l->smem_specific = wg_smem(D);
+        l->ntmaps = 2;
+        l->tmaps[0] = (cu_tmap){CU_FIELD(vk_attention_params, qkv), elem, brows, np * H * D, np * H * D * 2, 64, 64};
+        if (vq >= 0)
+            l->tmaps[1] = (cu_tmap){CU_FIELD(vk_attention_params, q), elem,
+                                    cg_poly_scale(cg_poly_dim(c->g->values[vq].dims[0]), Nq), H * D, H * D * 2, 64, 64};
+        else
+            l->tmaps[1] = l->tmaps[0];
+        c->wgmma = 1;
+    }
     /* blockIdx.x: query tile + tiles * image */
     l->grid[0] = cg_poly_scale(cg_poly_dim(x->dims[0]), (Nq + rows - 1) / rows);
     l->grid[1] = cg_poly_k(H);
@@ -199,14 +244,15 @@ int cu_emit_attention(cu_ctx *c, int node)
     /* 8 warps (128 query rows) from the batch whose 64-row grid has VITC_CUDA_ATTN_WIDE_BLOCKS blocks on; 4 warps
      * below, where half as many blocks would leave SMs idle */
     int64_t wide = c->max_batch + 1, blocks = c->knobs.cuda_attn_wide_blocks;
-    for (int64_t b = 1; tc && Nq > 64 && b <= c->max_batch; b++)
+    int wg = tc && use_attn_wg(c, &a, N, Nq); /* whose 128-row blocks take as many as 64-row ones up to 64 queries */
+    for (int64_t b = 1; tc && (Nq > 64 || wg) && b <= c->max_batch; b++)
         if ((Nq + 63) / 64 * cg_poly_eval(cg_poly_dim(x->dims[0]), b) * H >= blocks) {
             wide = b;
             break;
         }
-    if (wide > 1 && attention_launch(c, node, &a, 4, 1, wide - 1) != VITC_OK)
+    if (wide > 1 && attention_launch(c, node, &a, 4, 0, 1, wide - 1) != VITC_OK)
         return c->d->status;
     if (wide <= c->max_batch)
-        attention_launch(c, node, &a, 8, wide, c->max_batch);
+        attention_launch(c, node, &a, 8, wg, wide, c->max_batch);
     return c->d->status;
 }

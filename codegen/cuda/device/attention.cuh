@@ -155,7 +155,100 @@ template <class TB> VK_DEV float attn_bias(const TB *bias, vk_i64 si, int q, int
     return bias ? vk_get(bias + q * si + key) * 1.4426950408889634f : 0.0f;
 }
 
-template <class T, int D, int LAYOUT, int KC, int NP, bool BIAS, class TB, int QW = 4, int ROPE = 0>
+/* One block of up to 64 keys' scores s (per 8 keys j, mma.m16n8's C fragment
+ * for the warp's rows q and q + 8: keys key0 + 8j + 2 (lane % 4) + {0, 1}, kn
+ * of them in use) into probabilities in place, online: scaled to base 2,
+ * biased, keys past the kn masked; the rows' running maxima m and sums l
+ * updated and the DF fragments of o rescaled to the new maxima.  Shared by
+ * the mma.sync and the wgmma kernel (whose accumulators have this layout). */
+template <int DF, class TB>
+VK_DEV void attn_softmax_block(float (*s)[4], float (*o)[4], float *m, float *l, int kn, int key0, int q, int Nq,
+                               float scale_log2, const TB *bias, vk_i64 si)
+{
+    const int lane = threadIdx.x & 31;
+    /* scale, mask keys past the block's kn, row maxima over the quad sharing a row; a block of 64 keys
+     * in use without a bias (all but the last of a ViT's) needs no index arithmetic */
+    float mx[2] = {-vk_inf(), -vk_inf()};
+    if (kn >= 64 && !bias) {
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                s[j][e] *= scale_log2;
+                mx[e >> 1] = fmaxf(mx[e >> 1], s[j][e]);
+            }
+    } else {
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                int k = j * 8 + (lane & 3) * 2 + (e & 1), qe = q + (e >> 1) * 8;
+                s[j][e] = k < kn ? s[j][e] * scale_log2 + (qe < Nq ? attn_bias(bias, si, qe, key0 + k) : 0.0f)
+                                 : -vk_inf();
+                mx[e >> 1] = fmaxf(mx[e >> 1], s[j][e]);
+            }
+    }
+    float alpha[2], rs[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        mx[i] = fmaxf(mx[i], vk_shfl_xor(mx[i], 1));
+        mx[i] = fmaxf(mx[i], vk_shfl_xor(mx[i], 2));
+        float mn = fmaxf(m[i], mx[i]); /* finite: key key0 is in use */
+        alpha[i] = vk_exp2(m[i] - mn);
+        m[i] = mn;
+    }
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            s[j][e] = vk_exp2(s[j][e] - m[e >> 1]);
+            rs[e >> 1] += s[j][e];
+        }
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        rs[i] += vk_shfl_xor(rs[i], 1);
+        rs[i] += vk_shfl_xor(rs[i], 2);
+        l[i] = l[i] * alpha[i] + rs[i];
+    }
+#pragma unroll
+    for (int j = 0; j < DF; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            o[j][e] *= alpha[e >> 1];
+}
+
+/* The probabilities of keys 16k .. 16k + 15 (s as attn_softmax_block leaves
+ * them) as mma.m16n8k16's A fragment: key fragments 2k and 2k + 1. */
+template <class T> VK_DEV void attn_p_frag(vk_u32 *pa, const float (*s)[4], int k)
+{
+    pa[0] = vk_pack2(s[2 * k][0], s[2 * k][1], T());
+    pa[1] = vk_pack2(s[2 * k][2], s[2 * k][3], T());
+    pa[2] = vk_pack2(s[2 * k + 1][0], s[2 * k + 1][1], T());
+    pa[3] = vk_pack2(s[2 * k + 1][2], s[2 * k + 1][3], T());
+}
+
+/* Stores rows q and q + 8 (those below Nq) of head h's output o (DF
+ * fragments, the head's D columns of them) of image b, divided by the rows'
+ * sums l and multiplied by post_scale. */
+template <class T, int D, int DF>
+VK_DEV void attn_store(T *out, const float (*o)[4], const float *l, float post_scale, vk_i64 b, int q, int Nq, int HD,
+                       int h)
+{
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        if (q + i * 8 >= Nq)
+            continue;
+        float inv = post_scale / l[i];
+        T *dst = out + (b * Nq + q + i * 8) * HD + h * D;
+#pragma unroll
+        for (int j = 0; j < DF; j++)
+            if (j * 8 < D) /* the padding columns of O are not the head's */
+                vk_put2(dst + j * 8 + (lane & 3) * 2, o[j][2 * i] * inv, o[j][2 * i + 1] * inv);
+    }
+}
+
+template <class T, int D, int LAYOUT, int KC, int NP, bool BIAS, class TB, int QW = 4, int ROPE = 0, int NTH = 32 * QW>
 VK_DEV void attention_tc(const vk_attention_params &p, int N, int H, float scale_log2, float post_scale, vk_i64 sb,
                          vk_i64 sh, vk_i64 si, int Nq, int R = 0, int rope_start = 0, int rope_heads = 1,
                          vk_i64 bp = 0)
@@ -165,8 +258,9 @@ VK_DEV void attention_tc(const vk_attention_params &p, int N, int H, float scale
     const TB *bias = BIAS ? (const TB *)p.bias : nullptr;
     /* D not a multiple of 16 (72, 88): the products run over DP columns, those past D zeros in shared memory */
     enum { DP = attn_tc_smem<D, KC, QW>::dp, RS = attn_tc_smem<D, KC, QW>::rs, DK = DP / 16, DF = DP / 8 };
-    enum { QR = 16 * QW, NT = 32 * QW, NC = KC / 64 };
+    enum { QR = 16 * QW, NT = NTH, NC = KC / 64 }; /* NT: every thread of the block loads, QW warps compute */
     static_assert(D % 8 == 0 && KC % 64 == 0, "D a multiple of 8, KC of 64");
+    static_assert(NTH >= 32 * QW && NTH % 32 == 0, "at least QW warps");
     static_assert(QW == 4 || QW == 8, "4 or 8 warps");
     static_assert(ROPE == 0 || (NP == 3 && (ROPE == 1 || ROPE == 2)), "a rotary table: self-attention, pairing 1 or 2");
     unsigned char *Qs = vk_smem, *Ks = Qs + QR * RS, *Vs = Ks + KC * RS;
@@ -217,8 +311,8 @@ VK_DEV void attention_tc(const vk_attention_params &p, int N, int H, float scale
                 if (rq || rk)
                     __syncthreads();
             }
-            if (q0 + warp * 16 >= Nq)
-                continue; /* a warp past the last query: only the barriers */
+            if (warp >= QW || q0 + warp * 16 >= Nq)
+                continue; /* a warp past the last query, or one only loading: the barriers */
             const int kn = N - c0 - kb; /* keys of this block of 64 in use (16-key steps past them skipped) */
             if (c0 == 0 && kb == 0) {
 #pragma unroll
@@ -243,66 +337,14 @@ VK_DEV void attention_tc(const vk_attention_params &p, int N, int H, float scale
                     vk_mma(s[2 * j], qf[k], r, T());
                     vk_mma(s[2 * j + 1], qf[k], r + 2, T());
                 }
-            /* scale, mask keys past N, row maxima over the quad sharing a row; a block of 64 keys
-             * in use without a bias (all but the last of a ViT's) needs no index arithmetic */
-            float mx[2] = {-vk_inf(), -vk_inf()};
-            if (kn >= 64 && !bias) {
-#pragma unroll
-                for (int j = 0; j < 8; j++)
-#pragma unroll
-                    for (int e = 0; e < 4; e++) {
-                        s[j][e] *= scale_log2;
-                        mx[e >> 1] = fmaxf(mx[e >> 1], s[j][e]);
-                    }
-            } else {
-#pragma unroll
-                for (int j = 0; j < 8; j++)
-#pragma unroll
-                    for (int e = 0; e < 4; e++) {
-                        int key = c0 + kb + j * 8 + (lane & 3) * 2 + (e & 1);
-                        int q = q0 + warp * 16 + (lane >> 2) + (e >> 1) * 8;
-                        s[j][e] = key < N ? s[j][e] * scale_log2 + (q < Nq ? attn_bias(bias, si, q, key) : 0.0f)
-                                          : -vk_inf();
-                        mx[e >> 1] = fmaxf(mx[e >> 1], s[j][e]);
-                    }
-            }
-            float alpha[2], rs[2] = {0.0f, 0.0f};
-#pragma unroll
-            for (int i = 0; i < 2; i++) {
-                mx[i] = fmaxf(mx[i], vk_shfl_xor(mx[i], 1));
-                mx[i] = fmaxf(mx[i], vk_shfl_xor(mx[i], 2));
-                float mn = fmaxf(m[i], mx[i]); /* finite: key c0 + kb < N is in this block */
-                alpha[i] = vk_exp2(m[i] - mn);
-                m[i] = mn;
-            }
-#pragma unroll
-            for (int j = 0; j < 8; j++)
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    s[j][e] = vk_exp2(s[j][e] - m[e >> 1]);
-                    rs[e >> 1] += s[j][e];
-                }
-#pragma unroll
-            for (int i = 0; i < 2; i++) {
-                rs[i] += vk_shfl_xor(rs[i], 1);
-                rs[i] += vk_shfl_xor(rs[i], 2);
-                l[i] = l[i] * alpha[i] + rs[i];
-            }
-#pragma unroll
-            for (int j = 0; j < DF; j++)
-#pragma unroll
-                for (int e = 0; e < 4; e++)
-                    o[j][e] *= alpha[e >> 1];
+            attn_softmax_block<DF>(s, o, m, l, kn, c0 + kb, q0 + warp * 16 + (lane >> 2), Nq, scale_log2, bias, si);
             /* O += P V: the accumulators of key fragments 2k and 2k+1 are the A operand of k step k */
 #pragma unroll
             for (int k = 0; k < 4; k++) {
                 if (k * 16 >= kn)
                     break; /* probabilities of keys past N: zeros */
                 vk_u32 pa[4];
-                pa[0] = vk_pack2(s[2 * k][0], s[2 * k][1], T());
-                pa[1] = vk_pack2(s[2 * k][2], s[2 * k][3], T());
-                pa[2] = vk_pack2(s[2 * k + 1][0], s[2 * k + 1][1], T());
-                pa[3] = vk_pack2(s[2 * k + 1][2], s[2 * k + 1][3], T());
+                attn_p_frag<T>(pa, s, k);
 #pragma unroll
                 for (int j = 0; j < DK; j++) {
                     vk_u32 r[4];
@@ -315,19 +357,207 @@ VK_DEV void attention_tc(const vk_attention_params &p, int N, int H, float scale
     }
     vk_cp_async_wait<0>(); /* groups of keys past N, never waited for */
 
-    const int HD = H * D;
-#pragma unroll
-    for (int i = 0; i < 2; i++) {
-        int q = q0 + warp * 16 + (lane >> 2) + i * 8;
-        if (q >= Nq)
-            continue;
-        float inv = post_scale / l[i];
-        T *dst = out + (b * Nq + q) * HD + h * D;
-#pragma unroll
-        for (int j = 0; j < DF; j++)
-            if (j * 8 < D) /* the padding columns of O are not the head's */
-                vk_put2(dst + j * 8 + (lane & 3) * 2, o[j][2 * i] * inv, o[j][2 * i + 1] * inv);
+    if (warp < QW)
+        attn_store<T, D, DF>(out, o, l, post_scale, b, q0 + warp * 16 + (lane >> 2), Nq, H * D, h);
+}
+
+/* ---- Hopper (sm_90a): attention on wgmma, fed by the tensor memory accelerator ----
+ *
+ * attention_wg (f16/bf16, self-attention of the [3][H][D] layout or
+ * cross-attention, head size a multiple of 16 up to 128, no rotary table): 128 query rows a
+ * block, as attention_tc's 8-warp grid.  Warpgroups 0 and 1 compute 64 rows
+ * each; the warp after them produces: its lane 0 issues bulk tensor copies
+ * (boxes of 64 rows x 64 elements, 128-byte swizzle) of the block's Q (mq:
+ * qkv, or q for cross-attention) once, and of K and V (mkv) 64 keys at a time
+ * into a ring of WS stages, with gemm_tma's full/empty mbarrier protocol
+ * (empty[s] takes the 8 consumer warps' arrivals).  A row of 128 bytes is 64
+ * elements of the head, so a head above 64 has two column blocks a tile;
+ * the columns of a box past the head (the next head's, or zeros past the
+ * matrix) are never read: S's k steps stop at D, P V's N is D.
+ *
+ * Per block of 64 keys a consumer warpgroup runs S = Q K^T on wgmma (both
+ * K-major in shared memory, over 16, 32, 48 or 64 keys: the last block of
+ * 197 tokens pays for 16 keys, not 64), turns S into probabilities in
+ * registers (attn_softmax_block, shared with attention_tc: the accumulators
+ * of wgmma and mma.m16n8 have one layout), and runs O += P V on wgmma with P
+ * from registers (the A fragment of mma.m16n8k16, attn_p_frag) and V read
+ * MN-major (imm-trans-b) from its stage: key rows of 128 bytes, 8-row groups
+ * 1024 bytes apart (SBO), the head's columns past 64 one column block on
+ * (LBO).  It then releases the stage.
+ *
+ * The maps are [images * tokens, columns] matrices, so the rows of a last
+ * block past N are the next image's tokens (zeros after the last image).
+ * Their scores are masked; their V rows, multiplied by zero probabilities,
+ * must not be Inf or NaN from another image: the producer warp waits for the
+ * last block, zeroes its V rows from N to the end of its last 16-key step
+ * (generic stores, then fence.proxy.async for wgmma's reads) and arrives on
+ * tail, which the consumers wait for too.
+ *
+ * A warpgroup whose 64 rows are all past the queries (Nq <= 64 leaves the
+ * second so) only waits for each key block and releases it.
+ *
+ * Other targets run attention_tc with 8 computing warps over the same grid,
+ * the ninth loading (NTH 288), K and V in chunks of KC keys; the kernel is
+ * declared with VK_KERNEL_TMA, the maps there unused. */
+template <int D, int WS> struct attn_wg_smem {
+    enum {
+        DB = (D + 63) / 64,  /* column blocks of 64 elements */
+        q = 128 * 128 * DB,  /* Q: 128 rows a column block */
+        kv = 64 * 128 * DB,  /* K or V of 64 keys */
+        stage = 2 * kv,
+        bytes = 1024 + q + WS * stage + (2 * WS + 2) * 8,
+        threads = 288
+    };
+};
+
+#if VK_SM90A
+/* The descriptor of an MN-major wgmma operand at smem in the 128-byte swizzle:
+ * rows of k 128 bytes long in atoms of 8 rows (SBO 1024), the next 64
+ * elements of N lbo bytes on. */
+VK_DEV unsigned long long attn_mn_desc(const void *smem, unsigned lbo)
+{
+    unsigned long long a = vk_smem_addr(smem);
+    return ((a & 0x3ffff) >> 4) | ((unsigned long long)(lbo >> 4) << 16) | ((unsigned long long)(1024 >> 4) << 32) |
+           (1ull << 62);
+}
+
+/* sc (the accumulators of n keys, 16 <= n <= 64 rounded up to 16) += Q's 64 rows at qa times K's rows at ka, 16
+ * elements of the head (K-major, 128-byte swizzle); kn keys in use choose the shape. */
+template <class T> VK_DEV void attn_wg_qk(float *sc, const unsigned char *qa, const unsigned char *ka, int kn)
+{
+    unsigned long long da = wg_desc(qa, 1024, true), db = wg_desc(ka, 1024, true);
+    if (kn > 48)
+        vk_wgmma(sc, da, db, T(), vk_wgn<64>());
+    else if (kn > 32)
+        vk_wgmma(sc, da, db, T(), vk_wgn<48>());
+    else if (kn > 16)
+        vk_wgmma(sc, da, db, T(), vk_wgn<32>());
+    else
+        vk_wgmma(sc, da, db, T(), vk_wgn<16>());
+}
+#endif
+
+template <class T, int D, int NP, bool BIAS, class TB, int WS, int KC>
+VK_DEV void attention_wg(const vk_tmap *mkv, const vk_tmap *mq, const vk_attention_params &p, int N, int H,
+                         float scale_log2, float post_scale, vk_i64 sb, vk_i64 sh, vk_i64 si, int Nq, vk_i64 bp = 0)
+{
+#if VK_SM90A
+    typedef attn_wg_smem<D, WS> SM;
+    enum { DB = SM::DB, QB = 128 * 128, KB = 64 * 128 };
+    static_assert(sizeof(T) == 2 && D % 16 == 0 && D <= 128 && (NP == 2 || NP == 3), "f16/bf16, heads of 16k <= 128");
+    T *out = (T *)p.y;
+    const TB *bias = BIAS ? (const TB *)p.bias : nullptr;
+    unsigned char *smem = vk_smem + ((1024 - (vk_smem_addr(vk_smem) & 1023)) & 1023);
+    unsigned char *Qs = smem, *St = Qs + SM::q;
+    unsigned long long *full = (unsigned long long *)(St + WS * SM::stage), *empty = full + WS, *qbar = empty + WS,
+                       *tail = qbar + 1;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2;
+    const int tiles = (Nq + 127) / 128, q0 = (int)(blockIdx.x % tiles) * 128, h = blockIdx.y;
+    const int b = (int)(blockIdx.x / tiles);
+    const int nch = (N + 63) / 64, kn_last = N - (nch - 1) * 64;
+    const bool zero_tail = kn_last % 16 != 0; /* the last 16-key step runs past N */
+    if (tid == 0) {
+        for (int s = 0; s < WS; s++) {
+            vk_mbar_init(&full[s], 1);
+            vk_mbar_init(&empty[s], 8);
+        }
+        vk_mbar_init(qbar, 1);
+        vk_mbar_init(tail, 32);
+        vk_fence_mbar_init();
+        vk_prefetch_tmap(mkv);
+        vk_prefetch_tmap(mq);
     }
+    __syncthreads();
+    if (wg == 2) { /* the producer warp */
+        const int kcol = (NP - 2) * H * D + h * D, vcol = kcol + H * D; /* K's and V's columns of the head */
+        if (lane == 0) {
+            vk_mbar_expect_tx(qbar, SM::q);
+            for (int r = 0; r < 2; r++)
+#pragma unroll
+                for (int d = 0; d < DB; d++)
+                    vk_tma_load2(Qs + d * QB + r * 64 * 128, mq, h * D + d * 64, b * Nq + q0 + r * 64, qbar);
+            for (int c = 0; c < nch; c++) {
+                const int s = c % WS;
+                unsigned char *Ks = St + s * SM::stage, *Vs = Ks + SM::kv;
+                vk_mbar_wait(&empty[s], ((c / WS) & 1) ^ 1);
+                vk_mbar_expect_tx(&full[s], SM::stage);
+#pragma unroll
+                for (int d = 0; d < DB; d++) {
+                    vk_tma_load2(Ks + d * KB, mkv, kcol + d * 64, b * N + c * 64, &full[s]);
+                    vk_tma_load2(Vs + d * KB, mkv, vcol + d * 64, b * N + c * 64, &full[s]);
+                }
+            }
+        }
+        if (zero_tail) {
+            const int c = nch - 1, s = c % WS, r0 = kn_last, rows = 16 - kn_last % 16;
+            unsigned char *Vs = St + s * SM::stage + SM::kv;
+            vk_mbar_wait(&full[s], (c / WS) & 1);
+            for (int i = lane; i < rows * 8 * DB; i += 32) { /* 16-byte chunk ch of row r of column block d */
+                const int r = r0 + i / (8 * DB), d = i / 8 % DB, ch = i % 8;
+                *(attn_piece *)(Vs + d * KB + r * 128 + ((ch ^ (r & 7)) << 4)) = attn_piece{};
+            }
+            vk_fence_proxy_async();
+            vk_mbar_arrive(tail);
+        }
+        return;
+    }
+
+    const int qr = q0 + wg * 64 + (warp & 3) * 16 + (lane >> 2); /* this thread's rows qr and qr + 8 */
+    const bool idle = q0 + wg * 64 >= Nq; /* rows all past the queries: the barriers only */
+    if (bias)
+        bias += (bp ? b % bp : b) * sb + h * sh; /* bp: one bias row per window of bp */
+    float o[D / 8][4], m[2] = {-vk_inf(), -vk_inf()}, l[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int j = 0; j < D / 8; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            o[j][e] = 0.0f;
+    vk_mbar_wait(qbar, 0);
+    for (int c = 0; c < nch; c++) {
+        const int s = c % WS, kn = c == nch - 1 ? kn_last : 64;
+        vk_mbar_wait(&full[s], (c / WS) & 1);
+        if (idle) { /* released once full (an earlier release could count towards the stage's previous phase) */
+            if (lane == 0)
+                vk_mbar_arrive(&empty[s]);
+            continue;
+        }
+        if (c == nch - 1 && zero_tail)
+            vk_mbar_wait(tail, 0);
+        const unsigned char *Ks = St + s * SM::stage, *Vs = Ks + SM::kv;
+        float sc[8][4];
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                sc[j][e] = 0.0f;
+        vk_wg_fence();
+#pragma unroll
+        for (int ks = 0; ks < D / 16; ks++)
+            attn_wg_qk<T>(sc[0], Qs + ks / 4 * QB + wg * 64 * 128 + ks % 4 * 32, Ks + ks / 4 * KB + ks % 4 * 32, kn);
+        vk_wg_commit();
+        vk_wg_wait<0>();
+        attn_softmax_block<D / 8>(sc, o, m, l, kn, c * 64, qr, Nq, scale_log2, bias, si);
+        vk_wg_fence(); /* o rescaled and P written by this thread before the wgmma reading them */
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            if (k * 16 >= kn)
+                break;
+            vk_u32 pa[4];
+            attn_p_frag<T>(pa, sc, k);
+            vk_wgmma_rs(o[0], pa, attn_mn_desc(Vs + k * 16 * 128, KB), T(), vk_wgn<D>());
+        }
+        vk_wg_commit();
+        vk_wg_wait<0>();
+        if (lane == 0) /* K and V of this stage read */
+            vk_mbar_arrive(&empty[s]);
+    }
+    if (!idle)
+        attn_store<T, D, D / 8>(out, o, l, post_scale, b, qr, Nq, H * D, h);
+#else
+    (void)mkv, (void)mq;
+    attention_tc<T, D, 0, KC, NP, BIAS, TB, 8, 0, attn_wg_smem<D, WS>::threads>(p, N, H, scale_log2, post_scale, sb,
+                                                                               sh, si, Nq, 0, 0, 1, bp);
+#endif
 }
 
 enum { ATTN_SIMT_ROWS = 128, ATTN_SIMT_KEYS = 64 };

@@ -230,10 +230,14 @@ template <int n> VK_DEV void vk_setmaxnreg_inc(void) { asm volatile("setmaxnreg.
 #define VK_WG_D128                                                                                            \
     VK_WG_D64, VK_WG_D8(64), VK_WG_D8(72), VK_WG_D8(80), VK_WG_D8(88), VK_WG_D8(96), VK_WG_D8(104), VK_WG_D8(112), \
         VK_WG_D8(120)
-#define VK_WG_R64                                                                                             \
-    "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26," \
-    "%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51," \
-    "%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63"
+#define VK_WG_R8 "%0,%1,%2,%3,%4,%5,%6,%7"
+#define VK_WG_R16 VK_WG_R8 ",%8,%9,%10,%11,%12,%13,%14,%15"
+#define VK_WG_R24 VK_WG_R16 ",%16,%17,%18,%19,%20,%21,%22,%23"
+#define VK_WG_R32 VK_WG_R24 ",%24,%25,%26,%27,%28,%29,%30,%31"
+#define VK_WG_R40 VK_WG_R32 ",%32,%33,%34,%35,%36,%37,%38,%39"
+#define VK_WG_R48 VK_WG_R40 ",%40,%41,%42,%43,%44,%45,%46,%47"
+#define VK_WG_R56 VK_WG_R48 ",%48,%49,%50,%51,%52,%53,%54,%55"
+#define VK_WG_R64 VK_WG_R56 ",%56,%57,%58,%59,%60,%61,%62,%63"
 #define VK_WG_R128                                                                                            \
     VK_WG_R64 "," \
     "%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88," \
@@ -244,6 +248,20 @@ template <int n> VK_DEV void vk_setmaxnreg_inc(void) { asm volatile("setmaxnreg.
                  " {" REGS "}, %" A ", %" B ", p, 1, 1, 0, 0;\n}\n"                                            \
                  : __VA_ARGS__                                                                                \
                  : "l"(da), "l"(db), "r"(1))
+/* The narrower shapes of attention's S = Q K^T (keys 16 to 64 of a block of 64). */
+#define VK_WG_DESC_N(N, REGS, A, B, P, ...)                                                                   \
+    VK_DEV void vk_wgmma(float *d, unsigned long long da, unsigned long long db, b16, vk_wgn<N>)               \
+    {                                                                                                         \
+        VK_WG_MMA("m64n" #N "k16", "bf16", REGS, A, B, P, __VA_ARGS__);                                        \
+    }                                                                                                         \
+    VK_DEV void vk_wgmma(float *d, unsigned long long da, unsigned long long db, h16, vk_wgn<N>)               \
+    {                                                                                                         \
+        VK_WG_MMA("m64n" #N "k16", "f16", REGS, A, B, P, __VA_ARGS__);                                         \
+    }
+VK_WG_DESC_N(16, VK_WG_R8, "8", "9", "10", VK_WG_D8(0))
+VK_WG_DESC_N(32, VK_WG_R16, "16", "17", "18", VK_WG_D8(0), VK_WG_D8(8))
+VK_WG_DESC_N(48, VK_WG_R24, "24", "25", "26", VK_WG_D8(0), VK_WG_D8(8), VK_WG_D8(16))
+VK_WG_DESC_N(64, VK_WG_R32, "32", "33", "34", VK_WG_D8(0), VK_WG_D8(8), VK_WG_D8(16), VK_WG_D8(24))
 VK_DEV void vk_wgmma(float *d, unsigned long long da, unsigned long long db, b16, vk_wgn<128>)
 {
     VK_WG_MMA("m64n128k16", "bf16", VK_WG_R64, "64", "65", "66", VK_WG_D64);
@@ -260,6 +278,37 @@ VK_DEV void vk_wgmma(float *d, unsigned long long da, unsigned long long db, h16
 {
     VK_WG_MMA("m64n256k16", "f16", VK_WG_R128, "128", "129", "130", VK_WG_D128);
 }
+
+/* d (N / 2 floats) += A (64 x 16, this thread's fragment a[4]: mma.m16n8k16's
+ * A fragment of the warp's 16 rows, warp % 4) * B (16 x N, db), B MN-major
+ * in shared memory (rows of k, N contiguous: wgmma's transposed B, imm-trans-b
+ * 1); the accumulators as vk_wgmma's. */
+#define VK_WG_MMA_RS(SHAPE, TY, REGS, A, B, P, ...)                                                           \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" P ", 0;\nwgmma.mma_async.sync.aligned." SHAPE ".f32." TY "." TY  \
+                 " {" REGS "}, {" A "}, %" B ", p, 1, 1, 1;\n}\n"                                             \
+                 : __VA_ARGS__                                                                                \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1))
+#define VK_WG_RS_N(N, REGS, A, B, P, ...)                                                                     \
+    VK_DEV void vk_wgmma_rs(float *d, const vk_u32 *a, unsigned long long db, b16, vk_wgn<N>)                  \
+    {                                                                                                         \
+        VK_WG_MMA_RS("m64n" #N "k16", "bf16", REGS, A, B, P, __VA_ARGS__);                                     \
+    }                                                                                                         \
+    VK_DEV void vk_wgmma_rs(float *d, const vk_u32 *a, unsigned long long db, h16, vk_wgn<N>)                  \
+    {                                                                                                         \
+        VK_WG_MMA_RS("m64n" #N "k16", "f16", REGS, A, B, P, __VA_ARGS__);                                      \
+    }
+/* N = the head size of attention's O = P V: 16 to 128 in steps of 16 */
+VK_WG_RS_N(16, VK_WG_R8, "%8,%9,%10,%11", "12", "13", VK_WG_D8(0))
+VK_WG_RS_N(32, VK_WG_R16, "%16,%17,%18,%19", "20", "21", VK_WG_D8(0), VK_WG_D8(8))
+VK_WG_RS_N(48, VK_WG_R24, "%24,%25,%26,%27", "28", "29", VK_WG_D8(0), VK_WG_D8(8), VK_WG_D8(16))
+VK_WG_RS_N(64, VK_WG_R32, "%32,%33,%34,%35", "36", "37", VK_WG_D8(0), VK_WG_D8(8), VK_WG_D8(16), VK_WG_D8(24))
+VK_WG_RS_N(80, VK_WG_R40, "%40,%41,%42,%43", "44", "45", VK_WG_D8(0), VK_WG_D8(8), VK_WG_D8(16), VK_WG_D8(24),
+           VK_WG_D8(32))
+VK_WG_RS_N(96, VK_WG_R48, "%48,%49,%50,%51", "52", "53", VK_WG_D8(0), VK_WG_D8(8), VK_WG_D8(16), VK_WG_D8(24),
+           VK_WG_D8(32), VK_WG_D8(40))
+VK_WG_RS_N(112, VK_WG_R56, "%56,%57,%58,%59", "60", "61", VK_WG_D8(0), VK_WG_D8(8), VK_WG_D8(16), VK_WG_D8(24),
+           VK_WG_D8(32), VK_WG_D8(40), VK_WG_D8(48))
+VK_WG_RS_N(128, VK_WG_R64, "%64,%65,%66,%67", "68", "69", VK_WG_D64)
 
 /* mbarrier (8 bytes of shared memory): init with the arrivals a phase takes;
  * fence_mbar_init makes the inits visible to the async proxy (the copy
