@@ -383,16 +383,25 @@ def dry_check_model(G, torch, dev, vitc, s, sos, batches, log):
     return rows
 
 
+_plans = {}
+
+
+def launch_plan(vitc, so):
+    """The launches of a compiled CUDA model (vitc inspect --json: cuda.plan), read once per file."""
+    if so not in _plans:
+        r = subprocess.run([vitc.bin, "inspect", so, "--json"], capture_output=True, text=True)
+        _plans[so] = json.loads(r.stdout).get("cuda", {}).get("plan", []) if r.returncode == 0 else []
+    return _plans[so]
+
+
 def kernel_variants(vitc, so, batches):
     """Which kernel runs each GEMM and attention layer at each batch (the plan, from vitc inspect
     --json): {batch: ["K=768 N=2304: wgmma+tma 128x128 x12", ...]}, identical layers counted."""
     import re
-    r = subprocess.run([vitc.bin, "inspect", so, "--json"], capture_output=True, text=True)
-    plan = json.loads(r.stdout).get("cuda", {}).get("plan", []) if r.returncode == 0 else []
     out = {}
     for b in batches:
         rows = {}
-        for launch in plan:
+        for launch in launch_plan(vitc, so):
             k = launch.get("kernel") or ""
             if not launch["min_batch"] <= b <= launch["max_batch"]:
                 continue
@@ -410,10 +419,10 @@ def kernel_variants(vitc, so, batches):
 
 
 def has_large_tile(vitc, so):
-    """Whether the model's GEMMs include a tile larger than 64x64 (vitc inspect's kernel labels)."""
+    """Whether the model's GEMMs include a tile larger than 64x64 (the kernels' labels in its plan)."""
     import re
-    r = subprocess.run([vitc.bin, "inspect", so], capture_output=True, text=True)
-    return any(int(a) * int(b) > 64 * 64 for a, b in re.findall(r"mma(?:\+tma)?(?: pingpong)? (\d+)x(\d+) ", r.stdout))
+    return any(int(a) * int(b) > 64 * 64 for launch in launch_plan(vitc, so)
+               for a, b in re.findall(r"mma(?:\+tma)?(?: pingpong)? (\d+)x(\d+) ", launch.get("kernel") or ""))
 
 
 # ------------------------------------------------------------------------------------------------
