@@ -976,11 +976,16 @@ static int run_block(int rounds_reverse)
     /* Warps run one at a time, each as far as it can get (through its warp
      * collectives) before the next starts, in alternating order at every
      * block barrier: whatever one warp reads from shared memory without a
-     * barrier after another warp wrote it comes out wrong. */
+     * barrier after another warp wrote it comes out wrong.  Each round starts
+     * at another warp (the order rotated), so that no warp is always between
+     * two others: one that hands data to a third through an mbarrier cannot
+     * be relied on to have run first. */
     int reverse = rounds_reverse;
-    for (;;) {
+    for (unsigned round = 0;; round++) {
+        const int start = (int)((round * 5u + (unsigned)g_block_seq * 3u) % (unsigned)b->nwarps);
         for (int k = 0; k < b->nwarps && !b->failed; k++) {
-            fiber *lanes = &b->f[(reverse ? b->nwarps - 1 - k : k) * 32];
+            const int kk = (start + k) % b->nwarps;
+            fiber *lanes = &b->f[(reverse ? b->nwarps - 1 - kk : kk) * 32];
             for (;;) {
                 for (int l = 0; l < 32 && !b->failed; l++) {
                     if (lanes[l].state != RUN)
@@ -1150,10 +1155,12 @@ extern "C" int vk_emu_launch(void (*fn)(vk_args), const unsigned *grid, const un
         g_block_idx = vk_dim3{(unsigned)(k % grid[0]), (unsigned)(k / grid[0] % grid[1]),
                               (unsigned)(k / grid[0] / grid[1])};
         memset(b.smem, 0xa5, sbytes); /* stale shared memory is garbage, not zeros */
+        /* the engines' timing and the warps' order in the first round cycle through their 8 combinations */
         b.tma_early = g_block_seq & 1;
         b.wg_early = (g_block_seq >> 1) & 1;
+        int first_reverse = (int)((g_block_seq >> 2) & 1);
         g_block_seq++;
-        rc = run_block((int)(nb & 1));
+        rc = run_block(first_reverse);
     }
     if (rc)
         snprintf(err, errlen, "%s", b.err);

@@ -306,6 +306,21 @@ static void test_sm90a_emulated(void **state)
  * interpreter within the bars of tests/testutil.h (tu_precision_bar: fp32
  * 1e-4, tf32 2e-3, fp16 and bf16 1e-2, those with cosine >= 0.9999); bool
  * outputs exactly. */
+/* g compiled in this process for CUDA (max batch 3) in precision prec: the .so at so and, --emit cuda, the
+ * program at cu. */
+static void compile_cuda(ir_graph *g, const char *what, const char *prec, const char *so, const char *cu)
+{
+    vitc_diag d;
+    vitc_diag_init(&d, what);
+    cg_options opt = {.output = so, .source = what, .max_batch = 3, .opt_level = 2, .precision = prec};
+    if (cg_compile(&cg_cuda_backend, g, &opt, &d) != VITC_OK)
+        fail_msg("%s (%s): the CUDA backend failed (status %d)", what, prec, d.status);
+    opt.output = cu;
+    opt.emit_source = 1;
+    if (cg_compile(&cg_cuda_backend, g, &opt, &d) != VITC_OK)
+        fail_msg("%s (%s): --emit cuda failed", what, prec);
+}
+
 /* Fails unless every kernel of the CUDA model at so has ptxas's report for the sm_90a image and none of them
  * spills registers there. */
 static void no_sm90a_spills(const char *so)
@@ -345,13 +360,7 @@ static void check_graph_as(const char *what, ir_graph *g, unsigned mask, int sm9
         char so[8300], cu[8300], emu[8300];
         snprintf(so, sizeof so, "%s/%s.%s.so", tmpdir, what, precisions[pi]);
         snprintf(cu, sizeof cu, "%s/%s.%s.cu", tmpdir, what, precisions[pi]);
-        cg_options opt = {.output = so, .source = what, .max_batch = 3, .opt_level = 2, .precision = precisions[pi]};
-        if (cg_compile(&cg_cuda_backend, g, &opt, &d) != VITC_OK)
-            fail_msg("%s (%s): the CUDA backend failed (status %d)", what, precisions[pi], d.status);
-        opt.output = cu;
-        opt.emit_source = 1;
-        if (cg_compile(&cg_cuda_backend, g, &opt, &d) != VITC_OK)
-            fail_msg("%s (%s): --emit cuda failed", what, precisions[pi]);
+        compile_cuda(g, what, precisions[pi], so, cu);
         tu_emu_build_as(cu, sm90a, emu, sizeof emu);
         char line[2048];
         size_t ll = (size_t)snprintf(line, sizeof line, "%-12s %-5s", what, precisions[pi]);
@@ -559,7 +568,10 @@ static void test_head_sizes_emulated(void **state)
  * [B, H, N, N] (5 blocks around a ring of 4 stages); heads of 128 over 130 tokens (3 blocks, 2 stages, two
  * column blocks a row) and of 96 over 90 (the second column block half the head's, half beyond);
  * cross-attention of 150 queries (two tiles of 128) over 70 keys with a bias broadcast over images and rows;
- * none spilling registers on sm_90a (NVRTC's report).  Then a NaN image beside two others.  The fixtures' and
+ * none spilling registers on sm_90a (NVRTC's report).  With rotary tables (rotated in shared memory by the
+ * producer's three rotating warps): heads of 64 over 197 tokens from token 1 (halves), heads of 32 over 300
+ * with a table of 290 rows per head (interleaved; keys 291.. left alone).  Then a NaN image beside
+ * two others.  The fixtures' and
  * zoo's heads of 16 run it in test_sm90a_emulated. */
 static void test_attention_wg_emulated(void **state)
 {
@@ -584,6 +596,12 @@ static void test_attention_wg_emulated(void **state)
     tu_output(g, tu_node(g, IR_OP_ATTENTION, NULL, IR_F32, 3, TU_IN(kv, cb, q), 3,
                          TU_AT(tu_int(IR_ATTR_HEADS, 2), tu_int(IR_ATTR_HEAD_SIZE, 64), tu_float(IR_ATTR_SCALE, 0.125f))));
     check_graph_as("attn-wg", g, FP16 | BF16, 1);
+    g = tu_graph_new("attn-wg-rope.onnx", 18);
+    int xr = tu_input(g, "xr", IR_F32, 3, TU_DIMS(-1, 197, 3 * 2 * 64));
+    tu_output(g, rope_attention(g, xr, 2, 64, 0, IR_ROPE_HALVES, 196, 0, "rope64h"));
+    int xs = tu_input(g, "xs", IR_F32, 3, TU_DIMS(-1, 300, 3 * 2 * 32));
+    tu_output(g, rope_attention(g, xs, 2, 32, 0, IR_ROPE_INTERLEAVED, 290, 1, "rope32i"));
+    check_graph_as("attn-wg-rope", g, FP16, 1);
     g = tu_graph_new("attn-wg-portable.onnx", 18);
     xa = tu_input(g, "xa", IR_F32, 3, TU_DIMS(-1, 197, 3 * 2 * 64));
     tu_output(g, tu_node(g, IR_OP_ATTENTION, NULL, IR_F32, 1, TU_IN(xa), 3,
@@ -592,8 +610,6 @@ static void test_attention_wg_emulated(void **state)
 
     /* the rows past N of image 0's last key block are image 1's tokens: with image 1 all NaN, images 0 and 2
      * still match the interpreter (V's rows past N zeroed, not multiplied by zero probabilities) */
-    vitc_diag d;
-    vitc_diag_init(&d, "attn-wg-nan");
     g = tu_graph_new("attn-wg-nan.onnx", 18);
     xa = tu_input(g, "xa", IR_F32, 3, TU_DIMS(-1, 197, 3 * 2 * 64));
     tu_output(g, tu_node(g, IR_OP_ATTENTION, NULL, IR_F32, 1, TU_IN(xa), 3,
@@ -608,13 +624,7 @@ static void test_attention_wg_emulated(void **state)
     char so[8300], cu[8300], emu[8300];
     snprintf(so, sizeof so, "%s/attn-wg-nan.so", tmpdir);
     snprintf(cu, sizeof cu, "%s/attn-wg-nan.cu", tmpdir);
-    cg_options opt = {.output = so, .source = "attn-wg-nan", .max_batch = 3, .opt_level = 2, .precision = "fp16"};
-    if (cg_compile(&cg_cuda_backend, g, &opt, &d) != VITC_OK)
-        fail_msg("attn-wg-nan: the CUDA backend failed (status %d)", d.status);
-    opt.output = cu;
-    opt.emit_source = 1;
-    if (cg_compile(&cg_cuda_backend, g, &opt, &d) != VITC_OK)
-        fail_msg("attn-wg-nan: --emit cuda failed");
+    compile_cuda(g, "attn-wg-nan", "fp16", so, cu);
     tu_emu_build_as(cu, 1, emu, sizeof emu);
     int nl;
     tu_emulate(so, emu, 3, &in, 1, &out, 1, &nl);
@@ -652,8 +662,12 @@ static void mutate_program(const char *cu, const char *from, const char *to, con
     id += strlen("\"vitc-program:");
     FILE *f = fopen(out, "w");
     assert_non_null(f);
-    /* the id: FNV-1a of the mutated text, as the compiler names a program by its text */
+    /* the id: FNV-1a of the program's own id, the replacement and where it goes, so that a program
+     * differs from every other one (and from an earlier version of this test's programs, whose emulation
+     * libraries the cache keeps) in its name as in its text */
     uint64_t h = 0xcbf29ce484222325ull;
+    for (int k = 0; k < 16; k++)
+        h = (h ^ (unsigned char)id[k]) * 0x100000001b3ull;
     for (const char *q = to; *q; q++)
         h = (h ^ (unsigned char)*q) * 0x100000001b3ull;
     h ^= (uint64_t)(at - text);
@@ -688,11 +702,12 @@ static void mutate_program(const char *cu, const char *from, const char *to, con
  * (8 k tiles around a ring of 3 stages) and N = 320 (the last column tile
  * part padding) on gemm_tma or gemm_pp, K = 196 (rows of A not 16-byte
  * aligned) on gemm_wg.  In attention_wg (head size 64 over 300 tokens: 5
- * key blocks around a ring of 4 stages): V's MN-major descriptor without the
+ * key blocks around a ring of 4 stages, with and without a rotary table): V's MN-major descriptor without the
  * 128-byte swizzle, or with its 8-key groups 512 bytes apart; a consumer
  * waiting for the wrong phase of a key block; the wgmma.fence between the
  * softmax (registers P and O) and P V left out; a key block released with
- * P V in flight.  Each program without a bug passes first; gemm_pp also
+ * P V in flight; with a rotary table, consumers not waiting for the keys'
+ * rotation.  Each program without a bug passes first; gemm_pp also
  * with two blocks taking every other tile. */
 static void test_sm90a_mutations(void **state)
 {
@@ -704,14 +719,17 @@ static void test_sm90a_mutations(void **state)
     tu_output(g, tu_node(g, IR_OP_LINEAR, NULL, IR_F32, 3, TU_IN(x, w1, b1), 1,
                          TU_AT(tu_int(IR_ATTR_ACTIVATION, IR_ACT_GELU_ERF))));
     tu_output(g, tu_node(g, IR_OP_LINEAR, NULL, IR_F32, 2, TU_IN(y, w2), 0, NULL));
-    /* attention over 300 tokens: 5 blocks of keys around attention_wg's ring of 4 stages, the last of 44 */
+    /* attention over 300 tokens: 5 blocks of keys around attention_wg's ring of 4 stages, the last of 44;
+     * and with a rotary table over tokens 1..290 */
     int z = tu_input(g, "z", IR_F32, 3, TU_DIMS(-1, 300, 3 * 64));
     tu_output(g, tu_node(g, IR_OP_ATTENTION, NULL, IR_F32, 1, TU_IN(z), 3,
                          TU_AT(tu_int(IR_ATTR_HEADS, 1), tu_int(IR_ATTR_HEAD_SIZE, 64), tu_float(IR_ATTR_SCALE, 0.125f))));
+    tu_output(g, rope_attention(g, z, 1, 64, 0, IR_ROPE_HALVES, 290, 0, "rope64"));
+    enum { NOUT = 4 };
     tu_check_graph(g, "sm90a-mutations");
     vitc_diag d;
     vitc_diag_init(&d, "sm90a-mutations");
-    ir_tensor in[3], ref[3];
+    ir_tensor in[3], ref[NOUT];
     tu_random_inputs(g, 3, in);
     if (ir_interpret(g, in, ref, NULL, NULL, &d))
         fail_msg("the interpreter failed");
@@ -758,6 +776,8 @@ static void test_sm90a_mutations(void **state)
         {"no wgmma.fence between the softmax and P V", "        vk_wg_fence(); /* o rescaled", "        /* o rescaled"},
         {"a key block released with P V in flight", "        vk_wg_wait<0>();\n        if (lane == 0) /* K and V",
          "        vk_wg_wait<1>();\n        if (lane == 0) /* K and V"},
+        {"consumers not waiting for the rotated keys", "            vk_mbar_wait(&ready[s], (c / WS) & 1);\n        else if",
+         "            ;\n        else if"},
         {NULL, NULL, NULL},
     };
     static const bug no_bugs[] = {{NULL, NULL, NULL}};
@@ -769,7 +789,7 @@ static void test_sm90a_mutations(void **state)
         {"1", NULL, "tma 128/3/2 x1, wg 128/3 x1", 0, tma_bugs},
         {"1", "3", "wg 128/3 x1, pingpong 3 x1", 0, pp_bugs},
         {"2", "3", "wg 128/3 x1, pingpong 3 x1", 0, no_bugs}, /* two blocks taking every other tile */
-        {"1", NULL, "tma 128/3/2 x1, wg 128/3 x1, attention_wg D64 x1", 1, attn_bugs},
+        {"1", NULL, "tma 128/3/2 x1, wg 128/3 x1, attention_wg D64 x2", 1, attn_bugs},
     };
     for (int pr = 0; pr < 4; pr++) {
         char so[8300], cu[8300], mut[8300], emu[8300];
@@ -783,13 +803,7 @@ static void test_sm90a_mutations(void **state)
             setenv("VITC_CUDA_ATTN_WGMMA", "1", 1);
             setenv("VITC_CUDA_ATTN_WIDE_BLOCKS", "1", 1);
         }
-        cg_options opt = {.output = so, .source = "sm90a-mutations", .max_batch = 3, .opt_level = 2, .precision = "bf16"};
-        if (cg_compile(&cg_cuda_backend, g, &opt, &d) != VITC_OK)
-            fail_msg("the CUDA backend failed (status %d)", d.status);
-        opt.output = cu;
-        opt.emit_source = 1;
-        if (cg_compile(&cg_cuda_backend, g, &opt, &d) != VITC_OK)
-            fail_msg("--emit cuda failed");
+        compile_cuda(g, "sm90a-mutations", "bf16", so, cu);
         unsetenv("VITC_CUDA_GEMM_WAVE");
         unsetenv("VITC_CUDA_PINGPONG");
         unsetenv("VITC_CUDA_ATTN_WGMMA");
@@ -806,12 +820,12 @@ static void test_sm90a_mutations(void **state)
                 prog = mut;
             }
             tu_emu_build_as(prog, 1, emu, sizeof emu);
-            ir_tensor out[3];
+            ir_tensor out[NOUT];
             int nl;
             char err[4096];
-            int rc = tu_emulate_try(so, emu, 3, in, 3, out, 3, &nl, err, sizeof err);
+            int rc = tu_emulate_try(so, emu, 3, in, 3, out, NOUT, &nl, err, sizeof err);
             double e = 0;
-            for (int o = 0; o < 3 && rc == 0; o++) {
+            for (int o = 0; o < NOUT && rc == 0; o++) {
                 double eo = ir_rel_error(&out[o], &ref[o]);
                 e = eo > e || isnan(eo) ? eo : e;
                 ir_tensor_free(&out[o]);
@@ -829,7 +843,9 @@ static void test_sm90a_mutations(void **state)
         unlink(cu);
     }
     for (int k = 0; k < 3; k++)
-        ir_tensor_free(&in[k]), ir_tensor_free(&ref[k]);
+        ir_tensor_free(&in[k]);
+    for (int k = 0; k < NOUT; k++)
+        ir_tensor_free(&ref[k]);
     ir_graph_free(g);
 }
 

@@ -19,10 +19,11 @@
  * bench/design-notes.md, "GPU attention blocks".)
  *
  * With VITC_CUDA_ATTN_WGMMA=1 (not yet the default: untimed), the 128-row
- * blocks of fp16/bf16 attention with heads of a multiple of 16 up to 128, the
- * [3][H][D] layout or cross-attention and no rotary table run attention_wg
- * on sm_90a: TMA into a ring of key blocks, S and P V on wgmma, 288 threads
- * (a producing warp), two blocks an SM up to heads of 64; its two tensor
+ * blocks of fp16/bf16 attention with heads of a multiple of 16 up to 128 and
+ * the [3][H][D] layout or cross-attention run attention_wg on sm_90a: TMA
+ * into a ring of key blocks, S and P V on wgmma, 288 threads (a producing
+ * warp; 384 with a rotary table, three more warps rotating Q and K in shared
+ * memory), two blocks an SM up to heads of 64 without one; its two tensor
  * maps are qkv's (K and V) and the queries' (qkv or q), boxes of 64 x 64.
  * Up to 64 queries its blocks take as many as the 64-row ones, so there the
  * threshold applies too.  Other GPUs run attention_tc's 8 warps in its grid. */
@@ -95,23 +96,25 @@ int cu_attention_supports(const ir_graph *g, const ir_node *n, char *why, size_t
     return 1;
 }
 
-/* attention_wg's stages of 64 keys (4 for heads up to 64, 2 above), and its shared memory (attn_wg_smem of
- * attention.cuh). */
+/* attention_wg's stages of 64 keys (4 for heads up to 64, 2 above), its shared memory and threads
+ * (attn_wg_smem of attention.cuh), and its blocks an SM: two up to heads of 64 without a rotary table. */
 static int wg_stages(int64_t D) { return D <= 64 ? 4 : 2; }
 static unsigned wg_smem(int64_t D)
 {
     int64_t db = (D + 63) / 64, ws = wg_stages(D);
-    return (unsigned)(1024 + 128 * 128 * db + ws * 2 * 64 * 128 * db + (2 * ws + 2) * 8);
+    return (unsigned)(1024 + 128 * 128 * db + ws * 2 * 64 * 128 * db + (3 * ws + 3) * 8);
 }
+static unsigned wg_threads(int rope) { return rope ? 384u : 288u; }
+static int wg_blocks(int64_t D, int rope) { return D <= 64 && !rope ? 2 : 1; }
 
 /* Whether the 128-row blocks of node (view a) run attention_wg on sm_90a (VITC_CUDA_ATTN_WGMMA): fp16/bf16,
- * heads a multiple of 16 up to 128, the [3][H][D] layout or cross-attention, no rotary table, and rows the
- * copy engine's 32-bit coordinates reach at the largest batch. */
+ * heads a multiple of 16 up to 128, the [3][H][D] layout or cross-attention, and rows the copy engine's
+ * 32-bit coordinates reach at the largest batch. */
 static int use_attn_wg(const cu_ctx *c, const ir_attention *a, int64_t N, int64_t Nq)
 {
     int64_t D = a->head_size, rows = c->max_batch * (N > Nq ? N : Nq);
     return c->knobs.cuda_attn_wgmma && (c->prec == CU_FP16 || c->prec == CU_BF16) && D % 16 == 0 && D <= 128 &&
-           a->layout == 0 && a->rope < 0 && rows < ((int64_t)1 << 31) - 256;
+           a->layout == 0 && rows < ((int64_t)1 << 31) - 256;
 }
 
 /* The kernel of node (view a) with qw warps (the tensor-core kernel; the SIMT one ignores qw; wg: attention_wg
@@ -130,7 +133,7 @@ static int attention_launch(cu_ctx *c, int node, const ir_attention *a, int qw, 
     unsigned threads = 128, smem;
     if (tc) {
         rows = 16 * qw;
-        threads = wg ? 288u : 32u * (unsigned)qw; /* attention_wg: a ninth, producing warp */
+        threads = wg ? wg_threads(a->rope >= 0) : 32u * (unsigned)qw; /* attention_wg: producing warps */
         int64_t rs = ((D + 15) / 16 * 16 + 8) * 2, fit = (CU_ATTN_SMEM / rs - rows) / 2 / 64 * 64, all = (N + 63) / 64 * 64;
         kc = all <= fit ? all : fit;
         if (kc < 64)
@@ -160,8 +163,8 @@ static int attention_launch(cu_ctx *c, int node, const ir_attention *a, int qw, 
     }
     if (wg)
         cu_str_add(&s, "VK_KERNEL_TMA(@, %u, %d, vk_attention_params)\n{\n    vk::attention_wg<%s, %lld, %d, %s, %s, %d, "
-                   "%lld>(VK_TMAPS, ", threads, D <= 64 ? 2 : 1, t, (long long)D, np, bias, tb, wg_stages(D),
-                   (long long)kc);
+                   "%lld%s>(VK_TMAPS, ", threads, wg_blocks(D, rope), t, (long long)D, np, bias, tb, wg_stages(D),
+                   (long long)kc, rt);
     else if (tc)
         cu_str_add(&s, "VK_KERNEL(@, %u, vk_attention_params)\n{\n    vk::attention_tc<%s, %lld, %d, %lld, %d, %s, %s, "
                    "%d%s>(", threads, t, (long long)D, layout, (long long)kc, np, bias, tb, qw, rt);
@@ -177,7 +180,7 @@ static int attention_launch(cu_ctx *c, int node, const ir_attention *a, int qw, 
     int64_t bp = vb >= 0 ? ir_attention_bias_period(c->g, a) : 0; /* windowed attention: one bias row per window */
     char pa[48] = "";
     if (bp > 0)
-        snprintf(pa, sizeof pa, "%s, %lldll", rope || wg ? "" : ", 0, 0, 1", (long long)bp);
+        snprintf(pa, sizeof pa, "%s, %lldll", rope ? "" : ", 0, 0, 1", (long long)bp);
     cu_str_add(&s, "%lldll, %lldll, %lldll, %lld%s%s);\n}\n", (long long)st[0], (long long)st[1], (long long)st[2],
                (long long)Nq, ra, pa);
     char label[128];

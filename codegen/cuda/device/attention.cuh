@@ -123,28 +123,37 @@ VK_DEV void attn_rope_head(const float *rope, int R, int D, int rope_heads, int 
     *sn = *cs + (vk_i64)rope_heads * R * D;
 }
 
-/* Rotates in place the rows of a tile in shared memory (nrows rows of rs bytes from base, row r holding token
- * n0 + r) whose tokens the head's tables cs, sn [R, D] cover (rope_start <= n0 + r < rope_start + R), each thread
- * whole pairs of elements, in fp32, rounding back to T; rows outside the table (zero padding past N among them)
- * are left as they are.  Returns whether any row was rotated: the same in every thread, so that the caller's
- * barrier after it is reached by all or none. */
-template <class T, int D, int ROPE, int NT>
+/* Element e of row r of a tile in shared memory at base: rows of rs bytes; or (SW) rows of 128 bytes in the
+ * 128-byte swizzle (attention_wg's, as the copy engine writes them), elements 64 and on rs bytes further per 64. */
+template <class T, bool SW> VK_DEV T *attn_tile_at(unsigned char *base, int rs, int r, int e)
+{
+    if (!SW)
+        return (T *)(base + r * rs) + e;
+    return (T *)(base + (e >> 6) * rs + r * 128 + ((((e & 63) >> 3) ^ (r & 7)) << 4)) + (e & 7);
+}
+
+/* Rotates in place the rows of a tile in shared memory (nrows rows from base, attn_tile_at's layout, row r
+ * holding token n0 + r) whose tokens the head's tables cs, sn [R, D] cover (rope_start <= n0 + r < rope_start +
+ * R), thread t of NT taking whole pairs of elements, in fp32, rounding back to T; rows outside the table (zero
+ * padding past N among them) are left as they are.  Returns whether any row was rotated: the same in every
+ * thread, so that the caller's barrier after it is reached by all or none. */
+template <class T, int D, int ROPE, int NT, bool SW = false>
 VK_DEV bool attn_rope_tile(unsigned char *base, int rs, const float *cs0, const float *sn0, int R, int rope_start,
-                           int n0, int nrows)
+                           int n0, int nrows, int t = threadIdx.x)
 {
     enum { HP = D / 2 }; /* pairs per row */
     const int lo = rope_start - n0 > 0 ? rope_start - n0 : 0;
     const int hi = rope_start + R - n0 < nrows ? rope_start + R - n0 : nrows;
 #pragma unroll 1 /* unrolled, it spilled the 8-warp kernel at head size 16 on sm_80 */
-    for (int c = lo * HP + threadIdx.x; c < hi * HP; c += NT) {
+    for (int c = lo * HP + t; c < hi * HP; c += NT) {
         const int r = c / HP, i = c % HP;
         const int e0 = ROPE == 2 ? 2 * i : i, e1 = ROPE == 2 ? 2 * i + 1 : i + HP; /* partners of each other */
-        T *row = (T *)(base + r * rs);
-        const vk_i64 t = (vk_i64)(n0 + r - rope_start) * D; /* row n0 + r - rope_start of the tables */
-        const float *cs = cs0 + t, *sn = sn0 + t;
-        const float x0 = vk_get(row + e0), x1 = vk_get(row + e1);
-        vk_put(row + e0, x0 * cs[e0] + x1 * sn[e0]);
-        vk_put(row + e1, x1 * cs[e1] + x0 * sn[e1]);
+        T *p0 = attn_tile_at<T, SW>(base, rs, r, e0), *p1 = attn_tile_at<T, SW>(base, rs, r, e1);
+        const vk_i64 tr = (vk_i64)(n0 + r - rope_start) * D; /* row n0 + r - rope_start of the tables */
+        const float *cs = cs0 + tr, *sn = sn0 + tr;
+        const float x0 = vk_get(p0), x1 = vk_get(p1);
+        vk_put(p0, x0 * cs[e0] + x1 * sn[e0]);
+        vk_put(p1, x1 * cs[e1] + x0 * sn[e1]);
     }
     return lo < hi;
 }
@@ -364,7 +373,7 @@ VK_DEV void attention_tc(const vk_attention_params &p, int N, int H, float scale
 /* ---- Hopper (sm_90a): attention on wgmma, fed by the tensor memory accelerator ----
  *
  * attention_wg (f16/bf16, self-attention of the [3][H][D] layout or
- * cross-attention, head size a multiple of 16 up to 128, no rotary table): 128 query rows a
+ * cross-attention, head size a multiple of 16 up to 128): 128 query rows a
  * block, as attention_tc's 8-warp grid.  Warpgroups 0 and 1 compute 64 rows
  * each; the warp after them produces: its lane 0 issues bulk tensor copies
  * (boxes of 64 rows x 64 elements, 128-byte swizzle) of the block's Q (mq:
@@ -393,20 +402,29 @@ VK_DEV void attention_tc(const vk_attention_params &p, int N, int H, float scale
  * (generic stores, then fence.proxy.async for wgmma's reads) and arrives on
  * tail, which the consumers wait for too.
  *
+ * With a rotary table (ROPE 1 or 2) the producer is a warpgroup: its last
+ * warp loads as above, the other three rotate, in place in the swizzled
+ * tiles (attn_rope_tile, SW), Q once it has landed and each key block's K
+ * as it lands (zeroing the last one's V rows past N too), then fence the
+ * proxy and arrive on qready / ready[s], which the consumers wait for after
+ * full[s].  The rotation of one block runs under the consumers' work on the
+ * block before.
+ *
  * A warpgroup whose 64 rows are all past the queries (Nq <= 64 leaves the
  * second so) only waits for each key block and releases it.
  *
  * Other targets run attention_tc with 8 computing warps over the same grid,
  * the ninth loading (NTH 288), K and V in chunks of KC keys; the kernel is
  * declared with VK_KERNEL_TMA, the maps there unused. */
-template <int D, int WS> struct attn_wg_smem {
+template <int D, int WS, int ROPE = 0> struct attn_wg_smem {
     enum {
         DB = (D + 63) / 64,  /* column blocks of 64 elements */
         q = 128 * 128 * DB,  /* Q: 128 rows a column block */
         kv = 64 * 128 * DB,  /* K or V of 64 keys */
         stage = 2 * kv,
-        bytes = 1024 + q + WS * stage + (2 * WS + 2) * 8,
-        threads = 288
+        bytes = 1024 + q + WS * stage + (3 * WS + 3) * 8, /* full, empty, ready; qbar, tail, qready */
+        pw = ROPE ? 4 : 1,   /* producer warps: with a rotary table three rotate, one loads */
+        threads = 256 + 32 * pw
     };
 };
 
@@ -419,6 +437,14 @@ VK_DEV unsigned long long attn_mn_desc(const void *smem, unsigned lbo)
     unsigned long long a = vk_smem_addr(smem);
     return ((a & 0x3ffff) >> 4) | ((unsigned long long)(lbo >> 4) << 16) | ((unsigned long long)(1024 >> 4) << 32) |
            (1ull << 62);
+}
+
+/* Zeroes rows r0 .. r0 + rows - 1 of a tile of DB column blocks of 64 rows of 128 bytes (the 128-byte
+ * swizzle: whole rows), thread t of nt. */
+template <int DB> VK_DEV void attn_wg_zero_rows(unsigned char *tile, int r0, int rows, int t, int nt)
+{
+    for (int i = t; i < rows * 8 * DB; i += nt) /* 16-byte chunk ch of row r of column block d */
+        *(attn_piece *)(tile + i / 8 % DB * 64 * 128 + (r0 + i / (8 * DB)) * 128 + i % 8 * 16) = attn_piece{};
 }
 
 /* sc (the accumulators of n keys, 16 <= n <= 64 rounded up to 16) += Q's 64 rows at qa times K's rows at ka, 16
@@ -437,20 +463,22 @@ template <class T> VK_DEV void attn_wg_qk(float *sc, const unsigned char *qa, co
 }
 #endif
 
-template <class T, int D, int NP, bool BIAS, class TB, int WS, int KC>
+template <class T, int D, int NP, bool BIAS, class TB, int WS, int KC, int ROPE = 0>
 VK_DEV void attention_wg(const vk_tmap *mkv, const vk_tmap *mq, const vk_attention_params &p, int N, int H,
-                         float scale_log2, float post_scale, vk_i64 sb, vk_i64 sh, vk_i64 si, int Nq, vk_i64 bp = 0)
+                         float scale_log2, float post_scale, vk_i64 sb, vk_i64 sh, vk_i64 si, int Nq, int R = 0,
+                         int rope_start = 0, int rope_heads = 1, vk_i64 bp = 0)
 {
 #if VK_SM90A
-    typedef attn_wg_smem<D, WS> SM;
-    enum { DB = SM::DB, QB = 128 * 128, KB = 64 * 128 };
+    typedef attn_wg_smem<D, WS, ROPE> SM;
+    enum { DB = SM::DB, QB = 128 * 128, KB = 64 * 128, RT = 32 * (SM::pw - 1) /* rotating threads */ };
     static_assert(sizeof(T) == 2 && D % 16 == 0 && D <= 128 && (NP == 2 || NP == 3), "f16/bf16, heads of 16k <= 128");
+    static_assert(ROPE == 0 || NP == 3, "a rotary table: self-attention");
     T *out = (T *)p.y;
     const TB *bias = BIAS ? (const TB *)p.bias : nullptr;
     unsigned char *smem = vk_smem + ((1024 - (vk_smem_addr(vk_smem) & 1023)) & 1023);
     unsigned char *Qs = smem, *St = Qs + SM::q;
-    unsigned long long *full = (unsigned long long *)(St + WS * SM::stage), *empty = full + WS, *qbar = empty + WS,
-                       *tail = qbar + 1;
+    unsigned long long *full = (unsigned long long *)(St + WS * SM::stage), *empty = full + WS, *ready = empty + WS,
+                       *qbar = ready + WS, *tail = qbar + 1, *qready = tail + 1;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2;
     const int tiles = (Nq + 127) / 128, q0 = (int)(blockIdx.x % tiles) * 128, h = blockIdx.y;
     const int b = (int)(blockIdx.x / tiles);
@@ -460,15 +488,42 @@ VK_DEV void attention_wg(const vk_tmap *mkv, const vk_tmap *mq, const vk_attenti
         for (int s = 0; s < WS; s++) {
             vk_mbar_init(&full[s], 1);
             vk_mbar_init(&empty[s], 8);
+            if (ROPE)
+                vk_mbar_init(&ready[s], RT);
         }
         vk_mbar_init(qbar, 1);
         vk_mbar_init(tail, 32);
+        if (ROPE)
+            vk_mbar_init(qready, RT);
         vk_fence_mbar_init();
         vk_prefetch_tmap(mkv);
         vk_prefetch_tmap(mq);
     }
     __syncthreads();
-    if (wg == 2) { /* the producer warp */
+    const float *rcs = nullptr, *rsn = nullptr; /* the head's rotary tables */
+    if (ROPE)
+        attn_rope_head(p.rope, R, D, rope_heads, h, &rcs, &rsn);
+    if (wg == 2 && ROPE && tid < 256 + RT) {
+        /* the rotating warps: Q once, then each key block as it lands (and the last one's V rows past N
+         * zeroed), each made visible to wgmma and announced on qready / ready[s] */
+        const int t = tid - 256;
+        vk_mbar_wait(qbar, 0);
+        attn_rope_tile<T, D, ROPE, RT, true>(Qs, QB, rcs, rsn, R, rope_start, q0, 128, t);
+        vk_fence_proxy_async();
+        vk_mbar_arrive(qready);
+        for (int c = 0; c < nch; c++) {
+            const int s = c % WS;
+            unsigned char *Ks = St + s * SM::stage;
+            vk_mbar_wait(&full[s], (c / WS) & 1);
+            attn_rope_tile<T, D, ROPE, RT, true>(Ks, KB, rcs, rsn, R, rope_start, c * 64, 64, t);
+            if (c == nch - 1 && zero_tail)
+                attn_wg_zero_rows<DB>(Ks + SM::kv, kn_last, 16 - kn_last % 16, t, RT);
+            vk_fence_proxy_async();
+            vk_mbar_arrive(&ready[s]);
+        }
+        return;
+    }
+    if (wg == 2) { /* the loading warp */
         const int kcol = (NP - 2) * H * D + h * D, vcol = kcol + H * D; /* K's and V's columns of the head */
         if (lane == 0) {
             vk_mbar_expect_tx(qbar, SM::q);
@@ -488,14 +543,10 @@ VK_DEV void attention_wg(const vk_tmap *mkv, const vk_tmap *mq, const vk_attenti
                 }
             }
         }
-        if (zero_tail) {
-            const int c = nch - 1, s = c % WS, r0 = kn_last, rows = 16 - kn_last % 16;
-            unsigned char *Vs = St + s * SM::stage + SM::kv;
+        if (!ROPE && zero_tail) {
+            const int c = nch - 1, s = c % WS;
             vk_mbar_wait(&full[s], (c / WS) & 1);
-            for (int i = lane; i < rows * 8 * DB; i += 32) { /* 16-byte chunk ch of row r of column block d */
-                const int r = r0 + i / (8 * DB), d = i / 8 % DB, ch = i % 8;
-                *(attn_piece *)(Vs + d * KB + r * 128 + ((ch ^ (r & 7)) << 4)) = attn_piece{};
-            }
+            attn_wg_zero_rows<DB>(St + s * SM::stage + SM::kv, kn_last, 16 - kn_last % 16, lane, 32);
             vk_fence_proxy_async();
             vk_mbar_arrive(tail);
         }
@@ -512,7 +563,7 @@ VK_DEV void attention_wg(const vk_tmap *mkv, const vk_tmap *mq, const vk_attenti
 #pragma unroll
         for (int e = 0; e < 4; e++)
             o[j][e] = 0.0f;
-    vk_mbar_wait(qbar, 0);
+    vk_mbar_wait(ROPE ? qready : qbar, 0);
     for (int c = 0; c < nch; c++) {
         const int s = c % WS, kn = c == nch - 1 ? kn_last : 64;
         vk_mbar_wait(&full[s], (c / WS) & 1);
@@ -521,7 +572,9 @@ VK_DEV void attention_wg(const vk_tmap *mkv, const vk_tmap *mq, const vk_attenti
                 vk_mbar_arrive(&empty[s]);
             continue;
         }
-        if (c == nch - 1 && zero_tail)
+        if (ROPE)
+            vk_mbar_wait(&ready[s], (c / WS) & 1);
+        else if (c == nch - 1 && zero_tail)
             vk_mbar_wait(tail, 0);
         const unsigned char *Ks = St + s * SM::stage, *Vs = Ks + SM::kv;
         float sc[8][4];
@@ -555,8 +608,8 @@ VK_DEV void attention_wg(const vk_tmap *mkv, const vk_tmap *mq, const vk_attenti
         attn_store<T, D, D / 8>(out, o, l, post_scale, b, qr, Nq, H * D, h);
 #else
     (void)mkv, (void)mq;
-    attention_tc<T, D, 0, KC, NP, BIAS, TB, 8, 0, attn_wg_smem<D, WS>::threads>(p, N, H, scale_log2, post_scale, sb,
-                                                                               sh, si, Nq, 0, 0, 1, bp);
+    attention_tc<T, D, 0, KC, NP, BIAS, TB, 8, ROPE, attn_wg_smem<D, WS, ROPE>::threads>(
+        p, N, H, scale_log2, post_scale, sb, sh, si, Nq, R, rope_start, rope_heads, bp);
 #endif
 }
 

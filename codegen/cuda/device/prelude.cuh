@@ -248,36 +248,26 @@ template <int n> VK_DEV void vk_setmaxnreg_inc(void) { asm volatile("setmaxnreg.
                  " {" REGS "}, %" A ", %" B ", p, 1, 1, 0, 0;\n}\n"                                            \
                  : __VA_ARGS__                                                                                \
                  : "l"(da), "l"(db), "r"(1))
-/* The narrower shapes of attention's S = Q K^T (keys 16 to 64 of a block of 64). */
-#define VK_WG_DESC_N(N, REGS, A, B, P, ...)                                                                   \
-    VK_DEV void vk_wgmma(float *d, unsigned long long da, unsigned long long db, b16, vk_wgn<N>)               \
+/* The bf16 and f16 forms of wgmma function FN (d, its A operand ARG, db, the
+ * element type, vk_wgn<N>), issued by MMA (VK_WG_MMA or VK_WG_MMA_RS). */
+#define VK_WG_PAIR(FN, ARG, MMA, N, REGS, A, B, P, ...)                                                       \
+    VK_DEV void FN(float *d, ARG, unsigned long long db, b16, vk_wgn<N>)                                       \
     {                                                                                                         \
-        VK_WG_MMA("m64n" #N "k16", "bf16", REGS, A, B, P, __VA_ARGS__);                                        \
+        MMA("m64n" #N "k16", "bf16", REGS, A, B, P, __VA_ARGS__);                                              \
     }                                                                                                         \
-    VK_DEV void vk_wgmma(float *d, unsigned long long da, unsigned long long db, h16, vk_wgn<N>)               \
+    VK_DEV void FN(float *d, ARG, unsigned long long db, h16, vk_wgn<N>)                                       \
     {                                                                                                         \
-        VK_WG_MMA("m64n" #N "k16", "f16", REGS, A, B, P, __VA_ARGS__);                                         \
+        MMA("m64n" #N "k16", "f16", REGS, A, B, P, __VA_ARGS__);                                               \
     }
-VK_WG_DESC_N(16, VK_WG_R8, "8", "9", "10", VK_WG_D8(0))
-VK_WG_DESC_N(32, VK_WG_R16, "16", "17", "18", VK_WG_D8(0), VK_WG_D8(8))
-VK_WG_DESC_N(48, VK_WG_R24, "24", "25", "26", VK_WG_D8(0), VK_WG_D8(8), VK_WG_D8(16))
-VK_WG_DESC_N(64, VK_WG_R32, "32", "33", "34", VK_WG_D8(0), VK_WG_D8(8), VK_WG_D8(16), VK_WG_D8(24))
-VK_DEV void vk_wgmma(float *d, unsigned long long da, unsigned long long db, b16, vk_wgn<128>)
-{
-    VK_WG_MMA("m64n128k16", "bf16", VK_WG_R64, "64", "65", "66", VK_WG_D64);
-}
-VK_DEV void vk_wgmma(float *d, unsigned long long da, unsigned long long db, h16, vk_wgn<128>)
-{
-    VK_WG_MMA("m64n128k16", "f16", VK_WG_R64, "64", "65", "66", VK_WG_D64);
-}
-VK_DEV void vk_wgmma(float *d, unsigned long long da, unsigned long long db, b16, vk_wgn<256>)
-{
-    VK_WG_MMA("m64n256k16", "bf16", VK_WG_R128, "128", "129", "130", VK_WG_D128);
-}
-VK_DEV void vk_wgmma(float *d, unsigned long long da, unsigned long long db, h16, vk_wgn<256>)
-{
-    VK_WG_MMA("m64n256k16", "f16", VK_WG_R128, "128", "129", "130", VK_WG_D128);
-}
+#define VK_WG_DESC(N, REGS, A, B, P, ...)                                                                     \
+    VK_WG_PAIR(vk_wgmma, unsigned long long da, VK_WG_MMA, N, REGS, A, B, P, __VA_ARGS__)
+/* the GEMMs' N (128, 256) and the narrower shapes of attention's S = Q K^T (keys 16 to 64 of a block of 64) */
+VK_WG_DESC(16, VK_WG_R8, "8", "9", "10", VK_WG_D8(0))
+VK_WG_DESC(32, VK_WG_R16, "16", "17", "18", VK_WG_D8(0), VK_WG_D8(8))
+VK_WG_DESC(48, VK_WG_R24, "24", "25", "26", VK_WG_D8(0), VK_WG_D8(8), VK_WG_D8(16))
+VK_WG_DESC(64, VK_WG_R32, "32", "33", "34", VK_WG_D8(0), VK_WG_D8(8), VK_WG_D8(16), VK_WG_D8(24))
+VK_WG_DESC(128, VK_WG_R64, "64", "65", "66", VK_WG_D64)
+VK_WG_DESC(256, VK_WG_R128, "128", "129", "130", VK_WG_D128)
 
 /* d (N / 2 floats) += A (64 x 16, this thread's fragment a[4]: mma.m16n8k16's
  * A fragment of the warp's 16 rows, warp % 4) * B (16 x N, db), B MN-major
@@ -288,27 +278,20 @@ VK_DEV void vk_wgmma(float *d, unsigned long long da, unsigned long long db, h16
                  " {" REGS "}, {" A "}, %" B ", p, 1, 1, 1;\n}\n"                                             \
                  : __VA_ARGS__                                                                                \
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1))
-#define VK_WG_RS_N(N, REGS, A, B, P, ...)                                                                     \
-    VK_DEV void vk_wgmma_rs(float *d, const vk_u32 *a, unsigned long long db, b16, vk_wgn<N>)                  \
-    {                                                                                                         \
-        VK_WG_MMA_RS("m64n" #N "k16", "bf16", REGS, A, B, P, __VA_ARGS__);                                     \
-    }                                                                                                         \
-    VK_DEV void vk_wgmma_rs(float *d, const vk_u32 *a, unsigned long long db, h16, vk_wgn<N>)                  \
-    {                                                                                                         \
-        VK_WG_MMA_RS("m64n" #N "k16", "f16", REGS, A, B, P, __VA_ARGS__);                                      \
-    }
+#define VK_WG_RS(N, REGS, A, B, P, ...)                                                                       \
+    VK_WG_PAIR(vk_wgmma_rs, const vk_u32 *a, VK_WG_MMA_RS, N, REGS, A, B, P, __VA_ARGS__)
 /* N = the head size of attention's O = P V: 16 to 128 in steps of 16 */
-VK_WG_RS_N(16, VK_WG_R8, "%8,%9,%10,%11", "12", "13", VK_WG_D8(0))
-VK_WG_RS_N(32, VK_WG_R16, "%16,%17,%18,%19", "20", "21", VK_WG_D8(0), VK_WG_D8(8))
-VK_WG_RS_N(48, VK_WG_R24, "%24,%25,%26,%27", "28", "29", VK_WG_D8(0), VK_WG_D8(8), VK_WG_D8(16))
-VK_WG_RS_N(64, VK_WG_R32, "%32,%33,%34,%35", "36", "37", VK_WG_D8(0), VK_WG_D8(8), VK_WG_D8(16), VK_WG_D8(24))
-VK_WG_RS_N(80, VK_WG_R40, "%40,%41,%42,%43", "44", "45", VK_WG_D8(0), VK_WG_D8(8), VK_WG_D8(16), VK_WG_D8(24),
+VK_WG_RS(16, VK_WG_R8, "%8,%9,%10,%11", "12", "13", VK_WG_D8(0))
+VK_WG_RS(32, VK_WG_R16, "%16,%17,%18,%19", "20", "21", VK_WG_D8(0), VK_WG_D8(8))
+VK_WG_RS(48, VK_WG_R24, "%24,%25,%26,%27", "28", "29", VK_WG_D8(0), VK_WG_D8(8), VK_WG_D8(16))
+VK_WG_RS(64, VK_WG_R32, "%32,%33,%34,%35", "36", "37", VK_WG_D8(0), VK_WG_D8(8), VK_WG_D8(16), VK_WG_D8(24))
+VK_WG_RS(80, VK_WG_R40, "%40,%41,%42,%43", "44", "45", VK_WG_D8(0), VK_WG_D8(8), VK_WG_D8(16), VK_WG_D8(24),
            VK_WG_D8(32))
-VK_WG_RS_N(96, VK_WG_R48, "%48,%49,%50,%51", "52", "53", VK_WG_D8(0), VK_WG_D8(8), VK_WG_D8(16), VK_WG_D8(24),
+VK_WG_RS(96, VK_WG_R48, "%48,%49,%50,%51", "52", "53", VK_WG_D8(0), VK_WG_D8(8), VK_WG_D8(16), VK_WG_D8(24),
            VK_WG_D8(32), VK_WG_D8(40))
-VK_WG_RS_N(112, VK_WG_R56, "%56,%57,%58,%59", "60", "61", VK_WG_D8(0), VK_WG_D8(8), VK_WG_D8(16), VK_WG_D8(24),
+VK_WG_RS(112, VK_WG_R56, "%56,%57,%58,%59", "60", "61", VK_WG_D8(0), VK_WG_D8(8), VK_WG_D8(16), VK_WG_D8(24),
            VK_WG_D8(32), VK_WG_D8(40), VK_WG_D8(48))
-VK_WG_RS_N(128, VK_WG_R64, "%64,%65,%66,%67", "68", "69", VK_WG_D64)
+VK_WG_RS(128, VK_WG_R64, "%64,%65,%66,%67", "68", "69", VK_WG_D64)
 
 /* mbarrier (8 bytes of shared memory): init with the arrivals a phase takes;
  * fence_mbar_init makes the inits visible to the async proxy (the copy
