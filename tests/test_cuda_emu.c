@@ -511,6 +511,15 @@ static int rope_attention(ir_graph *g, int qkv, int64_t heads, int64_t D, int la
                          tu_int(IR_ATTR_ROPE_START, 1)));
 }
 
+/* Attention over qkv (or, with q >= 0, cross-attention of q over kv = qkv) with bias (-1: none), scale
+ * 1/sqrt(D). */
+static int attention(ir_graph *g, int qkv, int bias, int q, int64_t heads, int64_t D)
+{
+    return tu_node(g, IR_OP_ATTENTION, NULL, IR_F32, 3, TU_IN(qkv, bias, q), 3,
+                   TU_AT(tu_int(IR_ATTR_HEADS, heads), tu_int(IR_ATTR_HEAD_SIZE, D),
+                         tu_float(IR_ATTR_SCALE, 1.0f / sqrtf((float)D))));
+}
+
 /* Attention with rotary embeddings on the tensor-core kernel (fp16, bf16) and, at head sizes test_ops' rows do
  * not reach, on the SIMT kernel (fp32); both pairings, rotating from token 1 (after a class token).  Head size 64
  * over 80 tokens, the table covering the rest: Q rotated in two query tiles of 64 rows (the second with 3 warps
@@ -552,9 +561,7 @@ static void test_head_sizes_emulated(void **state)
         char name[16];
         snprintf(name, sizeof name, "x%lld", (long long)D);
         int x = tu_input(g, name, IR_F32, 3, TU_DIMS(-1, 50, 3 * 2 * D));
-        tu_output(g, tu_node(g, IR_OP_ATTENTION, NULL, IR_F32, 1, TU_IN(x), 3,
-                             TU_AT(tu_int(IR_ATTR_HEADS, 2), tu_int(IR_ATTR_HEAD_SIZE, D),
-                                   tu_float(IR_ATTR_SCALE, 1.0f / sqrtf((float)D)))));
+        tu_output(g, attention(g, x, -1, -1, 2, D));
         if (D == 72)
             tu_output(g, rope_attention(g, x, 2, 72, 0, IR_ROPE_HALVES, 49, 0, "rope72"));
     }
@@ -580,21 +587,15 @@ static void test_attention_wg_emulated(void **state)
     setenv("VITC_CUDA_ATTN_WIDE_BLOCKS", "1", 1);
     ir_graph *g = tu_graph_new("attn-wg.onnx", 18);
     int xa = tu_input(g, "xa", IR_F32, 3, TU_DIMS(-1, 197, 3 * 2 * 64));
-    tu_output(g, tu_node(g, IR_OP_ATTENTION, NULL, IR_F32, 1, TU_IN(xa), 3,
-                         TU_AT(tu_int(IR_ATTR_HEADS, 2), tu_int(IR_ATTR_HEAD_SIZE, 64), tu_float(IR_ATTR_SCALE, 0.125f))));
-    int xb = tu_input(g, "xb", IR_F32, 3, TU_DIMS(-1, 300, 3 * 64)), bb = tu_input(g, "bb", IR_F32, 4, TU_DIMS(-1, 1, 300, 300));
-    tu_output(g, tu_node(g, IR_OP_ATTENTION, NULL, IR_F32, 2, TU_IN(xb, bb), 3,
-                         TU_AT(tu_int(IR_ATTR_HEADS, 1), tu_int(IR_ATTR_HEAD_SIZE, 64), tu_float(IR_ATTR_SCALE, 0.125f))));
+    tu_output(g, attention(g, xa, -1, -1, 2, 64));
+    int xb = tu_input(g, "xb", IR_F32, 3, TU_DIMS(-1, 300, 3 * 64));
+    tu_output(g, attention(g, xb, tu_input(g, "bb", IR_F32, 4, TU_DIMS(-1, 1, 300, 300)), -1, 1, 64));
     int xc = tu_input(g, "xc", IR_F32, 3, TU_DIMS(-1, 130, 3 * 2 * 128));
-    tu_output(g, tu_node(g, IR_OP_ATTENTION, NULL, IR_F32, 1, TU_IN(xc), 3,
-                         TU_AT(tu_int(IR_ATTR_HEADS, 2), tu_int(IR_ATTR_HEAD_SIZE, 128), tu_float(IR_ATTR_SCALE, 0.088f))));
+    tu_output(g, attention(g, xc, -1, -1, 2, 128));
     int xd = tu_input(g, "xd", IR_F32, 3, TU_DIMS(-1, 90, 3 * 96));
-    tu_output(g, tu_node(g, IR_OP_ATTENTION, NULL, IR_F32, 1, TU_IN(xd), 3,
-                         TU_AT(tu_int(IR_ATTR_HEADS, 1), tu_int(IR_ATTR_HEAD_SIZE, 96), tu_float(IR_ATTR_SCALE, 0.1f))));
+    tu_output(g, attention(g, xd, -1, -1, 1, 96));
     int kv = tu_input(g, "kv", IR_F32, 3, TU_DIMS(-1, 70, 2 * 2 * 64)), q = tu_input(g, "q", IR_F32, 3, TU_DIMS(-1, 150, 2 * 64));
-    int cb = tu_const_f32(g, "cb", 4, TU_DIMS(1, 2, 1, 70), NULL);
-    tu_output(g, tu_node(g, IR_OP_ATTENTION, NULL, IR_F32, 3, TU_IN(kv, cb, q), 3,
-                         TU_AT(tu_int(IR_ATTR_HEADS, 2), tu_int(IR_ATTR_HEAD_SIZE, 64), tu_float(IR_ATTR_SCALE, 0.125f))));
+    tu_output(g, attention(g, kv, tu_const_f32(g, "cb", 4, TU_DIMS(1, 2, 1, 70), NULL), q, 2, 64));
     check_graph_as("attn-wg", g, FP16 | BF16, 1);
     g = tu_graph_new("attn-wg-rope.onnx", 18);
     int xr = tu_input(g, "xr", IR_F32, 3, TU_DIMS(-1, 197, 3 * 2 * 64));
@@ -603,17 +604,13 @@ static void test_attention_wg_emulated(void **state)
     tu_output(g, rope_attention(g, xs, 2, 32, 0, IR_ROPE_INTERLEAVED, 290, 1, "rope32i"));
     check_graph_as("attn-wg-rope", g, FP16, 1);
     g = tu_graph_new("attn-wg-portable.onnx", 18);
-    xa = tu_input(g, "xa", IR_F32, 3, TU_DIMS(-1, 197, 3 * 2 * 64));
-    tu_output(g, tu_node(g, IR_OP_ATTENTION, NULL, IR_F32, 1, TU_IN(xa), 3,
-                         TU_AT(tu_int(IR_ATTR_HEADS, 2), tu_int(IR_ATTR_HEAD_SIZE, 64), tu_float(IR_ATTR_SCALE, 0.125f))));
+    tu_output(g, attention(g, tu_input(g, "xa", IR_F32, 3, TU_DIMS(-1, 197, 3 * 2 * 64)), -1, -1, 2, 64));
     check_graph_as("attn-wg-portable", g, FP16, 0);
 
     /* the rows past N of image 0's last key block are image 1's tokens: with image 1 all NaN, images 0 and 2
      * still match the interpreter (V's rows past N zeroed, not multiplied by zero probabilities) */
     g = tu_graph_new("attn-wg-nan.onnx", 18);
-    xa = tu_input(g, "xa", IR_F32, 3, TU_DIMS(-1, 197, 3 * 2 * 64));
-    tu_output(g, tu_node(g, IR_OP_ATTENTION, NULL, IR_F32, 1, TU_IN(xa), 3,
-                         TU_AT(tu_int(IR_ATTR_HEADS, 2), tu_int(IR_ATTR_HEAD_SIZE, 64), tu_float(IR_ATTR_SCALE, 0.125f))));
+    tu_output(g, attention(g, tu_input(g, "xa", IR_F32, 3, TU_DIMS(-1, 197, 3 * 2 * 64)), -1, -1, 2, 64));
     tu_check_graph(g, "attn-wg-nan");
     ir_tensor in, ref, out;
     tu_random_inputs(g, 3, &in);
@@ -722,8 +719,7 @@ static void test_sm90a_mutations(void **state)
     /* attention over 300 tokens: 5 blocks of keys around attention_wg's ring of 4 stages, the last of 44;
      * and with a rotary table over tokens 1..290 */
     int z = tu_input(g, "z", IR_F32, 3, TU_DIMS(-1, 300, 3 * 64));
-    tu_output(g, tu_node(g, IR_OP_ATTENTION, NULL, IR_F32, 1, TU_IN(z), 3,
-                         TU_AT(tu_int(IR_ATTR_HEADS, 1), tu_int(IR_ATTR_HEAD_SIZE, 64), tu_float(IR_ATTR_SCALE, 0.125f))));
+    tu_output(g, attention(g, z, -1, -1, 1, 64));
     tu_output(g, rope_attention(g, z, 1, 64, 0, IR_ROPE_HALVES, 290, 0, "rope64"));
     enum { NOUT = 4 };
     tu_check_graph(g, "sm90a-mutations");

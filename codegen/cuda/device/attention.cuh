@@ -75,29 +75,31 @@ struct alignas(16) attn_piece {
     vk_u32 w[4];
 };
 
-/* Copies rows [r0, r0 + nrows) of Q, K or V for head h of image b into
- * shared memory rows of rs bytes; rows at or past N become zeros. */
+/* Copies rows [r0, r0 + nrows) of Q, K or V (part which) for head h of
+ * image b into shared memory rows of rs bytes, and with dst2 those of part
+ * which + 1 into dst2; rows at or past N become zeros. */
 template <class T, int D, int LAYOUT, int NT, int NP>
 VK_DEV void attn_load_rows(unsigned char *dst, int rs, const T *qkv, vk_i64 b, int N, int H, int h, int which, int r0,
-                           int nrows)
+                           int nrows, unsigned char *dst2 = nullptr)
 {
     if (LAYOUT == 0) {
         enum { CH = D * 2 / 16 }; /* 16-byte chunks per row */
-        for (int c = threadIdx.x; c < nrows * CH; c += NT) {
-            int r = c / CH, ch = c % CH, n = r0 + r;
-            bool ok = n < N;
-            const T *src = qkv + qkv_index<0, NP>(b * N + (ok ? n : 0), H, D, h, ch * 8, which);
-            vk_cp_async16(dst + r * rs + ch * 16, src, ok);
-        }
+        for (int part = 0; part < (dst2 ? 2 : 1); part++)
+            for (int c = threadIdx.x; c < nrows * CH; c += NT) {
+                int r = c / CH, ch = c % CH, n = r0 + r;
+                bool ok = n < N;
+                const T *src = qkv + qkv_index<0, NP>(b * N + (ok ? n : 0), H, D, h, ch * 8, which + part);
+                vk_cp_async16((part ? dst2 : dst) + r * rs + ch * 16, src, ok);
+            }
     } else {
         /* the head's NP parts lie interleaved in one span of a row, D * NP elements from element (h, 0, 0):
-         * read it in 16-byte pieces and keep the elements of part `which`, each piece's element i being
-         * (d, part) = divmod(8 ch + i, NP) */
+         * read it once in 16-byte pieces and keep the elements of part `which` (and which + 1), each piece's
+         * element i being (d, part) = divmod(8 ch + i, NP) */
         enum { CH = D * NP * 2 / 16 };
         static_assert(D % 8 == 0, "a head's span in whole 16-byte pieces");
         for (int c = threadIdx.x; c < nrows * CH; c += NT) {
             int r = c / CH, ch = c % CH, n = r0 + r;
-            T *row = (T *)(dst + r * rs);
+            T *row = (T *)(dst + r * rs), *row2 = dst2 ? (T *)(dst2 + r * rs) : nullptr;
             attn_piece v = {};
             if (n < N)
                 v = *(const attn_piece *)(qkv + qkv_index<1, NP>(b * N + n, H, D, h, 0, 0) + ch * 8);
@@ -107,6 +109,8 @@ VK_DEV void attn_load_rows(unsigned char *dst, int rs, const T *qkv, vk_i64 b, i
                 int pos = ch * 8 + i;
                 if (pos % NP == which)
                     row[pos / NP] = e[i];
+                else if (row2 && pos % NP == which + 1)
+                    row2[pos / NP] = e[i];
             }
         }
     }
@@ -304,8 +308,8 @@ VK_DEV void attention_tc(const vk_attention_params &p, int N, int H, float scale
     for (int c0 = 0; c0 < N; c0 += KC) {
         __syncthreads(); /* the previous chunk is no longer read */
         for (int g = 0; g < NC; g++) { /* one cp.async group per 64 keys */
-            attn_load_rows<T, D, LAYOUT, NT, NP>(Ks + g * 64 * RS, RS, qkv, b, N, H, h, NP - 2, c0 + g * 64, 64);
-            attn_load_rows<T, D, LAYOUT, NT, NP>(Vs + g * 64 * RS, RS, qkv, b, N, H, h, NP - 1, c0 + g * 64, 64);
+            attn_load_rows<T, D, LAYOUT, NT, NP>(Ks + g * 64 * RS, RS, qkv, b, N, H, h, NP - 2, c0 + g * 64, 64,
+                                                 Vs + g * 64 * RS); /* K and V, the einops span read once */
             vk_cp_async_commit();
         }
         for (int kb = 0; kb < KC && c0 + kb < N; kb += 64) {
