@@ -577,8 +577,9 @@ static void test_head_sizes_emulated(void **state)
  * cross-attention of 150 queries (two tiles of 128) over 70 keys with a bias broadcast over images and rows;
  * none spilling registers on sm_90a (NVRTC's report).  With rotary tables (rotated in shared memory by the
  * producer's three rotating warps): heads of 64 over 197 tokens from token 1 (halves), heads of 32 over 300
- * with a table of 290 rows per head (interleaved; keys 291.. left alone).  Then a NaN image beside
- * two others.  The fixtures' and
+ * with a table of 290 rows per head (interleaved; keys 291.. left alone).  The einops layout (loaded by
+ * the producer's four warps, no TMA): heads of 64 over 197 tokens, and of 32 over 300 with a rotary table.
+ * Then a NaN image beside two others.  The fixtures' and
  * zoo's heads of 16 run it in test_sm90a_emulated. */
 static void test_attention_wg_emulated(void **state)
 {
@@ -603,6 +604,14 @@ static void test_attention_wg_emulated(void **state)
     int xs = tu_input(g, "xs", IR_F32, 3, TU_DIMS(-1, 300, 3 * 2 * 32));
     tu_output(g, rope_attention(g, xs, 2, 32, 0, IR_ROPE_INTERLEAVED, 290, 1, "rope32i"));
     check_graph_as("attn-wg-rope", g, FP16, 1);
+    g = tu_graph_new("attn-wg-einops.onnx", 18);
+    int xe = tu_input(g, "xe", IR_F32, 3, TU_DIMS(-1, 197, 3 * 2 * 64));
+    tu_output(g, tu_node(g, IR_OP_ATTENTION, NULL, IR_F32, 1, TU_IN(xe), 4,
+                         TU_AT(tu_int(IR_ATTR_HEADS, 2), tu_int(IR_ATTR_HEAD_SIZE, 64), tu_int(IR_ATTR_QKV_LAYOUT, 1),
+                               tu_float(IR_ATTR_SCALE, 0.125f))));
+    int xf = tu_input(g, "xf", IR_F32, 3, TU_DIMS(-1, 300, 3 * 2 * 32));
+    tu_output(g, rope_attention(g, xf, 2, 32, 1, IR_ROPE_HALVES, 290, 0, "rope32e"));
+    check_graph_as("attn-wg-einops", g, FP16 | BF16, 1);
     g = tu_graph_new("attn-wg-portable.onnx", 18);
     tu_output(g, attention(g, tu_input(g, "xa", IR_F32, 3, TU_DIMS(-1, 197, 3 * 2 * 64)), -1, -1, 2, 64));
     check_graph_as("attn-wg-portable", g, FP16, 0);
@@ -767,13 +776,13 @@ static void test_sm90a_mutations(void **state)
         {"V's 8-key groups taken 512 bytes apart", "(unsigned long long)(1024 >> 4) << 32) |",
          "(unsigned long long)(512 >> 4) << 32) |"},
         {"a consumer waits for the other phase of a key block",
-         "vk_mbar_wait(&full[s], (c / WS) & 1);\n        if (idle)",
-         "vk_mbar_wait(&full[s], ((c / WS) & 1) ^ 1);\n        if (idle)"},
+         "vk_mbar_wait(PREP ? &ready[s] : &full[s], (c / WS) & 1);",
+         "vk_mbar_wait(PREP ? &ready[s] : &full[s], ((c / WS) & 1) ^ 1);"},
         {"no wgmma.fence between the softmax and P V", "        vk_wg_fence(); /* o rescaled", "        /* o rescaled"},
         {"a key block released with P V in flight", "        vk_wg_wait<0>();\n        if (lane == 0) /* K and V",
          "        vk_wg_wait<1>();\n        if (lane == 0) /* K and V"},
-        {"consumers not waiting for the rotated keys", "            vk_mbar_wait(&ready[s], (c / WS) & 1);\n        else if",
-         "            ;\n        else if"},
+        {"consumers not waiting for the rotated keys", "vk_mbar_wait(PREP ? &ready[s] : &full[s], (c / WS) & 1);",
+         "vk_mbar_wait(&full[s], (c / WS) & 1);"},
         {NULL, NULL, NULL},
     };
     static const bug no_bugs[] = {{NULL, NULL, NULL}};

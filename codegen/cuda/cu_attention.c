@@ -25,6 +25,8 @@
  * warp; 384 with a rotary table, three more warps rotating Q and K in shared
  * memory), two blocks an SM up to heads of 64 without one; its two tensor
  * maps are qkv's (K and V) and the queries' (qkv or q), boxes of 64 x 64.
+ * Self-attention in the einops layout runs it too, 384 threads, its four
+ * producing warps loading the tiles without TMA (no tensor maps).
  * Up to 64 queries its blocks take as many as the 64-row ones, so there the
  * threshold applies too.  Other GPUs run attention_tc's 8 warps in its grid. */
 #include "codegen/cuda/cu_impl.h"
@@ -97,24 +99,26 @@ int cu_attention_supports(const ir_graph *g, const ir_node *n, char *why, size_t
 }
 
 /* attention_wg's stages of 64 keys (4 for heads up to 64, 2 above), its shared memory and threads
- * (attn_wg_smem of attention.cuh), and its blocks an SM: two up to heads of 64 without a rotary table. */
+ * (attn_wg_smem of attention.cuh), and its blocks an SM: two up to heads of 64 unless the producer prepares
+ * the tiles (prep: a rotary table or the einops layout). */
 static int wg_stages(int64_t D) { return D <= 64 ? 4 : 2; }
 static unsigned wg_smem(int64_t D)
 {
     int64_t db = (D + 63) / 64, ws = wg_stages(D);
     return (unsigned)(1024 + 128 * 128 * db + ws * 2 * 64 * 128 * db + (3 * ws + 3) * 8);
 }
-static unsigned wg_threads(int rope) { return rope ? 384u : 288u; }
-static int wg_blocks(int64_t D, int rope) { return D <= 64 && !rope ? 2 : 1; }
+static unsigned wg_threads(int prep) { return prep ? 384u : 288u; }
+static int wg_blocks(int64_t D, int prep) { return D <= 64 && !prep ? 2 : 1; }
 
 /* Whether the 128-row blocks of node (view a) run attention_wg on sm_90a (VITC_CUDA_ATTN_WGMMA): fp16/bf16,
- * heads a multiple of 16 up to 128, the [3][H][D] layout or cross-attention, and rows the copy engine's
- * 32-bit coordinates reach at the largest batch. */
+ * heads a multiple of 16 up to 128, the [3][H][D] layout or cross-attention (or self-attention in the einops
+ * layout, which its producer loads without TMA), and rows the copy engine's 32-bit coordinates reach at the
+ * largest batch. */
 static int use_attn_wg(const cu_ctx *c, const ir_attention *a, int64_t N, int64_t Nq)
 {
     int64_t D = a->head_size, rows = c->max_batch * (N > Nq ? N : Nq);
     return c->knobs.cuda_attn_wgmma && (c->prec == CU_FP16 || c->prec == CU_BF16) && D % 16 == 0 && D <= 128 &&
-           a->layout == 0 && rows < ((int64_t)1 << 31) - 256;
+           (a->layout == 0 || a->parts == 3) && rows < ((int64_t)1 << 31) - 256;
 }
 
 /* The kernel of node (view a) with qw warps (the tensor-core kernel; the SIMT one ignores qw; wg: attention_wg
@@ -133,7 +137,7 @@ static int attention_launch(cu_ctx *c, int node, const ir_attention *a, int qw, 
     unsigned threads = 128, smem;
     if (tc) {
         rows = 16 * qw;
-        threads = wg ? wg_threads(a->rope >= 0) : 32u * (unsigned)qw; /* attention_wg: producing warps */
+        threads = wg ? wg_threads(a->rope >= 0 || layout == 1) : 32u * (unsigned)qw; /* attention_wg: producing warps */
         int64_t rs = ((D + 15) / 16 * 16 + 8) * 2, fit = (CU_ATTN_SMEM / rs - rows) / 2 / 64 * 64, all = (N + 63) / 64 * 64;
         kc = all <= fit ? all : fit;
         if (kc < 64)
@@ -161,10 +165,14 @@ static int attention_launch(cu_ctx *c, int node, const ir_attention *a, int qw, 
         snprintf(rl, sizeof rl, " +rope (%s%s)", a->rope_pairing == IR_ROPE_INTERLEAVED ? "interleaved" : "halves",
                  rh > 1 ? ", per head" : "");
     }
-    if (wg)
+    if (wg && layout == 0) /* the tensor maps */
         cu_str_add(&s, "VK_KERNEL_TMA(@, %u, %d, vk_attention_params)\n{\n    vk::attention_wg<%s, %lld, %d, %s, %s, %d, "
-                   "%lld%s>(VK_TMAPS, ", threads, wg_blocks(D, rope), t, (long long)D, np, bias, tb, wg_stages(D),
-                   (long long)kc, rt);
+                   "%lld, %d>(VK_TMAPS, ", threads, wg_blocks(D, rope), t, (long long)D, np, bias, tb, wg_stages(D),
+                   (long long)kc, rope ? (int)a->rope_pairing : 0);
+    else if (wg) /* einops: none */
+        cu_str_add(&s, "VK_KERNEL(@, %u, vk_attention_params)\n{\n    vk::attention_wg<%s, %lld, %d, %s, %s, %d, %lld, %d, "
+                   "1>(nullptr, nullptr, ", threads, t, (long long)D, np, bias, tb, wg_stages(D), (long long)kc,
+                   rope ? (int)a->rope_pairing : 0);
     else if (tc)
         cu_str_add(&s, "VK_KERNEL(@, %u, vk_attention_params)\n{\n    vk::attention_tc<%s, %lld, %d, %lld, %d, %s, %s, "
                    "%d%s>(", threads, t, (long long)D, layout, (long long)kc, np, bias, tb, qw, rt);
@@ -195,10 +203,13 @@ static int attention_launch(cu_ctx *c, int node, const ir_attention *a, int qw, 
         return c->d->status;
     l->min_batch = lo;
     l->max_batch = hi;
-    if (wg) { /* on sm_90a: its own shared memory, and the maps of K and V (qkv) and of Q (qkv, or q), boxes of 64 x 64 */
+    if (wg) { /* on sm_90a: its own shared memory */
+        l->smem_specific = wg_smem(D);
+        c->wgmma = 1;
+    }
+    if (wg && layout == 0) { /* the maps of K and V (qkv) and of Q (qkv, or q), boxes of 64 x 64 */
         int elem = c->prec == CU_BF16 ? VITC_CUDA_TMAP_BF16 : VITC_CUDA_TMAP_F16;
         cg_poly brows = cg_poly_scale(cg_poly_dim(x->dims[0]), N);
-        l->smem_specific = wg_smem(D);
         l->ntmaps = 2;
         l->tmaps[0] = (cu_tmap){CU_FIELD(vk_attention_params, qkv), elem, brows, np * H * D, np * H * D * 2, 64, 64};
         if (vq >= 0)
@@ -206,7 +217,6 @@ static int attention_launch(cu_ctx *c, int node, const ir_attention *a, int qw, 
                                     cg_poly_scale(cg_poly_dim(c->g->values[vq].dims[0]), Nq), H * D, H * D * 2, 64, 64};
         else
             l->tmaps[1] = l->tmaps[0];
-        c->wgmma = 1;
     }
     /* blockIdx.x: query tile + tiles * image */
     l->grid[0] = cg_poly_scale(cg_poly_dim(x->dims[0]), (Nq + rows - 1) / rows);

@@ -136,17 +136,17 @@ template <class T, bool SW> VK_DEV T *attn_tile_at(unsigned char *base, int rs, 
     return (T *)(base + (e >> 6) * rs + r * 128 + ((((e & 63) >> 3) ^ (r & 7)) << 4)) + (e & 7);
 }
 
-/* Rotates in place the rows of a tile in shared memory (nrows rows from base, attn_tile_at's layout, row r
+/* Rotates in place the rows of a tile in shared memory (rows r0 .. nrows - 1 from base, attn_tile_at's layout, row r
  * holding token n0 + r) whose tokens the head's tables cs, sn [R, D] cover (rope_start <= n0 + r < rope_start +
  * R), thread t of NT taking whole pairs of elements, in fp32, rounding back to T; rows outside the table (zero
  * padding past N among them) are left as they are.  Returns whether any row was rotated: the same in every
  * thread, so that the caller's barrier after it is reached by all or none. */
 template <class T, int D, int ROPE, int NT, bool SW = false>
 VK_DEV bool attn_rope_tile(unsigned char *base, int rs, const float *cs0, const float *sn0, int R, int rope_start,
-                           int n0, int nrows, int t = threadIdx.x)
+                           int n0, int nrows, int t = threadIdx.x, int r0 = 0)
 {
     enum { HP = D / 2 }; /* pairs per row */
-    const int lo = rope_start - n0 > 0 ? rope_start - n0 : 0;
+    const int lo = rope_start - n0 > r0 ? rope_start - n0 : r0; /* rows r0 .. nrows - 1 only */
     const int hi = rope_start + R - n0 < nrows ? rope_start + R - n0 : nrows;
 #pragma unroll 1 /* unrolled, it spilled the 8-warp kernel at head size 16 on sm_80 */
     for (int c = lo * HP + t; c < hi * HP; c += NT) {
@@ -376,8 +376,8 @@ VK_DEV void attention_tc(const vk_attention_params &p, int N, int H, float scale
 
 /* ---- Hopper (sm_90a): attention on wgmma, fed by the tensor memory accelerator ----
  *
- * attention_wg (f16/bf16, self-attention of the [3][H][D] layout or
- * cross-attention, head size a multiple of 16 up to 128): 128 query rows a
+ * attention_wg (f16/bf16, self-attention of the [3][H][D] or the einops
+ * layout or cross-attention, head size a multiple of 16 up to 128): 128 query rows a
  * block, as attention_tc's 8-warp grid.  Warpgroups 0 and 1 compute 64 rows
  * each; the warp after them produces: its lane 0 issues bulk tensor copies
  * (boxes of 64 rows x 64 elements, 128-byte swizzle) of the block's Q (mq:
@@ -414,20 +414,27 @@ VK_DEV void attention_tc(const vk_attention_params &p, int N, int H, float scale
  * full[s].  The rotation of one block runs under the consumers' work on the
  * block before.
  *
+ * The einops layout ([H][D][3]: LAYOUT 1, self-attention) has no box the
+ * copy engine could load: there all four producer warps prepare, each
+ * thread loading whole rows (the head's span read once in 16-byte pieces,
+ * Q, or K and V together, attn_wg_einops_row) into a stage that empty[s]
+ * shows free, rows past N as zeros, rotating its own rows, then ready[s].
+ *
  * A warpgroup whose 64 rows are all past the queries (Nq <= 64 leaves the
  * second so) only waits for each key block and releases it.
  *
  * Other targets run attention_tc with 8 computing warps over the same grid,
  * the ninth loading (NTH 288), K and V in chunks of KC keys; the kernel is
  * declared with VK_KERNEL_TMA, the maps there unused. */
-template <int D, int WS, int ROPE = 0> struct attn_wg_smem {
+template <int D, int WS, int PREP = 0, int TMA = 1> struct attn_wg_smem {
     enum {
         DB = (D + 63) / 64,  /* column blocks of 64 elements */
         q = 128 * 128 * DB,  /* Q: 128 rows a column block */
         kv = 64 * 128 * DB,  /* K or V of 64 keys */
         stage = 2 * kv,
         bytes = 1024 + q + WS * stage + (3 * WS + 3) * 8, /* full, empty, ready; qbar, tail, qready */
-        pw = ROPE ? 4 : 1,   /* producer warps: with a rotary table three rotate, one loads */
+        pw = PREP ? 4 : 1,   /* producer warps: preparing ones (three, or four without TMA) and a loading one */
+        pt = PREP ? 32 * (pw - TMA) : 0, /* preparing threads */
         threads = 256 + 32 * pw
     };
 };
@@ -467,16 +474,47 @@ template <class T> VK_DEV void attn_wg_qk(float *sc, const unsigned char *qa, co
 }
 #endif
 
-template <class T, int D, int NP, bool BIAS, class TB, int WS, int KC, int ROPE = 0>
+/* Row r of a tile of attention_wg's (attn_tile_at's swizzled layout, column blocks rs bytes apart): the head's
+ * part which of token n of image b from the einops [H][D][3] layout, its span read once in 16-byte pieces; with
+ * dst2, part which + 1 into the same row of dst2; zeros where n is not below N. */
+template <class T, int D>
+VK_DEV void attn_wg_einops_row(unsigned char *dst, unsigned char *dst2, int rs, int r, const T *qkv, vk_i64 b, int n,
+                               int N, int H, int h, int which)
+{
+    if (n >= N) {
+        for (int e = 0; e < D; e++) {
+            vk_put(attn_tile_at<T, true>(dst, rs, r, e), 0.0f);
+            if (dst2)
+                vk_put(attn_tile_at<T, true>(dst2, rs, r, e), 0.0f);
+        }
+        return;
+    }
+    const attn_piece *src = (const attn_piece *)(qkv + qkv_index<1, 3>(b * N + n, H, D, h, 0, 0));
+    for (int ch = 0; ch < D * 3 / 8; ch++) {
+        const attn_piece v = src[ch];
+        const T *e = (const T *)&v;
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const int pos = ch * 8 + i, part = pos % 3, d = pos / 3;
+            if (part == which)
+                *attn_tile_at<T, true>(dst, rs, r, d) = e[i];
+            else if (dst2 && part == which + 1)
+                *attn_tile_at<T, true>(dst2, rs, r, d) = e[i];
+        }
+    }
+}
+
+template <class T, int D, int NP, bool BIAS, class TB, int WS, int KC, int ROPE = 0, int LAYOUT = 0>
 VK_DEV void attention_wg(const vk_tmap *mkv, const vk_tmap *mq, const vk_attention_params &p, int N, int H,
                          float scale_log2, float post_scale, vk_i64 sb, vk_i64 sh, vk_i64 si, int Nq, int R = 0,
                          int rope_start = 0, int rope_heads = 1, vk_i64 bp = 0)
 {
 #if VK_SM90A
-    typedef attn_wg_smem<D, WS, ROPE> SM;
-    enum { DB = SM::DB, QB = 128 * 128, KB = 64 * 128, RT = 32 * (SM::pw - 1) /* rotating threads */ };
+    enum { PREP = ROPE || LAYOUT == 1, TMA = LAYOUT == 0 };
+    typedef attn_wg_smem<D, WS, PREP, TMA> SM;
+    enum { DB = SM::DB, QB = 128 * 128, KB = 64 * 128, PT = SM::pt };
     static_assert(sizeof(T) == 2 && D % 16 == 0 && D <= 128 && (NP == 2 || NP == 3), "f16/bf16, heads of 16k <= 128");
-    static_assert(ROPE == 0 || NP == 3, "a rotary table: self-attention");
+    static_assert((ROPE == 0 && LAYOUT == 0) || NP == 3, "a rotary table or the einops layout: self-attention");
     T *out = (T *)p.y;
     const TB *bias = BIAS ? (const TB *)p.bias : nullptr;
     unsigned char *smem = vk_smem + ((1024 - (vk_smem_addr(vk_smem) & 1023)) & 1023);
@@ -492,36 +530,56 @@ VK_DEV void attention_wg(const vk_tmap *mkv, const vk_tmap *mq, const vk_attenti
         for (int s = 0; s < WS; s++) {
             vk_mbar_init(&full[s], 1);
             vk_mbar_init(&empty[s], 8);
-            if (ROPE)
-                vk_mbar_init(&ready[s], RT);
+            if (PREP)
+                vk_mbar_init(&ready[s], PT);
         }
         vk_mbar_init(qbar, 1);
         vk_mbar_init(tail, 32);
-        if (ROPE)
-            vk_mbar_init(qready, RT);
+        if (PREP)
+            vk_mbar_init(qready, PT);
         vk_fence_mbar_init();
-        vk_prefetch_tmap(mkv);
-        vk_prefetch_tmap(mq);
+        if (TMA) {
+            vk_prefetch_tmap(mkv);
+            vk_prefetch_tmap(mq);
+        }
     }
     __syncthreads();
     const float *rcs = nullptr, *rsn = nullptr; /* the head's rotary tables */
     if (ROPE)
         attn_rope_head(p.rope, R, D, rope_heads, h, &rcs, &rsn);
-    if (wg == 2 && ROPE && tid < 256 + RT) {
-        /* the rotating warps: Q once, then each key block as it lands (and the last one's V rows past N
-         * zeroed), each made visible to wgmma and announced on qready / ready[s] */
+    if (wg == 2 && PREP && tid < 256 + PT) {
+        /* the preparing warps: Q once, then each key block, made visible to wgmma and announced on qready /
+         * ready[s].  With TMA: rotated as it lands (the last one's V rows past N zeroed); einops: loaded into
+         * a free stage a row a thread (rows past N zeros), each row rotated by the thread that wrote it */
         const int t = tid - 256;
-        vk_mbar_wait(qbar, 0);
-        attn_rope_tile<T, D, ROPE, RT, true>(Qs, QB, rcs, rsn, R, rope_start, q0, 128, t);
+        if (TMA) {
+            vk_mbar_wait(qbar, 0);
+            attn_rope_tile<T, D, ROPE, PT, true>(Qs, QB, rcs, rsn, R, rope_start, q0, 128, t);
+        } else {
+            for (int r = t; r < 128; r += PT) {
+                attn_wg_einops_row<T, D>(Qs, nullptr, QB, r, (const T *)p.qkv, b, q0 + r, N, H, h, 0);
+                if (ROPE)
+                    attn_rope_tile<T, D, ROPE, 1, true>(Qs, QB, rcs, rsn, R, rope_start, q0, r + 1, 0, r);
+            }
+        }
         vk_fence_proxy_async();
         vk_mbar_arrive(qready);
         for (int c = 0; c < nch; c++) {
             const int s = c % WS;
             unsigned char *Ks = St + s * SM::stage;
-            vk_mbar_wait(&full[s], (c / WS) & 1);
-            attn_rope_tile<T, D, ROPE, RT, true>(Ks, KB, rcs, rsn, R, rope_start, c * 64, 64, t);
-            if (c == nch - 1 && zero_tail)
-                attn_wg_zero_rows<DB>(Ks + SM::kv, kn_last, 16 - kn_last % 16, t, RT);
+            if (TMA) {
+                vk_mbar_wait(&full[s], (c / WS) & 1);
+                attn_rope_tile<T, D, ROPE, PT, true>(Ks, KB, rcs, rsn, R, rope_start, c * 64, 64, t);
+                if (c == nch - 1 && zero_tail)
+                    attn_wg_zero_rows<DB>(Ks + SM::kv, kn_last, 16 - kn_last % 16, t, PT);
+            } else {
+                vk_mbar_wait(&empty[s], ((c / WS) & 1) ^ 1);
+                for (int r = t; r < 64; r += PT) {
+                    attn_wg_einops_row<T, D>(Ks, Ks + SM::kv, KB, r, (const T *)p.qkv, b, c * 64 + r, N, H, h, 1);
+                    if (ROPE)
+                        attn_rope_tile<T, D, ROPE, 1, true>(Ks, KB, rcs, rsn, R, rope_start, c * 64, r + 1, 0, r);
+                }
+            }
             vk_fence_proxy_async();
             vk_mbar_arrive(&ready[s]);
         }
@@ -547,7 +605,7 @@ VK_DEV void attention_wg(const vk_tmap *mkv, const vk_tmap *mq, const vk_attenti
                 }
             }
         }
-        if (!ROPE && zero_tail) {
+        if (!PREP && zero_tail) {
             const int c = nch - 1, s = c % WS;
             vk_mbar_wait(&full[s], (c / WS) & 1);
             attn_wg_zero_rows<DB>(St + s * SM::stage + SM::kv, kn_last, 16 - kn_last % 16, lane, 32);
@@ -567,18 +625,16 @@ VK_DEV void attention_wg(const vk_tmap *mkv, const vk_tmap *mq, const vk_attenti
 #pragma unroll
         for (int e = 0; e < 4; e++)
             o[j][e] = 0.0f;
-    vk_mbar_wait(ROPE ? qready : qbar, 0);
+    vk_mbar_wait(PREP ? qready : qbar, 0);
     for (int c = 0; c < nch; c++) {
         const int s = c % WS, kn = c == nch - 1 ? kn_last : 64;
-        vk_mbar_wait(&full[s], (c / WS) & 1);
-        if (idle) { /* released once full (an earlier release could count towards the stage's previous phase) */
+        vk_mbar_wait(PREP ? &ready[s] : &full[s], (c / WS) & 1);
+        if (idle) { /* released once ready (an earlier release could count towards the stage's previous phase) */
             if (lane == 0)
                 vk_mbar_arrive(&empty[s]);
             continue;
         }
-        if (ROPE)
-            vk_mbar_wait(&ready[s], (c / WS) & 1);
-        else if (c == nch - 1 && zero_tail)
+        if (!PREP && c == nch - 1 && zero_tail)
             vk_mbar_wait(tail, 0);
         const unsigned char *Ks = St + s * SM::stage, *Vs = Ks + SM::kv;
         float sc[8][4];
@@ -612,7 +668,7 @@ VK_DEV void attention_wg(const vk_tmap *mkv, const vk_tmap *mq, const vk_attenti
         attn_store<T, D, D / 8>(out, o, l, post_scale, b, qr, Nq, H * D, h);
 #else
     (void)mkv, (void)mq;
-    attention_tc<T, D, 0, KC, NP, BIAS, TB, 8, ROPE, attn_wg_smem<D, WS, ROPE>::threads>(
+    attention_tc<T, D, LAYOUT, KC, NP, BIAS, TB, 8, ROPE, attn_wg_smem<D, WS, ROPE || LAYOUT == 1, LAYOUT == 0>::threads>(
         p, N, H, scale_log2, post_scale, sb, sh, si, Nq, R, rope_start, rope_heads, bp);
 #endif
 }
