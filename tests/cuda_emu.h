@@ -513,10 +513,10 @@ static void fence_proxy_async(void)
 }
 
 /* The address of byte kb (of k) of row r (M or N) of a wgmma operand, K-major
- * (or MN-major where mn: B with imm-trans-b 1), whose shared memory descriptor is desc (PTX ISA, the matrix descriptor of
- * the warpgroup-level MMA): start address bits 0-13, leading byte offset
- * 16-29, stride byte offset 32-45 (each in 16-byte units), base offset
- * 49-51, swizzle mode 62-63.  No swizzle: core matrices of 8 rows x 16
+ * (or MN-major where mn: B with imm-trans-b 1), whose shared memory
+ * descriptor is desc (PTX ISA, the matrix descriptor of the warpgroup-level
+ * MMA): start address bits 0-13, leading byte offset 16-29, stride byte
+ * offset 32-45 (each in 16-byte units), base offset 49-51, swizzle mode 62-63.  No swizzle: core matrices of 8 rows x 16
  * bytes, LBO apart along k, SBO apart between groups of 8 rows.  128-byte
  * swizzle: rows of 128 bytes, groups of 8 rows SBO apart, the 16-byte unit
  * (address bits 4-6) XORed with the row within its 1024 bytes (bits 7-9).
@@ -616,7 +616,7 @@ static void wg_mma(float *d, unsigned long long da, const uint32_t *areg, unsign
     }
     wg_op *o = &cur->wg[cur->nwg++];
     o->d = d, o->da = da, o->db = db, o->kind = kind, o->n = n, o->group = cur->wg_committed, o->b_mn = b_mn;
-    if (!da) { /* row g (lane / 4) and g + 8 of the warp's 16: columns 2t, 2t + 1 and 2t + 8, 2t + 9 from lane 4g + t */
+    if (!da) { /* rows g (lane / 4) and g + 8 of the warp's 16: columns 2t, 2t + 1, 2t + 8, 2t + 9 from lane 4g + t */
         warpx *w = enter(4);
         memcpy(w->slot[cur->lane], areg, 16);
         yield_as(BAR_WARP);

@@ -166,11 +166,13 @@ static int attention_launch(cu_ctx *c, int node, const ir_attention *a, int qw, 
                  rh > 1 ? ", per head" : "");
     }
     if (wg && layout == 0) /* the tensor maps */
-        cu_str_add(&s, "VK_KERNEL_TMA(@, %u, %d, vk_attention_params)\n{\n    vk::attention_wg<%s, %lld, %d, %s, %s, %d, "
+        cu_str_add(&s,
+                   "VK_KERNEL_TMA(@, %u, %d, vk_attention_params)\n{\n    vk::attention_wg<%s, %lld, %d, %s, %s, %d, "
                    "%lld, %d>(VK_TMAPS, ", threads, wg_blocks(D, rope), t, (long long)D, np, bias, tb, wg_stages(D),
                    (long long)kc, rope ? (int)a->rope_pairing : 0);
     else if (wg) /* einops: none */
-        cu_str_add(&s, "VK_KERNEL(@, %u, vk_attention_params)\n{\n    vk::attention_wg<%s, %lld, %d, %s, %s, %d, %lld, %d, "
+        cu_str_add(&s,
+                   "VK_KERNEL(@, %u, vk_attention_params)\n{\n    vk::attention_wg<%s, %lld, %d, %s, %s, %d, %lld, %d, "
                    "1>(nullptr, nullptr, ", threads, t, (long long)D, np, bias, tb, wg_stages(D), (long long)kc,
                    rope ? (int)a->rope_pairing : 0);
     else if (tc)

@@ -668,8 +668,9 @@ VK_DEV void attention_wg(const vk_tmap *mkv, const vk_tmap *mq, const vk_attenti
         attn_store<T, D, D / 8>(out, o, l, post_scale, b, qr, Nq, H * D, h);
 #else
     (void)mkv, (void)mq;
-    attention_tc<T, D, LAYOUT, KC, NP, BIAS, TB, 8, ROPE, attn_wg_smem<D, WS, ROPE || LAYOUT == 1, LAYOUT == 0>::threads>(
-        p, N, H, scale_log2, post_scale, sb, sh, si, Nq, R, rope_start, rope_heads, bp);
+    enum { NTH = attn_wg_smem<D, WS, ROPE || LAYOUT == 1, LAYOUT == 0>::threads };
+    attention_tc<T, D, LAYOUT, KC, NP, BIAS, TB, 8, ROPE, NTH>(p, N, H, scale_log2, post_scale, sb, sh, si, Nq, R,
+                                                              rope_start, rope_heads, bp);
 #endif
 }
 
