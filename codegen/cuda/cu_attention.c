@@ -195,7 +195,7 @@ static int attention_launch(cu_ctx *c, int node, const ir_attention *a, int qw, 
                (long long)Nq, ra, pa);
     char label[128];
     snprintf(label, sizeof label, "attention %s %lldx N=%lld H=%lld D=%lld%s%s%s%s%s",
-             wg ? "wgmma+tma" : tc ? "mma" : "simt",
+             wg ? (layout ? "wgmma" : "wgmma+tma") : tc ? "mma" : "simt", /* einops: loaded without TMA */
              (long long)rows, (long long)N, (long long)H, (long long)D, layout ? " (h d qkv)" : "",
              tc && kc < (N + 63) / 64 * 64 ? " chunked" : "", vb >= 0 ? " +bias" : "", vq >= 0 ? " cross" : "", rl);
     int f = cu_add_kernel(c, "attn", label, &s);
