@@ -280,8 +280,8 @@ int ik_conv_geom_of(ik_ctx *c, const ir_tensor *X, const ir_tensor *W, ik_conv_g
                        X->rank, W->rank);
     int ns = X->rank - 2;
     int64_t group = ir_attr_int(c->n, IR_ATTR_GROUP, 1);
-    int64_t C = X->dims[1], M = W->dims[0], Cg = W->dims[1];
-    if (group < 1 || Cg * group != C || M % group != 0)
+    int64_t C = X->dims[1], M = W->dims[0], Cg = W->dims[1], cin;
+    if (group < 1 || ir_mul_ovf(Cg, group, &cin) || cin != C || M % group != 0)
         return ik_fail(c, VITC_BAD_INPUT, "group %lld does not fit %lld input channels, weight [%lld,%lld,...]",
                        (long long)group, (long long)C, (long long)M, (long long)Cg);
     memset(g, 0, sizeof *g);
@@ -300,32 +300,18 @@ int ik_conv_geom_of(ik_ctx *c, const ir_tensor *X, const ir_tensor *W, ik_conv_g
             if (ks[i] != W->dims[2 + i])
                 return ik_fail(c, VITC_BAD_INPUT, "kernel_shape does not match the weight's shape");
     }
-    const ir_attr *ap = ir_attr_get(c->n, IR_ATTR_AUTO_PAD);
-    const char *auto_pad = ap && ap->kind == IR_AT_STRING ? ap->s : "NOTSET";
+    int pad = ir_auto_pad_of(c->n);
+    if (pad < 0)
+        return ik_fail(c, VITC_BAD_INPUT, "auto_pad must be NOTSET, VALID, SAME_UPPER or SAME_LOWER");
     for (int i = 0; i < ns; i++) {
         int d = 2 - ns + i;
         in[d] = X->dims[2 + i];
         k[d] = W->dims[2 + i];
         pb[d] = pads[i];
         pe[d] = pads[ns + i];
-        if (str[d] < 1 || dil[d] < 1 || pb[d] < 0 || pe[d] < 0)
-            return ik_fail(c, VITC_BAD_INPUT, "strides and dilations must be positive and pads non-negative");
-        int64_t span = dil[d] * (k[d] - 1) + 1;
-        if (strcmp(auto_pad, "VALID") == 0) {
-            pb[d] = pe[d] = 0;
-        } else if (strncmp(auto_pad, "SAME_", 5) == 0) {
-            int64_t o = (in[d] + str[d] - 1) / str[d], total = (o - 1) * str[d] + span - in[d];
-            total = total < 0 ? 0 : total;
-            pb[d] = strcmp(auto_pad, "SAME_LOWER") == 0 ? (total + 1) / 2 : total / 2;
-            pe[d] = total - pb[d];
-        } else if (strcmp(auto_pad, "NOTSET") != 0) {
-            return ik_fail(c, VITC_BAD_INPUT, "auto_pad '%s' is not supported", auto_pad);
-        }
-        int64_t padded = in[d] + pb[d] + pe[d];
-        if (padded < span)
-            return ik_fail(c, VITC_BAD_INPUT, "the kernel (extent %lld) is larger than the padded input (%lld)",
-                           (long long)span, (long long)padded);
-        out[d] = (padded - span) / str[d] + 1;
+        const char *why = ir_conv_axis(in[d], k[d], str[d], dil[d], (ir_auto_pad)pad, &pb[d], &pe[d], &out[d]);
+        if (why)
+            return ik_fail(c, VITC_BAD_INPUT, "spatial dimension %d: %s", i, why);
     }
     g->rank = X->rank;
     g->dims[0] = g->Nb, g->dims[1] = M, g->dims[2] = out[0], g->dims[3] = out[1];

@@ -490,6 +490,47 @@ float ir_attr_float(const ir_node *n, ir_attr_id id, float dflt)
 
 int ir_input(const ir_node *n, int i) { return i < n->ninputs ? n->inputs[i] : -1; }
 
+int ir_auto_pad_of(const ir_node *n)
+{
+    static const char *const names[] = {"NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"};
+    const ir_attr *a = ir_attr_get(n, IR_ATTR_AUTO_PAD);
+    if (!a)
+        return IR_PAD_NOTSET;
+    for (int i = 0; a->kind == IR_AT_STRING && a->s && i < 4; i++)
+        if (strcmp(a->s, names[i]) == 0)
+            return i;
+    return -1;
+}
+
+const char *ir_conv_axis(int64_t in, int64_t k, int64_t s, int64_t d, ir_auto_pad pad, int64_t *pb, int64_t *pe,
+                         int64_t *out)
+{
+    int64_t span, padded;
+    if (s < 1 || d < 1 || k < 1 || in < 0)
+        return "strides, dilations and kernel sizes must be positive";
+    if (ir_mul_ovf(d, k - 1, &span) || ir_add_ovf(span, 1, &span))
+        return "the dilated kernel's extent overflows";
+    if (pad == IR_PAD_VALID) {
+        *pb = *pe = 0;
+    } else if (pad == IR_PAD_SAME_UPPER || pad == IR_PAD_SAME_LOWER) {
+        /* as many outputs as ceil(in / s), the pads split evenly, the odd one at the end (UPPER) */
+        int64_t o = in / s + (in % s != 0), total;
+        if (ir_mul_ovf(o - 1, s, &total) || ir_add_ovf(total, span - in, &total))
+            return "the padding SAME_* needs overflows";
+        total = total < 0 ? 0 : total;
+        *pb = pad == IR_PAD_SAME_LOWER ? total - total / 2 : total / 2;
+        *pe = total - *pb;
+    }
+    if (*pb < 0 || *pe < 0)
+        return "pads must be non-negative";
+    if (ir_add_ovf(in, *pb, &padded) || ir_add_ovf(padded, *pe, &padded))
+        return "the padded input's extent overflows";
+    if (padded < span)
+        return "the kernel is larger than the padded input";
+    *out = (padded - span) / s + 1;
+    return NULL;
+}
+
 int64_t ir_value_numel(const ir_value *v, int64_t batch)
 {
     if (v->rank < 0)

@@ -343,6 +343,17 @@ float ir_attr_float(const ir_node *n, ir_attr_id id, float dflt);
 /* Optional input i of n: its value index, or -1 when absent or omitted. */
 int ir_input(const ir_node *n, int i);
 
+/* Conv's auto_pad: the node's attribute (NOTSET when absent), or -1 when it names none of these. */
+typedef enum { IR_PAD_NOTSET, IR_PAD_VALID, IR_PAD_SAME_UPPER, IR_PAD_SAME_LOWER } ir_auto_pad;
+int ir_auto_pad_of(const ir_node *n);
+/* One spatial axis of a convolution, the one place its size is computed: input extent in, kernel k,
+ * stride s, dilation d; *pb and *pe hold the attribute's pads on entry and the pads applied on return
+ * (0 for VALID, the SAME_* split). Sets *out and returns NULL, or returns why the geometry is invalid: a
+ * stride, dilation or kernel below 1, a negative pad, a kernel past the padded input, or a size past
+ * int64 (attributes come from the file, so any of them can be huge). */
+const char *ir_conv_axis(int64_t in, int64_t k, int64_t s, int64_t d, ir_auto_pad pad, int64_t *pb, int64_t *pe,
+                         int64_t *out);
+
 /* Element count of a value at a concrete batch; -1 on overflow or unknown rank. */
 int64_t ir_value_numel(const ir_value *v, int64_t batch);
 /* 1 if the value's shape does not depend on the batch. */

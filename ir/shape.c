@@ -968,30 +968,25 @@ static int conv_dims(ctx *c, const ir_value *x, const ir_value *w, ir_dim *d)
         FAIL(c, "%s expects (N, C, spatial...) input and a weight of the same rank", ir_op_name(c->n->op));
     const ir_attr *st = ir_attr_get(c->n, IR_ATTR_STRIDES), *pd = ir_attr_get(c->n, IR_ATTR_PADS),
                   *dl = ir_attr_get(c->n, IR_ATTR_DILATIONS);
-    int64_t group = ir_attr_int(c->n, IR_ATTR_GROUP, 1);
-    const ir_attr *ap = ir_attr_get(c->n, IR_ATTR_AUTO_PAD);
-    int same = ap && ap->kind == IR_AT_STRING && strncmp(ap->s, "SAME_", 5) == 0;
-    if (ap && ap->kind == IR_AT_STRING && !same && strcmp(ap->s, "NOTSET") != 0 && strcmp(ap->s, "VALID") != 0)
-        FAIL(c, "auto_pad '%s' is not supported", ap->s);
-    if (!is_static(x->dims[1]) || group <= 0 || x->dims[1].k != w->dims[1].k * group)
+    int64_t group = ir_attr_int(c->n, IR_ATTR_GROUP, 1), cin;
+    int pad = ir_auto_pad_of(c->n);
+    if (pad < 0)
+        FAIL(c, "auto_pad must be NOTSET, VALID, SAME_UPPER or SAME_LOWER");
+    if (!is_static(x->dims[1]) || !is_static(w->dims[1]) || group <= 0 || ir_mul_ovf(w->dims[1].k, group, &cin) ||
+        x->dims[1].k != cin)
         FAIL(c, "input has %lld channels; weight expects %lld x group %lld", (long long)x->dims[1].k,
              (long long)w->dims[1].k, (long long)group);
     d[0] = x->dims[0];
     d[1] = w->dims[0];
     for (int i = 0; i < sp; i++) {
-        int64_t in_ = x->dims[2 + i].k, k = w->dims[2 + i].k;
         int64_t s = st && st->n > i ? st->ints[i] : 1, di = dl && dl->n > i ? dl->ints[i] : 1;
-        int64_t p0 = pd && pd->n == 2 * sp ? pd->ints[i] : 0, p1 = pd && pd->n == 2 * sp ? pd->ints[i + sp] : 0;
-        if (!is_static(x->dims[2 + i]) || s <= 0 || di <= 0 || p0 < 0 || p1 < 0)
-            FAIL(c, "bad spatial size, stride, dilation or padding");
-        int64_t eff = di * (k - 1) + 1, span = in_ + p0 + p1 - eff;
-        if (same) { /* SAME_UPPER/LOWER: output = ceil(input / stride) */
-            d[2 + i] = ir_dim_const((in_ + s - 1) / s);
-            continue;
-        }
-        if (span < 0)
-            FAIL(c, "kernel %lld does not fit input %lld", (long long)k, (long long)in_);
-        d[2 + i] = ir_dim_const(span / s + 1);
+        int64_t p0 = pd && pd->n == 2 * sp ? pd->ints[i] : 0, p1 = pd && pd->n == 2 * sp ? pd->ints[i + sp] : 0, o;
+        if (!is_static(x->dims[2 + i]) || !is_static(w->dims[2 + i]))
+            FAIL(c, "spatial dimension %d of the input or the kernel is not static", i);
+        const char *why = ir_conv_axis(x->dims[2 + i].k, w->dims[2 + i].k, s, di, (ir_auto_pad)pad, &p0, &p1, &o);
+        if (why)
+            FAIL(c, "spatial dimension %d: %s", i, why);
+        d[2 + i] = ir_dim_const(o);
     }
     return VITC_OK;
 }

@@ -171,8 +171,8 @@ int plan_conv(const ir_graph *g, const ir_node *n, conv_plan *p, char *why, size
     for (int i = 1; i < X->rank; i++)
         if (!is_static(X->dims[i]))
             return fail_why(why, len, "Conv over batch-sized channels or pixels is not supported");
-    const ir_attr *ap = ir_attr_get(n, IR_ATTR_AUTO_PAD);
-    if (ap && ap->kind == IR_AT_STRING && strcmp(ap->s, "NOTSET") != 0 && strcmp(ap->s, "VALID") != 0)
+    int pad = ir_auto_pad_of(n);
+    if (pad != IR_PAD_NOTSET && pad != IR_PAD_VALID)
         return fail_why(why, len, "Conv auto_pad SAME_* is not supported by the CPU backend");
     int ns = X->rank - 2;
     int64_t st[2], dl[2], pads[4];
@@ -182,23 +182,22 @@ int plan_conv(const ir_graph *g, const ir_node *n, conv_plan *p, char *why, size
     memset(p, 0, sizeof *p);
     p->group = ir_attr_int(n, IR_ATTR_GROUP, 1);
     p->C = X->dims[1].k, p->M = Wt->dims[0].k, p->Cg = Wt->dims[1].k;
-    if (p->group < 1 || p->Cg * p->group != p->C || p->M % p->group != 0)
+    int64_t cin;
+    if (p->group < 1 || ir_mul_ovf(p->Cg, p->group, &cin) || cin != p->C || p->M % p->group != 0)
         return fail_why(why, len, "Conv group does not fit the channels");
+    /* a 1-D convolution is a 2-D one of height 1 */
     int two = ns == 2;
     p->H = two ? X->dims[2].k : 1, p->W = X->dims[2 + two].k;
     p->kh = two ? Wt->dims[2].k : 1, p->kw = Wt->dims[2 + two].k;
     p->sh = two ? st[0] : 1, p->sw = st[ns - 1];
     p->dh = two ? dl[0] : 1, p->dw = dl[ns - 1];
-    int vp = ap && ap->kind == IR_AT_STRING && strcmp(ap->s, "VALID") == 0;
-    p->ph = two && !vp ? pads[0] : 0, p->pw = vp ? 0 : pads[ns - 1];
-    int64_t ph_end = two && !vp ? pads[2] : 0, pw_end = vp ? 0 : pads[2 * ns - 1];
-    if (p->sh < 1 || p->sw < 1 || p->dh < 1 || p->dw < 1 || p->ph < 0 || p->pw < 0 || ph_end < 0 || pw_end < 0)
-        return fail_why(why, len, "Conv strides/dilations must be positive and pads non-negative");
-    int64_t sph = p->dh * (p->kh - 1) + 1, spw = p->dw * (p->kw - 1) + 1;
-    if (p->H + p->ph + ph_end < sph || p->W + p->pw + pw_end < spw)
-        return fail_why(why, len, "the Conv kernel is larger than the padded input");
-    p->oh = (p->H + p->ph + ph_end - sph) / p->sh + 1;
-    p->ow = (p->W + p->pw + pw_end - spw) / p->sw + 1;
+    p->ph = two ? pads[0] : 0, p->pw = pads[ns - 1];
+    int64_t h_end = two ? pads[2] : 0, w_end = pads[2 * ns - 1];
+    const char *bad = ir_conv_axis(p->H, p->kh, p->sh, p->dh, (ir_auto_pad)pad, &p->ph, &h_end, &p->oh);
+    if (!bad)
+        bad = ir_conv_axis(p->W, p->kw, p->sw, p->dw, (ir_auto_pad)pad, &p->pw, &w_end, &p->ow);
+    if (bad)
+        return fail_why(why, len, bad);
     return 1;
 }
 
