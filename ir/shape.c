@@ -750,7 +750,7 @@ static int infer_split(ctx *c)
         int64_t parts = ir_attr_int(c->n, IR_ATTR_NUM_OUTPUTS, no);
         if (parts != no || no <= 0)
             FAIL(c, "num_outputs is %lld but the node has %d outputs", (long long)parts, no);
-        int64_t chunk = (D.k + no - 1) / no;
+        int64_t chunk = D.k / no + (D.k % no != 0);
         for (int i = 0; i < no; i++) {
             int64_t left = D.k - chunk * i;
             sizes[i] = left < chunk ? (left > 0 ? left : 0) : chunk;
@@ -762,7 +762,8 @@ static int infer_split(ctx *c)
     for (int i = 0; i < no; i++) {
         if (sizes[i] < 0)
             FAIL(c, "negative split size");
-        sum += sizes[i];
+        if (ir_add_ovf(sum, sizes[i], &sum))
+            FAIL(c, "split sizes add up past int64");
     }
     if (sum != D.k)
         FAIL(c, "split sizes add up to %lld, not %lld", (long long)sum, (long long)D.k);
@@ -1508,7 +1509,7 @@ static int infer_attention(ctx *c)
         int ok = (t->rank == 3 || (r4 && ir_dim_eq(t->dims[1], ir_dim_const(h)))) && t->dtype == IR_F32 &&
                  ir_dim_eq(t->dims[0], ir_dim_const(2)) && !t->dims[1 + r4].e &&
                  ir_dim_eq(t->dims[2 + r4], ir_dim_const(hd)) && !x->dims[1].e &&
-                 a.rope_start + t->dims[1 + r4].k <= x->dims[1].k;
+                 a.rope_start >= 0 && t->dims[1 + r4].k <= x->dims[1].k - a.rope_start;
         if (!ok) {
             char tt[96];
             FAIL(c, "Attention's rotary table is %s, not f32[2, R, %lld] or f32[2, %lld, R, %lld] with rope_start %lld + R "
