@@ -75,6 +75,33 @@ struct alignas(16) attn_piece {
     vk_u32 w[4];
 };
 
+/* Element e of row r of a tile in shared memory at base: rows of rs bytes; or (SW) rows of 128 bytes in the
+ * 128-byte swizzle (attention_wg's, as the copy engine writes them), elements 64 and on rs bytes further per 64. */
+template <class T, bool SW> VK_DEV T *attn_tile_at(unsigned char *base, int rs, int r, int e)
+{
+    if (!SW)
+        return (T *)(base + r * rs) + e;
+    return (T *)(base + (e >> 6) * rs + r * 128 + ((((e & 63) >> 3) ^ (r & 7)) << 4)) + (e & 7);
+}
+
+/* Piece ch (16 bytes: elements 8 ch .. 8 ch + 7) of a token's span in the einops layout, NP parts of a head
+ * interleaved, element i being (d, part) = divmod(8 ch + i, NP): those of part which go to row r of the tile at
+ * dst, with dst2 those of part which + 1 to row r of dst2 (attn_tile_at's layouts). */
+template <class T, int NP, bool SW>
+VK_DEV void attn_einops_piece(unsigned char *dst, unsigned char *dst2, int rs, int r, const attn_piece &v, int ch,
+                              int which)
+{
+    const T *e = (const T *)&v;
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        const int pos = ch * 8 + i, part = pos % NP, d = pos / NP;
+        if (part == which)
+            *attn_tile_at<T, SW>(dst, rs, r, d) = e[i];
+        else if (dst2 && part == which + 1)
+            *attn_tile_at<T, SW>(dst2, rs, r, d) = e[i];
+    }
+}
+
 /* Copies rows [r0, r0 + nrows) of Q, K or V (part which) for head h of
  * image b into shared memory rows of rs bytes, and with dst2 those of part
  * which + 1 into dst2; rows at or past N become zeros. */
@@ -93,25 +120,15 @@ VK_DEV void attn_load_rows(unsigned char *dst, int rs, const T *qkv, vk_i64 b, i
             }
     } else {
         /* the head's NP parts lie interleaved in one span of a row, D * NP elements from element (h, 0, 0):
-         * read it once in 16-byte pieces and keep the elements of part `which` (and which + 1), each piece's
-         * element i being (d, part) = divmod(8 ch + i, NP) */
+         * read it once in 16-byte pieces (attn_einops_piece keeps the elements of part which, and which + 1) */
         enum { CH = D * NP * 2 / 16 };
         static_assert(D % 8 == 0, "a head's span in whole 16-byte pieces");
         for (int c = threadIdx.x; c < nrows * CH; c += NT) {
             int r = c / CH, ch = c % CH, n = r0 + r;
-            T *row = (T *)(dst + r * rs), *row2 = dst2 ? (T *)(dst2 + r * rs) : nullptr;
             attn_piece v = {};
             if (n < N)
                 v = *(const attn_piece *)(qkv + qkv_index<1, NP>(b * N + n, H, D, h, 0, 0) + ch * 8);
-            const T *e = (const T *)&v;
-#pragma unroll
-            for (int i = 0; i < 8; i++) {
-                int pos = ch * 8 + i;
-                if (pos % NP == which)
-                    row[pos / NP] = e[i];
-                else if (row2 && pos % NP == which + 1)
-                    row2[pos / NP] = e[i];
-            }
+            attn_einops_piece<T, NP, false>(dst, dst2, rs, r, v, ch, which);
         }
     }
 }
@@ -125,15 +142,6 @@ VK_DEV void attn_rope_head(const float *rope, int R, int D, int rope_heads, int 
 {
     *cs = rope + (vk_i64)(rope_heads > 1 ? h : 0) * R * D;
     *sn = *cs + (vk_i64)rope_heads * R * D;
-}
-
-/* Element e of row r of a tile in shared memory at base: rows of rs bytes; or (SW) rows of 128 bytes in the
- * 128-byte swizzle (attention_wg's, as the copy engine writes them), elements 64 and on rs bytes further per 64. */
-template <class T, bool SW> VK_DEV T *attn_tile_at(unsigned char *base, int rs, int r, int e)
-{
-    if (!SW)
-        return (T *)(base + r * rs) + e;
-    return (T *)(base + (e >> 6) * rs + r * 128 + ((((e & 63) >> 3) ^ (r & 7)) << 4)) + (e & 7);
 }
 
 /* Rotates in place the rows of a tile in shared memory (rows r0 .. nrows - 1 from base, attn_tile_at's layout, row r
@@ -481,26 +489,12 @@ template <class T, int D>
 VK_DEV void attn_wg_einops_row(unsigned char *dst, unsigned char *dst2, int rs, int r, const T *qkv, vk_i64 b, int n,
                                int N, int H, int h, int which)
 {
-    if (n >= N) {
-        for (int e = 0; e < D; e++) {
-            vk_put(attn_tile_at<T, true>(dst, rs, r, e), 0.0f);
-            if (dst2)
-                vk_put(attn_tile_at<T, true>(dst2, rs, r, e), 0.0f);
-        }
-        return;
-    }
-    const attn_piece *src = (const attn_piece *)(qkv + qkv_index<1, 3>(b * N + n, H, D, h, 0, 0));
+    const attn_piece *src = (const attn_piece *)(qkv + qkv_index<1, 3>(b * N + (n < N ? n : 0), H, D, h, 0, 0));
     for (int ch = 0; ch < D * 3 / 8; ch++) {
-        const attn_piece v = src[ch];
-        const T *e = (const T *)&v;
-#pragma unroll
-        for (int i = 0; i < 8; i++) {
-            const int pos = ch * 8 + i, part = pos % 3, d = pos / 3;
-            if (part == which)
-                *attn_tile_at<T, true>(dst, rs, r, d) = e[i];
-            else if (dst2 && part == which + 1)
-                *attn_tile_at<T, true>(dst2, rs, r, d) = e[i];
-        }
+        attn_piece v = {};
+        if (n < N)
+            v = src[ch];
+        attn_einops_piece<T, 3, true>(dst, dst2, rs, r, v, ch, which);
     }
 }
 
@@ -534,7 +528,8 @@ VK_DEV void attention_wg(const vk_tmap *mkv, const vk_tmap *mq, const vk_attenti
                 vk_mbar_init(&ready[s], PT);
         }
         vk_mbar_init(qbar, 1);
-        vk_mbar_init(tail, 32);
+        if (!PREP)
+            vk_mbar_init(tail, 32);
         if (PREP)
             vk_mbar_init(qready, PT);
         vk_fence_mbar_init();
