@@ -274,6 +274,55 @@ static void test_zoo_families_emulated(void **state)
     zoo_emulated(&MODE_DEFAULT);
 }
 
+/* `vitc inspect` of the fixture model compiled for CUDA in bf16 with knob (NAME=VALUE, or NULL): how many
+ * kernels' labels say "+residual (fp32 out)" and how many only "+residual"; the workspace's bytes. */
+static int64_t residual_plan(const char *model, const char *knob, int *wide, int *narrow)
+{
+    char so[8300];
+    snprintf(so, sizeof so, "%.4000s/residual.so", tmpdir);
+    const char *a1[] = {model, "--target", "cuda", "--precision", "bf16", "-o", so, NULL};
+    const char *const knobs[1] = {knob};
+    tu_set_knobs(knobs, 1, 1);
+    run_vitc(a1, so);
+    tu_set_knobs(knobs, 1, 0);
+    const char *a2[] = {"inspect", so, NULL};
+    char *out, *err;
+    assert_int_equal(tu_run_vitc(a2, &out, &err), 0);
+    *wide = *narrow = 0;
+    for (const char *q = out; (q = strstr(q, "+residual")); q++) {
+        int fp32 = strncmp(q, "+residual (fp32 out)", 20) == 0;
+        *wide += fp32;
+        *narrow += !fp32;
+    }
+    const char *w = strstr(out, "workspace:");
+    long long bytes = -1;
+    assert_non_null(w);
+    assert_non_null(strchr(w, '('));
+    assert_int_equal(sscanf(strchr(w, '(') + 1, "%lld bytes", &bytes), 1);
+    free(out), free(err);
+    unlink(so);
+    return bytes;
+}
+
+/* VITC_CUDA_WIDE_RESIDUAL=0 keeps the residual stream in the precision's 16-bit type: every residual GEMM of
+ * a ViT then writes 16-bit (by default each writes fp32), the workspace shrinks, and every fixture still
+ * meets fp16's and bf16's bars on the emulation. */
+static void test_narrow_residual_emulated(void **state)
+{
+    (void)state;
+    static const emu_mode narrow = {{"VITC_CUDA_WIDE_RESIDUAL=0"}, 12, 0};
+    char model[4096];
+    tu_path(model, sizeof model, "tests/models/timm-ts17.onnx");
+    int w0, n0, w1, n1;
+    int64_t ws0 = residual_plan(model, NULL, &w0, &n0), ws1 = residual_plan(model, narrow.knobs[0], &w1, &n1);
+    print_message("timm-ts17 bf16: residual GEMMs fp32 out %d, 16-bit %d, workspace %lld bytes; with %s: %d, %d, "
+                  "%lld bytes\n", w0, n0, (long long)ws0, narrow.knobs[0], w1, n1, (long long)ws1);
+    assert_true(w0 >= 2 && n0 == 0);
+    assert_true(w1 == 0 && n1 == w0);
+    assert_true(ws1 < ws0);
+    fixtures_emulated(&narrow, 1);
+}
+
 /* The sm_90a kernels (gemm_tma: TMA, mbarrier ring, warp roles; gemm_wg:
  * wgmma from cp.async stages) on every fixture (one exporter per family)
  * and zoo model in fp16 and bf16, as an H100 runs them; then their other
@@ -1083,6 +1132,7 @@ static int setup(void **state)
 TU_MAIN(setup, tu_teardown_tmpdir, test_fixtures_emulated, test_zoo_families_emulated, test_sm90a_emulated,
         test_ops_emulated,
         test_rope_emulated, test_head_sizes_emulated, test_attention_wg_emulated, test_sm90a_mutations,
+        test_narrow_residual_emulated,
         test_fixtures_on_fake_driver)
 
 #else

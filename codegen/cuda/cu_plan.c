@@ -144,7 +144,10 @@ const char *cu_float_lit(float f, char *buf, size_t n)
  * Linear with a residual, except where a value must be 16-bit because a
  * tensor-core kernel reads it (a GEMM's input, Attention's qkv).  Rounding
  * the running sum of a transformer to 8 bits of mantissa at every layer is
- * what costs bf16 its accuracy; the GEMMs themselves stay 16-bit. */
+ * what costs bf16 its accuracy; the GEMMs themselves stay 16-bit.
+ * VITC_CUDA_WIDE_RESIDUAL=0 stores it 16-bit, as a model converted to the
+ * type keeps it (`model.to(torch.bfloat16)`): half the bytes the residual
+ * GEMMs' epilogues and the LayerNorms after them move. */
 static void mark_wide(cu_ctx *c)
 {
     const ir_graph *g = c->g;
@@ -160,7 +163,7 @@ static void mark_wide(cu_ctx *c)
         const ir_node *n = &g->nodes[i];
         ir_linear l;
         ir_attention a;
-        if (ir_linear_of(n, &l, why, sizeof why) && l.residual >= 0) {
+        if (c->knobs.cuda_wide_residual && ir_linear_of(n, &l, why, sizeof why) && l.residual >= 0) {
             wide[cu_root(c, l.residual)] = 1;
             wide[cu_root(c, l.y)] = 1;
         }
