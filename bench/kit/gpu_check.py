@@ -168,6 +168,10 @@ def model_specs(G, quick):
         builder, wseed, image = G.TINY[fam][0], G.TINY[fam][1], G.TINY[fam][2]
         for exp in (["ts17"] if quick else G.EXPORTERS):
             specs.append(Spec(f"{fam}-{exp}", fam, builder, wseed, image, G.TINY_INPUT_SEED[fam], exp, False))
+    # the attention kernels' widest head (128: the second 64-column block of attention_wg's V; ViT-B's heads
+    # are 64) at a full image's 197 tokens: one timm block of two heads, checked at every batch, not timed
+    specs.append(Spec("vit_d128_timm", "vit_d128_timm", lambda: G.build_timm(224, 16, 1, 2, 256, 4.0, 1000), 211, 224,
+                      211, "ts17", False))
     for name in (["vit_b16_timm"] if quick else FULL_MODELS):
         builder, wseed, image = G.FULL[name]
         specs.append(Spec(name, name, builder, wseed, image, wseed, "ts17", True))
