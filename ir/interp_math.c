@@ -311,7 +311,8 @@ int ik_conv_geom_of(ik_ctx *c, const ir_tensor *X, const ir_tensor *W, ik_conv_g
         pe[d] = pads[ns + i];
         const char *why = ir_conv_axis(in[d], k[d], str[d], dil[d], (ir_auto_pad)pad, &pb[d], &pe[d], &out[d]);
         if (why)
-            return ik_fail(c, VITC_BAD_INPUT, "spatial dimension %d: %s", i, why);
+            return ik_fail(c, VITC_BAD_INPUT, "spatial dimension %d (input %lld, kernel %lld): %s", i,
+                           (long long)in[d], (long long)k[d], why);
     }
     g->rank = X->rank;
     g->dims[0] = g->Nb, g->dims[1] = M, g->dims[2] = out[0], g->dims[3] = out[1];

@@ -984,9 +984,10 @@ static int conv_dims(ctx *c, const ir_value *x, const ir_value *w, ir_dim *d)
         int64_t p0 = pd && pd->n == 2 * sp ? pd->ints[i] : 0, p1 = pd && pd->n == 2 * sp ? pd->ints[i + sp] : 0, o;
         if (!is_static(x->dims[2 + i]) || !is_static(w->dims[2 + i]))
             FAIL(c, "spatial dimension %d of the input or the kernel is not static", i);
-        const char *why = ir_conv_axis(x->dims[2 + i].k, w->dims[2 + i].k, s, di, (ir_auto_pad)pad, &p0, &p1, &o);
+        const int64_t in_ = x->dims[2 + i].k, k = w->dims[2 + i].k;
+        const char *why = ir_conv_axis(in_, k, s, di, (ir_auto_pad)pad, &p0, &p1, &o);
         if (why)
-            FAIL(c, "spatial dimension %d: %s", i, why);
+            FAIL(c, "spatial dimension %d (input %lld, kernel %lld): %s", i, (long long)in_, (long long)k, why);
         d[2 + i] = ir_dim_const(o);
     }
     return VITC_OK;

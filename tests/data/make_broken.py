@@ -243,7 +243,7 @@ def hostile(rng):
     save("conv-kernel-too-big.onnx",
          model([helper.make_node("Conv", ["x", "w"], ["y"], name="conv_k")],
                inputs=[vi("x", ["B", 1, 4, 4])], outputs=[vi("y", ["B", 1, 1, 1])], inits=[f32("w", (1, 1, 9, 9))]),
-         "node 'conv_k' (Conv): kernel 9 does not fit input 4")
+         "node 'conv_k' (Conv): spatial dimension 0 (input 4, kernel 9): the kernel is larger than the padded input")
     save("constant-without-value.onnx",
          model([helper.make_node("Constant", [], ["k"], name="const_empty"),
                 helper.make_node("Add", ["x", "k"], ["y"], name="add_k")]),
