@@ -65,6 +65,8 @@ struct rt_cuda_ctx {
     int device_io;                 /* this run's tensors are device addresses (vitc_run_device) */
     int pdl;                       /* kernels after the first of a run as programmatic dependent launches */
     double device_ms;              /* of the last run; < 0 before the first */
+    CUevent *pev;                  /* profiling: an event after each launch (made at the first profiled run) */
+    int *ran, nran;                /* profiling: the launches of the last run, in order */
 };
 
 /* ---- load: the plan's sanity ---- */
@@ -414,10 +416,15 @@ void rt_cuda_context_free(vitc_context *c)
         for (int i = 0; i < 2; i++)
             if (x->ev[i])
                 cu->EventDestroy(x->ev[i]);
+        for (int i = 0; x->pev && i < c->model->cuda_plan->nlaunches; i++)
+            if (x->pev[i])
+                cu->EventDestroy(x->pev[i]);
         if (x->stream)
             cu->StreamDestroy(x->stream);
     }
     free(x->args);
+    free(x->pev);
+    free(x->ran);
     free(x);
     c->cuda = NULL;
 }
@@ -458,7 +465,9 @@ static vitc_status encode_tmap(vitc_context *c, const vitc_cuda_launch *l, int i
 }
 
 /* Enqueues every launch of the plan for this batch on the stream. */
-static vitc_status enqueue(vitc_context *c, int64_t batch)
+/* The run's launches on the stream.  profiled: plain launches, each followed
+ * by its event (x->pev), the launches that ran listed in x->ran. */
+static vitc_status enqueue(vitc_context *c, int64_t batch, int profiled)
 {
     const vitc_model *m = c->model;
     const struct rt_cuda_model *d = m->cuda;
@@ -499,7 +508,7 @@ static vitc_status enqueue(vitc_context *c, int64_t batch)
             params[1 + k] = &maps[k];
         }
         rt_cu_result r;
-        if (x->pdl && launched) { /* it may start while the kernel before it runs: it waits for it itself */
+        if (x->pdl && launched && !profiled) { /* it may start while the kernel before it runs: it waits for it itself */
             rt_cu_launch_attribute at;
             memset(&at, 0, sizeof at);
             at.id = RT_CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
@@ -515,6 +524,10 @@ static vitc_status enqueue(vitc_context *c, int64_t batch)
         if (r != RT_CUDA_SUCCESS)
             return rt_fail(VITC_STATUS_INTERNAL, "%s: launching kernel %s (launch %d) at batch %lld: %s", m->path,
                            p->functions[l->function], i, (long long)batch, rt_cuda_error_string(r));
+        if (profiled) {
+            CU_TRY(d->cu->EventRecord(x->pev[i], x->stream), "%s: an event on %s", m->path, d->name);
+            x->ran[x->nran++] = i;
+        }
     }
     return VITC_STATUS_OK;
 }
@@ -533,7 +546,7 @@ static vitc_status graph_for(vitc_context *c, int64_t batch, CUgraphExec *out)
         }
     CU_TRY(cu->StreamBeginCapture(x->stream, RT_CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "%s: capturing batch %lld",
            c->model->path, (long long)batch);
-    vitc_status st = enqueue(c, batch);
+    vitc_status st = enqueue(c, batch, 0);
     CUgraph graph = NULL;
     rt_cu_result r = cu->StreamEndCapture(x->stream, &graph);
     if (st != VITC_STATUS_OK) {
@@ -564,6 +577,24 @@ static vitc_status graph_for(vitc_context *c, int64_t batch, CUgraphExec *out)
     return VITC_STATUS_OK;
 }
 
+/* Profiling: an event for every launch of the plan, made once. */
+static vitc_status profile_events(vitc_context *c)
+{
+    const vitc_model *m = c->model;
+    const struct rt_cuda_model *d = m->cuda;
+    struct rt_cuda_ctx *x = c->cuda;
+    int n = m->cuda_plan->nlaunches;
+    if (x->pev)
+        return VITC_STATUS_OK;
+    x->ran = malloc(sizeof *x->ran * (size_t)(n + 1));
+    x->pev = calloc((size_t)n + 1, sizeof *x->pev);
+    if (!x->ran || !x->pev)
+        return rt_fail(VITC_STATUS_OUT_OF_MEMORY, "out of memory");
+    for (int i = 0; i < n; i++)
+        CU_TRY(d->cu->EventCreate(&x->pev[i], RT_CU_EVENT_DEFAULT), "%s: an event on %s", m->path, d->name);
+    return VITC_STATUS_OK;
+}
+
 vitc_status rt_cuda_run(vitc_context *c, int64_t batch)
 {
     const vitc_model *m = c->model;
@@ -585,14 +616,21 @@ vitc_status rt_cuda_run(vitc_context *c, int64_t batch)
             CU_TRY(cu->MemcpyHtoDAsync(dst, c->in_ptrs[j], bytes, x->stream), "%s: copying input '%s' to %s",
                    m->path, a->inputs[j].name, d->name);
     }
-    CU_TRY(cu->EventRecord(x->ev[0], x->stream), "%s: an event on %s", m->path, d->name);
     vitc_status st;
-    if (x->use_graphs) {
+    const int profiled = rt_profile_on(c);
+    if (profiled && (st = profile_events(c)) != VITC_STATUS_OK)
+        return st;
+    CU_TRY(cu->EventRecord(x->ev[0], x->stream), "%s: an event on %s", m->path, d->name);
+    x->nran = 0;
+    if (profiled) {
+        if ((st = enqueue(c, batch, 1)) != VITC_STATUS_OK)
+            return st;
+    } else if (x->use_graphs) {
         CUgraphExec exec = NULL;
         if ((st = graph_for(c, batch, &exec)) != VITC_STATUS_OK)
             return st;
         CU_TRY(cu->GraphLaunch(exec, x->stream), "%s: running batch %lld on %s", m->path, (long long)batch, d->name);
-    } else if ((st = enqueue(c, batch)) != VITC_STATUS_OK) {
+    } else if ((st = enqueue(c, batch, 0)) != VITC_STATUS_OK) {
         return st;
     }
     CU_TRY(cu->EventRecord(x->ev[1], x->stream), "%s: an event on %s", m->path, d->name);
@@ -611,6 +649,11 @@ vitc_status rt_cuda_run(vitc_context *c, int64_t batch)
     CU_TRY(cu->EventElapsedTime(&ms, x->ev[0], x->ev[1]), "%s: timing batch %lld on %s", m->path, (long long)batch,
            d->name);
     x->device_ms = ms;
+    for (int k = 0; k < x->nran; k++) { /* each launch: from the event before it to its own */
+        CU_TRY(cu->EventElapsedTime(&ms, k ? x->pev[x->ran[k - 1]] : x->ev[0], x->pev[x->ran[k]]),
+               "%s: timing launch %d on %s", m->path, x->ran[k], d->name);
+        rt_profile_add(c, x->ran[k], 1e-3 * ms);
+    }
     return VITC_STATUS_OK;
 }
 

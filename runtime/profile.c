@@ -1,11 +1,19 @@
-/* profile.c: time per part of a CPU model's run.  A model compiled with
- * profile marks lists its parts in the descriptor (vitc_abi_part: the code
- * of one node of the compiled graph) and, when the call carries a hook,
- * calls it as each part ends; the hook charges the time since the previous
- * mark (or the start of the run) to that part.  Without the hook a mark is
- * one test of a NULL pointer. */
+/* profile.c: time per part of a run.
+ *
+ * A CPU model compiled with profile marks lists its parts in the descriptor
+ * (vitc_abi_part: the code of one node of the compiled graph) and, when the
+ * call carries a hook, calls it as each part ends; the hook charges the time
+ * since the previous mark (or the start of the run) to that part.  Without
+ * the hook a mark is one test of a NULL pointer.
+ *
+ * A CUDA model's parts are the launches of its plan: while profiling, a run
+ * launches its kernels one by one (no graph, no programmatic dependent
+ * launch, which would let one kernel overlap the next) with a CUDA event
+ * after each, and charges each launch the GPU time between its event and
+ * the one before (cuda_exec.c, rt_profile_add). */
 #include "runtime/rt_impl.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -16,6 +24,7 @@ struct rt_profile {
     double last;     /* when the previous part ended, seconds */
     int64_t *calls;
     double *seconds;
+    char **text;     /* a CUDA model's: per launch, its op and its source (2 strings each) */
 };
 
 static double now_s(void)
@@ -62,15 +71,59 @@ void rt_profile_variant(vitc_context *c, const vitc_abi_model *a)
     memset(p->seconds, 0, sizeof *p->seconds * (size_t)p->nparts);
 }
 
+int rt_profile_on(const vitc_context *c) { return c->profile && c->profile->on; }
+
+void rt_profile_add(vitc_context *c, int part, double seconds)
+{
+    struct rt_profile *p = c->profile;
+    if (p && p->on && part >= 0 && part < p->nparts) {
+        p->seconds[part] += seconds;
+        p->calls[part]++;
+    }
+}
+
 void rt_profile_free(vitc_context *c)
 {
     struct rt_profile *p = c->profile;
     if (!p)
         return;
+    for (int i = 0; p->text && i < 2 * p->nparts; i++)
+        free(p->text[i]);
+    free(p->text);
     free(p->calls);
     free(p->seconds);
     free(p);
     c->profile = NULL;
+}
+
+/* A CUDA model's parts: its plan's launches. */
+static int cuda_parts(const vitc_model *m) { return m->cuda_plan ? m->cuda_plan->nlaunches : 0; }
+
+/* Launch i's op and source from its kernel's name in the descriptor ("vk_gemm2 gemm bf16 mma 64x64 K=192
+ * N=64 +bias [sm_80: ...] (1 launch)"): the label's first word ("gemm"), and the label with the batches the
+ * launch runs at.  0, or -1 when out of memory. */
+static int cuda_part_text(const vitc_model *m, int i, char **op, char **source)
+{
+    const vitc_cuda_launch *l = &m->cuda_plan->launches[i];
+    const vitc_abi_model *a = m->abi;
+    const char *name = l->function >= 0 && l->function < a->nkernels && a->kernel_names && a->kernel_names[l->function]
+                           ? a->kernel_names[l->function]
+                           : "?";
+    const char *label = strchr(name, ' ');
+    label = label ? label + 1 : name;
+    size_t n = strcspn(label, "[");
+    while (n && label[n - 1] == ' ')
+        n--;
+    size_t w = strcspn(label, " ");
+    *op = malloc(w + 1);
+    *source = malloc(n + 64);
+    if (!*op || !*source)
+        return -1;
+    memcpy(*op, label, w);
+    (*op)[w] = 0;
+    snprintf(*source, n + 64, "%.*s (batch %lld-%lld)", (int)n, label, (long long)l->min_batch,
+             (long long)l->max_batch);
+    return 0;
 }
 
 /* INVALID_ARGUMENT with the reason where c's model has no parts. */
@@ -80,10 +133,8 @@ static vitc_status has_parts(const char *fn, const vitc_context *c)
         return rt_fail(VITC_STATUS_INVALID_ARGUMENT, "%s: context is NULL", fn);
     const vitc_model *m = c->model;
     if (m->cuda_plan)
-        return rt_fail(VITC_STATUS_INVALID_ARGUMENT,
-                       "%s: a CUDA model has no per-part profile (its kernels run as one CUDA graph); "
-                       "vitc_context_device_ms gives the GPU time of a run",
-                       m->path);
+        return cuda_parts(m) > 0 ? VITC_STATUS_OK
+                                 : rt_fail(VITC_STATUS_INVALID_ARGUMENT, "%s: the CUDA model launches no kernel", m->path);
     if (!rt_abi_nparts(m->abi))
         return rt_fail(VITC_STATUS_INVALID_ARGUMENT,
                        "%s: the model has no profile marks (compiled by vitc %s); compile it again to profile it",
@@ -101,22 +152,28 @@ VITC_API vitc_status vitc_context_set_profiling(vitc_context *c, int on)
             c->profile->on = 0;
         return VITC_STATUS_OK;
     }
-    int n = 0; /* room for the parts of every variant */
-    for (int i = 0; i < c->model->nvariants; i++)
-        n = rt_abi_nparts(c->model->variants[i]) > n ? rt_abi_nparts(c->model->variants[i]) : n;
+    const vitc_model *m = c->model;
+    int n = cuda_parts(m); /* room for the parts of every variant */
+    for (int i = 0; i < m->nvariants; i++)
+        n = rt_abi_nparts(m->variants[i]) > n ? rt_abi_nparts(m->variants[i]) : n;
     struct rt_profile *p = c->profile;
     if (!p) {
         p = calloc(1, sizeof *p);
+        c->profile = p;
+        int bad = !p;
         if (p) {
+            p->nparts = n;
             p->calls = calloc((size_t)n, sizeof *p->calls);
             p->seconds = calloc((size_t)n, sizeof *p->seconds);
+            p->text = m->cuda_plan ? calloc(2 * (size_t)n, sizeof *p->text) : NULL;
+            bad = !p->calls || !p->seconds || (m->cuda_plan && !p->text);
+            for (int i = 0; !bad && m->cuda_plan && i < n; i++)
+                bad = cuda_part_text(m, i, &p->text[2 * i], &p->text[2 * i + 1]) != 0;
         }
-        c->profile = p;
-        if (!p || !p->calls || !p->seconds) {
+        if (bad) {
             rt_profile_free(c);
             return rt_fail(VITC_STATUS_OUT_OF_MEMORY, "out of memory");
         }
-        p->nparts = n;
     }
     memset(p->calls, 0, sizeof *p->calls * (size_t)n);
     memset(p->seconds, 0, sizeof *p->seconds * (size_t)n);
@@ -126,7 +183,9 @@ VITC_API vitc_status vitc_context_set_profiling(vitc_context *c, int on)
 
 VITC_API int vitc_context_profile_parts(const vitc_context *c)
 {
-    return has_parts("vitc_context_profile_parts", c) == VITC_STATUS_OK ? rt_abi_nparts(c->abi) : -1;
+    if (has_parts("vitc_context_profile_parts", c) != VITC_STATUS_OK)
+        return -1;
+    return c->model->cuda_plan ? cuda_parts(c->model) : rt_abi_nparts(c->abi);
 }
 
 VITC_API vitc_status vitc_context_profile_part(const vitc_context *c, int i, vitc_profile_part *out)
@@ -134,13 +193,21 @@ VITC_API vitc_status vitc_context_profile_part(const vitc_context *c, int i, vit
     vitc_status st = has_parts("vitc_context_profile_part", c);
     if (st != VITC_STATUS_OK)
         return st;
-    int n = rt_abi_nparts(c->abi);
+    const vitc_model *m = c->model;
+    int n = m->cuda_plan ? cuda_parts(m) : rt_abi_nparts(c->abi);
     if (!out || i < 0 || i >= n)
         return rt_fail(VITC_STATUS_INVALID_ARGUMENT, "vitc_context_profile_part: %s", out ? "index out of range" : "out is NULL");
-    const vitc_abi_part *part = &c->abi->parts[i];
-    out->kernels = part->kernels;
-    out->op = part->op;
-    out->source = part->source;
+    if (m->cuda_plan) {
+        const struct rt_profile *p = c->profile;
+        out->kernels = m->cuda_plan->functions[m->cuda_plan->launches[i].function];
+        out->op = p && p->text ? p->text[2 * i] : "";
+        out->source = p && p->text ? p->text[2 * i + 1] : "";
+    } else {
+        const vitc_abi_part *part = &c->abi->parts[i];
+        out->kernels = part->kernels;
+        out->op = part->op;
+        out->source = part->source;
+    }
     out->calls = c->profile ? c->profile->calls[i] : 0;
     out->seconds = c->profile ? c->profile->seconds[i] : 0;
     return VITC_STATUS_OK;

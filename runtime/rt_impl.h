@@ -106,6 +106,10 @@ RT_HIDDEN void rt_profile_variant(vitc_context *c, const vitc_abi_model *a);
 /* Fills call's profile hook when c is profiling, and starts the clock. */
 RT_HIDDEN void rt_profile_begin(vitc_context *c, vitc_abi_call *call);
 RT_HIDDEN void rt_profile_free(vitc_context *c);
+/* Whether c is profiling (a CUDA model's run then times each launch). */
+RT_HIDDEN int rt_profile_on(const vitc_context *c);
+/* Charges part (a CUDA model's launch) one call of `seconds`. */
+RT_HIDDEN void rt_profile_add(vitc_context *c, int part, double seconds);
 
 /* ---- the descriptor read from the file, nothing of it run (elf_desc.c) ---- */
 /* Maps the file read-only and copies its descriptor out, relocated; the

@@ -146,6 +146,56 @@ static int load_driver(void)
     return 1;
 }
 
+/* Profiling a CUDA model: its parts are the plan's launches.  Two profiled
+ * runs (plain launches, an event after each) give the output of the graph
+ * run before them (out, bytes) bit for bit; every launch the plan makes at
+ * this batch is charged two calls and the others none; the part times add
+ * up to at most the runs' device time (the events lie inside it); each part
+ * names its kernel, its op (the label's first word) and its label. */
+static void check_profile(vitc_model *m, vitc_context *c, const vitc_tensor *ti, vitc_tensor *to, const void *out,
+                          size_t bytes)
+{
+    vitc_cuda_details cd;
+    assert_int_equal(vitc_model_cuda_details(m, &cd), VITC_STATUS_OK);
+    if (vitc_context_set_profiling(c, 1) != VITC_STATUS_OK)
+        fail_msg("vitc_context_set_profiling: %s", vitc_last_error());
+    assert_int_equal(vitc_context_profile_parts(c), cd.nlaunches);
+    void *keep = to->data, *again = malloc(bytes);
+    assert_non_null(again);
+    to->data = again;
+    double dev_ms = 0, ms;
+    for (int r = 0; r < 2; r++) {
+        if (vitc_run(c, ti, 1, to, 1) != VITC_STATUS_OK)
+            fail_msg("profiled vitc_run: %s", vitc_last_error());
+        assert_int_equal(vitc_context_device_ms(c, &ms), VITC_STATUS_OK);
+        dev_ms += ms;
+        if (memcmp(again, out, bytes) != 0)
+            fail_msg("a profiled run (plain launches) differs from the graph run");
+    }
+    to->data = keep;
+    free(again);
+    double parts_ms = 0;
+    int charged = 0, gemms = 0;
+    for (int i = 0; i < cd.nlaunches; i++) {
+        vitc_profile_part p;
+        vitc_cuda_launch_info li;
+        assert_int_equal(vitc_context_profile_part(c, i, &p), VITC_STATUS_OK);
+        assert_int_equal(vitc_model_cuda_launch(m, i, &li), VITC_STATUS_OK);
+        int here = ti->dims[0] >= li.min_batch && ti->dims[0] <= li.max_batch;
+        if (p.calls != (here ? 2 : 0) || p.seconds < 0 || !p.kernels || !*p.op || !strstr(p.source, p.op))
+            fail_msg("part %d (%s, %s, %s): %lld calls, %g s; launch for batches %lld-%lld", i, p.kernels, p.op,
+                     p.source, (long long)p.calls, p.seconds, (long long)li.min_batch, (long long)li.max_batch);
+        charged += here;
+        gemms += strcmp(p.op, "gemm") == 0;
+        parts_ms += 1e3 * p.seconds;
+    }
+    print_message("profile: %d of %d launches charged, %d gemm parts, %.3f ms in parts, %.3f ms device time\n",
+                  charged, cd.nlaunches, gemms, parts_ms, dev_ms);
+    assert_true(charged > 0 && gemms > 0);
+    assert_true(parts_ms <= dev_ms * 1.01 + 1e-3);
+    assert_int_equal(vitc_context_set_profiling(c, 0), VITC_STATUS_OK);
+}
+
 /* vitc_run_device on device buffers gives vitc_run's output bit for bit;
  * vitc_context_device_ms says how long the kernels took. */
 static void test_device_pointers(void **state)
@@ -174,6 +224,7 @@ static void test_device_pointers(void **state)
         fail_msg("vitc_run: %s", vitc_last_error());
     assert_int_equal(vitc_context_device_ms(c, &ms), VITC_STATUS_OK);
     assert_true(ms >= 0 && ms < 10000);
+    check_profile(m, c, &ti, &to, out_h.data, ir_tensor_nbytes(&out_h));
 
     assert_true(load_driver());
     CUdevice dev;
@@ -234,6 +285,15 @@ static void test_cli_on_gpu(void **state)
     int rc = tu_run_vitc(run, &out, &err);
     print_message("vitc run: exit %d\n%s%s", rc, out, err);
     assert_int_equal(rc, 0);
+    free(out), free(err);
+    const char *prof[] = {"run", so, "--input", in, "--output-dir", outdir, "--repeat", "2", "--profile", "--top", "5",
+                          NULL};
+    rc = tu_run_vitc(prof, &out, &err);
+    print_message("vitc run --profile: exit %d\n%s%s", rc, out, err);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(out, "profile: "));
+    assert_non_null(strstr(out, "by op: "));
+    assert_non_null(strstr(out, " gemm "));
     free(out), free(err);
     const char *cmp[] = {"compare", model, so, "--batch", "3", NULL};
     rc = tu_run_vitc(cmp, &out, &err);

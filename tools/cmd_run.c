@@ -4,8 +4,8 @@
  * --repeat N it times N runs and prints the min and median (for a CUDA model
  * also of its kernels' GPU time, from CUDA events), a compiled model's after
  * --warmup untimed runs (one by default with --repeat); with --profile, the
- * time of each part of a compiled CPU model's timed runs
- * (vitc_context_profile_part). */
+ * time of each part of a compiled model's timed runs (a CPU model's nodes, a
+ * CUDA model's launches: vitc_context_profile_part). */
 #include "tools/cli.h"
 
 #include "ir/interp.h"
@@ -413,8 +413,9 @@ static const cli_option run_options[] = {
     {"threads", 0, "N", "Compiled models: threads to run on, the caller's included (default 0: one per core).",
      .store = CLI_COUNT, .at = offsetof(run_opts, nthreads), .lo = 0, .hi = 1024},
     {"profile", 0, NULL,
-     "Compiled CPU models: time each part of the runs (the code of one node of the compiled graph: its op, kernels "
-     "and ONNX nodes) and print the parts longest first with their share, then the time per op.",
+     "Compiled models: time each part of the runs (CPU: the code of one node of the compiled graph, its op, kernels "
+     "and ONNX nodes; CUDA: each kernel launch, by CUDA events, launched one by one) and print the parts longest "
+     "first with their share, then the time per op.",
      .store = CLI_FLAG, .at = offsetof(run_opts, profile)},
     {"top", 0, "N",
      "With --profile: print the N longest parts only (then one line for the rest); the time per op counts all.",

@@ -201,17 +201,21 @@ VITC_API vitc_status vitc_run_device(vitc_context *c, const vitc_tensor *inputs,
  * first run. */
 VITC_API vitc_status vitc_context_device_ms(const vitc_context *c, double *ms);
 
-/* Profiling a CPU model: time per part of a run, a part being the code of
- * one node of the compiled graph (one or more kernels).  Turning it on
- * clears the counts; every later vitc_run adds each part's wall time and a
- * call; turning it off keeps the counts.  INVALID_ARGUMENT for a model
- * without profile marks (a CUDA model, or a CPU model compiled before
- * vitc made them): the message says which. */
+/* Profiling: time per part of a run, a part being the code of one node of
+ * the compiled graph (one or more kernels) for a CPU model, one launch of
+ * its plan for a CUDA model.  Turning it on clears the counts; every later
+ * vitc_run adds each part's time and a call (a CPU part's wall time; a CUDA
+ * launch's GPU time from CUDA events, the kernels launched one by one,
+ * without the graph, while profiling is on); turning it off keeps the
+ * counts.  INVALID_ARGUMENT for a CPU model without profile marks (one
+ * compiled before vitc made them): the message says so. */
 VITC_API vitc_status vitc_context_set_profiling(vitc_context *c, int on);
 typedef struct {
     const char *kernels;   /* the compiled functions the part runs, comma-separated */
-    const char *op;        /* the op of the compiled graph ("Linear", "Attention", ...) */
-    const char *source;    /* the ONNX node(s) it came from: "NAME (OP_TYPES)" */
+    const char *op;        /* the op of the compiled graph ("Linear", "Attention", ...); CUDA: the
+                            * kernel label's first word ("gemm", "attention", "layernorm", ...) */
+    const char *source;    /* the ONNX node(s) it came from: "NAME (OP_TYPES)"; CUDA: the kernel's
+                            * label and the batches the launch runs at */
     int64_t calls;         /* runs that went through it since profiling was turned on */
     double seconds;        /* wall time in it, summed over those calls */
 } vitc_profile_part;

@@ -371,8 +371,9 @@ class Model:
         runtime's profile on, and returns its parts longest first: one dict per part of a run
         (the code of one node of the compiled graph) with "index" (its place in the run), "op",
         "kernels", "source" (the ONNX nodes it came from), "calls" and "seconds" (summed over
-        the runs).  VitcError where the model has no profile (a CUDA model, or one compiled
-        before vitc made profile marks)."""
+        the runs); for a CUDA model, one per kernel launch of its plan, timed by CUDA events.
+        VitcError where the model has no profile (a CPU model compiled before vitc made
+        profile marks)."""
         feed = list(inputs.items()) if isinstance(inputs, Mapping) else [(None, inputs)]
         if not isinstance(runs, int) or runs < 1:
             raise ValueError(f"runs must be a positive int, not {runs!r}")
