@@ -464,8 +464,7 @@ static vitc_status encode_tmap(vitc_context *c, const vitc_cuda_launch *l, int i
     return VITC_STATUS_OK;
 }
 
-/* Enqueues every launch of the plan for this batch on the stream. */
-/* The run's launches on the stream.  profiled: plain launches, each followed
+/* Enqueues every launch of the plan for this batch on the stream.  profiled: plain launches, each followed
  * by its event (x->pev), the launches that ran listed in x->ran. */
 static vitc_status enqueue(vitc_context *c, int64_t batch, int profiled)
 {
@@ -586,12 +585,23 @@ static vitc_status profile_events(vitc_context *c)
     int n = m->cuda_plan->nlaunches;
     if (x->pev)
         return VITC_STATUS_OK;
-    x->ran = malloc(sizeof *x->ran * (size_t)(n + 1));
-    x->pev = calloc((size_t)n + 1, sizeof *x->pev);
-    if (!x->ran || !x->pev)
+    int *ran = malloc(sizeof *ran * (size_t)(n + 1));
+    CUevent *pev = calloc((size_t)n + 1, sizeof *pev);
+    for (int i = 0; ran && pev && i < n; i++) {
+        rt_cu_result r = d->cu->EventCreate(&pev[i], RT_CU_EVENT_DEFAULT);
+        if (r != RT_CUDA_SUCCESS) { /* none kept: the next profiled run tries again */
+            for (int k = 0; k < i; k++)
+                d->cu->EventDestroy(pev[k]);
+            free(ran), free(pev);
+            return rt_fail(VITC_STATUS_INTERNAL, "%s: an event per launch on %s", m->path, d->name),
+                   rt_append_cuda_error(r, "cuEventCreate");
+        }
+    }
+    if (!ran || !pev) {
+        free(ran), free(pev);
         return rt_fail(VITC_STATUS_OUT_OF_MEMORY, "out of memory");
-    for (int i = 0; i < n; i++)
-        CU_TRY(d->cu->EventCreate(&x->pev[i], RT_CU_EVENT_DEFAULT), "%s: an event on %s", m->path, d->name);
+    }
+    x->ran = ran, x->pev = pev;
     return VITC_STATUS_OK;
 }
 
