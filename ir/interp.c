@@ -214,18 +214,6 @@ static const ir_value *const_input(const ir_graph *g, const ir_node *n, int i)
     return v >= 0 && v < g->nvalues && g->values[v].kind == IR_VAL_CONST ? &g->values[v] : NULL;
 }
 
-static int attr_str_is(const ir_node *n, ir_attr_id id, const char *dflt, const char *const *allowed)
-{
-    const ir_attr *a = ir_attr_get(n, id);
-    const char *s = a ? (a->kind == IR_AT_STRING ? a->s : NULL) : dflt;
-    if (!s)
-        return 0;
-    for (; *allowed; allowed++)
-        if (strcmp(s, *allowed) == 0)
-            return 1;
-    return 0;
-}
-
 /* Per-op conditions beyond having a kernel; NULL: every node of the op runs. */
 
 static int einsum_ok(const ir_graph *g, const ir_node *n)
@@ -239,8 +227,7 @@ static int einsum_ok(const ir_graph *g, const ir_node *n)
 /* Conv, ConvInteger and QLinearConv: 1-D and 2-D, the auto_pad modes ik_conv_geom_of reads. */
 static int conv_ok(const ir_graph *g, const ir_node *n)
 {
-    static const char *const pads[] = {"NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER", NULL};
-    if (!attr_str_is(n, IR_ATTR_AUTO_PAD, "NOTSET", pads))
+    if (ir_auto_pad_of(n) < 0)
         return 0;
     const ir_attr *ks = ir_attr_get(n, IR_ATTR_KERNEL_SHAPE);
     if (ks && (ks->kind != IR_AT_INTS || ks->n < 1 || ks->n > 2))

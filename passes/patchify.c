@@ -61,9 +61,8 @@ static int match(const ir_graph *g, const ir_node *n, void *mv, char *why, size_
     if (!st || st->kind != IR_AT_INTS || st->n != 2 || st->ints[0] != kin[0] || st->ints[1] != kin[1])
         MISS("the strides are not the kernel size %lldx%lld (not a patch embedding)", (long long)kin[0],
              (long long)kin[1]);
-    const ir_attr *ap = ir_attr_get(n, IR_ATTR_AUTO_PAD);
-    if (!ints_are(n, IR_ATTR_PADS, 4, 0) || (ap && ap->kind == IR_AT_STRING && strcmp(ap->s, "NOTSET") != 0 &&
-                                             strcmp(ap->s, "VALID") != 0))
+    const int pad = ir_auto_pad_of(n);
+    if (!ints_are(n, IR_ATTR_PADS, 4, 0) || (pad != IR_PAD_NOTSET && pad != IR_PAD_VALID))
         MISS("the Conv pads its input");
     if (!ints_are(n, IR_ATTR_DILATIONS, 2, 1) || ir_attr_int(n, IR_ATTR_GROUP, 1) != 1)
         MISS("the Conv is dilated or grouped");

@@ -41,14 +41,20 @@ int rt_abi_nparts(const vitc_abi_model *a)
     return a->nparts;
 }
 
+/* One call of part, `seconds` long. */
+static void charge(struct rt_profile *p, int part, double seconds)
+{
+    if (part >= 0 && part < p->nparts) {
+        p->seconds[part] += seconds;
+        p->calls[part]++;
+    }
+}
+
 static void mark(void *arg, int32_t part)
 {
     struct rt_profile *p = arg;
     double t = now_s();
-    if (part >= 0 && part < p->nparts) {
-        p->seconds[part] += t - p->last;
-        p->calls[part]++;
-    }
+    charge(p, part, t - p->last);
     p->last = t;
 }
 
@@ -75,11 +81,8 @@ int rt_profile_on(const vitc_context *c) { return c->profile && c->profile->on; 
 
 void rt_profile_add(vitc_context *c, int part, double seconds)
 {
-    struct rt_profile *p = c->profile;
-    if (p && p->on && part >= 0 && part < p->nparts) {
-        p->seconds[part] += seconds;
-        p->calls[part]++;
-    }
+    if (rt_profile_on(c))
+        charge(c->profile, part, seconds);
 }
 
 void rt_profile_free(vitc_context *c)

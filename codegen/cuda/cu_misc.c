@@ -49,8 +49,9 @@ int cu_misc_supports(const ir_graph *g, const ir_node *n, char *why, size_t len)
             snprintf(why, len, "Conv of rank %d (the CUDA backend takes 1-D and 2-D)", a->rank);
             return 0;
         }
-        if (ap && ap->s && strcmp(ap->s, "NOTSET") != 0 && strcmp(ap->s, "VALID") != 0) {
-            snprintf(why, len, "Conv auto_pad=%s", ap->s);
+        const int pad = ir_auto_pad_of(n);
+        if (pad != IR_PAD_NOTSET && pad != IR_PAD_VALID) {
+            snprintf(why, len, "Conv auto_pad=%s", ap && ap->s ? ap->s : "(not a string)");
             return 0;
         }
         for (int i = 1; i < a->rank; i++)
