@@ -42,7 +42,8 @@
  * wgmma without wgmma.fence, a wgmma reading cp.async data no
  * fence.proxy.async ordered, the threads of a warpgroup issuing different
  * wgmma, an mbarrier used before its init or overwritten, a wgmma never
- * retired, a misaligned bulk copy) stops the launch with a message.
+ * retired, a misaligned bulk copy, a block ending with a bulk copy no thread
+ * waited for) stops the launch with a message.
  * setmaxnreg and the tensor map prefetch are no-ops.
  *
  * The device library's prelude includes this header in place of its
@@ -313,16 +314,29 @@ static bool first(warpx *w, int op)
     return true;
 }
 
-static float shfl_xor(float v, int mask)
+static float bits_f32(uint32_t u);
+static uint32_t f32_bits(float f);
+/* shfl.sync: every lane deposits v (collective op), then reads lane from's */
+static uint32_t shfl(uint32_t v, int op, int from)
 {
-    warpx *w = enter(1);
-    memcpy(&w->slot[cur->lane][0], &v, 4);
+    warpx *w = enter(op);
+    w->slot[cur->lane][0] = v;
     yield_as(BAR_WARP);
-    first(w, 1);
-    float r;
-    memcpy(&r, &w->slot[cur->lane ^ (mask & 31)][0], 4);
+    first(w, op);
+    uint32_t r = w->slot[from & 31][0];
     yield_as(BAR_WARP);
     return r;
+}
+static float shfl_xor(float v, int mask) { return bits_f32(shfl(f32_bits(v), 1, cur->lane ^ (mask & 31))); }
+/* lane src's v, for every lane */
+static unsigned shfl_idx(unsigned v, int src) { return shfl(v, 5, src); }
+
+/* every lane of the warp here before any goes on */
+static void syncwarp(void)
+{
+    warpx *w = enter(6);
+    yield_as(BAR_WARP);
+    first(w, 6);
 }
 
 static void ldsm_x4(uint32_t *r, const void *row, bool trans)
@@ -834,6 +848,8 @@ static inline unsigned vk_f32_to_tf32(unsigned bits) { return vkemu::tf32_round(
 static inline float vk_exp2(float x) { return exp2f(x); }
 static inline float vk_rsqrt(float x) { return 1.0f / sqrtf(x); }
 static inline float vk_shfl_xor(float v, int mask) { return vkemu::shfl_xor(v, mask); }
+static inline unsigned vk_shfl_idx(unsigned v, int src) { return vkemu::shfl_idx(v, src); }
+static inline void vk_syncwarp(void) { vkemu::syncwarp(); }
 static inline void vk_ldsm_x4(unsigned *r, const void *row) { vkemu::ldsm_x4(r, row, false); }
 static inline void vk_ldsm_x4_t(unsigned *r, const void *row) { vkemu::ldsm_x4(r, row, true); }
 static inline void vk_cp_async16(void *dst, const void *src, bool ok) { vkemu::cp_async16(dst, src, ok); }
@@ -1024,8 +1040,17 @@ static int run_block(int rounds_reverse)
             done += b->f[i].state == DONE;
             at_block += b->f[i].state == BAR_BLOCK;
         }
-        if (done == b->n)
+        if (done == b->n) { /* a copy still landing would write the shared memory of the SM's next block */
+            for (int i = 0; i < b->nbars; i++)
+                if (b->bars[i].ncopy || b->bars[i].tx) {
+                    snprintf(b->err, sizeof b->err,
+                             "block (%u,%u,%u) ended with %lld bytes of bulk tensor copies in flight on the "
+                             "mbarrier at shared address 0x%x (no thread waited for them to land)",
+                             g_block_idx.x, g_block_idx.y, g_block_idx.z, (long long)b->bars[i].tx, b->bars[i].addr);
+                    return -1;
+                }
             return 0;
+        }
         int spin = 0;
         for (int i = 0; i < b->n; i++)
             spin += b->f[i].state == SPIN;

@@ -83,10 +83,14 @@ static const emu_mode MODE_SM90A_WG = {{"VITC_CUDA_GEMM_WAVE=1", "VITC_CUDA_TMA=
  * form other GPUs run (gemm_tc's tile over the tiles in turn). */
 static const emu_mode MODE_SM90A_PP = {{"VITC_CUDA_GEMM_WAVE=1", "VITC_CUDA_PINGPONG=4"}, 12, 1};
 static const emu_mode MODE_PP_PORTABLE = {{"VITC_CUDA_GEMM_WAVE=1", "VITC_CUDA_PINGPONG=4"}, 12, 0};
+/* gemm_pp on a grid of 3 blocks: where a GEMM's tiles are not a multiple of 3, its last ones by stream-K
+ * (GEMMs of fewer than 3 tiles on gemm_wg's 64 x 64 tile, or split K). */
+static const emu_mode MODE_SM90A_PP_SK = {{"VITC_CUDA_GEMM_WAVE=3", "VITC_CUDA_PINGPONG=4"}, 12, 1};
 
 /* The sm_90a GEMM kernels of the program at cu by shape, e.g. "tma
  * 128/3/2 x6, wg 128/3 x1" (gemm_tma's BN/stages/blocks an SM, gemm_wg's
- * BN/stages, gemm_pp's stages); "none" without any. */
+ * BN/stages, gemm_pp's stages and "stream-k" where it has it); "none"
+ * without any. */
 static void variants(const char *cu, char *out, size_t n)
 {
     size_t len;
@@ -108,8 +112,10 @@ static void variants(const char *cu, char *out, size_t n)
                 snprintf(s, sizeof s, "tma %d/%d/%d", bn, a2, a3);
             else if (k == 1)
                 snprintf(s, sizeof s, "wg %d/%d", bn, a3); /* BN, BKB, stages */
-            else
-                snprintf(s, sizeof s, "pingpong %d", bn); /* stages */
+            else { /* stages; its last template argument: stream-K */
+                const char *e = strchr(q, '>');
+                snprintf(s, sizeof s, "pingpong %d%s", bn, e && e - q > 5 && !strncmp(e - 5, " true", 5) ? " stream-k" : "");
+            }
             int i = 0;
             while (i < nv && strcmp(shape[i], s) != 0)
                 i++;
@@ -348,6 +354,8 @@ static void test_sm90a_emulated(void **state)
     fixtures_emulated(&MODE_SM90A_PP, 1);
     print_message("gemm_pp's portable form (gemm_tc's tile over the tiles in turn)\n");
     fixtures_emulated(&MODE_PP_PORTABLE, 1);
+    print_message("sm_90a: gemm_pp on 3 blocks, the last tiles of a GEMM by stream-K\n");
+    fixtures_emulated(&MODE_SM90A_PP_SK, 1);
 }
 
 /* ---- hand-built graphs: the ops the fixtures do not reach ---- */
@@ -750,11 +758,17 @@ static void mutate_program(const char *cu, const char *from, const char *to, con
  * warpgroup); a consumer releasing a stage while its wgmma group may still
  * read it (wait_group 2 for 1).  In
  * gemm_pp (one block over all tiles: the consumers alternate over 9 tiles,
- * the ring's phases carried from tile to tile): a consumer counting its k
- * tiles from the other's position in the ring; an empty barrier waiting for
+ * the ring's phases carried from tile to tile): a consumer counting only
+ * its own units' k tiles in the ring; an empty barrier waiting for
  * both consumers' warps; a tile's last stage never released; the consumers'
  * k loops not taking turns (a consumer then waits for a stage two phases
- * ahead, which the parity takes for the current one).  On two bf16
+ * ahead, which the parity takes for the current one).  gemm_pp on 4 blocks
+ * (9 tiles: 4 whole, the last 5 shared out by stream-K, 10 k tiles a block,
+ * three tiles in two parts): the last part of a tile taken for not the
+ * last (the tile never stored); the parts added from the second block on;
+ * a block's part stored in its other slot; the producer's share one k tile
+ * longer than the consumers' (a block ending with a bulk copy in flight).
+ * On two bf16
  * GEMMs at batch 3 (300 rows: 3 row tiles, the last part past M): K = 512
  * (8 k tiles around a ring of 3 stages) and N = 320 (the last column tile
  * part padding) on gemm_tma or gemm_pp, K = 196 (rows of A not 16-byte
@@ -764,8 +778,7 @@ static void mutate_program(const char *cu, const char *from, const char *to, con
  * waiting for the wrong phase of a key block; the wgmma.fence between the
  * softmax (registers P and O) and P V left out; a key block released with
  * P V in flight; with a rotary table, consumers not waiting for the keys'
- * rotation.  Each program without a bug passes first; gemm_pp also
- * with two blocks taking every other tile. */
+ * rotation.  Each program without a bug passes first. */
 static void test_sm90a_mutations(void **state)
 {
     (void)state;
@@ -813,10 +826,10 @@ static void test_sm90a_mutations(void **state)
         {NULL, NULL, NULL},
     };
     static const bug pp_bugs[] = {
-        {"a consumer counts k tiles from the other's place", "for (int kt = 0, it = i * nkt;",
-         "for (int kt = 0, it = (i ^ 1) * nkt;"},
+        {"a consumer counts only its own units' k tiles", "it += u.k1 - u.k0, i++)",
+         "it += (i & 1) == wg ? u.k1 - u.k0 : 0, i++)"},
         {"empty[s] waits for both consumers' warps", "vk_mbar_init(&empty[s], 4);", "vk_mbar_init(&empty[s], 8);"},
-        {"a tile's last stage never released", "            vk_mbar_arrive(&empty[(i * nkt + nkt - 1) % WS]);",
+        {"a tile's last stage never released", "            vk_mbar_arrive(&empty[(it + n - 1) % WS]);",
          "            ;"},
         {"the consumers' k loops not taking turns", "        if (i > 0) /* the other consumer's k loop", "        if (0) /* the other consumer's k loop"},
         {NULL, NULL, NULL},
@@ -836,15 +849,25 @@ static void test_sm90a_mutations(void **state)
          "vk_mbar_wait(&full[s], (c / WS) & 1);"},
         {NULL, NULL, NULL},
     };
-    static const bug no_bugs[] = {{NULL, NULL, NULL}};
+    static const bug sk_bugs[] = {
+        {"the last part of a tile taken for not the last", "!= (unsigned)(last - first))",
+         "!= (unsigned)(last - first + 1))"},
+        {"the parts added from the second block on", "for (int c = first; c <= last; c++)",
+         "for (int c = first + 1; c <= last; c++)"},
+        {"a block's part stored in its other slot", "float *mine = part((int)blockIdx.x);",
+         "float *mine = part((int)blockIdx.x) + (pp_share(s, (int)blockIdx.x) / s.nkt == q ? SLOT : -SLOT);"},
+        {"the producer's share one k tile longer", "pp_start(const pp_sched &s, int b) { return pp_walk{s, b, 0, pp_share(s, b), pp_share(s, b + 1)}; }",
+         "pp_start(const pp_sched &s, int b) { return pp_walk{s, b, 0, pp_share(s, b), pp_share(s, b + 1) + (threadIdx.x == 256 && b + 1 < s.G)}; }"},
+        {NULL, NULL, NULL},
+    };
     static const struct {
         const char *wave, *pingpong, *variants;
         int attn_wg;
         const bug *bugs;
     } programs[4] = {
         {"1", NULL, "tma 128/3/2 x1, wg 128/3 x1", 0, tma_bugs},
-        {"1", "3", "wg 128/3 x1, pingpong 3 x1", 0, pp_bugs},
-        {"2", "3", "wg 128/3 x1, pingpong 3 x1", 0, no_bugs}, /* two blocks taking every other tile */
+        {"1", "3", "wg 128/3 x1, pingpong 3 stream-k x1", 0, pp_bugs},
+        {"4", "3", "wg 128/3 x1, pingpong 3 stream-k x1", 0, sk_bugs}, /* four blocks, the last 5 tiles by stream-K */
         {"1", NULL, "tma 128/3/2 x1, wg 128/3 x1, attention_wg D64 x2", 1, attn_bugs},
     };
     for (int pr = 0; pr < 4; pr++) {

@@ -47,12 +47,14 @@ struct args {
     b16 *C;
     long long M;
     int N, K, Kp;
+    float *partial;     /* gemm_pp's stream-K: two 128 x 128 tiles a block */
+    unsigned *counters; /* and 8 tile counters a block, zero */
 };
 
 /* The params struct the compiled kernels take. */
 static __device__ vk_gemm_params params_of(const args &a)
 {
-    vk_gemm_params p = {a.A, a.W, a.bias, a.R, a.C, a.M, nullptr, 0};
+    vk_gemm_params p = {a.A, a.W, a.bias, a.R, a.C, a.M, a.partial, a.counters};
     return p;
 }
 
@@ -78,12 +80,12 @@ __global__ void __launch_bounds__(vk::gemm_tma_smem<BN, WS, MINB>::threads, MINB
                                                                                            a.K, a.Kp, a.K, a.N, a.N);
 }
 
-template <int WS, bool EPI>
+template <int WS, bool EPI, bool SK>
 __global__ void __launch_bounds__(384, 1)
     k_pp(args a, const __grid_constant__ vk_tmap ma, const __grid_constant__ vk_tmap mb)
 {
-    gemm_pp<b16, WS, 4, 64, true, EPI ? 1 : 0, true, EPI, b16, b16>(&ma, &mb, params_of(a), a.N, a.K, a.Kp, a.K, a.N,
-                                                                  a.N);
+    gemm_pp<b16, WS, 4, 64, true, EPI ? 1 : 0, true, EPI, b16, b16, SK>(&ma, &mb, params_of(a), a.N, a.K, a.Kp, a.K,
+                                                                      a.N, a.N);
 }
 
 /* A tensor map of a row-major bf16 matrix [rows, cols], row stride `stride` bytes, in boxes of 64
@@ -155,9 +157,9 @@ struct variant {
     {"tma 128x" #BN "/ws/" #WS " x" #MINB, nullptr, 128, BN, vk::gemm_tma_smem<BN, WS, MINB>::threads,       \
      vk::gemm_tma_smem<BN, WS, MINB>::bytes, true,                                                           \
      k_tma<BN, WS, MINB, EPI>, 0}
-#define PP(WS, EPI)                                                                                 \
-    {"pingpong 128x128/ws/" #WS " persistent", nullptr, 128, 128, 384, vk::gemm_pp_smem<WS>::bytes, true,        \
-     k_pp<WS, EPI>, 1}
+#define PP(WS, EPI, SK, NAME)                                                                       \
+    {"pingpong 128x128/ws/" #WS " persistent" NAME, nullptr, 128, 128, 384, vk::gemm_pp_smem<WS>::bytes, true,   \
+     k_pp<WS, EPI, SK>, 1}
 #define TMAP(BN, WS, MINB, EPI)                                                                     \
     {"tma 128x" #BN "/ws/" #WS " x" #MINB " persistent", nullptr, 128, BN,                          \
      vk::gemm_tma_smem<BN, WS, MINB>::threads, vk::gemm_tma_smem<BN, WS, MINB>::bytes, true,        \
@@ -165,14 +167,16 @@ struct variant {
 /* gemm_wg as the compiler emits it on sm_90a (3 stages of 128 bytes of k, 128-byte swizzle), the
  * large tile of other GPUs (mma.sync), then the alternatives: wgmma stages and wait depth, 128 x 256,
  * and the no-swizzle layout (64 bytes of k); gemm_tma, also over all tiles from a persistent grid; the
- * persistent ping-pong gemm_pp (a block an SM) */
+ * persistent ping-pong gemm_pp (a block an SM), with and without stream-K (the same grid: it changes
+ * only where the tiles are not whole rounds of it, ViT-B's N = 768 at batch 64) */
 #define VARIANTS(VA, EPI)                                                                           \
     {WG(128, 3, 128, 1, VA, EPI),   TC(128, 128, 2, 4, 4, 64, VA, EPI),  TC(128, 128, 2, 4, 3, 128, VA, EPI), \
      WG(128, 3, 128, 0, VA, EPI),   WG(128, 4, 128, 1, VA, EPI),         WG(256, 4, 128, 1, VA, EPI),       \
      WG(128, 4, 64, 1, VA, EPI),    TMA(128, 4, 1, EPI),                 TMA(128, 3, 2, EPI),              \
      TMA(128, 2, 2, EPI),           TMA(256, 3, 1, EPI),                 TMA(256, 4, 1, EPI),              \
      TMAP(128, 3, 2, EPI),          TMAP(256, 3, 1, EPI),                TMAP(256, 4, 1, EPI),             \
-     PP(4, EPI),                    PP(5, EPI),                          PP(6, EPI)}
+     PP(4, EPI, false, ""),         PP(5, EPI, false, ""),               PP(6, EPI, false, ""),            \
+     PP(4, EPI, true, " stream-k"), PP(5, EPI, true, " stream-k")}
 
 static variant V_VE[] = VARIANTS(true, true), V_VB[] = VARIANTS(true, false), V_UE[] = VARIANTS(false, true);
 enum { NV = sizeof V_VE / sizeof V_VE[0] };
@@ -215,6 +219,10 @@ int main(int argc, char **argv)
     };
     int fails = 0;
     std::vector<std::vector<double>> tflops(NV);
+    float *partial; /* gemm_pp's stream-K scratch: two tiles and 8 counters a block, a block an SM */
+    unsigned *counters;
+    CK(cudaMalloc(&partial, (size_t)prop.multiProcessorCount * 2 * 128 * 128 * 4));
+    CK(cudaMalloc(&counters, (size_t)prop.multiProcessorCount * 8 * 4));
     for (const shape &sh : shapes) {
         if (quick && sh.M > 20000)
             continue;
@@ -247,7 +255,7 @@ int main(int argc, char **argv)
         CK(cudaMemcpy(dW, hW.data(), (size_t)Np * Kp * 2, cudaMemcpyHostToDevice));
         CK(cudaMemcpy(dR, hR.data(), M * N * 2, cudaMemcpyHostToDevice));
         CK(cudaMemcpy(db, hb.data(), N * 4, cudaMemcpyHostToDevice));
-        a = {dA, dW, db, dR, dC, M, N, K, Kp};
+        a = {dA, dW, db, dR, dC, M, N, K, Kp, partial, counters};
         long long MN = M * N;
         k_ref<<<(unsigned)((MN + 255) / 256), 256>>>(a, sh.epi, dref);
         CK(cudaGetLastError());
@@ -282,6 +290,7 @@ int main(int argc, char **argv)
                     x.kernel<<<grid, x.threads, x.smem>>>(a);
             };
             CK(cudaMemset(dC, 0xff, M * N * 2)); /* NaN */
+            CK(cudaMemset(counters, 0, (size_t)prop.multiProcessorCount * 8 * 4)); /* each stream-K GEMM leaves them 0 */
             CK(cudaMemset(dres, 0, 12));
             launch();
             CK(cudaGetLastError());
@@ -330,6 +339,7 @@ int main(int argc, char **argv)
             l += log(t);
         printf("  %-28s %6.1f TFLOP/s\n", V_VE[v].name, exp(l / tflops[v].size()));
     }
+    cudaFree(partial), cudaFree(counters);
     printf("%s: %d failing\n", fails ? "FAIL" : "PASS", fails);
     return fails ? 1 : 0;
 }

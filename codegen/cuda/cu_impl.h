@@ -46,7 +46,8 @@ _Static_assert(sizeof(void *) == 8, "device pointers and host pointers of 8 byte
 typedef enum { CU_FP32, CU_TF32, CU_FP16, CU_BF16 } cu_precision;
 
 /* Tile counters of the split-K GEMMs: a split GEMM has fewer tiles than a
- * wave of blocks (cu_linear.c), so this many cover any. */
+ * wave of blocks (cu_linear.c), so this many cover any; a stream-K GEMM's
+ * need more where its grid is large (cu_linear_counters). */
 enum { CU_COUNTERS = 256 };
 
 /* The GPU targets every program is compiled for; the statistics of ptxas
@@ -118,7 +119,8 @@ typedef struct cu_ctx {
     /* per graph input / output */
     vitc_cuda_io *in_io, *out_io;
     uint64_t ws_bytes, ws_unplanned;
-    int64_t counters_off; /* the split-K GEMMs' tile counters (CU_COUNTERS of them) in the workspace; -1 none */
+    int64_t counters_off; /* the split-K and stream-K GEMMs' tile counters in the workspace; -1 none */
+    int64_t ncounters;    /* how many (cu_linear_counters) */
     int counters_launch;  /* 1 + the launch that zeroes them at the start of a run; 0: none yet */
 
     cu_kernel *k;
@@ -165,6 +167,8 @@ int cu_linear_supports(const ir_graph *g, const ir_node *n, char *why, size_t le
 int cu_emit_linear(cu_ctx *c, int node);
 /* Bytes of scratch node n needs at some batch (a split GEMM's partial sums), 0 if none. */
 int64_t cu_linear_scratch(const cu_ctx *c, int node);
+/* The tile counters the GEMMs need where any has scratch. */
+int64_t cu_linear_counters(const cu_ctx *c);
 /* The GEMM weight layout: W [K, N] fp32 into Wt [Np, Kp] of type t (F32, F16
  * or BF16), transposed, zero-padded, converted rounding to nearest even. */
 void cu_pack_weight(const float *W, int64_t K, int64_t N, int64_t Kp, int64_t Np, ir_dtype t, void *out);

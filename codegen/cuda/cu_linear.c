@@ -34,10 +34,14 @@
  * with a ninth, loading warp (bench/design-notes.md, "TMA GEMM").
  *
  * With VITC_CUDA_PINGPONG=STAGES, those GEMMs run as gemm_pp instead: one
- * block an SM (VITC_CUDA_GEMM_WAVE of them) over all 128 x 128 tiles, two consumer
- * warpgroups taking every other tile (one's epilogue under the other's k
- * loop) fed by one producer through a ring of STAGES stages; elsewhere the
- * same grid runs gemm_tc's tile over the tiles in turn.
+ * block an SM (VITC_CUDA_GEMM_WAVE of them, at most CU_PP_BLOCKS) over all
+ * 128 x 128 tiles, two consumer warpgroups taking every other tile (one's
+ * epilogue under the other's k loop) fed by one producer through a ring of
+ * STAGES stages, and where the tiles do not make whole rounds of the grid,
+ * the last ones shared out by k (stream-K, unless VITC_CUDA_STREAM_K=0):
+ * its scratch holds two partial tiles a block, and 8 tile counters a block
+ * join those of the split GEMMs; elsewhere the same grid runs gemm_tc's
+ * tile over the tiles in turn, each whole.
  *
  * The knobs VITC_CUDA_GEMM_LARGE, VITC_CUDA_GEMM_WAVE, VITC_CUDA_TMA,
  * VITC_CUDA_SPLIT_K, VITC_CUDA_WGMMA_STAGES and VITC_CUDA_WGMMA
@@ -56,6 +60,7 @@
 #define CU_SPLIT_MAX 16       /* blocks per tile at most */
 #define CU_SPLIT_MIN_KT 4     /* k tiles per block at least */
 #define CU_SPLIT_SCAN 4096    /* batches looked at for ranges (above: no split) */
+#define CU_PP_BLOCKS 1024     /* gemm_pp's grid at most (its stream-K scratch: 128 KiB a block) */
 
 typedef struct {
     int x, w, trans_w, bias, res, act, out;
@@ -350,26 +355,6 @@ static int choose(const cu_ctx *c, const gemm_job *j, int64_t Kp, int64_t batch,
     return 0;
 }
 
-int64_t cu_linear_scratch(const cu_ctx *c, int node)
-{
-    gemm_job j;
-    char why[256];
-    if (c->prec == CU_FP32 || !job_of(c->g, &c->g->nodes[node], &j, why, sizeof why))
-        return 0;
-    int64_t bytes = 0, Kp, Np;
-    padded(c, &j, &Kp, &Np);
-    for (int64_t b = 1; b <= c->max_batch && b <= CU_SPLIT_SCAN; b++) {
-        tile t;
-        int s;
-        if (choose(c, &j, Kp, b, &t, &s))
-            break; /* the large tile from here on: no split */
-        int64_t m = cg_poly_eval(j.M, b);
-        if (s > 1 && m > 0 && s * m * j.N * 4 > bytes)
-            bytes = s * m * j.N * 4;
-    }
-    return bytes;
-}
-
 /* gemm_wg's stages on sm_90a (128 bytes of k each, 128-byte swizzle, one
  * wgmma group left in flight): 3, or VITC_CUDA_WGMMA_STAGES. */
 static int wg_stages(const cu_ctx *c) { return (int)c->knobs.cuda_wgmma_stages; }
@@ -388,6 +373,55 @@ static int use_wgmma(const cu_ctx *c, tile tl, int split)
            tl.bm == 128 && (tl.bn == 128 || tl.bn == 256) && tl.wm == 2 && tl.wn == 4 && wg_smem(c, tl) <= 227 * 1024;
 }
 
+/* The stages of gemm_pp where the large tile tl runs it (wgmma on sm_90a,
+ * rows of A of whole 16 bytes, 128 columns: where gemm_tma would), else 0. */
+static int pingpong_of(const cu_ctx *c, tile tl, int wg, int vec_a)
+{
+    return wg && vec_a && tl.bn == 128 ? (int)c->knobs.cuda_pingpong : 0;
+}
+
+/* Whether gemm_pp (pp stages) shares its last tiles out by k. */
+static int stream_k(const cu_ctx *c, int pp) { return pp && c->knobs.cuda_stream_k; }
+
+/* gemm_pp's blocks (the knob's, bounded for the scratch it sizes). */
+static int64_t pp_blocks(const cu_ctx *c)
+{
+    return c->knobs.cuda_gemm_wave < CU_PP_BLOCKS ? c->knobs.cuda_gemm_wave : CU_PP_BLOCKS;
+}
+
+int64_t cu_linear_counters(const cu_ctx *c)
+{
+    int pp = c->prec == CU_FP16 || c->prec == CU_BF16 ? (int)c->knobs.cuda_pingpong : 0;
+    /* 4 a tile (one a consumer's warp) over the last tiles: fewer than two rounds of blocks */
+    return stream_k(c, pp) && 8 * pp_blocks(c) > CU_COUNTERS ? 8 * pp_blocks(c) : CU_COUNTERS;
+}
+
+int64_t cu_linear_scratch(const cu_ctx *c, int node)
+{
+    gemm_job j;
+    char why[256];
+    if (c->prec == CU_FP32 || !job_of(c->g, &c->g->nodes[node], &j, why, sizeof why))
+        return 0;
+    int64_t bytes = 0, Kp, Np;
+    padded(c, &j, &Kp, &Np);
+    for (int64_t b = 1; b <= c->max_batch && b <= CU_SPLIT_SCAN; b++) {
+        tile t;
+        int s;
+        if (choose(c, &j, Kp, b, &t, &s))
+            break; /* the large tile from here on: no split */
+        int64_t m = cg_poly_eval(j.M, b);
+        if (s > 1 && m > 0 && s * m * j.N * 4 > bytes)
+            bytes = s * m * j.N * 4;
+    }
+    /* gemm_pp with stream-K at the largest batches: two 128 x 128 fp32 tiles a block */
+    tile t;
+    int s;
+    if (choose(c, &j, Kp, c->max_batch, &t, &s) &&
+        stream_k(c, pingpong_of(c, t, use_wgmma(c, t, s), j.K * 2 % 16 == 0)) && pp_blocks(c) * 2 * 128 * 128 * 4 > bytes)
+        bytes = pp_blocks(c) * 2 * 128 * 128 * 4;
+    return bytes;
+}
+
 /* The kernel text of a tensor-core GEMM (split: the partial-sum form; wg:
  * gemm_wg; tma.bn: gemm_tma; pp: gemm_pp with that many stages). */
 static void gemm_text(const cu_ctx *c, cu_str *t, const gemm_job *j, tile tl, int split, int wg, tma_shape tma,
@@ -395,9 +429,9 @@ static void gemm_text(const cu_ctx *c, cu_str *t, const gemm_job *j, tile tl, in
 {
     if (pp) {
         cu_str_add(t, "VK_KERNEL_TMA(@, 384, 1, vk_gemm_params)\n{\n"
-                      "    vk::gemm_pp<%s, %d, %d, %d, %s, %d, %s, %s, %s, %s>(VK_TMAPS, ",
+                      "    vk::gemm_pp<%s, %d, %d, %d, %s, %d, %s, %s, %s, %s, %s>(VK_TMAPS, ",
                    tw, pp, tl.stages, tl.bkb, vec_a ? "true" : "false", j->act, j->bias >= 0 ? "true" : "false",
-                   res_arg(j), tr, to);
+                   res_arg(j), tr, to, stream_k(c, pp) ? "true" : "false");
     } else if (tma.bn) {
         cu_str_add(t, "VK_KERNEL_TMA(@, %u, %d, vk_gemm_params)\n{\n"
                       "    vk::gemm_tma<%s, %d, %d, %d, %d, %d, %s, %d, %s, %s, %s, %s>(VK_TMAPS, ",
@@ -457,7 +491,7 @@ static int zero_counters(cu_ctx *c, int node, int64_t hi)
     l->max_batch = hi;
     l->grid[0] = cg_poly_k(1);
     cu_arg_ws(c, l, CU_FIELD(vk_gemm_params, counters), c->counters_off);
-    cu_arg_int(c, l, CU_FIELD(vk_gemm_params, m), cg_poly_k(CU_COUNTERS));
+    cu_arg_int(c, l, CU_FIELD(vk_gemm_params, m), cg_poly_k(c->ncounters));
     c->counters_launch = c->nl;
     return c->d->status;
 }
@@ -537,7 +571,7 @@ int cu_emit_linear(cu_ctx *c, int node)
             while (hi < c->max_batch && hi < CU_SPLIT_SCAN && !choose(c, &j, Kp, hi + 1, &t2, &s2) && s2 == split)
                 hi++;
         if (split > 1 && (scratch < 0 || c->counters_off < 0 ||
-                          (cg_poly_eval(j.M, hi) + tl.bm - 1) / tl.bm * ((j.N + tl.bn - 1) / tl.bn) > CU_COUNTERS))
+                          (cg_poly_eval(j.M, hi) + tl.bm - 1) / tl.bm * ((j.N + tl.bn - 1) / tl.bn) > c->ncounters))
             return cu_fail(c, VITC_INTERNAL, node, "a split GEMM without scratch or enough tile counters");
         if (split > 1 && zero_counters(c, node, hi) != VITC_OK)
             return c->d->status;
@@ -547,7 +581,15 @@ int cu_emit_linear(cu_ctx *c, int node)
         /* gemm_tma where the copy engine can read A: rows of whole 16 bytes; or gemm_pp, of the
          * 128 x 128 tile */
         tma_shape tma = wg && vec_a ? tma_of(c, &bad) : (tma_shape){0, 0, 0};
-        int pp = wg && vec_a && tl.bn == 128 ? (int)c->knobs.cuda_pingpong : 0;
+        int pp = pingpong_of(c, tl, wg, vec_a), sk = stream_k(c, pp);
+        if (pp && c->knobs.cuda_gemm_wave > CU_PP_BLOCKS)
+            return cu_fail(c, VITC_BAD_INPUT, node,
+                           "VITC_CUDA_GEMM_WAVE=%lld with VITC_CUDA_PINGPONG: the ping-pong GEMM runs at most %d blocks",
+                           (long long)c->knobs.cuda_gemm_wave, CU_PP_BLOCKS);
+        if (sk && (scratch < 0 || c->counters_off < 0 || c->ncounters < 8 * pp_blocks(c)))
+            return cu_fail(c, VITC_INTERNAL, node, "a stream-K GEMM without scratch or enough tile counters");
+        if (sk && zero_counters(c, node, hi) != VITC_OK)
+            return c->d->status;
         if (pp)
             tma = (tma_shape){128, pp, 1};
         if (tma.bn)
@@ -559,7 +601,8 @@ int cu_emit_linear(cu_ctx *c, int node)
                                                                       : (wg ? "bf16 wgmma" : "bf16 mma"),
                  pp ? "+tma pingpong" : tma.bn ? "+tma" : "",
                  tl.bm, tl.bn,
-                 vec_a ? "" : " (unaligned A)", (long long)j.K, (long long)j.N, split > 1 ? " split-k" : "",
+                 vec_a ? "" : " (unaligned A)", (long long)j.K, (long long)j.N,
+                 split > 1 ? " split-k" : sk ? " stream-k" : "",
                  j.bias >= 0 ? " +bias" : "", act_name(j.act), j.res < 0 ? "" : j.gate ? " +gate" : " +residual",
                  strcmp(to, tw) != 0 ? " (fp32 out)" : "");
         int f = cu_add_kernel(c, "gemm", label, &t);
@@ -588,7 +631,7 @@ int cu_emit_linear(cu_ctx *c, int node)
             l->div[1] = 1;
         }
         gemm_args(c, l, &j, woff, boff);
-        if (split > 1) { /* its blocks' partial sums, and the tile counters that find each tile's last */
+        if (split > 1 || sk) { /* its blocks' partial sums, and the tile counters that find each tile's last */
             cu_arg_ws(c, l, CU_FIELD(vk_gemm_params, partial), scratch);
             cu_arg_ws(c, l, CU_FIELD(vk_gemm_params, counters), c->counters_off);
         }

@@ -292,7 +292,8 @@ int cu_plan_storage(cu_ctx *c)
     c->counters_off = -1;
     if (splits) {
         c->counters_off = (int64_t)end;
-        end += CU_COUNTERS * sizeof(unsigned);
+        c->ncounters = cu_linear_counters(c);
+        end += (uint64_t)c->ncounters * sizeof(unsigned);
     }
     c->ws_bytes = end;
     return VITC_OK;

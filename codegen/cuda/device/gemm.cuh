@@ -502,25 +502,83 @@ template <int BN, int WS, int MINB> struct gemm_tma_smem {
 
 
 #if VK_SM90A
+/* Which k tiles of which tiles a block of a persistent GEMM computes: the
+ * tiles below dp whole, every G-th from the block's own (t = b, b + G, ...),
+ * then, with stream-K (W > 0), an even share of the W k tiles of the tiles
+ * from dp on, counted tile after tile (tile dp + q has q nkt .. q nkt + nkt
+ * - 1): block b takes [b W / G, (b + 1) W / G), which may end one tile part
+ * way and start the next (gemm_pp: "Stream-K"). */
+struct pp_sched {
+    int G, nkt, dp;
+    vk_i64 W;
+};
+/* Every tile whole (no stream-K): gemm_tma's, and gemm_pp's without VITC_CUDA_STREAM_K. */
+VK_DEV pp_sched pp_whole(int ntiles, int G, int nkt) { return pp_sched{G, nkt, ntiles, 0}; }
+/* Stream-K over the last partial round of tiles and the whole round before
+ * it (at least a tile's k tiles a block; none when the tiles make whole
+ * rounds). */
+VK_DEV pp_sched pp_stream_k(int ntiles, int G, int nkt)
+{
+    pp_sched s = pp_whole(ntiles, G, nkt);
+    if (ntiles % G) {
+        s.dp = ntiles / G ? (ntiles / G - 1) * G : 0;
+        s.W = (vk_i64)(ntiles - s.dp) * nkt;
+    }
+    return s;
+}
+/* The first of block b's share of the W k tiles (b = G: W). */
+VK_DEV vk_i64 pp_share(const pp_sched &s, int b) { return (vk_i64)b * s.W / s.G; }
+/* The block whose share holds k tile x of the W. */
+VK_DEV int pp_owner(const pp_sched &s, vk_i64 x) { return (int)(((x + 1) * s.G - 1) / s.W); }
+
+/* A unit of a block's work: k tiles [k0, k1) of tile t. */
+struct pp_unit {
+    int t, k0, k1;
+};
+/* A block's units in order: its whole tiles (i counts them), then its share. */
+struct pp_walk {
+    pp_sched s;
+    int b, i;
+    vk_i64 x, end;
+};
+VK_DEV pp_walk pp_start(const pp_sched &s, int b) { return pp_walk{s, b, 0, pp_share(s, b), pp_share(s, b + 1)}; }
+/* The walk's next unit in u; false past its last. */
+VK_DEV bool pp_next(pp_walk &w, pp_unit &u)
+{
+    const pp_sched &s = w.s;
+    if (w.b + w.i * s.G < s.dp) {
+        u = pp_unit{w.b + w.i++ * s.G, 0, s.nkt};
+        return true;
+    }
+    if (w.x >= w.end)
+        return false;
+    const vk_i64 q = w.x / s.nkt, stop = w.end < (q + 1) * s.nkt ? w.end : (q + 1) * s.nkt;
+    u = pp_unit{s.dp + (int)q, (int)(w.x - q * s.nkt), (int)(stop - q * s.nkt)};
+    w.x = stop;
+    return true;
+}
+
 /* The producer of a TMA ring of WS stages (gemm_tma, gemm_pp), one thread:
- * for the tiles t0, t0 + tstep, ... below ntiles (ntn tiles a row of N
- * tiles, N tiles first), each k tile's boxes of A (128 rows) and Wt (BN
- * rows), 64 elements of k, into stage it % WS (it counting k tiles over
- * all the tiles: the ring's position and phase) once empty[s] shows it
- * free, completing on full[s]. */
+ * for block b's units of schedule s (ntn tiles a row of N tiles, N tiles
+ * first), each k tile's boxes of A (128 rows) and Wt (BN rows), 64 elements
+ * of k, into stage it % WS (it counting k tiles over all the units: the
+ * ring's position and phase) once empty[s] shows it free, completing on
+ * full[s]. */
 template <int BN, int WS>
 VK_DEV void tma_produce(unsigned char *smem, unsigned long long *full, unsigned long long *empty, const vk_tmap *ma,
-                        const vk_tmap *mb, int t0, int tstep, int ntiles, int ntn, int nkt)
+                        const vk_tmap *mb, const pp_sched &sch, int b, int ntn)
 {
     enum { STAGE = (128 + BN) * 128 };
-    for (int t = t0, it = 0; t < ntiles; t += tstep)
-        for (int kt = 0; kt < nkt; kt++, it++) {
+    pp_walk w = pp_start(sch, b);
+    pp_unit u;
+    for (int it = 0; pp_next(w, u);)
+        for (int kt = u.k0; kt < u.k1; kt++, it++) {
             int s = it % WS;
             vk_mbar_wait(&empty[s], ((it / WS) & 1) ^ 1);
             unsigned char *sa = smem + s * STAGE;
             vk_mbar_expect_tx(&full[s], STAGE);
-            vk_tma_load2(sa, ma, kt * 64, t / ntn * 128, &full[s]);
-            vk_tma_load2(sa + 128 * 128, mb, kt * 64, t % ntn * BN, &full[s]);
+            vk_tma_load2(sa, ma, kt * 64, u.t / ntn * 128, &full[s]);
+            vk_tma_load2(sa + 128 * 128, mb, kt * 64, u.t % ntn * BN, &full[s]);
         }
 }
 
@@ -577,7 +635,7 @@ VK_DEV void gemm_tma(const vk_tmap *ma, const vk_tmap *mb, const vk_gemm_params 
         if (MINB == 1)
             vk_setmaxnreg_dec<40>();
         if (tid == 256)
-            tma_produce<BN, WS>(smem, full, empty, ma, mb, t0, tstep, ntiles, ntn, nkt);
+            tma_produce<BN, WS>(smem, full, empty, ma, mb, pp_whole(ntiles, tstep, nkt), t0, ntn);
         return;
     }
     if (MINB == 1)
@@ -614,33 +672,89 @@ VK_DEV void gemm_tma(const vk_tmap *ma, const vk_tmap *mb, const vk_gemm_params 
 /* ---- Hopper (sm_90a): the persistent ping-pong GEMM (VITC_CUDA_PINGPONG) ----
  *
  * gemm_pp computes C over 128 x 128 tiles with a grid of its own: gridDim.x
- * blocks (one an SM) take the tiles t = blockIdx.x, + gridDim.x, ... (N
- * tiles first), the i-th of them (i counted from 0 in the block) going to
- * consumer warpgroup i % 2.  Three warpgroups: the two consumers, each
- * running its tile's whole k loop on wgmma (two m64n128k16 a k step, for
- * its 128 rows: 128 accumulators a thread, setmaxnreg 232) and then its
- * epilogue from the registers, and a producer (setmaxnreg 40) whose one
- * thread issues the bulk tensor copies of every tile's k tiles in tile
- * order into one WS-deep ring (the stages and tensor maps of gemm_tma,
- * BN = 128).  The ring's k tiles are counted over the block's tiles: tile i
- * has k tiles i * nkt .. i * nkt + nkt - 1, stage (it % WS), phase (it / WS)
- * & 1.  As the tiles alternate, one consumer's k loop runs while the other
- * stores its tile (ping-pong): the epilogue is hidden behind the other's
- * wgmma, which gemm_tma's blocks leave to the next block on the SM.
- * empty[s] takes the arrivals of one consumer's 4 warps.  The k loops take
- * turns: a consumer starts tile i once the other has waited for every stage
- * of tile i - 1 (order[c] completes a phase when consumer c's 128 threads
- * are through a k loop); without that turn a consumer could wait for a
- * stage two phases ahead, which the phase parity cannot tell from the
- * current one.
+ * blocks (one an SM) walk their units of work (pp_sched: whole tiles t =
+ * blockIdx.x, + gridDim.x, ..., N tiles first, then with SK their share of
+ * the last tiles' k tiles), the i-th unit (i counted from 0 in the block)
+ * going to consumer warpgroup i % 2.  Three warpgroups: the two consumers,
+ * each running its unit's k loop on wgmma (two m64n128k16 a k step, for its
+ * 128 rows: 128 accumulators a thread, setmaxnreg 232) and then its epilogue
+ * from the registers, and a producer (setmaxnreg 40) whose one thread issues
+ * the bulk tensor copies of every unit's k tiles in order into one WS-deep
+ * ring (the stages and tensor maps of gemm_tma, BN = 128).  The ring's k
+ * tiles are counted over the block's units: unit i's first is at it = the
+ * k tiles of units 0..i-1, stage (it % WS), phase (it / WS) & 1.  As the
+ * units alternate, one consumer's k loop runs while the other stores its
+ * tile (ping-pong): the epilogue is hidden behind the other's wgmma, which
+ * gemm_tma's blocks leave to the next block on the SM.  empty[s] takes the
+ * arrivals of one consumer's 4 warps.  The k loops take turns: a consumer
+ * starts unit i once the other has waited for every stage of unit i - 1
+ * (order[c] completes a phase when consumer c's 128 threads are through a k
+ * loop); without that turn a consumer could wait for a stage two phases
+ * ahead, which the phase parity cannot tell from the current one.
+ *
+ * Stream-K (SK, VITC_CUDA_STREAM_K): when the tiles do not make whole
+ * rounds of gridDim.x (ViT-B's N = 768 at batch 64: 594 tiles, 4.5 a block),
+ * the last partial round and the whole one before it are shared out by k
+ * tiles (pp_stream_k), so that every block does the same work instead of
+ * half of them one tile more.  A unit that is part of a tile stores its fp32
+ * sums to one of its block's two slots in p.partial (slot 0 where the
+ * block's share starts in that tile, 1 where it ends in it; 128 x 128 floats
+ * each, in the accumulators' order), and each of its 4 warps, for its 32
+ * rows, takes a ticket from the tile's counter for that warp (a fence
+ * first); the last of the tile's blocks to be done adds the parts in block
+ * order (the same bits whichever is last), applies the epilogue and sets
+ * the counter back to 0.  No block waits for another.
  *
  * Any other target runs gemm_tc's 128 x 128 tile (its 8 warps computing,
- * the other 4 loading) over the same tiles in turn. */
+ * the other 4 loading) over the tiles in turn, each whole. */
 template <int WS> struct gemm_pp_smem {
     enum { stage = 256 * 128, bytes = 1024 + WS * stage + (2 * WS + 2) * 8, threads = 384 };
 };
 
-template <class T, int WS, int TS, int TBKB, bool VEC_A, int ACT, bool BIAS, int RES, class TR, class TC>
+#if VK_SM90A
+/* The end of a stream-K unit that is part of tile dp + q, by one warp for
+ * its 32 rows of d (as tma_mma_stage's, H = 2): true when this warp's rows
+ * are to be stored with d now holding the tile's whole sums (the last part
+ * of the tile to be done), false when another block finishes them. */
+VK_DEV bool pp_part_done(float (*d)[64], const pp_sched &s, int q, const vk_gemm_params &p)
+{
+    enum { SLOT = 128 * 128 };
+    const int lane = threadIdx.x & 31, w = (threadIdx.x >> 5) & 3;
+    const vk_i64 x0 = (vk_i64)q * s.nkt;
+    const int first = pp_owner(s, x0), last = pp_owner(s, x0 + s.nkt - 1);
+    /* block c's part of the tile: slot 0 where its share starts in the tile; this warp's 2 x 64 floats a lane */
+    auto part = [&](int c) {
+        return p.partial + ((vk_i64)c * 2 + (pp_share(s, c) / s.nkt == q ? 0 : 1)) * SLOT + w * (2 * 64 * 32) + lane;
+    };
+    float *mine = part((int)blockIdx.x);
+#pragma unroll
+    for (int h = 0; h < 2; h++)
+#pragma unroll
+        for (int e = 0; e < 64; e++)
+            mine[(h * 64 + e) * 32] = d[h][e];
+    vk_threadfence();
+    vk_syncwarp();
+    unsigned *cnt = p.counters + q * 4 + w, ticket = 0;
+    if (lane == 0)
+        ticket = vk_atomic_add(cnt, 1u);
+    if (vk_shfl_idx(ticket, 0) != (unsigned)(last - first))
+        return false;
+    vk_threadfence();
+    for (int c = first; c <= last; c++) {
+        const float *pc = part(c);
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+#pragma unroll
+            for (int e = 0; e < 64; e++)
+                d[h][e] = c == first ? vk_ld_cg(pc + (h * 64 + e) * 32) : d[h][e] + vk_ld_cg(pc + (h * 64 + e) * 32);
+    }
+    if (lane == 0)
+        *cnt = 0;
+    return true;
+}
+#endif
+
+template <class T, int WS, int TS, int TBKB, bool VEC_A, int ACT, bool BIAS, int RES, class TR, class TC, bool SK>
 VK_DEV void gemm_pp(const vk_tmap *ma, const vk_tmap *mb, const vk_gemm_params &p, int N, int K, int Kp, vk_i64 lda,
                     vk_i64 ldr, vk_i64 ldc)
 {
@@ -657,6 +771,7 @@ VK_DEV void gemm_pp(const vk_tmap *ma, const vk_tmap *mb, const vk_gemm_params &
     unsigned long long *full = (unsigned long long *)(smem + WS * STAGE), *empty = full + WS, *order = empty + WS;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2;
     const int nkt = Kp / BK;
+    const pp_sched sch = SK ? pp_stream_k(ntiles, (int)gridDim.x, nkt) : pp_whole(ntiles, (int)gridDim.x, nkt);
     if (tid == 0) {
         for (int s = 0; s < WS; s++) {
             vk_mbar_init(&full[s], 1);
@@ -672,35 +787,42 @@ VK_DEV void gemm_pp(const vk_tmap *ma, const vk_tmap *mb, const vk_gemm_params &
     if (wg == 2) {
         vk_setmaxnreg_dec<40>();
         if (tid == 256)
-            tma_produce<BN, WS>(smem, full, empty, ma, mb, blockIdx.x, gridDim.x, ntiles, ntn, nkt);
+            tma_produce<BN, WS>(smem, full, empty, ma, mb, sch, blockIdx.x, ntn);
         return;
     }
     vk_setmaxnreg_inc<232>();
-    /* this consumer's tiles: every other one of the block's, from its own */
-    for (int i = wg, t = blockIdx.x + wg * gridDim.x; t < ntiles; i += 2, t += 2 * gridDim.x) {
+    /* this consumer's units: every other one of the block's, from its own */
+    pp_walk walk = pp_start(sch, blockIdx.x);
+    pp_unit u;
+    for (int i = 0, it = 0; pp_next(walk, u); it += u.k1 - u.k0, i++) {
+        if ((i & 1) != wg)
+            continue;
+        const int n = u.k1 - u.k0;
         float d[2][BN / 2];
 #pragma unroll
         for (int h = 0; h < 2; h++)
 #pragma unroll
             for (int e = 0; e < BN / 2; e++)
                 d[h][e] = 0.0f;
-        if (i > 0) /* the other consumer's k loop of tile i - 1 is through */
+        if (i > 0) /* the other consumer's k loop of unit i - 1 is through */
             vk_mbar_wait(&order[wg ^ 1], ((i - 1) / 2) & 1);
-        for (int kt = 0, it = i * nkt; kt < nkt; kt++, it++) {
-            int s = it % WS;
-            vk_mbar_wait(&full[s], (it / WS) & 1);
+        for (int kt = 0; kt < n; kt++) {
+            int s = (it + kt) % WS;
+            vk_mbar_wait(&full[s], ((it + kt) / WS) & 1);
             tma_mma_stage<T, BN, 2>(d, smem + s * STAGE, 0);
             vk_wg_wait<1>();
-            /* the group of k tile it - 1 is done: its stage goes back to the producer */
+            /* the group of the k tile before is done: its stage goes back to the producer */
             if (kt > 0 && lane == 0)
-                vk_mbar_arrive(&empty[(it - 1) % WS]);
+                vk_mbar_arrive(&empty[(it + kt - 1) % WS]);
         }
         vk_mbar_arrive(&order[wg]); /* the other consumer's turn */
         vk_wg_wait<0>();
-        if (lane == 0) /* the tile's last stage */
-            vk_mbar_arrive(&empty[(i * nkt + nkt - 1) % WS]);
-        const vk_i64 m0 = (vk_i64)(t / ntn) * BM;
-        const int n0 = t % ntn * BN;
+        if (lane == 0) /* the unit's last stage */
+            vk_mbar_arrive(&empty[(it + n - 1) % WS]);
+        if (n < nkt && !pp_part_done(d, sch, u.t - sch.dp, p))
+            continue; /* another block adds this part */
+        const vk_i64 m0 = (vk_i64)(u.t / ntn) * BM;
+        const int n0 = u.t % ntn * BN;
 #pragma unroll
         for (int h = 0; h < 2; h++)
             wg_store<BN, ACT, BIAS, RES>(d[h], m0 + h * 64 + (warp & 3) * 16 + (lane >> 2), n0, M, N, bias, R, ldr,

@@ -78,7 +78,8 @@ VK_PARAMS_SIZE(vk_softmax_params, 5);
 /* GEMM with a constant weight (gemm.cuh): out = act(a wt^T + bias) + res over
  * m rows; the blocks of a split-K GEMM write their fp32 sums to partial, and
  * the last of a tile's blocks to finish (counted in counters[tile]) adds
- * them before the same epilogue. */
+ * them before the same epilogue; a stream-K gemm_pp alike, with two partial
+ * tiles a block and four counters a tile. */
 typedef struct {
     const void *a;      /* A [M, K] */
     const void *wt;     /* Wt [Np, Kp], packed at compile time */
@@ -86,8 +87,8 @@ typedef struct {
     const void *res;    /* R, NULL when absent */
     void *out;          /* C */
     long long m;        /* M */
-    float *partial;     /* split K: [splits, M, N] */
-    unsigned *counters; /* split K: a tile's blocks done, one counter a tile, zero between GEMMs */
+    float *partial;     /* split K: [splits, M, N]; stream-K: [blocks, 2, 128 * 128] */
+    unsigned *counters; /* split K: a tile's blocks done, one counter a tile (stream-K: 4), zero between GEMMs */
 } vk_gemm_params;
 VK_PARAMS_SIZE(vk_gemm_params, 8);
 

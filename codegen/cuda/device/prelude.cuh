@@ -126,6 +126,10 @@ VK_DEV float vk_exp2(float x)
 }
 VK_DEV float vk_rsqrt(float x) { return rsqrtf(x); }
 VK_DEV float vk_shfl_xor(float v, int mask) { return __shfl_xor_sync(0xffffffffu, v, mask); }
+/* Lane src's v, for every lane of the warp. */
+VK_DEV unsigned vk_shfl_idx(unsigned v, int src) { return __shfl_sync(0xffffffffu, v, src); }
+/* Every lane of the warp here, their memory operations before it ordered before those after. */
+VK_DEV void vk_syncwarp(void) { __syncwarp(); }
 
 /* ---- shared memory, ldmatrix, cp.async ---- */
 VK_DEV vk_u32 vk_smem_addr(const void *p)
