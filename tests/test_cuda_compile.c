@@ -670,7 +670,9 @@ static char *knob_build(const char *var, const char *val, const char *const *arg
 
 /* The knobs of bench/kit/tile-sweep: a tile the GEMM cannot run is refused
  * (exit 2, naming the variable), one it can is compiled in; the wgmma GEMM
- * compiles for sm_90a unless turned off. */
+ * compiles for sm_90a unless turned off; the ping-pong GEMM has stream-K
+ * unless VITC_CUDA_STREAM_K=0, and a grid of it larger than its scratch's
+ * bound is refused. */
 static void test_gemm_tile_knob(void **state)
 {
     (void)state;
@@ -701,6 +703,27 @@ static void test_gemm_tile_knob(void **state)
     assert_non_null(strstr(text, "bf16 mma 128x128 "));
     assert_null(strstr(text, "wgmma"));
     assert_null(strstr(text, "sm_90a"));
+    free(text);
+    setenv("VITC_CUDA_GEMM_WAVE", "1", 1); /* the large tile everywhere */
+    text = knob_build("VITC_CUDA_PINGPONG", "4", args, so);
+    assert_non_null(strstr(text, "bf16 wgmma+tma pingpong 128x128 "));
+    assert_non_null(strstr(text, " stream-k"));
+    free(text);
+    setenv("VITC_CUDA_STREAM_K", "0", 1);
+    text = knob_build("VITC_CUDA_PINGPONG", "4", args, so);
+    unsetenv("VITC_CUDA_STREAM_K");
+    unsetenv("VITC_CUDA_GEMM_WAVE");
+    assert_non_null(strstr(text, "bf16 wgmma+tma pingpong 128x128 "));
+    assert_null(strstr(text, "stream-k"));
+    free(text);
+    setenv("VITC_CUDA_PINGPONG", "4", 1);
+    setenv("VITC_CUDA_GEMM_WAVE", "1025", 1);
+    rc = vitc_text(args, &text);
+    unsetenv("VITC_CUDA_PINGPONG");
+    unsetenv("VITC_CUDA_GEMM_WAVE");
+    print_message("%s", text);
+    assert_int_equal(rc, 2);
+    assert_non_null(strstr(text, "VITC_CUDA_GEMM_WAVE=1025 with VITC_CUDA_PINGPONG: the ping-pong GEMM runs at most 1024"));
     free(text);
     unlink(so);
 }

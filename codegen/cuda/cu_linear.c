@@ -559,6 +559,10 @@ int cu_emit_linear(cu_ctx *c, int node)
                        "VITC_CUDA_GEMM_LARGE='%s' is not a tile the GEMM can run (BMxBN/WMxWN/STAGES/BKB, e.g. "
                        "128x128/2x4/4/64: warp tiles of whole 16x16 fragments, 2 to 8 stages, 64 or 128 k bytes, "
                        "at most 227 KiB of shared memory)", c->knobs.cuda_gemm_large);
+    if (c->knobs.cuda_pingpong && c->knobs.cuda_gemm_wave > CU_PP_BLOCKS)
+        return cu_fail(c, VITC_BAD_INPUT, node,
+                       "VITC_CUDA_GEMM_WAVE=%lld with VITC_CUDA_PINGPONG: the ping-pong GEMM runs at most %d blocks",
+                       (long long)c->knobs.cuda_gemm_wave, CU_PP_BLOCKS);
     int64_t scratch = c->scratch_off ? c->scratch_off[node] : -1;
     for (int64_t lo = 1; lo <= c->max_batch;) {
         /* the range of batches from lo with lo's tile and split */
@@ -582,10 +586,6 @@ int cu_emit_linear(cu_ctx *c, int node)
          * 128 x 128 tile */
         tma_shape tma = wg && vec_a ? tma_of(c, &bad) : (tma_shape){0, 0, 0};
         int pp = pingpong_of(c, tl, wg, vec_a), sk = stream_k(c, pp);
-        if (pp && c->knobs.cuda_gemm_wave > CU_PP_BLOCKS)
-            return cu_fail(c, VITC_BAD_INPUT, node,
-                           "VITC_CUDA_GEMM_WAVE=%lld with VITC_CUDA_PINGPONG: the ping-pong GEMM runs at most %d blocks",
-                           (long long)c->knobs.cuda_gemm_wave, CU_PP_BLOCKS);
         if (sk && (scratch < 0 || c->counters_off < 0 || c->ncounters < 8 * pp_blocks(c)))
             return cu_fail(c, VITC_INTERNAL, node, "a stream-K GEMM without scratch or enough tile counters");
         if (sk && zero_counters(c, node, hi) != VITC_OK)
