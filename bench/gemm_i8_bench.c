@@ -5,10 +5,15 @@
  * peaks measured first (peak_dot.c, peak_fma.c):
  *   fp32  the FMA's peak;
  *   amx   AMX-INT8 tiles (TDPBUSD), of TDPBUSD's peak;
- *   vnni  VPDPBUSD, of VPDPBUSD's peak;
- *   wide  16-bit products summed in pairs (VPMADDWD), as a CPU without VNNI
- *         runs it (compiled with the VNNI features taken away), of the same
- *         VPDPBUSD peak: a VPMADDWD and a VPADDD do half a VPDPBUSD's work.
+ *   vnni     VPDPBUSD, of VPDPBUSD's peak;
+ *   maddubs  u8 x s8 pairs summed into 16 bits (VPMADDUBSW), then into 32
+ *            (VPMADDWD by ones), as a CPU without VNNI runs it (compiled
+ *            with the VNNI features taken away) for weights whose pairs fit
+ *            (all weights here are in -64..64, as --precision int8 makes
+ *            them on such a CPU), of the same VPDPBUSD peak;
+ *   wide     16-bit products summed in pairs (VPMADDWD), as such a CPU runs
+ *            any other weights, of the same peak: a VPMADDWD and a VPADDD
+ *            do half a VPDPBUSD's work.
  * Each int8 path on the JIT's vectors (16 lanes with AVX-512).  Each layer
  * has a bias (and a residual where the model has one); the int8 GEMM's
  * activation scale and zero point are per row.  Weights stay in cache
@@ -36,7 +41,7 @@ static const struct {
 } layers[] = {{"qkv", 768, 2304, 0, 0}, {"proj", 768, 768, 1, 0}, {"fc1", 768, 3072, 0, 1}, {"fc2", 3072, 768, 1, 0}};
 #define NLAYERS (sizeof layers / sizeof layers[0])
 
-enum { P_AMX, P_VNNI, P_WIDE, NPATHS };
+enum { P_AMX, P_VNNI, P_MADDUBS, P_WIDE, NPATHS };
 
 /* An int8 path: its JIT and target, the peak it is measured against. */
 typedef struct {
@@ -80,7 +85,8 @@ static const bench_dot_unit *find_unit(const bench_dot_unit *u, const char *insn
 }
 
 /* Which int8 paths this host runs, on the JIT's vectors: p[P_AMX] and
- * p[P_VNNI] in j, p[P_WIDE] in a JIT of its own without VNNI. */
+ * p[P_VNNI] in j, p[P_MADDUBS] and p[P_WIDE] in a JIT of their own without
+ * VNNI. */
 static void find_paths(cg_jit *j, const bench_dot_unit *u, i8_path *p)
 {
     char missing[256], err[512];
@@ -89,6 +95,7 @@ static void find_paths(cg_jit *j, const bench_dot_unit *u, i8_path *p)
     p[P_AMX] = (i8_path){.name = "amx", .unit = "TDPBUSD", .t = host};
     p[P_VNNI] = (i8_path){.name = "vnni", .unit = "VPDPBUSD", .t = host};
     p[P_WIDE] = (i8_path){.name = "wide", .unit = "VPDPBUSD", .t = host};
+    p[P_MADDUBS] = (i8_path){.name = "maddubs", .unit = "VPDPBUSD", .t = host};
     if (host.vec_floats != 16)
         snprintf(p[P_AMX].why, sizeof p[P_AMX].why, "no AVX-512 in the JIT's features");
     else if (!tdp || !tdp->fn)
@@ -114,6 +121,8 @@ static void find_paths(cg_jit *j, const bench_dot_unit *u, i8_path *p)
     else
         p[P_WIDE].j = jw, p[P_WIDE].t = tw, p[P_WIDE].t.madd16 = 1, jw = NULL;
     cg_jit_free(jw);
+    memcpy(p[P_MADDUBS].why, p[P_WIDE].why, sizeof p[P_WIDE].why);
+    p[P_MADDUBS].j = p[P_WIDE].j, p[P_MADDUBS].t = p[P_WIDE].t;
     /* the peaks: the tiles', and VPDPBUSD's (on zmm) for the vector paths on 16 lanes */
     int maxthreads = sysconf(_SC_NPROCESSORS_ONLN) > 1 ? 2 : 1, vec16 = 0;
     for (int i = P_VNNI; i < NPATHS; i++)
@@ -178,9 +187,12 @@ int main(int argc, char **argv)
 
     /* the kernels: fp32 in j, each int8 path in its JIT */
     LLVMModuleRef m = cg_jit_module(j, "gemm"), mi[NPATHS] = {0};
-    for (int i = 0; i < NPATHS; i++)
-        if (path[i].j)
-            mi[i] = path[i].j == j ? m : cg_jit_module(path[i].j, path[i].name);
+    for (int i = 0; i < NPATHS; i++) /* a module per JIT */
+        for (int o = 0; path[i].j && o <= i && !mi[i]; o++)
+            if (o == i)
+                mi[i] = path[i].j == j ? m : cg_jit_module(path[i].j, path[i].name);
+            else if (path[o].j == path[i].j)
+                mi[i] = mi[o];
     for (size_t l = 0; l < NLAYERS; l++) {
         char name[32];
         cg_gemm_desc d = {.K = layers[l].K, .N = layers[l].N, .lda = layers[l].K, .ldc = layers[l].N,
@@ -192,6 +204,7 @@ int main(int argc, char **argv)
             return 3;
         for (int i = 0; i < NPATHS; i++) {
             snprintf(name, sizeof name, "%s_%zu", path[i].name, l);
+            di.w_pairs_fit = i == P_MADDUBS;
             if (mi[i] && !cg_gemm_i8_emit(mi[i], name, &di, &path[i].t)) {
                 fprintf(stderr, "gemm_i8_bench: cannot emit the %s kernel of %s\n", path[i].name, layers[l].layer);
                 return 3;
@@ -199,7 +212,8 @@ int main(int argc, char **argv)
         }
     }
     for (int i = 0; i < NPATHS; i++)
-        if (mi[i] && mi[i] != m && cg_jit_add(path[i].j, mi[i], "default<O2>", err, sizeof err)) {
+        if (mi[i] && mi[i] != m && (i != P_WIDE || mi[i] != mi[P_MADDUBS]) &&
+            cg_jit_add(path[i].j, mi[i], "default<O2>", err, sizeof err)) {
             fprintf(stderr, "gemm_i8_bench: %s\n", err);
             return 3;
         }
@@ -229,7 +243,7 @@ int main(int argc, char **argv)
             for (int64_t i = 0; i < M * K; i++)
                 A[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f, A8[i] = (uint8_t)(i * 2654435761u >> 7);
             for (int64_t i = 0; i < K * N; i++)
-                W[i] = (float)((i * 40503u) % 1000) / 1000.0f - 0.5f, W8[i] = (int8_t)(i * 40503u >> 5);
+                W[i] = (float)((i * 40503u) % 1000) / 1000.0f - 0.5f, W8[i] = (int8_t)((i * 40503u >> 5) % 129 - 64);
             for (int64_t i = 0; i < N; i++)
                 bias[i] = 0.1f, sw[i] = 0.01f;
             for (int64_t i = 0; i < M; i++)
@@ -239,8 +253,12 @@ int main(int argc, char **argv)
             cg_gemm_pack(&d, &t, W, P32);
             for (int i = 0; i < NPATHS; i++)
                 if (path[i].j) {
+                    di.w_pairs_fit = i == P_MADDUBS;
                     P8[i] = xalloc(cg_gemm_i8_packed_bytes(&di, &path[i].t));
-                    cg_gemm_i8_pack(&di, &path[i].t, W8, sw, P8[i]);
+                    if (cg_gemm_i8_pack(&di, &path[i].t, W8, sw, P8[i])) {
+                        fprintf(stderr, "gemm_i8_bench: cannot pack the %s weights\n", path[i].name);
+                        return 3;
+                    }
                 }
             cg_gemm_args a32 = {.A = A, .W = P32, .bias = bias, .R = d.has_residual ? R : NULL, .C = C, .M = M};
             char name[32];

@@ -105,13 +105,15 @@ typedef struct cg_backend {
      * "NVRTC 13.0"; or why it is not there).  NULL: nothing to say. */
     const char *(*describe)(void);
     /* Which Linears the pass pipeline makes LinearInt8 for these options (a
-     * pass_int8 of passes/passes.h).  NULL: none. */
-    int (*int8)(const cg_options *opt);
+     * pass_int8 of passes/passes.h), and in *pairs (left 0: no) whether
+     * the weights it quantizes must keep their pairs' sums within int8
+     * (pass_options.int8_pairs).  NULL: none. */
+    int (*int8)(const cg_options *opt, int *pairs);
 } cg_backend;
 
 /* be's answer to int8 for opt (PASS_INT8_NONE without the slot): what the
  * pipeline's pass_options.int8 must be for a graph compiled with them. */
-int cg_int8_mode(const cg_backend *be, const cg_options *opt);
+int cg_int8_mode(const cg_backend *be, const cg_options *opt, int *pairs);
 
 /* Compiles an optimised graph (shapes inferred, passes run) into
  * opt->output with backend be.  Returns status; every problem is in d.

@@ -147,7 +147,11 @@ int cg_end(cg_session *s, int st)
     return st;
 }
 
-int cg_int8_mode(const cg_backend *be, const cg_options *opt) { return be && be->int8 ? be->int8(opt) : 0; }
+int cg_int8_mode(const cg_backend *be, const cg_options *opt, int *pairs)
+{
+    *pairs = 0;
+    return be && be->int8 ? be->int8(opt, pairs) : 0;
+}
 
 int cg_compile(const cg_backend *be, ir_graph *g, const cg_options *opt, vitc_diag *d)
 {

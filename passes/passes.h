@@ -54,6 +54,12 @@ typedef struct {
     void *hook_ctx;
     pass_explain *explain; /* NULL: candidates are not recorded */
     pass_int8 int8;
+    /* PASS_INT8_ALL: the weights it quantizes with each column's step
+     * chosen so that in every pair of k (2i, 2i + 1; the last k, where K is
+     * odd, alone) the positive multiples sum to at most 128 and the
+     * negative ones to at least -128 (so a0 w0 + a1 w1 fits int16 for u8 a:
+     * VPMADDUBSW's pair sums, which a backend asks for, cg_int8_mode). */
+    int int8_pairs;
     /* --calibrate: ncalib samples of the graph's inputs (g->ninputs tensors
      * each, one after another); with PASS_INT8_ALL the inputs of the Linears
      * it quantizes get static ranges from them instead of per-row ones */

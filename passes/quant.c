@@ -531,13 +531,23 @@ static int column_grid(const float *w, int64_t K, int64_t N, int64_t j, int8_t *
     return 0;
 }
 
-/* W [K, N] quantized per column, symmetric: step max |W[:, j]| / 127. */
-static void quantize_columns(const float *w, int64_t K, int64_t N, int8_t *q, float *step)
+/* W [K, N] quantized per column, symmetric, as whole multiples in
+ * [-127, 127] of step[j] = a / 127, a = max |W[:, j]|; with pairs
+ * (pass_options.int8_pairs) a is at least each pair of k's (2i, 2i + 1)
+ * positive elements' sum and its negative ones' magnitude too: each
+ * multiple then rounds by at most a half, so a pair's sum to at most 128 on
+ * either side.  (A column's pairs rarely share its largest magnitude's sign
+ * and size: its step is finer than the max / 64 that bounds every pair.) */
+static void quantize_columns(const float *w, int64_t K, int64_t N, int pairs, int8_t *q, float *step)
 {
     for (int64_t j = 0; j < N; j++) {
         float a = 0;
         for (int64_t k = 0; k < K; k++)
             a = fmaxf(a, fabsf(w[k * N + j]));
+        for (int64_t k = 0; pairs && k < K; k += 2) {
+            float w0 = w[k * N + j], w1 = k + 1 < K ? w[(k + 1) * N + j] : 0;
+            a = fmaxf(a, fmaxf(fmaxf(w0, 0) + fmaxf(w1, 0), -(fminf(w0, 0) + fminf(w1, 0))));
+        }
         step[j] = a > 0 && isfinite(a) ? a / 127.0f : 1.0f;
         for (int64_t k = 0; k < K; k++) {
             float r = nearbyintf(w[k * N + j] / step[j]);
@@ -606,8 +616,9 @@ static int input_quant(const ir_graph *g, int x, int all, const float *calib, ir
 
 /* Linear node ni -> LinearInt8 where its input is quantized (input_quant)
  * and its weight is an int8 grid (column_grid; with `all`, made one per
- * column where it is not).  1 if rewritten, 0 if not, -1 out of memory. */
-static int int8_linear(ir_graph *g, int ni, int all, const float *calib)
+ * column where it is not; pairs: as quantize_columns).  1 if rewritten, 0
+ * if not, -1 out of memory. */
+static int int8_linear(ir_graph *g, int ni, int all, int pairs, const float *calib)
 {
     const ir_node *n = &g->nodes[ni];
     ir_linear v;
@@ -644,7 +655,7 @@ static int int8_linear(ir_graph *g, int ni, int all, const float *calib)
         grid = column_grid(w, K, N, j, q, &step[j]);
     int st = 0;
     if (!grid && (all || v.aq == IR_AQ_ROW))
-        quantize_columns(w, K, N, q, step), grid = 1;
+        quantize_columns(w, K, N, pairs, q, step), grid = 1;
     if (!grid) {
         rw_miss(g, n, "its input is quantized but its weight has a column that is no int8 grid (whole multiples in "
                       "[-128, 127] of one scale)");
@@ -687,7 +698,7 @@ static int own_linears(const ir_graph *g, int *nodes, int *values)
 
 /* The relative error, sqrt(sum (W - Wq)^2 / sum W^2), of W [K, N] quantized
  * by quantize_columns; -1 out of memory. */
-static double weight_error(const float *w, int64_t K, int64_t N)
+static double weight_error(const float *w, int64_t K, int64_t N, int pairs)
 {
     int8_t *q = malloc((size_t)(K * N > 0 ? K * N : 1));
     float *step = malloc(sizeof(float) * (size_t)(N > 0 ? N : 1));
@@ -696,7 +707,7 @@ static double weight_error(const float *w, int64_t K, int64_t N)
         free(q), free(step);
         return -1;
     }
-    quantize_columns(w, K, N, q, step);
+    quantize_columns(w, K, N, pairs, q, step);
     for (int64_t i = 0; i < K * N; i++) {
         double x = w[i], e = x - (double)q[i] * step[i % N];
         num += e * e;
@@ -786,6 +797,7 @@ static int absorb_output_points(ir_graph *g, int ni)
 int pass_int8_linear(ir_graph *g, const pass_options *o, vitc_diag *d)
 {
     pass_int8 mode = o ? o->int8 : PASS_INT8_NONE;
+    int pairs = o && o->int8_pairs;
     int nn = g->nnodes, changed = 0, st = 0, nown = 0;
     int *own = NULL, *own_x = NULL;
     double *err = NULL, bar = INFINITY;
@@ -801,7 +813,7 @@ int pass_int8_linear(ir_graph *g, const pass_options *o, vitc_diag *d)
         nown = own_linears(g, own, own_x);
         for (int c = 0; c < nown; c++) {
             const ir_value *W = &g->values[g->nodes[own[c]].inputs[IR_LINEAR_W]];
-            err[c] = W->dtype == IR_F32 && W->data ? weight_error(W->data, W->dims[0].k, W->dims[1].k) : 0;
+            err[c] = W->dtype == IR_F32 && W->data ? weight_error(W->data, W->dims[0].k, W->dims[1].k, pairs) : 0;
             if (err[c] < 0) {
                 free(own), free(own_x), free(err), free(range);
                 return vitc_error(d, VITC_INTERNAL, NULL, "out of memory");
@@ -822,7 +834,7 @@ int pass_int8_linear(ir_graph *g, const pass_options *o, vitc_diag *d)
         if (mine && err[c] > bar) {
             rw_miss(g, &g->nodes[i], "its weight quantizes to int8 with a relative error of %.3g, out of line with "
                     "the model's other Linears (median %.3g): it stays f32", err[c], err[nn + 1 + nown / 2]);
-        } else if (g->nodes[i].op == IR_OP_LINEAR && (st = int8_linear(g, i, mode == PASS_INT8_ALL, calib)) > 0) {
+        } else if (g->nodes[i].op == IR_OP_LINEAR && (st = int8_linear(g, i, mode == PASS_INT8_ALL, pairs, calib)) > 0) {
             changed = 1;
         }
         c += mine;

@@ -826,8 +826,9 @@ static void vector_math_accuracy(void **state)
  * with scales, bias, activation and residual within a few float roundings
  * of a double reference.  A and C in guarded buffers with sentinels.  Each
  * case runs on every path of the kernel the host can run: AMX-INT8 tiles,
- * VPDPBUSD on 16 and 8 lanes, and the 16-bit products without VNNI on 16
- * and 8 lanes. */
+ * VPDPBUSD on 16 and 8 lanes, and without VNNI on 16 and 8 lanes both the
+ * 16-bit products (any weights) and VPMADDUBSW (weights in -64..64, the
+ * extremes of a pair's sum reached). */
 
 typedef struct {
     int64_t M, K, N, lda, ldc;
@@ -869,29 +870,25 @@ static uint32_t urand(void)
     return (uint32_t)(rng_state >> 32);
 }
 
-static cg_gemm_i8_desc i8_desc(const i8_case *c, int exact)
+/* narrow: W in -64..64 (w_pairs_fit), else any int8. */
+static cg_gemm_i8_desc i8_desc(const i8_case *c, int exact, int narrow)
 {
     int64_t ldr = c->res == 1 || c->res == 4 ? c->N + 3 : c->res == 2 ? c->ldc : 0;
     cg_gemm_i8_desc d = {.g = {.K = c->K, .N = c->N, .lda = c->lda, .ldc = c->ldc, .ldr = ldr},
-                         .a_per_row = c->per_row};
+                         .a_per_row = c->per_row, .w_pairs_fit = narrow};
     if (!exact) {
         d.g.has_bias = c->bias, d.g.has_residual = c->res != 0, d.g.activation = c->act, d.g.gate = c->res == 4;
     }
     return d;
 }
 
-/* The path gemm_i8.c takes for t (K within AMX's reach), for the messages. */
-static const char *i8_path_name(const cg_target *t)
-{
-    return t->amx_int8 ? "amx" : t->vnni ? "vnni" : "wide";
-}
-
 /* Case c through the driver name at nthreads; exact: unit scales, no
- * epilogue, compared bit for bit. */
-static void run_i8_case(cg_jit *j, const cg_target *t, const i8_case *c, const char *name, int nthreads, int exact)
+ * epilogue, compared bit for bit; narrow: as i8_desc. */
+static void run_i8_case(cg_jit *j, const cg_target *t, const i8_case *c, const char *name, int nthreads, int exact,
+                        int narrow)
 {
     int64_t M = c->M, K = c->K, N = c->N;
-    cg_gemm_i8_desc d = i8_desc(c, exact);
+    cg_gemm_i8_desc d = i8_desc(c, exact, narrow);
     const cg_gemm_desc *g = &d.g;
     guarded ga = {0}, gc = {0}, gr = {0};
     size_t asize = (size_t)(M ? (M - 1) * c->lda + K : 0);
@@ -907,11 +904,15 @@ static void run_i8_case(cg_jit *j, const cg_target *t, const i8_case *c, const c
     for (size_t i = 0; i < asize; i++)
         A[i] = (uint8_t)urand();
     for (int64_t i = 0; i < K * N; i++)
-        W[i] = (int8_t)(uint8_t)urand();
+        W[i] = narrow ? (int8_t)((int)(urand() % 129) - 64) : (int8_t)(uint8_t)urand();
     if (K * N > 1)
-        W[0] = -128, W[1] = 127;
+        W[0] = narrow ? 64 : -128, W[1] = narrow ? -64 : 127;
+    if (narrow && K > 1 && N > 1) /* k 0 and 1 of columns 0 and 1: the pair sums' extremes, +-255 * 128 */
+        W[N] = 64, W[N + 1] = -64;
     if (asize > 1)
-        A[0] = 255, A[1] = 0;
+        A[0] = 255, A[1] = narrow ? 255 : 0;
+    if (narrow)
+        assert_true(cg_gemm_i8_pairs_fit(W, K, N));
     for (int64_t n = 0; n < N; n++) {
         sw[n] = exact ? 1.0f : (0.5f + 0.5f * fabsf(frand())) / 128.0f;
         bias[n] = frand();
@@ -967,7 +968,7 @@ static void run_i8_case(cg_jit *j, const cg_target *t, const i8_case *c, const c
             mag[m * N + n] = fmax(m0, 1.0) * 0x1p-23;
         }
     }
-    cg_gemm_i8_pack(&d, t, W, sw, P);
+    assert_int_equal(cg_gemm_i8_pack(&d, t, W, sw, P), 0);
     cg_gemm_i8_args args = {.A = A, .W = P, .bias = g->has_bias ? bias : NULL, .R = R, .C = C,
                             .a_scale = sa, .a_zero = za, .M = M};
     int64_t calls = run_driver(j, name, &args, nthreads);
@@ -976,7 +977,7 @@ static void run_i8_case(cg_jit *j, const cg_target *t, const i8_case *c, const c
     double worst = exact ? 0 : o.maxerr; /* in float epsilons */
     printf("  gemm int8 %s%d M %4lld K %5lld N %4lld lda %5lld ldc %4lld %s bias %d res %d act %d za %s threads %d: "
            "%s %.2f eps (%lld ranges)\n",
-           i8_path_name(t), t->vec_floats, (long long)M, (long long)K, (long long)N, (long long)c->lda,
+           cg_gemm_i8_path(&d, t), t->vec_floats, (long long)M, (long long)K, (long long)N, (long long)c->lda,
            (long long)c->ldc, exact ? "exact" : "dequant", g->has_bias, c->res, g->activation,
            c->per_row ? "per row" : "per tensor", nthreads, exact ? "mismatches" : "worst",
            exact ? (double)mismatches : worst, (long long)calls);
@@ -991,8 +992,9 @@ static void run_i8_case(cg_jit *j, const cg_target *t, const i8_case *c, const c
 
 /* Every int8 case, exact and dequantized, at its M with 1 or 4 threads, at
  * one row (13 where M is 1) with 2, and at none, for target t, in a JIT for
- * the host with its features changed by features (NULL: none). */
-static void gemm_i8_all_cases(const cg_target *t, const char *features, const char *prefix)
+ * the host with its features changed by features (NULL: none); narrow: as
+ * i8_desc. */
+static void gemm_i8_all_cases(const cg_target *t, const char *features, const char *prefix, int narrow)
 {
     char err[512];
     cg_jit *j = cg_jit_new_with(features, err, sizeof err);
@@ -1003,11 +1005,11 @@ static void gemm_i8_all_cases(const cg_target *t, const char *features, const ch
         for (int exact = 0; exact < 2; exact++) {
             char name[64];
             snprintf(name, sizeof name, "%s%zu_%d", prefix, i, exact);
-            cg_gemm_i8_desc d = i8_desc(&i8_cases[i], exact);
+            cg_gemm_i8_desc d = i8_desc(&i8_cases[i], exact, narrow);
             if (!cg_gemm_i8_emit(m, name, &d, t))
                 fail_msg("cg_gemm_i8_emit (%s) failed for case %zu", prefix, i);
         }
-    cg_gemm_i8_desc bad = i8_desc(&i8_cases[0], 1);
+    cg_gemm_i8_desc bad = i8_desc(&i8_cases[0], 1, narrow);
     bad.g.K = 70000, bad.g.lda = 70000;
     assert_null(cg_gemm_i8_emit(m, "bad_k", &bad, t));
     assert_int_equal(cg_gemm_i8_packed_bytes(&bad, t), 0);
@@ -1015,7 +1017,7 @@ static void gemm_i8_all_cases(const cg_target *t, const char *features, const ch
     cg_target none[2] = {*t, *t};
     none[0].vec_floats = 4;
     none[1].vnni = 0, none[1].madd16 = 0, none[1].amx_int8 = 0;
-    bad = i8_desc(&i8_cases[0], 1);
+    bad = i8_desc(&i8_cases[0], 1, narrow);
     for (int i = 0; i < 2; i++) {
         assert_false(cg_target_int8_ok(&none[i]));
         assert_null(cg_gemm_i8_emit(m, "bad_target", &bad, &none[i]));
@@ -1027,11 +1029,11 @@ static void gemm_i8_all_cases(const cg_target *t, const char *features, const ch
             char name[64];
             snprintf(name, sizeof name, "%s%zu_%d", prefix, i, exact);
             i8_case c = i8_cases[i];
-            run_i8_case(j, t, &c, name, i % 2 ? 4 : 1, exact);
+            run_i8_case(j, t, &c, name, i % 2 ? 4 : 1, exact, narrow);
             c.M = c.M > 1 ? 1 : 13;
-            run_i8_case(j, t, &c, name, 2, exact);
+            run_i8_case(j, t, &c, name, 2, exact, narrow);
             c.M = 0;
-            run_i8_case(j, t, &c, name, 1, exact);
+            run_i8_case(j, t, &c, name, 1, exact, narrow);
         }
     cg_jit_free(j);
 }
@@ -1084,7 +1086,7 @@ static void test_gemm_int8_amx(void **state)
     t.amx_int8 = 1;
     t.vnni = rt_cpu_missing_features("+avx512vnni", why, sizeof why) == 0;
     t.madd16 = rt_cpu_missing_features("+avx512bw", why, sizeof why) == 0;
-    gemm_i8_all_cases(&t, NULL, "i8amx_");
+    gemm_i8_all_cases(&t, NULL, "i8amx_", 0);
 }
 
 /* VPDPBUSD on 16-lane vectors (AVX512-VNNI) and on 8-lane ones (the AVX2
@@ -1100,7 +1102,7 @@ static void test_gemm_int8_vnni(void **state)
     } else if (i8_cpu_has("+avx512f,+avx512vnni", "VPDPBUSD on 16 lanes")) {
         cg_target t = host;
         t.vnni = 1;
-        gemm_i8_all_cases(&t, NULL, "i8v16_");
+        gemm_i8_all_cases(&t, NULL, "i8v16_", 0);
         ran++;
     }
     char missing[256];
@@ -1108,7 +1110,7 @@ static void test_gemm_int8_vnni(void **state)
                                  rt_cpu_missing_features("+avx512vnni,+avx512vl", missing, sizeof missing) == 0)) {
         cg_target t = avx2_target(host);
         t.vnni = 1;
-        gemm_i8_all_cases(&t, NULL, "i8v8_");
+        gemm_i8_all_cases(&t, NULL, "i8v8_", 0);
         ran++;
     } else {
         printf("  skipped: VPDPBUSD on 8 lanes: this CPU has neither AVX-VNNI nor AVX512-VNNI with VL\n");
@@ -1117,34 +1119,118 @@ static void test_gemm_int8_vnni(void **state)
         tu_skip();
 }
 
-/* Without VNNI: 16-bit products summed in pairs (VPMADDWD), on 16 lanes
- * (AVX512BW) and 8 (AVX2), in a JIT whose features leave the VNNI
- * instructions out (as a CPU without them compiles it); each skipped,
- * saying why, where the JIT or this CPU has no such vectors. */
-static void test_gemm_int8_wide(void **state)
+/* Without VNNI, on 16 lanes (AVX512BW) and 8 (AVX2), in a JIT whose
+ * features leave the VNNI instructions out (as a CPU without them compiles
+ * it): narrow, VPMADDUBSW then VPMADDWD (weights in -64..64), else 16-bit
+ * products summed in pairs (VPMADDWD); each skipped, saying why, where the
+ * JIT or this CPU has no such vectors. */
+static void gemm_i8_novnni(int narrow)
 {
-    (void)state;
     static const char *const novnni = "-avx512vnni,-avxvnni,-amx-int8";
+    const char *what = narrow ? "VPMADDUBSW" : "VPMADDWD";
+    char msg[64];
     cg_target host = i8_host(novnni);
     int ran = 0;
+    snprintf(msg, sizeof msg, "%s on 16 lanes", what);
     if (host.vec_floats != 16) {
-        printf("  skipped: VPMADDWD on 16 lanes: no AVX-512 in the JIT's features\n");
-    } else if (i8_cpu_has("+avx512f,+avx512bw", "VPMADDWD on 16 lanes")) {
+        printf("  skipped: %s: no AVX-512 in the JIT's features\n", msg);
+    } else if (i8_cpu_has("+avx512f,+avx512bw", msg)) {
         cg_target t = host;
         t.vnni = 0, t.amx_int8 = 0, t.madd16 = 1;
-        gemm_i8_all_cases(&t, novnni, "i8w16_");
+        gemm_i8_all_cases(&t, novnni, narrow ? "i8u16_" : "i8w16_", narrow);
         ran++;
     }
+    snprintf(msg, sizeof msg, "%s on 8 lanes", what);
     if (host.vec_floats < 8) {
-        printf("  skipped: VPMADDWD on 8 lanes: the JIT has %d-float vectors\n", host.vec_floats);
-    } else if (i8_cpu_has("+avx2", "VPMADDWD on 8 lanes")) {
+        printf("  skipped: %s: the JIT has %d-float vectors\n", msg, host.vec_floats);
+    } else if (i8_cpu_has("+avx2", msg)) {
         cg_target t = avx2_target(host);
         t.vnni = 0, t.amx_int8 = 0, t.madd16 = 1;
-        gemm_i8_all_cases(&t, novnni, "i8w8_");
+        gemm_i8_all_cases(&t, novnni, narrow ? "i8u8_" : "i8w8_", narrow);
         ran++;
     }
     if (!ran)
         tu_skip();
+}
+
+static void test_gemm_int8_wide(void **state)
+{
+    (void)state;
+    gemm_i8_novnni(0);
+}
+
+static void test_gemm_int8_maddubs(void **state)
+{
+    (void)state;
+    gemm_i8_novnni(1);
+}
+
+/* cg_gemm_i8_pairs_fit at its bounds (a pair's positive weights summing to
+ * 128 fit, 129 not; likewise -128 and -129; a lone k past K pairs with a
+ * zero), cg_gemm_i8_pack refusing a W that does not fit for the path that
+ * needs it, and that path on one that does not (packed as VPDPBUSD packs,
+ * the same layout) missing the exact sums: the bound is the kernel's. */
+static void test_gemm_int8_pairs_fit(void **state)
+{
+    (void)state;
+    static const struct {
+        int8_t w[6]; /* K = 3, N = 2: k 0 and 1 pair, k 2 with the zero past K */
+        int fit;
+    } cases[] = {
+        {{64, 64, 64, -64, 127, -128}, 1},   {{65, 0, 64, 0, 0, 0}, 0},     {{-64, 0, -65, 0, 0, 0}, 0},
+        {{0, 127, 0, 1, 0, 0}, 1},           {{0, 127, 0, 2, 0, 0}, 0},     {{0, -128, 0, 0, 0, 0}, 1},
+        {{0, -128, 0, -1, 0, 0}, 0},         {{127, -128, -128, 127, 0, 0}, 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        if (cg_gemm_i8_pairs_fit(cases[i].w, 3, 2) != cases[i].fit)
+            fail_msg("cg_gemm_i8_pairs_fit case %zu: %d, expected %d", i, !cases[i].fit, cases[i].fit);
+    cg_target host = i8_host("-avx512vnni,-avxvnni,-amx-int8");
+    if (host.vec_floats < 8 || !i8_cpu_has("+avx2", "VPMADDUBSW on 8 lanes")) {
+        tu_skip();
+        return;
+    }
+    cg_target t = avx2_target(host), tv = t;
+    t.vnni = 0, t.amx_int8 = 0, t.madd16 = 1;
+    tv.vnni = 1;
+    enum { K = 64, N = 16 };
+    cg_gemm_i8_desc d = {.g = {.K = K, .N = N, .lda = K, .ldc = N}, .a_per_row = 0, .w_pairs_fit = 1};
+    int8_t W[K * N];
+    uint8_t A[K];
+    float sw[N], C[N], sa = 1;
+    int32_t za = 0;
+    for (int i = 0; i < K * N; i++) /* column n: +-(64 + 8 (n % 8)) in every k, pairs 2x that */
+        W[i] = (int8_t)((i % N < 8 ? 1 : -1) * (64 + 8 * (i % 8)));
+    for (int k = 0; k < K; k++)
+        A[k] = 255;
+    for (int n = 0; n < N; n++)
+        sw[n] = 1;
+    size_t bytes = cg_gemm_i8_packed_bytes(&d, &t);
+    assert_int_equal(bytes, cg_gemm_i8_packed_bytes(&d, &tv));
+    void *P = aligned_alloc(64, bytes);
+    assert_non_null(P);
+    assert_false(cg_gemm_i8_pairs_fit(W, K, N));
+    assert_int_equal(cg_gemm_i8_pack(&d, &t, W, sw, P), -1);
+    assert_int_equal(cg_gemm_i8_pack(&d, &tv, W, sw, P), 0);
+    char err[512];
+    cg_jit *j = cg_jit_new_with("-avx512vnni,-avxvnni,-amx-int8", err, sizeof err);
+    if (!j)
+        fail_msg("cannot create the JIT: %s", err);
+    LLVMModuleRef m = cg_jit_module(j, "sat");
+    assert_non_null(cg_gemm_i8_emit(m, "sat", &d, &t));
+    jit_add(j, m);
+    cg_gemm_i8_args args = {.A = A, .W = P, .C = C, .a_scale = &sa, .a_zero = &za, .M = 1};
+    run_driver(j, "sat", &args, 1);
+    int exact = 0, under = 0;
+    for (int n = 0; n < N; n++) { /* only columns 0 and 8 (+-64) fit: the others' pairs saturate */
+        float want = 255.0f * (float)W[n] * K;
+        exact += C[n] == want;
+        under += fabsf(C[n]) < fabsf(want);
+    }
+    printf("  VPMADDUBSW on weights past the bound: %d of %d columns exact, %d short\n", exact, N, under);
+    if (exact != 2 || under != N - 2)
+        fail_msg("VPMADDUBSW past the bound: %d columns exact, %d short; expected 2 and %d", exact, under, N - 2);
+    cg_jit_free(j);
+    free(P);
 }
 
 /* test_gemm_bf16_amx and test_gemm_bf16_dot run as ctests of their own, test_kernels_bf16amx and
@@ -1152,4 +1238,4 @@ static void test_gemm_int8_wide(void **state)
  * one as skipped and still runs the rest here. */
 TU_MAIN(NULL, NULL, vector_math_accuracy, gemm_all_cases, gemm_other_targets, gemm_rejects_bad_descs,
         bgemm_all_cases, attention_all_cases, test_gemm_bf16_amx, test_gemm_bf16_dot, test_gemm_int8_amx,
-        test_gemm_int8_vnni, test_gemm_int8_wide)
+        test_gemm_int8_vnni, test_gemm_int8_wide, test_gemm_int8_maddubs, test_gemm_int8_pairs_fit)

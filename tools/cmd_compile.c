@@ -210,8 +210,9 @@ static int compile_model(const char *model, const cg_options *opt0, const char *
         snprintf(what, sizeof what, "import (%d nodes)", g->nnodes);
         phase_done(&t, what);
         pass_dump pd = {.which = dump_after, .out = stdout};
-        pass_options po = {.hook = dump_after ? pass_dump_hook : NULL, .hook_ctx = &pd, .int8 = cg_int8_mode(be, &opt),
-                           .calib = calib, .ncalib = ncalib};
+        pass_options po = {.hook = dump_after ? pass_dump_hook : NULL, .hook_ctx = &pd, .calib = calib,
+                           .ncalib = ncalib};
+        po.int8 = cg_int8_mode(be, &opt, &po.int8_pairs);
         if (calib && (st = fit_calibration(g, calib, ncalib, calib_dir)) != VITC_OK) {
             ir_graph_free(g);
             break;
@@ -284,7 +285,8 @@ static const cli_option compile_options[] = {
      "bf16, which runs the Linear layers in bf16 (weights and their inputs rounded to bf16, fp32 sums; everything "
      "else fp32) on AMX tiles, or with AVX512-BF16 where the CPU has no AMX; needs amx-bf16 or avx512bf16; or int8: "
      "every Linear in int8 (weights per output column, symmetric; inputs per row at run time; exact int32 sums; "
-     "everything else fp32) with AMX-INT8, AVX512-VNNI or AVX-VNNI where the CPU has them.  A quantized model's own "
+     "everything else fp32) with AMX-INT8, AVX512-VNNI or AVX-VNNI where the CPU has them, else with AVX2's or "
+     "AVX512BW's VPMADDUBSW, each column's scale then chosen so that its 16-bit pair sums cannot saturate.  A quantized model's own "
      "int8 Linears (QDQ, or ONNX Runtime's dynamic MatMulInteger) run on the int8 kernels at any CPU precision.",
      .store = CLI_STRING, .at = offsetof(compile_args, opt.precision)},
     {"calibrate", 0, "DIR",

@@ -267,8 +267,8 @@ int cmd_dump(int argc, char **argv)
         vitc_diag_init(&d, model);
         pass_dump pd = {.which = dump_after, .out = stdout};
         cg_options co = {.precision = a.precision};
-        pass_options o = {.hook = dump_after ? pass_dump_hook : NULL, .hook_ctx = &pd,
-                          .int8 = cg_int8_mode(&cg_llvm_backend, &co)};
+        pass_options o = {.hook = dump_after ? pass_dump_hook : NULL, .hook_ctx = &pd};
+        o.int8 = cg_int8_mode(&cg_llvm_backend, &co, &o.int8_pairs);
         if (explain && !(o.explain = pass_explain_new())) {
             ir_graph_free(g);
             return vitc_error(&d, VITC_INTERNAL, NULL, "out of memory");

@@ -113,7 +113,8 @@ int cmp_bisect_passes(ir_graph *g, const cmp_opts *o, const ir_tensor *inputs, c
     vitc_diag d;
     vitc_diag_init(&d, o->onnx);
     cg_options co = {.precision = o->precision[0] ? o->precision : NULL};
-    pass_options po = {.hook = after_pass, .hook_ctx = &b, .int8 = cg_int8_mode(o->backend, &co)};
+    pass_options po = {.hook = after_pass, .hook_ctx = &b};
+    po.int8 = cg_int8_mode(o->backend, &co, &po.int8_pairs);
     int st = pass_run(g, &po, &d);
     if (st == VITC_OK)
         st = b.status;

@@ -81,7 +81,8 @@ int cmp_compile_graph(const cmp_opts *o, ir_graph *g, const char *path, int64_t 
     cg_options opt = {.output = path, .source = o->onnx, .max_batch = max_batch, .opt_level = 3, .verbose = -1};
     if (o->precision[0])
         opt.precision = o->precision;
-    pass_options po = {.int8 = cg_int8_mode(o->backend, &opt)};
+    pass_options po = {0};
+    po.int8 = cg_int8_mode(o->backend, &opt, &po.int8_pairs);
     int st = pass_run(g, &po, &d);
     if (st != VITC_OK)
         return st;

@@ -330,6 +330,9 @@ int cg_linear_of(const ir_graph *g, const ir_node *n, ir_linear *v);
 
 /* ---- target machine, optimisation, object file (target.c) ---- */
 int cg_target_create(cg_ctx *cg, LLVMTargetMachineRef *tm);
+/* The target cg_target_create makes of o, with no graph and nothing
+ * reported; 0, or -1 where it fails (the compile then says why). */
+int cg_target_of_options(const cg_options *o, cg_target *t);
 int cg_optimize(cg_ctx *cg, LLVMTargetMachineRef tm);
 int cg_emit_object(cg_ctx *cg, LLVMTargetMachineRef tm, const char *path);
 /* The pieces of cg_optimize, for split.c: the code generator's level for

@@ -176,6 +176,7 @@ static int emit_linear_int8(cg_ctx *cg, int node, const ir_linear *v)
     di.g = (cg_gemm_desc){.K = K, .N = N, .lda = cg_int8_row_bytes(K), .ldc = N + cg->row_pad[y], .ldr = N,
                           .has_bias = v->bias >= 0, .has_residual = v->residual >= 0, .activation = (int)v->act};
     di.a_per_row = 1;
+    di.w_pairs_fit = cg_gemm_i8_pairs_fit(Wv->data, K, N);
     memcpy(di.fq, v->fq, sizeof di.fq);
     if (v->residual >= 0 && cg_poly_eq(cg_poly_numel(&g->values[v->residual]), cg_poly_k(N)))
         di.g.ldr = 0; /* one row for every row */
@@ -186,7 +187,9 @@ static int emit_linear_int8(cg_ctx *cg, int node, const ir_linear *v)
         return cg_fail(cg, VITC_BAD_INPUT, node,
                        "the int8 GEMM cannot take K=%lld N=%lld on cpu '%s' (it needs AVX2 or AVX-512, K <= 65000)",
                        (long long)K, (long long)N, cg->cpu ? cg->cpu : "?");
-    cg_gemm_i8_pack(&di, &cg->target, Wv->data, Sv->data, p);
+    if (cg_gemm_i8_pack(&di, &cg->target, Wv->data, Sv->data, p))
+        return cg_fail(cg, VITC_INTERNAL, node, "the int8 GEMM's packing refused K=%lld N=%lld", (long long)K,
+                       (long long)N);
     wo = cg_weights_share(cg, wo, bytes);
     if (v->bias >= 0 && (bo = cg_weights_add(cg, g->values[v->bias].data, sizeof(float) * (size_t)N)) < 0)
         return cg_fail(cg, VITC_INTERNAL, node, "out of memory for the weights");
@@ -225,7 +228,8 @@ static int emit_linear_int8(cg_ctx *cg, int node, const ir_linear *v)
     if (!fn)
         return cg_fail(cg, VITC_INTERNAL, node, "the int8 GEMM generator refused K=%lld N=%lld", (long long)K,
                        (long long)N);
-    snprintf(label, sizeof label, "GEMM int8 %lldx%lld%s%s%s%s%s%s%s %s", (long long)K, (long long)N,
+    snprintf(label, sizeof label, "GEMM int8 %lldx%lld %s%s%s%s%s%s%s%s %s", (long long)K, (long long)N,
+             cg_gemm_i8_path(&di, &cg->target),
              v->bias >= 0 ? " +bias" : "", v->act ? " " : "", ir_act_label(v->act),
              v->residual >= 0 ? " +residual" : "", ir_fake_quant_any(v->fq, 2) ? " +fake-quant" : "",
              epi >= 0 ? " +" : "", epi_ops, g->nodes[node].name);

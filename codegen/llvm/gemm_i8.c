@@ -8,29 +8,42 @@
  * from them in int32 as well, so the only rounding is the conversion to
  * float and the scaling.
  *
- * Three ways to the sums, picked from the target (i8_plan_make), each with
- * W packed its own way:
- *   amx   t->amx_int8 (and K up to AMX8_MAX_STEPS * 64): TDPBUSD on AMX tiles;
- *   vnni  t->vnni: VPDPBUSD (AVX512-VNNI on 16-lane vectors, AVX-VNNI or
- *         AVX512-VNNI with VL on 8-lane ones);
- *   wide  t->madd16 (AVX2, AVX512BW) without VNNI: A's bytes zero-extended
- *         and W's sign-extended to 16 bits, each pair of products summed
- *         into a 32-bit lane (VPMADDWD), exact as they are (VPMADDUBSW's
- *         16-bit sums would saturate).
+ * Four ways to the sums, picked from the target and W (i8_plan_make), each
+ * with W packed its own way:
+ *   amx      t->amx_int8 (and K up to AMX8_MAX_STEPS * 64): TDPBUSD on AMX
+ *            tiles;
+ *   vnni     t->vnni: VPDPBUSD (AVX512-VNNI on 16-lane vectors, AVX-VNNI or
+ *            AVX512-VNNI with VL on 8-lane ones);
+ *   maddubs  t->madd16 (AVX2, AVX512BW) without VNNI, where W's k pairs fit
+ *            (d->w_pairs_fit, below): VPMADDUBSW sums each pair of u8 x s8
+ *            products into 16 bits, VPMADDWD by ones each two of those into
+ *            a 32-bit lane, VPDPBUSD's sum in two instructions and an add;
+ *   wide     t->madd16 without VNNI, any W: A's bytes zero-extended and W's
+ *            sign-extended to 16 bits, each pair of products summed into a
+ *            32-bit lane (VPMADDWD), twice maddubs's instructions.
  *
- * ---- vnni and wide ----
+ * VPMADDUBSW saturates its 16-bit sums a0 w0 + a1 w1 (a in 0..255): they
+ * are exact for every A where the pair's positive weights sum to at most
+ * 128 and its negative ones to at least -128 (255 * 128 = 32640), which
+ * cg_gemm_i8_pairs_fit checks of all of W's pairs (k 2i and 2i + 1 of a
+ * column) and cg_gemm_i8_pack checks again.  Weights in -64..64 always
+ * fit; --precision int8 on a target with this path picks each column's
+ * step so that its pairs fit (pass_options.int8_pairs, passes/quant.c).
+ *
+ * ---- vnni, maddubs and wide ----
  * VPDPBUSD adds to each 32-bit lane the four products of that lane's four
  * unsigned bytes of its first operand and four signed bytes of its second.
  * The first is one row's A[m, 4g .. 4g + 3] broadcast to every lane, the
- * second 4 k of each of vf columns of W.  The wide path takes the same
- * broadcast, spreads its bytes into two vectors of 16-bit pairs (A[4g],
- * A[4g + 1]) and (A[4g + 2], A[4g + 3]), and multiplies each with the
- * matching pairs of W's words, summing each pair into the lane.
+ * second 4 k of each of vf columns of W.  maddubs multiplies the same two
+ * vectors.  The wide path takes the same broadcast, spreads its bytes into
+ * two vectors of 16-bit pairs (A[4g], A[4g + 1]) and (A[4g + 2],
+ * A[4g + 3]), and multiplies each with the matching pairs of W's words,
+ * summing each pair into the lane.
  *
  * Packed W: N cut into panels of NR = 2 vf columns (zeros past N), K into
- * groups of 4 (zeros past K).  vnni: panel p, group g is NR * 4 bytes at
- * (p * groups + g) * NR * 4: column j's 4 bytes at j * 4, so a vector load
- * at h * vf * 4 is the group's half h.  wide: the group is NR * 8 bytes,
+ * groups of 4 (zeros past K).  vnni and maddubs: panel p, group g is NR * 4
+ * bytes at (p * groups + g) * NR * 4: column j's 4 bytes at j * 4, so a
+ * vector load at h * vf * 4 is the group's half h.  wide: the group is NR * 8 bytes,
  * its pair q (k 4g + 2q and 4g + 2q + 1) at q * NR * 4: column j's two
  * int16 at j * 4.  After the panels, on every path: colsum as int32, then
  * sw as float, each npanels * NR long (zeros past N).
@@ -74,7 +87,7 @@
 #include <string.h>
 
 enum {
-    I8_MC_GROUPS = 16, /* row groups of a row block (vnni, wide) */
+    I8_MC_GROUPS = 16, /* row groups of a row block (vnni, maddubs, wide) */
     I8_TASKS_PER_THREAD = 2,
     AMX8_NR = 32,                  /* columns of a panel */
     AMX8_KS = 64,                  /* k of one step */
@@ -86,13 +99,13 @@ enum {
     AMX8_MC_TILES = 16,            /* row blocks of at most 16 x 32 rows */
 };
 
-typedef enum { I8_AMX, I8_VNNI, I8_WIDE } i8_path;
+typedef enum { I8_AMX, I8_VNNI, I8_MADDUBS, I8_WIDE } i8_path;
 
 typedef struct {
     i8_path path;
     int vf, nr, mr;          /* lanes per vector, columns of a panel (2 vf), rows of a block of sums */
-    int64_t groups;          /* vnni, wide: K / 4, rounded up */
-    size_t group_bytes;      /* vnni, wide: packed bytes of a group of a panel */
+    int64_t groups;          /* vnni, maddubs, wide: K / 4, rounded up */
+    size_t group_bytes;      /* vnni, maddubs, wide: packed bytes of a group of a panel */
     int64_t steps, kcs, nkb; /* amx: steps of K, steps of a K block (the last may have fewer), K blocks */
     int64_t mc_max;          /* amx: rows of A a task's buffer holds (multiple of 32) */
     int64_t npanels, nfull;  /* panels; those without padding */
@@ -123,11 +136,11 @@ static int i8_plan_make(const cg_gemm_i8_desc *di, const cg_target *t, i8_plan *
             p->mc_max = AMX8_MC_TILES * AMX8_MR;
         p->panel_bytes = (size_t)steps * 2 * AMX8_TILE;
     } else if (t->vnni || t->madd16) {
-        p->path = t->vnni ? I8_VNNI : I8_WIDE;
+        p->path = t->vnni ? I8_VNNI : di->w_pairs_fit ? I8_MADDUBS : I8_WIDE;
         /* accumulators, two vectors of W and a broadcast in the registers */
-        p->mr = p->vf == 16 && t->nregs >= 32 ? 12 : 6;
+        p->mr = p->vf == 16 && t->nregs >= 32 ? 12 : p->path == I8_MADDUBS ? 5 : 6;
         p->groups = (d->K + 3) / 4;
-        p->group_bytes = (size_t)p->nr * (p->path == I8_VNNI ? 4 : 8);
+        p->group_bytes = (size_t)p->nr * (p->path == I8_WIDE ? 8 : 4);
         p->panel_bytes = (size_t)p->groups * p->group_bytes;
     } else {
         return -1;
@@ -158,18 +171,33 @@ static size_t packed_at(const i8_plan *p, int64_t k, int64_t col)
     case I8_AMX:
         return at + (size_t)(((k / AMX8_KS) * 2 + j / 16) * AMX8_TILE + (k % AMX8_KS) / 4 * 64 + (j % 16) * 4 + i);
     case I8_VNNI:
+    case I8_MADDUBS:
         return at + (size_t)g * p->group_bytes + (size_t)(j * 4 + i);
     default:
         return at + (size_t)g * p->group_bytes + (size_t)(((i / 2) * p->nr + j) * 4 + (i % 2) * 2);
     }
 }
 
-void cg_gemm_i8_pack(const cg_gemm_i8_desc *di, const cg_target *t, const int8_t *W, const float *w_scale, void *out)
+int cg_gemm_i8_pairs_fit(const int8_t *W, int64_t K, int64_t N)
+{
+    for (int64_t k = 0; k < K; k += 2)
+        for (int64_t n = 0; n < N; n++) {
+            int w0 = W[k * N + n], w1 = k + 1 < K ? W[(k + 1) * N + n] : 0; /* zeros past K */
+            int pos = (w0 > 0 ? w0 : 0) + (w1 > 0 ? w1 : 0), neg = (w0 < 0 ? w0 : 0) + (w1 < 0 ? w1 : 0);
+            if (pos > 128 || neg < -128)
+                return 0;
+        }
+    return 1;
+}
+
+int cg_gemm_i8_pack(const cg_gemm_i8_desc *di, const cg_target *t, const int8_t *W, const float *w_scale, void *out)
 {
     i8_plan p;
     if (i8_plan_make(di, t, &p))
-        return;
+        return -1;
     const cg_gemm_desc *d = &di->g;
+    if (p.path == I8_MADDUBS && !cg_gemm_i8_pairs_fit(W, d->K, d->N))
+        return -1;
     memset(out, 0, cg_gemm_i8_packed_bytes(di, t));
     uint8_t *o = out;
     int32_t *colsum = (int32_t *)(o + (size_t)p.npanels * p.panel_bytes);
@@ -191,6 +219,7 @@ void cg_gemm_i8_pack(const cg_gemm_i8_desc *di, const cg_target *t, const int8_t
         colsum[n] = s;
         sw[n] = w_scale[n];
     }
+    return 0;
 }
 
 /* ---- emission ---- */
@@ -201,8 +230,10 @@ typedef struct {
     const cg_gemm_desc *d;
     const i8_plan *p;
     LLVMTypeRef i8, i16, vi; /* i8, i16, <vf x i32> */
-    LLVMValueRef f_dot;      /* VPDPBUSD (vnni) or VPMADDWD (wide) on vf lanes */
+    LLVMValueRef f_dot;      /* VPDPBUSD (vnni) or VPMADDWD (maddubs, wide) on vf lanes */
     LLVMTypeRef t_dot;
+    LLVMValueRef f_ub;       /* maddubs: VPMADDUBSW */
+    LLVMTypeRef t_ub;
     LLVMTypeRef amx;         /* amx: the tile type and intrinsics */
     LLVMValueRef f_load, f_dp, f_store, f_zero;
     LLVMTypeRef t_load, t_dp, t_store, t_zero;
@@ -275,20 +306,30 @@ static void group_dot(i8_emit *e, LLVMValueRef wg, const LLVMValueRef *av, int n
     LLVMBuilderRef b = k->b;
     const i8_plan *p = e->p;
     int vf = p->vf, mr = p->mr;
-    if (p->path == I8_VNNI) {
-        LLVMValueRef wv[2];
+    LLVMTypeRef v8 = LLVMVectorType(e->i8, (unsigned)(4 * vf)), v16 = LLVMVectorType(e->i16, (unsigned)(2 * vf));
+    if (p->path == I8_VNNI || p->path == I8_MADDUBS) {
+        int ub = p->path == I8_MADDUBS;
+        LLVMValueRef wv[2], one[32];
+        for (int i = 0; i < 2 * vf; i++)
+            one[i] = LLVMConstInt(e->i16, 1, 0);
+        LLVMValueRef ones = LLVMConstVector(one, (unsigned)(2 * vf)); /* maddubs: VPMADDWD's other operand */
         for (int h = 0; h < nh; h++)
-            wv[h] = load_vec(e, e->vi, bytes_at(e, wg, kern_i64(k, h * vf * 4)), (unsigned)(vf * 4));
+            wv[h] = load_vec(e, ub ? v8 : e->vi, bytes_at(e, wg, kern_i64(k, h * vf * 4)), (unsigned)(vf * 4));
         for (int r = 0; r < mr; r++)
             for (int h = 0; h < nh; h++) {
-                LLVMValueRef args[3] = {acc[r * nh + h], av[r], wv[h]};
-                acc[r * nh + h] = LLVMBuildCall2(b, e->t_dot, e->f_dot, args, 3, "");
+                if (!ub) {
+                    LLVMValueRef args[3] = {acc[r * nh + h], av[r], wv[h]};
+                    acc[r * nh + h] = LLVMBuildCall2(b, e->t_dot, e->f_dot, args, 3, "");
+                    continue;
+                }
+                LLVMValueRef ua[2] = {LLVMBuildBitCast(b, av[r], v8, ""), wv[h]};
+                LLVMValueRef da[2] = {LLVMBuildCall2(b, e->t_ub, e->f_ub, ua, 2, ""), ones};
+                acc[r * nh + h] = LLVMBuildAdd(b, acc[r * nh + h], LLVMBuildCall2(b, e->t_dot, e->f_dot, da, 2, ""), "");
             }
         return;
     }
     /* wide: per pair q of k, VPMADDWD of the row's pair (A[4g + 2q],
      * A[4g + 2q + 1]) zero-extended in every lane and the columns' pairs */
-    LLVMTypeRef v8 = LLVMVectorType(e->i8, (unsigned)(4 * vf)), v16 = LLVMVectorType(e->i16, (unsigned)(2 * vf));
     int spread[2][64];
     for (int j = 0; j < vf; j++)
         for (int q = 0; q < 2; q++) {
@@ -375,7 +416,7 @@ static void dequant_store(i8_emit *e, LLVMValueRef sums, LLVMValueRef zv, LLVMVa
     kern_vstore_masked(k, x, kern_gep(k, e->C, kern_add(k, kern_mulc(k, row, d->ldc), col)), mask);
 }
 
-/* ---- vnni and wide: sums in registers ---- */
+/* ---- vnni, maddubs and wide: sums in registers ---- */
 
 /* Panels [pb, pe) over the task's rows, MR at a time; lanes: the valid
  * columns of each half of these panels. */
@@ -657,8 +698,9 @@ static LLVMValueRef build_task(kern *k, void *gen, const char *name, LLVMTypeRef
     return emit_task(gen, name, argsty);
 }
 
-/* The path's intrinsics: the AMX tiles', or VPDPBUSD or VPMADDWD on the
- * target's vectors; -1 when this LLVM lacks them. */
+/* The path's intrinsics: the AMX tiles', or VPDPBUSD, VPMADDUBSW and
+ * VPMADDWD, or VPMADDWD on the target's vectors; -1 when this LLVM lacks
+ * them. */
 static int prepare(kern *k, void *gen)
 {
     i8_emit *e = gen;
@@ -684,19 +726,32 @@ static int prepare(kern *k, void *gen)
         e->f_dot = kern_intrinsic(k, e->p->vf == 16 ? "llvm.x86.avx512.vpdpbusd.512" : "llvm.x86.avx512.vpdpbusd.256",
                                   NULL, 0, &e->t_dot);
         return e->f_dot && LLVMCountParamTypes(e->t_dot) == 3 ? 0 : -1;
-    default: /* VPMADDWD: LLVM makes it of plain IR only where no value has two uses */
+    case I8_MADDUBS:
+        e->f_ub = kern_intrinsic(k, e->p->vf == 16 ? "llvm.x86.avx512.pmaddubs.w.512" : "llvm.x86.avx2.pmadd.ub.sw",
+                                 NULL, 0, &e->t_ub);
+        if (!e->f_ub || LLVMCountParamTypes(e->t_ub) != 2)
+            return -1;
+        /* fall through */
+    default: /* VPMADDWD (wide; maddubs's second step): LLVM makes it of plain IR only where no value has two uses */
         e->f_dot = kern_intrinsic(k, e->p->vf == 16 ? "llvm.x86.avx512.pmaddw.d.512" : "llvm.x86.avx2.pmadd.wd", NULL,
                                   0, &e->t_dot);
         return e->f_dot && LLVMCountParamTypes(e->t_dot) == 2 ? 0 : -1;
     }
 }
 
+static const char *const path_names[] = {"amx", "vnni", "maddubs", "wide"};
+
+const char *cg_gemm_i8_path(const cg_gemm_i8_desc *d, const cg_target *t)
+{
+    i8_plan p;
+    return i8_plan_make(d, t, &p) ? NULL : path_names[p.path];
+}
+
 static void task_name(const kern *k, const void *gen, char *buf, size_t len)
 {
     const i8_emit *e = gen;
     const cg_gemm_desc *d = e->d;
-    static const char *const path[] = {"amx", "vnni", "wide"};
-    snprintf(buf, len, "vitc.i8.%s.%s.K%lld.N%lld.a%lld.c%lld.r%lld.e%d%d%d.q%d.f%llx%s%s", path[e->p->path],
+    snprintf(buf, len, "vitc.i8.%s.%s.K%lld.N%lld.a%lld.c%lld.r%lld.e%d%d%d.q%d.f%llx%s%s", path_names[e->p->path],
              k->tag, (long long)d->K, (long long)d->N, (long long)d->lda, (long long)d->ldc, (long long)d->ldr,
              d->has_bias ? 1 : 0, d->has_residual ? 1 + (d->gate != 0) : 0, d->activation, e->di->a_per_row ? 1 : 0,
              (unsigned long long)kern_bytes_hash(e->di->fq, sizeof e->di->fq), e->di->epilogue[0] ? "." : "",

@@ -265,10 +265,18 @@ static const char *llvm_describe(void)
     return buf;
 }
 
-/* Int8 Linears: a quantized model's own; with --precision int8 every one. */
-static int llvm_int8(const cg_options *o)
+/* Int8 Linears: a quantized model's own; with --precision int8 every one,
+ * its weights' pairs within int8 where the target's int8 GEMM is
+ * VPMADDUBSW's (AVX2 or AVX-512 without VNNI: exact for such weights,
+ * gemm_i8.c). */
+static int llvm_int8(const cg_options *o, int *pairs)
 {
-    return o && o->precision && strcmp(o->precision, "int8") == 0 ? PASS_INT8_ALL : PASS_INT8_QUANTIZED;
+    if (!o || !o->precision || strcmp(o->precision, "int8") != 0)
+        return PASS_INT8_QUANTIZED;
+    cg_target t;
+    if (!cg_target_of_options(o, &t) && t.madd16 && !t.vnni && !t.amx_int8)
+        *pairs = 1;
+    return PASS_INT8_ALL;
 }
 
 const cg_backend cg_llvm_backend = {

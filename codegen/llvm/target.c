@@ -382,6 +382,25 @@ int cg_target_create(cg_ctx *cg, LLVMTargetMachineRef *tm)
     return VITC_OK;
 }
 
+int cg_target_of_options(const cg_options *o, cg_target *t)
+{
+    cg_ctx *cg = calloc(1, sizeof *cg);
+    FILE *quiet = fopen("/dev/null", "w"); /* the compile itself reports what is wrong with o */
+    vitc_diag d = {.out = quiet};
+    LLVMTargetMachineRef tm = NULL;
+    int st = cg && quiet ? (cg->opt = o, cg->d = &d, cg_target_create(cg, &tm)) : VITC_INTERNAL;
+    if (st == VITC_OK)
+        *t = cg->target;
+    if (tm)
+        LLVMDisposeTargetMachine(tm);
+    if (cg)
+        free(cg->triple), free(cg->cpu), free(cg->features);
+    free(cg);
+    if (quiet)
+        fclose(quiet);
+    return st == VITC_OK ? 0 : -1;
+}
+
 LLVMCodeGenOptLevel cg_codegen_level(const cg_ctx *cg)
 {
     static const LLVMCodeGenOptLevel levels[4] = {LLVMCodeGenLevelNone, LLVMCodeGenLevelLess, LLVMCodeGenLevelDefault,
