@@ -631,28 +631,33 @@ VK_DEV void gemm_tma(const vk_tmap *ma, const vk_tmap *mb, const vk_gemm_params 
         vk_prefetch_tmap(mb);
     }
     __syncthreads();
+    /* producer and consumers walk the same units: whole tiles t0, t0 + tstep, ... */
+    const pp_sched sch = pp_whole(ntiles, tstep, nkt);
     if (wg == 2) {
         if (MINB == 1)
             vk_setmaxnreg_dec<40>();
         if (tid == 256)
-            tma_produce<BN, WS>(smem, full, empty, ma, mb, pp_whole(ntiles, tstep, nkt), t0, ntn);
+            tma_produce<BN, WS>(smem, full, empty, ma, mb, sch, t0, ntn);
         return;
     }
     if (MINB == 1)
         vk_setmaxnreg_inc<232>();
     const int cw = wg;
-    for (int t = t0, it = 0; t < ntiles; t += tstep) {
+    pp_walk walk = pp_start(sch, t0);
+    pp_unit u;
+    for (int it = 0; pp_next(walk, u);) {
+        const int t = u.t;
         float d[1][BN / 2];
 #pragma unroll
         for (int i = 0; i < BN / 2; i++)
             d[0][i] = 0.0f;
-        for (int kt = 0; kt < nkt; kt++, it++) {
+        for (int kt = u.k0; kt < u.k1; kt++, it++) {
             int s = it % WS;
             vk_mbar_wait(&full[s], (it / WS) & 1);
             tma_mma_stage<T, BN, 1>(d, smem + s * STAGE, cw * 64);
             vk_wg_wait<1>();
             /* the group of k tile it - 1 is done: its stage goes back to the producer */
-            if (kt > 0 && lane == 0)
+            if (kt > u.k0 && lane == 0)
                 vk_mbar_arrive(&empty[(it - 1) % WS]);
         }
         vk_wg_wait<0>();
