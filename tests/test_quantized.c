@@ -762,15 +762,75 @@ static void test_int8_keeps_an_out_of_line_weight_in_f32(void **state)
     ir_graph_free(g);
 }
 
-/* vitc compile --precision int8 of the timm seed fixture: every Linear on
- * int8 kernels (inspect says so), within cosine 0.999 of PyTorch's fp32. */
-static void test_precision_int8_compiles_an_fp32_model(void **state)
+/* --precision int8 with int8_pairs (a CPU without VNNI): every weight it
+ * quantizes has its pairs of k (2i, 2i + 1) summing to at most 128 on each
+ * side, checked here element by element, with steps finer than the
+ * max|column| / 64 that bounds every pair (some weight past 64); the grid's
+ * Linear (add0) keeps the model's own multiples, whose pairs reach 146 (the
+ * backend then takes its 16-bit path); the outputs within the same bars of
+ * the f32 graph as without. */
+static void test_int8_pairs_keep_pair_sums_in_int16(void **state)
 {
     (void)state;
+    ir_graph *ref = build_grids(), *g = build_grids();
+    vitc_diag d;
+    vitc_diag_init(&d, "grids.onnx");
+    pass_options po = {.int8 = PASS_INT8_ALL, .int8_pairs = 1};
+    assert_int_equal(pass_run(g, &po, &d), VITC_OK);
+    int n8 = 0, past64 = 0, grid_over = 0;
+    for (int i = 0; i < g->nnodes; i++) {
+        ir_linear v;
+        char why[160];
+        if (g->nodes[i].op != IR_OP_LINEAR_INT8 || !ir_linear_of(&g->nodes[i], &v, why, sizeof why))
+            continue;
+        const ir_value *W = &g->values[v.w];
+        const int8_t *q = W->data;
+        int64_t K = W->dims[0].k, N = W->dims[1].k;
+        n8++;
+        for (int64_t k = 0; k < K; k += 2)
+            for (int64_t j = 0; j < N; j++) {
+                int w0 = q[k * N + j], w1 = k + 1 < K ? q[(k + 1) * N + j] : 0;
+                int pos = (w0 > 0 ? w0 : 0) + (w1 > 0 ? w1 : 0), neg = (w0 < 0 ? w0 : 0) + (w1 < 0 ? w1 : 0);
+                int over = pos > 128 || neg < -128, grid = strcmp(g->nodes[i].name, "add0") == 0;
+                if (over && !grid)
+                    fail_msg("LinearInt8 '%s': k %lld and %lld of column %lld are %d and %d: past int16 for u8 inputs",
+                             g->nodes[i].name, (long long)k, (long long)k + 1, (long long)j, w0, w1);
+                grid_over += over;
+                past64 += !grid && abs(w0) > 64;
+            }
+    }
+    print_message("int8_pairs: %d LinearInt8; quantized: %d weights past 64, every pair within +-128; the grid's: %d "
+                  "pairs past\n", n8, past64, grid_over);
+    assert_int_equal(n8, 3);
+    assert_true(past64 > 0 && grid_over > 0);
+    ir_tensor in, want[3], got[3];
+    tu_random_inputs(ref, 3, &in);
+    tu_interpret_ok(ref, &in, want);
+    tu_interpret_ok(g, &in, got);
+    for (int k = 0; k < 3; k++) {
+        double e = tu_error(&got[k], &want[k]), bar = k == 0 ? 1e-6 : 3e-2;
+        print_message("  output %d: max rel %.3g from the f32 graph (bar %g)\n", k, e, bar);
+        if (!(e <= bar))
+            fail_msg("int8_pairs: output %d moved by %.3g (bar %g)", k, e, bar);
+        ir_tensor_free(&got[k]);
+        ir_tensor_free(&want[k]);
+    }
+    ir_tensor_free(&in);
+    ir_graph_free(ref);
+    ir_graph_free(g);
+}
+
+/* vitc compile --precision int8 of the timm seed fixture: every Linear on
+ * int8 kernels (inspect says so), within cosine 0.999 of PyTorch's fp32;
+ * for this host, and for it without VNNI (--features), where every GEMM
+ * takes the VPMADDUBSW path (the weights' pairs quantized to fit). */
+static void precision_int8_fp32_model(int novnni)
+{
     char model[4096], so[4300];
     tu_path(model, sizeof model, "tests/models/timm-ts17.onnx");
-    snprintf(so, sizeof so, "%s/timm.int8.so", tmpdir);
-    const char *a1[] = {"compile", model, "-o", so, "--batch", "3", "--precision", "int8", "--quiet", NULL};
+    snprintf(so, sizeof so, "%s/timm.int8%s.so", tmpdir, novnni ? ".novnni" : "");
+    const char *a1[] = {"compile", model, "-o", so, "--batch", "3", "--precision", "int8", "--quiet",
+                        novnni ? "--features=-avx512vnni,-avxvnni,-amx-int8" : NULL, NULL};
     const char *a2[] = {"inspect", so, NULL};
     char *out = NULL, *err = NULL;
     if (tu_run_vitc(a1, &out, &err) != 0)
@@ -778,6 +838,19 @@ static void test_precision_int8_compiles_an_fp32_model(void **state)
     free(out), free(err);
     if (tu_run_vitc(a2, &out, &err) != 0 || !out || !strstr(out, "precision int8") || !strstr(out, "GEMM int8"))
         fail_msg("vitc inspect of an int8 model:\n%s%s", out ? out : "", err ? err : "");
+    int paths[4] = {0};
+    static const char *const names[4] = {"amx", "vnni", "maddubs", "wide"};
+    for (const char *at = out; (at = strstr(at, "GEMM int8 ")); at++) {
+        char word[32] = "";
+        sscanf(at, "GEMM int8 %*s %31s", word);
+        for (int i = 0; i < 4; i++)
+            paths[i] += strcmp(word, names[i]) == 0;
+    }
+    print_message("timm --precision int8%s: GEMM int8 paths amx %d, vnni %d, maddubs %d, wide %d\n",
+                  novnni ? " without VNNI" : "", paths[0], paths[1], paths[2], paths[3]);
+    if (paths[0] + paths[1] + paths[2] + paths[3] == 0 || (novnni && (paths[0] || paths[1] || paths[3])))
+        fail_msg("vitc inspect of an int8 model%s: not every GEMM on %s:\n%s", novnni ? " without VNNI" : "",
+                 novnni ? "maddubs" : "a named path", out);
     free(out), free(err);
     for (int b = 0; b < 2; b++) {
         char path[256];
@@ -788,12 +861,19 @@ static void test_precision_int8_compiles_an_fp32_model(void **state)
         tu_read_npy(path, &ref);
         tu_run_so(so, &in, 1, &got, 1, batches[b]);
         double e = tu_error(&got, &ref), cos = tu_cosine(&got, &ref);
-        print_message("timm --precision int8, batch %lld: max rel %.3g, cosine %.6f against PyTorch's fp32\n",
-                      (long long)batches[b], e, cos);
+        print_message("timm --precision int8%s, batch %lld: max rel %.3g, cosine %.6f against PyTorch's fp32\n",
+                      novnni ? " without VNNI" : "", (long long)batches[b], e, cos);
         if (!(cos >= 0.999))
             fail_msg("--precision int8, batch %lld: cosine %.6f (bar 0.999)", (long long)batches[b], cos);
         ir_tensor_free(&in), ir_tensor_free(&got), ir_tensor_free(&ref);
     }
+}
+
+static void test_precision_int8_compiles_an_fp32_model(void **state)
+{
+    (void)state;
+    for (int novnni = 0; novnni < 2; novnni++)
+        precision_int8_fp32_model(novnni);
 }
 
 /* --precision int8 --calibrate DIR: static input ranges from the fixture's
@@ -1060,7 +1140,8 @@ TU_MAIN(setup, tu_teardown_tmpdir, test_quantized_exports_in_the_interpreter_mat
         test_lowered_dynamic_quantization_on_the_cpu_is_exact,
         test_lowered_qdq_pairs_on_the_cpu_are_exact, test_what_is_not_lowered_is_refused_by_name, test_dump_prints_the_quantized_exports,
         test_quantized_exports_on_int8_kernels_match_onnxruntime, test_linear_int8_on_the_cpu_matches_the_interpreter,
-        test_int8_linear_takes_int8_grids_and_says_why_not, test_precision_int8_compiles_an_fp32_model,
+        test_int8_linear_takes_int8_grids_and_says_why_not, test_int8_pairs_keep_pair_sums_in_int16,
+        test_precision_int8_compiles_an_fp32_model,
         test_precision_int8_calibrated, test_int8_keeps_an_out_of_line_weight_in_f32, test_quantized_attention_is_fused,
         test_fake_quant_ties_are_exact, test_quantized_attention_keeps_its_factors_in_order,
         test_quant_lookup_tables_are_the_chains_to_the_bit)
