@@ -9,8 +9,13 @@
  *   maddubs  u8 x s8 pairs summed into 16 bits (VPMADDUBSW), then into 32
  *            (VPMADDWD by ones), as a CPU without VNNI runs it (compiled
  *            with the VNNI features taken away) for weights whose pairs fit
- *            (all weights here are in -64..64, as --precision int8 makes
- *            them on such a CPU), of the same VPDPBUSD peak;
+ *            (weights in -64..64, as --precision int8 makes them fit on
+ *            such a CPU), of the same VPDPBUSD peak;
+ *   maddubs8 the same on 8-bit weights (per column, near normal with the
+ *            column's largest at 127), whose pairs often do not fit: the
+ *            path's fixes, their count printed (0.7-0.9 a group of 4 k of a
+ *            panel: past the 0.25 where cg_gemm_i8_maddubs_pays takes the
+ *            path, to show what a fix costs);
  *   wide     16-bit products summed in pairs (VPMADDWD), as such a CPU runs
  *            any other weights, of the same peak: a VPMADDWD and a VPADDD
  *            do half a VPDPBUSD's work.
@@ -21,6 +26,7 @@
  * saying why.
  *
  *   gemm_i8_bench [BATCH ...]   (default 1 and 8: M = 197 * BATCH) */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,7 +47,7 @@ static const struct {
 } layers[] = {{"qkv", 768, 2304, 0, 0}, {"proj", 768, 768, 1, 0}, {"fc1", 768, 3072, 0, 1}, {"fc2", 3072, 768, 1, 0}};
 #define NLAYERS (sizeof layers / sizeof layers[0])
 
-enum { P_AMX, P_VNNI, P_MADDUBS, P_WIDE, NPATHS };
+enum { P_AMX, P_VNNI, P_MADDUBS, P_MADDUBS8, P_WIDE, NPATHS };
 
 /* An int8 path: its JIT and target, the peak it is measured against. */
 typedef struct {
@@ -76,6 +82,30 @@ static double time_kernel(driver_fn fn, const void *args, rt_pool *pool, int nth
     return best;
 }
 
+/* W [K, N] as a quantized model's 8-bit weights: each column normal (the
+ * sum of four uniforms), scaled so its largest magnitude is 127. */
+static void quantized_weights(int8_t *W, int64_t K, int64_t N)
+{
+    float *f = xalloc((size_t)(K * N) * 4);
+    uint32_t x = 12345;
+    for (int64_t i = 0; i < K * N; i++) {
+        float v = 0;
+        for (int u = 0; u < 4; u++) {
+            x = x * 1664525u + 1013904223u;
+            v += (float)(x >> 8) / 16777216.0f - 0.5f;
+        }
+        f[i] = v;
+    }
+    for (int64_t n = 0; n < N; n++) {
+        float a = 0;
+        for (int64_t k = 0; k < K; k++)
+            a = f[k * N + n] > a ? f[k * N + n] : -f[k * N + n] > a ? -f[k * N + n] : a;
+        for (int64_t k = 0; k < K; k++)
+            W[k * N + n] = (int8_t)lrintf(f[k * N + n] * 127.0f / (a > 0 ? a : 1));
+    }
+    free(f);
+}
+
 static const bench_dot_unit *find_unit(const bench_dot_unit *u, const char *insn)
 {
     for (int i = 0; i < BENCH_DOT_UNITS; i++)
@@ -96,6 +126,7 @@ static void find_paths(cg_jit *j, const bench_dot_unit *u, i8_path *p)
     p[P_VNNI] = (i8_path){.name = "vnni", .unit = "VPDPBUSD", .t = host};
     p[P_WIDE] = (i8_path){.name = "wide", .unit = "VPDPBUSD", .t = host};
     p[P_MADDUBS] = (i8_path){.name = "maddubs", .unit = "VPDPBUSD", .t = host};
+    p[P_MADDUBS8] = (i8_path){.name = "maddubs8", .unit = "VPDPBUSD", .t = host};
     if (host.vec_floats != 16)
         snprintf(p[P_AMX].why, sizeof p[P_AMX].why, "no AVX-512 in the JIT's features");
     else if (!tdp || !tdp->fn)
@@ -121,8 +152,10 @@ static void find_paths(cg_jit *j, const bench_dot_unit *u, i8_path *p)
     else
         p[P_WIDE].j = jw, p[P_WIDE].t = tw, p[P_WIDE].t.madd16 = 1, jw = NULL;
     cg_jit_free(jw);
-    memcpy(p[P_MADDUBS].why, p[P_WIDE].why, sizeof p[P_WIDE].why);
-    p[P_MADDUBS].j = p[P_WIDE].j, p[P_MADDUBS].t = p[P_WIDE].t;
+    for (int i = P_MADDUBS; i < P_WIDE; i++) {
+        memcpy(p[i].why, p[P_WIDE].why, sizeof p[P_WIDE].why);
+        p[i].j = p[P_WIDE].j, p[i].t = p[P_WIDE].t;
+    }
     /* the peaks: the tiles', and VPDPBUSD's (on zmm) for the vector paths on 16 lanes */
     int maxthreads = sysconf(_SC_NPROCESSORS_ONLN) > 1 ? 2 : 1, vec16 = 0;
     for (int i = P_VNNI; i < NPATHS; i++)
@@ -204,7 +237,7 @@ int main(int argc, char **argv)
             return 3;
         for (int i = 0; i < NPATHS; i++) {
             snprintf(name, sizeof name, "%s_%zu", path[i].name, l);
-            di.w_pairs_fit = i == P_MADDUBS;
+            di.maddubs = i == P_MADDUBS || i == P_MADDUBS8;
             if (mi[i] && !cg_gemm_i8_emit(mi[i], name, &di, &path[i].t)) {
                 fprintf(stderr, "gemm_i8_bench: cannot emit the %s kernel of %s\n", path[i].name, layers[l].layer);
                 return 3;
@@ -212,7 +245,7 @@ int main(int argc, char **argv)
         }
     }
     for (int i = 0; i < NPATHS; i++)
-        if (mi[i] && mi[i] != m && (i != P_WIDE || mi[i] != mi[P_MADDUBS]) &&
+        if (mi[i] && mi[i] != m && (i < P_MADDUBS8 || mi[i] != mi[P_MADDUBS]) &&
             cg_jit_add(path[i].j, mi[i], "default<O2>", err, sizeof err)) {
             fprintf(stderr, "gemm_i8_bench: %s\n", err);
             return 3;
@@ -239,11 +272,12 @@ int main(int argc, char **argv)
             float *sa = xalloc((size_t)M * 4);
             int32_t *za = xalloc((size_t)M * 4);
             uint8_t *A8 = xalloc((size_t)(M * K));
-            int8_t *W8 = xalloc((size_t)(K * N));
+            int8_t *W8 = xalloc((size_t)(K * N)), *W8q = xalloc((size_t)(K * N));
             for (int64_t i = 0; i < M * K; i++)
                 A[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f, A8[i] = (uint8_t)(i * 2654435761u >> 7);
             for (int64_t i = 0; i < K * N; i++)
                 W[i] = (float)((i * 40503u) % 1000) / 1000.0f - 0.5f, W8[i] = (int8_t)((i * 40503u >> 5) % 129 - 64);
+            quantized_weights(W8q, K, N);
             for (int64_t i = 0; i < N; i++)
                 bias[i] = 0.1f, sw[i] = 0.01f;
             for (int64_t i = 0; i < M; i++)
@@ -253,9 +287,15 @@ int main(int argc, char **argv)
             cg_gemm_pack(&d, &t, W, P32);
             for (int i = 0; i < NPATHS; i++)
                 if (path[i].j) {
-                    di.w_pairs_fit = i == P_MADDUBS;
-                    P8[i] = xalloc(cg_gemm_i8_packed_bytes(&di, &path[i].t));
-                    if (cg_gemm_i8_pack(&di, &path[i].t, W8, sw, P8[i])) {
+                    di.maddubs = i == P_MADDUBS || i == P_MADDUBS8;
+                    const int8_t *w8 = i == P_MADDUBS8 ? W8q : W8;
+                    P8[i] = xalloc(cg_gemm_i8_packed_bytes(&di, &path[i].t, w8));
+                    if (i == P_MADDUBS8 && bi == 0)
+                        printf("%-5s maddubs8: %lld fixes, %.3f of the panels' groups of 4 k\n", layers[l].layer,
+                               (long long)cg_gemm_i8_fixes(&di, &path[i].t, w8),
+                               (double)cg_gemm_i8_fixes(&di, &path[i].t, w8) /
+                                   (double)((N + 2 * path[i].t.vec_floats - 1) / (2 * path[i].t.vec_floats) * ((K + 3) / 4)));
+                    if (cg_gemm_i8_pack(&di, &path[i].t, w8, sw, P8[i])) {
                         fprintf(stderr, "gemm_i8_bench: cannot pack the %s weights\n", path[i].name);
                         return 3;
                     }
@@ -285,7 +325,7 @@ int main(int argc, char **argv)
                 fflush(stdout);
             }
             free(A), free(W), free(bias), free(R), free(C);
-            free(sw), free(sa), free(za), free(A8), free(W8), free(P32);
+            free(sw), free(sa), free(za), free(A8), free(W8), free(W8q), free(P32);
             for (int i = 0; i < NPATHS; i++)
                 free(P8[i]);
         }

@@ -176,11 +176,11 @@ static int emit_linear_int8(cg_ctx *cg, int node, const ir_linear *v)
     di.g = (cg_gemm_desc){.K = K, .N = N, .lda = cg_int8_row_bytes(K), .ldc = N + cg->row_pad[y], .ldr = N,
                           .has_bias = v->bias >= 0, .has_residual = v->residual >= 0, .activation = (int)v->act};
     di.a_per_row = 1;
-    di.w_pairs_fit = cg_gemm_i8_pairs_fit(Wv->data, K, N);
+    di.maddubs = cg_gemm_i8_maddubs_pays(&di, &cg->target, Wv->data);
     memcpy(di.fq, v->fq, sizeof di.fq);
     if (v->residual >= 0 && cg_poly_eq(cg_poly_numel(&g->values[v->residual]), cg_poly_k(N)))
         di.g.ldr = 0; /* one row for every row */
-    size_t bytes = cg_gemm_i8_packed_bytes(&di, &cg->target);
+    size_t bytes = cg_gemm_i8_packed_bytes(&di, &cg->target, Wv->data);
     void *p = NULL;
     int64_t wo = bytes ? cg_weights_reserve(cg, bytes, &p) : -1, bo = -1;
     if (wo < 0)
@@ -228,8 +228,12 @@ static int emit_linear_int8(cg_ctx *cg, int node, const ir_linear *v)
     if (!fn)
         return cg_fail(cg, VITC_INTERNAL, node, "the int8 GEMM generator refused K=%lld N=%lld", (long long)K,
                        (long long)N);
-    snprintf(label, sizeof label, "GEMM int8 %lldx%lld %s%s%s%s%s%s%s%s %s", (long long)K, (long long)N,
-             cg_gemm_i8_path(&di, &cg->target),
+    char fixes[32] = "";
+    int64_t nfix = cg_gemm_i8_fixes(&di, &cg->target, Wv->data);
+    if (nfix > 0)
+        snprintf(fixes, sizeof fixes, " (%lld fixes)", (long long)nfix);
+    snprintf(label, sizeof label, "GEMM int8 %lldx%lld %s%s%s%s%s%s%s%s%s %s", (long long)K, (long long)N,
+             cg_gemm_i8_path(&di, &cg->target), fixes,
              v->bias >= 0 ? " +bias" : "", v->act ? " " : "", ir_act_label(v->act),
              v->residual >= 0 ? " +residual" : "", ir_fake_quant_any(v->fq, 2) ? " +fake-quant" : "",
              epi >= 0 ? " +" : "", epi_ops, g->nodes[node].name);

@@ -14,21 +14,28 @@
  *            tiles;
  *   vnni     t->vnni: VPDPBUSD (AVX512-VNNI on 16-lane vectors, AVX-VNNI or
  *            AVX512-VNNI with VL on 8-lane ones);
- *   maddubs  t->madd16 (AVX2, AVX512BW) without VNNI, where W's k pairs fit
- *            (d->w_pairs_fit, below): VPMADDUBSW sums each pair of u8 x s8
- *            products into 16 bits, VPMADDWD by ones each two of those into
- *            a 32-bit lane, VPDPBUSD's sum in two instructions and an add;
+ *   maddubs  t->madd16 (AVX2, AVX512BW) without VNNI, with d->maddubs
+ *            (where it pays for W, cg_gemm_i8_maddubs_pays): VPMADDUBSW sums
+ *            each pair of u8 x s8 products into 16 bits, VPMADDWD by ones
+ *            each two of those into a 32-bit lane, VPDPBUSD's sum in two
+ *            instructions and an add; the pairs it cannot take (below) fixed
+ *            up after;
  *   wide     t->madd16 without VNNI, any W: A's bytes zero-extended and W's
  *            sign-extended to 16 bits, each pair of products summed into a
  *            32-bit lane (VPMADDWD), twice maddubs's instructions.
  *
  * VPMADDUBSW saturates its 16-bit sums a0 w0 + a1 w1 (a in 0..255): they
  * are exact for every A where the pair's positive weights sum to at most
- * 128 and its negative ones to at least -128 (255 * 128 = 32640), which
- * cg_gemm_i8_pairs_fit checks of all of W's pairs (k 2i and 2i + 1 of a
- * column) and cg_gemm_i8_pack checks again.  Weights in -64..64 always
- * fit; --precision int8 on a target with this path picks each column's
- * step so that its pairs fit (pass_options.int8_pairs, passes/quant.c).
+ * 128 and its negative ones to at least -128 (255 * 128 = 32640).  Weights
+ * in -64..64 always are; --precision int8 on a target with this path picks
+ * each column's step so that all its pairs (k 2i and 2i + 1) are
+ * (pass_options.int8_pairs, passes/quant.c).  A pair of a column that is
+ * not (cg_gemm_i8_pairs_fit) is packed as zeros in the panel and goes to a
+ * fix of its panel: for that pair of k, every column's pair that does not
+ * fit, as two int16 in a 32-bit lane (zeros for the others), which VPMADDWD
+ * multiplies exactly with the row's two bytes of A widened to 16 bits.  A
+ * quantized model's 8-bit weights need few: ONNX Runtime's dynamic export
+ * of ViT-B/16 0.03% of its pairs, its static QDQ export 1.6%.
  *
  * ---- vnni, maddubs and wide ----
  * VPDPBUSD adds to each 32-bit lane the four products of that lane's four
@@ -46,7 +53,11 @@
  * vector load at h * vf * 4 is the group's half h.  wide: the group is NR * 8 bytes,
  * its pair q (k 4g + 2q and 4g + 2q + 1) at q * NR * 4: column j's two
  * int16 at j * 4.  After the panels, on every path: colsum as int32, then
- * sw as float, each npanels * NR long (zeros past N).
+ * sw as float, each npanels * NR long (zeros past N).  maddubs: then the
+ * fixes: off[npanels + 1] (int32; panel p's fixes are [off[p], off[p + 1]),
+ * off[npanels] of them in all), kpair[off[npanels]] (int32: the fix's
+ * first k, even), then from the next multiple of 64 bytes NR * 4 bytes a
+ * fix (column j's two int16 at j * 4).
  *
  * Work: the driver cuts C into row blocks of at most MC_GROUPS * MR rows
  * and column blocks of whole panels, two tasks per thread where the rows
@@ -136,7 +147,7 @@ static int i8_plan_make(const cg_gemm_i8_desc *di, const cg_target *t, i8_plan *
             p->mc_max = AMX8_MC_TILES * AMX8_MR;
         p->panel_bytes = (size_t)steps * 2 * AMX8_TILE;
     } else if (t->vnni || t->madd16) {
-        p->path = t->vnni ? I8_VNNI : di->w_pairs_fit ? I8_MADDUBS : I8_WIDE;
+        p->path = t->vnni ? I8_VNNI : di->maddubs ? I8_MADDUBS : I8_WIDE;
         /* accumulators, two vectors of W and a broadcast in the registers */
         p->mr = p->vf == 16 && t->nregs >= 32 ? 12 : p->path == I8_MADDUBS ? 5 : 6;
         p->groups = (d->K + 3) / 4;
@@ -153,13 +164,80 @@ static int i8_plan_make(const cg_gemm_i8_desc *di, const cg_target *t, i8_plan *
     return 0;
 }
 
-size_t cg_gemm_i8_packed_bytes(const cg_gemm_i8_desc *d, const cg_target *t)
+/* Bytes of the packed panels, colsum and sw: where maddubs's fixes start. */
+static size_t fixes_at(const i8_plan *p) { return (size_t)p->npanels * p->panel_bytes + 2 * (size_t)p->npanels * (size_t)p->nr * 4; }
+
+/* Whether w0 (k even) and w1 (its next k, 0 past K) fit VPMADDUBSW's 16 bits. */
+static int pair_fits(int w0, int w1)
+{
+    return (w0 > 0 ? w0 : 0) + (w1 > 0 ? w1 : 0) <= 128 && (w0 < 0 ? w0 : 0) + (w1 < 0 ? w1 : 0) >= -128;
+}
+
+/* W[k, n] and W[k + 1, n] (0 past K) fit. */
+static int fits_at(const int8_t *W, int64_t K, int64_t N, int64_t k, int64_t n)
+{
+    return pair_fits(W[k * N + n], k + 1 < K ? W[(k + 1) * N + n] : 0);
+}
+
+/* maddubs: the fixes of W, and with off (npanels + 1 entries) where each
+ * panel's begin: one for each panel and pair of k with a column whose pair
+ * does not fit. */
+static int64_t count_fixes(const i8_plan *p, const cg_gemm_desc *d, const int8_t *W, int32_t *off)
+{
+    int64_t n = 0;
+    for (int64_t pn = 0; pn < p->npanels; pn++) {
+        if (off)
+            off[pn] = (int32_t)n;
+        for (int64_t k = 0; k < d->K; k += 2) {
+            int fix = 0;
+            for (int64_t c = pn * p->nr; c < d->N && c < (pn + 1) * p->nr && !fix; c++)
+                fix = !fits_at(W, d->K, d->N, k, c);
+            n += fix;
+        }
+    }
+    if (off)
+        off[p->npanels] = (int32_t)n;
+    return n;
+}
+
+/* Where maddubs's fix records start, for nfix fixes. */
+static size_t fix_records_at(const i8_plan *p, int64_t nfix)
+{
+    return (fixes_at(p) + 4 * (size_t)(p->npanels + 1 + nfix) + 63) / 64 * 64;
+}
+
+size_t cg_gemm_i8_packed_bytes(const cg_gemm_i8_desc *d, const cg_target *t, const int8_t *W)
 {
     i8_plan p;
-    if (i8_plan_make(d, t, &p))
+    if (i8_plan_make(d, t, &p) || (p.path == I8_MADDUBS && !W))
         return 0;
-    size_t bytes = (size_t)p.npanels * p.panel_bytes + 2 * (size_t)p.npanels * (size_t)p.nr * 4;
+    size_t bytes = fixes_at(&p);
+    if (p.path == I8_MADDUBS) {
+        int64_t nfix = count_fixes(&p, &d->g, W, NULL);
+        bytes = fix_records_at(&p, nfix) + (size_t)nfix * (size_t)p.nr * 4;
+    }
     return (bytes + 63) / 64 * 64;
+}
+
+int64_t cg_gemm_i8_fixes(const cg_gemm_i8_desc *d, const cg_target *t, const int8_t *W)
+{
+    i8_plan p;
+    if (i8_plan_make(d, t, &p) || p.path != I8_MADDUBS || !W)
+        return -1;
+    return count_fixes(&p, &d->g, W, NULL);
+}
+
+int cg_gemm_i8_maddubs_pays(const cg_gemm_i8_desc *d, const cg_target *t, const int8_t *W)
+{
+    cg_gemm_i8_desc m = *d;
+    m.maddubs = 1;
+    i8_plan p;
+    if (!W || i8_plan_make(&m, t, &p) || p.path != I8_MADDUBS)
+        return 0;
+    /* measured on a Zen 3 (gemm_i8_bench's maddubs8): a fix costs about
+     * 1.4 groups of 4 k of maddubs, wide about 1.5 of them a group: up to
+     * one fix for every four groups of a panel */
+    return count_fixes(&p, &d->g, W, NULL) * 4 <= p.npanels * p.groups;
 }
 
 /* Where W[k, col] goes in the packed panels, in bytes (wide: an int16). */
@@ -181,12 +259,9 @@ static size_t packed_at(const i8_plan *p, int64_t k, int64_t col)
 int cg_gemm_i8_pairs_fit(const int8_t *W, int64_t K, int64_t N)
 {
     for (int64_t k = 0; k < K; k += 2)
-        for (int64_t n = 0; n < N; n++) {
-            int w0 = W[k * N + n], w1 = k + 1 < K ? W[(k + 1) * N + n] : 0; /* zeros past K */
-            int pos = (w0 > 0 ? w0 : 0) + (w1 > 0 ? w1 : 0), neg = (w0 < 0 ? w0 : 0) + (w1 < 0 ? w1 : 0);
-            if (pos > 128 || neg < -128)
+        for (int64_t n = 0; n < N; n++)
+            if (!fits_at(W, K, N, k, n))
                 return 0;
-        }
     return 1;
 }
 
@@ -196,15 +271,33 @@ int cg_gemm_i8_pack(const cg_gemm_i8_desc *di, const cg_target *t, const int8_t 
     if (i8_plan_make(di, t, &p))
         return -1;
     const cg_gemm_desc *d = &di->g;
-    if (p.path == I8_MADDUBS && !cg_gemm_i8_pairs_fit(W, d->K, d->N))
-        return -1;
-    memset(out, 0, cg_gemm_i8_packed_bytes(di, t));
+    memset(out, 0, cg_gemm_i8_packed_bytes(di, t, W));
     uint8_t *o = out;
     int32_t *colsum = (int32_t *)(o + (size_t)p.npanels * p.panel_bytes);
     float *sw = (float *)(colsum + p.npanels * p.nr);
+    if (p.path == I8_MADDUBS) { /* the fixes, and their pairs out of the panels */
+        int32_t *off = (int32_t *)(o + fixes_at(&p)), *kpair = off + p.npanels + 1;
+        int64_t nfix = count_fixes(&p, d, W, off);
+        uint8_t *rec = o + fix_records_at(&p, nfix);
+        for (int64_t pn = 0, f = 0; pn < p.npanels; pn++)
+            for (int64_t k = 0; k < d->K; k += 2) {
+                int fix = 0;
+                for (int64_t c = pn * p.nr; c < d->N && c < (pn + 1) * p.nr; c++) {
+                    if (fits_at(W, d->K, d->N, k, c))
+                        continue;
+                    int16_t w2[2] = {W[k * d->N + c], W[(k + 1) * d->N + c]}; /* a lone k past K fits */
+                    memcpy(rec + (size_t)f * (size_t)p.nr * 4 + (size_t)(c - pn * p.nr) * 4, w2, sizeof w2);
+                    fix = 1;
+                }
+                if (fix)
+                    kpair[f++] = (int32_t)k;
+            }
+    }
     for (int64_t k = 0; k < d->K; k++)
         for (int64_t n = 0; n < d->N; n++) {
             int8_t w = W[k * d->N + n];
+            if (p.path == I8_MADDUBS && !fits_at(W, d->K, d->N, k & ~(int64_t)1, n))
+                w = 0; /* in the panel's fix */
             if (p.path == I8_WIDE) {
                 int16_t w16 = w;
                 memcpy(o + packed_at(&p, k, n), &w16, sizeof w16);
@@ -418,6 +511,53 @@ static void dequant_store(i8_emit *e, LLVMValueRef sums, LLVMValueRef zv, LLVMVa
 
 /* ---- vnni, maddubs and wide: sums in registers ---- */
 
+/* maddubs: panel pn's fixes into acc (mr * nh sums), the rows' A at
+ * arow[r]: for each, the row's two bytes at the fix's k widened to a pair
+ * of int16 in every lane, times the fix's pairs (VPMADDWD). */
+static void emit_fixes(i8_emit *e, LLVMValueRef pn, LLVMValueRef *arow, int nh, LLVMValueRef *acc)
+{
+    kern *k = e->k;
+    LLVMBuilderRef b = k->b;
+    const i8_plan *p = e->p;
+    int vf = p->vf, mr = p->mr, n = mr * nh;
+    LLVMValueRef off = bytes_at(e, e->W, kern_i64(k, (int64_t)fixes_at(p)));
+    LLVMValueRef kpair = bytes_at(e, off, kern_i64(k, 4 * (p->npanels + 1)));
+    LLVMValueRef at[3], idx[3] = {pn, kern_addc(k, pn, 1), kern_i64(k, p->npanels)};
+    for (int i = 0; i < 3; i++)
+        at[i] = LLVMBuildSExt(b, LLVMBuildLoad2(b, k->i32, LLVMBuildGEP2(b, k->i32, off, &idx[i], 1, ""), ""), k->i64,
+                              "");
+    /* the records from the first multiple of 64 bytes past kpair[all] */
+    LLVMValueRef rec_at = kern_mulc(k, kern_cdiv(k, kern_addc(k, kern_mulc(k, at[2], 4),
+                                                             (int64_t)fixes_at(p) + 4 * (p->npanels + 1)),
+                                                 kern_i64(k, 64)),
+                                    64);
+    LLVMTypeRef v16 = LLVMVectorType(e->i16, (unsigned)(2 * vf));
+    kern_loop F;
+    kern_for(k, &F, at[0], at[1], 1, 0, n, acc, "i8.fix");
+    LLVMValueRef kk = LLVMBuildSExt(b, LLVMBuildLoad2(b, k->i32, LLVMBuildGEP2(b, k->i32, kpair, &F.iv, 1, ""), ""),
+                                    k->i64, "");
+    LLVMValueRef rec = bytes_at(e, e->W, kern_add(k, rec_at, kern_mulc(k, F.iv, (int64_t)p->nr * 4)));
+    LLVMValueRef wv[2], next[KERN_MAX_CARRY];
+    for (int h = 0; h < nh; h++)
+        wv[h] = load_vec(e, v16, bytes_at(e, rec, kern_i64(k, h * vf * 4)), (unsigned)(vf * 4));
+    for (int r = 0; r < mr; r++) {
+        LLVMValueRef two = LLVMBuildLoad2(b, e->i16, bytes_at(e, arow[r], kk), "");
+        LLVMSetAlignment(two, 1);
+        LLVMValueRef x = LLVMBuildZExt(b, two, k->i32, "");
+        x = LLVMBuildOr(b, LLVMBuildAnd(b, x, LLVMConstInt(k->i32, 0xff, 0), ""),
+                        LLVMBuildShl(b, LLVMBuildLShr(b, x, LLVMConstInt(k->i32, 8, 0), ""),
+                                     LLVMConstInt(k->i32, 16, 0), ""),
+                        "");
+        LLVMValueRef pairs = LLVMBuildBitCast(b, splat_i32(e, x), v16, "");
+        for (int h = 0; h < nh; h++) {
+            LLVMValueRef args[2] = {pairs, wv[h]};
+            next[r * nh + h] = LLVMBuildAdd(b, F.carry[r * nh + h], LLVMBuildCall2(b, e->t_dot, e->f_dot, args, 2, ""), "");
+        }
+    }
+    kern_for_end(k, &F, next);
+    memcpy(acc, F.carry, sizeof(LLVMValueRef) * (size_t)n);
+}
+
 /* Panels [pb, pe) over the task's rows, MR at a time; lanes: the valid
  * columns of each half of these panels. */
 static void emit_panels(i8_emit *e, LLVMValueRef pb, LLVMValueRef pe, const int lanes[2])
@@ -460,6 +600,8 @@ static void emit_panels(i8_emit *e, LLVMValueRef pb, LLVMValueRef pe, const int 
             av[r] = splat_i32(e, load_tail(e, bytes_at(e, arow[r], kern_i64(k, whole * 4)), (int)(d->K % 4)));
         group_dot(e, bytes_at(e, wp, kern_i64(k, whole * (int64_t)p->group_bytes)), av, nh, acc);
     }
+    if (p->path == I8_MADDUBS)
+        emit_fixes(e, P.iv, arow, nh, acc);
 
     /* the epilogue from the registers */
     LLVMValueRef cs[2], sw[2], bias[2];

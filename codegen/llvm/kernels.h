@@ -104,9 +104,10 @@ LLVMValueRef cg_gemm_amx_emit(LLVMModuleRef mod, const char *name, const cg_gemm
  * int32; za * colsum is subtracted from them in int32.  K at most 65000
  * (the sums' range).  Epilogue fields as in cg_gemm_desc.  The sums on AMX
  * tiles (TDPBUSD) with t->amx_int8 and K up to 32768, else VPDPBUSD with
- * t->vnni, else (t->madd16) VPMADDUBSW and VPMADDWD where w_pairs_fit,
- * else VPMADDWD alone; each packs W its own way, so pack and emit take the
- * same target and description.  The packed W must be 64-byte aligned; A, C,
+ * t->vnni, else (t->madd16) VPMADDUBSW and VPMADDWD with maddubs (the
+ * pairs of W it cannot take fixed up after), else VPMADDWD alone; each
+ * packs W its own way, so pack and emit take the same target and
+ * description.  The packed W must be 64-byte aligned; A, C,
  * R and the scales need no alignment, A no padding.  The AMX path's tasks
  * keep their rows of A (at most 1 MiB) and their int32 sums (at most
  * 64 KiB) on their threads' stacks; it needs the tile registers granted to
@@ -118,7 +119,7 @@ LLVMValueRef cg_gemm_amx_emit(LLVMModuleRef mod, const char *name, const cg_gemm
 typedef struct {
     cg_gemm_desc g;
     int a_per_row;
-    int w_pairs_fit; /* cg_gemm_i8_pairs_fit of W: VPMADDUBSW's 16-bit pair sums are exact */
+    int maddubs; /* without VNNI: VPMADDUBSW (set where cg_gemm_i8_maddubs_pays), else VPMADDWD alone */
     float fq[2][5]; /* LinearInt8's output fake-quant points (opview.h), no activation with them */
     char epilogue[48]; /* "" or the name of a function <vf x float> f(<vf x float>) in the module (an
                         * element-wise group, cg_elem_epilogue) applied last, to what is stored */
@@ -136,16 +137,24 @@ typedef struct {            /* ARGS of an int8 GEMM driver */
 } cg_gemm_i8_args;
 
 /* Bytes of the packed W (64-byte multiple); 0 for a description the kernel
- * does not take (as cg_gemm_i8_emit). */
-size_t cg_gemm_i8_packed_bytes(const cg_gemm_i8_desc *d, const cg_target *t);
+ * does not take (as cg_gemm_i8_emit).  W (K x N int8, row-major) is read
+ * for the VPMADDUBSW path's fixes only (0 there without it). */
+size_t cg_gemm_i8_packed_bytes(const cg_gemm_i8_desc *d, const cg_target *t, const int8_t *W);
 /* Whether every pair of W's k (2i, 2i + 1; W is K x N int8, row-major, a
  * zero past K) in each column has positive entries summing to at most 128
  * and negative ones to at least -128: then a0 w0 + a1 w1 lies in int16 for
  * all a in 0..255.  Entries in -64..64 always do. */
 int cg_gemm_i8_pairs_fit(const int8_t *W, int64_t K, int64_t N);
+/* The VPMADDUBSW path's fixes of W on t: for each panel of columns, the
+ * pairs of k where some column's pair does not fit; -1 where d and t take
+ * another path. */
+int64_t cg_gemm_i8_fixes(const cg_gemm_i8_desc *d, const cg_target *t, const int8_t *W);
+/* Whether the VPMADDUBSW path, with its fixes, is worth taking for W on t
+ * (a target with t->madd16 and without VNNI or AMX): 0 elsewhere. */
+int cg_gemm_i8_maddubs_pays(const cg_gemm_i8_desc *d, const cg_target *t, const int8_t *W);
 /* Packs W (K x N int8, row-major), its column sums and w_scale [N] into
- * out; -1 (nothing written) for a description the kernel does not take, or
- * w_pairs_fit set for a W whose pairs do not fit. */
+ * out (cg_gemm_i8_packed_bytes(d, t, W) bytes); -1 (nothing written) for a
+ * description the kernel does not take. */
 int cg_gemm_i8_pack(const cg_gemm_i8_desc *d, const cg_target *t, const int8_t *W, const float *w_scale, void *out);
 /* The path's name ("amx", "vnni", "maddubs", "wide"); NULL for a
  * description the kernel does not take. */
