@@ -290,11 +290,11 @@ int main(int argc, char **argv)
                     di.maddubs = i == P_MADDUBS || i == P_MADDUBS8;
                     const int8_t *w8 = i == P_MADDUBS8 ? W8q : W8;
                     P8[i] = xalloc(cg_gemm_i8_packed_bytes(&di, &path[i].t, w8));
-                    if (i == P_MADDUBS8 && bi == 0)
+                    if (i == P_MADDUBS8 && bi == 0) {
+                        int64_t nr = 2 * path[i].t.vec_floats, fixes = cg_gemm_i8_fixes(&di, &path[i].t, w8);
                         printf("%-5s maddubs8: %lld fixes, %.3f of the panels' groups of 4 k\n", layers[l].layer,
-                               (long long)cg_gemm_i8_fixes(&di, &path[i].t, w8),
-                               (double)cg_gemm_i8_fixes(&di, &path[i].t, w8) /
-                                   (double)((N + 2 * path[i].t.vec_floats - 1) / (2 * path[i].t.vec_floats) * ((K + 3) / 4)));
+                               (long long)fixes, (double)fixes / (double)((N + nr - 1) / nr * ((K + 3) / 4)));
+                    }
                     if (cg_gemm_i8_pack(&di, &path[i].t, w8, sw, P8[i])) {
                         fprintf(stderr, "gemm_i8_bench: cannot pack the %s weights\n", path[i].name);
                         return 3;

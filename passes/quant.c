@@ -834,7 +834,8 @@ int pass_int8_linear(ir_graph *g, const pass_options *o, vitc_diag *d)
         if (mine && err[c] > bar) {
             rw_miss(g, &g->nodes[i], "its weight quantizes to int8 with a relative error of %.3g, out of line with "
                     "the model's other Linears (median %.3g): it stays f32", err[c], err[nn + 1 + nown / 2]);
-        } else if (g->nodes[i].op == IR_OP_LINEAR && (st = int8_linear(g, i, mode == PASS_INT8_ALL, pairs, calib)) > 0) {
+        } else if (g->nodes[i].op == IR_OP_LINEAR &&
+                   (st = int8_linear(g, i, mode == PASS_INT8_ALL, pairs, calib)) > 0) {
             changed = 1;
         }
         c += mine;

@@ -916,7 +916,8 @@ static void run_i8_case(cg_jit *j, const cg_target *t, const i8_case *c, const c
     int narrow = wmode == W_NARROW;
     if (K * N > 1)
         W[0] = narrow ? 64 : wmode == W_SPARSE ? 127 : -128, W[1] = narrow ? -64 : 127;
-    if (wmode != W_ANY && K > 1 && N > 1) /* k 0 and 1 of columns 0 and 1: at the pair sums' bounds, +-255 * 128 (narrow), past them (sparse) */
+    /* k 0 and 1 of columns 0 and 1: at the pair sums' bounds, +-255 * 128 (narrow), past them (sparse) */
+    if (wmode != W_ANY && K > 1 && N > 1)
         W[N] = narrow ? 64 : 127, W[N + 1] = -64;
     if (asize > 1)
         A[0] = 255, A[1] = wmode == W_ANY ? 0 : 255;
@@ -1043,7 +1044,8 @@ static void gemm_i8_all_cases(const cg_target *t, const char *features, const ch
         assert_int_equal(cg_gemm_i8_packed_bytes(&bad, &none[i], NULL), 0);
     }
     jit_add(j, m);
-    for (int wmode = W_ANY; wmode <= (maddubs ? W_SPARSE : W_ANY); wmode++) /* maddubs: fixes nearly everywhere, none, a few */
+    /* maddubs: W_ANY (fixes nearly everywhere), W_NARROW (none), W_SPARSE (a few) */
+    for (int wmode = W_ANY; wmode <= (maddubs ? W_SPARSE : W_ANY); wmode++)
         for (size_t i = 0; i < I8_NCASES; i++)
             for (int exact = 0; exact < 2; exact++) {
                 char name[64];

@@ -286,8 +286,9 @@ static const cli_option compile_options[] = {
      "else fp32) on AMX tiles, or with AVX512-BF16 where the CPU has no AMX; needs amx-bf16 or avx512bf16; or int8: "
      "every Linear in int8 (weights per output column, symmetric; inputs per row at run time; exact int32 sums; "
      "everything else fp32) with AMX-INT8, AVX512-VNNI or AVX-VNNI where the CPU has them, else with AVX2's or "
-     "AVX512BW's VPMADDUBSW, each column's scale then chosen so that its 16-bit pair sums cannot saturate.  A quantized model's own "
-     "int8 Linears (QDQ, or ONNX Runtime's dynamic MatMulInteger) run on the int8 kernels at any CPU precision.",
+     "AVX512BW's VPMADDUBSW, each column's scale then chosen so that its 16-bit pair sums cannot saturate.  "
+     "A quantized model's own int8 Linears (QDQ, or ONNX Runtime's dynamic MatMulInteger) run on the int8 kernels "
+     "at any CPU precision.",
      .store = CLI_STRING, .at = offsetof(compile_args, opt.precision)},
     {"calibrate", 0, "DIR",
      "With --precision int8: quantize each Linear's input with one static range instead of each row's at run "

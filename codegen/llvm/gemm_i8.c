@@ -165,7 +165,10 @@ static int i8_plan_make(const cg_gemm_i8_desc *di, const cg_target *t, i8_plan *
 }
 
 /* Bytes of the packed panels, colsum and sw: where maddubs's fixes start. */
-static size_t fixes_at(const i8_plan *p) { return (size_t)p->npanels * p->panel_bytes + 2 * (size_t)p->npanels * (size_t)p->nr * 4; }
+static size_t fixes_at(const i8_plan *p)
+{
+    return (size_t)p->npanels * p->panel_bytes + 2 * (size_t)p->npanels * (size_t)p->nr * 4;
+}
 
 /* Whether w0 (k even) and w1 (its next k, 0 past K) fit VPMADDUBSW's 16 bits. */
 static int pair_fits(int w0, int w1)
@@ -417,7 +420,8 @@ static void group_dot(i8_emit *e, LLVMValueRef wg, const LLVMValueRef *av, int n
                 }
                 LLVMValueRef ua[2] = {LLVMBuildBitCast(b, av[r], v8, ""), wv[h]};
                 LLVMValueRef da[2] = {LLVMBuildCall2(b, e->t_ub, e->f_ub, ua, 2, ""), ones};
-                acc[r * nh + h] = LLVMBuildAdd(b, acc[r * nh + h], LLVMBuildCall2(b, e->t_dot, e->f_dot, da, 2, ""), "");
+                LLVMValueRef sum = LLVMBuildCall2(b, e->t_dot, e->f_dot, da, 2, "");
+                acc[r * nh + h] = LLVMBuildAdd(b, acc[r * nh + h], sum, "");
             }
         return;
     }
@@ -551,7 +555,8 @@ static void emit_fixes(i8_emit *e, LLVMValueRef pn, LLVMValueRef *arow, int nh, 
         LLVMValueRef pairs = LLVMBuildBitCast(b, splat_i32(e, x), v16, "");
         for (int h = 0; h < nh; h++) {
             LLVMValueRef args[2] = {pairs, wv[h]};
-            next[r * nh + h] = LLVMBuildAdd(b, F.carry[r * nh + h], LLVMBuildCall2(b, e->t_dot, e->f_dot, args, 2, ""), "");
+            LLVMValueRef sum = LLVMBuildCall2(b, e->t_dot, e->f_dot, args, 2, "");
+            next[r * nh + h] = LLVMBuildAdd(b, F.carry[r * nh + h], sum, "");
         }
     }
     kern_for_end(k, &F, next);
