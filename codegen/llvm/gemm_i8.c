@@ -182,10 +182,12 @@ static int fits_at(const int8_t *W, int64_t K, int64_t N, int64_t k, int64_t n)
     return pair_fits(W[k * N + n], k + 1 < K ? W[(k + 1) * N + n] : 0);
 }
 
-/* maddubs: the fixes of W, and with off (npanels + 1 entries) where each
- * panel's begin: one for each panel and pair of k with a column whose pair
- * does not fit. */
-static int64_t count_fixes(const i8_plan *p, const cg_gemm_desc *d, const int8_t *W, int32_t *off)
+/* maddubs: the fixes of W, one for each panel and pair of k with a column
+ * whose pair does not fit; with off, kpair and rec (the header's tables)
+ * written as well: each panel's first fix in off (npanels + 1 entries), each
+ * fix's k in kpair and its columns' pairs in its record at rec. */
+static int64_t count_fixes(const i8_plan *p, const cg_gemm_desc *d, const int8_t *W, int32_t *off, int32_t *kpair,
+                           uint8_t *rec)
 {
     int64_t n = 0;
     for (int64_t pn = 0; pn < p->npanels; pn++) {
@@ -193,8 +195,17 @@ static int64_t count_fixes(const i8_plan *p, const cg_gemm_desc *d, const int8_t
             off[pn] = (int32_t)n;
         for (int64_t k = 0; k < d->K; k += 2) {
             int fix = 0;
-            for (int64_t c = pn * p->nr; c < d->N && c < (pn + 1) * p->nr && !fix; c++)
-                fix = !fits_at(W, d->K, d->N, k, c);
+            for (int64_t c = pn * p->nr; c < d->N && c < (pn + 1) * p->nr; c++) {
+                if (fits_at(W, d->K, d->N, k, c))
+                    continue;
+                fix = 1;
+                if (!rec)
+                    break;
+                int16_t w2[2] = {W[k * d->N + c], W[(k + 1) * d->N + c]}; /* a lone k past K fits */
+                memcpy(rec + (size_t)n * (size_t)p->nr * 4 + (size_t)(c - pn * p->nr) * 4, w2, sizeof w2);
+            }
+            if (fix && kpair)
+                kpair[n] = (int32_t)k;
             n += fix;
         }
     }
@@ -216,7 +227,7 @@ size_t cg_gemm_i8_packed_bytes(const cg_gemm_i8_desc *d, const cg_target *t, con
         return 0;
     size_t bytes = fixes_at(&p);
     if (p.path == I8_MADDUBS) {
-        int64_t nfix = count_fixes(&p, &d->g, W, NULL);
+        int64_t nfix = count_fixes(&p, &d->g, W, NULL, NULL, NULL);
         bytes = fix_records_at(&p, nfix) + (size_t)nfix * (size_t)p.nr * 4;
     }
     return (bytes + 63) / 64 * 64;
@@ -227,7 +238,7 @@ int64_t cg_gemm_i8_fixes(const cg_gemm_i8_desc *d, const cg_target *t, const int
     i8_plan p;
     if (i8_plan_make(d, t, &p) || p.path != I8_MADDUBS || !W)
         return -1;
-    return count_fixes(&p, &d->g, W, NULL);
+    return count_fixes(&p, &d->g, W, NULL, NULL, NULL);
 }
 
 int cg_gemm_i8_maddubs_pays(const cg_gemm_i8_desc *d, const cg_target *t, const int8_t *W)
@@ -240,7 +251,7 @@ int cg_gemm_i8_maddubs_pays(const cg_gemm_i8_desc *d, const cg_target *t, const 
     /* measured on a Zen 3 (gemm_i8_bench's maddubs8): a fix costs about
      * 1.4 groups of 4 k of maddubs, wide about 1.5 of them a group: up to
      * one fix for every four groups of a panel */
-    return count_fixes(&p, &d->g, W, NULL) * 4 <= p.npanels * p.groups;
+    return count_fixes(&p, &d->g, W, NULL, NULL, NULL) * 4 <= p.npanels * p.groups;
 }
 
 /* Where W[k, col] goes in the packed panels, in bytes (wide: an int16). */
@@ -279,22 +290,9 @@ int cg_gemm_i8_pack(const cg_gemm_i8_desc *di, const cg_target *t, const int8_t 
     int32_t *colsum = (int32_t *)(o + (size_t)p.npanels * p.panel_bytes);
     float *sw = (float *)(colsum + p.npanels * p.nr);
     if (p.path == I8_MADDUBS) { /* the fixes, and their pairs out of the panels */
-        int32_t *off = (int32_t *)(o + fixes_at(&p)), *kpair = off + p.npanels + 1;
-        int64_t nfix = count_fixes(&p, d, W, off);
-        uint8_t *rec = o + fix_records_at(&p, nfix);
-        for (int64_t pn = 0, f = 0; pn < p.npanels; pn++)
-            for (int64_t k = 0; k < d->K; k += 2) {
-                int fix = 0;
-                for (int64_t c = pn * p.nr; c < d->N && c < (pn + 1) * p.nr; c++) {
-                    if (fits_at(W, d->K, d->N, k, c))
-                        continue;
-                    int16_t w2[2] = {W[k * d->N + c], W[(k + 1) * d->N + c]}; /* a lone k past K fits */
-                    memcpy(rec + (size_t)f * (size_t)p.nr * 4 + (size_t)(c - pn * p.nr) * 4, w2, sizeof w2);
-                    fix = 1;
-                }
-                if (fix)
-                    kpair[f++] = (int32_t)k;
-            }
+        int32_t *off = (int32_t *)(o + fixes_at(&p));
+        int64_t nfix = count_fixes(&p, d, W, NULL, NULL, NULL);
+        count_fixes(&p, d, W, off, off + p.npanels + 1, o + fix_records_at(&p, nfix));
     }
     for (int64_t k = 0; k < d->K; k++)
         for (int64_t n = 0; n < d->N; n++) {
