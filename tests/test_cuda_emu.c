@@ -533,6 +533,102 @@ static void test_ops_emulated(void **state)
     unsetenv("VITC_CUDA_ATTN_WIDE_BLOCKS");
 }
 
+/* How many kernels of the CUDA model at so have label text in their name. */
+static int kernels_with(const char *so, const char *text)
+{
+    vitc_model *m;
+    if (vitc_model_load(so, &m) != VITC_STATUS_OK)
+        fail_msg("%s: %s", so, vitc_last_error());
+    vitc_model_details d;
+    assert_int_equal(vitc_model_get_details(m, &d), VITC_STATUS_OK);
+    int count = 0;
+    for (int k = 0; k < d.nkernels; k++)
+        count += strstr(d.kernel_names[k], text) != NULL;
+    vitc_model_free(m);
+    return count;
+}
+
+/* x + off (rows whose mean, near 3, is several times their spread) through
+ * a LayerNorm read by a Linear with GELU and by a MatMul, and an RMSNorm read
+ * by a Gemm (transB, alpha, beta) through a Reshape, on C channels; a
+ * LayerNorm of x that is an output is not folded (x without the offset: in
+ * bf16, rounding x + off to 8 bits costs a plain LayerNorm its bar). */
+static ir_graph *norm_gemm_graph(int64_t C)
+{
+    ir_graph *g = tu_graph_new("norm-gemm.onnx", 18);
+    int x = tu_input(g, "x", IR_F32, 3, TU_DIMS(-1, 7, C));
+    float *o = malloc(sizeof(float) * (size_t)C);
+    assert_non_null(o);
+    for (int64_t i = 0; i < C; i++)
+        o[i] = 3.0f + 0.01f * (float)(i % 17);
+    int xo = tu_node(g, IR_OP_ADD, NULL, IR_F32, 2, TU_IN(x, tu_const_f32(g, "off", 1, TU_DIMS(C), o)), 0, NULL);
+    free(o);
+    int s = tu_const_f32(g, "s", 1, TU_DIMS(C), NULL), b = tu_const_f32(g, "b", 1, TU_DIMS(C), NULL);
+    int h = tu_node(g, IR_OP_LAYERNORM, NULL, IR_F32, 3, TU_IN(xo, s, b), 2,
+                    TU_AT(tu_int(IR_ATTR_AXIS, -1), tu_float(IR_ATTR_EPSILON, 1e-5f)));
+    int w1 = tu_const_f32(g, "w1", 2, TU_DIMS(C, 40), NULL), b1 = tu_const_f32(g, "b1", 1, TU_DIMS(40), NULL);
+    tu_output(g, tu_node(g, IR_OP_LINEAR, NULL, IR_F32, 3, TU_IN(h, w1, b1), 1,
+                         TU_AT(tu_int(IR_ATTR_ACTIVATION, IR_ACT_GELU_ERF))));
+    tu_output(g, tu_node(g, IR_OP_MATMUL, NULL, IR_F32, 2, TU_IN(h, tu_const_f32(g, "w2", 2, TU_DIMS(C, 24), NULL)),
+                         0, NULL));
+    int hr = tu_node(g, IR_OP_RMS_NORM, NULL, IR_F32, 2, TU_IN(xo, tu_const_f32(g, "sr", 1, TU_DIMS(C), NULL)), 1,
+                     TU_AT(tu_float(IR_ATTR_EPSILON, 1e-6f)));
+    int h2 = tu_node(g, IR_OP_RESHAPE, NULL, IR_F32, 2, TU_IN(hr, tu_const_i64(g, "r2", 1, TU_DIMS(2), TU_DIMS(-1, C))),
+                     0, NULL);
+    int w3 = tu_const_f32(g, "w3", 2, TU_DIMS(33, C), NULL), b3 = tu_const_f32(g, "b3", 1, TU_DIMS(33), NULL);
+    tu_output(g, tu_node(g, IR_OP_GEMM, NULL, IR_F32, 3, TU_IN(h2, w3, b3), 3,
+                         TU_AT(tu_int(IR_ATTR_TRANS_B, 1), tu_float(IR_ATTR_ALPHA, 0.5f),
+                               tu_float(IR_ATTR_BETA, 2.0f))));
+    tu_output(g, tu_node(g, IR_OP_LAYERNORM, NULL, IR_F32, 2, TU_IN(x, s), 0, NULL));
+    tu_check_graph(g, "norm-gemm");
+    return g;
+}
+
+/* A LayerNorm or RMSNorm whose output only GEMMs read is folded into them
+ * (cu_norm.c): the norm's kernel writes the rows' statistics and the GEMMs
+ * read its input; in fp32, and in fp16 and bf16 where that input is 16-bit
+ * (here: no residual stream), not in tf32 or with VITC_CUDA_LN_FOLD=0.  On
+ * every GEMM of the emulation: the SIMT and mma.sync ones, gemm_tma, gemm_wg
+ * and the ping-pong GEMM on sm_90a. */
+static void test_norm_folded_emulated(void **state)
+{
+    (void)state;
+    static const char *const prec[4] = {"fp32", "tf32", "bf16", "bf16"};
+    static const int want[4] = {2, 0, 2, 0}; /* kernels labelled +layernorm */
+    for (int i = 0; i < 4; i++) {
+        char so[8300], cu[8300];
+        snprintf(so, sizeof so, "%s/norm-gemm.%d.so", tmpdir, i);
+        snprintf(cu, sizeof cu, "%s/norm-gemm.%d.cu", tmpdir, i);
+        if (i == 3)
+            setenv("VITC_CUDA_LN_FOLD", "0", 1);
+        ir_graph *g = norm_gemm_graph(96);
+        compile_cuda(g, "norm-gemm", prec[i], so, cu);
+        ir_graph_free(g);
+        unsetenv("VITC_CUDA_LN_FOLD");
+        int ln = kernels_with(so, "+layernorm"), rms = kernels_with(so, "+rmsnorm");
+        int stats = kernels_with(so, "statistics (folded");
+        print_message("%s%s: GEMMs +layernorm %d, +rmsnorm %d; norms as statistics %d\n", prec[i],
+                      i == 3 ? " VITC_CUDA_LN_FOLD=0" : "", ln, rms, stats);
+        assert_int_equal(ln, want[i]);
+        assert_int_equal(rms, want[i] / 2);
+        assert_int_equal(stats, want[i]);
+        unlink(so), unlink(cu);
+    }
+    check_graph("norm-gemm", norm_gemm_graph(96), ALL);
+    check_graph("norm-gemm-big", norm_gemm_graph(1100), FP32 | FP16); /* layernorm_big's statistics */
+    static const char *const knobs[3][2] = {{"VITC_CUDA_GEMM_WAVE", "1"}, {"VITC_CUDA_TMA", "0"},
+                                            {"VITC_CUDA_PINGPONG", "4"}};
+    for (int k = 0; k < 3; k++) { /* gemm_tma; gemm_wg; gemm_pp */
+        setenv("VITC_CUDA_GEMM_WAVE", "1", 1);
+        if (k > 0)
+            setenv(knobs[k][0], knobs[k][1], 1);
+        print_message("sm_90a, %s=%s\n", knobs[k][0], knobs[k][1]);
+        check_graph_as("norm-gemm", norm_gemm_graph(128), FP16 | BF16, 1);
+        unsetenv(knobs[k][0]);
+    }
+    unsetenv("VITC_CUDA_GEMM_WAVE");
+}
+
 /* A rotary table for pairing (ir_rope_pairing) as models build it, [2, R, D], or [2, heads, R, D] with one per
  * head where heads > 0: row t rotates each pair of elements (a, b = partner of a, a the lower) by the angle
  * (t + 1) * 10000^(-2i/D) of pair i (head h's by (1 + h / 3) times that, plus h / 2), a's factors cos and -sin,
@@ -1157,7 +1253,7 @@ static int setup(void **state)
 TU_MAIN(setup, tu_teardown_tmpdir, test_fixtures_emulated, test_zoo_families_emulated, test_sm90a_emulated,
         test_ops_emulated,
         test_rope_emulated, test_head_sizes_emulated, test_attention_wg_emulated, test_sm90a_mutations,
-        test_narrow_residual_emulated,
+        test_narrow_residual_emulated, test_norm_folded_emulated,
         test_fixtures_on_fake_driver)
 
 #else

@@ -412,7 +412,8 @@ def kernel_variants(vitc, so, batches):
             label = re.sub(r" \[sm_.*", "", k.split(" ", 1)[1] if " " in k else k)
             m = re.match(r"gemm (?:bf16|f16|tf32|fp32) (.*?) ?(K=\d+ N=\d+)(.*)", label)
             if m:
-                key = f"{m.group(2)}: {m.group(1)}" + (" split-k" if "split-k" in m.group(3) else "")
+                key = f"{m.group(2)}: {m.group(1)}" + "".join(
+                    f" {w}" for w in ("split-k", "+layernorm", "+rmsnorm") if w in m.group(3))
             elif label.startswith("attention"):
                 key = label
             else:

@@ -116,6 +116,8 @@ typedef struct cu_ctx {
     int64_t *gemm_w;      /* constants used as GEMM weights: offset of their GEMM form, -1 */
     /* per node */
     int64_t *scratch_off; /* workspace offset of the node's scratch (a split GEMM's partial sums), -1 */
+    int *ln_of;           /* a GEMM: the LayerNorm or RMSNorm node folded into it (cu_norm_fold), -1 */
+    unsigned char *ln_folded; /* a norm folded into the GEMMs that read it: it computes its rows' statistics */
     /* per graph input / output */
     vitc_cuda_io *in_io, *out_io;
     uint64_t ws_bytes, ws_unplanned;
@@ -176,6 +178,9 @@ int cu_attention_supports(const ir_graph *g, const ir_node *n, char *why, size_t
 int cu_emit_attention(cu_ctx *c, int node);
 int cu_norm_supports(const ir_graph *g, const ir_node *n, char *why, size_t len);
 int cu_emit_norm(cu_ctx *c, int node);
+/* Marks the norms to fold into the GEMMs that read them (ln_of, ln_folded),
+ * once the storage types are known; returns status. */
+int cu_norm_fold(cu_ctx *c);
 int cu_elem_supports(const ir_graph *g, const ir_node *n, char *why, size_t len);
 int cu_emit_elem(cu_ctx *c, int node);
 int cu_data_supports(const ir_graph *g, const ir_node *n, char *why, size_t len);

@@ -43,6 +43,13 @@
  * join those of the split GEMMs; elsewhere the same grid runs gemm_tc's
  * tile over the tiles in turn, each whole.
  *
+ * A LayerNorm or RMSNorm folded in (cu_norm_fold: every reader of its output
+ * a GEMM): A is the norm's input, W's rows are scaled by the norm's scale
+ * before packing (not shared with other GEMMs of the same weight), the bias
+ * gains the norm's bias times W, and the epilogue takes the rows' (mean,
+ * rstd) from the norm's output buffer and the packed weight's column sums
+ * (gemm.cuh: gemm_store2).
+ *
  * The knobs VITC_CUDA_GEMM_LARGE, VITC_CUDA_GEMM_WAVE, VITC_CUDA_TMA,
  * VITC_CUDA_SPLIT_K, VITC_CUDA_WGMMA_STAGES and VITC_CUDA_WGMMA
  * (codegen/knobs.def) change these choices for measuring on a GPU (bench/kit)
@@ -65,6 +72,8 @@
 typedef struct {
     int x, w, trans_w, bias, res, act, out;
     int gate; /* res is a gate (multiplied) rather than a residual (added) */
+    int has_bias; /* a bias in the epilogue: bias's, or a folded norm's (ln) */
+    int ln;       /* the LayerNorm or RMSNorm folded in (cu_norm_fold): x is its input, -1 none */
     float alpha, beta;  /* Gemm: out = alpha x W + beta bias */
     int64_t K, N, res_ld;
     cg_poly M;
@@ -108,7 +117,7 @@ static int is_f32_const(const ir_graph *g, int v) { return ir_value_is_plain_con
 static int job_of(const ir_graph *g, const ir_node *n, gemm_job *j, char *why, size_t len)
 {
     memset(j, 0, sizeof *j);
-    j->bias = j->res = -1;
+    j->bias = j->res = j->ln = -1;
     j->alpha = j->beta = 1.0f;
     if ((n->op != IR_OP_LINEAR && n->op != IR_OP_MATMUL && n->op != IR_OP_GEMM) || n->ninputs < 2 ||
         n->noutputs < 1 || n->inputs[0] < 0 || n->inputs[1] < 0) {
@@ -202,6 +211,7 @@ static int job_of(const ir_graph *g, const ir_node *n, gemm_job *j, char *why, s
         snprintf(why, len, "its row count is beyond what the CUDA backend handles");
         return 0;
     }
+    j->has_bias = j->bias >= 0;
     return 1;
 }
 
@@ -230,24 +240,60 @@ void cu_pack_weight(const float *W, int64_t K, int64_t N, int64_t Kp, int64_t Np
 
 static const char *act_name(int a) { return ir_act_label((ir_act)a); }
 
+/* The label's word for a folded norm. */
+static const char *norm_label(const cu_ctx *c, const gemm_job *j)
+{
+    return c->g->nodes[j->ln].op == IR_OP_RMS_NORM ? " +rmsnorm" : " +layernorm";
+}
+
+/* A folded norm's scale (NULL: none) and bias values (f32 constants: cu_norm_fold). */
+static const float *norm_scale(const cu_ctx *c, const gemm_job *j)
+{
+    ir_norm v;
+    char why[8];
+    ir_norm_of(&c->g->nodes[j->ln], &v, why, sizeof why);
+    return v.scale >= 0 ? c->g->values[v.scale].data : NULL;
+}
+
+static const float *norm_bias(const cu_ctx *c, const gemm_job *j)
+{
+    ir_norm v;
+    char why[8];
+    ir_norm_of(&c->g->nodes[j->ln], &v, why, sizeof why);
+    return v.bias >= 0 ? c->g->values[v.bias].data : NULL;
+}
+
+/* W as [K, N] fp32: Gemm's alpha and transB applied, row k scaled by g[k]
+ * (a folded norm's scale, NULL: none); NULL when W is that already, or out
+ * of memory (*oom). */
+static float *weight_kn(const ir_graph *g, const gemm_job *j, const float *gs, int *oom)
+{
+    *oom = 0;
+    if (!j->trans_w && j->alpha == 1.0f && !gs)
+        return NULL;
+    const float *src = g->values[j->w].data;
+    float *w = malloc(sizeof(float) * (size_t)(j->K * j->N));
+    if (!w) {
+        *oom = 1;
+        return NULL;
+    }
+    for (int64_t k = 0; k < j->K; k++)
+        for (int64_t n = 0; n < j->N; n++)
+            w[k * j->N + n] = j->alpha * (j->trans_w ? src[n * j->K + k] : src[k * j->N + n]) * (gs ? gs[k] : 1.0f);
+    return w;
+}
+
 /* Offset of the packed weight (and its padded sizes); -1 on error. */
 static int64_t packed_weight(cu_ctx *c, int node, const gemm_job *j, ir_dtype t, int64_t Kp, int64_t Np)
 {
-    int cacheable = !j->trans_w && j->alpha == 1.0f;
+    int cacheable = !j->trans_w && j->alpha == 1.0f && j->ln < 0;
     if (cacheable && c->gemm_w[j->w] >= 0)
         return c->gemm_w[j->w];
-    const ir_value *w = &c->g->values[j->w];
-    const float *src = w->data;
-    float *tmp = NULL;
-    if (j->trans_w || j->alpha != 1.0f) { /* as [K, N], scaled */
-        tmp = malloc(sizeof(float) * (size_t)(j->K * j->N));
-        if (!tmp)
-            return cu_fail(c, VITC_INTERNAL, node, "out of memory"), -1;
-        for (int64_t k = 0; k < j->K; k++)
-            for (int64_t n = 0; n < j->N; n++)
-                tmp[k * j->N + n] = j->alpha * (j->trans_w ? src[n * j->K + k] : src[k * j->N + n]);
-        src = tmp;
-    }
+    int oom;
+    float *tmp = weight_kn(c->g, j, j->ln >= 0 ? norm_scale(c, j) : NULL, &oom);
+    const float *src = tmp ? tmp : c->g->values[j->w].data;
+    if (oom)
+        return cu_fail(c, VITC_INTERNAL, node, "out of memory"), -1;
     void *p;
     int64_t off = cg_blob_reserve(&c->weights, (size_t)(Kp * Np) * ir_dtype_size(t), &p);
     if (off >= 0)
@@ -260,9 +306,62 @@ static int64_t packed_weight(cu_ctx *c, int node, const gemm_job *j, ir_dtype t,
     return off;
 }
 
+/* With a norm folded in (j->ln): the GEMM's bias (beta times its own) plus
+ * the norm's bias times W (alpha W), in double; the offset of its copy. */
+static int64_t folded_bias(cu_ctx *c, int node, const gemm_job *j)
+{
+    void *p;
+    int64_t off = cg_blob_reserve(&c->weights, sizeof(float) * (size_t)j->N, &p);
+    if (off < 0)
+        return cu_fail(c, VITC_INTERNAL, node, "out of memory for the weights"), -1;
+    int oom;
+    const float *b = j->bias >= 0 ? c->g->values[j->bias].data : NULL, *nb = norm_bias(c, j);
+    float *w = nb ? weight_kn(c->g, j, NULL, &oom) : NULL;
+    if (nb && oom)
+        return cu_fail(c, VITC_INTERNAL, node, "out of memory"), -1;
+    const float *wk = w ? w : c->g->values[j->w].data;
+    for (int64_t n = 0; n < j->N; n++) {
+        double acc = b ? (double)j->beta * b[n] : 0.0;
+        for (int64_t k = 0; nb && k < j->K; k++)
+            acc += (double)nb[k] * wk[k * j->N + n];
+        ((float *)p)[n] = (float)acc;
+    }
+    free(w);
+    return off;
+}
+
+/* With a norm folded in: the sums of the packed weight's columns (g W as
+ * stored: rounded to t), the offset of their copy. */
+static int64_t folded_colsum(cu_ctx *c, int node, const gemm_job *j, ir_dtype t)
+{
+    int oom;
+    float *w = weight_kn(c->g, j, norm_scale(c, j), &oom);
+    if (oom)
+        return cu_fail(c, VITC_INTERNAL, node, "out of memory"), -1;
+    const float *wk = w ? w : c->g->values[j->w].data;
+    void *p;
+    int64_t off = cg_blob_reserve(&c->weights, sizeof(float) * (size_t)j->N, &p);
+    if (off < 0) {
+        free(w);
+        return cu_fail(c, VITC_INTERNAL, node, "out of memory for the weights"), -1;
+    }
+    for (int64_t n = 0; n < j->N; n++) {
+        double acc = 0.0;
+        for (int64_t k = 0; k < j->K; k++) {
+            float v = wk[k * j->N + n];
+            acc += t == IR_F16 ? ir_f16_to_f32(ir_f32_to_f16(v)) : t == IR_BF16 ? ir_bf16_to_f32(ir_f32_to_bf16(v)) : v;
+        }
+        ((float *)p)[n] = (float)acc;
+    }
+    free(w);
+    return off;
+}
+
 /* Bias offset: the constant itself, or a copy scaled by Gemm's beta. */
 static int64_t bias_offset(cu_ctx *c, int node, const gemm_job *j)
 {
+    if (j->ln >= 0)
+        return folded_bias(c, node, j);
     if (j->beta == 1.0f)
         return cu_weights_of(c, j->bias);
     void *p;
@@ -430,37 +529,42 @@ static void gemm_text(const cu_ctx *c, cu_str *t, const gemm_job *j, tile tl, in
     if (pp) {
         cu_str_add(t, "VK_KERNEL_TMA(@, 384, 1, vk_gemm_params)\n{\n"
                       "    vk::gemm_pp<%s, %d, %d, %d, %s, %d, %s, %s, %s, %s, %s>(VK_TMAPS, ",
-                   tw, pp, tl.stages, tl.bkb, vec_a ? "true" : "false", j->act, j->bias >= 0 ? "true" : "false",
+                   tw, pp, tl.stages, tl.bkb, vec_a ? "true" : "false", j->act, j->has_bias ? "true" : "false",
                    res_arg(j), tr, to, stream_k(c, pp) ? "true" : "false");
     } else if (tma.bn) {
         cu_str_add(t, "VK_KERNEL_TMA(@, %u, %d, vk_gemm_params)\n{\n"
                       "    vk::gemm_tma<%s, %d, %d, %d, %d, %d, %s, %d, %s, %s, %s, %s>(VK_TMAPS, ",
                    tma_threads(tma), tma.minb, tw, tma.bn, tma.stages, tma.minb, tl.stages, tl.bkb,
-                   vec_a ? "true" : "false", j->act, j->bias >= 0 ? "true" : "false", res_arg(j),
+                   vec_a ? "true" : "false", j->act, j->has_bias ? "true" : "false", res_arg(j),
                    tr, to);
     } else {
         cu_str_add(t, "VK_KERNEL(@, %u, vk_gemm_params)\n{\n", (unsigned)(tl.wm * tl.wn * 32));
         if (wg)
             cu_str_add(t, "    vk::gemm_wg<%s, %d, %d, %d, 1, %d, %d, %s, %d, %s, %s, %s, %s>(", tw, tl.bn, WG_BKB,
                        wg_stages(c), tl.stages, tl.bkb, vec_a ? "true" : "false", j->act,
-                       j->bias >= 0 ? "true" : "false", res_arg(j), tr, to);
+                       j->has_bias ? "true" : "false", res_arg(j), tr, to);
         else
             cu_str_add(t, "    vk::gemm_tc<%s, %d, %d, %d, %d, %d, %d, %s, %s, %d, %s, %s, %s, %s>(", tw, tl.bm, tl.bn,
                        tl.wm, tl.wn, tl.stages, tl.bkb, vec_a ? "true" : "false", split > 1 ? "true" : "false",
-                       j->act, j->bias >= 0 ? "true" : "false", res_arg(j), tr, to);
+                       j->act, j->has_bias ? "true" : "false", res_arg(j), tr, to);
     }
     /* N, K, Kp, lda, ldr, ldc */
     cu_str_add(t, "p, %lld, %lld, %lld, %lldLL, %lldLL, %lldLL);\n}\n", (long long)j->N, (long long)j->K, (long long)Kp,
                (long long)j->K, (long long)j->res_ld, (long long)j->N);
 }
 
-/* A GEMM launch's fields: a, wt and the epilogue's (bias, res, out, m). */
-static void gemm_args(cu_ctx *c, cu_launch *l, const gemm_job *j, int64_t woff, int64_t boff)
+/* A GEMM launch's fields: a, wt and the epilogue's (bias, res, out, m; a
+ * folded norm's statistics, in its output's buffer, and column sums at soff). */
+static void gemm_args(cu_ctx *c, cu_launch *l, const gemm_job *j, int64_t woff, int64_t boff, int64_t soff)
 {
     cu_arg_value(c, l, CU_FIELD(vk_gemm_params, a), j->x);
     cu_arg_ptr(c, l, CU_FIELD(vk_gemm_params, wt), VITC_CUDA_ARG_WEIGHTS, woff);
-    if (j->bias >= 0)
+    if (j->has_bias)
         cu_arg_ptr(c, l, CU_FIELD(vk_gemm_params, bias), VITC_CUDA_ARG_WEIGHTS, boff);
+    if (j->ln >= 0) {
+        cu_arg_value(c, l, CU_FIELD(vk_gemm_params, ln), c->g->nodes[j->ln].outputs[0]);
+        cu_arg_ptr(c, l, CU_FIELD(vk_gemm_params, lnsum), VITC_CUDA_ARG_WEIGHTS, soff);
+    }
     if (j->res >= 0)
         cu_arg_value(c, l, CU_FIELD(vk_gemm_params, res), j->res);
     cu_arg_value(c, l, CU_FIELD(vk_gemm_params, out), j->out);
@@ -497,18 +601,19 @@ static int zero_counters(cu_ctx *c, int node, int64_t hi)
 }
 
 /* The fp32 SIMT GEMM: one launch for every batch. */
-static int emit_simt(cu_ctx *c, int node, const gemm_job *j, int64_t woff, int64_t boff, const char *tw,
-                     const char *tr, int64_t Kp)
+static int emit_simt(cu_ctx *c, int node, const gemm_job *j, int64_t woff, int64_t boff, int64_t soff,
+                     const char *tw, const char *tr, int64_t Kp)
 {
     cu_str t = {0};
     cu_str_add(&t, "VK_KERNEL(@, 256, vk_gemm_params)\n{\n");
-    cu_str_add(&t, "    vk::gemm_simt<%s, %d, %s, %s, %s>(", tw, j->act, j->bias >= 0 ? "true" : "false",
+    cu_str_add(&t, "    vk::gemm_simt<%s, %d, %s, %s, %s>(", tw, j->act, j->has_bias ? "true" : "false",
                res_arg(j), tr);
     cu_str_add(&t, "p, %lld, %lld, %lld, %lldLL, %lldLL, %lldLL);\n}\n", (long long)j->N, (long long)j->K,
                (long long)Kp, (long long)j->K, (long long)j->res_ld, (long long)j->N);
     char label[160];
-    snprintf(label, sizeof label, "gemm fp32 simt 64x64 K=%lld N=%lld%s%s%s", (long long)j->K, (long long)j->N,
-             j->bias >= 0 ? " +bias" : "", act_name(j->act), j->res < 0 ? "" : j->gate ? " +gate" : " +residual");
+    snprintf(label, sizeof label, "gemm fp32 simt 64x64 K=%lld N=%lld%s%s%s%s", (long long)j->K, (long long)j->N,
+             j->ln < 0 ? "" : norm_label(c, j), j->has_bias ? " +bias" : "", act_name(j->act),
+             j->res < 0 ? "" : j->gate ? " +gate" : " +residual");
     int f = cu_add_kernel(c, "gemm", label, &t);
     cu_str_free(&t);
     cu_launch *l = cu_launch_new(c, f, node, 256, 2u * 16 * 68 * 4);
@@ -519,7 +624,7 @@ static int emit_simt(cu_ctx *c, int node, const gemm_job *j, int64_t woff, int64
     l->grid[0] = cg_poly_k((j->N + 63) / 64);
     l->grid[1] = j->M;
     l->div[1] = 64;
-    gemm_args(c, l, j, woff, boff);
+    gemm_args(c, l, j, woff, boff, soff);
     return c->d->status;
 }
 
@@ -532,13 +637,21 @@ int cu_emit_linear(cu_ctx *c, int node)
         return cu_fail(c, VITC_INTERNAL, node, "not a GEMM: %s", why);
     if (c->off[cu_root(c, j.out)] < 0)
         return VITC_OK; /* nobody reads it */
+    if (c->ln_of && c->ln_of[node] >= 0) { /* A is the norm's input (cu_norm_fold) */
+        ir_norm v;
+        j.ln = c->ln_of[node];
+        ir_norm_of(&c->g->nodes[j.ln], &v, why, sizeof why);
+        j.x = v.x;
+        j.has_bias = j.bias >= 0 || v.bias >= 0;
+    }
     ir_dtype wt = c->prec == CU_FP16 ? IR_F16 : c->prec == CU_BF16 ? IR_BF16 : IR_F32;
     int simt = c->prec == CU_FP32;
     int64_t Kp, Np;
     padded(c, &j, &Kp, &Np);
     int64_t woff = packed_weight(c, node, &j, wt, Kp, Np);
-    int64_t boff = j.bias >= 0 ? bias_offset(c, node, &j) : 0;
-    if (woff < 0 || boff < 0)
+    int64_t boff = j.has_bias ? bias_offset(c, node, &j) : 0;
+    int64_t soff = j.ln >= 0 ? folded_colsum(c, node, &j, wt) : 0;
+    if (woff < 0 || boff < 0 || soff < 0)
         return c->d->status;
     const char *ta = cu_ctype(cu_sdt(c, j.x)), *tw = cu_ctype(wt), *to = cu_ctype(cu_sdt(c, j.out));
     const char *tr = j.res >= 0 ? cu_ctype(cu_sdt(c, j.res)) : to;
@@ -546,7 +659,7 @@ int cu_emit_linear(cu_ctx *c, int node)
         return cu_fail(c, VITC_INTERNAL, node, "GEMM operands stored as %s and %s, output %s", ta, tw, to);
     int vec_a = (j.K * (int64_t)ir_dtype_size(wt)) % 16 == 0;
     if (simt)
-        return emit_simt(c, node, &j, woff, boff, tw, tr, Kp);
+        return emit_simt(c, node, &j, woff, boff, soff, tw, tr, Kp);
     int bad;
     tma_of(c, &bad);
     if (bad)
@@ -596,14 +709,14 @@ int cu_emit_linear(cu_ctx *c, int node)
             tl.bn = tma.bn; /* its grid; other GPUs run gemm_tc's tile of that width */
         gemm_text(c, &t, &j, tl, split, wg, tma, pp, vec_a, tw, tr, to, Kp);
         char label[192];
-        snprintf(label, sizeof label, "gemm %s%s %dx%d%s K=%lld N=%lld%s%s%s%s%s",
+        snprintf(label, sizeof label, "gemm %s%s %dx%d%s K=%lld N=%lld%s%s%s%s%s%s",
                  c->prec == CU_TF32 ? "tf32 mma" : c->prec == CU_FP16 ? (wg ? "f16 wgmma" : "f16 mma")
                                                                       : (wg ? "bf16 wgmma" : "bf16 mma"),
                  pp ? "+tma pingpong" : tma.bn ? "+tma" : "",
                  tl.bm, tl.bn,
                  vec_a ? "" : " (unaligned A)", (long long)j.K, (long long)j.N,
-                 split > 1 ? " split-k" : sk ? " stream-k" : "",
-                 j.bias >= 0 ? " +bias" : "", act_name(j.act), j.res < 0 ? "" : j.gate ? " +gate" : " +residual",
+                 split > 1 ? " split-k" : sk ? " stream-k" : "", j.ln < 0 ? "" : norm_label(c, &j),
+                 j.has_bias ? " +bias" : "", act_name(j.act), j.res < 0 ? "" : j.gate ? " +gate" : " +residual",
                  strcmp(to, tw) != 0 ? " (fp32 out)" : "");
         int f = cu_add_kernel(c, "gemm", label, &t);
         cu_str_free(&t);
@@ -630,7 +743,7 @@ int cu_emit_linear(cu_ctx *c, int node)
             l->grid[1] = cg_poly_k(1);
             l->div[1] = 1;
         }
-        gemm_args(c, l, &j, woff, boff);
+        gemm_args(c, l, &j, woff, boff, soff);
         if (split > 1 || sk) { /* its blocks' partial sums, and the tile counters that find each tile's last */
             cu_arg_ws(c, l, CU_FIELD(vk_gemm_params, partial), scratch);
             cu_arg_ws(c, l, CU_FIELD(vk_gemm_params, counters), c->counters_off);

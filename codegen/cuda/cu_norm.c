@@ -117,6 +117,105 @@ int cu_norm_supports(const ir_graph *g, const ir_node *n, char *why, size_t len)
     }
 }
 
+/* ---- a norm folded into the GEMMs after it ----
+ *
+ * y = (x - mean) rstd g + b, then y W: where every reader of y is a GEMM with
+ * a constant weight taking y as its A, the GEMMs read x instead, with W's
+ * rows scaled by g and b W added to their bias (cu_linear.c), and correct
+ * each output in their epilogue: y W = rstd (x (g W) - mean colsum(g W)) + b W
+ * (gemm.cuh: gemm_store2).  The norm's kernel then writes only the rows'
+ * (mean, rstd), into y's own buffer (which is larger: C elements a row,
+ * C * size >= 8 bytes), instead of the normalised rows: y is never written
+ * nor read, which halves the norm's memory traffic and takes a kernel's
+ * worth of reads out of the GEMM's A loads.
+ *
+ * Only where x is stored in the GEMM's operand type (fp32; fp16 and bf16
+ * with a 16-bit residual stream, VITC_CUDA_WIDE_RESIDUAL=0): the GEMM then
+ * multiplies x's stored values exactly as it would y's.  With an fp32
+ * residual stream in fp16/bf16, or in tf32 (whose tensor cores round A to
+ * 10 bits), x would be rounded before the mean is taken out: a row far from
+ * 0 (a large mean against its spread) would lose its precision. */
+
+static int plain_f32(const ir_graph *g, int v)
+{
+    return v < 0 || (ir_value_is_plain_const(g, v) && g->values[v].dtype == IR_F32);
+}
+
+/* Whether every reader of y (rows of C) is a GEMM taking it as its A, or a
+ * view keeping rows of C whose readers are; mark: set their ln_of to norm.
+ * Depth: views of views. */
+static int gemm_readers(cu_ctx *c, int y, int64_t C, int norm, int mark, int depth)
+{
+    const ir_graph *g = c->g;
+    char why[160];
+    int readers = 0;
+    for (int k = 0; k < g->noutputs; k++)
+        if (g->outputs[k] == y)
+            return 0;
+    for (int j = 0; j < g->nnodes && depth < 8; j++) {
+        const ir_node *m = &g->nodes[j];
+        int reads = 0, as_a = 0;
+        for (int k = 0; k < m->ninputs; k++)
+            if (m->inputs[k] == y)
+                reads++, as_a += k == 0;
+        if (!reads)
+            continue;
+        if (reads != 1 || !as_a)
+            return 0;
+        int out = m->noutputs > 0 ? m->outputs[0] : -1;
+        if (out >= 0 && c->plan.view_of[out] == y) { /* a view: its rows must stay the norm's */
+            const ir_value *o = &g->values[out];
+            if (o->rank < 1 || o->dims[o->rank - 1].e != 0 || o->dims[o->rank - 1].k != C ||
+                !gemm_readers(c, out, C, norm, mark, depth + 1))
+                return 0;
+        } else if (c->plan.skip[j] || !cu_linear_supports(g, m, why, sizeof why)) {
+            return 0;
+        } else if (mark) {
+            c->ln_of[j] = norm;
+        }
+        readers++;
+    }
+    return readers > 0 && depth < 8;
+}
+
+/* Whether norm node i can be folded into every node that reads its output. */
+static int foldable(cu_ctx *c, int i)
+{
+    const ir_graph *g = c->g;
+    const ir_node *n = &g->nodes[i];
+    ir_norm v;
+    char why[160];
+    if ((n->op != IR_OP_LAYERNORM && n->op != IR_OP_RMS_NORM) || c->plan.skip[i] ||
+        !cu_norm_supports(g, n, why, sizeof why) || !ir_norm_of(n, &v, why, sizeof why))
+        return 0;
+    const ir_value *x = &g->values[v.x];
+    int rx = cu_root(c, v.x);
+    if (ir_norm_axis(&v, x->rank) != x->rank - 1 || x->kind == IR_VAL_CONST || g->values[rx].kind == IR_VAL_CONST ||
+        !plain_f32(g, v.scale) || !plain_f32(g, v.bias) || c->sdt[rx] != c->sdt[v.y] || cu_root(c, v.y) != v.y ||
+        x->dims[x->rank - 1].k * (int64_t)ir_dtype_size(c->sdt[v.y]) < 8)
+        return 0;
+    return gemm_readers(c, v.y, x->dims[x->rank - 1].k, i, 0, 0);
+}
+
+int cu_norm_fold(cu_ctx *c)
+{
+    const ir_graph *g = c->g;
+    for (int i = 0; i < g->nnodes; i++) {
+        c->ln_of[i] = -1;
+        c->ln_folded[i] = 0;
+    }
+    if (!c->knobs.cuda_ln_fold || c->prec == CU_TF32)
+        return VITC_OK;
+    for (int i = 0; i < g->nnodes; i++) {
+        if (!foldable(c, i))
+            continue;
+        const ir_value *x = &g->values[g->nodes[i].inputs[0]];
+        c->ln_folded[i] = 1;
+        gemm_readers(c, g->nodes[i].outputs[0], x->dims[x->rank - 1].k, i, 1, 0);
+    }
+    return VITC_OK;
+}
+
 static int emit_layernorm(cu_ctx *c, int node)
 {
     const ir_node *n = &c->g->nodes[node];
@@ -142,10 +241,15 @@ static int emit_layernorm(cu_ctx *c, int node)
     else
         cu_str_add(&t, "    vk::layernorm_big<");
     char el[48];
+    int stats = c->ln_folded[node];
+    if (stats) /* only (mean, rstd) a row: the GEMMs after it apply the rest */
+        gv = bv = -1;
     cu_str_add(&t, "%s, %s, %s, %s, %s, %s%s>(p, %s);\n}\n", gv >= 0 ? "true" : "false", bv >= 0 ? "true" : "false",
-               tx, tg, tb, ty, v.centered ? "" : ", false", cu_float_lit(eps, el, sizeof el));
-    char label[64];
-    snprintf(label, sizeof label, "%s C=%lld", v.centered ? "layernorm" : "rmsnorm", (long long)C);
+               tx, tg, tb, ty, stats ? v.centered ? ", true, true" : ", false, true" : v.centered ? "" : ", false",
+               cu_float_lit(eps, el, sizeof el));
+    char label[96];
+    snprintf(label, sizeof label, "%s C=%lld%s", v.centered ? "layernorm" : "rmsnorm", (long long)C,
+             stats ? " statistics (folded into the GEMMs after it)" : "");
     int f = cu_add_kernel(c, v.centered ? "ln" : "rms", label, &t);
     cu_str_free(&t);
     cu_launch *l = cu_launch_new(c, f, node, ROW_THREADS, 0);

@@ -197,11 +197,13 @@ int cu_plan_storage(cu_ctx *c)
     c->in_io = calloc((size_t)g->ninputs + 1, sizeof(vitc_cuda_io));
     c->out_io = calloc((size_t)g->noutputs + 1, sizeof(vitc_cuda_io));
     c->scratch_off = malloc(sizeof(int64_t) * ((size_t)nn + 1));
+    c->ln_of = malloc(sizeof(int) * ((size_t)nn + 1));
+    c->ln_folded = calloc((size_t)nn + 1, 1);
     int64_t *scratch = calloc((size_t)nn + 1, sizeof(int64_t));
     unsigned char *in_ws = calloc((size_t)nv + 1, 1);
     ir_value *sized = malloc(sizeof(ir_value) * ((size_t)nv + 1));
     if (!c->sdt || !c->off || !c->woff || !c->gemm_w || !c->in_io || !c->out_io || !in_ws || !sized ||
-        !c->scratch_off || !scratch) {
+        !c->scratch_off || !scratch || !c->ln_of || !c->ln_folded) {
         free(in_ws), free(sized), free(scratch);
         return cu_fail(c, VITC_INTERNAL, -1, "out of memory");
     }
@@ -227,6 +229,7 @@ int cu_plan_storage(cu_ctx *c)
     }
 
     mark_wide(c);
+    cu_norm_fold(c);
 
     for (int k = 0; k < g->ninputs; k++)
         in_ws[g->inputs[k]] = 1;
@@ -244,11 +247,33 @@ int cu_plan_storage(cu_ctx *c)
         sized[v].dtype = c->sdt[v];
     ir_graph gs = *g;
     gs.values = sized;
+    /* a GEMM with a norm folded in reads the norm's input too: it lives until then */
+    size_t nextra = 0;
+    for (int i = 0; i < nn; i++)
+        nextra += c->ln_of[i] >= 0 ? (size_t)g->nodes[i].ninputs + 1 : 0;
+    ir_node *nodes = malloc(sizeof(ir_node) * ((size_t)nn + 1));
+    int *extra = malloc(sizeof(int) * (nextra + 1)), *in = extra;
+    if (!nodes || !extra) {
+        free(in_ws), free(sized), free(scratch), free(nodes), free(extra);
+        return cu_fail(c, VITC_INTERNAL, -1, "out of memory");
+    }
+    memcpy(nodes, g->nodes, sizeof(ir_node) * (size_t)nn);
+    for (int i = 0; i < nn; i++) {
+        const ir_node *n = &g->nodes[i];
+        if (c->ln_of[i] < 0)
+            continue;
+        memcpy(in, n->inputs, sizeof(int) * (size_t)n->ninputs);
+        in[n->ninputs] = g->nodes[c->ln_of[i]].inputs[0];
+        nodes[i].inputs = in;
+        nodes[i].ninputs = n->ninputs + 1;
+        in += n->ninputs + 1;
+    }
+    gs.nodes = nodes;
     pass_memplan_req req = {
         .max_batch = c->max_batch, .in_workspace = in_ws, .alias_of = c->plan.view_of, .scratch = scratch};
     pass_memplan_result plan;
     int st = pass_memplan(&gs, &req, &plan, c->d);
-    free(sized);
+    free(sized), free(nodes), free(extra);
     free(scratch);
     if (st != VITC_OK) {
         free(in_ws);
@@ -302,8 +327,10 @@ int cu_plan_storage(cu_ctx *c)
 void cu_plan_free(cu_ctx *c)
 {
     free(c->sdt), free(c->off), free(c->woff), free(c->gemm_w);
-    free(c->scratch_off);
+    free(c->scratch_off), free(c->ln_of), free(c->ln_folded);
     c->scratch_off = NULL;
+    c->ln_of = NULL;
+    c->ln_folded = NULL;
     free(c->in_io), free(c->out_io);
     c->sdt = NULL;
     c->off = c->woff = c->gemm_w = NULL;

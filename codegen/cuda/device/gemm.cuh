@@ -81,13 +81,40 @@ template <int STAGES, class F> VK_DEV void gemm_prefill(int nkt, F &load_stage)
     }
 }
 
+/* A LayerNorm or RMSNorm folded into the GEMM (cu_linear.c): A is the
+ * norm's input x, Wt the weight scaled by the norm's scale, p.ln [M] pairs
+ * (mean, 1 / std) of A's rows (layernorm's STATS form) and p.lnsum [N] the
+ * columns' sums of Wt as packed: the product of the normalised row is
+ * rstd (x Wt^T - mean lnsum), and the norm's bias is in the GEMM's.  A
+ * row's part of it: lsum NULL without a norm or past M rows. */
+struct gemm_ln {
+    const float *lsum;
+    float mean, rstd;
+};
+
+VK_DEV gemm_ln gemm_ln_row(const vk_gemm_params &p, vk_i64 r)
+{
+    gemm_ln l = {0, 0.0f, 1.0f};
+    if (p.ln && r < p.m) {
+        l.lsum = p.lnsum;
+        l.mean = p.ln[2 * r];
+        l.rstd = p.ln[2 * r + 1];
+    }
+    return l;
+}
+
 /* Epilogue for one output element pair (c, c + 1) of row r; v1 is ignored
- * when c + 1 >= N. */
+ * when c + 1 >= N; ln: row r's folded norm (gemm_ln_row). */
 template <int ACT, bool BIAS, int RES, class TR, class TC>
 VK_DEV void gemm_store2(float v0, float v1, vk_i64 r, int c, int N, const float *bias, const TR *R, vk_i64 ldr,
-                        TC *C, vk_i64 ldc)
+                        TC *C, vk_i64 ldc, gemm_ln ln = gemm_ln{0, 0.0f, 1.0f})
 {
     bool two = c + 1 < N;
+    if (ln.lsum) {
+        v0 = (v0 - ln.mean * ln.lsum[c]) * ln.rstd;
+        if (two)
+            v1 = (v1 - ln.mean * ln.lsum[c + 1]) * ln.rstd;
+    }
     if (BIAS) {
         v0 += bias[c];
         if (two)
@@ -149,7 +176,7 @@ VK_DEV void gemm_split_finish(const vk_gemm_params &p, vk_i64 m0, int n0, int N,
             if (two)
                 v1 += vk_ld_cg(pz + 1);
         }
-        gemm_store2<ACT, BIAS, RES>(v0, v1, r, c, N, p.bias, R, ldr, C, ldc);
+        gemm_store2<ACT, BIAS, RES>(v0, v1, r, c, N, p.bias, R, ldr, C, ldc, gemm_ln_row(p, r));
     }
     if (tid == 0)
         *cnt = 0;
@@ -273,10 +300,11 @@ VK_DEV void gemm_tc(const vk_gemm_params &p, int N, int K, int Kp, vk_i64 lda, v
         return;
 
 #pragma unroll
-    for (int i = 0; i < MF; i++)
+    for (int i = 0; i < MF; i++) {
+        const vk_i64 r = m0 + wm * WTM + i * 16 + (lane >> 2);
+        const gemm_ln l0 = gemm_ln_row(p, r), l1 = gemm_ln_row(p, r + 8);
 #pragma unroll
         for (int j = 0; j < NF; j++) {
-            vk_i64 r = m0 + wm * WTM + i * 16 + (lane >> 2);
             int c = n0 + wn * WTN + j * 8 + (lane & 3) * 2;
             if (c >= N)
                 continue;
@@ -290,10 +318,11 @@ VK_DEV void gemm_tc(const vk_gemm_params &p, int N, int K, int Kp, vk_i64 lda, v
                 continue;
             }
             if (r < M)
-                gemm_store2<ACT, BIAS, RES>(acc[i][j][0], acc[i][j][1], r, c, N, bias, R, ldr, C, ldc);
+                gemm_store2<ACT, BIAS, RES>(acc[i][j][0], acc[i][j][1], r, c, N, bias, R, ldr, C, ldc, l0);
             if (r + 8 < M)
-                gemm_store2<ACT, BIAS, RES>(acc[i][j][2], acc[i][j][3], r + 8, c, N, bias, R, ldr, C, ldc);
+                gemm_store2<ACT, BIAS, RES>(acc[i][j][2], acc[i][j][3], r + 8, c, N, bias, R, ldr, C, ldc, l1);
         }
+    }
     if (SPLIT)
         gemm_split_finish<ACT, BIAS, RES, BM, BN, NT, TR, TC>(p, m0, n0, N, ldr, ldc);
 }
@@ -349,18 +378,19 @@ VK_DEV unsigned long long wg_desc(const void *smem, unsigned sbo, bool sw128)
  * first; the second is r + 8) and the tile's first column n0. */
 template <int BN, int ACT, bool BIAS, int RES, class TR, class TC>
 VK_DEV void wg_store(const float *d, vk_i64 r, int n0, vk_i64 M, int N, const float *bias, const TR *R, vk_i64 ldr,
-                     TC *C, vk_i64 ldc)
+                     TC *C, vk_i64 ldc, const vk_gemm_params &p)
 {
     const int lane = threadIdx.x & 31;
+    const gemm_ln l0 = gemm_ln_row(p, r), l1 = gemm_ln_row(p, r + 8);
 #pragma unroll
     for (int j = 0; j < BN / 8; j++) {
         int c = n0 + j * 8 + (lane & 3) * 2;
         if (c >= N)
             continue;
         if (r < M)
-            gemm_store2<ACT, BIAS, RES>(d[4 * j], d[4 * j + 1], r, c, N, bias, R, ldr, C, ldc);
+            gemm_store2<ACT, BIAS, RES>(d[4 * j], d[4 * j + 1], r, c, N, bias, R, ldr, C, ldc, l0);
         if (r + 8 < M)
-            gemm_store2<ACT, BIAS, RES>(d[4 * j + 2], d[4 * j + 3], r + 8, c, N, bias, R, ldr, C, ldc);
+            gemm_store2<ACT, BIAS, RES>(d[4 * j + 2], d[4 * j + 3], r + 8, c, N, bias, R, ldr, C, ldc, l1);
     }
 }
 
@@ -454,7 +484,7 @@ VK_DEV void gemm_wg(const vk_gemm_params &p, int N, int K, int Kp, vk_i64 lda, v
     vk_wg_wait<0>();
     vk_cp_async_wait<0>();
 
-    wg_store<BN, ACT, BIAS, RES>(d, m0 + wgi * 64 + (warp & 3) * 16 + (lane >> 2), n0, M, N, bias, R, ldr, C, ldc);
+    wg_store<BN, ACT, BIAS, RES>(d, m0 + wgi * 64 + (warp & 3) * 16 + (lane >> 2), n0, M, N, bias, R, ldr, C, ldc, p);
 #else
     gemm_tc<T, 128, BN, 2, 4, TS, TBKB, VEC_A, false, ACT, BIAS, RES, TR, TC>(p, N, K, Kp, lda, ldr, ldc);
 #endif
@@ -665,7 +695,7 @@ VK_DEV void gemm_tma(const vk_tmap *ma, const vk_tmap *mb, const vk_gemm_params 
             vk_mbar_arrive(&empty[(it - 1) % WS]);
 
         wg_store<BN, ACT, BIAS, RES>(d[0], (vk_i64)(t / ntn) * BM + cw * 64 + (warp & 3) * 16 + (lane >> 2),
-                                     t % ntn * BN, M, N, bias, R, ldr, C, ldc);
+                                     t % ntn * BN, M, N, bias, R, ldr, C, ldc, p);
     }
 #else
     (void)ma, (void)mb;
@@ -831,7 +861,7 @@ VK_DEV void gemm_pp(const vk_tmap *ma, const vk_tmap *mb, const vk_gemm_params &
 #pragma unroll
         for (int h = 0; h < 2; h++)
             wg_store<BN, ACT, BIAS, RES>(d[h], m0 + h * 64 + (warp & 3) * 16 + (lane >> 2), n0, M, N, bias, R, ldr,
-                                         C, ldc);
+                                         C, ldc, p);
     }
 #else
     (void)ma, (void)mb;
@@ -896,11 +926,12 @@ VK_DEV void gemm_simt(const vk_gemm_params &p, int N, int K, int Kp, vk_i64 lda,
         vk_i64 r = m0 + ty * 4 + i;
         if (r >= M)
             continue;
+        const gemm_ln l = gemm_ln_row(p, r);
 #pragma unroll
         for (int j = 0; j < 4; j += 2) {
             int c = n0 + tx * 4 + j;
             if (c < N)
-                gemm_store2<ACT, BIAS, RES>(acc[i][j], acc[i][j + 1], r, c, N, bias, R, ldr, C, ldc);
+                gemm_store2<ACT, BIAS, RES>(acc[i][j], acc[i][j + 1], r, c, N, bias, R, ldr, C, ldc, l);
         }
     }
 }

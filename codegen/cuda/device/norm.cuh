@@ -5,7 +5,9 @@
  * flattened), 8 rows per block; statistics in fp32 from values held in
  * registers (two passes over registers: the mean, then the variance of the
  * deviations).  C is a compile-time constant up to 32 * 32; layernorm_big
- * takes any C, reading the row three times (L1/L2-cached).
+ * takes any C, reading the row three times (L1/L2-cached).  With STATS
+ * they write only each row's statistics, (mean, 1 / std) as two floats, for
+ * the GEMMs that a norm is folded into (gemm.cuh: gemm_store2).
  *
  * softmax_rows: one warp per softmax row (any axis, as outer x C x inner),
  * fp32 throughout.
@@ -20,7 +22,17 @@ namespace vk {
 
 enum { NORM_ROWS = 8 }; /* rows (warps) per block; grid ceil(rows / 8) */
 
-template <int C, bool HAS_G, bool HAS_B, class TX, class TG, class TB, class TY, bool CENTER = true>
+/* The STATS form's output: row's (mean, 1 / std) at y[2 row] (by lane 0). */
+VK_DEV void layernorm_stats_put(const vk_norm_params &p, vk_i64 row, float mean, float rstd)
+{
+    if ((threadIdx.x & 31) == 0) {
+        ((float *)p.y)[2 * row] = mean;
+        ((float *)p.y)[2 * row + 1] = rstd;
+    }
+}
+
+template <int C, bool HAS_G, bool HAS_B, class TX, class TG, class TB, class TY, bool CENTER = true,
+          bool STATS = false>
 VK_DEV void layernorm(const vk_norm_params &p, float eps)
 {
     const TX *x = (const TX *)p.x;
@@ -50,6 +62,10 @@ VK_DEV void layernorm(const vk_norm_params &p, float eps)
         sq += dv * dv;
     }
     const float rstd = vk_rsqrt(vk_warp_sum(sq) * (1.0f / C) + eps);
+    if (STATS) {
+        layernorm_stats_put(p, row, mean, rstd);
+        return;
+    }
     TY *yr = y + row * C;
 #pragma unroll
     for (int i = 0; i < PER; i++) {
@@ -65,7 +81,7 @@ VK_DEV void layernorm(const vk_norm_params &p, float eps)
     }
 }
 
-template <bool HAS_G, bool HAS_B, class TX, class TG, class TB, class TY, bool CENTER = true>
+template <bool HAS_G, bool HAS_B, class TX, class TG, class TB, class TY, bool CENTER = true, bool STATS = false>
 VK_DEV void layernorm_big(const vk_norm_params &p, float eps)
 {
     const TX *x = (const TX *)p.x;
@@ -88,6 +104,10 @@ VK_DEV void layernorm_big(const vk_norm_params &p, float eps)
         sq += dv * dv;
     }
     const float rstd = vk_rsqrt(vk_warp_sum(sq) / (float)C + eps);
+    if (STATS) {
+        layernorm_stats_put(p, row, mean, rstd);
+        return;
+    }
     TY *yr = y + row * C;
     for (vk_i64 c = lane; c < C; c += 32) {
         float r = (vk_get(xr + c) - mean) * rstd;

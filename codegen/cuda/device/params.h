@@ -53,7 +53,8 @@ typedef struct {
 VK_PARAMS_SIZE(vk_reduce_params, 3);
 
 /* Row normalisation (norm.cuh: layernorm, layernorm_big): rows of cols
- * elements; scale and bias per element of a row, NULL when absent. */
+ * elements; scale and bias per element of a row, NULL when absent (the
+ * STATS form, which writes each row's (mean, 1 / std) to y, takes neither). */
 typedef struct {
     const void *x;
     const void *scale;
@@ -89,8 +90,10 @@ typedef struct {
     long long m;        /* M */
     float *partial;     /* split K: [splits, M, N]; stream-K: [blocks, 2, 128 * 128] */
     unsigned *counters; /* split K: a tile's blocks done, one counter a tile (stream-K: 4), zero between GEMMs */
+    const float *ln;    /* a norm folded in (gemm_store2): [M] (mean, 1 / std) of A's rows, else NULL */
+    const float *lnsum; /* with ln: [N] the sums of Wt's columns */
 } vk_gemm_params;
-VK_PARAMS_SIZE(vk_gemm_params, 8);
+VK_PARAMS_SIZE(vk_gemm_params, 10);
 
 /* Attention (attention.cuh). */
 typedef struct {
