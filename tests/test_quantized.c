@@ -969,6 +969,28 @@ static void test_dump_prints_the_quantized_exports(void **state)
     }
 }
 
+/* `vitc compare` of a model that rounds computed tensors, held to a bar it
+ * misses, says why such a model can miss a bar; of a float model, not. */
+static void test_compare_says_why_a_quantized_model_misses_a_bar(void **state)
+{
+    (void)state;
+    static const char *const models[2] = {"tests/data/quantized/face_bn-dynamic.onnx", "tests/models/face_bn-ts17.onnx"};
+    for (int k = 0; k < 2; k++) {
+        char path[4096];
+        tu_path(path, sizeof path, models[k]);
+        const char *args[] = {"compare", path, "--max-rel", "1e-12", "--batch", "3", NULL};
+        char *out = NULL, *err = NULL;
+        int rc = tu_run_vitc(args, &out, &err);
+        const char *note = out ? strstr(out, "rounds computed tensors to integer steps (") : NULL;
+        print_message("vitc compare %s --max-rel 1e-12: exit %d, %s\n", models[k], rc,
+                      note ? "the note on rounding" : "no note");
+        if (rc != 1 || !out || !strstr(out, "FAIL") || (k == 0) != (note != NULL))
+            fail_msg("vitc compare %s: exit %d\n%s%s", models[k], rc, out ? out : "", err ? err : "");
+        free(out);
+        free(err);
+    }
+}
+
 /* The pipeline with every pass but quant-lookup. */
 static int passes_without_lookup(ir_graph *g, const pass_options *po, vitc_diag *d)
 {
@@ -1144,4 +1166,4 @@ TU_MAIN(setup, tu_teardown_tmpdir, test_quantized_exports_in_the_interpreter_mat
         test_precision_int8_compiles_an_fp32_model,
         test_precision_int8_calibrated, test_int8_keeps_an_out_of_line_weight_in_f32, test_quantized_attention_is_fused,
         test_fake_quant_ties_are_exact, test_quantized_attention_keeps_its_factors_in_order,
-        test_quant_lookup_tables_are_the_chains_to_the_bit)
+        test_quant_lookup_tables_are_the_chains_to_the_bit, test_compare_says_why_a_quantized_model_misses_a_bar)

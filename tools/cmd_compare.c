@@ -264,6 +264,19 @@ static int report_json(const cmp_opts *o, const ir_graph *g, const ir_tensor *co
 }
 
 /* Prints the table; returns the index of the first output beyond tolerance, or -1. */
+/* Nodes of g that round a computed tensor to an integer grid. */
+static int rounding_nodes(const ir_graph *g)
+{
+    int count = 0;
+    for (int i = 0; i < g->nnodes; i++) {
+        ir_op op = g->nodes[i].op;
+        count += op == IR_OP_QUANTIZE_LINEAR || op == IR_OP_DYNAMIC_QUANTIZE_LINEAR || op == IR_OP_QLINEAR_ADD ||
+                 op == IR_OP_QLINEAR_CONCAT || op == IR_OP_QLINEAR_CONV || op == IR_OP_QLINEAR_MATMUL ||
+                 op == IR_OP_QLINEAR_MUL || op == IR_OP_QLINEAR_SOFTMAX;
+    }
+    return count;
+}
+
 static int report(const cmp_opts *o, const ir_graph *g, const ir_tensor *compiled, const ir_tensor *ref)
 {
     printf("%-20s %-20s %-10s %-10s %-12s %-16s %s\n", "output", "shape", "max_abs", "max_rel", "cosine", "worst at",
@@ -303,6 +316,13 @@ static int report(const cmp_opts *o, const ir_graph *g, const ir_tensor *compile
                cmp_index_str(&ref[first_bad], bad.worst, at, sizeof at),
                ir_tensor_get(&compiled[first_bad], bad.worst), ir_tensor_get(&ref[first_bad], bad.worst));
     }
+    int rounds = rounding_nodes(g);
+    if (rounds)
+        printf("note: %s rounds computed tensors to integer steps (%d QuantizeLinear, DynamicQuantizeLinear or "
+               "QLinear nodes):\n  a value on the boundary between two steps rounds either way with the order of "
+               "the sums before it,\n  a whole step apart, so such a model can miss a tight bar without being "
+               "wrong; --max-rel,\n  --rtol and --atol set the bar, --bisect shows where the outputs part\n",
+               o->onnx, rounds);
     return first_bad;
 }
 
