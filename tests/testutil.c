@@ -11,11 +11,13 @@
 #include "emu_tmap.h"
 #include "runtime/abi.h"
 #include <dlfcn.h>
+#include <fnmatch.h>
 #include <sys/mman.h>
 #endif
 
 #include <errno.h>
 #include <fcntl.h>
+#include <fnmatch.h>
 #include <math.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -38,6 +40,22 @@ int tu_exit_status(int failures)
     return tu_skipped ? TU_SKIP_RC : 0;
 }
 
+/* Whether name matches one of the comma-separated glob patterns of the
+ * environment variable var (unset: dflt). */
+static int matches_env(const char *var, const char *name, int dflt)
+{
+    const char *v = getenv(var);
+    if (!v || !*v)
+        return dflt;
+    char *list = strdup(v), *save = NULL;
+    assert_non_null(list);
+    int hit = 0;
+    for (char *p = strtok_r(list, ",", &save); p && !hit; p = strtok_r(NULL, ",", &save))
+        hit = fnmatch(p, name, 0) == 0;
+    free(list);
+    return hit;
+}
+
 int tu_main(const char *names, const CMUnitTestFunction *cases, size_t n, CMFixtureFunction setup,
             CMFixtureFunction teardown)
 {
@@ -45,15 +63,12 @@ int tu_main(const char *names, const CMUnitTestFunction *cases, size_t n, CMFixt
     struct CMUnitTest *tests = calloc(n, sizeof *tests);
     assert_non_null(list);
     assert_non_null(tests);
-    size_t i = 0;
-    for (char *name = strtok_r(list, ", \t\n", &save); name && i < n; name = strtok_r(NULL, ", \t\n", &save))
-        tests[i] = (struct CMUnitTest){.name = name, .test_func = cases[i]}, i++;
+    size_t i = 0, run = 0;
+    for (char *name = strtok_r(list, ", \t\n", &save); name && i < n; name = strtok_r(NULL, ", \t\n", &save), i++)
+        if (matches_env("VITC_TEST_FILTER", name, 1) && !matches_env("VITC_TEST_SKIP_FILTER", name, 0))
+            tests[run++] = (struct CMUnitTest){.name = name, .test_func = cases[i]};
     assert_int_equal(i, n);
-    if (getenv("VITC_TEST_FILTER"))
-        cmocka_set_test_filter(getenv("VITC_TEST_FILTER"));
-    if (getenv("VITC_TEST_SKIP_FILTER"))
-        cmocka_set_skip_filter(getenv("VITC_TEST_SKIP_FILTER"));
-    int failures = _cmocka_run_group_tests("tests", tests, n, setup, teardown);
+    int failures = _cmocka_run_group_tests("tests", tests, run, setup, teardown);
     free(tests);
     free(list);
     return tu_exit_status(failures);

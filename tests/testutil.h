@@ -36,9 +36,10 @@ int tu_bf16_cpu(int amx);
 
 /* The main() of a test program: its cases, test functions named as written,
  * run as one group with setup and teardown (either may be NULL); with env
- * VITC_TEST_FILTER set, only the cases whose names match it (cmocka's pattern,
- * e.g. test_ops_emulated when debugging); with VITC_TEST_SKIP_FILTER, not those
- * that match it.  Exits as tu_run_group. */
+ * VITC_TEST_FILTER set, only the cases whose names match one of its
+ * comma-separated glob patterns (e.g. test_ops_emulated when debugging,
+ * "test_zoo_*,test_narrow_*"); with VITC_TEST_SKIP_FILTER, not those that
+ * match one of its patterns.  Exits as tu_run_group. */
 #define TU_MAIN(setup, teardown, ...)                                                                    \
     int main(void)                                                                                       \
     {                                                                                                    \
