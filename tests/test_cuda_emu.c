@@ -333,19 +333,30 @@ static void test_narrow_residual_emulated(void **state)
 
 /* The sm_90a kernels (gemm_tma: TMA, mbarrier ring, warp roles; gemm_wg:
  * wgmma from cp.async stages) on every fixture (one exporter per family)
- * and zoo model in fp16 and bf16, as an H100 runs them; then their other
- * shapes on the fixtures.  Under a sanitizer (every vitc it starts several
- * times slower) the first on the fixtures only. */
+ * and zoo model in fp16 and bf16, as an H100 runs them (their other shapes:
+ * test_gemm_shapes_sm90a_emulated).  Under a sanitizer (every vitc it
+ * starts several times slower) on the fixtures only. */
 static void test_sm90a_emulated(void **state)
 {
     (void)state;
     print_message("sm_90a: gemm_tma 128x128 (3 stages, 2 blocks an SM) and gemm_wg 128x128\n");
     fixtures_emulated(&MODE_SM90A, 1);
     if (TU_SANITIZED) {
-        print_message("(sanitizer build: the zoo and the other shapes are run in the normal build)\n");
+        print_message("(sanitizer build: the zoo is run in the normal build)\n");
         return;
     }
     zoo_emulated(&MODE_SM90A);
+}
+
+/* The sm_90a GEMMs' other shapes and forms on the fixtures (one exporter
+ * per family); under a sanitizer, left to the normal build. */
+static void test_gemm_shapes_sm90a_emulated(void **state)
+{
+    (void)state;
+    if (TU_SANITIZED) {
+        print_message("(sanitizer build: the other shapes are run in the normal build)\n");
+        return;
+    }
     print_message("sm_90a: gemm_tma 128x256 (4 stages, a producer warpgroup) and gemm_wg 128x256\n");
     fixtures_emulated(&MODE_SM90A_WIDE, 1);
     print_message("sm_90a: gemm_wg 128x128 in 5 stages everywhere\n");
@@ -1251,7 +1262,7 @@ static int setup(void **state)
 }
 
 TU_MAIN(setup, tu_teardown_tmpdir, test_fixtures_emulated, test_zoo_families_emulated, test_sm90a_emulated,
-        test_ops_emulated,
+        test_gemm_shapes_sm90a_emulated, test_ops_emulated,
         test_rope_emulated, test_head_sizes_emulated, test_attention_wg_emulated, test_sm90a_mutations,
         test_narrow_residual_emulated, test_norm_folded_emulated,
         test_fixtures_on_fake_driver)
