@@ -11,7 +11,6 @@
 #include "emu_tmap.h"
 #include "runtime/abi.h"
 #include <dlfcn.h>
-#include <fnmatch.h>
 #include <sys/mman.h>
 #endif
 
